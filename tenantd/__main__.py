@@ -1,0 +1,3 @@
+from tenantd.cli.main import main
+
+main()

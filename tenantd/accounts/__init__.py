@@ -1,0 +1,1 @@
+"""Tenancy: accounts, memberships, invitations, plans and features, domain claims, sweeps."""

@@ -1,0 +1,1 @@
+"""Authentication: users, passwords, sessions, access tokens, guards and /me."""

@@ -1,0 +1,70 @@
+"""The guard table of SERVICE.md: requireAuth (default) and tryAuth.
+
+| situation          | requireAuth               | tryAuth                    |
+| no cookie          | 401 missing_session       | view runs with user None   |
+| invalid cookie     | 401 invalid_session       | 401 invalid_session        |
+| valid cookie       | view runs                 | view runs                  |
+"""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+
+from tenantd import appkeys
+from tenantd.auth import queries
+from tenantd.auth.principal import Principal
+from tenantd.auth.tokens import AccessClaims, decode_access_token
+from tenantd.db import Conn
+from tenantd.errors import Unauthorized
+from tenantd.web.routing import Access
+
+AUTH_COOKIE = "auth_token"
+
+
+def invalid() -> Unauthorized:
+    return Unauthorized("invalid_session", "Session is invalid or expired")
+
+
+async def check_claims(conn: Conn, claims: AccessClaims) -> Principal:
+    """Expiry, jti revocation, the user-wide cutoff and the aid membership; else invalid."""
+    if claims.expires_at <= time.time():
+        raise invalid()
+    state = await queries.token_state(
+        conn, user_id=claims.user_id, jti=claims.jti, account_id=claims.account_id
+    )
+    if state is None or state["revoked"]:
+        raise invalid()
+    cutoff = state["tokens_valid_after"]
+    if cutoff is not None and claims.issued_at < cutoff.timestamp():
+        raise invalid()
+    if claims.account_id is not None and state["role"] is None:
+        raise invalid()  # membership revoked or account deleted since the token was issued
+    return Principal(
+        user_id=claims.user_id,
+        account_id=claims.account_id,
+        role=state["role"],
+        jti=claims.jti,
+        issued_at=claims.issued_at,
+        expires_at=claims.expires_at,
+    )
+
+
+async def authenticate(request: web.Request, token: str) -> Principal:
+    services = request.app[appkeys.services]
+    claims = decode_access_token(services.settings.secret_key, token)
+    async with services.db.connection() as conn:
+        return await check_claims(conn, claims)
+
+
+async def guard(request: web.Request, access: Access) -> None:
+    if access in (Access.PUBLIC, Access.SIGNATURE):
+        return
+    token = request.cookies.get(AUTH_COOKIE)
+    if not token:
+        if access is Access.TRY:
+            request[appkeys.principal] = None
+            return
+        raise Unauthorized("missing_session", "Sign in first")
+    request[appkeys.principal] = await authenticate(request, token)

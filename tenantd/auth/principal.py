@@ -1,0 +1,37 @@
+"""The authenticated caller of a request, as the guard resolved it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from tenantd import appkeys
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    user_id: uuid.UUID
+    account_id: uuid.UUID | None  # the token's aid claim: the only source of the active account
+    role: str | None  # role in that account, resolved when the token was checked
+    jti: uuid.UUID
+    issued_at: float
+    expires_at: float
+
+
+class AnonymousNotHandled(RuntimeError):
+    """A tryAuth view used the user without branching on anonymous (a server error)."""
+
+
+def current_principal(request: web.Request) -> Principal:
+    """The caller; on a tryAuth route an anonymous caller here is a bug, hence a 5xx."""
+    principal: Principal | None = request.get(appkeys.principal)
+    if principal is None:
+        raise AnonymousNotHandled("view used the user without handling the anonymous case")
+    return principal
+
+
+def optional_principal(request: web.Request) -> Principal | None:
+    """For tryAuth views: None means anonymous."""
+    return request.get(appkeys.principal)

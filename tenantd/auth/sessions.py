@@ -1,0 +1,144 @@
+"""Sessions: issue, rotate (refresh), revoke. Refresh tokens are stored only as keyed hashes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from dataclasses import dataclass
+
+from tenantd.auth import queries
+from tenantd.auth.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
+from tenantd.db import Conn
+from tenantd.errors import Unauthorized
+from tenantd.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IssuedTokens:
+    access_token: str
+    access: AccessClaims
+    refresh_token: str
+    refresh_expires_at: dt.datetime
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+async def issue_session(
+    conn: Conn,
+    settings: Settings,
+    *,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    user_agent: str | None = None,
+    ip: str | None = None,
+    family_id: uuid.UUID | None = None,
+) -> IssuedTokens:
+    """Create a refresh session row and a matching access token."""
+    access_token, claims = issue_access_token(
+        settings.secret_key, user_id=user_id, account_id=account_id
+    )
+    refresh = new_opaque_token()
+    expires_at = _utcnow() + dt.timedelta(days=settings.refresh_token_ttl_days)
+    await queries.insert_session(
+        conn,
+        family_id=family_id or uuid.uuid4(),
+        user_id=user_id,
+        account_id=account_id,
+        token_hash=token_hash(settings.secret_key, refresh),
+        expires_at=expires_at,
+        access_jti=claims.jti,
+        user_agent=user_agent,
+        ip=ip,
+    )
+    return IssuedTokens(access_token, claims, refresh, expires_at)
+
+
+def _refused(reason: str) -> Unauthorized:
+    log.info("refresh refused", extra={"reason": reason})
+    return Unauthorized("invalid_session", "Session is invalid or expired")
+
+
+async def rotate(
+    conn: Conn,
+    settings: Settings,
+    *,
+    refresh_token: str,
+    user_agent: str | None = None,
+    ip: str | None = None,
+) -> IssuedTokens:
+    """Refresh: one-time use. Reusing a rotated token revokes its whole family (theft signal)."""
+    async with conn.transaction():
+        row = await queries.lock_session_by_hash(
+            conn, token_hash(settings.secret_key, refresh_token)
+        )
+        if row is None:
+            raise _refused("unknown")
+        if row["revoked_at"] is not None:
+            raise _refused("revoked")
+        if row["rotated_at"] is not None:
+            await queries.revoke_family(conn, row["family_id"])
+            log.warning("rotated refresh token reused; session family revoked")
+            raise _refused("reused")
+        now = _utcnow()
+        if row["expires_at"] <= now:
+            raise _refused("expired")
+        cutoff = row["tokens_valid_after"]
+        if cutoff is not None and row["created_at"] < cutoff:
+            raise _refused("cutoff")
+        account_id = row["account_id"]
+        if (
+            account_id is not None
+            and (await queries.active_role(conn, user_id=row["user_id"], account_id=account_id))
+            is None
+        ):
+            raise _refused("membership")
+        await conn.execute(
+            "UPDATE sessions SET rotated_at = now() WHERE id = %(id)s", {"id": row["id"]}
+        )
+        return await issue_session(
+            conn,
+            settings,
+            user_id=row["user_id"],
+            account_id=account_id,
+            user_agent=user_agent,
+            ip=ip,
+            family_id=row["family_id"],
+        )
+
+
+async def revoke_session(
+    conn: Conn, settings: Settings, *, refresh_token: str | None, access: AccessClaims | None
+) -> None:
+    """Logout: end this session family and the access token in hand."""
+    if refresh_token:
+        row = await conn.fetch_one(
+            "SELECT family_id FROM sessions WHERE token_hash = %(h)s",
+            {"h": token_hash(settings.secret_key, refresh_token)},
+        )
+        if row is not None:
+            await queries.revoke_family(conn, row["family_id"])
+    if access is not None:
+        await queries.revoke_jti(
+            conn,
+            jti=access.jti,
+            user_id=access.user_id,
+            expires_at=dt.datetime.fromtimestamp(access.expires_at, dt.UTC),
+        )
+
+
+async def revoke_all(conn: Conn, *, user_id: uuid.UUID) -> None:
+    """User-wide cutoff: every access token issued before now and every session ends."""
+    async with conn.transaction():
+        await conn.execute(
+            "UPDATE users SET tokens_valid_after = now(), updated_at = now() WHERE id = %(u)s",
+            {"u": user_id},
+        )
+        await conn.execute(
+            "UPDATE sessions SET revoked_at = now() WHERE user_id = %(u)s AND revoked_at IS NULL",
+            {"u": user_id},
+        )

@@ -1,0 +1,82 @@
+"""Access tokens (JWT HS256 via PyJWT) and opaque tokens stored only as keyed hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+
+import jwt
+
+from tenantd.errors import Unauthorized
+
+ISSUER = "tenantd"
+ALGORITHM = "HS256"
+ACCESS_TTL_SECONDS = 15 * 60
+
+
+@dataclass(frozen=True, slots=True)
+class AccessClaims:
+    user_id: uuid.UUID
+    account_id: uuid.UUID | None
+    jti: uuid.UUID
+    issued_at: float
+    expires_at: float
+
+
+def new_opaque_token() -> str:
+    """A 256-bit URL-safe random token (refresh, verification, reset, invitation)."""
+    return secrets.token_urlsafe(32)
+
+
+def token_hash(secret_key: str, token: str) -> bytes:
+    """HMAC-SHA256(server secret, token): what the database stores instead of the token."""
+    return hmac.new(secret_key.encode(), token.encode(), hashlib.sha256).digest()
+
+
+def issue_access_token(
+    secret_key: str, *, user_id: uuid.UUID, account_id: uuid.UUID | None, now: float | None = None
+) -> tuple[str, AccessClaims]:
+    # Millisecond iat so a cutoff set earlier in the same second is still told apart.
+    issued_at = round(now if now is not None else time.time(), 3)
+    claims = AccessClaims(
+        user_id=user_id,
+        account_id=account_id,
+        jti=uuid.uuid4(),
+        issued_at=issued_at,
+        expires_at=issued_at + ACCESS_TTL_SECONDS,
+    )
+    payload = {
+        "sub": str(user_id),
+        "aid": str(account_id) if account_id else None,
+        "jti": str(claims.jti),
+        "iat": claims.issued_at,
+        "exp": int(claims.expires_at),
+        "iss": ISSUER,
+    }
+    return jwt.encode(payload, secret_key, algorithm=ALGORITHM), claims
+
+
+def decode_access_token(secret_key: str, token: str) -> AccessClaims:
+    """Verify signature, algorithm, issuer and expiry; any failure is invalid_session."""
+    try:
+        payload = jwt.decode(
+            token,
+            secret_key,
+            algorithms=[ALGORITHM],  # never "none", never an asymmetric algorithm
+            issuer=ISSUER,
+            options={"require": ["sub", "jti", "iat", "exp", "iss"]},
+        )
+        aid = payload.get("aid")
+        return AccessClaims(
+            user_id=uuid.UUID(str(payload["sub"])),
+            account_id=uuid.UUID(str(aid)) if aid else None,
+            jti=uuid.UUID(str(payload["jti"])),
+            issued_at=float(payload["iat"]),
+            expires_at=float(payload["exp"]),
+        )
+    except (jwt.PyJWTError, ValueError, TypeError, KeyError):
+        raise Unauthorized("invalid_session", "Session is invalid or expired") from None

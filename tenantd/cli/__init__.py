@@ -1,0 +1,1 @@
+"""Operator CLI (Typer + Rich): thin commands over the same services as the API."""

@@ -1,0 +1,33 @@
+"""The `tenantd` command."""
+
+from __future__ import annotations
+
+import typer
+
+from tenantd.cli import serve as serve_cmd
+from tenantd.cli.common import state
+
+app = typer.Typer(
+    name="tenantd",
+    help="tenantd: accounts, sessions, notifications and email suppression.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def root(
+    env_file: str | None = typer.Option(
+        None, "--env-file", help="KEY=value file; the process environment wins over it."
+    ),
+) -> None:
+    state.env_file = env_file
+
+
+app.command()(serve_cmd.serve)
+app.command()(serve_cmd.migrate)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,70 @@
+"""`tenantd serve` and `tenantd migrate`."""
+
+from __future__ import annotations
+
+import asyncio
+
+import typer
+from aiohttp import web
+
+from tenantd import appkeys
+from tenantd.cli.common import console, settings
+from tenantd.db.core import create_database
+from tenantd.db.dsn import url_to_dsn
+from tenantd.db.migrate import migrate as apply_migrations
+from tenantd.db.provide import provided_database
+from tenantd.web.app import create_app
+
+SHUTDOWN_TIMEOUT = 20.0  # systemd TimeoutStopSec is larger than this
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8080, help="Port to listen on."),
+    no_migrate: bool = typer.Option(False, "--no-migrate", help="Do not apply migrations first."),
+    env_file: str | None = typer.Option(None, "--env-file", help="KEY=value file to load."),
+) -> None:
+    """Serve the HTTP API, job runner and scheduler.
+
+    Example: tenantd serve --host 0.0.0.0 --port 8080
+    """
+    config = settings(env_file)
+    with provided_database(config) as url:
+
+        async def migrate_first(app: web.Application) -> None:
+            if not no_migrate:
+                await apply_migrations(app[appkeys.services].db)
+
+        app = create_app(config, url, on_services=migrate_first)
+        web.run_app(
+            app,
+            host=host,
+            port=port,
+            shutdown_timeout=SHUTDOWN_TIMEOUT,
+            access_log=None,
+            print=lambda message: console.print(message),
+        )
+
+
+def migrate(
+    env_file: str | None = typer.Option(None, "--env-file", help="KEY=value file to load."),
+) -> None:
+    """Apply pending SQL migrations (safe to run from several hosts at once).
+
+    Example: tenantd migrate
+    """
+    config = settings(env_file)
+
+    async def run(url: str) -> list[str]:
+        db = await create_database(url_to_dsn(url), minsize=1, maxsize=1)
+        try:
+            return await apply_migrations(db)
+        finally:
+            await db.close()
+
+    with provided_database(config) as url:
+        applied = asyncio.run(run(url))
+    if applied:
+        console.print(f"applied {len(applied)} migration(s): {', '.join(applied)}")
+    else:
+        console.print("database is up to date")

@@ -1,0 +1,163 @@
+"""Run SQLAlchemy Core statements (compiled for psycopg2) on aiopg connections.
+
+aiopg connections are always in autocommit mode; `Database.transaction()` wraps a
+block in BEGIN/COMMIT (ROLLBACK on any exception). The caller owns the transaction;
+queries take the `Conn` they are given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, TypeAlias
+
+import aiopg
+import psycopg2.extensions
+import psycopg2.extras
+from sqlalchemy.dialects.postgresql import psycopg2 as pg_dialect
+from sqlalchemy.sql import ClauseElement
+
+Row: TypeAlias = dict[str, Any]
+Statement: TypeAlias = ClauseElement | str
+
+_DIALECT = pg_dialect.dialect()
+_COMPILE_ARGS = {"render_postcompile": True}
+
+# UUIDs both ways, dicts as jsonb. Lists stay PostgreSQL arrays (wrap them in Json() for jsonb).
+psycopg2.extras.register_uuid()
+psycopg2.extensions.register_adapter(dict, psycopg2.extras.Json)
+
+
+def compile_statement(stmt: Statement, params: Mapping[str, Any] | None) -> tuple[str, Any]:
+    """Return (sql, params) for psycopg2. Raw strings use %(name)s placeholders."""
+    if isinstance(stmt, str):
+        # No params means no %-formatting, so literal % signs in raw SQL stay safe.
+        return stmt, (dict(params) if params else None)
+    compiled = stmt.compile(dialect=_DIALECT, compile_kwargs=_COMPILE_ARGS)
+    values = dict(compiled.params)
+    if params:
+        values.update(params)
+    return str(compiled), values
+
+
+class Conn:
+    """One pooled connection; every query helper compiles, executes and maps rows."""
+
+    def __init__(self, raw: aiopg.Connection):
+        self.raw = raw
+        self.in_transaction = False
+
+    async def execute(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> int:
+        """Run a statement; return the affected row count."""
+        sql, values = compile_statement(stmt, params)
+        async with self.raw.cursor() as cur:
+            await cur.execute(sql, values)
+            return int(cur.rowcount)
+
+    async def fetch_all(
+        self, stmt: Statement, params: Mapping[str, Any] | None = None
+    ) -> list[Row]:
+        sql, values = compile_statement(stmt, params)
+        async with self.raw.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+            await cur.execute(sql, values)
+            rows: list[Row] = await cur.fetchall()
+            return rows
+
+    async def fetch_one(
+        self, stmt: Statement, params: Mapping[str, Any] | None = None
+    ) -> Row | None:
+        sql, values = compile_statement(stmt, params)
+        async with self.raw.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+            await cur.execute(sql, values)
+            row: Row | None = await cur.fetchone()
+            return row
+
+    async def fetch_val(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> Any:
+        sql, values = compile_statement(stmt, params)
+        async with self.raw.cursor() as cur:
+            await cur.execute(sql, values)
+            row = await cur.fetchone()
+            return None if row is None else row[0]
+
+    async def execute_many(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run one parameterised statement for many rows (psycopg2 pyformat)."""
+        async with self.raw.cursor() as cur:
+            for values in rows:
+                await cur.execute(sql, values)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Conn]:
+        """BEGIN/COMMIT on this connection; nested calls join the outer transaction."""
+        if self.in_transaction:
+            yield self
+            return
+        async with self.raw.cursor() as cur:
+            await cur.execute("BEGIN")
+        self.in_transaction = True
+        try:
+            yield self
+        except BaseException:
+            self.in_transaction = False
+            if not self.raw.closed:
+                async with self.raw.cursor() as cur:
+                    await cur.execute("ROLLBACK")
+            raise
+        self.in_transaction = False
+        async with self.raw.cursor() as cur:
+            await cur.execute("COMMIT")
+
+
+class Database:
+    """The pool, with connection() and transaction() blocks."""
+
+    def __init__(self, pool: aiopg.Pool):
+        self.pool = pool
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Conn]:
+        async with self.pool.acquire() as raw:
+            yield Conn(raw)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Conn]:
+        async with self.pool.acquire() as raw:
+            conn = Conn(raw)
+            async with conn.transaction():
+                yield conn
+
+    async def fetch_one(
+        self, stmt: Statement, params: Mapping[str, Any] | None = None
+    ) -> Row | None:
+        async with self.connection() as conn:
+            return await conn.fetch_one(stmt, params)
+
+    async def fetch_all(
+        self, stmt: Statement, params: Mapping[str, Any] | None = None
+    ) -> list[Row]:
+        async with self.connection() as conn:
+            return await conn.fetch_all(stmt, params)
+
+    async def fetch_val(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> Any:
+        async with self.connection() as conn:
+            return await conn.fetch_val(stmt, params)
+
+    async def execute(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> int:
+        async with self.connection() as conn:
+            return await conn.execute(stmt, params)
+
+    async def close(self) -> None:
+        self.pool.close()
+        await self.pool.wait_closed()
+
+
+async def create_database(dsn: str, *, minsize: int = 1, maxsize: int = 10) -> Database:
+    # aiopg would otherwise adapt every dict as hstore; we want dicts as jsonb.
+    pool = await aiopg.create_pool(
+        dsn, minsize=minsize, maxsize=maxsize, timeout=30.0, enable_hstore=False
+    )
+    return Database(pool)
+
+
+def new_id() -> uuid.UUID:
+    return uuid.uuid4()

@@ -1,0 +1,1 @@
+"""Email: sender protocol and providers, templates, the suppression list, provider webhooks."""

@@ -1,0 +1,50 @@
+"""The `file` provider: one RFC 5322 .eml file per message (development and tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import email.message
+import email.utils
+import os
+import time
+import uuid
+from pathlib import Path
+
+from tenantd.email.message import EmailMessage
+
+
+def build_mime(
+    message: EmailMessage, *, sender: str, message_id: str
+) -> email.message.EmailMessage:
+    mime = email.message.EmailMessage()
+    mime["From"] = sender
+    mime["To"] = message.to
+    mime["Subject"] = message.subject
+    mime["Date"] = email.utils.formatdate(localtime=False)
+    mime["Message-ID"] = message_id
+    for name, value in message.headers.items():
+        mime[name] = value
+    mime.set_content(message.text)
+    if message.html is not None:
+        mime.add_alternative(message.html, subtype="html")
+    return mime
+
+
+class FileSender:
+    name = "file"
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    async def send(self, message: EmailMessage, *, sender: str) -> str | None:
+        message_id = email.utils.make_msgid(domain="tenantd.local")
+        mime = build_mime(message, sender=sender, message_id=message_id)
+        await asyncio.to_thread(self._write, mime.as_bytes())
+        return message_id
+
+    def _write(self, data: bytes) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = f"{time.time_ns()}-{uuid.uuid4().hex[:8]}.eml"
+        temporary = self.directory / f".{name}.tmp"
+        temporary.write_bytes(data)
+        os.replace(temporary, self.directory / name)  # readers never see half a file

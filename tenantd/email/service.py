@@ -1,0 +1,70 @@
+"""The email send path: the suppression list is consulted before any provider is touched."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from tenantd.db import Database
+from tenantd.email import suppression, templates
+from tenantd.email.message import EmailMessage, RecipientSuppressed, SendResult
+from tenantd.email.providers import EmailSender
+from tenantd.email.providers.file import FileSender
+from tenantd.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def build_sender(settings: Settings, http: aiohttp.ClientSession) -> EmailSender:
+    if settings.email_provider == "file":
+        return FileSender(settings.email_file_dir)
+    from tenantd.email.providers.http import build_http_sender
+
+    return build_http_sender(settings, http)
+
+
+@dataclass
+class EmailService:
+    db: Database
+    sender: EmailSender
+    sender_address: str
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, db: Database, http: aiohttp.ClientSession
+    ) -> EmailService:
+        return cls(db=db, sender=build_sender(settings, http), sender_address=settings.email_from)
+
+    async def send(self, message: EmailMessage) -> SendResult:
+        """Send unless the address is suppressed: then {status: suppressed, reason}."""
+        async with self.db.connection() as conn:
+            row = await suppression.find(conn, message.to)
+        if row is not None:
+            log.info("email to suppressed address skipped", extra={"reason": row["reason"]})
+            return SendResult(status="suppressed", reason=row["reason"])
+        try:
+            message_id = await self.sender.send(message, sender=self.sender_address)
+        except RecipientSuppressed as refused:
+            async with self.db.connection() as conn:
+                for address in refused.addresses or [message.to]:
+                    await suppression.add(
+                        conn, address, reason=refused.reason, provider=refused.provider
+                    )
+            log.info(
+                "provider reported suppressed recipient; mirrored locally",
+                extra={"provider": refused.provider, "reason": refused.reason},
+            )
+            return SendResult(status="suppressed", reason=refused.reason)
+        return SendResult(status="sent", message_id=message_id)
+
+    async def send_template(
+        self, *, to: str, template: str, variables: dict[str, Any], tag: str | None = None
+    ) -> SendResult:
+        """Render a shipped transactional template and send it."""
+        subject, text, html = templates.render(template, variables)
+        return await self.send(
+            EmailMessage(to=to, subject=subject, text=text, html=html, tag=tag or template)
+        )

@@ -1,0 +1,132 @@
+"""Domain errors. Services raise these; one middleware turns them into the error envelope."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AppError(Exception):
+    """An error with an HTTP status and a stable machine-readable code."""
+
+    status = 500
+    code = "INTERNAL"
+    message = "Internal server error"
+
+    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None):
+        super().__init__(message or self.message)
+        self.message = message or self.message
+        self.details = details
+
+
+class Unauthorized(AppError):
+    status = 401
+    code = "UNAUTHORIZED"
+    message = "Authentication required"
+
+    def __init__(self, reason: str, message: str | None = None):
+        super().__init__(message, details={"reason": reason})
+        self.reason = reason
+
+
+class InvalidCredentials(AppError):
+    status = 401
+    code = "INVALID_CREDENTIALS"
+    message = "Email or password is incorrect"
+
+
+class EmailNotVerified(AppError):
+    status = 403
+    code = "EMAIL_NOT_VERIFIED"
+    message = "Verify your email address first"
+
+
+class Forbidden(AppError):
+    status = 403
+    code = "FORBIDDEN"
+    message = "You are not allowed to do this"
+
+
+class FeatureNotEnabled(AppError):
+    status = 403
+    code = "FEATURE_NOT_ENABLED"
+    message = "This feature is not enabled for the account"
+
+
+class NotFound(AppError):
+    status = 404
+    code = "NOT_FOUND"
+    message = "Not found"
+
+
+class Conflict(AppError):
+    status = 409
+    code = "CONFLICT"
+    message = "Conflict"
+
+
+class DomainClaimed(AppError):
+    status = 409
+    code = "DOMAIN_CLAIMED"
+    message = "This email domain is claimed by another account; a join request was sent"
+
+
+class SeatLimitReached(AppError):
+    status = 409
+    code = "SEAT_LIMIT_REACHED"
+    message = "The account has no free seat"
+
+
+class OwnerCannotLeave(AppError):
+    status = 409
+    code = "OWNER_CANNOT_LEAVE"
+    message = "The owner cannot leave; transfer ownership or delete the account"
+
+
+class InvitationRevoked(AppError):
+    status = 410
+    code = "INVITATION_REVOKED"
+    message = "This invitation was revoked"
+
+
+class InvitationExpired(AppError):
+    status = 410
+    code = "INVITATION_EXPIRED"
+    message = "This invitation has expired"
+
+
+class InvitationAlreadyUsed(AppError):
+    status = 410
+    code = "INVITATION_ALREADY_USED"
+    message = "This invitation was already used"
+
+
+class PayloadTooLarge(AppError):
+    status = 413
+    code = "PAYLOAD_TOO_LARGE"
+    message = "Request body is too large"
+
+
+class UnsupportedMediaType(AppError):
+    status = 415
+    code = "UNSUPPORTED_MEDIA_TYPE"
+    message = "Request body must be application/json"
+
+
+class ValidationFailed(AppError):
+    status = 422
+    code = "VALIDATION_ERROR"
+    message = "Request is invalid"
+
+    def __init__(self, fields: dict[str, str], message: str | None = None):
+        super().__init__(message, details={"fields": fields})
+        self.fields = fields
+
+
+class RateLimited(AppError):
+    status = 429
+    code = "RATE_LIMITED"
+    message = "Too many requests; try again later"
+
+    def __init__(self, retry_after: int, message: str | None = None):
+        super().__init__(message, details={"retryAfter": retry_after})
+        self.retry_after = retry_after

@@ -1,0 +1,243 @@
+"""Settings: loaded once from the environment (and an optional env file), then frozen."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PUSH_HOSTS = (
+    "fcm.googleapis.com",
+    "updates.push.services.mozilla.com",
+    "*.push.apple.com",
+    "*.notify.windows.com",
+)
+
+
+class SettingsError(ValueError):
+    """A configuration value is malformed."""
+
+
+def _bool(value: str, name: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise SettingsError(f"{name} must be a boolean (true/false), got {value!r}")
+
+
+def _int(value: str, name: str, *, minimum: int = 0) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise SettingsError(f"{name} must be an integer, got {value!r}") from None
+    if number < minimum:
+        raise SettingsError(f"{name} must be >= {minimum}, got {number}")
+    return number
+
+
+def _list(value: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+def read_env_file(path: str | Path) -> dict[str, str]:
+    """Parse a KEY=value file (comments, blank lines, optional quotes, optional `export`)."""
+    values: dict[str, str] = {}
+    for number, raw in enumerate(Path(path).read_text().splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].strip()
+        if "=" not in line:
+            raise SettingsError(f"{path}:{number}: expected KEY=value")
+        key, value = line.split("=", 1)
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        values[key.strip()] = value
+    return values
+
+
+@dataclass(frozen=True)
+class OAuthProviderSettings:
+    name: str
+    issuer: str
+    client_id: str
+    client_secret: str
+    scopes: tuple[str, ...] = ("openid", "email", "profile")
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path
+    database_url: str | None
+    secret_key: str
+    public_base_url: str = "http://127.0.0.1:8080"
+    cookie_secure: bool = True
+    allowed_origins: tuple[str, ...] = ()
+    account_domain_claiming: bool = False
+    notifications_sse_enabled: bool = False
+    queues_enabled: bool = False
+    vapid_public_key: str | None = None
+    vapid_private_key: str | None = None
+    vapid_subject: str | None = None
+    web_push_allowed_hosts: tuple[str, ...] = DEFAULT_PUSH_HOSTS
+    email_provider: str = "file"
+    email_from: str = "tenantd <no-reply@localhost>"
+    email_file_dir: Path = Path("var/mail")
+    postmark_server_token: str | None = None
+    postmark_api_url: str = "https://api.postmarkapp.com"
+    resend_api_key: str | None = None
+    resend_api_url: str = "https://api.resend.com"
+    sendgrid_api_key: str | None = None
+    sendgrid_api_url: str = "https://api.sendgrid.com"
+    resend_webhook_secret: str | None = None
+    sendgrid_webhook_public_key: str | None = None
+    event_modules: tuple[str, ...] = ()
+    invitation_ttl_hours: int = 168
+    refresh_token_ttl_days: int = 30
+    default_plan: str = "free"
+    log_level: str = "info"
+    log_format: str = "console"
+    job_lease_seconds: int = 30
+    db_pool_min: int = 2
+    db_pool_max: int = 10
+    oauth_providers: tuple[OAuthProviderSettings, ...] = ()
+    extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def web_push_enabled(self) -> bool:
+        return bool(self.vapid_public_key and self.vapid_private_key and self.vapid_subject)
+
+    @property
+    def public_origin(self) -> str:
+        parts = urlsplit(self.public_base_url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    def __repr__(self) -> str:  # never print secrets
+        return f"Settings(data_dir={self.data_dir!s}, email_provider={self.email_provider})"
+
+
+def _secret_key(data_dir: Path, env: dict[str, str]) -> str:
+    if env.get("SECRET_KEY"):
+        key = env["SECRET_KEY"]
+        if len(key) < 32:
+            raise SettingsError("SECRET_KEY must be at least 32 characters")
+        return key
+    path = data_dir / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(48)
+    # Create with 0600 from the start so the key is never world-readable.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    log.warning("SECRET_KEY is not set; generated one into %s", path)
+    return key
+
+
+def _oauth_providers(env: dict[str, str]) -> tuple[OAuthProviderSettings, ...]:
+    providers = []
+    for name in _list(env.get("OAUTH_PROVIDERS", "")):
+        prefix = "OAUTH_" + name.upper().replace("-", "_") + "_"
+        missing = [k for k in ("ISSUER", "CLIENT_ID", "CLIENT_SECRET") if not env.get(prefix + k)]
+        if missing:
+            raise SettingsError(
+                f"OAuth provider {name}: set {', '.join(prefix + k for k in missing)}"
+            )
+        scopes = _list(env.get(prefix + "SCOPES", "").replace(" ", ",")) or (
+            "openid",
+            "email",
+            "profile",
+        )
+        providers.append(
+            OAuthProviderSettings(
+                name=name,
+                issuer=env[prefix + "ISSUER"].rstrip("/"),
+                client_id=env[prefix + "CLIENT_ID"],
+                client_secret=env[prefix + "CLIENT_SECRET"],
+                scopes=scopes,
+            )
+        )
+    return tuple(providers)
+
+
+def load_settings(
+    env_file: str | Path | None = None, environ: dict[str, str] | None = None
+) -> Settings:
+    """Build Settings from the process environment; an env file fills in what is unset."""
+    env: dict[str, str] = {}
+    if env_file is not None:
+        env.update(read_env_file(env_file))
+    env.update(os.environ if environ is None else environ)
+
+    data_dir = Path(env.get("TENANTD_DATA_DIR", "var")).absolute()
+    public_base_url = env.get("PUBLIC_BASE_URL", "http://127.0.0.1:8080").rstrip("/")
+    origin_parts = urlsplit(public_base_url)
+    default_origin = f"{origin_parts.scheme}://{origin_parts.netloc}"
+    provider = env.get("EMAIL_PROVIDER", "file").strip().lower()
+    if provider not in {"file", "postmark", "resend", "sendgrid"}:
+        raise SettingsError(
+            f"EMAIL_PROVIDER must be file, postmark, resend or sendgrid: {provider}"
+        )
+    log_format = env.get("LOG_FORMAT", "console").lower()
+    if log_format not in {"console", "json"}:
+        raise SettingsError("LOG_FORMAT must be console or json")
+
+    def opt(name: str) -> str | None:
+        value = env.get(name, "").strip()
+        return value or None
+
+    return Settings(
+        data_dir=data_dir,
+        database_url=opt("DATABASE_URL"),
+        secret_key=_secret_key(data_dir, env),
+        public_base_url=public_base_url,
+        cookie_secure=_bool(env.get("COOKIE_SECURE", "true"), "COOKIE_SECURE"),
+        allowed_origins=_list(env.get("ALLOWED_ORIGINS", "")) or (default_origin,),
+        account_domain_claiming=_bool(
+            env.get("ACCOUNT_DOMAIN_CLAIMING", "false"), "ACCOUNT_DOMAIN_CLAIMING"
+        ),
+        notifications_sse_enabled=_bool(
+            env.get("NOTIFICATIONS_SSE_ENABLED", "false"), "NOTIFICATIONS_SSE_ENABLED"
+        ),
+        queues_enabled=_bool(env.get("QUEUES_ENABLED", "false"), "QUEUES_ENABLED"),
+        vapid_public_key=opt("WEB_PUSH_VAPID_PUBLIC_KEY"),
+        vapid_private_key=opt("WEB_PUSH_VAPID_PRIVATE_KEY"),
+        vapid_subject=opt("WEB_PUSH_VAPID_SUBJECT"),
+        web_push_allowed_hosts=_list(env.get("WEB_PUSH_ALLOWED_HOSTS", "")) or DEFAULT_PUSH_HOSTS,
+        email_provider=provider,
+        email_from=env.get("EMAIL_FROM", "tenantd <no-reply@localhost>"),
+        email_file_dir=Path(env.get("EMAIL_FILE_DIR", str(data_dir / "mail"))).absolute(),
+        postmark_server_token=opt("POSTMARK_SERVER_TOKEN"),
+        postmark_api_url=env.get("POSTMARK_API_URL", "https://api.postmarkapp.com").rstrip("/"),
+        resend_api_key=opt("RESEND_API_KEY"),
+        resend_api_url=env.get("RESEND_API_URL", "https://api.resend.com").rstrip("/"),
+        sendgrid_api_key=opt("SENDGRID_API_KEY"),
+        sendgrid_api_url=env.get("SENDGRID_API_URL", "https://api.sendgrid.com").rstrip("/"),
+        resend_webhook_secret=opt("RESEND_WEBHOOK_SECRET"),
+        sendgrid_webhook_public_key=opt("SENDGRID_WEBHOOK_PUBLIC_KEY"),
+        event_modules=_list(env.get("TENANTD_EVENT_MODULES", "")),
+        invitation_ttl_hours=_int(
+            env.get("INVITATION_TTL_HOURS", "168"), "INVITATION_TTL_HOURS", minimum=1
+        ),
+        refresh_token_ttl_days=_int(
+            env.get("REFRESH_TOKEN_TTL_DAYS", "30"), "REFRESH_TOKEN_TTL_DAYS", minimum=1
+        ),
+        default_plan=env.get("DEFAULT_PLAN", "free"),
+        log_level=env.get("LOG_LEVEL", "info").lower(),
+        log_format=log_format,
+        job_lease_seconds=_int(env.get("JOB_LEASE_SECONDS", "30"), "JOB_LEASE_SECONDS", minimum=1),
+        db_pool_min=_int(env.get("DB_POOL_MIN", "2"), "DB_POOL_MIN", minimum=1),
+        db_pool_max=_int(env.get("DB_POOL_MAX", "10"), "DB_POOL_MAX", minimum=1),
+        oauth_providers=_oauth_providers(env),
+        extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
+    )

@@ -1,0 +1,1 @@
+"""HTTP layer: app factory, route table, middlewares, JSON envelope, OpenAPI."""

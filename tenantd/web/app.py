@@ -1,0 +1,55 @@
+"""The application factory: one create_app, every resource tied to cleanup_ctx."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from tenantd import appkeys
+from tenantd.services import open_services
+from tenantd.settings import Settings
+from tenantd.web.middlewares import request_middleware
+from tenantd.web.routing import WEBHOOK_BODY_LIMIT, Routes, register
+
+log = logging.getLogger(__name__)
+
+Hook = Callable[[web.Application], AsyncIterator[None]]
+
+
+def route_tables() -> list[Routes]:
+    """Every domain's routes. Each domain owns its views module."""
+    from tenantd.auth import views as auth_views
+    from tenantd.web import health, openapi
+
+    return [health.routes, openapi.routes, auth_views.routes]
+
+
+def background_hooks() -> list[Hook]:
+    """cleanup_ctx hooks of the domains (job runner, scheduler, SSE listener), in start order."""
+    return []
+
+
+def create_app(
+    settings: Settings,
+    database_url: str,
+    *,
+    extra_routes: list[Routes] | None = None,
+    on_services: Callable[[web.Application], Awaitable[None]] | None = None,
+) -> web.Application:
+    app = web.Application(middlewares=[request_middleware], client_max_size=WEBHOOK_BODY_LIMIT)
+    app[appkeys.settings] = settings
+
+    async def services_ctx(app: web.Application) -> AsyncIterator[None]:
+        async with open_services(settings, database_url) as services:
+            app[appkeys.services] = services
+            if on_services is not None:
+                await on_services(app)
+            yield
+
+    app.cleanup_ctx.append(services_ctx)
+    for hook in background_hooks():
+        app.cleanup_ctx.append(hook)
+    register(app, *route_tables(), *(extra_routes or []))
+    return app

@@ -1,0 +1,24 @@
+"""Health: /healthz answers 200 when the database answers, 503 otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from tenantd import appkeys
+from tenantd.web.json import json_response
+from tenantd.web.routing import Access, Routes
+
+routes = Routes("health")
+
+
+@routes.get("/healthz", access=Access.PUBLIC, wrapped=False, summary="Liveness: database reachable")
+async def healthz(request: web.Request) -> web.Response:
+    db = request.app[appkeys.services].db
+    try:
+        async with asyncio.timeout(2):
+            await db.fetch_val("SELECT 1")
+    except Exception:
+        return json_response({"status": "unavailable"}, status=503)
+    return json_response({"status": "ok"})

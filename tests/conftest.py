@@ -1,0 +1,138 @@
+"""Test harness: a real PostgreSQL (private cluster unless DATABASE_URL is set), migrated once
+per run, emptied before every test; one app per test with the real services."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from tenantd.db import Database
+from tenantd.db.core import create_database
+from tenantd.db.dsn import url_to_dsn
+from tenantd.db.embedded import EmbeddedCluster
+from tenantd.db.migrate import migrate
+from tenantd.settings import Settings, load_settings
+from tenantd.web.app import create_app
+from tests.factories import Factory
+
+ORIGIN = "http://127.0.0.1:8080"
+SECRET = "test-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
+KEEP_TABLES = {"plans", "schema_migrations"}
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        yield url
+        return
+    root = Path(tempfile.mkdtemp(prefix="tenantd-test-"))
+    cluster = EmbeddedCluster(root / "pg")
+    cluster.start()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def migrated(database_url: str) -> str:
+    async def run() -> None:
+        db = await create_database(url_to_dsn(database_url), minsize=1, maxsize=1)
+        try:
+            await migrate(db)
+        finally:
+            await db.close()
+
+    asyncio.run(run())
+    return database_url
+
+
+async def truncate_all(db: Database) -> None:
+    rows = await db.fetch_all("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    names = [r["tablename"] for r in rows if r["tablename"] not in KEEP_TABLES]
+    if names:
+        await db.execute(f"TRUNCATE {', '.join(names)} RESTART IDENTITY CASCADE")
+
+
+@pytest.fixture
+async def db(migrated: str) -> AsyncIterator[Database]:
+    database = await create_database(url_to_dsn(migrated), minsize=1, maxsize=5)
+    await truncate_all(database)
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+@pytest.fixture
+def env(tmp_path: Path, migrated: str) -> dict[str, str]:
+    """The environment a test's settings are built from; tests may edit it before `app`."""
+    return {
+        "TENANTD_DATA_DIR": str(tmp_path),
+        "DATABASE_URL": migrated,
+        "SECRET_KEY": SECRET,
+        "PUBLIC_BASE_URL": ORIGIN,
+        "COOKIE_SECURE": "false",
+        "EMAIL_PROVIDER": "file",
+        "EMAIL_FILE_DIR": str(tmp_path / "mail"),
+        "LOG_LEVEL": "warning",
+    }
+
+
+@pytest.fixture
+def settings(env: dict[str, str]) -> Settings:
+    return load_settings(environ=env)
+
+
+@pytest.fixture
+async def server(
+    db: Database, settings: Settings, migrated: str, aiohttp_server: Any
+) -> TestServer:
+    app: web.Application = create_app(settings, migrated)
+    return await aiohttp_server(app)
+
+
+ClientMaker = Callable[..., Awaitable[TestClient[Any, Any]]]
+
+
+@pytest.fixture
+def make_client(server: TestServer, aiohttp_client: Any) -> ClientMaker:
+    """A fresh browser: own cookie jar, same-origin Origin header by default."""
+
+    async def make(cookies: dict[str, str] | None = None, origin: str | None = ORIGIN) -> Any:
+        headers = {"Origin": origin} if origin else {}
+        client = await aiohttp_client(server, headers=headers)
+        if cookies:
+            client.session.cookie_jar.update_cookies(cookies)
+        return client
+
+    return make
+
+
+@pytest.fixture
+async def client(make_client: ClientMaker) -> TestClient[Any, Any]:
+    return await make_client()
+
+
+@pytest.fixture
+def app(server: TestServer) -> web.Application:
+    return server.app
+
+
+@pytest.fixture
+def factory(db: Database, settings: Settings) -> Factory:
+    return Factory(db, settings)
+
+
+@pytest.fixture
+def mail_dir(settings: Settings) -> Path:
+    return settings.email_file_dir

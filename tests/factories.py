@@ -1,0 +1,108 @@
+"""Small factories with defaults: users (verified, with an account), sessions, memberships."""
+
+from __future__ import annotations
+
+import email
+import itertools
+import uuid
+from dataclasses import dataclass
+from email.message import Message
+from pathlib import Path
+
+from tenantd.accounts.provisioning import create_account
+from tenantd.auth.passwords import hash_password
+from tenantd.auth.sessions import IssuedTokens, issue_session
+from tenantd.db import Database
+from tenantd.settings import Settings
+
+_counter = itertools.count(1)
+DEFAULT_PASSWORD = "correct horse battery staple"
+
+
+@dataclass
+class UserRecord:
+    id: uuid.UUID
+    email: str
+    password: str
+    account_id: uuid.UUID | None
+
+
+class Factory:
+    def __init__(self, db: Database, settings: Settings):
+        self.db = db
+        self.settings = settings
+
+    async def user(
+        self,
+        *,
+        email: str | None = None,
+        password: str | None = DEFAULT_PASSWORD,
+        verified: bool = True,
+        account: bool = True,
+        first_name: str = "",
+        last_name: str = "",
+        plan: str | None = None,
+    ) -> UserRecord:
+        email = email or f"user{next(_counter)}-{uuid.uuid4().hex[:6]}@example.com"
+        async with self.db.transaction() as conn:
+            user_id = await conn.fetch_val(
+                "INSERT INTO users (email, first_name, last_name, email_verified_at)"
+                " VALUES (%(e)s, %(f)s, %(l)s, CASE WHEN %(v)s THEN now() END) RETURNING id",
+                {"e": email, "f": first_name, "l": last_name, "v": verified},
+            )
+            if password is not None:
+                await conn.execute(
+                    "INSERT INTO user_passwords (user_id, password_hash) VALUES (%(u)s, %(h)s)",
+                    {"u": user_id, "h": await hash_password(password)},
+                )
+            account_id = None
+            if account and verified:
+                account_id = await create_account(
+                    conn, self.settings, owner_id=user_id, name=f"{email} account"
+                )
+                if plan:
+                    await self.set_plan(account_id, plan, conn=conn)
+        return UserRecord(id=user_id, email=email, password=password or "", account_id=account_id)
+
+    async def set_plan(
+        self, account_id: uuid.UUID, plan: str, *, seats: int | None = None, conn=None
+    ) -> None:  # type: ignore[no-untyped-def]
+        sql = "UPDATE account_plans SET plan_code = %(p)s, seats = %(s)s WHERE account_id = %(a)s"
+        params = {"p": plan, "s": seats, "a": account_id}
+        if conn is not None:
+            await conn.execute(sql, params)
+        else:
+            await self.db.execute(sql, params)
+
+    async def member(self, account_id: uuid.UUID, user_id: uuid.UUID, role: str = "member") -> None:
+        await self.db.execute(
+            "INSERT INTO memberships (account_id, user_id, role) VALUES (%(a)s, %(u)s, %(r)s)",
+            {"a": account_id, "u": user_id, "r": role},
+        )
+
+    async def tokens(self, user: UserRecord, account_id: uuid.UUID | None = None) -> IssuedTokens:
+        async with self.db.connection() as conn:
+            return await issue_session(
+                conn, self.settings, user_id=user.id, account_id=account_id or user.account_id
+            )
+
+    async def cookies(
+        self, user: UserRecord, account_id: uuid.UUID | None = None
+    ) -> dict[str, str]:
+        issued = await self.tokens(user, account_id)
+        return {"auth_token": issued.access_token, "refresh_token": issued.refresh_token}
+
+
+def read_mails(directory: Path) -> list[Message]:
+    if not directory.exists():
+        return []
+    return [email.message_from_bytes(p.read_bytes()) for p in sorted(directory.glob("*.eml"))]
+
+
+def mail_text(message: Message) -> str:
+    for part in message.walk():
+        if part.get_content_type() == "text/plain":
+            payload = part.get_payload(decode=True)
+            assert isinstance(payload, bytes)
+            return payload.decode()
+    raise AssertionError("no text part")
