@@ -17,9 +17,25 @@ from tenantd.settings import Settings
 
 
 @dataclass(frozen=True)
+class DomainConflict:
+    """A later verified signup on a claimed domain: a join request was written instead."""
+
+    account_id: uuid.UUID  # the live account holding the claim
+    domain: str
+    join_request_id: uuid.UUID
+
+
+@dataclass(frozen=True)
 class Provisioned:
-    account_id: uuid.UUID
+    """Outcome of provisioning. Exactly one of account_id / conflict is set.
+
+    On a conflict the caller must COMMIT first (the join request must survive), then answer
+    409 DOMAIN_CLAIMED with details {accountId, domain}, then tell the owner (after commit).
+    """
+
+    account_id: uuid.UUID | None
     created: bool
+    conflict: DomainConflict | None = None
 
 
 async def create_account(
@@ -65,7 +81,10 @@ async def create_account(
 async def provision_personal_account(
     conn: Conn, settings: Settings, *, user_id: uuid.UUID
 ) -> Provisioned:
-    """Give a verified user with no live membership a personal account (caller's transaction)."""
+    """Give a verified user with no live membership a personal account (caller's transaction).
+
+    Domain claiming (ACCOUNT_DOMAIN_CLAIMING) plugs in here: see the six-step order of SERVICE.md.
+    """
     user = await auth_queries.lock_user(conn, user_id)
     if user is None:
         raise LookupError(f"user {user_id} does not exist")
