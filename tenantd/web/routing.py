@@ -50,6 +50,8 @@ class RouteSpec:
     query: type[BaseModel] | None = None
     responses: dict[int, str] = field(default_factory=dict)
     content_type: str = "application/json"
+    # Abuse-limit scope (e.g. "login"): limited per client IP and per body `email`.
+    rate_limit: str | None = None
 
     @property
     def name(self) -> str:
@@ -78,6 +80,7 @@ class Routes:
         body_limit: int | None = None,
         responses: dict[int, str] | None = None,
         content_type: str = "application/json",
+        rate_limit: str | None = None,
     ) -> Callable[[View], View]:
         def decorate(view: View) -> View:
             limit = body_limit or (
@@ -99,6 +102,7 @@ class Routes:
                     body_limit=limit,
                     responses=responses or {},
                     content_type=content_type,
+                    rate_limit=rate_limit,
                 )
             )
             return view
