@@ -1,0 +1,1 @@
+"""tenantd benchmark suite (scripts/bench). Not part of the test suite."""

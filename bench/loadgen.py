@@ -1,0 +1,245 @@
+"""Load drivers: wrk (with Lua for per-request cookies) when installed, else an aiohttp
+closed-loop generator. Both report requests/s and p50/p99 latency in milliseconds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+LUA = r"""
+local tokens = {}
+local counter = 0
+local threads = 1
+local cookie_name = os.getenv("BENCH_COOKIE") or "auth_token"
+local path = os.getenv("BENCH_PATH") or "/"
+local method = os.getenv("BENCH_METHOD") or "GET"
+local origin = os.getenv("BENCH_ORIGIN") or "http://127.0.0.1:8080"
+local once = os.getenv("BENCH_ONCE") == "1"
+local next_id = 0
+
+function setup(thread)
+  thread:set("thread_id", next_id)
+  next_id = next_id + 1
+end
+
+function init(args)
+  thread_id = thread_id or 0  -- global set by setup() through thread:set
+  local file = os.getenv("BENCH_TOKENS")
+  if file then
+    for line in io.lines(file) do tokens[#tokens + 1] = line end
+  end
+  threads = tonumber(os.getenv("BENCH_THREADS") or "1")
+end
+
+function request()
+  local headers = {["Origin"] = origin}
+  if #tokens > 0 then
+    local index
+    if once then
+      -- each thread walks its own slice so a rotated token is never reused
+      index = (thread_id + counter * threads) % #tokens + 1
+    else
+      index = counter % #tokens + 1
+    end
+    headers["Cookie"] = cookie_name .. "=" .. tokens[index]
+  end
+  counter = counter + 1
+  return wrk.format(method, path, headers)
+end
+
+function done(summary, latency, requests)
+  local errors = summary.errors.connect + summary.errors.read + summary.errors.write
+    + summary.errors.status + summary.errors.timeout
+  io.write(string.format(
+    'BENCHJSON {"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "errors": %d, "non2xx": %d}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    errors, summary.errors.status))
+end
+"""
+
+
+@dataclass
+class LoadResult:
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+    errors: int
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "rps": round(self.rps, 1),
+            "p50_ms": round(self.p50_ms, 2),
+            "p99_ms": round(self.p99_ms, 2),
+            "requests": self.requests,
+            "errors": self.errors,
+        }
+
+
+def have_wrk() -> bool:
+    return shutil.which("wrk") is not None
+
+
+def pin(cpu: int | None) -> list[str]:
+    if cpu is None or shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
+        return []
+    return ["taskset", "-c", str(cpu)]
+
+
+def run_wrk(
+    url: str,
+    path: str,
+    *,
+    connections: int = 64,
+    duration: int = 10,
+    threads: int = 2,
+    tokens: list[str] | None = None,
+    cookie: str = "auth_token",
+    method: str = "GET",
+    once: bool = False,
+    cpu: int | None = 1,
+    origin: str = "http://127.0.0.1:8080",
+) -> LoadResult:
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "bench.lua"
+        script.write_text(LUA)
+        env = dict(os.environ)
+        env.update(
+            BENCH_PATH=path,
+            BENCH_METHOD=method,
+            BENCH_COOKIE=cookie,
+            BENCH_THREADS=str(threads),
+            BENCH_ORIGIN=origin,
+            BENCH_ONCE="1" if once else "0",
+        )
+        if tokens:
+            token_file = Path(tmp) / "tokens.txt"
+            token_file.write_text("\n".join(tokens) + "\n")
+            env["BENCH_TOKENS"] = str(token_file)
+        command = [
+            *pin(cpu),
+            "wrk",
+            f"-t{threads}",
+            f"-c{connections}",
+            f"-d{duration}s",
+            "--latency",
+            "-s",
+            str(script),
+            url + path,
+        ]
+        output = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+    line = next(l for l in output.splitlines() if l.startswith("BENCHJSON "))
+    data = json.loads(line[len("BENCHJSON ") :])
+    seconds = data["duration_us"] / 1e6
+    return LoadResult(
+        rps=data["requests"] / seconds,
+        p50_ms=data["p50_us"] / 1000,
+        p99_ms=data["p99_us"] / 1000,
+        requests=data["requests"],
+        errors=data["errors"],
+    )
+
+
+async def _aiohttp_load(
+    url: str,
+    *,
+    connections: int,
+    duration: float,
+    tokens: list[str] | None,
+    cookie: str,
+    method: str,
+    once: bool,
+    origin: str,
+) -> LoadResult:
+    latencies: list[float] = []
+    errors = 0
+    counter = 0
+    deadline = time.perf_counter() + duration
+    connector = aiohttp.TCPConnector(limit=connections)
+    async with aiohttp.ClientSession(
+        connector=connector, cookie_jar=aiohttp.DummyCookieJar()
+    ) as session:
+
+        async def worker() -> None:
+            nonlocal errors, counter
+            while time.perf_counter() < deadline:
+                headers = {"Origin": origin}
+                if tokens:
+                    if once and counter >= len(tokens):
+                        return
+                    headers["Cookie"] = f"{cookie}={tokens[counter % len(tokens)]}"
+                counter += 1
+                started = time.perf_counter()
+                try:
+                    async with session.request(method, url, headers=headers) as response:
+                        await response.read()
+                        if response.status >= 400:
+                            errors += 1
+                except aiohttp.ClientError:
+                    errors += 1
+                latencies.append(time.perf_counter() - started)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(connections)))
+        elapsed = time.perf_counter() - started
+    latencies.sort()
+    if not latencies:
+        return LoadResult(0, 0, 0, 0, errors)
+    return LoadResult(
+        rps=len(latencies) / elapsed,
+        p50_ms=latencies[len(latencies) // 2] * 1000,
+        p99_ms=latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+        requests=len(latencies),
+        errors=errors,
+    )
+
+
+def run_load(
+    url: str,
+    path: str,
+    *,
+    connections: int = 64,
+    duration: int = 10,
+    tokens: list[str] | None = None,
+    cookie: str = "auth_token",
+    method: str = "GET",
+    once: bool = False,
+    cpu: int | None = 1,
+    origin: str = "http://127.0.0.1:8080",
+) -> LoadResult:
+    if have_wrk():
+        return run_wrk(
+            url,
+            path,
+            connections=connections,
+            duration=duration,
+            tokens=tokens,
+            cookie=cookie,
+            method=method,
+            once=once,
+            cpu=cpu,
+            origin=origin,
+        )
+    if cpu is not None and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, {cpu})
+    return asyncio.run(
+        _aiohttp_load(
+            url + path,
+            connections=connections,
+            duration=duration,
+            tokens=tokens,
+            cookie=cookie,
+            method=method,
+            once=once,
+            origin=origin,
+        )
+    )

@@ -1,0 +1,279 @@
+"""scripts/bench: private database + server, seeded data, load from another process/core.
+
+Prints a table and writes bench/results.json. Every throughput figure is also given as a
+ratio to a bare aiohttp hello-world measured in the same run, so results compare across
+machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bench import extra
+from bench.loadgen import LoadResult, have_wrk, pin, run_load
+from bench.seed import SeedPlan, account_uuid, refresh_token, seed, user_uuid
+from tenantd.auth.tokens import issue_access_token
+from tenantd.db.embedded import EmbeddedCluster
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "bench-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
+ORIGIN = "http://127.0.0.1:8080"
+console = Console()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_http(url: str, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def current_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Server:
+    def __init__(self, command: list[str], env: dict[str, str], url: str, cpu: int | None):
+        self.process = subprocess.Popen(
+            [*pin(cpu), *command],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(ROOT / "var" / "bench" / "server.log", "ab"),  # noqa: SIM115
+        )
+        self.url = url
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def server_env(database_url: str, data_dir: Path, **overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TENANTD_", "DATABASE_URL"))}
+    env.update(
+        DATABASE_URL=database_url,
+        TENANTD_DATA_DIR=str(data_dir),
+        SECRET_KEY=SECRET,
+        PUBLIC_BASE_URL=ORIGIN,
+        COOKIE_SECURE="false",
+        LOG_LEVEL="error",
+        EMAIL_PROVIDER="file",
+        DB_POOL_MAX="20",
+        TENANTD_EVENT_MODULES="bench.events",
+        PYTHONPATH=str(ROOT),
+        RATE_LIMIT_DISABLED="true",
+    )
+    env.update(overrides)
+    return env
+
+
+def access_tokens(count: int, accounts: int) -> list[str]:
+    tokens = []
+    for i in range(1, count + 1):
+        index = ((i * 37) % accounts) + 1  # owners of distinct accounts
+        token, _ = issue_access_token(
+            SECRET, user_id=_uuid(user_uuid(index)), account_id=_uuid(account_uuid(index))
+        )
+        tokens.append(token)
+    return tokens
+
+
+def _uuid(value: str) -> Any:
+    import uuid
+
+    return uuid.UUID(value)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="data set multiplier (1 = 100k users, 1M notifications)",
+    )
+    parser.add_argument("--duration", type=int, default=10, help="seconds per HTTP measurement")
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--only", default="", help="comma list of benchmarks to run")
+    parser.add_argument("--no-seed", action="store_true", help="reuse the data already seeded")
+    parser.add_argument("--output", default=str(ROOT / "bench" / "results.json"))
+    args = parser.parse_args()
+    only = {x.strip() for x in args.only.split(",") if x.strip()}
+
+    def wanted(name: str) -> bool:
+        return not only or name in only
+
+    data_dir = ROOT / "var" / "bench"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    database_url = os.environ.get("BENCH_DATABASE_URL")
+    cluster = None
+    if not database_url:
+        cluster = EmbeddedCluster(data_dir / "pg")
+        cluster.start()
+        database_url = cluster.url
+    from tenantd.db.dsn import url_to_dsn
+
+    dsn = url_to_dsn(database_url)
+    cpus = os.cpu_count() or 1
+    server_cpu, load_cpu = (0, 1) if cpus >= 2 else (None, None)
+    results: dict[str, Any] = {
+        "machine": {
+            "cpus": cpus,
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_driver": "wrk" if have_wrk() else "aiohttp",
+        },
+        "scale": args.scale,
+        "figures": {},
+    }
+    figures: dict[str, dict[str, Any]] = results["figures"]
+    plan = SeedPlan.scaled(args.scale)
+    results["data"] = plan.__dict__
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "tenantd", "migrate"],
+            env=server_env(database_url, data_dir),
+            check=True,
+            capture_output=True,
+        )
+        if not args.no_seed:
+            console.print(f"[bold]seeding[/bold] {plan}")
+            seed(dsn, plan, SECRET, log=console.print)
+
+        def http(name: str, server_url: str, path: str, **kw: Any) -> None:
+            if not wanted(name):
+                return
+            result: LoadResult = run_load(
+                server_url,
+                path,
+                connections=args.connections,
+                duration=args.duration,
+                cpu=load_cpu,
+                origin=ORIGIN,
+                **kw,
+            )
+            figures[name] = result.as_dict()
+            console.print(
+                f"  {name}: {result.rps:,.0f} req/s p50 {result.p50_ms:.1f} ms p99 {result.p99_ms:.1f} ms errors {result.errors}"
+            )
+
+        # 1. Framework limit
+        port = free_port()
+        hello = Server(
+            [sys.executable, "-m", "bench.hello", str(port)],
+            dict(os.environ, PYTHONPATH=str(ROOT)),
+            f"http://127.0.0.1:{port}",
+            server_cpu,
+        )
+        try:
+            wait_http(f"http://127.0.0.1:{port}/")
+            http("hello_world", hello.url, "/")
+        finally:
+            hello.stop()
+
+        # 2. The service
+        port = free_port()
+        env = server_env(database_url, data_dir, NOTIFICATIONS_SSE_ENABLED="true")
+        env.update(extra.server_env())
+        server = Server(
+            [sys.executable, "-m", "tenantd", "serve", "--no-migrate", "--port", str(port)],
+            env,
+            f"http://127.0.0.1:{port}",
+            server_cpu,
+        )
+        try:
+            wait_http(f"{server.url}/healthz")
+            tokens = access_tokens(2000, plan.accounts)
+            http("me_authenticated", server.url, "/api/v1/users/me", tokens=tokens)
+            http("me_anonymous", server.url, "/api/v1/users/me")
+            refresh = [refresh_token(i) for i in range(1, plan.sessions + 1)]
+            http(
+                "refresh",
+                server.url,
+                "/api/v1/auth/refresh",
+                tokens=refresh,
+                cookie="refresh_token",
+                method="POST",
+                once=True,
+            )
+            http("notifications_list", server.url, "/api/v1/notifications?limit=20", tokens=tokens)
+            http("unread_count", server.url, "/api/v1/notifications/unread-count", tokens=tokens)
+            for name, run in extra.service_benchmarks():
+                if wanted(name):
+                    figures[name] = run(server.url, dsn, env, plan)
+                    console.print(f"  {name}: {figures[name]}")
+            results["server_peak_rss_mb"] = round(peak_rss_mb(server.pid), 1)
+        finally:
+            server.stop()
+    finally:
+        if cluster is not None and os.environ.get("BENCH_KEEP_DB") != "1":
+            cluster.stop()
+
+    base = figures.get("hello_world", {}).get("rps")
+    if base:
+        for name, figure in figures.items():
+            if "rps" in figure:
+                figure["ratio_to_hello"] = round(figure["rps"] / base, 3)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
+    table = Table(title=f"tenantd bench (scale {args.scale}, {results['machine']['load_driver']})")
+    for column in ("figure", "req/s or rate", "p50 ms", "p99 ms", "x hello", "errors"):
+        table.add_column(column)
+    for name, figure in figures.items():
+        table.add_row(
+            name,
+            f"{figure.get('rps', figure.get('rate', '')):,}"
+            if isinstance(figure.get("rps", figure.get("rate")), (int, float))
+            else "",
+            str(figure.get("p50_ms", "")),
+            str(figure.get("p99_ms", "")),
+            str(figure.get("ratio_to_hello", "")),
+            str(figure.get("errors", "")),
+        )
+    console.print(table)
+    console.print(f"server peak RSS: {results.get('server_peak_rss_mb')} MB; written {args.output}")
+
+
+if __name__ == "__main__":
+    main()
