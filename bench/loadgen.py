@@ -60,7 +60,8 @@ function done(summary, latency, requests)
   local errors = summary.errors.connect + summary.errors.read + summary.errors.write
     + summary.errors.status + summary.errors.timeout
   io.write(string.format(
-    'BENCHJSON {"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "errors": %d, "non2xx": %d}\n',
+    'BENCHJSON {"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, '
+    .. '"errors": %d, "non2xx": %d}\n',
     summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
     errors, summary.errors.status))
 end
@@ -137,7 +138,7 @@ def run_wrk(
             url + path,
         ]
         output = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
-    line = next(l for l in output.splitlines() if l.startswith("BENCHJSON "))
+    line = next(row for row in output.splitlines() if row.startswith("BENCHJSON "))
     data = json.loads(line[len("BENCHJSON ") :])
     seconds = data["duration_us"] / 1e6
     return LoadResult(

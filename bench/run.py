@@ -195,7 +195,8 @@ def main() -> None:
             )
             figures[name] = result.as_dict()
             console.print(
-                f"  {name}: {result.rps:,.0f} req/s p50 {result.p50_ms:.1f} ms p99 {result.p99_ms:.1f} ms errors {result.errors}"
+                f"  {name}: {result.rps:,.0f} req/s p50 {result.p50_ms:.1f} ms"
+                f" p99 {result.p99_ms:.1f} ms errors {result.errors}"
             )
 
         # 1. Framework limit
@@ -252,7 +253,7 @@ def main() -> None:
 
     base = figures.get("hello_world", {}).get("rps")
     if base:
-        for name, figure in figures.items():
+        for figure in figures.values():
             if "rps" in figure:
                 figure["ratio_to_hello"] = round(figure["rps"] / base, 3)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
