@@ -14,3 +14,16 @@ def normalize_email(address: str) -> str:
 
 def email_domain(address: str) -> str:
     return address.strip().rpartition("@")[2].lower()
+
+
+MAX_EMAIL_LENGTH = 320
+
+
+def is_plausible(address: str) -> bool:
+    """A non-empty local part, '@', a domain, no whitespace or control characters."""
+    if not address or len(address) > MAX_EMAIL_LENGTH:
+        return False
+    local, sep, domain = address.rpartition("@")
+    if not (sep and local and domain):
+        return False
+    return not any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in address)

@@ -48,17 +48,25 @@ class EmailService:
         try:
             message_id = await self.sender.send(message, sender=self.sender_address)
         except RecipientSuppressed as refused:
-            async with self.db.connection() as conn:
-                for address in refused.addresses or [message.to]:
-                    await suppression.add(
-                        conn, address, reason=refused.reason, provider=refused.provider
-                    )
-            log.info(
-                "provider reported suppressed recipient; mirrored locally",
-                extra={"provider": refused.provider, "reason": refused.reason},
-            )
+            await self._mirror(refused, message.to)
             return SendResult(status="suppressed", reason=refused.reason)
         return SendResult(status="sent", message_id=message_id)
+
+    async def _mirror(self, refused: RecipientSuppressed, recipient: str) -> None:
+        """Record the provider's send-time verdict in the local list (one statement)."""
+        details = {"source": "send"}
+        rows = [(a, refused.reason, details) for a in refused.addresses or [recipient]]
+        async with self.db.connection() as conn:
+            recorded = await suppression.add_many(conn, rows, provider=refused.provider)
+        for row in recorded:
+            log.info(
+                "email suppression recorded",
+                extra={
+                    "provider": refused.provider,
+                    "reason": row["reason"],
+                    "email": row["email"],
+                },
+            )
 
     async def send_template(
         self, *, to: str, template: str, variables: dict[str, Any], tag: str | None = None

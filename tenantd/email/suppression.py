@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+import orjson
 
 from tenantd.db import Conn, Row
 from tenantd.email.addresses import normalize_email
@@ -42,7 +45,33 @@ async def add(
     return inserted == 1
 
 
+async def add_many(
+    conn: Conn, rows: Iterable[tuple[str, str, dict[str, Any]]], *, provider: str
+) -> list[Row]:
+    """Suppress many (email, reason, details) in one statement; return the rows inserted.
+
+    Addresses that already have a row keep it (the first verdict wins, also within `rows`).
+    """
+    first: dict[str, tuple[str, dict[str, Any]]] = {}
+    for email, reason, detail in rows:
+        first.setdefault(normalize_email(email), (reason, detail))
+    # Sorted, so concurrent batches lock the same keys in the same order (no deadlock).
+    emails = sorted(first)
+    reasons = [first[e][0] for e in emails]
+    details = [orjson.dumps(first[e][1]).decode() for e in emails]
+    if not emails:
+        return []
+    return await conn.fetch_all(
+        "INSERT INTO email_suppressions (email, reason, provider, details)"
+        " SELECT e, r, %(provider)s, d::jsonb"
+        " FROM unnest(%(emails)s::text[], %(reasons)s::text[], %(details)s::text[]) AS t(e, r, d)"
+        " ON CONFLICT (email) DO NOTHING RETURNING email, reason",
+        {"provider": provider, "emails": emails, "reasons": reasons, "details": details},
+    )
+
+
 async def remove(conn: Conn, email: str) -> bool:
+    """Delete the address's row (operator delete, verified signup); False when there was none."""
     deleted = await conn.execute(
         "DELETE FROM email_suppressions WHERE email = %(email)s",
         {"email": normalize_email(email)},

@@ -5,8 +5,40 @@ from __future__ import annotations
 import aiohttp
 
 from tenantd.email.providers import EmailSender
-from tenantd.settings import Settings
+from tenantd.email.providers.postmark import PostmarkSender
+from tenantd.email.providers.resend import ResendSender
+from tenantd.email.providers.retry import RetryPolicy
+from tenantd.email.providers.sendgrid import SendGridSender
+from tenantd.settings import Settings, SettingsError
 
 
-def build_http_sender(settings: Settings, http: aiohttp.ClientSession) -> EmailSender:
-    raise NotImplementedError(f"EMAIL_PROVIDER={settings.email_provider} is not available yet")
+def build_http_sender(
+    settings: Settings, http: aiohttp.ClientSession, *, retry: RetryPolicy | None = None
+) -> EmailSender:
+    """The sender of EMAIL_PROVIDER; a missing API key stops start-up with a clear error."""
+    provider = settings.email_provider
+    if provider == "postmark":
+        if not settings.postmark_server_token:
+            raise SettingsError("EMAIL_PROVIDER=postmark requires POSTMARK_SERVER_TOKEN")
+        return PostmarkSender(
+            http,
+            token=settings.postmark_server_token,
+            base_url=settings.postmark_api_url,
+            retry=retry,
+        )
+    if provider == "resend":
+        if not settings.resend_api_key:
+            raise SettingsError("EMAIL_PROVIDER=resend requires RESEND_API_KEY")
+        return ResendSender(
+            http, api_key=settings.resend_api_key, base_url=settings.resend_api_url, retry=retry
+        )
+    if provider == "sendgrid":
+        if not settings.sendgrid_api_key:
+            raise SettingsError("EMAIL_PROVIDER=sendgrid requires SENDGRID_API_KEY")
+        return SendGridSender(
+            http,
+            api_key=settings.sendgrid_api_key,
+            base_url=settings.sendgrid_api_url,
+            retry=retry,
+        )
+    raise SettingsError(f"unknown EMAIL_PROVIDER {provider!r}")

@@ -1,0 +1,78 @@
+"""Provider C, SendGrid: `POST {SENDGRID_API_URL}/v3/mail/send` with a bearer API key.
+
+SendGrid answers 202 with an empty body; the message id is the `X-Message-Id` header.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from typing import Any
+
+import aiohttp
+
+from tenantd.email.message import EmailMessage
+from tenantd.email.providers.retry import Reply, RetryPolicy, post_json, refused
+
+
+def address(value: str) -> dict[str, str]:
+    name, mail = email.utils.parseaddr(value)
+    result = {"email": mail or value.strip()}
+    if name:
+        result["name"] = name
+    return result
+
+
+def payload(message: EmailMessage, *, sender: str) -> dict[str, Any]:
+    # text/plain must come before text/html in `content`.
+    content = [{"type": "text/plain", "value": message.text}]
+    if message.html is not None:
+        content.append({"type": "text/html", "value": message.html})
+    body: dict[str, Any] = {
+        "personalizations": [{"to": [{"email": message.to}]}],
+        "from": address(sender),
+        "subject": message.subject,
+        "content": content,
+    }
+    if message.headers:
+        body["headers"] = dict(message.headers)
+    if message.tag:
+        body["categories"] = [message.tag[:255]]
+    return body
+
+
+class SendGridSender:
+    name = "sendgrid"
+
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        *,
+        api_key: str,
+        base_url: str,
+        retry: RetryPolicy | None = None,
+    ):
+        self.http = http
+        self._api_key = api_key
+        self.url = base_url.rstrip("/") + "/v3/mail/send"
+        self.retry = retry or RetryPolicy()
+
+    async def send(self, message: EmailMessage, *, sender: str) -> str | None:
+        reply = await post_json(
+            self.http,
+            self.url,
+            payload=payload(message, sender=sender),
+            headers={"Authorization": f"Bearer {self._api_key}"},
+            policy=self.retry,
+            provider=self.name,
+        )
+        return self.interpret(reply)
+
+    def interpret(self, reply: Reply) -> str | None:
+        if 200 <= reply.status < 300:
+            return reply.headers.get("X-Message-Id")
+        data = reply.json()
+        errors = data.get("errors") if isinstance(data, dict) else None
+        detail = None
+        if isinstance(errors, list) and errors:
+            detail = "; ".join(str(e.get("message")) for e in errors[:3] if isinstance(e, dict))
+        raise refused(self.name, reply, detail=detail)

@@ -1,0 +1,1 @@
+"""Signed provider webhooks: verify the raw body, skip seen event ids, record verdicts."""

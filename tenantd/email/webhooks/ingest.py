@@ -1,0 +1,90 @@
+"""Apply verified provider events: skip event ids already seen, then record verdicts.
+
+A batch costs two statements whatever its size: one multi-row insert into webhook_events
+(returning the ids not seen before) and one multi-row insert into email_suppressions.
+Both insert in sorted order, so concurrent batches take row locks in the same order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tenantd.db import Conn
+from tenantd.email import suppression
+
+log = logging.getLogger(__name__)
+
+MAX_EVENT_ID = 256
+
+
+@dataclass(frozen=True)
+class ProviderEvent:
+    """One provider event that carries a verdict for its addresses."""
+
+    event_id: str | None  # svix-id, sg_event_id; None: cannot be deduplicated, still applied
+    kind: str  # the provider's event name
+    reason: str
+    emails: tuple[str, ...]
+
+
+@dataclass
+class Outcome:
+    events: int = 0  # events in the delivery
+    recorded: int = 0  # suppression rows inserted
+    duplicates: int = 0  # events whose id was already applied
+    ignored: int = 0  # events of kinds that create nothing (soft bounces, opens, ...)
+    malformed: int = 0  # events that could not be read
+
+    def as_json(self) -> dict[str, int]:
+        return {
+            "events": self.events,
+            "recorded": self.recorded,
+            "duplicates": self.duplicates,
+            "ignored": self.ignored,
+            "malformed": self.malformed,
+        }
+
+
+async def claim_event_ids(conn: Conn, *, provider: str, event_ids: Sequence[str]) -> set[str]:
+    """Insert the ids; return those not seen before (a retried delivery returns none)."""
+    if not event_ids:
+        return set()
+    rows = await conn.fetch_all(
+        "INSERT INTO webhook_events (provider, event_id)"
+        " SELECT %(provider)s, unnest(%(ids)s::text[])"
+        " ON CONFLICT DO NOTHING RETURNING event_id",
+        {"provider": provider, "ids": sorted(event_ids)},
+    )
+    return {row["event_id"] for row in rows}
+
+
+async def apply_events(
+    conn: Conn, *, provider: str, events: Sequence[ProviderEvent], outcome: Outcome
+) -> None:
+    """Record the verdicts of events not applied before; the caller owns the transaction."""
+    unique: list[ProviderEvent] = []
+    seen: set[str] = set()
+    for event in events:
+        if event.event_id is not None:
+            if event.event_id in seen:
+                outcome.duplicates += 1
+                continue
+            seen.add(event.event_id)
+        unique.append(event)
+    fresh = await claim_event_ids(conn, provider=provider, event_ids=sorted(seen))
+    apply = [e for e in unique if e.event_id is None or e.event_id in fresh]
+    outcome.duplicates += len(unique) - len(apply)
+    verdicts = [
+        (email, event.reason, {"event": event.kind, "eventId": event.event_id})
+        for event in apply
+        for email in event.emails
+    ]
+    recorded = await suppression.add_many(conn, verdicts, provider=provider)
+    outcome.recorded += len(recorded)
+    for row in recorded:
+        log.info(
+            "email suppression recorded",
+            extra={"provider": provider, "reason": row["reason"], "email": row["email"]},
+        )

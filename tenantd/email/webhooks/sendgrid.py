@@ -1,0 +1,151 @@
+"""Provider C, SendGrid: the signed Event Webhook.
+
+Headers `X-Twilio-Email-Event-Webhook-Signature` (base64 DER ECDSA signature) and
+`X-Twilio-Email-Event-Webhook-Timestamp` (unix seconds); the signature is ECDSA P-256 over
+SHA-256 of `timestamp + raw body`. Tolerance: 10 minutes either way. The body is a JSON array
+of events; one unreadable event does not cost the others.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import re
+import time
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+import orjson
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
+
+from tenantd.db import Database
+from tenantd.email.addresses import is_plausible, normalize_email
+from tenantd.email.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
+from tenantd.errors import Unauthorized, ValidationFailed
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "sendgrid"
+TOLERANCE_SECONDS = 10 * 60
+SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
+TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
+MAX_SIGNATURE = 512  # a DER P-256 signature is at most 72 bytes
+
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+
+
+def refused(why: str) -> Unauthorized:
+    # The cause goes to the log (never the key or the signature), not to the caller.
+    log.warning("webhook signature refused", extra={"provider": PROVIDER, "cause": why})
+    return Unauthorized("invalid_signature", "Webhook signature verification failed")
+
+
+@lru_cache(maxsize=4)
+def public_key(text: str) -> ec.EllipticCurvePublicKey:
+    """SENDGRID_WEBHOOK_PUBLIC_KEY: PEM, or SendGrid's bare base64 DER SubjectPublicKeyInfo."""
+    value = text.strip().replace("\\n", "\n")  # env files often carry PEM with literal \n
+    try:
+        if "-----BEGIN" in value:
+            key = load_pem_public_key(value.encode())
+        else:
+            key = load_der_public_key(base64.b64decode("".join(value.split()), validate=True))
+    except (ValueError, binascii.Error):
+        raise ValueError("SENDGRID_WEBHOOK_PUBLIC_KEY is not a PEM or base64 DER key") from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
+        raise ValueError("SENDGRID_WEBHOOK_PUBLIC_KEY is not an ECDSA P-256 public key")
+    return key
+
+
+def verify(key_text: str, headers: Mapping[str, str], body: bytes, *, now: float) -> None:
+    """Check the signature over timestamp + raw body and the window; 401 on any failure."""
+    signature = headers.get(SIGNATURE_HEADER, "")
+    timestamp = headers.get(TIMESTAMP_HEADER, "")
+    if not (signature and timestamp):
+        raise refused("missing signature headers")
+    if not _TIMESTAMP.fullmatch(timestamp) or len(signature) > MAX_SIGNATURE:
+        raise refused("malformed signature headers")
+    if abs(now - int(timestamp)) > TOLERANCE_SECONDS:
+        raise refused("timestamp outside the tolerance window")
+    try:
+        der = base64.b64decode(signature, validate=True)
+    except (binascii.Error, ValueError):
+        raise refused("signature is not base64") from None
+    try:
+        public_key(key_text).verify(der, timestamp.encode() + body, ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        raise refused("signature does not match") from None
+
+
+def event_verdict(event: dict[str, Any]) -> str | None:
+    """The suppression reason of one event, or None when it creates nothing."""
+    kind = event.get("event")
+    if kind == "bounce":
+        # `blocked` is SendGrid's soft bounce: it never suppresses.
+        return "hard_bounce" if event.get("type") == "bounce" else None
+    if kind == "spamreport":
+        return "complaint"
+    if kind == "dropped":
+        return "dropped"
+    return None
+
+
+def parse_events(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
+    """The verdicts in a batch; unreadable events are counted and skipped."""
+    try:
+        data: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ValidationFailed({"body": "malformed JSON"}) from None
+    if not isinstance(data, list):
+        raise ValidationFailed({"body": "expected a JSON array of events"})
+    outcome.events = len(data)
+    events: list[ProviderEvent] = []
+    for item in data:
+        if not isinstance(item, dict):
+            outcome.malformed += 1
+            continue
+        reason = event_verdict(item)
+        if reason is None:
+            outcome.ignored += 1
+            continue
+        raw = item.get("email")
+        address = normalize_email(raw) if isinstance(raw, str) else ""
+        if not is_plausible(address):
+            outcome.malformed += 1
+            continue
+        event_id = item.get("sg_event_id")
+        if not isinstance(event_id, str) or not event_id or len(event_id) > MAX_EVENT_ID:
+            event_id = None  # still applied; only deduplication needs the id
+        events.append(
+            ProviderEvent(
+                event_id=event_id, kind=str(item["event"]), reason=reason, emails=(address,)
+            )
+        )
+    if outcome.malformed:
+        log.warning(
+            "sendgrid batch had unreadable events",
+            extra={"provider": PROVIDER, "malformed": outcome.malformed},
+        )
+    return events
+
+
+async def receive(
+    db: Database,
+    *,
+    public_key_text: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    now: float | None = None,
+) -> Outcome:
+    """Verify a batch, skip events already applied (sg_event_id), record the verdicts."""
+    verify(public_key_text, headers, body, now=time.time() if now is None else now)
+    outcome = Outcome()
+    events = parse_events(body, outcome=outcome)
+    if events:
+        async with db.transaction() as conn:
+            await apply_events(conn, provider=PROVIDER, events=events, outcome=outcome)
+    return outcome
