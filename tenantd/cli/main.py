@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tenantd.cli import serve as serve_cmd
+from tenantd.cli import suppress as suppress_cmd
 from tenantd.cli.common import state
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ def root(
 
 app.command()(serve_cmd.serve)
 app.command()(serve_cmd.migrate)
+app.add_typer(suppress_cmd.app, name="suppress")
 
 
 def main() -> None:

@@ -21,9 +21,10 @@ Hook = Callable[[web.Application], AsyncIterator[None]]
 def route_tables() -> list[Routes]:
     """Every domain's routes. Each domain owns its views module."""
     from tenantd.auth import views as auth_views
+    from tenantd.email.webhooks import views as email_webhook_views
     from tenantd.web import health, openapi
 
-    return [health.routes, openapi.routes, auth_views.routes]
+    return [health.routes, openapi.routes, auth_views.routes, email_webhook_views.routes]
 
 
 def background_hooks() -> list[Hook]:
