@@ -113,3 +113,114 @@ async def default_account_id(conn: Conn, user_id: uuid.UUID) -> uuid.UUID | None
         " ORDER BY (m.role = 'owner') DESC, m.created_at, m.account_id LIMIT 1",
         {"u": user_id},
     )
+
+
+# --- sign-up, verification, sign-in and password reset -------------------------------------
+
+
+async def insert_user(
+    conn: Conn, *, email: str, first_name: str, last_name: str
+) -> uuid.UUID | None:
+    """A new unverified user; None when the address is taken (even by a concurrent sign-up)."""
+    return await conn.fetch_val(
+        "INSERT INTO users (email, first_name, last_name) VALUES (%(e)s, %(f)s, %(l)s)"
+        " ON CONFLICT (lower(email)) DO NOTHING RETURNING id",
+        {"e": email, "f": first_name, "l": last_name},
+    )
+
+
+async def lock_user_by_email(conn: Conn, email: str) -> Row | None:
+    return await conn.fetch_one(
+        "SELECT * FROM users WHERE lower(email) = lower(%(email)s) FOR UPDATE",
+        {"email": email.strip()},
+    )
+
+
+async def set_password(conn: Conn, *, user_id: uuid.UUID, password_hash: str) -> None:
+    await conn.execute(
+        "INSERT INTO user_passwords (user_id, password_hash) VALUES (%(u)s, %(h)s)"
+        " ON CONFLICT (user_id) DO UPDATE SET password_hash = EXCLUDED.password_hash,"
+        " updated_at = now()",
+        {"u": user_id, "h": password_hash},
+    )
+
+
+async def insert_user_token(
+    conn: Conn,
+    *,
+    token_hash: bytes,
+    user_id: uuid.UUID,
+    purpose: str,
+    expires_at: dt.datetime,
+    password_hash: str | None = None,
+) -> None:
+    await conn.execute(
+        "INSERT INTO user_tokens (token_hash, user_id, purpose, expires_at, password_hash)"
+        " VALUES (%(h)s, %(u)s, %(p)s, %(e)s, %(pw)s)",
+        {"h": token_hash, "u": user_id, "p": purpose, "e": expires_at, "pw": password_hash},
+    )
+
+
+async def delete_user_tokens(conn: Conn, *, user_id: uuid.UUID, purpose: str) -> None:
+    """Retire every outstanding token of a purpose (rotation, or after one was used)."""
+    await conn.execute(
+        "DELETE FROM user_tokens WHERE user_id = %(u)s AND purpose = %(p)s",
+        {"u": user_id, "p": purpose},
+    )
+
+
+async def latest_token_password(conn: Conn, *, user_id: uuid.UUID) -> str | None:
+    """The password carried by the newest outstanding verification link, if any."""
+    return await conn.fetch_val(
+        "SELECT password_hash FROM user_tokens WHERE user_id = %(u)s"
+        " AND purpose = 'verify_email' AND used_at IS NULL AND expires_at > now()"
+        " ORDER BY created_at DESC LIMIT 1",
+        {"u": user_id},
+    )
+
+
+async def forget_token_passwords(conn: Conn, *, user_id: uuid.UUID) -> None:
+    await conn.execute(
+        "UPDATE user_tokens SET password_hash = NULL WHERE user_id = %(u)s"
+        " AND purpose = 'verify_email'",
+        {"u": user_id},
+    )
+
+
+async def token_owner(conn: Conn, *, token_hash: bytes, purpose: str) -> uuid.UUID | None:
+    """Who a token belongs to, without a lock (the user row is locked before the token)."""
+    return await conn.fetch_val(
+        "SELECT user_id FROM user_tokens WHERE token_hash = %(h)s AND purpose = %(p)s",
+        {"h": token_hash, "p": purpose},
+    )
+
+
+async def lock_user_token(conn: Conn, *, token_hash: bytes, purpose: str) -> Row | None:
+    return await conn.fetch_one(
+        "SELECT * FROM user_tokens WHERE token_hash = %(h)s AND purpose = %(p)s FOR UPDATE",
+        {"h": token_hash, "p": purpose},
+    )
+
+
+async def mark_email_verified(conn: Conn, user_id: uuid.UUID) -> Row:
+    row = await conn.fetch_one(
+        "UPDATE users SET email_verified_at = COALESCE(email_verified_at, now()),"
+        " updated_at = now() WHERE id = %(u)s RETURNING *",
+        {"u": user_id},
+    )
+    assert row is not None
+    return row
+
+
+async def account_ref(conn: Conn, account_id: uuid.UUID) -> Row | None:
+    return await conn.fetch_one("SELECT id, name FROM accounts WHERE id = %(a)s", {"a": account_id})
+
+
+async def account_owner(conn: Conn, account_id: uuid.UUID) -> Row | None:
+    """The active owner's email and the account name (to tell the owner of a join request)."""
+    return await conn.fetch_one(
+        "SELECT u.email, a.name AS account_name FROM memberships m"
+        " JOIN users u ON u.id = m.user_id JOIN accounts a ON a.id = m.account_id"
+        " WHERE m.account_id = %(a)s AND m.role = 'owner' AND m.revoked_at IS NULL",
+        {"a": account_id},
+    )

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import EmailStr, Field
 
-from tenantd.web.schemas import ApiModel
+from tenantd.auth.passwords import MAX_LENGTH, MIN_LENGTH
+from tenantd.web.schemas import ApiModel, RequestBody
 
 
 class UserOut(ApiModel):
@@ -60,3 +62,51 @@ class RefreshData(ApiModel):
 
 class MfaStatus(ApiModel):
     enabled: bool = Field(description="Whether multi-factor authentication is on")
+
+
+# --- request bodies of the sign-up / sign-in flows -------------------------------------------
+
+Password = Annotated[
+    str,
+    Field(min_length=MIN_LENGTH, max_length=MAX_LENGTH, description="8 to 256 characters"),
+]
+Token = Annotated[str, Field(min_length=1, max_length=512, description="Token from the email link")]
+
+
+class RegisterBody(RequestBody):
+    email: EmailStr
+    password: Password
+    first_name: str = Field("", max_length=100)
+    last_name: str = Field("", max_length=100)
+
+
+class EmailBody(RequestBody):
+    email: EmailStr
+
+
+class TokenBody(RequestBody):
+    token: Token
+
+
+class LoginBody(RequestBody):
+    email: EmailStr
+    # Only the upper bound: a too-short password is simply wrong, not malformed.
+    password: str = Field(min_length=1, max_length=MAX_LENGTH)
+
+
+class PasswordResetConfirmBody(RequestBody):
+    token: Token
+    password: Password
+
+
+class SignedInUser(ApiModel):
+    """POST /api/v1/auth/login."""
+
+    user: UserOut
+
+
+class VerifiedUser(ApiModel):
+    """POST /auth/verify-email: the verified user and the account they land in."""
+
+    user: UserOut
+    account: AccountRef

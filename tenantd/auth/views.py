@@ -1,40 +1,141 @@
-"""Session routes: /me, refresh, MFA status, logout, logout-all."""
+"""Auth routes: sign-up, verification, sign-in, password reset, /me, refresh, logout.
+
+Views parse, call one service function and answer; cookies are set here.
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 from aiohttp import web
 
 from tenantd import appkeys
-from tenantd.auth import sessions
+from tenantd.auth import service, sessions
 from tenantd.auth.cookies import REFRESH_COOKIE, clear_session_cookies, set_session_cookies
 from tenantd.auth.guards import invalid
 from tenantd.auth.me import current_user
 from tenantd.auth.principal import current_principal, optional_principal
-from tenantd.auth.queries import user_by_id
-from tenantd.auth.schemas import AnonymousUser, CurrentUser, MfaStatus, RefreshData
+from tenantd.auth.schemas import (
+    AnonymousUser,
+    CurrentUser,
+    EmailBody,
+    LoginBody,
+    MfaStatus,
+    PasswordResetConfirmBody,
+    RefreshData,
+    RegisterBody,
+    SignedInUser,
+    TokenBody,
+    VerifiedUser,
+)
 from tenantd.auth.tokens import AccessClaims
-from tenantd.errors import Unauthorized
 from tenantd.web.json import json_response, ok
 from tenantd.web.routing import Access, Routes
-from tenantd.web.schemas import Empty
+from tenantd.web.schemas import Empty, Message
 
 routes = Routes("auth")
 
 
-def client_meta(request: web.Request) -> dict[str, str | None]:
-    return {"user_agent": request.headers.get("User-Agent"), "ip": request.remote}
+def client_meta(request: web.Request) -> service.ClientMeta:
+    return service.ClientMeta(user_agent=request.headers.get("User-Agent"), ip=request.remote)
 
 
-def user_json(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "email": row["email"],
-        "firstName": row["first_name"],
-        "lastName": row["last_name"],
-        "emailVerifiedAt": row["email_verified_at"],
-    }
+def signed_in(request: web.Request, result: service.SignedIn) -> web.Response:
+    response = ok(result.body)
+    set_session_cookies(response, request.app[appkeys.settings], result.tokens)
+    return response
+
+
+@routes.post(
+    "/auth/register",
+    access=Access.PUBLIC,
+    body=RegisterBody,
+    response=Message,
+    rate_limit="register",
+    summary="Sign up; a verification link is mailed (same answer for a known email)",
+)
+async def register(request: web.Request, body: RegisterBody) -> dict[str, str]:
+    message = await service.register(
+        request.app[appkeys.services],
+        email=body.email,
+        password=body.password,
+        first_name=body.first_name,
+        last_name=body.last_name,
+    )
+    return {"message": message}
+
+
+@routes.post(
+    "/api/v1/auth/resend-verification",
+    access=Access.PUBLIC,
+    body=EmailBody,
+    response=Message,
+    rate_limit="resend_verification",
+    summary="Mail a fresh verification link (older links stop working)",
+)
+async def resend_verification(request: web.Request, body: EmailBody) -> dict[str, str]:
+    message = await service.resend_verification(request.app[appkeys.services], email=body.email)
+    return {"message": message}
+
+
+@routes.post(
+    "/auth/verify-email",
+    access=Access.PUBLIC,
+    body=TokenBody,
+    response=VerifiedUser,
+    responses={409: "DOMAIN_CLAIMED: the email domain is claimed by another live account"},
+    summary="Verify the email address: provisions the account and signs in",
+)
+async def verify_email(request: web.Request, body: TokenBody) -> web.Response:
+    result = await service.verify_email(
+        request.app[appkeys.services], token=body.token, client=client_meta(request)
+    )
+    return signed_in(request, result)
+
+
+@routes.post(
+    "/api/v1/auth/login",
+    access=Access.PUBLIC,
+    body=LoginBody,
+    response=SignedInUser,
+    rate_limit="login",
+    summary="Sign in with email and password",
+)
+async def login(request: web.Request, body: LoginBody) -> web.Response:
+    result = await service.login(
+        request.app[appkeys.services],
+        email=body.email,
+        password=body.password,
+        client=client_meta(request),
+    )
+    return signed_in(request, result)
+
+
+@routes.post(
+    "/api/v1/auth/password-reset/request",
+    access=Access.PUBLIC,
+    body=EmailBody,
+    response=Message,
+    rate_limit="password_reset",
+    summary="Mail a password reset link (same answer whether or not the email exists)",
+)
+async def password_reset_request(request: web.Request, body: EmailBody) -> dict[str, str]:
+    message = await service.request_password_reset(request.app[appkeys.services], email=body.email)
+    return {"message": message}
+
+
+@routes.post(
+    "/api/v1/auth/password-reset/confirm",
+    access=Access.PUBLIC,
+    body=PasswordResetConfirmBody,
+    response=Empty,
+    summary="Set a new password with a reset token; ends every session of the user",
+)
+async def password_reset_confirm(
+    request: web.Request, body: PasswordResetConfirmBody
+) -> dict[str, str]:
+    await service.confirm_password_reset(
+        request.app[appkeys.services], token=body.token, password=body.password
+    )
+    return {}
 
 
 @routes.get(
@@ -60,21 +161,17 @@ async def me(request: web.Request) -> web.Response:
     "/api/v1/auth/refresh",
     access=Access.TRY,
     response=RefreshData,
-    summary="Rotate the refresh cookie and issue a new access token",
+    summary="Rotate the refresh cookie and issue a new access token (user null without one)",
 )
 async def refresh(request: web.Request) -> web.Response:
     raw = request.cookies.get(REFRESH_COOKIE)
     if not raw:
-        raise Unauthorized("invalid_session", "No refresh session")
-    services = request.app[appkeys.services]
-    async with services.db.connection() as conn:
-        tokens = await sessions.rotate(
-            conn, services.settings, refresh_token=raw, **client_meta(request)
-        )
-        user = await user_by_id(conn, tokens.access.user_id)
-    response = ok({"user": user_json(user) if user else None})
-    set_session_cookies(response, services.settings, tokens)
-    return response
+        # Nothing to refresh: the anonymous branch of tryAuth.
+        return ok({"user": None})
+    result = await service.refresh_session(
+        request.app[appkeys.services], refresh_token=raw, client=client_meta(request)
+    )
+    return signed_in(request, result)
 
 
 @routes.get("/api/v1/auth/mfa/status", access=Access.TRY, response=MfaStatus, summary="MFA status")

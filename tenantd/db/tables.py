@@ -72,6 +72,7 @@ user_tokens = Table(
     _ts("created_at"),
     _ts("expires_at"),
     _ts("used_at"),
+    Column("password_hash", Text),  # sql/0040: the password a verification link installs
 )
 
 accounts = Table(

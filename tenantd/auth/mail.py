@@ -1,0 +1,90 @@
+"""The transactional emails of the auth flows (they bypass notifications and preferences)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from tenantd.email import templates
+from tenantd.email.message import EmailMessage, EmailSendError
+
+if TYPE_CHECKING:
+    from tenantd.services import Services
+    from tenantd.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Outgoing = EmailMessage
+VERIFY_TTL_HOURS = 48
+
+
+@lru_cache(maxsize=1)
+def _own_templates() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default=False),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+
+
+def _shipped(to: str, name: str, variables: dict[str, Any]) -> EmailMessage:
+    subject, text, html = templates.render(name, variables)
+    return EmailMessage(to=to, subject=subject, text=text, html=html, tag=name)
+
+
+def verification(to: str, *, link: str, first_name: str = "") -> EmailMessage:
+    return _shipped(
+        to, "verify_email", {"link": link, "first_name": first_name, "ttl_hours": VERIFY_TTL_HOURS}
+    )
+
+
+def password_reset(to: str, *, link: str, ttl_minutes: int) -> EmailMessage:
+    return _shipped(to, "password_reset", {"link": link, "ttl_minutes": ttl_minutes})
+
+
+def join_request(
+    to: str,
+    *,
+    settings: Settings,
+    requester: str,
+    domain: str,
+    account_id: uuid.UUID,
+    account_name: str,
+) -> EmailMessage:
+    link = f"{settings.public_base_url.rstrip('/')}/accounts/{account_id}/join-requests"
+    return _shipped(
+        to,
+        "join_request",
+        {"requester": requester, "domain": domain, "account_name": account_name, "link": link},
+    )
+
+
+def account_exists(to: str, *, settings: Settings) -> EmailMessage:
+    env = _own_templates()
+    variables = {"base_url": settings.public_base_url}
+    return EmailMessage(
+        to=to,
+        subject=env.get_template("account_exists.subject.txt").render(**variables).strip(),
+        text=env.get_template("account_exists.txt").render(**variables),
+        html=env.get_template("account_exists.html").render(**variables),
+        tag="account_exists",
+    )
+
+
+async def deliver(services: Services, message: EmailMessage) -> None:
+    """Send; a provider failure is logged, never shown (answers must not depend on it)."""
+    try:
+        result = await services.email.send(message)
+    except EmailSendError:
+        log.exception("transactional email not sent", extra={"tag": message.tag})
+        return
+    if result.status != "sent":
+        log.info(
+            "transactional email %s: %s", result.status, result.reason, extra={"tag": message.tag}
+        )
