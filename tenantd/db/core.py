@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import aiopg
@@ -19,6 +19,7 @@ from sqlalchemy.dialects.postgresql import psycopg2 as pg_dialect
 from sqlalchemy.sql import ClauseElement
 
 Row: TypeAlias = dict[str, Any]
+NoticeSink: TypeAlias = Callable[[list[str]], None]
 Statement: TypeAlias = ClauseElement | str
 
 _DIALECT = pg_dialect.dialect()
@@ -44,16 +45,28 @@ def compile_statement(stmt: Statement, params: Mapping[str, Any] | None) -> tupl
 class Conn:
     """One pooled connection; every query helper compiles, executes and maps rows."""
 
-    def __init__(self, raw: aiopg.Connection):
+    def __init__(self, raw: aiopg.Connection, notice_sink: NoticeSink | None = None):
         self.raw = raw
         self.in_transaction = False
+        self.notice_sink = notice_sink
+
+    def _settled(self) -> None:
+        """Hand server notices (cache invalidations from triggers) over once they are durable."""
+        notices = self.raw.notices
+        if notices and not self.in_transaction:
+            pending = list(notices)
+            del notices[:]
+            if self.notice_sink is not None:
+                self.notice_sink(pending)
 
     async def execute(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> int:
         """Run a statement; return the affected row count."""
         sql, values = compile_statement(stmt, params)
         async with self.raw.cursor() as cur:
             await cur.execute(sql, values)
-            return int(cur.rowcount)
+            count = int(cur.rowcount)
+        self._settled()
+        return count
 
     async def fetch_all(
         self, stmt: Statement, params: Mapping[str, Any] | None = None
@@ -62,7 +75,8 @@ class Conn:
         async with self.raw.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
             await cur.execute(sql, values)
             rows: list[Row] = await cur.fetchall()
-            return rows
+        self._settled()
+        return rows
 
     async def fetch_one(
         self, stmt: Statement, params: Mapping[str, Any] | None = None
@@ -71,20 +85,23 @@ class Conn:
         async with self.raw.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
             await cur.execute(sql, values)
             row: Row | None = await cur.fetchone()
-            return row
+        self._settled()
+        return row
 
     async def fetch_val(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> Any:
         sql, values = compile_statement(stmt, params)
         async with self.raw.cursor() as cur:
             await cur.execute(sql, values)
             row = await cur.fetchone()
-            return None if row is None else row[0]
+        self._settled()
+        return None if row is None else row[0]
 
     async def execute_many(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Run one parameterised statement for many rows (psycopg2 pyformat)."""
         async with self.raw.cursor() as cur:
             for values in rows:
                 await cur.execute(sql, values)
+        self._settled()
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Conn]:
@@ -102,10 +119,12 @@ class Conn:
             if not self.raw.closed:
                 async with self.raw.cursor() as cur:
                     await cur.execute("ROLLBACK")
+                del self.raw.notices[:]  # nothing changed
             raise
         self.in_transaction = False
         async with self.raw.cursor() as cur:
             await cur.execute("COMMIT")
+        self._settled()
 
 
 class Database:
@@ -113,16 +132,18 @@ class Database:
 
     def __init__(self, pool: aiopg.Pool):
         self.pool = pool
+        # Receives trigger notices after commit (the request-context cache invalidates on them).
+        self.notice_sink: NoticeSink | None = None
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[Conn]:
         async with self.pool.acquire() as raw:
-            yield Conn(raw)
+            yield Conn(raw, self.notice_sink)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Conn]:
         async with self.pool.acquire() as raw:
-            conn = Conn(raw)
+            conn = Conn(raw, self.notice_sink)
             async with conn.transaction():
                 yield conn
 
