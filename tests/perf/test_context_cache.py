@@ -1,0 +1,148 @@
+"""The request-context cache: invalidated by every relevant write, at once on the writing
+process and within 100 ms on any other."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from tenantd.auth.context_cache import ContextCache, running_cache
+from tenantd.auth.principal import Principal
+from tenantd.db import Database
+from tenantd.db.dsn import url_to_dsn
+
+
+def principal(user_id: uuid.UUID, account_id: uuid.UUID | None = None) -> Principal:
+    return Principal(
+        user_id=user_id,
+        account_id=account_id,
+        role="owner",
+        jti=uuid.uuid4(),
+        issued_at=time.time(),
+        expires_at=time.time() + 60,
+    )
+
+
+def enabled_cache() -> ContextCache:
+    cache = ContextCache()
+    cache.enabled = True
+    return cache
+
+
+async def test_store_and_hit_then_expire() -> None:
+    cache = enabled_cache()
+    p = principal(uuid.uuid4())
+    cache.store_principal(p, cache.generation)
+    assert cache.principal(p.jti) == p
+    expired = replace(p, jti=uuid.uuid4(), expires_at=time.time() - 1)
+    cache.store_principal(expired, cache.generation)
+    assert cache.principal(expired.jti) is None
+
+
+async def test_a_load_that_raced_an_invalidation_is_not_stored() -> None:
+    cache = enabled_cache()
+    p = principal(uuid.uuid4())
+    generation = cache.generation  # load begins
+    cache.invalidate_user(p.user_id)  # a write lands meanwhile
+    cache.store_principal(p, generation)
+    assert cache.principal(p.jti) is None
+
+
+async def test_disabled_cache_never_answers() -> None:
+    cache = ContextCache()
+    p = principal(uuid.uuid4())
+    cache.store_principal(p, cache.generation)
+    cache.store_me(p.user_id, None, b"{}", cache.generation)
+    assert cache.principal(p.jti) is None
+    assert cache.me_body(p.user_id, None) is None
+
+
+async def test_invalidations_by_kind() -> None:
+    cache = enabled_cache()
+    a, b = principal(uuid.uuid4()), principal(uuid.uuid4())
+    for p in (a, b):
+        cache.store_principal(p, cache.generation)
+        cache.store_me(p.user_id, None, b"{}", cache.generation)
+    cache.apply(f"user:{a.user_id}")
+    assert cache.principal(a.jti) is None and cache.me_body(a.user_id, None) is None
+    assert cache.principal(b.jti) == b
+    cache.apply(f"jti:{b.jti}")
+    assert cache.principal(b.jti) is None
+    assert cache.me_body(b.user_id, None) == b"{}"
+    cache.apply(f"account:{uuid.uuid4()}")
+    assert cache.me_body(b.user_id, None) is None
+
+
+async def test_too_many_notices_flush_everything() -> None:
+    cache = enabled_cache()
+    p = principal(uuid.uuid4())
+    cache.store_principal(p, cache.generation)
+    cache.apply_notices([f"NOTICE:  tenantd_cache:user:{uuid.uuid4()}\n"] * 50)
+    assert cache.principal(p.jti) is None
+
+
+async def test_writer_connection_invalidates_at_commit(db: Database, factory: Any) -> None:
+    """Triggers raise a NOTICE the writing process turns into an invalidation after commit."""
+    user = await factory.user()
+    seen: list[str] = []
+    db.notice_sink = seen.extend
+    async with db.transaction() as conn:
+        await conn.execute(
+            "UPDATE users SET tokens_valid_after = now() WHERE id = %(u)s", {"u": user.id}
+        )
+        assert seen == []  # nothing before commit
+    assert any(f"tenantd_cache:user:{user.id}" in n for n in seen)
+    seen.clear()
+    async with db.transaction() as conn:
+        await conn.execute(
+            "UPDATE memberships SET revoked_at = now() WHERE user_id = %(u)s", {"u": user.id}
+        )
+    assert any(f"user:{user.id}" in n for n in seen)
+    seen.clear()
+    await db.execute(
+        "UPDATE account_plans SET plan_code = 'team' WHERE account_id = %(a)s",
+        {"a": user.account_id},
+    )
+    assert any(f"account:{user.account_id}" in n for n in seen)
+    seen.clear()
+    jti = uuid.uuid4()
+    await db.execute(
+        "INSERT INTO revoked_tokens (jti, user_id, expires_at) VALUES (%(j)s, %(u)s, now())",
+        {"j": jti, "u": user.id},
+    )
+    assert any(f"jti:{jti}" in n for n in seen)
+
+
+async def test_rolled_back_writes_are_not_reported(db: Database, factory: Any) -> None:
+    user = await factory.user()
+    seen: list[str] = []
+    db.notice_sink = seen.extend
+    try:
+        async with db.transaction() as conn:
+            await conn.execute("UPDATE users SET first_name = 'x' WHERE id = %(u)s", {"u": user.id})
+            raise RuntimeError("abort")
+    except RuntimeError:
+        pass
+    await db.fetch_val("SELECT 1")
+    assert seen == []
+
+
+async def test_other_instances_hear_within_100ms(db: Database, factory: Any, migrated: str) -> None:
+    """A write from another connection (another instance, the CLI) reaches the listener."""
+    user = await factory.user()
+    async with running_cache(url_to_dsn(migrated)) as cache:
+        assert cache.enabled
+        p = principal(user.id, user.account_id)
+        cache.store_principal(p, cache.generation)
+        assert cache.principal(p.jti) == p
+        started = time.perf_counter()
+        await db.execute(
+            "UPDATE memberships SET revoked_at = now() WHERE user_id = %(u)s", {"u": user.id}
+        )
+        while cache.principal(p.jti) is not None:
+            assert time.perf_counter() - started < 0.1, "invalidation took over 100 ms"
+            await asyncio.sleep(0.002)
+    assert not cache.enabled  # stopped listener: cache off
