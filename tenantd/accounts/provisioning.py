@@ -6,14 +6,19 @@ and the second finds the membership the first created.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass
 
-from tenantd.accounts import audit
+from tenantd.accounts import audit, queries
+from tenantd.accounts.domains import claimable_domain
 from tenantd.accounts.names import account_name
 from tenantd.auth import queries as auth_queries
 from tenantd.db import Conn
+from tenantd.errors import Conflict
 from tenantd.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,18 +52,19 @@ async def create_account(
     claimed_domain: str | None = None,
 ) -> uuid.UUID:
     """Insert an account with its owner membership and default plan (caller's transaction)."""
-    account_id: uuid.UUID = await conn.fetch_val(
-        "INSERT INTO accounts (name, claimed_domain) VALUES (%(n)s, %(d)s) RETURNING id",
-        {"n": name, "d": claimed_domain},
-    )
-    await conn.execute(
-        "INSERT INTO memberships (account_id, user_id, role) VALUES (%(a)s, %(u)s, 'owner')",
-        {"a": account_id, "u": owner_id},
-    )
-    await conn.execute(
-        "INSERT INTO account_plans (account_id, plan_code) VALUES (%(a)s, %(p)s)",
-        {"a": account_id, "p": settings.default_plan},
-    )
+    account_id = await queries.insert_account(conn, name=name, claimed_domain=claimed_domain)
+    if account_id is None:
+        raise Conflict("This email domain is already claimed by another account")
+    await _populate(conn, settings, account_id=account_id, owner_id=owner_id, name=name)
+    return account_id
+
+
+async def _populate(
+    conn: Conn, settings: Settings, *, account_id: uuid.UUID, owner_id: uuid.UUID, name: str
+) -> None:
+    """Owner membership, default plan and audit rows of a freshly inserted account."""
+    await queries.insert_membership(conn, account_id=account_id, user_id=owner_id, role="owner")
+    await queries.insert_account_plan(conn, account_id=account_id, plan_code=settings.default_plan)
     await audit.record(
         conn,
         account_id=account_id,
@@ -75,7 +81,6 @@ async def create_account(
         target=str(owner_id),
         data={"role": "owner"},
     )
-    return account_id
 
 
 async def provision_personal_account(
@@ -83,14 +88,52 @@ async def provision_personal_account(
 ) -> Provisioned:
     """Give a verified user with no live membership a personal account (caller's transaction).
 
-    Domain claiming (ACCOUNT_DOMAIN_CLAIMING) plugs in here: see the six-step order of SERVICE.md.
+    Domain claiming follows the decision order of SERVICE.md: read the flag, extract the
+    domain, stop if it is public, look up an active claim, then reuse, claim or report a
+    conflict (a pending join request is written; the caller commits before answering 409).
     """
-    user = await auth_queries.lock_user(conn, user_id)
-    if user is None:
-        raise LookupError(f"user {user_id} does not exist")
-    existing = await auth_queries.default_account_id(conn, user_id)
-    if existing is not None:
-        return Provisioned(account_id=existing, created=False)
-    name = account_name(user["first_name"], user["last_name"], user["email"])
-    account_id = await create_account(conn, settings, owner_id=user_id, name=name)
-    return Provisioned(account_id=account_id, created=True)
+    async with conn.transaction():
+        user = await auth_queries.lock_user(conn, user_id)
+        if user is None:
+            raise LookupError(f"user {user_id} does not exist")
+        existing = await queries.default_account_id(conn, user_id)
+        if existing is not None:
+            return Provisioned(account_id=existing, created=False)
+        name = account_name(user["first_name"], user["last_name"], user["email"])
+        domain = claimable_domain(user["email"]) if settings.account_domain_claiming else None
+        if domain is None:
+            account_id = await create_account(conn, settings, owner_id=user_id, name=name)
+            return Provisioned(account_id=account_id, created=True)
+        for _attempt in range(3):
+            holder = await queries.claim_holder(conn, domain)
+            if holder is not None:
+                return await _domain_conflict(conn, user_id=user_id, holder=holder, domain=domain)
+            # ON CONFLICT waits for a concurrent first signup; if it won, we see its claim next.
+            claimed = await queries.insert_account(conn, name=name, claimed_domain=domain)
+            if claimed is not None:
+                await _populate(conn, settings, account_id=claimed, owner_id=user_id, name=name)
+                return Provisioned(account_id=claimed, created=True)
+        raise RuntimeError(f"domain claim for {domain} kept changing; giving up")
+
+
+async def _domain_conflict(
+    conn: Conn, *, user_id: uuid.UUID, holder: uuid.UUID, domain: str
+) -> Provisioned:
+    request_id, created = await queries.upsert_pending_join_request(
+        conn, account_id=holder, user_id=user_id, domain=domain
+    )
+    if created:
+        await audit.record(
+            conn,
+            account_id=holder,
+            actor_user_id=user_id,
+            action="join_request.created",
+            target=str(request_id),
+            data={"userId": str(user_id), "domain": domain},
+        )
+    log.info("verified signup on a claimed domain; join request pending")
+    return Provisioned(
+        account_id=None,
+        created=False,
+        conflict=DomainConflict(account_id=holder, domain=domain, join_request_id=request_id),
+    )

@@ -1,0 +1,288 @@
+"""Invitations: create, list pending, resend (token rotated), revoke (soft), accept.
+
+The raw token is returned once (and emailed); only HMAC-SHA256(SECRET_KEY, token) is stored.
+Accepting locks the account, then the invitation, counts seats under the lock and creates the
+membership in the same transaction, so racing accepts never exceed the seat cap. An
+outstanding invitation reserves no seat. The accepting user's email must match the invited
+address (case-insensitive): a forwarded link does not let someone else in.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from tenantd.accounts import audit, permissions, queries
+from tenantd.accounts.names import account_name
+from tenantd.accounts.plans import entitlements
+from tenantd.accounts.service import Activation, activate, check_scope, lock_scoped
+from tenantd.auth.tokens import new_opaque_token, token_hash
+from tenantd.db import Conn, Row
+from tenantd.email.addresses import normalize_email
+from tenantd.errors import (
+    Conflict,
+    FeatureNotEnabled,
+    Forbidden,
+    InvitationAlreadyUsed,
+    InvitationExpired,
+    InvitationRevoked,
+    NotFound,
+    SeatLimitReached,
+)
+from tenantd.services import Services
+
+if TYPE_CHECKING:
+    from tenantd.auth.principal import Principal
+
+log = logging.getLogger(__name__)
+
+FEATURE = "team_invitations"
+
+
+@dataclass(frozen=True)
+class Issued:
+    invitation: Row
+    token: str  # raw, shown once
+
+
+async def _require_feature(conn: Conn, account_id: uuid.UUID) -> None:
+    if not (await entitlements(conn, account_id)).features.get(FEATURE, False):
+        raise FeatureNotEnabled(details={"feature": FEATURE})
+
+
+async def create_invitation(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, email: str, role: str
+) -> Issued:
+    """Invite an address (owner or admin, feature team_invitations); the invitee is emailed."""
+    email = normalize_email(email)
+    async with services.db.transaction() as conn:
+        account = await lock_scoped(conn, actor, account_id, "invitations.manage")
+        await _require_feature(conn, account_id)
+        if await queries.active_member_by_email(conn, account_id=account_id, email=email):
+            raise Conflict("This address already belongs to an active member")
+        pending = await queries.pending_invitation_for(conn, account_id=account_id, email=email)
+        if pending is not None:
+            raise Conflict(
+                "A pending invitation for this address exists; resend it instead",
+                details={"invitationId": str(pending["id"])},
+            )
+        token = new_opaque_token()
+        invitation = await queries.insert_invitation(
+            conn,
+            account_id=account_id,
+            email=email,
+            role=role,
+            token_hash=token_hash(services.settings.secret_key, token),
+            invited_by=actor.user_id,
+            ttl_hours=services.settings.invitation_ttl_hours,
+        )
+        await audit.record(
+            conn,
+            account_id=account_id,
+            actor_user_id=actor.user_id,
+            action="invitation.created",
+            target=str(invitation["id"]),
+            data={"email": email, "role": role},
+        )
+        inviter = await queries.user_display(conn, actor.user_id)
+    await _send(services, invitation=invitation, token=token, account=account, inviter=inviter)
+    return Issued(invitation=invitation, token=token)
+
+
+async def _send(
+    services: Services, *, invitation: Row, token: str, account: Row, inviter: Row | None
+) -> None:
+    """Email the invitee after commit; a failed send leaves the invitation (resend retries)."""
+    link = f"{services.settings.public_base_url}/invitations/accept?token={quote(token, safe='')}"
+    inviter_name = (
+        account_name(inviter["first_name"], inviter["last_name"], inviter["email"])
+        if inviter
+        else "Someone"
+    )
+    try:
+        await services.email.send_template(
+            to=invitation["email"],
+            template="invitation",
+            variables={
+                "inviter": inviter_name,
+                "account_name": account["name"],
+                "role": invitation["role"],
+                "link": link,
+            },
+        )
+    except Exception:
+        log.warning("invitation email failed", exc_info=True)
+
+
+async def list_invitations(
+    services: Services, actor: Principal, account_id: uuid.UUID
+) -> list[Row]:
+    """Pending invitations of the active account (owner or admin)."""
+    async with services.db.connection() as conn:
+        await check_scope(conn, actor, account_id)
+        permissions.require(actor.role, "invitations.manage")
+        return await queries.list_pending_invitations(conn, account_id)
+
+
+async def _locked_pending(conn: Conn, account_id: uuid.UUID, invitation_id: uuid.UUID) -> Row:
+    invitation = await queries.lock_invitation(
+        conn, invitation_id=invitation_id, account_id=account_id
+    )
+    if invitation is None:
+        raise NotFound("Invitation not found")
+    if invitation["accepted_at"] is not None:
+        raise Conflict("This invitation was already accepted")
+    return invitation
+
+
+async def resend_invitation(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, invitation_id: uuid.UUID
+) -> Issued:
+    """Rotate the token (older links stop working), extend the expiry, email again."""
+    async with services.db.transaction() as conn:
+        account = await lock_scoped(conn, actor, account_id, "invitations.manage")
+        await _require_feature(conn, account_id)
+        current = await _locked_pending(conn, account_id, invitation_id)
+        if current["revoked_at"] is not None:
+            raise Conflict("This invitation was revoked; create a new one")
+        token = new_opaque_token()
+        invitation = await queries.rotate_invitation(
+            conn,
+            invitation_id=invitation_id,
+            token_hash=token_hash(services.settings.secret_key, token),
+            ttl_hours=services.settings.invitation_ttl_hours,
+        )
+        await audit.record(
+            conn,
+            account_id=account_id,
+            actor_user_id=actor.user_id,
+            action="invitation.resent",
+            target=str(invitation_id),
+            data={"email": invitation["email"]},
+        )
+        inviter = await queries.user_display(conn, actor.user_id)
+    await _send(services, invitation=invitation, token=token, account=account, inviter=inviter)
+    return Issued(invitation=invitation, token=token)
+
+
+async def revoke_invitation(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, invitation_id: uuid.UUID
+) -> Row:
+    """Soft revoke (owner or admin); revoking twice is a no-op, an accepted one is a conflict."""
+    async with services.db.transaction() as conn:
+        await lock_scoped(conn, actor, account_id, "invitations.manage")
+        return await revoke_locked(
+            conn, account_id=account_id, invitation_id=invitation_id, actor_id=actor.user_id
+        )
+
+
+async def revoke_locked(
+    conn: Conn,
+    *,
+    account_id: uuid.UUID | None,
+    invitation_id: uuid.UUID,
+    actor_id: uuid.UUID | None,
+) -> Row:
+    """Revoke one invitation (caller's transaction; the operator CLI passes no account)."""
+    current = await queries.lock_invitation(
+        conn, invitation_id=invitation_id, account_id=account_id
+    )
+    if current is None:
+        raise NotFound("Invitation not found")
+    if current["accepted_at"] is not None:
+        raise Conflict("This invitation was already accepted")
+    if current["revoked_at"] is not None:
+        return current
+    revoked = await queries.revoke_invitation(conn, invitation_id)
+    await audit.record(
+        conn,
+        account_id=revoked["account_id"],
+        actor_user_id=actor_id,
+        action="invitation.revoked",
+        target=str(invitation_id),
+        data={"email": revoked["email"], "reason": "revoked"},
+    )
+    return revoked
+
+
+@dataclass(frozen=True)
+class Accepted:
+    account: Row
+    membership: Row
+    activation: Activation | None  # set when the caller had no active account
+
+
+def _refuse_unless_pending(invitation: Row) -> None:
+    if invitation["accepted_at"] is not None:
+        raise InvitationAlreadyUsed()
+    if invitation["revoked_at"] is not None:
+        # The expiry sweep revokes at (or after) expires_at: report that as expired.
+        if invitation["revoked_at"] >= invitation["expires_at"]:
+            raise InvitationExpired()
+        raise InvitationRevoked()
+    if invitation["expired"]:
+        raise InvitationExpired()
+
+
+async def accept_invitation(
+    services: Services, actor: Principal, *, token: str, refresh_token: str | None
+) -> Accepted:
+    """Redeem a raw token: seat cap checked under the account lock, membership created."""
+    digest = token_hash(services.settings.secret_key, token)
+    async with services.db.transaction() as conn:
+        found = await queries.invitation_by_hash(conn, digest)
+        if found is None:
+            raise NotFound("Invitation not found")
+        account = await queries.lock_account(conn, found["account_id"])  # lock order: account first
+        invitation = await queries.lock_invitation(conn, invitation_id=found["id"])
+        # Re-read under the lock: a resend may have rotated the token meanwhile.
+        if invitation is None or not hmac.compare_digest(bytes(invitation["token_hash"]), digest):
+            raise NotFound("Invitation not found")
+        _refuse_unless_pending(invitation)
+        if account is None:
+            raise NotFound("The account of this invitation no longer exists")
+        email = await queries.user_email(conn, actor.user_id)
+        if email is None or email.strip().lower() != invitation["email"].strip().lower():
+            raise Forbidden("This invitation was sent to another email address")
+        seats = await queries.seat_state(conn, account_id=account["id"], user_id=actor.user_id)
+        if seats["is_member"]:
+            raise Conflict("You are already a member of this account")
+        cap = seats["seats"] if seats["seats"] is not None else 1
+        if seats["used"] >= cap:
+            raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
+        membership = await queries.insert_membership(
+            conn, account_id=account["id"], user_id=actor.user_id, role=invitation["role"]
+        )
+        await queries.mark_invitation_accepted(
+            conn, invitation_id=invitation["id"], user_id=actor.user_id
+        )
+        await audit.record(
+            conn,
+            account_id=account["id"],
+            actor_user_id=actor.user_id,
+            action="invitation.accepted",
+            target=str(invitation["id"]),
+            data={"email": invitation["email"], "role": invitation["role"]},
+        )
+        await audit.record(
+            conn,
+            account_id=account["id"],
+            actor_user_id=actor.user_id,
+            action="membership.created",
+            target=str(actor.user_id),
+            data={"role": invitation["role"], "via": "invitation"},
+        )
+        activation = None
+        if actor.account_id is None:
+            activation = await activate(
+                conn,
+                services.settings,
+                user_id=actor.user_id,
+                account_id=account["id"],
+                refresh_token=refresh_token,
+            )
+    return Accepted(account=account, membership=membership, activation=activation)

@@ -1,0 +1,103 @@
+"""Join requests (domain claiming): list pending, approve (seat cap under lock), deny.
+
+Requests are created by provisioning when a verified signup lands on a claimed domain.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tenantd.accounts import audit, permissions, queries
+from tenantd.accounts.service import check_scope, lock_scoped
+from tenantd.db import Conn, Row
+from tenantd.errors import Conflict, NotFound, SeatLimitReached
+from tenantd.services import Services
+
+if TYPE_CHECKING:
+    from tenantd.auth.principal import Principal
+
+
+async def list_join_requests(
+    services: Services, actor: Principal, account_id: uuid.UUID
+) -> list[Row]:
+    """Pending join requests of the active account (owner or admin)."""
+    async with services.db.connection() as conn:
+        await check_scope(conn, actor, account_id)
+        permissions.require(actor.role, "join_requests.decide")
+        return await queries.list_pending_join_requests(conn, account_id)
+
+
+async def _locked_pending(conn: Conn, account_id: uuid.UUID, request_id: uuid.UUID) -> Row:
+    request = await queries.lock_join_request(conn, request_id=request_id, account_id=account_id)
+    if request is None:
+        raise NotFound("Join request not found")
+    if request["status"] != "pending":
+        raise Conflict(f"This join request was already {request['status']}")
+    return request
+
+
+@dataclass(frozen=True)
+class Decision:
+    join_request: Row
+    membership: Row | None
+
+
+async def approve_join_request(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, request_id: uuid.UUID
+) -> Decision:
+    """Approve (owner or admin): the requester becomes a member if a seat is free."""
+    async with services.db.transaction() as conn:
+        await lock_scoped(conn, actor, account_id, "join_requests.decide")
+        request = await _locked_pending(conn, account_id, request_id)
+        seats = await queries.seat_state(conn, account_id=account_id, user_id=request["user_id"])
+        if seats["is_member"]:
+            raise Conflict("The requester is already a member; deny the request instead")
+        cap = seats["seats"] if seats["seats"] is not None else 1
+        if seats["used"] >= cap:
+            raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
+        membership = await queries.insert_membership(
+            conn, account_id=account_id, user_id=request["user_id"], role="member"
+        )
+        decided = await queries.decide_join_request(
+            conn, request_id=request_id, status="approved", decided_by=actor.user_id
+        )
+        await audit.record(
+            conn,
+            account_id=account_id,
+            actor_user_id=actor.user_id,
+            action="join_request.approved",
+            target=str(request_id),
+            data={"userId": str(request["user_id"]), "domain": request["domain"]},
+        )
+        await audit.record(
+            conn,
+            account_id=account_id,
+            actor_user_id=actor.user_id,
+            action="membership.created",
+            target=str(request["user_id"]),
+            data={"role": "member", "via": "join_request"},
+        )
+    return Decision(join_request=decided, membership=membership)
+
+
+async def deny_join_request(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, request_id: uuid.UUID
+) -> Decision:
+    """Deny (owner or admin)."""
+    async with services.db.transaction() as conn:
+        await lock_scoped(conn, actor, account_id, "join_requests.decide")
+        request = await _locked_pending(conn, account_id, request_id)
+        decided = await queries.decide_join_request(
+            conn, request_id=request_id, status="denied", decided_by=actor.user_id
+        )
+        await audit.record(
+            conn,
+            account_id=account_id,
+            actor_user_id=actor.user_id,
+            action="join_request.denied",
+            target=str(request_id),
+            data={"userId": str(request["user_id"]), "domain": request["domain"]},
+        )
+    return Decision(join_request=decided, membership=None)

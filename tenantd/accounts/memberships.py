@@ -1,0 +1,170 @@
+"""Memberships: list, change role (admin <-> member), remove, leave, transfer ownership.
+
+Invariants (also unique indexes): one active membership per (account, user) and one active
+owner per account. Every change holds the account lock and re-reads roles under it. Revoking
+keeps the row (revoked_at set); every change writes an audit row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tenantd.accounts import audit, permissions, queries
+from tenantd.accounts.service import Activation, activate, check_scope, lock_scoped
+from tenantd.db import Conn, Row
+from tenantd.errors import Conflict, Forbidden, NotFound, OwnerCannotLeave, ValidationFailed
+from tenantd.services import Services
+
+if TYPE_CHECKING:
+    from tenantd.auth.principal import Principal
+
+
+async def list_members(services: Services, actor: Principal, account_id: uuid.UUID) -> list[Row]:
+    """Active members of the active account (any member may read them)."""
+    async with services.db.connection() as conn:
+        await check_scope(conn, actor, account_id)
+        permissions.require(actor.role, "members.read")
+        return await queries.list_members(conn, account_id)
+
+
+async def _locked_target(conn: Conn, account_id: uuid.UUID, user_id: uuid.UUID) -> Row:
+    locked = await queries.lock_memberships(conn, account_id=account_id, user_ids=[user_id])
+    target = locked.get(user_id)
+    if target is None:
+        raise NotFound("No active member with this id")
+    if target["role"] == "owner":
+        raise Forbidden("The owner's membership changes only by transferring ownership")
+    return target
+
+
+async def change_role(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, user_id: uuid.UUID, role: str
+) -> Row:
+    """Move a non-owner between admin and member (owner or admin)."""
+    if role not in ("admin", "member"):
+        raise ValidationFailed({"role": "must be admin or member"})
+    async with services.db.transaction() as conn:
+        await lock_scoped(conn, actor, account_id, "members.manage")
+        target = await _locked_target(conn, account_id, user_id)
+        if target["role"] == role:
+            return target
+        updated = await queries.set_role(conn, membership_id=target["id"], role=role)
+        await audit.record(
+            conn,
+            account_id=account_id,
+            actor_user_id=actor.user_id,
+            action="membership.role_changed",
+            target=str(user_id),
+            data={"from": target["role"], "to": role},
+        )
+        return updated
+
+
+async def remove_member(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, user_id: uuid.UUID
+) -> Row:
+    """Soft-revoke a non-owner's membership (owner or admin); the row is kept."""
+    async with services.db.transaction() as conn:
+        await lock_scoped(conn, actor, account_id, "members.manage")
+        target = await _locked_target(conn, account_id, user_id)
+        revoked = await queries.revoke_membership(conn, target["id"])
+        await audit.record(
+            conn,
+            account_id=account_id,
+            actor_user_id=actor.user_id,
+            action="membership.revoked",
+            target=str(user_id),
+            data={"role": target["role"], "reason": "removed"},
+        )
+        return revoked
+
+
+@dataclass(frozen=True)
+class Left:
+    membership: Row
+    activation: Activation
+
+
+async def leave_account(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, refresh_token: str | None
+) -> Left:
+    """The caller leaves (member or admin; the owner gets OWNER_CANNOT_LEAVE).
+
+    The caller's session moves to its next account (or to none).
+    """
+    async with services.db.transaction() as conn:
+        await lock_scoped(conn, actor, account_id, "account.leave")
+        locked = await queries.lock_memberships(
+            conn, account_id=account_id, user_ids=[actor.user_id]
+        )
+        own = locked.get(actor.user_id)
+        if own is None:
+            raise NotFound("You are not a member of this account")
+        if own["role"] == "owner":
+            raise OwnerCannotLeave()
+        revoked = await queries.revoke_membership(conn, own["id"])
+        await audit.record(
+            conn,
+            account_id=account_id,
+            actor_user_id=actor.user_id,
+            action="membership.revoked",
+            target=str(actor.user_id),
+            data={"role": own["role"], "reason": "left"},
+        )
+        next_account = await queries.default_account_id(conn, actor.user_id)
+        activation = await activate(
+            conn,
+            services.settings,
+            user_id=actor.user_id,
+            account_id=next_account,
+            refresh_token=refresh_token,
+        )
+    return Left(membership=revoked, activation=activation)
+
+
+@dataclass(frozen=True)
+class Transferred:
+    owner: Row
+    previous_owner: Row
+
+
+async def transfer_ownership(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, user_id: uuid.UUID
+) -> Transferred:
+    """Owner only: demote the owner to admin, then promote the target, in one transaction.
+
+    The caller's ownership and the target's membership are re-read under the account lock
+    (bypassing the role resolved for the token), so concurrent transfers serialise and the
+    account never has zero or two owners.
+    """
+    async with services.db.transaction() as conn:
+        await lock_scoped(conn, actor, account_id, "ownership.transfer")
+        if user_id == actor.user_id:
+            raise Conflict("You already own this account")
+        locked = await queries.lock_memberships(
+            conn, account_id=account_id, user_ids=[actor.user_id, user_id]
+        )
+        current = locked.get(actor.user_id)
+        if current is None or current["role"] != "owner":
+            raise Forbidden("Only the owner can transfer ownership")
+        target = locked.get(user_id)
+        if target is None:
+            raise NotFound("The new owner must be an active member of the account")
+        # Order matters: the one-owner unique index forbids promoting first.
+        previous = await queries.set_role(conn, membership_id=current["id"], role="admin")
+        owner = await queries.set_role(conn, membership_id=target["id"], role="owner")
+        await audit.record(
+            conn,
+            account_id=account_id,
+            actor_user_id=actor.user_id,
+            action="ownership.transferred",
+            target=str(user_id),
+            data={
+                "from": str(actor.user_id),
+                "to": str(user_id),
+                "targetPreviousRole": target["role"],
+            },
+        )
+        return Transferred(owner=owner, previous_owner=previous)

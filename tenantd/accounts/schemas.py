@@ -1,0 +1,185 @@
+"""Bodies and answers of the tenancy routes (camelCase JSON)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import EmailStr, Field, StringConstraints
+
+from tenantd.db import Row
+from tenantd.web.schemas import ApiModel, RequestBody
+
+AccountName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+InvitableRole = Literal["admin", "member"]
+
+
+# -- request bodies ---------------------------------------------------------------------------
+
+
+class AccountCreate(RequestBody):
+    name: AccountName
+
+
+class AccountRename(RequestBody):
+    name: AccountName
+
+
+class SwitchBody(RequestBody):
+    account_id: uuid.UUID
+
+
+class TransferBody(RequestBody):
+    user_id: uuid.UUID
+
+
+class RoleBody(RequestBody):
+    role: InvitableRole = Field(description="admin or member; the owner changes only by transfer")
+
+
+class InvitationCreate(RequestBody):
+    email: EmailStr = Field(max_length=320)
+    role: InvitableRole = "member"
+
+
+class AcceptBody(RequestBody):
+    token: str = Field(min_length=1, max_length=512)
+
+
+# -- answers ----------------------------------------------------------------------------------
+
+
+class AccountSummary(ApiModel):
+    id: uuid.UUID
+    name: str
+    role: str
+    created_at: dt.datetime
+    claimed_domain: str | None = None
+    active: bool = Field(description="True for the account of the current access token")
+
+    @classmethod
+    def of(cls, row: Row, *, active_id: uuid.UUID | None) -> AccountSummary:
+        return cls(
+            id=row["id"],
+            name=row["name"],
+            role=row["role"],
+            created_at=row["created_at"],
+            claimed_domain=row["claimed_domain"],
+            active=row["id"] == active_id,
+        )
+
+
+class AccountDetail(ApiModel):
+    id: uuid.UUID
+    name: str
+    created_at: dt.datetime
+    claimed_domain: str | None = None
+    role: str | None = None
+    plan: str | None
+    seats: int
+    seats_used: int
+    features: dict[str, bool]
+
+
+class AccountDeleted(ApiModel):
+    id: uuid.UUID
+    deleted_at: dt.datetime
+    purge_after: dt.datetime
+
+
+class AccountDeletedOut(ApiModel):
+    account: AccountDeleted
+
+
+class AccountRef(ApiModel):
+    id: uuid.UUID
+    name: str
+
+
+class SwitchResult(ApiModel):
+    account: AccountRef
+    role: str
+
+
+class MemberOut(ApiModel):
+    user_id: uuid.UUID
+    email: str
+    role: str
+    created_at: dt.datetime
+
+
+class MembershipOut(ApiModel):
+    account_id: uuid.UUID
+    user_id: uuid.UUID
+    role: str
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None = None
+
+    @classmethod
+    def of(cls, row: Row) -> MembershipOut:
+        return cls.model_validate({k: row[k] for k in cls.model_fields})
+
+
+class LeaveResult(ApiModel):
+    membership: MembershipOut
+    active_account_id: uuid.UUID | None = Field(
+        description="The account the new access token points at (null: none left)"
+    )
+
+
+class TransferResult(ApiModel):
+    owner: MembershipOut
+    previous_owner: MembershipOut
+
+
+class InvitationOut(ApiModel):
+    id: uuid.UUID
+    account_id: uuid.UUID
+    email: str
+    role: str
+    invited_by: uuid.UUID | None
+    created_at: dt.datetime
+    expires_at: dt.datetime
+    resent_at: dt.datetime | None = None
+    accepted_at: dt.datetime | None = None
+    revoked_at: dt.datetime | None = None
+
+    @classmethod
+    def of(cls, row: Row) -> InvitationOut:
+        return cls.model_validate({k: row[k] for k in cls.model_fields})
+
+
+class InvitationIssued(ApiModel):
+    invitation: InvitationOut
+    token: str = Field(description="The raw token, shown this once; only its hash is stored")
+
+
+class AcceptResult(ApiModel):
+    account: AccountRef
+    membership: MembershipOut
+
+
+class JoinRequestOut(ApiModel):
+    id: uuid.UUID
+    account_id: uuid.UUID
+    user_id: uuid.UUID
+    email: str
+    domain: str
+    status: str
+    created_at: dt.datetime
+    decided_at: dt.datetime | None = None
+    decided_by: uuid.UUID | None = None
+
+    @classmethod
+    def of(cls, row: Row) -> JoinRequestOut:
+        return cls.model_validate({k: row[k] for k in cls.model_fields})
+
+
+class JoinDecision(ApiModel):
+    join_request: JoinRequestOut
+    membership: MembershipOut | None = None
+
+
+def rows(model: Any, items: list[Row]) -> list[Any]:
+    return [model.of(item) for item in items]

@@ -1,0 +1,246 @@
+"""Accounts: scope rule, list, create, read, rename, soft delete, switch.
+
+The active account of a request comes only from the access token's aid. A route naming an
+account in its URL serves it only when it is that aid; any other account id is refused with
+404 NOT_FOUND when no live account has it (never existed, or soft-deleted) and 403 FORBIDDEN
+otherwise, whether or not the caller is a member there (switch first).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tenantd.accounts import audit, permissions, queries
+from tenantd.accounts.plans import resolve_features
+from tenantd.accounts.provisioning import create_account as insert_new_account
+from tenantd.auth.tokens import AccessClaims, issue_access_token, token_hash
+from tenantd.db import Conn, Row
+from tenantd.errors import Forbidden, NotFound
+from tenantd.services import Services
+from tenantd.settings import Settings
+
+if TYPE_CHECKING:
+    from tenantd.auth.principal import Principal
+
+GRACE_DAYS = 30  # SERVICE.md Limits: account deletion grace window
+
+
+@dataclass(frozen=True)
+class Activation:
+    """A new access token pointing at another account (the refresh session follows it)."""
+
+    account_id: uuid.UUID | None
+    access_token: str
+    claims: AccessClaims
+
+
+# -- the scope rule and locks -----------------------------------------------------------------
+
+
+async def check_scope(conn: Conn, actor: Principal, account_id: uuid.UUID) -> None:
+    """Refuse a URL account that is not the token's aid: 404 if not live, else 403."""
+    if actor.account_id is not None and actor.account_id == account_id:
+        return
+    if not await queries.account_liveness(conn, account_id):
+        raise NotFound("Account not found")
+    raise Forbidden("This is not your active account; switch to it first")
+
+
+async def lock_scoped(conn: Conn, actor: Principal, account_id: uuid.UUID, action: str) -> Row:
+    """Scope, then lock the live account and re-check the caller's role read under the lock.
+
+    The guard's role is only a fast first filter; the decision uses the role read after the
+    lock, so a concurrent demotion or transfer cannot slip through.
+    """
+    await check_scope(conn, actor, account_id)
+    permissions.require(actor.role, action)
+    account = await queries.lock_account(conn, account_id)
+    if account is None:
+        raise NotFound("Account not found")
+    role = await queries.active_role(conn, account_id=account_id, user_id=actor.user_id)
+    permissions.require(role, action)
+    account["role"] = role
+    return account
+
+
+async def activate(
+    conn: Conn,
+    settings: Settings,
+    *,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    refresh_token: str | None,
+) -> Activation:
+    """Issue an access token for `account_id` and point the caller's refresh session at it.
+
+    The old access token is not revoked: it keeps its old account until it expires.
+    """
+    token, claims = issue_access_token(settings.secret_key, user_id=user_id, account_id=account_id)
+    if refresh_token:
+        await queries.move_session(
+            conn,
+            token_hash=token_hash(settings.secret_key, refresh_token),
+            user_id=user_id,
+            account_id=account_id,
+            access_jti=claims.jti,
+        )
+    return Activation(account_id=account_id, access_token=token, claims=claims)
+
+
+# -- accounts ---------------------------------------------------------------------------------
+
+
+async def list_accounts(services: Services, actor: Principal) -> list[Row]:
+    """The caller's live accounts with the caller's role in each."""
+    async with services.db.connection() as conn:
+        return await queries.accounts_of_user(conn, actor.user_id)
+
+
+@dataclass(frozen=True)
+class Created:
+    account: Row
+    activation: Activation | None  # set when the caller had no active account
+
+
+async def create_account(
+    services: Services, actor: Principal, *, name: str, refresh_token: str | None
+) -> Created:
+    """A new account with the caller as owner; a caller without an active account lands in it."""
+    async with services.db.transaction() as conn:
+        account_id = await insert_new_account(
+            conn, services.settings, owner_id=actor.user_id, name=name
+        )
+        rows = await queries.accounts_of_user(conn, actor.user_id)
+        activation = None
+        if actor.account_id is None:
+            activation = await activate(
+                conn,
+                services.settings,
+                user_id=actor.user_id,
+                account_id=account_id,
+                refresh_token=refresh_token,
+            )
+    account = next(row for row in rows if row["id"] == account_id)
+    return Created(account=account, activation=activation)
+
+
+def detail_of(row: Row, role: str | None) -> dict[str, object]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "created_at": row["created_at"],
+        "claimed_domain": row["claimed_domain"],
+        "role": role,
+        "plan": row["plan"],
+        "seats": row["seats"] if row["seats"] is not None else 1,
+        "seats_used": row["seats_used"],
+        "features": resolve_features(list(row["plan_features"] or []), row["overrides"]),
+    }
+
+
+async def read_account(
+    services: Services, actor: Principal, account_id: uuid.UUID
+) -> dict[str, object]:
+    """The active account with plan, seats and resolved features (any member)."""
+    async with services.db.connection() as conn:
+        await check_scope(conn, actor, account_id)
+        permissions.require(actor.role, "account.read")
+        row = await queries.account_detail(conn, account_id)
+    if row is None or row["deleted_at"] is not None:
+        raise NotFound("Account not found")
+    return detail_of(row, actor.role)
+
+
+async def rename_account(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, name: str
+) -> dict[str, object]:
+    """Rename (owner or admin)."""
+    async with services.db.transaction() as conn:
+        account = await lock_scoped(conn, actor, account_id, "account.rename")
+        if account["name"] != name:
+            await queries.rename_account(conn, account_id=account_id, name=name)
+            await audit.record(
+                conn,
+                account_id=account_id,
+                actor_user_id=actor.user_id,
+                action="account.renamed",
+                target=str(account_id),
+                data={"from": account["name"], "to": name},
+            )
+        row = await queries.account_detail(conn, account_id)
+    assert row is not None
+    return detail_of(row, account["role"])
+
+
+@dataclass(frozen=True)
+class Deleted:
+    account_id: uuid.UUID
+    deleted_at: dt.datetime
+    purge_after: dt.datetime
+    activation: Activation
+
+
+async def delete_account(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, refresh_token: str | None
+) -> Deleted:
+    """Soft delete (owner only): deleted_at set, claim released, purged after the grace window.
+
+    The caller's session moves to its next account (or to none).
+    """
+    async with services.db.transaction() as conn:
+        await lock_scoped(conn, actor, account_id, "account.delete")
+        deleted_at = await queries.soft_delete_account(conn, account_id)
+        purge_after = deleted_at + dt.timedelta(days=GRACE_DAYS)
+        await audit.record(
+            conn,
+            account_id=account_id,
+            actor_user_id=actor.user_id,
+            action="account.soft_deleted",
+            target=str(account_id),
+            data={"purgeAfter": purge_after.isoformat()},
+        )
+        next_account = await queries.default_account_id(conn, actor.user_id)
+        activation = await activate(
+            conn,
+            services.settings,
+            user_id=actor.user_id,
+            account_id=next_account,
+            refresh_token=refresh_token,
+        )
+    return Deleted(
+        account_id=account_id,
+        deleted_at=deleted_at,
+        purge_after=purge_after,
+        activation=activation,
+    )
+
+
+@dataclass(frozen=True)
+class Switched:
+    account: Row
+    role: str
+    activation: Activation
+
+
+async def switch_account(
+    services: Services, actor: Principal, *, account_id: uuid.UUID, refresh_token: str | None
+) -> Switched:
+    """A new access token whose aid is another account the caller is an active member of."""
+    async with services.db.transaction() as conn:
+        account = await queries.account_detail(conn, account_id)
+        if account is None or account["deleted_at"] is not None:
+            raise NotFound("Account not found")
+        role = await queries.active_role(conn, account_id=account_id, user_id=actor.user_id)
+        if role is None:
+            raise Forbidden("You are not a member of this account")
+        activation = await activate(
+            conn,
+            services.settings,
+            user_id=actor.user_id,
+            account_id=account_id,
+            refresh_token=refresh_token,
+        )
+    return Switched(account=account, role=role, activation=activation)

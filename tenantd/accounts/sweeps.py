@@ -1,0 +1,114 @@
+"""Tenancy sweeps: the hard delete of accounts past the grace window, invitation expiry.
+
+Both are idempotent and safe to run twice at once: each batch is claimed with
+FOR UPDATE SKIP LOCKED in its own short transaction, so parallel runs split the work.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tenantd.accounts import audit, queries
+from tenantd.accounts.audit import AuditEntry
+from tenantd.accounts.service import GRACE_DAYS
+from tenantd.db import Database
+
+log = logging.getLogger(__name__)
+
+
+async def purge_deleted_accounts(
+    db: Database,
+    *,
+    older_than_days: int = GRACE_DAYS,
+    batch_size: int = 100,
+    dry_run: bool = False,
+) -> int:
+    """Hard-delete accounts soft-deleted more than `older_than_days` ago; return how many.
+
+    Foreign keys cascade to every account-scoped row (memberships, invitations, join
+    requests, plan, feature overrides, notifications, sessions pointing at it). audit_log
+    has no foreign key: its rows survive, plus one `account.hard_deleted` row per account.
+    With dry_run nothing changes and the count of candidates is returned.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    if dry_run:
+        async with db.connection() as conn:
+            return await queries.count_purgeable_accounts(conn, older_than_days=older_than_days)
+    total = 0
+    while True:
+        async with db.transaction() as conn:
+            batch = await queries.lock_purgeable_accounts(
+                conn, older_than_days=older_than_days, limit=batch_size
+            )
+            if not batch:
+                break
+            await audit.record_many(
+                conn,
+                [
+                    AuditEntry(
+                        account_id=row["id"],
+                        actor_user_id=None,
+                        action="account.hard_deleted",
+                        target=str(row["id"]),
+                        data={
+                            "name": row["name"],
+                            "claimedDomain": row["claimed_domain"],
+                            "deletedAt": row["deleted_at"].isoformat(),
+                        },
+                    )
+                    for row in batch
+                ],
+            )
+            total += await queries.delete_accounts(conn, [row["id"] for row in batch])
+        if len(batch) < batch_size:
+            break
+    if total:
+        log.info("purged soft-deleted accounts", extra={"count": total})
+    return total
+
+
+async def expire_invitations(
+    db: Database,
+    *,
+    ttl_hours: int | None = None,
+    batch_size: int = 500,
+    dry_run: bool = False,
+) -> int:
+    """Soft-revoke pending invitations past their time to live; return how many.
+
+    An invitation is past its time to live when its expires_at (set from INVITATION_TTL_HOURS
+    at creation or resend) has passed, or, when `ttl_hours` is given, when it was created or
+    last resent more than `ttl_hours` ago (so a lowered TTL applies to older invitations).
+    A later accept answers INVITATION_EXPIRED. With dry_run nothing changes.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    if dry_run:
+        async with db.connection() as conn:
+            return await queries.count_expired_invitations(conn, ttl_hours=ttl_hours)
+    total = 0
+    while True:
+        async with db.transaction() as conn:
+            batch = await queries.revoke_expired_invitations(
+                conn, ttl_hours=ttl_hours, limit=batch_size
+            )
+            await audit.record_many(
+                conn,
+                [
+                    AuditEntry(
+                        account_id=row["account_id"],
+                        actor_user_id=None,
+                        action="invitation.revoked",
+                        target=str(row["id"]),
+                        data={"email": row["email"], "reason": "expired"},
+                    )
+                    for row in batch
+                ],
+            )
+        total += len(batch)
+        if len(batch) < batch_size:
+            break
+    if total:
+        log.info("expired pending invitations", extra={"count": total})
+    return total

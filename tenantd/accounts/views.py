@@ -1,0 +1,358 @@
+"""Tenancy routes. The active account is the token's aid; a URL account must equal it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiohttp import web
+
+from tenantd import appkeys
+from tenantd.accounts import invitations, join_requests, memberships, service
+from tenantd.accounts.schemas import (
+    AcceptBody,
+    AcceptResult,
+    AccountCreate,
+    AccountDeletedOut,
+    AccountDetail,
+    AccountRef,
+    AccountRename,
+    AccountSummary,
+    InvitationCreate,
+    InvitationIssued,
+    InvitationOut,
+    JoinDecision,
+    JoinRequestOut,
+    LeaveResult,
+    MemberOut,
+    MembershipOut,
+    RoleBody,
+    SwitchBody,
+    SwitchResult,
+    TransferBody,
+    TransferResult,
+)
+from tenantd.auth.cookies import AUTH_COOKIE, REFRESH_COOKIE
+from tenantd.auth.principal import current_principal
+from tenantd.services import Services
+from tenantd.web.json import ok
+from tenantd.web.routing import Routes, path_uuid
+
+routes = Routes("accounts")
+
+ACCOUNT = "/api/v1/accounts/{id}"
+
+
+def _services(request: web.Request) -> Services:
+    return request.app[appkeys.services]
+
+
+def _refresh(request: web.Request) -> str | None:
+    return request.cookies.get(REFRESH_COOKIE)
+
+
+def _answer(
+    data: Any, activation: service.Activation | None, services: Services, *, status: int = 200
+) -> web.Response:
+    """Wrap `data`; with an activation also set the new auth_token cookie (refresh kept)."""
+    response = ok(data, status=status)
+    if activation is not None:
+        age = max(0, int(activation.claims.expires_at - time.time()))
+        response.set_cookie(
+            AUTH_COOKIE,
+            activation.access_token,
+            max_age=age,
+            httponly=True,
+            samesite="Lax",
+            path="/",
+            secure=services.settings.cookie_secure,
+        )
+    return response
+
+
+# -- accounts ---------------------------------------------------------------------------------
+
+
+@routes.get("/api/v1/accounts", response=list[AccountSummary], summary="My accounts with role")
+async def list_accounts(request: web.Request) -> list[AccountSummary]:
+    principal = current_principal(request)
+    rows = await service.list_accounts(_services(request), principal)
+    return [AccountSummary.of(row, active_id=principal.account_id) for row in rows]
+
+
+@routes.post(
+    "/api/v1/accounts",
+    body=AccountCreate,
+    response=AccountSummary,
+    status=201,
+    summary="Create an account; the caller becomes its owner",
+)
+async def create_account(request: web.Request, body: AccountCreate) -> web.Response:
+    principal = current_principal(request)
+    services = _services(request)
+    created = await service.create_account(
+        services, principal, name=body.name, refresh_token=_refresh(request)
+    )
+    active_id = created.activation.account_id if created.activation else principal.account_id
+    return _answer(
+        AccountSummary.of(created.account, active_id=active_id),
+        created.activation,
+        services,
+        status=201,
+    )
+
+
+@routes.post(
+    "/api/v1/accounts/switch",
+    body=SwitchBody,
+    response=SwitchResult,
+    summary="Switch the active account: a new access token with that aid",
+)
+async def switch_account(request: web.Request, body: SwitchBody) -> web.Response:
+    services = _services(request)
+    switched = await service.switch_account(
+        services,
+        current_principal(request),
+        account_id=body.account_id,
+        refresh_token=_refresh(request),
+    )
+    data = SwitchResult(
+        account=AccountRef(id=switched.account["id"], name=switched.account["name"]),
+        role=switched.role,
+    )
+    return _answer(data, switched.activation, services)
+
+
+@routes.get(ACCOUNT, response=AccountDetail, summary="The active account (any member)")
+async def read_account(request: web.Request) -> AccountDetail:
+    detail = await service.read_account(
+        _services(request), current_principal(request), path_uuid(request, "id")
+    )
+    return AccountDetail.model_validate(detail)
+
+
+@routes.patch(ACCOUNT, body=AccountRename, response=AccountDetail, summary="Rename (admin+)")
+async def rename_account(request: web.Request, body: AccountRename) -> AccountDetail:
+    detail = await service.rename_account(
+        _services(request), current_principal(request), path_uuid(request, "id"), name=body.name
+    )
+    return AccountDetail.model_validate(detail)
+
+
+@routes.delete(ACCOUNT, response=AccountDeletedOut, summary="Soft-delete the account (owner only)")
+async def delete_account(request: web.Request) -> web.Response:
+    services = _services(request)
+    deleted = await service.delete_account(
+        services,
+        current_principal(request),
+        path_uuid(request, "id"),
+        refresh_token=_refresh(request),
+    )
+    data = {
+        "account": {
+            "id": deleted.account_id,
+            "deletedAt": deleted.deleted_at,
+            "purgeAfter": deleted.purge_after,
+        }
+    }
+    return _answer(data, deleted.activation, services)
+
+
+# -- memberships ------------------------------------------------------------------------------
+
+
+@routes.post(
+    ACCOUNT + "/transfer-ownership",
+    body=TransferBody,
+    response=TransferResult,
+    summary="Transfer ownership to an active member (owner only)",
+)
+async def transfer_ownership(request: web.Request, body: TransferBody) -> TransferResult:
+    done = await memberships.transfer_ownership(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        user_id=body.user_id,
+    )
+    return TransferResult(
+        owner=MembershipOut.of(done.owner), previous_owner=MembershipOut.of(done.previous_owner)
+    )
+
+
+@routes.get(ACCOUNT + "/members", response=list[MemberOut], summary="Active members")
+async def list_members(request: web.Request) -> list[MemberOut]:
+    rows = await memberships.list_members(
+        _services(request), current_principal(request), path_uuid(request, "id")
+    )
+    return [MemberOut.model_validate(row) for row in rows]
+
+
+@routes.patch(
+    ACCOUNT + "/members/{userId}",
+    body=RoleBody,
+    response=MembershipOut,
+    summary="Change a member's role between admin and member (admin+; never the owner)",
+)
+async def change_role(request: web.Request, body: RoleBody) -> MembershipOut:
+    row = await memberships.change_role(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        user_id=path_uuid(request, "userId"),
+        role=body.role,
+    )
+    return MembershipOut.of(row)
+
+
+@routes.delete(
+    ACCOUNT + "/members/{userId}",
+    response=MembershipOut,
+    summary="Remove a member (admin+; never the owner); the row is kept as revoked",
+)
+async def remove_member(request: web.Request) -> MembershipOut:
+    row = await memberships.remove_member(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        user_id=path_uuid(request, "userId"),
+    )
+    return MembershipOut.of(row)
+
+
+@routes.post(
+    ACCOUNT + "/leave",
+    response=LeaveResult,
+    summary="Leave the account (the owner cannot); the session moves to another account",
+)
+async def leave_account(request: web.Request) -> web.Response:
+    services = _services(request)
+    left = await memberships.leave_account(
+        services,
+        current_principal(request),
+        path_uuid(request, "id"),
+        refresh_token=_refresh(request),
+    )
+    data = LeaveResult(
+        membership=MembershipOut.of(left.membership),
+        active_account_id=left.activation.account_id,
+    )
+    return _answer(data, left.activation, services)
+
+
+# -- invitations ------------------------------------------------------------------------------
+
+
+@routes.get(ACCOUNT + "/invitations", response=list[InvitationOut], summary="Pending invitations")
+async def list_invitations(request: web.Request) -> list[InvitationOut]:
+    rows = await invitations.list_invitations(
+        _services(request), current_principal(request), path_uuid(request, "id")
+    )
+    return [InvitationOut.of(row) for row in rows]
+
+
+@routes.post(
+    ACCOUNT + "/invitations",
+    body=InvitationCreate,
+    response=InvitationIssued,
+    status=201,
+    summary="Invite an address (admin+, feature team_invitations); the raw token shown once",
+)
+async def create_invitation(request: web.Request, body: InvitationCreate) -> InvitationIssued:
+    issued = await invitations.create_invitation(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        email=str(body.email),
+        role=body.role,
+    )
+    return InvitationIssued(invitation=InvitationOut.of(issued.invitation), token=issued.token)
+
+
+@routes.post(
+    ACCOUNT + "/invitations/{iid}/resend",
+    response=InvitationIssued,
+    summary="Resend: the token is rotated, older links stop working",
+)
+async def resend_invitation(request: web.Request) -> InvitationIssued:
+    issued = await invitations.resend_invitation(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        invitation_id=path_uuid(request, "iid"),
+    )
+    return InvitationIssued(invitation=InvitationOut.of(issued.invitation), token=issued.token)
+
+
+@routes.delete(
+    ACCOUNT + "/invitations/{iid}", response=InvitationOut, summary="Revoke (soft delete)"
+)
+async def revoke_invitation(request: web.Request) -> InvitationOut:
+    row = await invitations.revoke_invitation(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        invitation_id=path_uuid(request, "iid"),
+    )
+    return InvitationOut.of(row)
+
+
+@routes.post(
+    "/api/v1/invitations/accept",
+    body=AcceptBody,
+    response=AcceptResult,
+    summary="Accept an invitation with its raw token (seat cap checked)",
+)
+async def accept_invitation(request: web.Request, body: AcceptBody) -> web.Response:
+    services = _services(request)
+    accepted = await invitations.accept_invitation(
+        services, current_principal(request), token=body.token, refresh_token=_refresh(request)
+    )
+    data = AcceptResult(
+        account=AccountRef(id=accepted.account["id"], name=accepted.account["name"]),
+        membership=MembershipOut.of(accepted.membership),
+    )
+    return _answer(data, accepted.activation, services)
+
+
+# -- join requests ----------------------------------------------------------------------------
+
+
+@routes.get(
+    ACCOUNT + "/join-requests", response=list[JoinRequestOut], summary="Pending join requests"
+)
+async def list_join_requests(request: web.Request) -> list[JoinRequestOut]:
+    rows = await join_requests.list_join_requests(
+        _services(request), current_principal(request), path_uuid(request, "id")
+    )
+    return [JoinRequestOut.of(row) for row in rows]
+
+
+@routes.post(
+    ACCOUNT + "/join-requests/{rid}/approve",
+    response=JoinDecision,
+    summary="Approve a join request (admin+; seat cap checked)",
+)
+async def approve_join_request(request: web.Request) -> JoinDecision:
+    decision = await join_requests.approve_join_request(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        request_id=path_uuid(request, "rid"),
+    )
+    return JoinDecision(
+        join_request=JoinRequestOut.of(decision.join_request),
+        membership=MembershipOut.of(decision.membership) if decision.membership else None,
+    )
+
+
+@routes.post(
+    ACCOUNT + "/join-requests/{rid}/deny", response=JoinDecision, summary="Deny a join request"
+)
+async def deny_join_request(request: web.Request) -> JoinDecision:
+    decision = await join_requests.deny_join_request(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        request_id=path_uuid(request, "rid"),
+    )
+    return JoinDecision(join_request=JoinRequestOut.of(decision.join_request), membership=None)
