@@ -10,10 +10,14 @@ from tenantd.settings import Settings
 
 if TYPE_CHECKING:
     from tenantd.auth.principal import Principal
+    from tenantd.ops.metrics import Metrics
+    from tenantd.ops.scheduler import SweepScheduler
     from tenantd.services import Services
 
 settings = web.AppKey("settings", Settings)
 services: web.AppKey[Services] = web.AppKey("services")
+metrics: web.AppKey[Metrics] = web.AppKey("metrics")
+scheduler: web.AppKey[SweepScheduler] = web.AppKey("scheduler")
 
 # Per-request state
 request_id = web.RequestKey("request_id", str)

@@ -1,13 +1,60 @@
-"""Logging in `console` or `json` format; extra fields become JSON keys."""
+"""Logging in `console` or `json` format; extra fields become JSON keys.
+
+Both formatters scrub secrets as a last line of defence: extra fields whose name says
+password, token, secret, cookie or authorization are replaced, and JWTs, bearer
+credentials and `name=value` pairs of those names are masked inside messages.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from typing import Any
 
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+
+REDACTED = "[redacted]"
+_SENSITIVE_KEY = re.compile(r"pass(word)?|token|secret|cookie|authorization|api_?key", re.I)
+_SENSITIVE_TEXT = (
+    # JWTs (header.payload.signature, base64url, header starts with {" -> eyJ)
+    re.compile(r"eyJ[\w-]{5,}\.[\w-]{5,}\.[\w-]{5,}"),
+    # Authorization: Bearer xxx / Basic xxx
+    re.compile(r"(?i)\b(bearer|basic)\s+[\w\-.~+/=]{8,}"),
+)
+_SENSITIVE_PAIR = re.compile(
+    r"(?i)\b((?:auth_token|refresh_token|password|passwd|token|secret|api_?key)"
+    r"[\"']?\s*[=:]\s*[\"']?)([^\s\"',;&]+)"
+)
+
+
+def redact_text(text: str) -> str:
+    for pattern in _SENSITIVE_TEXT:
+        text = pattern.sub(REDACTED, text)
+    return _SENSITIVE_PAIR.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def redact_value(key: str, value: Any) -> Any:
+    if _SENSITIVE_KEY.search(key) and not key.endswith(("_id", "_ids")):
+        return REDACTED
+    if isinstance(value, dict):
+        return {k: redact_value(str(k), v) for k, v in value.items()}
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {
+        key: redact_value(key, value)
+        for key, value in record.__dict__.items()
+        if key not in _STANDARD and not key.startswith("_")
+    }
 
 
 class JsonFormatter(logging.Formatter):
@@ -16,22 +63,18 @@ class JsonFormatter(logging.Formatter):
             "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redact_text(record.getMessage()),
         }
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD and not key.startswith("_"):
-                payload[key] = value
+        payload.update(_extras(record))
         if record.exc_info:
-            payload["exc"] = self.formatException(record.exc_info)
+            payload["exc"] = redact_text(self.formatException(record.exc_info))
         return json.dumps(payload, default=str)
 
 
 class ConsoleFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        base = super().format(record)
-        extras = {
-            k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")
-        }
+        base = redact_text(super().format(record))
+        extras = _extras(record)
         if extras:
             flat: list[str] = []
             for key, value in extras.items():
@@ -53,3 +96,4 @@ def setup_logging(level: str = "info", fmt: str = "console") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper() if level.upper() in logging._nameToLevel else "INFO")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # we log our own line
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per tick otherwise

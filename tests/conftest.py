@@ -85,6 +85,8 @@ def env(tmp_path: Path, migrated: str) -> dict[str, str]:
         "EMAIL_PROVIDER": "file",
         "EMAIL_FILE_DIR": str(tmp_path / "mail"),
         "LOG_LEVEL": "warning",
+        # Sweeps would delete rows other tests set up; tests/ops turns the scheduler on.
+        "TENANTD_SCHEDULER_ENABLED": "false",
     }
 
 

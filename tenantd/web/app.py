@@ -22,14 +22,24 @@ def route_tables() -> list[Routes]:
     """Every domain's routes. Each domain owns its views module."""
     from tenantd.auth import views as auth_views
     from tenantd.email.webhooks import views as email_webhook_views
+    from tenantd.ops import views as ops_views
     from tenantd.web import health, openapi
 
-    return [health.routes, openapi.routes, auth_views.routes, email_webhook_views.routes]
+    return [
+        health.routes,
+        ops_views.routes,
+        openapi.routes,
+        auth_views.routes,
+        email_webhook_views.routes,
+    ]
 
 
 def background_hooks() -> list[Hook]:
     """cleanup_ctx hooks of the domains (job runner, scheduler, SSE listener), in start order."""
-    return []
+    from tenantd.ops.hooks import metrics_ctx
+    from tenantd.ops.scheduler import scheduler_ctx
+
+    return [metrics_ctx, scheduler_ctx]
 
 
 def create_app(

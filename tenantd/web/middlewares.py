@@ -1,14 +1,19 @@
-"""One middleware: request id, error envelope, and one log line per request.
+"""One middleware: request id, error envelope, metrics, and one log line per request.
 
-4xx are logged at warning, 5xx at error (with the traceback in the log, never in the body).
+The log line is structured (method, route template, status, duration, request id, user and
+account ids) and never carries the raw path, query string, headers, cookies or body, so no
+token or password can reach the logs through it. 4xx are logged at warning, 5xx at error
+(with the traceback in the log, never in the body), the rest at info.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -19,6 +24,9 @@ from tenantd.web.json import error_response
 log = logging.getLogger("tenantd.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+UNMATCHED = "<unmatched>"
+CLIENT_CLOSED = 499  # the client went away before the answer (nginx's convention)
 
 
 class MethodNotAllowed(AppError):
@@ -47,12 +55,25 @@ def _request_id(request: web.Request) -> str:
     return uuid.uuid4().hex
 
 
+def route_template(request: web.Request) -> str:
+    """The route as declared (`/api/v1/accounts/{id}`), never the concrete path: bounded
+    label cardinality for metrics, and no path-embedded values in logs."""
+    spec = request.get(appkeys.route_spec)
+    if spec is not None:
+        return str(spec.path)
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else UNMATCHED
+
+
 @web.middleware
 async def request_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = _request_id(request)
     request[appkeys.request_id] = request_id
+    metrics = request.app.get(appkeys.metrics)
     started = time.perf_counter()
     error: AppError | None = None
+    if metrics is not None:
+        metrics.in_progress.inc()
     try:
         response = await handler(request)
     except AppError as exc:
@@ -63,23 +84,40 @@ async def request_middleware(request: web.Request, handler: Handler) -> web.Stre
             raise
         error = _from_http_exception(exc)
         response = error_response(error, request_id=request_id)
+    except asyncio.CancelledError:
+        _finish(request, metrics, CLIENT_CLOSED, time.perf_counter() - started, None)
+        raise
     except Exception:
         error = AppError()
-        log.exception("unhandled error", extra={"request_id": request_id, "path": request.path})
+        log.exception(
+            "unhandled error",
+            extra={"request_id": request_id, "route": route_template(request)},
+        )
         response = error_response(error, request_id=request_id)
     if not response.prepared:
         response.headers.setdefault("X-Request-ID", request_id)
-    _log_request(request, response.status, time.perf_counter() - started, error)
+    _finish(request, metrics, response.status, time.perf_counter() - started, error)
     return response
 
 
-def _log_request(request: web.Request, status: int, elapsed: float, error: AppError | None) -> None:
-    spec = request.get(appkeys.route_spec)
+def _finish(
+    request: web.Request, metrics: Any, status: int, elapsed: float, error: AppError | None
+) -> None:
+    route = route_template(request)
+    if metrics is not None:
+        metrics.in_progress.dec()
+        metrics.observe_request(request.method, route, status, elapsed)
+    _log_request(request, route, status, elapsed, error)
+
+
+def _log_request(
+    request: web.Request, route: str, status: int, elapsed: float, error: AppError | None
+) -> None:
     principal = request.get(appkeys.principal)
-    fields = {
+    fields: dict[str, Any] = {
         "request_id": request[appkeys.request_id],
         "method": request.method,
-        "route": spec.path if spec is not None else request.path,
+        "route": route,
         "status": status,
         "duration_ms": round(elapsed * 1000, 2),
         "user_id": str(principal.user_id) if principal else None,
@@ -87,12 +125,19 @@ def _log_request(request: web.Request, status: int, elapsed: float, error: AppEr
     }
     if error is not None:
         fields["error_code"] = error.code
-    level = logging.ERROR if status >= 500 else logging.WARNING if status >= 400 else logging.INFO
+    if status == CLIENT_CLOSED:
+        level = logging.INFO
+    elif status >= 500:
+        level = logging.ERROR
+    elif status >= 400:
+        level = logging.WARNING
+    else:
+        level = logging.INFO
     log.log(
         level,
         "%s %s %s %.1fms",
         request.method,
-        fields["route"],
+        route,
         status,
         fields["duration_ms"],
         extra={"http": fields},

@@ -77,10 +77,12 @@ def _operation(spec: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
                 "timestamp": {"type": "string", "format": "date-time"},
             },
         }
+    if spec.produces != "application/json":
+        data_schema = {"type": "string"}
     responses: dict[str, Any] = {
         str(spec.status): {
             "description": "Success",
-            "content": {"application/json": {"schema": data_schema}},
+            "content": {spec.produces: {"schema": data_schema}},
         }
     }
     error_ref = {"$ref": REF.format(model="ErrorEnvelope")}

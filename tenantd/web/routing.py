@@ -52,6 +52,8 @@ class RouteSpec:
     content_type: str = "application/json"
     # Abuse-limit scope (e.g. "login"): limited per client IP and per body `email`.
     rate_limit: str | None = None
+    # Media type of the success answer (the OpenAPI document says so); JSON unless stated.
+    produces: str = "application/json"
 
     @property
     def name(self) -> str:
@@ -81,6 +83,7 @@ class Routes:
         responses: dict[int, str] | None = None,
         content_type: str = "application/json",
         rate_limit: str | None = None,
+        produces: str = "application/json",
     ) -> Callable[[View], View]:
         def decorate(view: View) -> View:
             limit = body_limit or (
@@ -103,6 +106,7 @@ class Routes:
                     responses=responses or {},
                     content_type=content_type,
                     rate_limit=rate_limit,
+                    produces=produces,
                 )
             )
             return view
@@ -153,8 +157,14 @@ def build_handler(spec: RouteSpec) -> Callable[[web.Request], Awaitable[web.Stre
         args: list[Any] = []
         if spec.query is not None:
             args.append(parse_query(request, spec.query))
+        body = None
         if spec.body is not None:
-            args.append(await parse_body(request, spec.body, limit=spec.body_limit))
+            body = await parse_body(request, spec.body, limit=spec.body_limit)
+            args.append(body)
+        if spec.rate_limit is not None:
+            from tenantd.ops.http import rate_limit_request
+
+            await rate_limit_request(request, spec.rate_limit, body)
         result = await spec.view(request, *args)
         if isinstance(result, web.StreamResponse):
             return result

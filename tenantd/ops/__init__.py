@@ -1,0 +1,1 @@
+"""Operations: sweeps, scheduler, metrics, readiness, abuse limits, request logging."""

@@ -1,0 +1,155 @@
+"""Operational knobs (scheduler, sweeps, rate limits, proxies, metrics), parsed from
+`Settings.extra` (every TENANTD_* and RATE_LIMIT_* variable) once per process."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from functools import cache
+
+from tenantd.settings import Settings, SettingsError
+
+# Sweep name -> default interval in seconds (SERVICE.md: invitations and accounts daily,
+# dedup hourly; sessions and finished jobs hourly too).
+DEFAULT_SWEEP_INTERVALS = {
+    "invitations": 86_400,
+    "accounts": 86_400,
+    "dedup": 3_600,
+    "sessions": 3_600,
+    "jobs": 3_600,
+}
+
+# Scope -> (per IP, per email) within the window. 0 turns that counter off.
+DEFAULT_RATE_LIMITS = {
+    "register": (20, 5),
+    "login": (100, 10),
+    "resend_verification": (20, 5),
+    "password_reset": (20, 5),
+}
+DEFAULT_RATE_WINDOW = 900
+
+
+@dataclass(frozen=True)
+class RateRule:
+    per_ip: int
+    per_email: int
+    window_seconds: int
+
+
+@dataclass(frozen=True)
+class OpsConfig:
+    scheduler_enabled: bool = True
+    scheduler_tick_seconds: float = 60.0
+    sweep_intervals: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_SWEEP_INTERVALS))
+    sweep_batch_size: int = 1000
+    sweep_batch_pause_ms: int = 0
+    webhook_events_retention_days: int = 30
+    rate_limit_enabled: bool = True
+    rate_rules: dict[str, RateRule] = field(default_factory=dict)
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    metrics_enabled: bool = True
+    metrics_token: str | None = None
+    shutdown_drain_seconds: float = 10.0
+
+    def rate_rule(self, scope: str) -> RateRule:
+        rule = self.rate_rules.get(scope)
+        if rule is None:
+            per_ip, per_email = DEFAULT_RATE_LIMITS.get(scope, (100, 10))
+            rule = RateRule(per_ip, per_email, DEFAULT_RATE_WINDOW)
+        return rule
+
+    @property
+    def longest_rate_window(self) -> int:
+        windows = [rule.window_seconds for rule in self.rate_rules.values()]
+        return max([DEFAULT_RATE_WINDOW, *windows])
+
+
+def _bool(env: dict[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise SettingsError(f"{name} must be a boolean (true/false), got {raw!r}")
+
+
+def _number(env: dict[str, str], name: str, default: float, *, minimum: float = 0) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if value < minimum:
+        raise SettingsError(f"{name} must be >= {minimum}, got {raw}")
+    return value
+
+
+def _int(env: dict[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    value = _number(env, name, default, minimum=minimum)
+    if value != int(value):
+        raise SettingsError(f"{name} must be an integer, got {env.get(name)!r}")
+    return int(value)
+
+
+def _proxies(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    networks = []
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise SettingsError(
+                f"TENANTD_TRUSTED_PROXIES: not an address or CIDR: {item}"
+            ) from None
+    return tuple(networks)
+
+
+def parse_ops_config(env: dict[str, str]) -> OpsConfig:
+    """Build the knobs from TENANTD_* / RATE_LIMIT_* variables (defaults in DEFAULT_*)."""
+    intervals = {
+        name: _int(env, f"TENANTD_SWEEP_{name.upper()}_INTERVAL_SECONDS", default, minimum=1)
+        for name, default in DEFAULT_SWEEP_INTERVALS.items()
+    }
+    default_window = _int(env, "RATE_LIMIT_WINDOW_SECONDS", DEFAULT_RATE_WINDOW, minimum=1)
+    rules = {}
+    for scope, (per_ip, per_email) in DEFAULT_RATE_LIMITS.items():
+        prefix = f"RATE_LIMIT_{scope.upper()}_"
+        rules[scope] = RateRule(
+            per_ip=_int(env, prefix + "PER_IP", per_ip),
+            per_email=_int(env, prefix + "PER_EMAIL", per_email),
+            window_seconds=_int(env, prefix + "WINDOW_SECONDS", default_window, minimum=1),
+        )
+    token = env.get("TENANTD_METRICS_TOKEN", "").strip() or None
+    return OpsConfig(
+        scheduler_enabled=_bool(env, "TENANTD_SCHEDULER_ENABLED", True),
+        scheduler_tick_seconds=_number(env, "TENANTD_SCHEDULER_TICK_SECONDS", 60.0, minimum=0.05),
+        sweep_intervals=intervals,
+        sweep_batch_size=_int(env, "TENANTD_SWEEP_BATCH_SIZE", 1000, minimum=1),
+        sweep_batch_pause_ms=_int(env, "TENANTD_SWEEP_BATCH_PAUSE_MS", 0),
+        webhook_events_retention_days=_int(
+            env, "TENANTD_WEBHOOK_EVENTS_RETENTION_DAYS", 30, minimum=1
+        ),
+        rate_limit_enabled=_bool(env, "RATE_LIMIT_ENABLED", True),
+        rate_rules=rules,
+        trusted_proxies=_proxies(env.get("TENANTD_TRUSTED_PROXIES", "")),
+        metrics_enabled=_bool(env, "TENANTD_METRICS_ENABLED", True),
+        metrics_token=token,
+        shutdown_drain_seconds=_number(env, "TENANTD_SHUTDOWN_DRAIN_SECONDS", 10.0, minimum=0),
+    )
+
+
+@cache
+def _cached(items: tuple[tuple[str, str], ...]) -> OpsConfig:
+    return parse_ops_config(dict(items))
+
+
+def ops_config(settings: Settings) -> OpsConfig:
+    """The knobs of these settings (parsed once per distinct set of variables)."""
+    return _cached(tuple(sorted(settings.extra.items())))

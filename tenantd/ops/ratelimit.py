@@ -1,0 +1,150 @@
+"""Abuse limits backed by PostgreSQL, so they hold across every instance.
+
+Fixed windows aligned on multiples of the window length: one `rate_limits` row per key
+(`<scope>:ip:<address>` and `<scope>:email:<keyed hash>`; emails are never stored in the
+clear). Both counters of a request move in ONE upsert statement, which also starts a new
+window when the stored one has passed; the request is refused when any counter is over its
+limit, with Retry-After = seconds until that window ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tenantd.db.core import Conn
+from tenantd.email.addresses import normalize_email
+from tenantd.errors import RateLimited
+from tenantd.ops.config import OpsConfig, RateRule
+
+_HIT = """
+INSERT INTO rate_limits AS r (key, window_start, count)
+SELECT v.key, to_timestamp((floor(extract(epoch FROM now()) / v.secs) * v.secs)::float8), 1
+  FROM (VALUES {values}) AS v (key, secs)
+ ORDER BY v.key
+ON CONFLICT (key) DO UPDATE SET
+    count = CASE WHEN r.window_start = excluded.window_start THEN r.count + 1 ELSE 1 END,
+    window_start = excluded.window_start
+RETURNING r.key, r.count, extract(epoch FROM r.window_start - now())::float8 AS start_offset
+"""
+
+
+@dataclass(frozen=True)
+class Counter:
+    key: str
+    dimension: str  # "ip" or "email"
+    limit: int
+    window: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    retry_after: int
+    dimension: str | None = None
+
+
+def email_key(secret_key: str, email: str) -> str:
+    """A keyed hash of the normalised, lower-cased address (no PII in rate_limits)."""
+    normal = normalize_email(email).lower()
+    digest = hmac.new(secret_key.encode(), b"rate:" + normal.encode(), hashlib.sha256)
+    return digest.hexdigest()[:32]
+
+
+def counters_for(
+    scope: str, rule: RateRule, *, ip: str | None, email_hash: str | None
+) -> list[Counter]:
+    counters = []
+    if ip and rule.per_ip > 0:
+        counters.append(Counter(f"{scope}:ip:{ip}", "ip", rule.per_ip, rule.window_seconds))
+    if email_hash and rule.per_email > 0:
+        counters.append(
+            Counter(f"{scope}:email:{email_hash}", "email", rule.per_email, rule.window_seconds)
+        )
+    return counters
+
+
+async def hit(conn: Conn, counters: Sequence[Counter]) -> Verdict:
+    """Count one attempt on every counter (one statement); refuse if any is over its limit."""
+    if not counters:
+        return Verdict(True, 0)
+    values = ", ".join(f"(%(k{i})s, %(w{i})s::int)" for i in range(len(counters)))
+    params: dict[str, object] = {}
+    for i, counter in enumerate(counters):
+        params[f"k{i}"] = counter.key
+        params[f"w{i}"] = counter.window
+    rows = await conn.fetch_all(_HIT.format(values=values), params)
+    by_key = {row["key"]: row for row in rows}
+    worst: Verdict | None = None
+    for counter in counters:
+        row = by_key[counter.key]
+        if row["count"] <= counter.limit:
+            continue
+        retry = max(1, math.ceil(row["start_offset"] + counter.window))
+        if worst is None or retry > worst.retry_after:
+            worst = Verdict(False, retry, counter.dimension)
+    return worst or Verdict(True, 0)
+
+
+async def check(
+    conn: Conn,
+    config: OpsConfig,
+    *,
+    secret_key: str,
+    scope: str,
+    ip: str | None,
+    email: str | None,
+) -> Verdict:
+    """Count this attempt of `scope` per IP and per email; say whether it is allowed."""
+    if not config.rate_limit_enabled:
+        return Verdict(True, 0)
+    email_hash = email_key(secret_key, email) if email else None
+    return await hit(
+        conn, counters_for(scope, config.rate_rule(scope), ip=ip, email_hash=email_hash)
+    )
+
+
+async def enforce(
+    conn: Conn,
+    config: OpsConfig,
+    *,
+    secret_key: str,
+    scope: str,
+    ip: str | None,
+    email: str | None,
+) -> None:
+    """As `check`, raising RateLimited (429 with Retry-After) when over a limit."""
+    verdict = await check(conn, config, secret_key=secret_key, scope=scope, ip=ip, email=email)
+    if not verdict.allowed:
+        raise RateLimited(verdict.retry_after)
+
+
+def client_ip(
+    peer: str | None,
+    forwarded_for: str | None,
+    trusted: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network],
+) -> str | None:
+    """The client address: the peer, unless the peer is a trusted proxy, in which case the
+    right-most X-Forwarded-For entry that is not itself a trusted proxy."""
+
+    def is_trusted(value: str) -> bool:
+        try:
+            address = ipaddress.ip_address(value)
+        except ValueError:
+            return False
+        return any(address in network for network in trusted)
+
+    if peer is None or not trusted or not is_trusted(peer) or not forwarded_for:
+        return peer
+    hops = [hop.strip() for hop in forwarded_for.split(",") if hop.strip()]
+    for hop in reversed(hops):
+        if not is_trusted(hop):
+            try:
+                return str(ipaddress.ip_address(hop))
+            except ValueError:
+                return peer  # a malformed hop: fall back to what we know
+    return hops[0] if hops else peer

@@ -1,0 +1,46 @@
+"""Readiness: the database answers, every migration file is applied, and (with SSE on) the
+pub/sub listener of this process is connected."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantd.db import Database
+from tenantd.db.migrate import pending_migrations
+
+READY_TIMEOUT = 2.0
+
+
+@dataclass
+class Readiness:
+    ready: bool
+    checks: dict[str, Any] = field(default_factory=dict)
+
+
+async def check_readiness(
+    db: Database, *, sse_enabled: bool, listener_connected: Callable[[], bool | None] | None
+) -> Readiness:
+    """Every check of /readyz; `ready` only when all pass."""
+    checks: dict[str, Any] = {}
+    try:
+        async with asyncio.timeout(READY_TIMEOUT):
+            pending = await pending_migrations(db)
+        checks["database"] = "ok"
+        checks["migrations"] = "ok" if not pending else "pending"
+        if pending:
+            checks["pendingMigrations"] = [m.version for m in pending]
+    except Exception:
+        checks["database"] = "unavailable"
+        checks["migrations"] = "unknown"
+    if sse_enabled:
+        connected = listener_connected() if listener_connected is not None else None
+        checks["sseListener"] = {True: "ok", False: "disconnected", None: "unknown"}[connected]
+    ready = (
+        checks["database"] == "ok"
+        and checks["migrations"] == "ok"
+        and checks.get("sseListener", "ok") == "ok"
+    )
+    return Readiness(ready=ready, checks=checks)

@@ -1,0 +1,39 @@
+"""The session sweep: rows that only matter until they expire.
+
+- `sessions`: refresh sessions past their expiry (a refresh with them is refused anyway).
+- `revoked_tokens`: revoked access-token ids past the token's own expiry (the JWT `exp`
+  refuses them from then on).
+- `user_tokens`: verification and reset tokens a day after expiry (the day keeps the
+  friendlier "expired" answer for late clicks).
+- `rate_limits`: counters whose window ended longer ago than the longest window.
+- `webhook_events`: provider event ids older than TENANTD_WEBHOOK_EVENTS_RETENTION_DAYS
+  (providers stop retrying, and signatures stop verifying, long before that).
+"""
+
+from __future__ import annotations
+
+from tenantd.ops.config import ops_config
+from tenantd.ops.sweeps import SweepContext, delete_batches, register_sweep
+
+
+@register_sweep(
+    "sessions", "Expired sessions, revoked tokens, user tokens, rate limits, webhook ids"
+)
+async def sweep_sessions(ctx: SweepContext) -> None:
+    """Delete expired session-like rows in bounded batches."""
+    config = ops_config(ctx.settings)
+    await delete_batches(ctx, "sessions", "expires_at < now()")
+    await delete_batches(ctx, "revoked_tokens", "expires_at < now()")
+    await delete_batches(ctx, "user_tokens", "expires_at < now() - interval '1 day'")
+    await delete_batches(
+        ctx,
+        "rate_limits",
+        "window_start < now() - make_interval(secs => %(window)s)",
+        {"window": config.longest_rate_window},
+    )
+    await delete_batches(
+        ctx,
+        "webhook_events",
+        "received_at < now() - make_interval(days => %(days)s)",
+        {"days": config.webhook_events_retention_days},
+    )

@@ -1,0 +1,327 @@
+"""Sweeps: a registry of named periodic clean-ups and the runner that gives them their
+guarantees.
+
+- Single runner: each run holds `pg_try_advisory_lock` on a dedicated connection, so with N
+  instances (or a cron `tenantd sweep` next to them) one runs it and the others skip.
+- Once per interval: the scheduler's runs record their start in `sweep_runs` under that lock
+  and skip when the last start is younger than the interval, so N schedulers run a daily
+  sweep once a day, not N times.
+- Bounded work: `delete_batches` / `update_batches` touch at most `batch_size` rows per
+  statement, each statement its own short transaction, so a sweep over a million rows never
+  holds long locks or builds a huge transaction; between batches it honours a stop request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import zlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantd.db import Database
+from tenantd.db.core import Conn
+from tenantd.services import Services
+from tenantd.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Advisory locks of sweeps use the two-int form: (this class, crc32 of the sweep name).
+# Distinct from the migration lock, which uses the one-bigint form.
+LOCK_CLASS = 735_412
+
+BatchCallback = Callable[[str, str, int], None]  # (sweep, table, rows in this batch)
+
+
+class SweepStopping(Exception):
+    """Raised between batches when the process is shutting down."""
+
+
+@dataclass
+class SweepContext:
+    """What a sweep function gets: the services, the batching knobs and a progress sink."""
+
+    services: Services
+    sweep: str
+    dry_run: bool = False
+    batch_size: int = 1000
+    batch_pause: float = 0.0
+    stopping: asyncio.Event | None = None
+    on_batch: BatchCallback | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def db(self) -> Database:
+        return self.services.db
+
+    @property
+    def settings(self) -> Settings:
+        return self.services.settings
+
+    def report(self, table: str, rows: int) -> None:
+        """Count rows of `table` deleted (or, in a dry run, that would be)."""
+        self.counts[table] = self.counts.get(table, 0) + rows
+        if self.on_batch is not None:
+            self.on_batch(self.sweep, table, rows)
+
+    def check_stopping(self) -> None:
+        if self.stopping is not None and self.stopping.is_set():
+            raise SweepStopping()
+
+    async def pause(self) -> None:
+        if self.batch_pause > 0:
+            await asyncio.sleep(self.batch_pause)
+
+
+SweepFn = Callable[[SweepContext], Awaitable[Mapping[str, int] | None]]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    description: str
+    run: SweepFn
+
+
+@dataclass
+class SweepOutcome:
+    name: str
+    status: str  # ok | failed | interrupted | locked | not_due | dry_run
+    counts: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ran(self) -> bool:
+        return self.status in {"ok", "failed", "interrupted", "dry_run"}
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+
+def lock_key(name: str) -> int:
+    """The int4 advisory-lock key of a sweep (stable across processes and versions)."""
+    value = zlib.crc32(name.encode())
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+def instance_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+# --- batching helpers -------------------------------------------------------------------
+
+
+async def delete_batches(
+    ctx: SweepContext, table: str, where: str, params: Mapping[str, Any] | None = None
+) -> int:
+    """DELETE FROM `table` WHERE `where`, at most batch_size rows per statement.
+
+    `table` and `where` are code constants (never user input); values go in `params`.
+    A dry run counts the matching rows instead and changes nothing.
+    """
+    values = dict(params or {})
+    if ctx.dry_run:
+        count = int(
+            await ctx.db.fetch_val(f"SELECT count(*) FROM {table} WHERE {where}", values or None)
+        )
+        ctx.report(table, count)
+        return count
+    sql = (
+        f"DELETE FROM {table} WHERE ctid = ANY(ARRAY("
+        f"SELECT ctid FROM {table} WHERE {where} LIMIT %(_batch)s)) AND ({where})"
+    )
+    return await _batches(ctx, table, sql, values)
+
+
+async def update_batches(
+    ctx: SweepContext,
+    table: str,
+    set_sql: str,
+    where: str,
+    params: Mapping[str, Any] | None = None,
+) -> int:
+    """UPDATE `table` SET `set_sql` WHERE `where` in bounded batches (`where` must stop
+    matching a row once it is updated, or the loop would not end)."""
+    values = dict(params or {})
+    if ctx.dry_run:
+        count = int(
+            await ctx.db.fetch_val(f"SELECT count(*) FROM {table} WHERE {where}", values or None)
+        )
+        ctx.report(table, count)
+        return count
+    sql = (
+        f"UPDATE {table} SET {set_sql} WHERE ctid = ANY(ARRAY("
+        f"SELECT ctid FROM {table} WHERE {where} LIMIT %(_batch)s)) AND ({where})"
+    )
+    return await _batches(ctx, table, sql, values)
+
+
+async def _batches(ctx: SweepContext, table: str, sql: str, values: dict[str, Any]) -> int:
+    values["_batch"] = ctx.batch_size
+    total = 0
+    while True:
+        ctx.check_stopping()
+        rows = await ctx.db.execute(sql, values)  # autocommit: each batch its own transaction
+        if rows:
+            total += rows
+            ctx.report(table, rows)
+        if rows < ctx.batch_size:
+            return total
+        await ctx.pause()
+
+
+# --- registry ---------------------------------------------------------------------------
+
+_REGISTRY: dict[str, Sweep] = {}
+
+
+def register_sweep(name: str, description: str) -> Callable[[SweepFn], SweepFn]:
+    """Decorator: make `fn(ctx)` available to the scheduler and `tenantd sweep` as `name`."""
+
+    def decorate(fn: SweepFn) -> SweepFn:
+        _REGISTRY[name] = Sweep(name=name, description=description, run=fn)
+        return fn
+
+    return decorate
+
+
+def registered_sweeps() -> dict[str, Sweep]:
+    """Every sweep, in the order of SWEEP_NAMES (the domains' modules are imported here)."""
+    from tenantd.ops import registry
+
+    registry.load()
+    return {name: _REGISTRY[name] for name in registry.SWEEP_NAMES if name in _REGISTRY}
+
+
+# --- runner -----------------------------------------------------------------------------
+
+_START = """
+INSERT INTO sweep_runs AS r (name, run_count, last_started_at, last_status, last_instance)
+VALUES (%(name)s, 1, now(), 'running', %(instance)s)
+ON CONFLICT (name) DO UPDATE SET
+    run_count = r.run_count + 1,
+    last_started_at = now(),
+    last_status = 'running',
+    last_instance = excluded.last_instance
+WHERE %(interval)s::float8 IS NULL
+   OR r.last_started_at IS NULL
+   OR r.last_started_at <= now() - make_interval(secs => %(interval)s::float8)
+RETURNING run_count
+"""
+
+_FINISH = """
+UPDATE sweep_runs SET
+    last_finished_at = now(),
+    last_status = %(status)s,
+    last_counts = %(counts)s,
+    last_error = %(error)s,
+    last_success_at = CASE WHEN %(status)s = 'ok' THEN now() ELSE last_success_at END
+WHERE name = %(name)s
+"""
+
+
+async def run_sweep(
+    services: Services,
+    sweep: Sweep,
+    *,
+    dry_run: bool = False,
+    interval: float | None = None,
+    batch_size: int = 1000,
+    batch_pause: float = 0.0,
+    stopping: asyncio.Event | None = None,
+    on_batch: BatchCallback | None = None,
+    instance: str | None = None,
+) -> SweepOutcome:
+    """Run one sweep if no other process is running it (and, with `interval`, only when
+    the last recorded start is older than that many seconds)."""
+    started = time.perf_counter()
+    key = lock_key(sweep.name)
+    async with services.db.pool.acquire() as raw:
+        lock_conn = Conn(raw)
+        try:
+            got = await lock_conn.fetch_val(
+                "SELECT pg_try_advisory_lock(%(c)s, %(k)s)", {"c": LOCK_CLASS, "k": key}
+            )
+            if not got:
+                log.info("sweep %s is running elsewhere; skipped", sweep.name)
+                return SweepOutcome(sweep.name, "locked")
+            try:
+                return await _run_locked(
+                    lock_conn,
+                    services,
+                    sweep,
+                    dry_run=dry_run,
+                    interval=interval,
+                    ctx=SweepContext(
+                        services=services,
+                        sweep=sweep.name,
+                        dry_run=dry_run,
+                        batch_size=batch_size,
+                        batch_pause=batch_pause,
+                        stopping=stopping,
+                        on_batch=on_batch,
+                    ),
+                    instance=instance or instance_name(),
+                    started=started,
+                )
+            finally:
+                await lock_conn.execute(
+                    "SELECT pg_advisory_unlock(%(c)s, %(k)s)", {"c": LOCK_CLASS, "k": key}
+                )
+        except BaseException:
+            # A connection whose unlock may not have run must not go back to the pool
+            # still holding the session lock: closing it releases the lock.
+            raw.close()
+            raise
+
+
+async def _run_locked(
+    lock_conn: Conn,
+    services: Services,
+    sweep: Sweep,
+    *,
+    dry_run: bool,
+    interval: float | None,
+    ctx: SweepContext,
+    instance: str,
+    started: float,
+) -> SweepOutcome:
+    if not dry_run:
+        run_count = await lock_conn.fetch_val(
+            _START, {"name": sweep.name, "instance": instance, "interval": interval}
+        )
+        if run_count is None:
+            return SweepOutcome(sweep.name, "not_due")
+    status, error = ("dry_run" if dry_run else "ok"), None
+    try:
+        returned = await sweep.run(ctx)
+        for table, rows in (returned or {}).items():
+            # Functions that count for themselves return their totals.
+            if table not in ctx.counts:
+                ctx.report(table, int(rows))
+    except SweepStopping:
+        status = "interrupted"
+    except Exception as exc:
+        status, error = "failed", f"{type(exc).__name__}: {exc}"[:500]
+        log.exception("sweep %s failed", sweep.name)
+    outcome = SweepOutcome(
+        sweep.name, status, dict(ctx.counts), error, time.perf_counter() - started
+    )
+    if not dry_run:
+        await lock_conn.execute(
+            _FINISH,
+            {"name": sweep.name, "status": status, "counts": outcome.counts, "error": error},
+        )
+    log.info(
+        "sweep %s %s",
+        sweep.name,
+        status,
+        extra={"sweep": {"name": sweep.name, "counts": outcome.counts, "seconds": outcome.seconds}},
+    )
+    return outcome

@@ -1,0 +1,64 @@
+"""/readyz and /metrics."""
+
+from __future__ import annotations
+
+import hmac
+
+from aiohttp import web
+
+from tenantd import appkeys
+from tenantd.errors import Forbidden, NotFound
+from tenantd.ops.config import ops_config
+from tenantd.ops.hooks import sse_listener_probe
+from tenantd.ops.metrics import CONTENT_TYPE
+from tenantd.ops.readiness import check_readiness
+from tenantd.web.json import json_response
+from tenantd.web.routing import Access, Routes
+from tenantd.web.schemas import ApiModel
+
+routes = Routes("health")
+
+
+class ReadyStatus(ApiModel):
+    status: str
+    checks: dict[str, object]
+
+
+@routes.get(
+    "/readyz",
+    access=Access.PUBLIC,
+    wrapped=False,
+    response=ReadyStatus,
+    responses={503: "Not ready: database down, migrations pending or listener disconnected"},
+    summary="Readiness: migrations applied, SSE listener connected",
+)
+async def readyz(request: web.Request) -> web.Response:
+    services = request.app[appkeys.services]
+    result = await check_readiness(
+        services.db,
+        sse_enabled=services.settings.notifications_sse_enabled,
+        listener_connected=sse_listener_probe(request.app),
+    )
+    body = {"status": "ready" if result.ready else "not_ready", "checks": result.checks}
+    return json_response(body, status=200 if result.ready else 503)
+
+
+@routes.get(
+    "/metrics",
+    access=Access.PUBLIC,
+    wrapped=False,
+    produces="text/plain",
+    responses={403: "Metrics token missing or wrong (TENANTD_METRICS_TOKEN)"},
+    summary="Prometheus metrics (text exposition format)",
+)
+async def metrics(request: web.Request) -> web.Response:
+    config = ops_config(request.app[appkeys.settings])
+    registry = request.app.get(appkeys.metrics)
+    if not config.metrics_enabled or registry is None:
+        raise NotFound()
+    if config.metrics_token is not None:
+        presented = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(presented.encode(), f"Bearer {config.metrics_token}".encode()):
+            raise Forbidden("A valid metrics bearer token is required")
+    await registry.refresh(request.app[appkeys.services].db)
+    return web.Response(body=registry.render(), headers={"Content-Type": CONTENT_TYPE})

@@ -1,0 +1,185 @@
+"""Sweeps: one runner among instances, once per interval, bounded batches, dry runs."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tenantd.db import Database
+from tenantd.ops.config import parse_ops_config
+from tenantd.ops.scheduler import SweepScheduler
+from tenantd.ops.sweeps import (
+    Sweep,
+    SweepContext,
+    delete_batches,
+    registered_sweeps,
+    run_sweep,
+)
+from tenantd.services import Services
+
+
+def counting_sweep(name: str, calls: list[str], *, seconds: float = 0.0) -> Sweep:
+    async def run(ctx: SweepContext) -> dict[str, int]:
+        calls.append(name)
+        await asyncio.sleep(seconds)
+        return {"things": 1}
+
+    return Sweep(name=name, description="test", run=run)
+
+
+async def insert_revoked(db: Database, *, expired: int, live: int) -> None:
+    await db.execute(
+        "INSERT INTO revoked_tokens (jti, user_id, expires_at)"
+        " SELECT gen_random_uuid(), gen_random_uuid(), now() - interval '1 hour'"
+        " FROM generate_series(1, %(n)s)",
+        {"n": expired},
+    )
+    await db.execute(
+        "INSERT INTO revoked_tokens (jti, user_id, expires_at)"
+        " SELECT gen_random_uuid(), gen_random_uuid(), now() + interval '1 hour'"
+        " FROM generate_series(1, %(n)s)",
+        {"n": live},
+    )
+
+
+async def test_two_concurrent_runners_run_a_sweep_once(
+    services: Services, other_services: Services, db: Database
+) -> None:
+    calls: list[str] = []
+    sweep = counting_sweep("test-single", calls, seconds=0.5)
+    outcomes = await asyncio.gather(
+        run_sweep(services, sweep), run_sweep(other_services, sweep), run_sweep(services, sweep)
+    )
+    assert calls == ["test-single"]
+    assert sorted(o.status for o in outcomes) == ["locked", "locked", "ok"]
+    row = await db.fetch_one("SELECT * FROM sweep_runs WHERE name = 'test-single'")
+    assert row is not None
+    assert row["run_count"] == 1
+    assert row["last_status"] == "ok"
+    assert row["last_counts"] == {"things": 1}
+    # The lock is released afterwards: the next run goes ahead.
+    assert (await run_sweep(other_services, sweep)).status == "ok"
+    assert len(calls) == 2
+
+
+async def test_interval_runs_once_per_interval_across_instances(
+    services: Services, other_services: Services, db: Database
+) -> None:
+    calls: list[str] = []
+    sweep = counting_sweep("test-interval", calls)
+    first = await run_sweep(services, sweep, interval=3600)
+    second = await run_sweep(other_services, sweep, interval=3600)
+    assert (first.status, second.status) == ("ok", "not_due")
+    assert calls == ["test-interval"]
+    # Once the interval has passed it is due again; a forced run (cron) ignores it.
+    await db.execute(
+        "UPDATE sweep_runs SET last_started_at = now() - interval '2 hours'"
+        " WHERE name = 'test-interval'"
+    )
+    assert (await run_sweep(other_services, sweep, interval=3600)).status == "ok"
+    assert (await run_sweep(services, sweep)).status == "ok"
+    assert len(calls) == 3
+    assert await db.fetch_val("SELECT run_count FROM sweep_runs WHERE name = 'test-interval'") == 3
+
+
+async def test_two_schedulers_run_each_sweep_once(
+    services: Services, other_services: Services, db: Database
+) -> None:
+    calls: list[str] = []
+    sweeps = [counting_sweep("test-a", calls, seconds=0.05), counting_sweep("test-b", calls)]
+    config = parse_ops_config(
+        {"TENANTD_SCHEDULER_TICK_SECONDS": "0.1", "TENANTD_SCHEDULER_ENABLED": "true"}
+    )
+    schedulers = [
+        SweepScheduler(services, config, sweeps=sweeps),
+        SweepScheduler(other_services, config, sweeps=sweeps),
+    ]
+    for scheduler in schedulers:
+        scheduler.start()
+    # Both tick several times (first tick within min(tick, 5 s) jitter = 0.1 s).
+    await asyncio.sleep(1.5)
+    for scheduler in schedulers:
+        await scheduler.stop()
+    assert sorted(calls) == ["test-a", "test-b"]
+    rows = await db.fetch_all("SELECT name, run_count FROM sweep_runs ORDER BY name")
+    assert rows == [{"name": "test-a", "run_count": 1}, {"name": "test-b", "run_count": 1}]
+
+
+async def test_deletes_work_in_bounded_batches(services: Services, db: Database) -> None:
+    await insert_revoked(db, expired=5000, live=7)
+    batches: list[tuple[str, int]] = []
+    statements: list[int] = []
+
+    async def sweep_fn(ctx: SweepContext) -> None:
+        original = ctx.db.execute
+
+        async def counted(stmt: Any, params: Any = None) -> int:
+            rows = await original(stmt, params)
+            statements.append(rows)
+            return rows
+
+        ctx.services.db.execute = counted  # type: ignore[method-assign]
+        try:
+            await delete_batches(ctx, "revoked_tokens", "expires_at < now()")
+        finally:
+            del ctx.services.db.execute
+
+    outcome = await run_sweep(
+        services,
+        Sweep("test-batches", "", sweep_fn),
+        batch_size=500,
+        on_batch=lambda sweep, table, rows: batches.append((table, rows)),
+    )
+    assert outcome.status == "ok"
+    assert outcome.counts == {"revoked_tokens": 5000}
+    assert batches == [("revoked_tokens", 500)] * 10
+    # Each DELETE touched at most one batch; the loop ends on the first short batch.
+    assert max(statements) == 500
+    assert statements == [500] * 10 + [0]
+    assert await db.fetch_val("SELECT count(*) FROM revoked_tokens") == 7
+
+
+async def test_dry_run_counts_and_deletes_nothing(services: Services, db: Database) -> None:
+    await insert_revoked(db, expired=1200, live=3)
+    sweep = registered_sweeps()["sessions"]
+    outcome = await run_sweep(services, sweep, dry_run=True, batch_size=100)
+    assert outcome.status == "dry_run"
+    assert outcome.counts["revoked_tokens"] == 1200
+    assert await db.fetch_val("SELECT count(*) FROM revoked_tokens") == 1203
+    # A dry run is not a run: the interval bookkeeping is untouched.
+    assert await db.fetch_val("SELECT count(*) FROM sweep_runs") == 0
+
+
+async def test_failing_sweep_is_recorded_and_releases_the_lock(
+    services: Services, db: Database
+) -> None:
+    async def broken(ctx: SweepContext) -> None:
+        raise RuntimeError("boom")
+
+    sweep = Sweep("test-broken", "", broken)
+    outcome = await run_sweep(services, sweep)
+    assert outcome.status == "failed"
+    assert outcome.error == "RuntimeError: boom"
+    row = await db.fetch_one("SELECT last_status, last_error FROM sweep_runs")
+    assert row == {"last_status": "failed", "last_error": "RuntimeError: boom"}
+    assert (await run_sweep(services, sweep)).status == "failed"  # not stuck "locked"
+
+
+async def test_stopping_interrupts_between_batches(services: Services, db: Database) -> None:
+    await insert_revoked(db, expired=1000, live=0)
+    stopping = asyncio.Event()
+    seen: list[int] = []
+
+    def on_batch(sweep: str, table: str, rows: int) -> None:
+        seen.append(rows)
+        if len(seen) == 3:
+            stopping.set()
+
+    sweep = Sweep(
+        "test-stop", "", lambda ctx: delete_batches(ctx, "revoked_tokens", "expires_at < now()")
+    )
+    outcome = await run_sweep(services, sweep, batch_size=100, stopping=stopping, on_batch=on_batch)
+    assert outcome.status == "interrupted"
+    assert outcome.counts == {"revoked_tokens": 300}
+    assert await db.fetch_val("SELECT count(*) FROM revoked_tokens") == 700
+    assert await db.fetch_val("SELECT last_status FROM sweep_runs") == "interrupted"
