@@ -248,7 +248,8 @@ async def login(services: Services, *, email: str, password: str, client: Client
         user = await queries.user_by_email(conn, normalize_email(email))
     stored = user["password_hash"] if user is not None else None
     # No hash (unknown email, OAuth-only user): a dummy verify keeps the timing the same.
-    if user is None or not await verify_password(stored, password):
+    matches = await verify_password(stored, password)
+    if user is None or not matches:
         raise InvalidCredentials()
     if user["email_verified_at"] is None:
         raise EmailNotVerified()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tenantd.auth import queries
 from tenantd.auth.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
-from tenantd.db import Conn
+from tenantd.db import Conn, Row
 from tenantd.errors import Unauthorized
 from tenantd.settings import Settings
 
@@ -71,44 +71,59 @@ async def rotate(
     user_agent: str | None = None,
     ip: str | None = None,
 ) -> IssuedTokens:
-    """Refresh: one-time use. Reusing a rotated token revokes its whole family (theft signal)."""
+    """Refresh: one-time use. Reusing a rotated token revokes its whole family (theft signal).
+
+    Refusals are raised after the transaction ends, so the family revocation is committed.
+    """
+    refusal: str | None = None
+    issued: IssuedTokens | None = None
     async with conn.transaction():
         row = await queries.lock_session_by_hash(
             conn, token_hash(settings.secret_key, refresh_token)
         )
-        if row is None:
-            raise _refused("unknown")
-        if row["revoked_at"] is not None:
-            raise _refused("revoked")
-        if row["rotated_at"] is not None:
+        refusal = await _refusal(conn, row)
+        if refusal == "reused":
+            assert row is not None
             await queries.revoke_family(conn, row["family_id"])
             log.warning("rotated refresh token reused; session family revoked")
-            raise _refused("reused")
-        now = _utcnow()
-        if row["expires_at"] <= now:
-            raise _refused("expired")
-        cutoff = row["tokens_valid_after"]
-        if cutoff is not None and row["created_at"] < cutoff:
-            raise _refused("cutoff")
-        account_id = row["account_id"]
-        if (
-            account_id is not None
-            and (await queries.active_role(conn, user_id=row["user_id"], account_id=account_id))
-            is None
-        ):
-            raise _refused("membership")
-        await conn.execute(
-            "UPDATE sessions SET rotated_at = now() WHERE id = %(id)s", {"id": row["id"]}
-        )
-        return await issue_session(
-            conn,
-            settings,
-            user_id=row["user_id"],
-            account_id=account_id,
-            user_agent=user_agent,
-            ip=ip,
-            family_id=row["family_id"],
-        )
+        elif refusal is None:
+            assert row is not None
+            await conn.execute(
+                "UPDATE sessions SET rotated_at = now() WHERE id = %(id)s", {"id": row["id"]}
+            )
+            issued = await issue_session(
+                conn,
+                settings,
+                user_id=row["user_id"],
+                account_id=row["account_id"],
+                user_agent=user_agent,
+                ip=ip,
+                family_id=row["family_id"],
+            )
+    if issued is None:
+        raise _refused(refusal or "unknown")
+    return issued
+
+
+async def _refusal(conn: Conn, row: Row | None) -> str | None:
+    """Why a locked session row may not be renewed, or None when it may."""
+    if row is None:
+        return "unknown"
+    if row["revoked_at"] is not None:
+        return "revoked"
+    if row["rotated_at"] is not None:
+        return "reused"
+    if row["expires_at"] <= _utcnow():
+        return "expired"
+    cutoff = row["tokens_valid_after"]
+    if cutoff is not None and row["created_at"] < cutoff:
+        return "cutoff"
+    account_id = row["account_id"]
+    if account_id is not None and (
+        await queries.active_role(conn, user_id=row["user_id"], account_id=account_id) is None
+    ):
+        return "membership"
+    return None
 
 
 async def revoke_session(

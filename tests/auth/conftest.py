@@ -1,0 +1,44 @@
+"""Auth test fixtures: a server with two probe routes (one requireAuth, one tryAuth that
+forgets its anonymous branch), and no abuse limiter in the way of the flows under test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from tenantd.auth.principal import current_principal
+from tenantd.db import Database
+from tenantd.settings import Settings
+from tenantd.web.app import create_app
+from tenantd.web.routing import Access, Routes
+
+probe_routes = Routes("probe")
+
+
+@probe_routes.get("/test/required", summary="requireAuth probe")
+async def required(request: web.Request) -> dict[str, Any]:
+    principal = current_principal(request)
+    return {"userId": principal.user_id, "accountId": principal.account_id}
+
+
+@probe_routes.get("/test/try-no-branch", access=Access.TRY, summary="tryAuth bug probe")
+async def try_without_null_branch(request: web.Request) -> dict[str, Any]:
+    # The bug under test: a tryAuth view that uses the user without handling anonymous.
+    return {"userId": current_principal(request).user_id}
+
+
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    env["RATE_LIMIT_ENABLED"] = "false"
+    return env
+
+
+@pytest.fixture
+async def server(
+    db: Database, settings: Settings, migrated: str, aiohttp_server: Any
+) -> TestServer:
+    app = create_app(settings, migrated, extra_routes=[probe_routes])
+    return await aiohttp_server(app)
