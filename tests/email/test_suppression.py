@@ -1,0 +1,108 @@
+"""The suppression list's rules: one normalisation everywhere, insert no-op, removal."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tenantd.db import Database
+from tenantd.email import suppression
+from tenantd.email.addresses import is_plausible, normalize_email
+from tenantd.email.message import EmailMessage
+from tenantd.email.providers.file import FileSender
+from tenantd.email.service import EmailService
+from tests.factories import read_mails
+
+
+@pytest.mark.parametrize(
+    ("raw", "normal"),
+    [
+        ("  Bob@Example.COM \n", "Bob@example.com"),
+        ("bob@example.com", "bob@example.com"),
+        ("BOB@EXAMPLE.COM", "BOB@example.com"),  # the local part is case-sensitive
+        ('"a@b"@Example.org', '"a@b"@example.org'),  # the domain is after the last @
+    ],
+)
+def test_normalize_email(raw: str, normal: str) -> None:
+    assert normalize_email(raw) == normal
+
+
+@pytest.mark.parametrize(
+    ("address", "plausible"),
+    [
+        ("a@b.c", True),
+        ("", False),
+        ("no-at-sign", False),
+        ("@example.com", False),
+        ("a@", False),
+        ("a b@example.com", False),
+        ("a@exa\x00mple.com", False),
+        ("a" * 320 + "@example.com", False),
+    ],
+)
+def test_is_plausible(address: str, plausible: bool) -> None:
+    assert is_plausible(address) is plausible
+
+
+async def test_find_add_remove_share_one_normalisation(db: Database) -> None:
+    async with db.connection() as conn:
+        assert await suppression.add(conn, "  Foo@EXAMPLE.com ", reason="manual", provider="manual")
+        assert (await suppression.find(conn, "Foo@example.COM"))["email"] == "Foo@example.com"
+        assert await suppression.find(conn, "foo@example.com") is None  # local part differs
+        # What verify-email does for a verified signup: the row goes, whatever the casing.
+        assert await suppression.remove(conn, "Foo@Example.Com  ") is True
+        assert await suppression.find(conn, "Foo@example.com") is None
+        assert await suppression.remove(conn, "Foo@example.com") is False
+
+
+async def test_insert_is_a_no_op_when_a_row_exists(db: Database) -> None:
+    async with db.connection() as conn:
+        assert await suppression.add(conn, "x@example.com", reason="complaint", provider="resend")
+        assert not await suppression.add(conn, "x@EXAMPLE.com ", reason="manual", provider="manual")
+        recorded = await suppression.add_many(
+            conn,
+            [("x@Example.com", "dropped", {}), ("y@example.com", "hard_bounce", {})],
+            provider="sendgrid",
+        )
+    assert recorded == [{"email": "y@example.com", "reason": "hard_bounce"}]
+    rows = await db.fetch_all("SELECT email, reason, provider FROM email_suppressions ORDER BY 1")
+    assert rows == [
+        {"email": "x@example.com", "reason": "complaint", "provider": "resend"},
+        {"email": "y@example.com", "reason": "hard_bounce", "provider": "sendgrid"},
+    ]
+
+
+async def test_add_many_first_verdict_wins_within_a_batch(db: Database) -> None:
+    async with db.connection() as conn:
+        recorded = await suppression.add_many(
+            conn,
+            [("z@example.com", "complaint", {}), (" z@EXAMPLE.com", "dropped", {})],
+            provider="sendgrid",
+        )
+    assert recorded == [{"email": "z@example.com", "reason": "complaint"}]
+
+
+async def test_concurrent_inserts_of_one_address_leave_one_row(db: Database) -> None:
+    async def one(i: int) -> bool:
+        async with db.connection() as conn:
+            return await suppression.add(
+                conn, f"  Same@Example.com{' ' * (i % 3)}", reason="manual", provider="manual"
+            )
+
+    results = await asyncio.gather(*(one(i) for i in range(5)))
+    assert sorted(results) == [False] * 4 + [True]
+    assert await db.fetch_val("SELECT count(*) FROM email_suppressions") == 1
+
+
+async def test_service_checks_the_list_with_the_same_normalisation(db: Database, tmp_path) -> None:
+    service = EmailService(db=db, sender=FileSender(tmp_path), sender_address="t <t@localhost>")
+    await db.execute(
+        "INSERT INTO email_suppressions (email, reason, provider)"
+        " VALUES ('Ann@example.com', 'hard_bounce', 'resend')"
+    )
+    result = await service.send(EmailMessage(to=" Ann@EXAMPLE.com", subject="s", text="t"))
+    assert (result.status, result.reason) == ("suppressed", "hard_bounce")
+    assert read_mails(tmp_path) == []
+    sent = await service.send(EmailMessage(to="ann@example.com", subject="s", text="t"))
+    assert sent.status == "sent" and len(read_mails(tmp_path)) == 1
