@@ -5,7 +5,9 @@ from __future__ import annotations
 import typer
 
 from tenantd.cli import serve as serve_cmd
+from tenantd.cli import status as status_cmd
 from tenantd.cli import suppress as suppress_cmd
+from tenantd.cli import sweep as sweep_cmd
 from tenantd.cli.common import state
 
 app = typer.Typer(
@@ -28,6 +30,8 @@ def root(
 
 app.command()(serve_cmd.serve)
 app.command()(serve_cmd.migrate)
+app.command()(sweep_cmd.sweep)
+app.command()(status_cmd.status)
 app.add_typer(suppress_cmd.app, name="suppress")
 
 

@@ -7,4 +7,4 @@ SWEEP_NAMES = ("invitations", "accounts", "dedup", "sessions", "jobs")
 
 def load() -> None:
     """Import every module that registers a sweep (idempotent)."""
-    from tenantd.ops import session_sweep  # noqa: F401
+    from tenantd.ops import domain_sweeps, session_sweep  # noqa: F401

@@ -1,0 +1,69 @@
+"""What `tenantd status` reports: version, database, migrations, queue, channels, sweeps."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tenantd import __version__
+from tenantd.db import Database
+from tenantd.db.migrate import applied_versions, available_migrations
+from tenantd.settings import Settings
+
+STATUS_TIMEOUT = 5.0
+
+_QUEUE = """
+SELECT count(*) FILTER (WHERE status = 'queued') AS queued,
+       count(*) FILTER (WHERE status = 'queued' AND run_at <= now()) AS due,
+       count(*) FILTER (WHERE status = 'running') AS running,
+       count(*) FILTER (WHERE status = 'failed') AS failed
+  FROM jobs WHERE status IN ('queued', 'running', 'failed')
+"""
+_SWEEPS = """
+SELECT name, run_count, last_status, last_started_at, last_success_at, last_counts
+  FROM sweep_runs ORDER BY name
+"""
+
+
+def channels(settings: Settings) -> dict[str, Any]:
+    """The notification channels this configuration has."""
+    return {
+        "in_app": True,
+        "email": settings.email_provider,
+        "sse": settings.notifications_sse_enabled,
+        "web_push": settings.web_push_enabled,
+    }
+
+
+async def gather_status(db: Database | None, settings: Settings) -> dict[str, Any]:
+    """Everything `tenantd status` shows; `ok` is false when the service is not ready."""
+    status: dict[str, Any] = {
+        "version": __version__,
+        "database": "unavailable",
+        "migrations": {"applied": None, "pending": None},
+        "queue": None,
+        "queuesEnabled": settings.queues_enabled,
+        "channels": channels(settings),
+        "sweeps": [],
+        "ok": False,
+    }
+    if db is None:
+        return status
+    try:
+        async with asyncio.timeout(STATUS_TIMEOUT), db.connection() as conn:
+            done = await applied_versions(conn)
+            pending = [m.version for m in available_migrations() if m.version not in done]
+            status["database"] = "ok"
+            status["migrations"] = {"applied": len(done), "pending": pending}
+            tables = await conn.fetch_val(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
+                " AND tablename IN ('jobs', 'sweep_runs')"
+            )
+            if tables == 2:
+                status["queue"] = await conn.fetch_one(_QUEUE)
+                status["sweeps"] = await conn.fetch_all(_SWEEPS)
+    except Exception as error:
+        status["error"] = f"{type(error).__name__}: {error}".strip()[:300]
+        return status
+    status["ok"] = not status["migrations"]["pending"]
+    return status
