@@ -13,6 +13,7 @@ from tenantd.email import suppression, templates
 from tenantd.email.message import EmailMessage, RecipientSuppressed, SendResult
 from tenantd.email.providers import EmailSender
 from tenantd.email.providers.file import FileSender
+from tenantd.email.webhooks import check_settings as check_webhook_settings
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ class EmailService:
     def from_settings(
         cls, settings: Settings, *, db: Database, http: aiohttp.ClientSession
     ) -> EmailService:
+        check_webhook_settings(settings)
         return cls(db=db, sender=build_sender(settings, http), sender_address=settings.email_from)
 
     async def send(self, message: EmailMessage) -> SendResult:

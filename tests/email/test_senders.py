@@ -314,3 +314,20 @@ async def test_base_urls_come_from_settings(env: dict[str, str], http) -> None:
 async def test_missing_key_stops_app_start_up(start, env: dict[str, str]) -> None:
     with pytest.raises(SettingsError, match="POSTMARK_SERVER_TOKEN"):
         await start(EMAIL_PROVIDER="postmark")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("RESEND_WEBHOOK_SECRET", "whsec_***not base64***"),
+        ("RESEND_WEBHOOK_SECRET", "whsec_"),
+        ("SENDGRID_WEBHOOK_PUBLIC_KEY", "not a key"),
+        (
+            "SENDGRID_WEBHOOK_PUBLIC_KEY",
+            "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----",
+        ),
+    ],
+)
+async def test_unusable_webhook_secrets_stop_app_start_up(start, variable: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=variable):
+        await start(**{variable: value})

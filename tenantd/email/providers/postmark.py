@@ -16,7 +16,7 @@ from tenantd.email.message import EmailMessage, EmailSendError, RecipientSuppres
 from tenantd.email.providers.retry import Reply, RetryPolicy, post_json, refused
 
 INACTIVE_RECIPIENT = 406
-_FOUND = re.compile(r"Found inactive addresses?:(?P<list>.*?)(?:Inactive recipients|$)", re.S)
+_FOUND = re.compile(r"Found inactive address(?:es)?:(?P<list>.*?)(?:Inactive recipients|$)", re.S)
 _ADDRESS = re.compile(r"[^\s,;:<>\"']+@[^\s,;:<>\"']+")
 
 
