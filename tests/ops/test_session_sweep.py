@@ -55,9 +55,12 @@ async def test_session_sweep_deletes_only_expired_rows(
         "webhook_events": 1,
     }
     assert await db.fetch_val("SELECT count(*) FROM sessions") == 2
-    assert await db.fetch_val(
-        "SELECT count(*) FROM sessions WHERE access_jti = %(j)s", {"j": live.access.jti}
-    ) == 1
+    assert (
+        await db.fetch_val(
+            "SELECT count(*) FROM sessions WHERE access_jti = %(j)s", {"j": live.access.jti}
+        )
+        == 1
+    )
     assert await db.fetch_val("SELECT count(*) FROM revoked_tokens") == 1
     assert await db.fetch_val("SELECT count(*) FROM user_tokens") == 2
     assert await db.fetch_val("SELECT key FROM rate_limits") == "login:ip:new"

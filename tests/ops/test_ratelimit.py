@@ -1,0 +1,163 @@
+"""Abuse limits: per IP and per email, shared by every instance through PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from tenantd.db import Database
+from tenantd.ops.config import parse_ops_config
+from tenantd.ops.ratelimit import client_ip
+from tenantd.settings import Settings
+from tenantd.web.app import create_app
+from tenantd.web.routing import Access, Routes
+from tenantd.web.schemas import RequestBody
+
+probe = Routes("test")
+
+
+class EmailBody(RequestBody):
+    email: str
+    password: str = ""
+
+
+@probe.post("/test/limited", access=Access.PUBLIC, body=EmailBody, rate_limit="login")
+async def limited(request: web.Request, body: EmailBody) -> dict[str, bool]:
+    return {"ok": True}
+
+
+@probe.post("/test/ip-only", access=Access.PUBLIC, rate_limit="register")
+async def ip_only(request: web.Request) -> dict[str, bool]:
+    return {"ok": True}
+
+
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    env.update(
+        {
+            "RATE_LIMIT_LOGIN_PER_IP": "5",
+            "RATE_LIMIT_LOGIN_PER_EMAIL": "3",
+            "RATE_LIMIT_LOGIN_WINDOW_SECONDS": "600",
+            "RATE_LIMIT_REGISTER_PER_IP": "2",
+            "RATE_LIMIT_REGISTER_PER_EMAIL": "0",
+            "TENANTD_TRUSTED_PROXIES": "10.9.0.0/16",
+        }
+    )
+    return env
+
+
+Clients = tuple[TestClient[Any, Any], TestClient[Any, Any]]
+
+
+@pytest.fixture
+async def two_instances(
+    db: Database, settings: Settings, migrated: str, aiohttp_client: Any
+) -> Clients:
+    """Two applications (two pools) on one database, as two `tenantd serve` would be."""
+    first = await aiohttp_client(TestServer(create_app(settings, migrated, extra_routes=[probe])))
+    second = await aiohttp_client(TestServer(create_app(settings, migrated, extra_routes=[probe])))
+    return first, second
+
+
+Post = Callable[..., Awaitable[Any]]
+
+
+async def status_of(client: TestClient[Any, Any], email: str, **headers: str) -> int:
+    response = await client.post(
+        "/test/limited", json={"email": email, "password": "x"}, headers=headers
+    )
+    await response.read()
+    return response.status
+
+
+async def test_per_email_limit_holds_across_instances(two_instances: Clients, db: Database) -> None:
+    a, b = two_instances
+    statuses = [await status_of(c, "Victim@Example.com") for c in (a, b, a)]
+    assert statuses == [200, 200, 200]
+    refused = await b.post("/test/limited", json={"email": "victim@example.com"})
+    assert refused.status == 429
+    body = await refused.json()
+    assert body["error"]["code"] == "RATE_LIMITED"
+    retry_after = int(refused.headers["Retry-After"])
+    assert 1 <= retry_after <= 600
+    assert body["error"]["details"]["retryAfter"] == retry_after
+    # Another address from the same IP still gets through (until the IP limit of 5).
+    assert await status_of(a, "other@example.com") == 200
+    # The stored key never holds the address itself.
+    keys = [r["key"] for r in await db.fetch_all("SELECT key FROM rate_limits")]
+    assert not any("example.com" in key for key in keys)
+    assert any(key.startswith("login:email:") for key in keys)
+
+
+async def test_per_ip_limit_is_exact_under_concurrency(two_instances: Clients) -> None:
+    a, b = two_instances
+    results = await asyncio.gather(
+        *(status_of(a if i % 2 else b, f"user{i}@example.com") for i in range(20))
+    )
+    assert sorted(results) == [200] * 5 + [429] * 15
+
+
+async def test_new_window_allows_again(two_instances: Clients, db: Database) -> None:
+    a, _ = two_instances
+    for _ in range(3):
+        assert await status_of(a, "again@example.com") == 200
+    assert await status_of(a, "again@example.com") == 429
+    await db.execute("UPDATE rate_limits SET window_start = window_start - interval '1 hour'")
+    assert await status_of(a, "again@example.com") == 200
+    assert await db.fetch_val("SELECT max(count) FROM rate_limits") == 1
+
+
+async def test_route_without_email_is_limited_per_ip(two_instances: Clients) -> None:
+    a, b = two_instances
+    statuses = []
+    for client in (a, b, a):
+        response = await client.post("/test/ip-only")
+        statuses.append(response.status)
+    assert statuses == [200, 200, 429]
+
+
+async def test_forwarded_for_counts_only_behind_a_trusted_proxy(two_instances: Clients) -> None:
+    a, _ = two_instances
+    # The test client connects from 127.0.0.1, which is not a trusted proxy: a forged
+    # X-Forwarded-For does not buy a fresh per-IP budget.
+    for i in range(5):
+        assert await status_of(a, f"f{i}@example.com", **{"X-Forwarded-For": f"1.1.1.{i}"}) == 200
+    assert await status_of(a, "f9@example.com", **{"X-Forwarded-For": "1.1.1.9"}) == 429
+
+
+def test_client_ip_resolution() -> None:
+    trusted = parse_ops_config({"TENANTD_TRUSTED_PROXIES": "10.0.0.0/8,::1"}).trusted_proxies
+    assert client_ip("10.0.0.5", "203.0.113.7", trusted) == "203.0.113.7"
+    # Right-most untrusted hop wins: the client cannot prepend its own choice.
+    assert client_ip("10.0.0.5", "6.6.6.6, 203.0.113.7, 10.0.0.9", trusted) == "203.0.113.7"
+    assert client_ip("198.51.100.1", "203.0.113.7", trusted) == "198.51.100.1"
+    assert client_ip("::1", "garbage", trusted) == "::1"
+    assert client_ip("10.0.0.5", None, trusted) == "10.0.0.5"
+
+
+async def test_auth_routes_declare_their_scopes(app: web.Application) -> None:
+    from tenantd.web.routing import ROUTE_SPEC
+
+    scopes = {spec.path: spec.rate_limit for spec in app[ROUTE_SPEC] if spec.rate_limit}
+    assert scopes == {
+        "/auth/register": "register",
+        "/api/v1/auth/login": "login",
+        "/api/v1/auth/resend-verification": "resend_verification",
+        "/api/v1/auth/password-reset/request": "password_reset",
+    }
+
+
+async def test_login_is_rate_limited_per_email(client: TestClient[Any, Any], factory: Any) -> None:
+    user = await factory.user()
+    statuses = []
+    for _ in range(4):
+        response = await client.post(
+            "/api/v1/auth/login", json={"email": user.email, "password": "wrong password!"}
+        )
+        statuses.append(response.status)
+    assert statuses == [401, 401, 401, 429]
