@@ -1,0 +1,126 @@
+"""HTTP side of the code flow: metadata, signing keys and the token request.
+
+One OidcClient per Services (kept in `services.extras`), on the shared aiohttp session, so
+its discovery and JWKS caches live as long as the process.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+import aiohttp
+import jwt
+
+from tenantd.auth.oauth.discovery import (
+    DEFAULT_TIMEOUT,
+    DiscoveryCache,
+    ProviderMetadata,
+    parse_object,
+    read_capped,
+)
+from tenantd.auth.oauth.errors import ProviderError
+from tenantd.auth.oauth.jwks import JwksCache
+from tenantd.settings import OAuthProviderSettings
+
+if TYPE_CHECKING:
+    from tenantd.services import Services
+
+log = logging.getLogger(__name__)
+
+EXTRAS_KEY = "oauth.client"
+_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class TokenRefused(ProviderError):
+    """The token endpoint refused the code (replayed, expired, PKCE or client mismatch)."""
+
+
+class OidcClient:
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        *,
+        discovery: DiscoveryCache | None = None,
+        jwks: JwksCache | None = None,
+        client_timeout: aiohttp.ClientTimeout = DEFAULT_TIMEOUT,
+    ):
+        self.http = http
+        self.discovery = discovery or DiscoveryCache(http, client_timeout=client_timeout)
+        self.jwks = jwks or JwksCache(http, client_timeout=client_timeout)
+        self.client_timeout = client_timeout
+
+    async def metadata(self, provider: OAuthProviderSettings) -> ProviderMetadata:
+        return await self.discovery.get(provider.issuer)
+
+    async def signing_key(
+        self, metadata: ProviderMetadata, *, kid: str | None, algorithm: str
+    ) -> jwt.PyJWK | None:
+        return await self.jwks.key(metadata.jwks_uri, kid=kid, algorithm=algorithm)
+
+    async def exchange_code(
+        self,
+        provider: OAuthProviderSettings,
+        metadata: ProviderMetadata,
+        *,
+        code: str,
+        code_verifier: str,
+        redirect_uri: str,
+    ) -> str:
+        """POST the code to the token endpoint; return the ID token."""
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect_uri,
+            "code_verifier": code_verifier,
+            "client_id": provider.client_id,
+        }
+        headers = {"Accept": "application/json"}
+        if metadata.token_auth_method == "client_secret_basic":
+            # RFC 6749 2.3.1: form-encode id and secret before base64.
+            pair = f"{quote(provider.client_id, safe='')}:{quote(provider.client_secret, safe='')}"
+            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        else:
+            form["client_secret"] = provider.client_secret
+        try:
+            async with self.http.post(
+                metadata.token_endpoint,
+                data=form,
+                headers=headers,
+                timeout=self.client_timeout,
+                allow_redirects=False,
+            ) as response:
+                body = await read_capped(response)
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ProviderError(f"token request failed: {type(exc).__name__}") from None
+        if status != 200:
+            raise TokenRefused(f"token endpoint answered {status} {_error_code(body)}")
+        data = parse_object(body, what="token answer")
+        id_token = data.get("id_token")
+        if not isinstance(id_token, str) or not id_token:
+            raise TokenRefused("token answer carries no id_token")
+        return id_token
+
+
+def _error_code(body: bytes) -> str:
+    """Only the OAuth `error` code of a refusal, never the rest of the body."""
+    try:
+        data = parse_object(body, what="token error")
+    except ProviderError:
+        return "(no error code)"
+    error = data.get("error")
+    return error if isinstance(error, str) and _ERROR_CODE.match(error) else "(no error code)"
+
+
+def oidc_client(services: Services) -> OidcClient:
+    """The process-wide client of these services (created on first use)."""
+    client = services.extras.get(EXTRAS_KEY)
+    if client is None:
+        client = OidcClient(services.http)
+        services.extras[EXTRAS_KEY] = client
+    assert isinstance(client, OidcClient)
+    return client

@@ -1,0 +1,31 @@
+"""Why a sign-in was refused. The callback turns these into `/login?error=<code>` redirects."""
+
+from __future__ import annotations
+
+# Codes a login page can show (the `error` query parameter of the redirect).
+STATE_INVALID = "oauth_state_invalid"  # missing, expired, tampered, mismatched or reused state
+DENIED = "oauth_denied"  # the provider answered with an error (the user cancelled, ...)
+FAILED = "oauth_failed"  # code exchange refused or the ID token did not verify
+UNAVAILABLE = "oauth_unavailable"  # the provider could not be reached or is misconfigured
+EMAIL_MISSING = "email_missing"  # the ID token carries no email (scope `email` missing)
+EMAIL_NOT_VERIFIED = "email_not_verified"  # the provider does not vouch for the email
+DOMAIN_CLAIMED = "domain_claimed"  # the domain belongs to another account; join request sent
+IDENTITY_CONFLICT = "identity_conflict"  # the user already links another identity there
+
+
+class OAuthRefused(Exception):
+    """A sign-in attempt that must end without a session.
+
+    `code` is shown to the browser; `reason` is a short internal detail for the log. Neither
+    ever contains the authorization code, a token or the client secret.
+    """
+
+    def __init__(self, code: str, reason: str, *, params: dict[str, str] | None = None):
+        super().__init__(f"{code}: {reason}")
+        self.code = code
+        self.reason = reason
+        self.params = params or {}
+
+
+class ProviderError(Exception):
+    """The provider could not be used: network failure, bad metadata or an error answer."""

@@ -1,0 +1,354 @@
+"""Sign-in with an OpenID Connect provider: the rules of start, callback and unlink.
+
+Callback order: state cookie and `state` (constant time), single use of the state, provider
+error, code exchange, ID token (RS256/ES256 via JWKS, issuer, audience, expiry, nonce), then
+email_verified. Only then one transaction: find the identity, else link the user with that
+address, else create a verified user; provision the account; issue the session. An unverified
+email writes nothing at all.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import psycopg2.errors
+
+from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
+from tenantd.auth import mail
+from tenantd.auth import queries as auth_queries
+from tenantd.auth.oauth import errors, queries
+from tenantd.auth.oauth.client import TokenRefused
+from tenantd.auth.oauth.discovery import ProviderMetadata
+from tenantd.auth.oauth.errors import OAuthRefused, ProviderError
+from tenantd.auth.oauth.flow import (
+    STATE_TTL_SECONDS,
+    FlowState,
+    authorization_url,
+    callback_path,
+    check_state,
+    decode_state,
+    encode_state,
+    new_flow_state,
+    read_header,
+    redirect_uri,
+    require_email,
+    verify_id_token,
+)
+from tenantd.auth.sessions import IssuedTokens, issue_session
+from tenantd.db import Database, Row
+from tenantd.errors import Conflict, NotFound
+from tenantd.settings import OAuthProviderSettings, Settings
+
+if TYPE_CHECKING:
+    import jwt
+
+    from tenantd.services import Services
+
+log = logging.getLogger(__name__)
+
+_PROVIDER_ERROR = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class OidcTransport(Protocol):
+    """What the rules need from the provider (client.OidcClient speaks the HTTP)."""
+
+    async def metadata(self, provider: OAuthProviderSettings) -> ProviderMetadata: ...
+
+    async def signing_key(
+        self, metadata: ProviderMetadata, *, kid: str | None, algorithm: str
+    ) -> jwt.PyJWK | None: ...
+
+    async def exchange_code(
+        self,
+        provider: OAuthProviderSettings,
+        metadata: ProviderMetadata,
+        *,
+        code: str,
+        code_verifier: str,
+        redirect_uri: str,
+    ) -> str: ...
+
+
+@dataclass(frozen=True)
+class StartedFlow:
+    location: str  # the provider's authorization URL
+    state_cookie: str
+    cookie_path: str
+    max_age: int
+
+
+@dataclass(frozen=True)
+class CallbackParams:
+    code: str | None = None
+    state: str | None = None
+    error: str | None = None
+    iss: str | None = None
+
+
+@dataclass(frozen=True)
+class ClientMeta:
+    user_agent: str | None = None
+    ip: str | None = None
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    tokens: IssuedTokens
+    return_to: str
+    user_id: uuid.UUID
+    outcome: str  # returning | linked | created
+
+
+def provider_settings(settings: Settings, name: str) -> OAuthProviderSettings:
+    """The configured provider of that name; anything else is not found."""
+    for provider in settings.oauth_providers:
+        if provider.name == name:
+            return provider
+    raise NotFound("Unknown sign-in provider")
+
+
+def configured_providers(settings: Settings) -> list[dict[str, str]]:
+    """Names and start paths of the configured providers (for a login page)."""
+    return [
+        {"name": p.name, "startUrl": f"/api/v1/auth/oauth/{p.name}/start"}
+        for p in settings.oauth_providers
+    ]
+
+
+async def _metadata(transport: OidcTransport, provider: OAuthProviderSettings) -> ProviderMetadata:
+    try:
+        return await transport.metadata(provider)
+    except ProviderError as exc:
+        log.error("oauth provider %s unusable: %s", provider.name, exc)
+        raise OAuthRefused(errors.UNAVAILABLE, "provider metadata unavailable") from None
+
+
+async def start(
+    transport: OidcTransport, settings: Settings, *, provider: str, return_to: str | None
+) -> StartedFlow:
+    """Begin the code flow: fresh state, nonce and PKCE verifier, kept in a signed cookie."""
+    config = provider_settings(settings, provider)
+    metadata = await _metadata(transport, config)
+    flow = new_flow_state(config.name, return_to)
+    return StartedFlow(
+        location=authorization_url(
+            metadata, config, flow, callback=redirect_uri(settings, config.name)
+        ),
+        state_cookie=encode_state(settings.secret_key, flow),
+        cookie_path=callback_path(settings, config.name),
+        max_age=STATE_TTL_SECONDS,
+    )
+
+
+async def complete(
+    services: Services,
+    transport: OidcTransport,
+    *,
+    provider: str,
+    params: CallbackParams,
+    state_cookie: str | None,
+    client: ClientMeta,
+) -> SignedIn:
+    """Finish the code flow and sign in; every refusal is an OAuthRefused, nothing written."""
+    settings = services.settings
+    config = provider_settings(settings, provider)
+    flow = decode_state(settings.secret_key, state_cookie, provider=config.name)
+    check_state(flow, params.state)
+    await _consume(services.db, flow)
+    if params.error is not None:
+        error = params.error if _PROVIDER_ERROR.match(params.error) else "(unreadable)"
+        raise OAuthRefused(errors.DENIED, f"provider answered error {error}")
+    if not params.code:
+        raise OAuthRefused(errors.FAILED, "callback carries no code")
+    metadata = await _metadata(transport, config)
+    # RFC 9207: a provider that names itself in the callback must be the one we asked.
+    if (params.iss is not None or metadata.iss_parameter_supported) and (
+        params.iss != metadata.issuer
+    ):
+        raise OAuthRefused(errors.FAILED, "callback iss does not name the provider")
+    try:
+        id_token = await transport.exchange_code(
+            config,
+            metadata,
+            code=params.code,
+            code_verifier=flow.code_verifier,
+            redirect_uri=redirect_uri(settings, config.name),
+        )
+    except TokenRefused as exc:
+        raise OAuthRefused(errors.FAILED, str(exc)) from None
+    except ProviderError as exc:
+        raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
+    header = read_header(id_token)
+    try:
+        key = await transport.signing_key(metadata, kid=header.kid, algorithm=header.algorithm)
+    except ProviderError as exc:
+        raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
+    if key is None:
+        raise OAuthRefused(errors.FAILED, "id_token signed by a key the provider does not publish")
+    identity = verify_id_token(
+        id_token,
+        key.key,
+        algorithm=header.algorithm,
+        issuer=metadata.issuer,
+        client_id=config.client_id,
+        nonce=flow.nonce,
+    )
+    email = require_email(identity)
+    if not identity.email_verified:
+        # Nothing is written: no user, identity, account or session.
+        raise OAuthRefused(errors.EMAIL_NOT_VERIFIED, "provider does not vouch for the email")
+    return await _sign_in(
+        services,
+        provider=config.name,
+        subject=identity.subject,
+        email=email,
+        names=(identity.given_name, identity.family_name),
+        return_to=flow.return_to or "/",
+        client=client,
+    )
+
+
+async def _consume(db: Database, flow: FlowState) -> None:
+    try:
+        jti = uuid.UUID(flow.jti)
+    except ValueError:
+        raise OAuthRefused(errors.STATE_INVALID, "state cookie invalid") from None
+    expires_at = dt.datetime.fromtimestamp(flow.expires_at, dt.UTC)
+    async with db.connection() as conn:
+        if not await queries.consume_state(conn, jti=jti, expires_at=expires_at):
+            raise OAuthRefused(errors.STATE_INVALID, "state already used (replayed callback)")
+
+
+async def _sign_in(
+    services: Services,
+    *,
+    provider: str,
+    subject: str,
+    email: str,
+    names: tuple[str, str],
+    return_to: str,
+    client: ClientMeta,
+) -> SignedIn:
+    for attempt in (1, 2):
+        try:
+            return await _sign_in_once(
+                services,
+                provider=provider,
+                subject=subject,
+                email=email,
+                names=names,
+                return_to=return_to,
+                client=client,
+            )
+        except psycopg2.errors.UniqueViolation:
+            # A password sign-up took the address between our read and our insert: the
+            # second attempt sees that user and links it.
+            if attempt == 2:
+                raise
+            log.info("oauth sign-in raced a sign-up; retrying once")
+    raise AssertionError("unreachable")
+
+
+async def _sign_in_once(
+    services: Services,
+    *,
+    provider: str,
+    subject: str,
+    email: str,
+    names: tuple[str, str],
+    return_to: str,
+    client: ClientMeta,
+) -> SignedIn:
+    settings = services.settings
+    conflict: DomainConflict | None = None
+    owner: Row | None = None
+    async with services.db.transaction() as conn:
+        await queries.lock_sign_in(conn, provider=provider, subject=subject, email=email)
+        found = await queries.sign_in_lookup(conn, provider=provider, subject=subject, email=email)
+        if found["identity_user_id"] is not None:
+            user_id: uuid.UUID = found["identity_user_id"]
+            outcome = "returning"
+            await queries.refresh_identity_email(
+                conn, provider=provider, subject=subject, email=email
+            )
+        elif found["email_user_id"] is not None:
+            if found["email_user_has_provider"]:
+                raise OAuthRefused(
+                    errors.IDENTITY_CONFLICT,
+                    "the user with this email links another identity at this provider",
+                )
+            user_id = found["email_user_id"]
+            outcome = "linked"
+            if found["email_verified_at"] is None:
+                await queries.claim_unverified_user(conn, user_id)
+            await queries.insert_identity(
+                conn, user_id=user_id, provider=provider, subject=subject, email=email
+            )
+        else:
+            outcome = "created"
+            user_id = await queries.insert_verified_user(
+                conn, email=email, first_name=names[0], last_name=names[1]
+            )
+            await queries.insert_identity(
+                conn, user_id=user_id, provider=provider, subject=subject, email=email
+            )
+        provisioned = await provision_personal_account(conn, settings, user_id=user_id)
+        if provisioned.conflict is not None:
+            # Commit the user, identity and join request; no session (no account to enter).
+            conflict = provisioned.conflict
+            owner = await auth_queries.account_owner(conn, conflict.account_id)
+        else:
+            tokens = await issue_session(
+                conn,
+                settings,
+                user_id=user_id,
+                account_id=provisioned.account_id,
+                user_agent=client.user_agent,
+                ip=client.ip,
+            )
+    _log_outcome(provider, user_id, outcome if conflict is None else "domain_claimed")
+    if conflict is not None:
+        if owner is not None and outcome != "returning":
+            await mail.deliver(
+                services,
+                mail.join_request(
+                    owner["email"],
+                    settings=settings,
+                    requester=email,
+                    domain=conflict.domain,
+                    account_id=conflict.account_id,
+                    account_name=owner["account_name"],
+                ),
+            )
+        raise OAuthRefused(
+            errors.DOMAIN_CLAIMED,
+            "domain claimed by another account; join request pending",
+            params={"domain": conflict.domain, "accountId": str(conflict.account_id)},
+        )
+    return SignedIn(tokens=tokens, return_to=return_to, user_id=user_id, outcome=outcome)
+
+
+def _log_outcome(provider: str, user_id: uuid.UUID, outcome: str) -> None:
+    fields: dict[str, Any] = {"provider": provider, "user_id": str(user_id), "outcome": outcome}
+    log.info("oauth sign-in %s", outcome, extra={"oauth": fields})
+
+
+async def unlink(db: Database, *, user_id: uuid.UUID, provider: str) -> None:
+    """Remove the caller's identity at a provider while another way to sign in remains."""
+    async with db.transaction() as conn:
+        # The user row lock makes two concurrent unlinks see each other's deletion.
+        await auth_queries.lock_user(conn, user_id)
+        result = await queries.unlink_identity(conn, user_id=user_id, provider=provider)
+    if not result["found"]:
+        raise NotFound("No identity of this provider is linked")
+    if not result["removed"]:
+        raise Conflict(
+            "This provider is your only way to sign in: set a password or link another "
+            "provider first"
+        )
+    log.info("oauth identity unlinked", extra={"oauth": {"provider": provider}})

@@ -1,0 +1,173 @@
+"""OAuth routes: start, callback (browser navigations: they answer with redirects), unlink,
+and the list of configured providers.
+
+Callback outcomes are redirects, because the browser arrives here from the provider's page:
+success goes to the saved `returnTo` (or `/`); a refusal goes to `/login?error=<code>` (codes
+in errors.py), with `domain` and `accountId` added for `domain_claimed`.
+"""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlencode
+
+from aiohttp import web
+from pydantic import Field
+
+from tenantd import appkeys
+from tenantd.auth.cookies import set_session_cookies
+from tenantd.auth.oauth import service
+from tenantd.auth.oauth.client import oidc_client
+from tenantd.auth.oauth.errors import OAuthRefused
+from tenantd.auth.oauth.flow import STATE_COOKIE, callback_path
+from tenantd.auth.principal import current_principal
+from tenantd.errors import NotFound
+from tenantd.settings import Settings
+from tenantd.web.routing import Access, Routes
+from tenantd.web.schemas import ApiModel, Empty
+
+log = logging.getLogger(__name__)
+
+routes = Routes("auth")
+
+LOGIN_PATH = "/login"
+
+
+class StartQuery(ApiModel):
+    return_to: str | None = Field(
+        None, description="Relative path to land on after sign-in (same origin only)"
+    )
+
+
+class CallbackQuery(ApiModel):
+    code: str | None = None
+    state: str | None = None
+    error: str | None = None
+    iss: str | None = None
+
+
+class ProviderOut(ApiModel):
+    name: str
+    start_url: str
+
+
+def _redirect(location: str) -> web.Response:
+    return web.Response(
+        status=302,
+        headers={
+            "Location": location,
+            "Cache-Control": "no-store",
+            "Referrer-Policy": "no-referrer",
+        },
+    )
+
+
+def _clear_state(response: web.StreamResponse, settings: Settings, provider: str) -> None:
+    response.del_cookie(
+        STATE_COOKIE,
+        path=callback_path(settings, provider),
+        secure=settings.cookie_secure,
+        httponly=True,
+        samesite="Lax",
+    )
+
+
+def _refused(refused: OAuthRefused, provider: str) -> web.Response:
+    log.warning(
+        "oauth sign-in refused: %s",
+        refused.code,
+        extra={"oauth": {"provider": provider, "code": refused.code, "reason": refused.reason}},
+    )
+    return _redirect(f"{LOGIN_PATH}?{urlencode({'error': refused.code, **refused.params})}")
+
+
+@routes.get(
+    "/api/v1/auth/oauth/providers",
+    access=Access.PUBLIC,
+    response=list[ProviderOut],
+    summary="Configured OpenID Connect providers",
+)
+async def providers(request: web.Request) -> list[dict[str, str]]:
+    return service.configured_providers(request.app[appkeys.settings])
+
+
+@routes.get(
+    "/api/v1/auth/oauth/{provider}/start",
+    access=Access.PUBLIC,
+    query=StartQuery,
+    status=302,
+    wrapped=False,
+    responses={404: "Unknown provider"},
+    summary="Redirect to the provider's sign-in page (state, nonce, PKCE in a cookie)",
+)
+async def start(request: web.Request, query: StartQuery) -> web.Response:
+    services = request.app[appkeys.services]
+    provider = request.match_info["provider"]
+    try:
+        started = await service.start(
+            oidc_client(services), services.settings, provider=provider, return_to=query.return_to
+        )
+    except OAuthRefused as refused:
+        return _refused(refused, provider)
+    response = _redirect(started.location)
+    response.set_cookie(
+        STATE_COOKIE,
+        started.state_cookie,
+        max_age=started.max_age,
+        path=started.cookie_path,
+        httponly=True,
+        samesite="Lax",
+        secure=services.settings.cookie_secure,
+    )
+    return response
+
+
+@routes.get(
+    "/api/v1/auth/oauth/{provider}/callback",
+    access=Access.PUBLIC,
+    query=CallbackQuery,
+    status=302,
+    wrapped=False,
+    responses={404: "Unknown provider"},
+    summary="Finish the provider sign-in: session cookies and a redirect",
+)
+async def callback(request: web.Request, query: CallbackQuery) -> web.Response:
+    services = request.app[appkeys.services]
+    provider = request.match_info["provider"]
+    try:
+        signed = await service.complete(
+            services,
+            oidc_client(services),
+            provider=provider,
+            params=service.CallbackParams(
+                code=query.code, state=query.state, error=query.error, iss=query.iss
+            ),
+            state_cookie=request.cookies.get(STATE_COOKIE),
+            client=service.ClientMeta(
+                user_agent=request.headers.get("User-Agent"), ip=request.remote
+            ),
+        )
+    except OAuthRefused as refused:
+        response = _refused(refused, provider)
+    else:
+        response = _redirect(signed.return_to)
+        set_session_cookies(response, services.settings, signed.tokens)
+    _clear_state(response, services.settings, provider)
+    return response
+
+
+@routes.delete(
+    "/api/v1/auth/oauth/{provider}",
+    response=Empty,
+    responses={409: "The last way to sign in cannot be removed"},
+    summary="Unlink the caller's identity at a provider",
+)
+async def unlink(request: web.Request) -> dict[str, str]:
+    provider = request.match_info["provider"]
+    if len(provider) > 64:
+        raise NotFound()
+    principal = current_principal(request)
+    await service.unlink(
+        request.app[appkeys.services].db, user_id=principal.user_id, provider=provider
+    )
+    return {}

@@ -1,0 +1,130 @@
+"""OAuth fixtures: a fake OpenID provider on 127.0.0.1 and browsers that walk the flow."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestClient
+
+from tests.conftest import ORIGIN
+from tests.oauth.fake_idp import FakeIdP
+
+PROVIDER = "fake"
+CLIENT_ID = "tenantd-test-client"
+CLIENT_SECRET = "client-secret-value-7f3a9c"
+CALLBACK_PATH = f"/api/v1/auth/oauth/{PROVIDER}/callback"
+REDIRECT_URI = f"{ORIGIN}{CALLBACK_PATH}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "oauth_env(**vars): extra environment for the app")
+
+
+@pytest.fixture
+async def idp(aiohttp_server: Any) -> FakeIdP:
+    fake = FakeIdP(client_id=CLIENT_ID, client_secret=CLIENT_SECRET, redirect_uris={REDIRECT_URI})
+    server = await aiohttp_server(fake.app())
+    fake.issuer = str(server.make_url("")).rstrip("/")
+    return fake
+
+
+@pytest.fixture
+def env(env: dict[str, str], idp: FakeIdP, request: pytest.FixtureRequest) -> dict[str, str]:
+    env.update(
+        {
+            "OAUTH_PROVIDERS": PROVIDER,
+            "OAUTH_FAKE_ISSUER": idp.issuer,
+            "OAUTH_FAKE_CLIENT_ID": CLIENT_ID,
+            "OAUTH_FAKE_CLIENT_SECRET": CLIENT_SECRET,
+        }
+    )
+    marker = request.node.get_closest_marker("oauth_env")
+    if marker is not None:
+        env.update({k: v.format(issuer=idp.issuer) for k, v in marker.kwargs.items()})
+    return env
+
+
+@pytest.fixture
+async def idp_session() -> AsyncIterator[aiohttp.ClientSession]:
+    """The browser's view of the provider's pages (a separate session: another site)."""
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@dataclass
+class Browser:
+    """One browser: our API through `client`, the provider through `idp_session`."""
+
+    client: TestClient[Any, Any]
+    idp_session: aiohttp.ClientSession
+
+    async def start(self, provider: str = PROVIDER, return_to: str | None = None) -> str:
+        params = {"returnTo": return_to} if return_to is not None else None
+        response = await self.client.get(
+            f"/api/v1/auth/oauth/{provider}/start", params=params, allow_redirects=False
+        )
+        assert response.status == 302, await response.text()
+        return response.headers["Location"]
+
+    async def authorize(self, authorize_url: str) -> str:
+        """Visit the provider; return the callback path (with its query) it sends us to."""
+        async with self.idp_session.get(authorize_url, allow_redirects=False) as response:
+            assert response.status == 302, await response.text()
+            location = response.headers["Location"]
+        parts = urlsplit(location)
+        assert f"{parts.scheme}://{parts.netloc}" == ORIGIN
+        return f"{parts.path}?{parts.query}"
+
+    async def callback(self, path_qs: str) -> aiohttp.ClientResponse:
+        return await self.client.get(path_qs, allow_redirects=False)
+
+    async def sign_in(self, return_to: str | None = None) -> aiohttp.ClientResponse:
+        return await self.callback(await self.authorize(await self.start(return_to=return_to)))
+
+    def set_state_cookie(self, value: str) -> None:
+        """Plant a state cookie the way the start route sets it (scoped to the callback)."""
+        cookie: SimpleCookie = SimpleCookie()
+        cookie["oauth_state"] = value
+        cookie["oauth_state"]["path"] = CALLBACK_PATH
+        self.client.session.cookie_jar.update_cookies(
+            cookie, response_url=self.client.make_url("/")
+        )
+
+    def cookie(self, name: str) -> str | None:
+        for morsel in self.client.session.cookie_jar:
+            if morsel.key == name:
+                return morsel.value
+        return None
+
+    async def me(self) -> dict[str, Any]:
+        response = await self.client.get("/api/v1/users/me")
+        assert response.status == 200, await response.text()
+        body: dict[str, Any] = await response.json()
+        return body
+
+
+@pytest.fixture
+def browser(client: TestClient[Any, Any], idp_session: aiohttp.ClientSession) -> Browser:
+    return Browser(client, idp_session)
+
+
+@pytest.fixture
+def new_browser(make_client: Any, idp_session: aiohttp.ClientSession) -> Any:
+    async def make() -> Browser:
+        return Browser(await make_client(), idp_session)
+
+    return make
+
+
+def login_error(response: aiohttp.ClientResponse) -> dict[str, str]:
+    """The query of a refusal redirect to /login (asserting it is one)."""
+    assert response.status == 302
+    location = urlsplit(response.headers["Location"])
+    assert location.path == "/login" and not location.netloc, response.headers["Location"]
+    return {k: v[0] for k, v in parse_qs(location.query).items()}
