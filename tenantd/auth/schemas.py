@@ -6,7 +6,8 @@ import datetime as dt
 import uuid
 from typing import Annotated
 
-from pydantic import EmailStr, Field
+from pydantic import ConfigDict, EmailStr, Field
+from pydantic.alias_generators import to_camel
 
 from tenantd.auth.passwords import MAX_LENGTH, MIN_LENGTH
 from tenantd.web.schemas import ApiModel, RequestBody
@@ -52,6 +53,8 @@ class CurrentUser(ApiModel):
 
 class AnonymousUser(ApiModel):
     """GET /me when anonymous: user is null and nothing else."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     user: None = None
 

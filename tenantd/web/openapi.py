@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, TypeAdapter
+from pydantic import TypeAdapter
+from pydantic.json_schema import JsonSchemaMode
 
 from tenantd import __version__
 from tenantd.web.routing import ROUTE_SPEC, Access, Routes, RouteSpec, path_params
@@ -28,17 +30,35 @@ ERROR_STATUSES = {
 }
 
 
-def _schema(annotation: Any, components: dict[str, Any]) -> dict[str, Any]:
-    schema = TypeAdapter(annotation).json_schema(by_alias=True, ref_template=REF)
-    for name, definition in schema.pop("$defs", {}).items():
-        components[name] = definition
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        components[annotation.__name__] = schema
-        return {"$ref": REF.format(model=annotation.__name__)}
-    return schema
+class Schemas:
+    """Every model of the route table, generated in ONE pydantic pass.
+
+    One pass matters: two domains may each have a model called `MembershipOut`; pydantic then
+    gives them distinct component names instead of one silently overwriting the other.
+    """
+
+    def __init__(self, specs: list[RouteSpec]):
+        inputs: list[tuple[Any, JsonSchemaMode, TypeAdapter[Any]]] = [
+            ("error", "serialization", TypeAdapter(ErrorEnvelope))
+        ]
+        for index, spec in enumerate(specs):
+            if spec.body is not None:
+                inputs.append(((index, "body"), "validation", TypeAdapter(spec.body)))
+            if spec.response is not None:
+                inputs.append(((index, "response"), "serialization", TypeAdapter(spec.response)))
+        mapping, definitions = TypeAdapter.json_schemas(inputs, by_alias=True, ref_template=REF)
+        self.by_key = {key: schema for (key, _mode), schema in mapping.items()}
+        self.components: dict[str, Any] = dict(definitions.get("$defs", {}))
+        self.error = self.by_key["error"]
+
+    def body(self, index: int) -> dict[str, Any]:
+        return dict(self.by_key[(index, "body")])
+
+    def response(self, index: int) -> dict[str, Any]:
+        return dict(self.by_key.get((index, "response"), {}))
 
 
-def _operation(spec: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
+def _operation(spec: RouteSpec, index: int, schemas: Schemas) -> dict[str, Any]:
     operation: dict[str, Any] = {
         "summary": spec.summary,
         "operationId": f"{spec.method.lower()}_{spec.view.__name__}",
@@ -60,13 +80,11 @@ def _operation(spec: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
     if spec.body is not None:
         operation["requestBody"] = {
             "required": True,
-            "content": {spec.content_type: {"schema": _schema(spec.body, components)}},
+            "content": {spec.content_type: {"schema": schemas.body(index)}},
         }
     if spec.access in (Access.AUTH, Access.TRY):
         operation["security"] = [{"cookieAuth": []}]
-    data_schema: dict[str, Any] = (
-        _schema(spec.response, components) if spec.response is not None else {}
-    )
+    data_schema = schemas.response(index)
     if spec.wrapped:
         data_schema = {
             "type": "object",
@@ -85,7 +103,7 @@ def _operation(spec: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
             "content": {spec.produces: {"schema": data_schema}},
         }
     }
-    error_ref = {"$ref": REF.format(model="ErrorEnvelope")}
+    error_ref = schemas.error
     for status, description in {**ERROR_STATUSES, **spec.responses}.items():
         if status == spec.status:
             continue
@@ -98,17 +116,16 @@ def _operation(spec: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_openapi(specs: list[RouteSpec]) -> dict[str, Any]:
-    components: dict[str, Any] = {}
-    _schema(ErrorEnvelope, components)
+    schemas = Schemas(specs)
     paths: dict[str, dict[str, Any]] = {}
-    for spec in specs:
-        paths.setdefault(spec.path, {})[spec.method.lower()] = _operation(spec, components)
+    for index, spec in enumerate(specs):
+        paths.setdefault(spec.path, {})[spec.method.lower()] = _operation(spec, index, schemas)
     return {
         "openapi": "3.1.0",
         "info": {"title": "tenantd", "version": __version__},
         "paths": paths,
         "components": {
-            "schemas": components,
+            "schemas": schemas.components,
             "securitySchemes": {
                 "cookieAuth": {"type": "apiKey", "in": "cookie", "name": "auth_token"}
             },
@@ -116,13 +133,13 @@ def build_openapi(specs: list[RouteSpec]) -> dict[str, Any]:
     }
 
 
+# Built once per application on first request. Not app state: a started app is frozen.
+_documents: weakref.WeakKeyDictionary[web.Application, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 @routes.get("/api/v1/openapi.json", access=Access.PUBLIC, wrapped=False, summary="OpenAPI document")
 async def openapi(request: web.Request) -> dict[str, Any]:
-    cached: dict[str, Any] | None = request.app.get(OPENAPI_CACHE)
-    if cached is None:
-        cached = build_openapi(request.app[ROUTE_SPEC])
-        request.app[OPENAPI_CACHE] = cached
-    return cached
-
-
-OPENAPI_CACHE: web.AppKey[dict[str, Any]] = web.AppKey("openapi_cache")
+    document = _documents.get(request.app)
+    if document is None:
+        document = _documents[request.app] = build_openapi(request.app[ROUTE_SPEC])
+    return document

@@ -1,0 +1,74 @@
+"""Cookie attributes, parsed from the Set-Cookie headers, with COOKIE_SECURE on, off and unset."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenantd.auth.tokens import ACCESS_TTL_SECONDS, decode_access_token
+from tests.auth.helpers import last_token, register, set_cookies
+from tests.conftest import SECRET
+
+
+@pytest.fixture(params=["true", "false", None], ids=["secure", "insecure", "default"])
+def env(env: dict[str, str], request: Any) -> dict[str, str]:
+    if request.param is None:
+        env.pop("COOKIE_SECURE", None)
+    else:
+        env["COOKIE_SECURE"] = request.param
+    return env
+
+
+def expect_secure(env: dict[str, str]) -> bool:
+    return env.get("COOKIE_SECURE", "true") == "true"
+
+
+def check_attributes(cookie: dict[str, str], secure: bool) -> None:
+    assert "httponly" in cookie
+    assert cookie["samesite"] == "Lax"
+    assert cookie["path"] == "/"
+    assert ("secure" in cookie) is secure
+    assert "domain" not in cookie
+
+
+async def test_session_cookie_attributes(
+    client: Any, factory: Any, env: dict[str, str], mail_dir: Path
+) -> None:
+    secure = expect_secure(env)
+    user = await factory.user()
+    response = await client.post(
+        "/api/v1/auth/login", json={"email": user.email, "password": user.password}
+    )
+    assert response.status == 200
+    cookies = set_cookies(response)
+    for name in ("auth_token", "refresh_token"):
+        check_attributes(cookies[name], secure)
+    claims = decode_access_token(SECRET, cookies["auth_token"]["value"])
+    remaining = claims.expires_at - time.time()
+    max_age = int(cookies["auth_token"]["max-age"])
+    assert abs(max_age - remaining) <= 2
+    assert ACCESS_TTL_SECONDS - 3 <= max_age <= ACCESS_TTL_SECONDS
+    refresh_age = int(cookies["refresh_token"]["max-age"])
+    assert 30 * 86400 - 5 <= refresh_age <= 30 * 86400
+
+    await register(client, "cookie@example.com")
+    verified = await client.post(
+        "/auth/verify-email", json={"token": last_token(mail_dir, "cookie@example.com")}
+    )
+    for name in ("auth_token", "refresh_token"):
+        check_attributes(set_cookies(verified)[name], secure)
+
+
+async def test_cleared_cookies_keep_the_attributes(
+    make_client: Any, factory: Any, env: dict[str, str]
+) -> None:
+    user = await factory.user()
+    browser = await make_client(cookies=await factory.cookies(user))
+    response = await browser.post("/api/v1/auth/logout")
+    assert response.status == 200
+    for cookie in set_cookies(response).values():
+        check_attributes(cookie, expect_secure(env))
+        assert cookie["max-age"] == "0"
