@@ -20,6 +20,7 @@ Hook = Callable[[web.Application], AsyncIterator[None]]
 
 def route_tables() -> list[Routes]:
     """Every domain's routes. Each domain owns its views module."""
+    from tenantd.accounts import views as accounts_views
     from tenantd.auth import views as auth_views
     from tenantd.auth.oauth import views as oauth_views
     from tenantd.email.webhooks import views as email_webhook_views
@@ -31,6 +32,7 @@ def route_tables() -> list[Routes]:
         ops_views.routes,
         openapi.routes,
         auth_views.routes,
+        accounts_views.routes,
         oauth_views.routes,
         email_webhook_views.routes,
     ]
