@@ -14,9 +14,13 @@ from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email.service import EmailService
+from tenantd.jobs.queue import JobQueue
+from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
+
+INLINE_DRAIN_SECONDS = 10.0  # in-process jobs (queues off) get this long at shutdown
 
 
 @dataclass
@@ -27,11 +31,20 @@ class Services:
     email: EmailService
     # Filled by the domains that own them (notifications registry, job queue, SSE hub, ...).
     extras: dict[str, Any] = field(default_factory=dict)
+    # Notification event types of TENANTD_EVENT_MODULES (loaded before anything opens).
+    registry: EventRegistry = field(default_factory=EventRegistry)
+    # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
+    jobs: JobQueue = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.jobs is None:
+            self.jobs = JobQueue(self.settings)
 
 
 @contextlib.asynccontextmanager
 async def open_services(settings: Settings, database_url: str) -> AsyncIterator[Services]:
     """Open the pool and the shared HTTP client; close them in reverse order."""
+    registry = load_registry(settings.event_modules)  # a bad event module fails start-up
     db = await create_database(
         url_to_dsn(database_url), minsize=settings.db_pool_min, maxsize=settings.db_pool_max
     )
@@ -39,7 +52,11 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
     http = aiohttp.ClientSession(timeout=timeout)
     try:
         email = EmailService.from_settings(settings, db=db, http=http)
-        yield Services(settings=settings, db=db, http=http, email=email)
+        services = Services(settings=settings, db=db, http=http, email=email, registry=registry)
+        try:
+            yield services
+        finally:
+            await services.jobs.drain(INLINE_DRAIN_SECONDS)
     finally:
         await http.close()
         await db.close()

@@ -6,10 +6,12 @@ import typer
 
 from tenantd.cli import accounts as accounts_cmd
 from tenantd.cli import invitations as invitations_cmd
+from tenantd.cli import notify as notify_cmd
 from tenantd.cli import serve as serve_cmd
 from tenantd.cli import status as status_cmd
 from tenantd.cli import suppress as suppress_cmd
 from tenantd.cli import sweep as sweep_cmd
+from tenantd.cli import vapid as vapid_cmd
 from tenantd.cli.common import state
 
 app = typer.Typer(
@@ -35,6 +37,8 @@ app.command()(serve_cmd.migrate)
 app.command()(sweep_cmd.sweep)
 app.command()(status_cmd.status)
 app.add_typer(suppress_cmd.app, name="suppress")
+app.add_typer(notify_cmd.app, name="notify")
+app.add_typer(vapid_cmd.app, name="vapid")
 app.add_typer(accounts_cmd.app, name="accounts")
 app.add_typer(invitations_cmd.app, name="invitations")
 

@@ -24,6 +24,7 @@ def route_tables() -> list[Routes]:
     from tenantd.auth import views as auth_views
     from tenantd.auth.oauth import views as oauth_views
     from tenantd.email.webhooks import views as email_webhook_views
+    from tenantd.notifications import views as notification_views
     from tenantd.ops import views as ops_views
     from tenantd.web import health, openapi
 
@@ -35,15 +36,18 @@ def route_tables() -> list[Routes]:
         accounts_views.routes,
         oauth_views.routes,
         email_webhook_views.routes,
+        notification_views.routes,
     ]
 
 
 def background_hooks() -> list[Hook]:
     """cleanup_ctx hooks of the domains (job runner, scheduler, SSE listener), in start order."""
+    from tenantd.jobs.runner import job_runner_ctx
+    from tenantd.notifications.channels.sse import sse_ctx
     from tenantd.ops.hooks import metrics_ctx
     from tenantd.ops.scheduler import scheduler_ctx
 
-    return [metrics_ctx, scheduler_ctx]
+    return [metrics_ctx, job_runner_ctx, scheduler_ctx, sse_ctx]
 
 
 def create_app(

@@ -1,0 +1,101 @@
+"""Statements of the durable job queue; each takes the connection it is given."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg2.extras import Json
+
+from tenantd.db import Conn, Row
+
+
+async def insert_job(
+    conn: Conn,
+    *,
+    kind: str,
+    payload: dict[str, Any],
+    max_attempts: int,
+    delay_seconds: float = 0.0,
+) -> int:
+    job_id: int = await conn.fetch_val(
+        "INSERT INTO jobs (kind, payload, max_attempts, run_at)"
+        " VALUES (%(kind)s, %(payload)s, %(max)s, now() + make_interval(secs => %(delay)s))"
+        " RETURNING id",
+        {"kind": kind, "payload": Json(payload), "max": max_attempts, "delay": delay_seconds},
+    )
+    return job_id
+
+
+# Ready jobs, and running jobs whose lease ran out (their process died), oldest first.
+CLAIM_SQL = """
+UPDATE jobs j
+   SET status = 'running', attempts = j.attempts + 1, updated_at = now(),
+       locked_until = now() + make_interval(secs => %(lease)s), locked_by = %(worker)s
+  FROM (SELECT id FROM jobs
+         WHERE kind = ANY(%(kinds)s)
+           AND ((status = 'queued' AND run_at <= now())
+                OR (status = 'running' AND locked_until < now()))
+         ORDER BY run_at, id
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED) ready
+ WHERE j.id = ready.id
+RETURNING j.id, j.kind, j.payload, j.attempts, j.max_attempts
+"""
+
+
+async def claim_jobs(
+    conn: Conn, *, kinds: Sequence[str], worker: str, limit: int, lease_seconds: int
+) -> list[Row]:
+    """Lease up to `limit` jobs to `worker` (SKIP LOCKED: concurrent claimers never collide)."""
+    return await conn.fetch_all(
+        CLAIM_SQL,
+        {"kinds": list(kinds), "worker": worker, "limit": limit, "lease": lease_seconds},
+    )
+
+
+async def complete_jobs(conn: Conn, *, ids: Sequence[int], worker: str) -> int:
+    return await conn.execute(
+        "UPDATE jobs SET status = 'done', finished_at = now(), updated_at = now(),"
+        " locked_until = NULL, last_error = NULL"
+        " WHERE id = ANY(%(ids)s) AND locked_by = %(worker)s AND status = 'running'",
+        {"ids": list(ids), "worker": worker},
+    )
+
+
+async def retry_or_fail_job(
+    conn: Conn, *, job_id: int, worker: str, error: str, final: bool, delay_seconds: float
+) -> int:
+    return await conn.execute(
+        "UPDATE jobs SET status = CASE WHEN %(final)s THEN 'failed' ELSE 'queued' END,"
+        " run_at = CASE WHEN %(final)s THEN run_at"
+        "              ELSE now() + make_interval(secs => %(delay)s) END,"
+        " finished_at = CASE WHEN %(final)s THEN now() END,"
+        " last_error = %(error)s, locked_until = NULL, locked_by = NULL, updated_at = now()"
+        " WHERE id = %(id)s AND locked_by = %(worker)s AND status = 'running'",
+        {
+            "id": job_id,
+            "worker": worker,
+            "error": error[:2000],
+            "final": final,
+            "delay": delay_seconds,
+        },
+    )
+
+
+async def extend_leases(conn: Conn, *, ids: Sequence[int], worker: str, lease_seconds: int) -> int:
+    return await conn.execute(
+        "UPDATE jobs SET locked_until = now() + make_interval(secs => %(lease)s)"
+        " WHERE id = ANY(%(ids)s) AND locked_by = %(worker)s AND status = 'running'",
+        {"ids": list(ids), "worker": worker, "lease": lease_seconds},
+    )
+
+
+async def release_jobs(conn: Conn, *, ids: Sequence[int], worker: str) -> int:
+    """Hand unfinished jobs back (graceful stop): queued again, this attempt not counted."""
+    return await conn.execute(
+        "UPDATE jobs SET status = 'queued', run_at = now(), locked_until = NULL,"
+        " locked_by = NULL, attempts = greatest(attempts - 1, 0), updated_at = now()"
+        " WHERE id = ANY(%(ids)s) AND locked_by = %(worker)s AND status = 'running'",
+        {"ids": list(ids), "worker": worker},
+    )

@@ -1,0 +1,227 @@
+"""The job switch of one process.
+
+QUEUES_ENABLED on: `submit` writes a row to `jobs` (inside the caller's transaction when a
+connection is passed) and the runner of any instance executes it. Off: the same job function
+runs in this process as a tracked background task, with the same retry policy but no
+durability; `drain` waits for those tasks at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tenantd.db import Conn, Database
+from tenantd.jobs import queries
+from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError, job_kinds
+from tenantd.settings import Settings
+
+if TYPE_CHECKING:
+    from tenantd.services import Services
+
+log = logging.getLogger(__name__)
+
+# Advisory locks that let an inline task wait for its caller's transaction use the two-int
+# form with this class id (distinct from the migration and sweep locks).
+INLINE_LOCK_CLASS = 735_420
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    concurrency: int = 32  # jobs running at once per process
+    batch_size: int = 64  # jobs claimed per round trip
+    poll_seconds: float = 0.5  # idle wait between claims when nothing wakes the runner
+    retry_base_seconds: float = 2.0  # first retry delay; doubles each attempt
+    retry_max_seconds: float = 3600.0
+    stop_timeout: float = 10.0  # graceful stop: running jobs get this long, then are released
+
+
+def _number(extra: dict[str, str], name: str, default: float, minimum: float) -> float:
+    raw = extra.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+    return max(value, minimum)
+
+
+def job_config(settings: Settings) -> JobConfig:
+    """TENANTD_JOB_* knobs from Settings.extra."""
+    extra = settings.extra
+    return JobConfig(
+        concurrency=int(_number(extra, "TENANTD_JOB_CONCURRENCY", 32, 1)),
+        batch_size=int(_number(extra, "TENANTD_JOB_BATCH_SIZE", 64, 1)),
+        poll_seconds=_number(extra, "TENANTD_JOB_POLL_SECONDS", 0.5, 0.01),
+        retry_base_seconds=_number(extra, "TENANTD_JOB_RETRY_BASE_SECONDS", 2.0, 0.0),
+        retry_max_seconds=_number(extra, "TENANTD_JOB_RETRY_MAX_SECONDS", 3600.0, 0.0),
+        stop_timeout=_number(extra, "TENANTD_JOB_STOP_TIMEOUT_SECONDS", 10.0, 0.0),
+    )
+
+
+def retry_delay(config: JobConfig, attempts: int) -> float:
+    """Exponential backoff with +-20% jitter: base, 2*base, 4*base, ... capped."""
+    delay = min(config.retry_base_seconds * (2 ** max(attempts - 1, 0)), config.retry_max_seconds)
+    return delay * random.uniform(0.8, 1.2)
+
+
+class JobQueue:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.config = job_config(settings)
+        self._kinds: dict[str, JobKind] | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def kinds(self) -> dict[str, JobKind]:
+        if self._kinds is None:
+            self._kinds = job_kinds()
+        return self._kinds
+
+    def register(self, kind: JobKind) -> None:
+        """Add a kind to this process's table (applications' own jobs, tests)."""
+        self.kinds[kind.name] = kind
+
+    def kind(self, name: str) -> JobKind:
+        try:
+            return self.kinds[name]
+        except KeyError:
+            raise ValueError(f"unknown job kind {name!r}") from None
+
+    def wakeup_event(self) -> asyncio.Event:
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        return self._wakeup
+
+    def wake(self) -> None:
+        """Tell this process's runner that a job is ready (others find it by polling)."""
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    @property
+    def pending_inline(self) -> int:
+        return len(self._tasks)
+
+    async def submit(
+        self,
+        services: Services,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        conn: Conn | None = None,
+    ) -> int | None:
+        """Run `kind` later: a durable row (queues on) or an in-process task (queues off)."""
+        job_kind = self.kind(kind)
+        if self.settings.queues_enabled:
+            return await enqueue(conn or services.db, job_kind, payload, queue=self)
+        lock_key = None
+        if conn is not None and conn.in_transaction:
+            # The task must not start before the caller's transaction ends.
+            lock_key = secrets.randbits(31)
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(%(c)s, %(k)s)",
+                {"c": INLINE_LOCK_CLASS, "k": lock_key},
+            )
+        self.spawn_inline(services, job_kind, payload, after_lock=lock_key)
+        return None
+
+    def spawn_inline(
+        self,
+        services: Services,
+        kind: JobKind,
+        payload: dict[str, Any],
+        *,
+        after_lock: int | None = None,
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._run_inline(services, kind, payload, after_lock)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_inline(
+        self, services: Services, kind: JobKind, payload: dict[str, Any], after_lock: int | None
+    ) -> None:
+        if after_lock is not None:
+            async with services.db.connection() as conn:
+                params = {"c": INLINE_LOCK_CLASS, "k": after_lock}
+                await conn.execute("SELECT pg_advisory_lock(%(c)s, %(k)s)", params)
+                await conn.execute("SELECT pg_advisory_unlock(%(c)s, %(k)s)", params)
+        attempts = 0
+        while True:
+            attempts += 1
+            info = JobInfo(
+                id=None, kind=kind.name, attempts=attempts, max_attempts=kind.max_attempts
+            )
+            try:
+                await asyncio.wait_for(kind.run(services, payload, info), kind.timeout)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                permanent = isinstance(error, PermanentJobError)
+                text = describe(error)
+                if permanent or info.final_attempt:
+                    log.warning("inline job %s failed for good: %s", kind.name, text)
+                    await give_up(services, kind, payload, text)
+                    return
+                log.warning("inline job %s failed (attempt %d): %s", kind.name, attempts, text)
+                await asyncio.sleep(retry_delay(self.config, attempts))
+
+    async def drain(self, seconds: float) -> None:
+        """Wait for in-process tasks (queues off); cancel what is left after `seconds`."""
+        if not self._tasks:
+            return
+        pending = set(self._tasks)
+        _, still = await asyncio.wait(pending, timeout=seconds)
+        for task in still:
+            task.cancel()
+        if still:
+            log.warning("cancelled %d inline job(s) at shutdown", len(still))
+            await asyncio.wait(still, timeout=1.0)
+
+
+async def enqueue(
+    target: Database | Conn,
+    kind: JobKind | str,
+    payload: dict[str, Any],
+    *,
+    delay_seconds: float = 0.0,
+    max_attempts: int | None = None,
+    queue: JobQueue | None = None,
+) -> int:
+    """Write a durable job row; pass a Conn to make it part of the caller's transaction."""
+    name = kind if isinstance(kind, str) else kind.name
+    attempts = max_attempts or (8 if isinstance(kind, str) else kind.max_attempts)
+    if isinstance(target, Database):
+        async with target.connection() as conn:
+            job_id = await queries.insert_job(
+                conn, kind=name, payload=payload, max_attempts=attempts, delay_seconds=delay_seconds
+            )
+    else:
+        job_id = await queries.insert_job(
+            target, kind=name, payload=payload, max_attempts=attempts, delay_seconds=delay_seconds
+        )
+    if queue is not None:
+        queue.wake()
+    return job_id
+
+
+def describe(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return f"{type(error).__name__}: {text}"[:2000]
+
+
+async def give_up(services: Services, kind: JobKind, payload: dict[str, Any], error: str) -> None:
+    if kind.on_give_up is None:
+        return
+    try:
+        await kind.on_give_up(services, payload, error)
+    except Exception:
+        log.exception("give-up hook of job %s failed", kind.name)

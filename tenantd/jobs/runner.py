@@ -1,0 +1,246 @@
+"""The in-process worker pool: claim leased batches, run them on aiojobs, settle them.
+
+- Claims use `FOR UPDATE SKIP LOCKED` and lease each job for JOB_LEASE_SECONDS; a heartbeat
+  extends the leases of running jobs, so only a dead process lets its lease run out, and
+  then any instance claims the job again.
+- Completions are written in batches (one UPDATE for many jobs). A crash between a job's
+  own commit and its completion runs the job again, which is why job functions are
+  idempotent (notification jobs key on the notification id).
+- Failures retry with exponential backoff up to max_attempts, then call the kind's give-up
+  hook.
+- `stop` stops claiming, gives running jobs `stop_timeout` seconds, cancels the rest and
+  hands their leases back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiojobs
+from aiohttp import web
+
+from tenantd import appkeys
+from tenantd.jobs import queries
+from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
+from tenantd.jobs.queue import JobConfig, describe, give_up, retry_delay
+from tenantd.services import Services
+
+log = logging.getLogger(__name__)
+
+COMPLETE_FLUSH_SECONDS = 0.02
+
+
+class JobRunner:
+    def __init__(self, services: Services, *, config: JobConfig | None = None):
+        self.services = services
+        self.queue = services.jobs
+        self.config = config or services.jobs.config
+        self.lease_seconds = services.settings.job_lease_seconds
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._running: set[int] = set()
+        self._cancelled: set[int] = set()
+        self._done: list[int] = []
+        self._done_event = asyncio.Event()
+        self._slot_free = asyncio.Event()
+        self._stopping = False
+        self._scheduler: aiojobs.Scheduler | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.claimed = 0
+
+    @property
+    def kinds(self) -> dict[str, JobKind]:
+        return self.queue.kinds
+
+    async def start(self) -> None:
+        self._scheduler = aiojobs.Scheduler(limit=None, pending_limit=0)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._claim_loop()),
+            loop.create_task(self._heartbeat_loop()),
+            loop.create_task(self._complete_loop()),
+        ]
+        log.info("job runner started", extra={"worker": self.worker_id})
+
+    async def stop(self) -> None:
+        """Finish or hand back running jobs within stop_timeout, then stop."""
+        self._stopping = True
+        self.queue.wake()
+        self._slot_free.set()
+        claim_task, heartbeat_task, complete_task = self._tasks
+        with contextlib.suppress(asyncio.CancelledError):
+            await claim_task
+        if self._scheduler is not None:
+            await self._scheduler.wait_and_close(timeout=self.config.stop_timeout)
+        heartbeat_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat_task
+        complete_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await complete_task
+        await self._flush_done()
+        leftover = sorted(self._cancelled | self._running)
+        if leftover:
+            async with self.services.db.connection() as conn:
+                released = await queries.release_jobs(conn, ids=leftover, worker=self.worker_id)
+            log.warning("released %d unfinished job(s) at shutdown", released)
+        log.info("job runner stopped", extra={"worker": self.worker_id})
+
+    # --- claiming -----------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        wakeup = self.queue.wakeup_event()
+        while not self._stopping:
+            free = self.config.concurrency - len(self._running)
+            if free <= 0:
+                self._slot_free.clear()
+                await self._slot_free.wait()
+                continue
+            wanted = min(free, self.config.batch_size)
+            wakeup.clear()
+            try:
+                async with self.services.db.connection() as conn:
+                    rows = await queries.claim_jobs(
+                        conn,
+                        kinds=list(self.kinds),
+                        worker=self.worker_id,
+                        limit=wanted,
+                        lease_seconds=self.lease_seconds,
+                    )
+            except Exception:
+                log.exception("claiming jobs failed")
+                rows = []
+            for row in rows:
+                self._running.add(row["id"])
+                assert self._scheduler is not None
+                await self._scheduler.spawn(self._run(row))
+            self.claimed += len(rows)
+            if len(rows) < wanted and not self._stopping:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wakeup.wait(), self.config.poll_seconds)
+
+    # --- running ------------------------------------------------------------------------
+
+    async def _run(self, row: dict[str, Any]) -> None:
+        job_id: int = row["id"]
+        kind = self.kinds[row["kind"]]
+        payload = row["payload"] or {}
+        info = JobInfo(
+            id=job_id, kind=kind.name, attempts=row["attempts"], max_attempts=row["max_attempts"]
+        )
+        try:
+            if info.attempts > info.max_attempts:
+                # Its lease ran out once too often (its processes kept dying).
+                await self._fail(kind, info, payload, "attempts exhausted", final=True)
+                return
+            try:
+                await asyncio.wait_for(kind.run(self.services, payload, info), kind.timeout)
+            except asyncio.CancelledError:
+                self._cancelled.add(job_id)
+                raise
+            except PermanentJobError as error:
+                await self._fail(kind, info, payload, describe(error), final=True)
+                return
+            except Exception as error:
+                await self._fail(kind, info, payload, describe(error), final=info.final_attempt)
+                return
+            self._done.append(job_id)
+            self._done_event.set()
+        finally:
+            self._running.discard(job_id)
+            self._slot_free.set()
+
+    async def _fail(
+        self, kind: JobKind, info: JobInfo, payload: dict[str, Any], error: str, *, final: bool
+    ) -> None:
+        assert info.id is not None
+        delay = 0.0 if final else retry_delay(self.config, info.attempts)
+        level = logging.ERROR if final else logging.WARNING
+        log.log(
+            level,
+            "job %s #%s attempt %d/%d failed%s: %s",
+            kind.name,
+            info.id,
+            info.attempts,
+            info.max_attempts,
+            " for good" if final else f"; retry in {delay:.1f}s",
+            error,
+        )
+        try:
+            async with self.services.db.connection() as conn:
+                updated = await queries.retry_or_fail_job(
+                    conn,
+                    job_id=info.id,
+                    worker=self.worker_id,
+                    error=error,
+                    final=final,
+                    delay_seconds=delay,
+                )
+        except Exception:
+            log.exception("recording the failure of job #%s failed", info.id)
+            return
+        if final and updated:
+            await give_up(self.services, kind, payload, error)
+
+    # --- completion and leases ----------------------------------------------------------
+
+    async def _complete_loop(self) -> None:
+        while True:
+            await self._done_event.wait()
+            await asyncio.sleep(COMPLETE_FLUSH_SECONDS)  # gather a batch
+            self._done_event.clear()
+            try:
+                await self._flush_done()
+            except Exception:
+                log.exception("marking jobs done failed; they will run again (idempotent)")
+
+    async def _flush_done(self) -> None:
+        if not self._done:
+            return
+        ids, self._done = self._done, []
+        async with self.services.db.connection() as conn:
+            await queries.complete_jobs(conn, ids=ids, worker=self.worker_id)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = max(self.lease_seconds / 3, 0.2)
+        while True:
+            await asyncio.sleep(interval)
+            if not self._running:
+                continue
+            try:
+                async with self.services.db.connection() as conn:
+                    await queries.extend_leases(
+                        conn,
+                        ids=list(self._running),
+                        worker=self.worker_id,
+                        lease_seconds=self.lease_seconds,
+                    )
+            except Exception:
+                log.exception("extending job leases failed")
+
+
+@contextlib.asynccontextmanager
+async def running(services: Services) -> AsyncIterator[JobRunner]:
+    """A started runner, stopped gracefully on exit."""
+    runner = JobRunner(services)
+    await runner.start()
+    try:
+        yield runner
+    finally:
+        await runner.stop()
+
+
+async def job_runner_ctx(app: web.Application) -> AsyncIterator[None]:
+    """cleanup_ctx hook: run the worker pool in this process when QUEUES_ENABLED is on."""
+    services = app[appkeys.services]
+    if not services.settings.queues_enabled:
+        yield
+        return
+    async with running(services):
+        yield

@@ -1,0 +1,1 @@
+"""Delivery channels: in_app, email, sse, web_push."""

@@ -1,0 +1,162 @@
+"""Email channel: the email job renders the event's Jinja2 template and sends it through the
+email service (which checks the suppression list first), then settles the delivery row.
+
+sent -> `sent`; suppressed address -> `suppressed` with the reason; a provider error is
+retried with backoff and settles `failed` when the job gives up (a non-retryable provider
+error, or a broken template, settles `failed` at once). Delivery is at least once: a crash
+between the provider's answer and the settle sends again on the retry.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+import uuid
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from tenantd.db import Row
+from tenantd.email.message import EmailMessage, EmailSendError
+from tenantd.errors import AppError
+from tenantd.jobs.kinds import JobInfo, PermanentJobError
+from tenantd.notifications import queries
+from tenantd.notifications.registry import EmailContent, RegisteredEvent, template_environment
+from tenantd.notifications.service import validate_payload
+from tenantd.notifications.unsubscribe import make_token, unsubscribe_url
+
+if TYPE_CHECKING:
+    from tenantd.services import Services
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "email"
+
+
+class TemplateProblem(Exception):
+    pass
+
+
+def html_to_text(markup: str) -> str:
+    """A plain-text part for an HTML-only template: links kept, tags dropped."""
+    text = re.sub(r"(?is)<(script|style)\b.*?</\1>", "", markup)
+    text = re.sub(
+        r'(?is)<a\b[^>]*href=["\']([^"\']+)["\'][^>]*>(.*?)</a>',
+        lambda m: f"{m.group(2)} ({m.group(1)})",
+        text,
+    )
+    text = re.sub(r"(?i)<br\s*/?>", "\n", text)
+    text = re.sub(r"(?i)</(p|div|h[1-6]|li|tr)>", "\n\n", text)
+    text = re.sub(r"<[^>]+>", "", text)
+    text = html.unescape(text)
+    text = re.sub(r"[ \t]+", " ", text)
+    text = re.sub(r"\n\s*\n\s*\n+", "\n\n", text)
+    return text.strip() + "\n"
+
+
+def render_email(
+    event: RegisteredEvent, content: EmailContent, variables: dict[str, Any]
+) -> tuple[str, str | None]:
+    """(text, html) of the event's template; `.html` templates also get a text part."""
+    env = template_environment(event.base_dir)
+    path = content.template_path
+    context = {**content.variables, **variables}
+    try:
+        rendered = env.get_template(path).render(**context)
+        if PurePosixPath(path).suffix.lower() not in {".html", ".htm"}:
+            return rendered, None
+        sibling = str(PurePosixPath(path).with_suffix(".txt"))
+        try:
+            text = env.get_template(sibling).render(**context)
+        except jinja2.TemplateNotFound:
+            text = html_to_text(rendered)
+        return text, rendered
+    except jinja2.TemplateNotFound:
+        raise TemplateProblem(f"email template {path} not found for {event.type}") from None
+    except jinja2.TemplateError as error:
+        raise TemplateProblem(f"email template {path} of {event.type}: {error}") from None
+
+
+def build_message(services: Services, row: Row) -> EmailMessage:
+    """Render the notification email with its RFC 8058 one-click unsubscribe headers."""
+    event = services.registry.get(row["event_type"])
+    definition = event.definition
+    if definition.email is None:
+        raise TemplateProblem(f"event {event.type} has no email render function")
+    model = validate_payload(definition, row["payload"])
+    recipient = str(row["user_id"])
+    content = definition.email(recipient, model)
+    settings = services.settings
+    link = unsubscribe_url(
+        settings.public_base_url,
+        make_token(settings.secret_key, user_id=row["user_id"], event_type=event.type),
+    )
+    text, markup = render_email(
+        event,
+        content,
+        {
+            "unsubscribe_url": link,
+            "notification": {
+                "id": str(row["id"]),
+                "title": row["title"],
+                "body": row["body"],
+                "cta_url": row["cta_url"],
+                "cta_label": row["cta_label"],
+            },
+        },
+    )
+    return EmailMessage(
+        to=row["email"],
+        subject=content.subject,
+        text=text,
+        html=markup,
+        headers={
+            "List-Unsubscribe": f"<{link}>",
+            "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+        },
+        tag=f"notification:{event.type}",
+    )
+
+
+async def settle(
+    services: Services, notification_id: uuid.UUID, status: str, reason: str | None = None
+) -> None:
+    async with services.db.connection() as conn:
+        await queries.settle_delivery(
+            conn, notification_id=notification_id, channel=CHANNEL, status=status, reason=reason
+        )
+
+
+async def run_email_job(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
+    """Deliver one notification email (a settled row is left alone: idempotent)."""
+    notification_id = uuid.UUID(str(payload["notificationId"]))
+    async with services.db.connection() as conn:
+        row = await queries.delivery_context(conn, notification_id=notification_id, channel=CHANNEL)
+    if row is None or row["delivery_status"] != "pending":
+        return
+    try:
+        message = build_message(services, row)
+    except (TemplateProblem, AppError) as problem:
+        await settle(services, notification_id, "failed", str(problem)[:500])
+        raise PermanentJobError(str(problem)) from problem
+    try:
+        result = await services.email.send(message)
+    except EmailSendError as error:
+        if not error.retryable:
+            await settle(services, notification_id, "failed", f"provider_error: {error}"[:500])
+            raise PermanentJobError(str(error)) from error
+        async with services.db.connection() as conn:
+            await queries.count_attempt(conn, notification_id=notification_id, channel=CHANNEL)
+        raise
+    if result.status == "suppressed":
+        await settle(services, notification_id, "suppressed", result.reason or "suppressed")
+    else:
+        await settle(services, notification_id, "sent")
+
+
+async def give_up_email(services: Services, payload: dict[str, Any], error: str) -> None:
+    """Retries exhausted: the delivery settles failed with the last error."""
+    notification_id = uuid.UUID(str(payload["notificationId"]))
+    await settle(services, notification_id, "failed", f"provider_error: {error}"[:500])

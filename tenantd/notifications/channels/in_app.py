@@ -1,0 +1,72 @@
+"""In-app channel: the stored notification is the delivery; the inbox reads it back.
+
+Listing is keyset-paginated on (created_at, id), newest first; the cursor is opaque.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import uuid
+from typing import Any
+
+from tenantd.db import Conn
+from tenantd.errors import NotFound, ValidationFailed
+from tenantd.notifications import queries
+from tenantd.notifications.schemas import notification_json
+
+
+def encode_cursor(created_at: dt.datetime, notification_id: uuid.UUID) -> str:
+    raw = f"{created_at.isoformat()}|{notification_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, ident = raw.split("|", 1)
+        created_at = dt.datetime.fromisoformat(stamp)
+        if created_at.tzinfo is None:
+            raise ValueError("naive")
+        return created_at, uuid.UUID(ident)
+    except (ValueError, UnicodeDecodeError):
+        raise ValidationFailed({"cursor": "invalid cursor"}) from None
+
+
+async def list_inbox(
+    conn: Conn, *, user_id: uuid.UUID, status: str, limit: int, cursor: str | None
+) -> dict[str, Any]:
+    """A page of the user's notifications, newest first, with the cursor of the next page."""
+    before = decode_cursor(cursor) if cursor else None
+    rows = await queries.list_notifications(
+        conn,
+        user_id=user_id,
+        unread_only=status == "unread",
+        read_only=status == "read",
+        limit=limit + 1,
+        before=before,
+    )
+    page = rows[:limit]
+    next_cursor = None
+    if len(rows) > limit:
+        last = page[-1]
+        next_cursor = encode_cursor(last["created_at"], last["id"])
+    return {"items": [notification_json(row) for row in page], "nextCursor": next_cursor}
+
+
+async def unread_count(conn: Conn, *, user_id: uuid.UUID) -> dict[str, int]:
+    return {"count": await queries.unread_count(conn, user_id=user_id)}
+
+
+async def mark_read(
+    conn: Conn, *, user_id: uuid.UUID, notification_id: uuid.UUID
+) -> dict[str, Any]:
+    """unread -> read with readAt; only the recipient may, anyone else gets 404."""
+    row = await queries.mark_read(conn, user_id=user_id, notification_id=notification_id)
+    if row is None:
+        raise NotFound("Notification not found")
+    return notification_json(row)
+
+
+async def mark_all_read(conn: Conn, *, user_id: uuid.UUID) -> dict[str, int]:
+    return {"updated": await queries.mark_all_read(conn, user_id=user_id)}

@@ -1,0 +1,368 @@
+"""Statements of the notifications domain; each takes the connection it is given."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg2.extras import Json
+
+from tenantd.db import Conn, Row
+
+NOTIFICATION_COLUMNS = (
+    "id, event_type, title, body, cta_url, cta_label, status, read_at, created_at"
+)
+
+# The whole dispatch in one statement (one round trip, atomic even without BEGIN):
+#   u   the recipient exists
+#   dd  dedup: insert the key, or take over an expired one; a live key yields no row, and a
+#       concurrent identical insert waits for this one and then sees the live key
+#   ch  the event's channels with the recipient's preferences
+#   n   the notification, keyed on the id chosen by send(): a re-run job inserts nothing
+#   d   one delivery row per channel: disabled -> suppressed, in_app/sse -> sent (the row
+#       and the NOTIFY are the delivery), email/web_push -> pending until their job settles
+#   j   with queues on, the email and web push jobs, in the same transaction
+# pg_notify is transactional: listeners see it only after commit.
+DISPATCH_SQL = """
+WITH u AS (
+    SELECT id FROM users WHERE id = %(uid)s
+), dd AS (
+    INSERT INTO notification_dedup (dedup_key, expires_at)
+    SELECT %(dedup_key)s, now() + make_interval(secs => %(window)s)
+      FROM u WHERE %(dedup_key)s::text IS NOT NULL
+    ON CONFLICT (dedup_key) DO UPDATE
+       SET expires_at = EXCLUDED.expires_at, created_at = now()
+     WHERE notification_dedup.expires_at <= now()
+    RETURNING 1
+), ch AS (
+    SELECT c.channel, c.ord, coalesce(p.enabled, true) AS enabled
+      FROM unnest(%(channels)s::text[]) WITH ORDINALITY AS c(channel, ord)
+      LEFT JOIN notification_preferences p
+        ON p.user_id = %(uid)s AND p.event_type = %(type)s AND p.channel = c.channel
+), n AS (
+    INSERT INTO notifications
+        (id, user_id, account_id, event_type, title, body, cta_url, cta_label, payload, in_app)
+    SELECT %(id)s, u.id, %(aid)s, %(type)s, %(title)s, %(body)s, %(cta_url)s, %(cta_label)s,
+           %(payload)s, coalesce((SELECT enabled FROM ch WHERE channel = 'in_app'), false)
+      FROM u
+     WHERE %(dedup_key)s::text IS NULL OR EXISTS (SELECT 1 FROM dd)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, created_at
+), d AS (
+    INSERT INTO notification_deliveries (notification_id, channel, status, reason)
+    SELECT n.id, ch.channel,
+           CASE WHEN NOT ch.enabled THEN 'suppressed'
+                WHEN ch.channel IN ('in_app', 'sse') THEN 'sent'
+                ELSE 'pending' END,
+           CASE WHEN NOT ch.enabled THEN 'preference_disabled' END
+      FROM n CROSS JOIN ch
+     ORDER BY ch.ord
+    RETURNING channel, status
+), j AS (
+    INSERT INTO jobs (kind, payload, max_attempts)
+    SELECT 'notifications.' || d.channel, jsonb_build_object('notificationId', %(id)s::text),
+           CASE d.channel WHEN 'email' THEN %(email_attempts)s ELSE %(push_attempts)s END
+      FROM d
+     WHERE %(queue)s AND d.status = 'pending'
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM u) > 0 AS user_found,
+       n.id, n.created_at,
+       ARRAY(SELECT d.channel FROM d WHERE d.status = 'pending') AS pending,
+       (SELECT count(*) FROM d
+         WHERE d.channel = 'sse' AND d.status = 'sent'
+           AND pg_notify(%(topic)s, n.id::text) IS NOT NULL) AS published,
+       (SELECT count(*) FROM j) AS jobs
+  FROM (SELECT 1) AS one LEFT JOIN n ON true
+"""
+
+
+def user_topic(user_id: uuid.UUID | str) -> str:
+    """The pub/sub channel of a user's notifications (55 bytes: under the 63-byte limit)."""
+    return f"notifications:user:{user_id}"
+
+
+async def persist_dispatch(
+    conn: Conn,
+    *,
+    notification_id: uuid.UUID,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    event_type: str,
+    title: str,
+    body: str,
+    cta_url: str,
+    cta_label: str,
+    payload: dict[str, Any],
+    dedup_key: str | None,
+    window_seconds: int,
+    channels: Sequence[str],
+    queue: bool,
+    email_attempts: int,
+    push_attempts: int,
+) -> Row:
+    row = await conn.fetch_one(
+        DISPATCH_SQL,
+        {
+            "id": notification_id,
+            "uid": user_id,
+            "aid": account_id,
+            "type": event_type,
+            "title": title,
+            "body": body,
+            "cta_url": cta_url,
+            "cta_label": cta_label,
+            "payload": Json(payload),
+            "dedup_key": dedup_key,
+            "window": window_seconds,
+            "channels": list(channels),
+            "queue": queue,
+            "email_attempts": email_attempts,
+            "push_attempts": push_attempts,
+            "topic": user_topic(user_id),
+        },
+    )
+    assert row is not None
+    return row
+
+
+async def enqueue_dispatch(
+    conn: Conn, *, user_id: uuid.UUID, payload: dict[str, Any], max_attempts: int
+) -> int | None:
+    """The dispatch job, only if the recipient exists (None otherwise)."""
+    job_id: int | None = await conn.fetch_val(
+        "INSERT INTO jobs (kind, payload, max_attempts)"
+        " SELECT 'notifications.dispatch', %(payload)s, %(max)s"
+        " WHERE EXISTS (SELECT 1 FROM users WHERE id = %(uid)s) RETURNING id",
+        {"payload": Json(payload), "max": max_attempts, "uid": user_id},
+    )
+    return job_id
+
+
+async def delivery_context(conn: Conn, *, notification_id: uuid.UUID, channel: str) -> Row | None:
+    """A notification with its recipient's address and the status of one channel's row."""
+    return await conn.fetch_one(
+        f"SELECT {', '.join('n.' + c for c in NOTIFICATION_COLUMNS.split(', '))},"
+        " n.user_id, n.payload, u.email, d.status AS delivery_status"
+        " FROM notifications n"
+        " JOIN users u ON u.id = n.user_id"
+        " JOIN notification_deliveries d ON d.notification_id = n.id AND d.channel = %(ch)s"
+        " WHERE n.id = %(id)s",
+        {"id": notification_id, "ch": channel},
+    )
+
+
+async def settle_delivery(
+    conn: Conn,
+    *,
+    notification_id: uuid.UUID,
+    channel: str,
+    status: str,
+    reason: str | None = None,
+) -> bool:
+    """pending -> sent/failed/suppressed, once (a settled row is never changed again)."""
+    count = await conn.execute(
+        "UPDATE notification_deliveries"
+        " SET status = %(status)s, reason = %(reason)s, attempts = attempts + 1,"
+        " updated_at = now()"
+        " WHERE notification_id = %(id)s AND channel = %(ch)s AND status = 'pending'",
+        {"id": notification_id, "ch": channel, "status": status, "reason": reason},
+    )
+    return count > 0
+
+
+async def count_attempt(conn: Conn, *, notification_id: uuid.UUID, channel: str) -> None:
+    await conn.execute(
+        "UPDATE notification_deliveries SET attempts = attempts + 1, updated_at = now()"
+        " WHERE notification_id = %(id)s AND channel = %(ch)s AND status = 'pending'",
+        {"id": notification_id, "ch": channel},
+    )
+
+
+# --- in-app inbox -------------------------------------------------------------------------
+
+
+async def list_notifications(
+    conn: Conn,
+    *,
+    user_id: uuid.UUID,
+    unread_only: bool,
+    read_only: bool,
+    limit: int,
+    before: tuple[dt.datetime, uuid.UUID] | None,
+) -> list[Row]:
+    """Newest first, keyset-paginated on (created_at, id)."""
+    where = ["user_id = %(uid)s", "in_app"]
+    params: dict[str, Any] = {"uid": user_id, "limit": limit}
+    if unread_only:
+        where.append("status = 'unread'")
+    elif read_only:
+        where.append("status = 'read'")
+    if before is not None:
+        where.append("(created_at, id) < (%(c)s, %(i)s)")
+        params.update(c=before[0], i=before[1])
+    return await conn.fetch_all(
+        f"SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE {' AND '.join(where)}"
+        " ORDER BY created_at DESC, id DESC LIMIT %(limit)s",
+        params,
+    )
+
+
+async def unread_count(conn: Conn, *, user_id: uuid.UUID) -> int:
+    count: int = await conn.fetch_val(
+        "SELECT count(*) FROM notifications"
+        " WHERE user_id = %(uid)s AND status = 'unread' AND in_app",
+        {"uid": user_id},
+    )
+    return count
+
+
+async def mark_read(conn: Conn, *, user_id: uuid.UUID, notification_id: uuid.UUID) -> Row | None:
+    """Read once: a second call keeps the first readAt."""
+    return await conn.fetch_one(
+        "WITH upd AS (UPDATE notifications SET status = 'read', read_at = now()"
+        "  WHERE id = %(id)s AND user_id = %(uid)s AND in_app AND status = 'unread'"
+        f"  RETURNING {NOTIFICATION_COLUMNS})"
+        " SELECT * FROM upd UNION ALL"
+        f" SELECT {NOTIFICATION_COLUMNS} FROM notifications"
+        "  WHERE id = %(id)s AND user_id = %(uid)s AND in_app AND NOT EXISTS (SELECT 1 FROM upd)",
+        {"id": notification_id, "uid": user_id},
+    )
+
+
+async def mark_all_read(conn: Conn, *, user_id: uuid.UUID) -> int:
+    return await conn.execute(
+        "UPDATE notifications SET status = 'read', read_at = now()"
+        " WHERE user_id = %(uid)s AND status = 'unread' AND in_app",
+        {"uid": user_id},
+    )
+
+
+# --- SSE ----------------------------------------------------------------------------------
+
+
+async def notification_for_user(
+    conn: Conn, *, notification_id: uuid.UUID, user_id: uuid.UUID
+) -> Row | None:
+    return await conn.fetch_one(
+        f"SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE id = %(id)s AND user_id = %(uid)s",
+        {"id": notification_id, "uid": user_id},
+    )
+
+
+async def sse_notifications_after(
+    conn: Conn, *, user_id: uuid.UUID, after_id: uuid.UUID, limit: int
+) -> list[Row]:
+    """What an SSE client missed after `after_id` (oldest first, bounded)."""
+    return await conn.fetch_all(
+        f"SELECT {', '.join('n.' + c for c in NOTIFICATION_COLUMNS.split(', '))}"
+        " FROM notifications n"
+        " JOIN notifications ref ON ref.id = %(after)s AND ref.user_id = %(uid)s"
+        " JOIN notification_deliveries d"
+        "   ON d.notification_id = n.id AND d.channel = 'sse' AND d.status = 'sent'"
+        " WHERE n.user_id = %(uid)s AND (n.created_at, n.id) > (ref.created_at, ref.id)"
+        " ORDER BY n.created_at, n.id LIMIT %(limit)s",
+        {"uid": user_id, "after": after_id, "limit": limit},
+    )
+
+
+# --- preferences --------------------------------------------------------------------------
+
+
+async def preferences(conn: Conn, *, user_id: uuid.UUID) -> list[Row]:
+    return await conn.fetch_all(
+        "SELECT event_type, channel, enabled FROM notification_preferences WHERE user_id = %(uid)s",
+        {"uid": user_id},
+    )
+
+
+async def set_preference(
+    conn: Conn, *, user_id: uuid.UUID, event_type: str, channel: str, enabled: bool
+) -> None:
+    await conn.execute(
+        "INSERT INTO notification_preferences (user_id, event_type, channel, enabled)"
+        " SELECT %(uid)s, %(type)s, %(ch)s, %(on)s WHERE EXISTS (SELECT 1 FROM users"
+        "  WHERE id = %(uid)s)"
+        " ON CONFLICT (user_id, event_type, channel)"
+        " DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = now()",
+        {"uid": user_id, "type": event_type, "ch": channel, "on": enabled},
+    )
+
+
+# --- push subscriptions -------------------------------------------------------------------
+
+SUBSCRIPTION_COLUMNS = "id, endpoint, user_agent, expires_at, created_at, last_used_at"
+
+
+async def upsert_subscription(
+    conn: Conn,
+    *,
+    user_id: uuid.UUID,
+    endpoint: str,
+    p256dh: str,
+    auth: str,
+    user_agent: str | None,
+    expires_at: dt.datetime | None,
+) -> Row:
+    """One browser endpoint belongs to one user: a new owner takes it over; keys rotate."""
+    async with conn.transaction():
+        await conn.execute(
+            "DELETE FROM push_subscriptions WHERE endpoint = %(e)s AND user_id <> %(uid)s",
+            {"e": endpoint, "uid": user_id},
+        )
+        row = await conn.fetch_one(
+            "INSERT INTO push_subscriptions"
+            " (user_id, endpoint, p256dh_key, auth_key, user_agent, expires_at)"
+            " VALUES (%(uid)s, %(e)s, %(p)s, %(a)s, %(ua)s, %(exp)s)"
+            " ON CONFLICT (user_id, endpoint) DO UPDATE SET p256dh_key = EXCLUDED.p256dh_key,"
+            " auth_key = EXCLUDED.auth_key, user_agent = EXCLUDED.user_agent,"
+            f" expires_at = EXCLUDED.expires_at RETURNING {SUBSCRIPTION_COLUMNS}",
+            {
+                "uid": user_id,
+                "e": endpoint,
+                "p": p256dh,
+                "a": auth,
+                "ua": user_agent,
+                "exp": expires_at,
+            },
+        )
+    assert row is not None
+    return row
+
+
+async def delete_subscription(conn: Conn, *, user_id: uuid.UUID, endpoint: str) -> int:
+    return await conn.execute(
+        "DELETE FROM push_subscriptions WHERE user_id = %(uid)s AND endpoint = %(e)s",
+        {"uid": user_id, "e": endpoint},
+    )
+
+
+async def list_subscriptions(conn: Conn, *, user_id: uuid.UUID) -> list[Row]:
+    return await conn.fetch_all(
+        f"SELECT {SUBSCRIPTION_COLUMNS} FROM push_subscriptions WHERE user_id = %(uid)s"
+        " ORDER BY created_at, id",
+        {"uid": user_id},
+    )
+
+
+async def live_subscriptions(conn: Conn, *, user_id: uuid.UUID) -> list[Row]:
+    return await conn.fetch_all(
+        "SELECT id, endpoint, p256dh_key, auth_key FROM push_subscriptions"
+        " WHERE user_id = %(uid)s AND (expires_at IS NULL OR expires_at > now())",
+        {"uid": user_id},
+    )
+
+
+async def touch_subscriptions(conn: Conn, *, ids: Sequence[uuid.UUID]) -> None:
+    await conn.execute(
+        "UPDATE push_subscriptions SET last_used_at = now() WHERE id = ANY(%(ids)s)",
+        {"ids": list(ids)},
+    )
+
+
+async def delete_subscriptions(conn: Conn, *, ids: Sequence[uuid.UUID]) -> int:
+    return await conn.execute(
+        "DELETE FROM push_subscriptions WHERE id = ANY(%(ids)s)", {"ids": list(ids)}
+    )

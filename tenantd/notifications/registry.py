@@ -1,0 +1,236 @@
+"""Event definitions and the registry built from TENANTD_EVENT_MODULES at start-up.
+
+An application defines its events in modules that expose a list `EVENTS`; tenantd ships none.
+Every definition is checked once, at start-up: a duplicate type, an unknown channel, a missing
+render function or a missing email template is an error that names the event.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import re
+import types
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from pydantic import BaseModel
+
+from tenantd.errors import NotFound
+
+CHANNELS = ("in_app", "email", "sse", "web_push")
+DEFAULT_CHANNELS = ("in_app", "email")
+PROBE_RECIPIENT = "00000000-0000-0000-0000-000000000000"
+_TYPE_PATTERN = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+
+
+@dataclass(frozen=True)
+class Dedup:
+    """A second notification with the same key inside `window_seconds` is dropped."""
+
+    key: Callable[[str, Any], str]
+    window_seconds: int
+
+
+@dataclass(frozen=True)
+class InAppContent:
+    title: str
+    body: str = ""
+    cta_url: str = ""
+    cta_label: str = ""
+
+
+@dataclass(frozen=True)
+class EmailContent:
+    subject: str
+    template_path: str  # Jinja2 template relative to the defining module's folder
+    variables: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EventDefinition:
+    type: str
+    schema: builtins.type[BaseModel]
+    default_channels: tuple[str, ...] = DEFAULT_CHANNELS
+    dedup: Dedup | None = None
+    # Called with (recipient user id as a string, validated payload); True skips the send.
+    self_action_guard: Callable[[str, Any], bool] | None = None
+    in_app: Callable[[str, Any], InAppContent] | None = None
+    email: Callable[[str, Any], EmailContent] | None = None
+
+
+class RegistryError(ValueError):
+    """An event definition is unusable; raised at start-up."""
+
+
+class UnknownEventType(NotFound):
+    code = "NOT_FOUND"
+    message = "Unknown notification event type"
+
+
+@dataclass(frozen=True)
+class RegisteredEvent:
+    definition: EventDefinition
+    base_dir: Path  # the defining module's folder: email templates are relative to it
+
+    @property
+    def type(self) -> str:
+        return self.definition.type
+
+
+class EventRegistry:
+    """Event type -> definition, in registration order."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, RegisteredEvent] = {}
+
+    def __contains__(self, event_type: object) -> bool:
+        return event_type in self._events
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def events(self) -> list[RegisteredEvent]:
+        return list(self._events.values())
+
+    def get(self, event_type: str) -> RegisteredEvent:
+        try:
+            return self._events[event_type]
+        except KeyError:
+            raise UnknownEventType(f"Unknown notification event type: {event_type}") from None
+
+    def register(self, definition: EventDefinition, *, base_dir: Path | str) -> None:
+        """Check one definition and add it (RegistryError naming the event if unusable)."""
+        if not isinstance(definition, EventDefinition):
+            raise RegistryError(f"EVENTS entry is not an EventDefinition: {definition!r}")
+        name = definition.type
+        if not isinstance(name, str) or not _TYPE_PATTERN.match(name):
+            raise RegistryError(f"event {name!r}: type must be a dot-separated name")
+        if name in self._events:
+            raise RegistryError(f"event {name}: duplicate event type")
+        if not (isinstance(definition.schema, type) and issubclass(definition.schema, BaseModel)):
+            raise RegistryError(f"event {name}: schema must be a pydantic model class")
+        channels = tuple(definition.default_channels)
+        if not channels:
+            raise RegistryError(f"event {name}: default_channels is empty")
+        for channel in channels:
+            if channel not in CHANNELS:
+                raise RegistryError(
+                    f"event {name}: unknown channel {channel!r} (known: {', '.join(CHANNELS)})"
+                )
+        if len(set(channels)) != len(channels):
+            raise RegistryError(f"event {name}: a channel is listed twice")
+        if definition.in_app is None:
+            raise RegistryError(f"event {name}: in_app render function is required")
+        if definition.dedup is not None and (
+            not callable(definition.dedup.key) or int(definition.dedup.window_seconds) <= 0
+        ):
+            raise RegistryError(f"event {name}: dedup needs a key function and a positive window")
+        base = Path(base_dir)
+        if "email" in channels:
+            if definition.email is None:
+                raise RegistryError(f"event {name}: email channel without an email render function")
+            _check_template(definition, base)
+        self._events[name] = RegisteredEvent(definition=definition, base_dir=base)
+
+
+def load_registry(module_names: Iterable[str]) -> EventRegistry:
+    """Import every module of TENANTD_EVENT_MODULES and register its EVENTS."""
+    registry = EventRegistry()
+    for module_name in module_names:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise RegistryError(f"event module {module_name}: cannot import ({error})") from error
+        events = getattr(module, "EVENTS", None)
+        if not isinstance(events, (list, tuple)):
+            raise RegistryError(f"event module {module_name}: has no list EVENTS")
+        for definition in events:
+            registry.register(definition, base_dir=module_base_dir(module))
+    return registry
+
+
+def module_base_dir(module: types.ModuleType) -> Path:
+    file = getattr(module, "__file__", None)
+    if not file:
+        raise RegistryError(f"event module {module.__name__}: has no file to resolve templates")
+    return Path(file).resolve().parent
+
+
+# --- email templates ----------------------------------------------------------------------
+
+
+_ENVIRONMENTS: dict[Path, jinja2.Environment] = {}
+
+
+def template_environment(base_dir: Path) -> jinja2.Environment:
+    """A Jinja2 environment rooted at the defining module's folder (no escaping out of it)."""
+    env = _ENVIRONMENTS.get(base_dir)
+    if env is None:
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(base_dir),
+            autoescape=jinja2.select_autoescape(enabled_extensions=("html", "htm"), default=False),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+        )
+        _ENVIRONMENTS[base_dir] = env
+    return env
+
+
+def _check_template(definition: EventDefinition, base_dir: Path) -> None:
+    """Render the email function with a placeholder payload and check its template exists.
+
+    A render function that cannot run on placeholders is checked at send time instead.
+    """
+    assert definition.email is not None
+    try:
+        content = definition.email(
+            "00000000-0000-0000-0000-000000000000", _probe(definition.schema)
+        )
+    except Exception:
+        return
+    if not isinstance(content, EmailContent):
+        raise RegistryError(f"event {definition.type}: email render must return EmailContent")
+    try:
+        template_environment(base_dir).get_template(content.template_path)
+    except jinja2.TemplateNotFound:
+        raise RegistryError(
+            f"event {definition.type}: email template {content.template_path} not found"
+            f" in {base_dir}"
+        ) from None
+    except jinja2.TemplateSyntaxError as error:
+        raise RegistryError(
+            f"event {definition.type}: email template {content.template_path}: {error}"
+        ) from None
+
+
+def _placeholder(annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _placeholder(options[0]) if options else None
+    if origin is typing.Literal:
+        return typing.get_args(annotation)[0]
+    if origin in (list, tuple, set, frozenset) or annotation in (list, tuple, set):
+        return []
+    if origin is dict or annotation is dict:
+        return {}
+    if isinstance(annotation, type):
+        if issubclass(annotation, BaseModel):
+            return _probe(annotation)
+        if issubclass(annotation, bool):
+            return False
+        if issubclass(annotation, (int, float)):
+            return annotation(0)
+        if issubclass(annotation, str):
+            return ""
+    return None
+
+
+def _probe(schema: type[BaseModel]) -> BaseModel:
+    values = {name: _placeholder(info.annotation) for name, info in schema.model_fields.items()}
+    return schema.model_construct(**values)

@@ -1,0 +1,221 @@
+"""Notification dispatch: send() accepts, the worker applies the rules and persists.
+
+send() validates the payload and returns once the notification is accepted:
+- QUEUES_ENABLED on: a `notifications.dispatch` job row is written (in the caller's
+  transaction when `conn` is given) and a runner of any instance runs `dispatch`.
+- off: `dispatch` runs right here, in the caller's task (and transaction, if given); the
+  deliveries that talk to outside services (email, web push) run as in-process tasks.
+Either way send() never waits for an email provider or a push service.
+
+dispatch() keeps SERVICE.md's order: re-validate, resolve the definition, self-action guard,
+dedup, preferences, persist the notification with one delivery row per channel, fan out.
+It is idempotent on the notification id chosen by send(), so a job that runs twice (its
+process died before the job was marked done) delivers once.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from tenantd import appkeys
+from tenantd.db import Conn
+from tenantd.errors import NotFound, ValidationFailed
+from tenantd.notifications import queries
+from tenantd.notifications.registry import EventDefinition
+from tenantd.settings import Settings
+
+if TYPE_CHECKING:
+    from tenantd.services import Services
+
+log = logging.getLogger(__name__)
+
+DISPATCH_ATTEMPTS = 8
+EMAIL_ATTEMPTS = 8
+PUSH_ATTEMPTS = 3
+FOLLOW_UP_KINDS = {"email": "notifications.email", "web_push": "notifications.web_push"}
+
+Status = Literal["queued", "created", "duplicate", "self_action"]
+
+
+class InvalidPayload(ValidationFailed):
+    """The payload does not match the event's schema; `fields` names each bad field."""
+
+    def __init__(self, event_type: str, fields: dict[str, str]):
+        super().__init__(fields, f"Invalid payload for {event_type}")
+        self.event_type = event_type
+
+
+class UnknownRecipient(NotFound):
+    message = "Unknown recipient user"
+
+
+@dataclass(frozen=True, slots=True)
+class SendOutcome:
+    notification_id: uuid.UUID | None  # queued: the id the notification will get
+    status: Status
+
+
+def services_of(target: Any) -> Services:
+    """Accept an aiohttp Application or the Services bundle itself."""
+    from tenantd.services import Services
+
+    if isinstance(target, Services):
+        return target
+    services: Services = target[appkeys.services]
+    return services
+
+
+def field_errors(error: ValidationError) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for item in error.errors():
+        location = ".".join(str(part) for part in item["loc"]) or "payload"
+        fields.setdefault(location, item["msg"])
+    return fields
+
+
+def validate_payload(definition: EventDefinition, payload: Any) -> BaseModel:
+    """The payload as the event's pydantic model, or InvalidPayload naming the fields."""
+    try:
+        return definition.schema.model_validate(payload)
+    except ValidationError as error:
+        raise InvalidPayload(definition.type, field_errors(error)) from None
+
+
+def as_uuid(value: Any, field: str) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise ValidationFailed({field: "must be a UUID"}) from None
+
+
+def live_channels(settings: Settings, channels: tuple[str, ...]) -> tuple[str, ...]:
+    """Channels that exist in this configuration (sse and web_push are switched)."""
+    live = []
+    for channel in channels:
+        if channel == "sse" and not settings.notifications_sse_enabled:
+            continue
+        if channel == "web_push" and not settings.web_push_enabled:
+            continue
+        live.append(channel)
+    return tuple(live)
+
+
+async def send(
+    app_or_services: Any,
+    event_type: str,
+    *,
+    recipient_user_id: uuid.UUID | str,
+    payload: dict[str, Any],
+    account_id: uuid.UUID | str | None = None,
+    conn: Conn | None = None,
+) -> SendOutcome:
+    """Validate and accept a notification; never waits for email or push delivery."""
+    services = services_of(app_or_services)
+    event = services.registry.get(event_type)
+    model = validate_payload(event.definition, payload)
+    user_id = as_uuid(recipient_user_id, "recipientUserId")
+    account = as_uuid(account_id, "accountId") if account_id is not None else None
+    notification_id = uuid.uuid4()
+    if not services.settings.queues_enabled:
+        return await dispatch(
+            services,
+            notification_id=notification_id,
+            event_type=event_type,
+            recipient_user_id=user_id,
+            payload=model.model_dump(mode="json"),
+            account_id=account,
+            conn=conn,
+        )
+    job = {
+        "notificationId": str(notification_id),
+        "eventType": event_type,
+        "recipientUserId": str(user_id),
+        "accountId": str(account) if account else None,
+        "payload": model.model_dump(mode="json"),
+    }
+    if conn is not None:
+        job_id = await queries.enqueue_dispatch(
+            conn, user_id=user_id, payload=job, max_attempts=DISPATCH_ATTEMPTS
+        )
+    else:
+        async with services.db.connection() as own:
+            job_id = await queries.enqueue_dispatch(
+                own, user_id=user_id, payload=job, max_attempts=DISPATCH_ATTEMPTS
+            )
+    if job_id is None:
+        raise UnknownRecipient(f"Unknown recipient user: {user_id}")
+    services.jobs.wake()
+    return SendOutcome(notification_id=notification_id, status="queued")
+
+
+async def dispatch(
+    services: Services,
+    *,
+    notification_id: uuid.UUID,
+    event_type: str,
+    recipient_user_id: uuid.UUID,
+    payload: dict[str, Any],
+    account_id: uuid.UUID | None = None,
+    conn: Conn | None = None,
+) -> SendOutcome:
+    """The worker: guard, dedup, preferences, persist, fan out (idempotent on the id)."""
+    event = services.registry.get(event_type)
+    definition = event.definition
+    model = validate_payload(definition, payload)
+    recipient = str(recipient_user_id)
+    if definition.self_action_guard is not None and definition.self_action_guard(recipient, model):
+        return SendOutcome(notification_id=None, status="self_action")
+    dedup_key = None
+    window = 0
+    if definition.dedup is not None:
+        dedup_key = f"{definition.type}:{definition.dedup.key(recipient, model)}"
+        window = int(definition.dedup.window_seconds)
+    assert definition.in_app is not None  # the registry insists
+    content = definition.in_app(recipient, model)
+    channels = live_channels(services.settings, definition.default_channels)
+    queue = services.settings.queues_enabled
+    arguments: dict[str, Any] = {
+        "notification_id": notification_id,
+        "user_id": recipient_user_id,
+        "account_id": account_id,
+        "event_type": definition.type,
+        "title": content.title,
+        "body": content.body,
+        "cta_url": content.cta_url,
+        "cta_label": content.cta_label,
+        "payload": model.model_dump(mode="json"),
+        "dedup_key": dedup_key,
+        "window_seconds": window,
+        "channels": channels,
+        "queue": queue,
+        "email_attempts": EMAIL_ATTEMPTS,
+        "push_attempts": PUSH_ATTEMPTS,
+    }
+    if conn is not None:
+        row = await queries.persist_dispatch(conn, **arguments)
+    else:
+        async with services.db.connection() as own:
+            row = await queries.persist_dispatch(own, **arguments)
+    if not row["user_found"]:
+        raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
+    if row["id"] is None:
+        return SendOutcome(notification_id=None, status="duplicate")
+    if queue:
+        if row["jobs"]:
+            services.jobs.wake()
+    else:
+        for channel in row["pending"]:
+            await services.jobs.submit(
+                services,
+                FOLLOW_UP_KINDS[channel],
+                {"notificationId": str(notification_id)},
+                conn=conn,
+            )
+    return SendOutcome(notification_id=notification_id, status="created")

@@ -1,0 +1,219 @@
+"""Notification routes: inbox, preferences, SSE stream, web push subscriptions, unsubscribe."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from pydantic import Field
+
+from tenantd import appkeys
+from tenantd.auth.principal import current_principal
+from tenantd.notifications import preferences as prefs
+from tenantd.notifications import unsubscribe as unsub
+from tenantd.notifications.channels import in_app, sse, web_push
+from tenantd.notifications.schemas import (
+    EventPreferences,
+    ListQuery,
+    NotificationPage,
+    Preference,
+    PreferenceBody,
+    PushSubscribeBody,
+    PushSubscription,
+    PushUnsubscribeBody,
+    ReadAll,
+    Removed,
+    UnreadCount,
+    Unsubscribed,
+    VapidPublicKey,
+)
+from tenantd.notifications.schemas import Notification as NotificationOut
+from tenantd.web.routing import Access, Routes, path_uuid
+from tenantd.web.schemas import ApiModel
+
+routes = Routes("notifications")
+
+BASE = "/api/v1/notifications"
+
+
+class TokenQuery(ApiModel):
+    token: str = Field(min_length=1, max_length=4000)
+
+
+@routes.get(BASE, query=ListQuery, response=NotificationPage, summary="List notifications")
+async def list_notifications(request: web.Request, query: ListQuery) -> dict[str, Any]:
+    principal = current_principal(request)
+    services = request.app[appkeys.services]
+    async with services.db.connection() as conn:
+        return await in_app.list_inbox(
+            conn,
+            user_id=principal.user_id,
+            status=query.status,
+            limit=query.limit,
+            cursor=query.cursor,
+        )
+
+
+@routes.get(f"{BASE}/unread-count", response=UnreadCount, summary="Count unread notifications")
+async def unread_count(request: web.Request) -> dict[str, int]:
+    principal = current_principal(request)
+    async with request.app[appkeys.services].db.connection() as conn:
+        return await in_app.unread_count(conn, user_id=principal.user_id)
+
+
+@routes.post(f"{BASE}/{{id}}/read", response=NotificationOut, summary="Mark one notification read")
+async def mark_read(request: web.Request) -> dict[str, Any]:
+    principal = current_principal(request)
+    notification_id = path_uuid(request, "id")
+    async with request.app[appkeys.services].db.connection() as conn:
+        return await in_app.mark_read(
+            conn, user_id=principal.user_id, notification_id=notification_id
+        )
+
+
+@routes.post(f"{BASE}/read-all", response=ReadAll, summary="Mark every notification read")
+async def mark_all_read(request: web.Request) -> dict[str, int]:
+    principal = current_principal(request)
+    async with request.app[appkeys.services].db.connection() as conn:
+        return await in_app.mark_all_read(conn, user_id=principal.user_id)
+
+
+@routes.get(
+    f"{BASE}/preferences",
+    response=list[EventPreferences],
+    summary="Every event type with its channels and the caller's setting",
+)
+async def get_preferences(request: web.Request) -> list[dict[str, Any]]:
+    principal = current_principal(request)
+    services = request.app[appkeys.services]
+    async with services.db.connection() as conn:
+        return await prefs.effective_preferences(
+            conn, registry=services.registry, settings=services.settings, user_id=principal.user_id
+        )
+
+
+@routes.put(
+    f"{BASE}/preferences",
+    body=PreferenceBody,
+    response=Preference,
+    summary="Turn one channel of one event type on or off",
+)
+async def put_preference(request: web.Request, body: PreferenceBody) -> dict[str, Any]:
+    principal = current_principal(request)
+    services = request.app[appkeys.services]
+    async with services.db.connection() as conn:
+        return await prefs.set_preference(
+            conn,
+            registry=services.registry,
+            settings=services.settings,
+            user_id=principal.user_id,
+            event_type=body.event_type,
+            channel=body.channel,
+            enabled=body.enabled,
+        )
+
+
+@routes.get(
+    f"{BASE}/stream",
+    wrapped=False,
+    produces="text/event-stream",
+    responses={404: "The SSE switch is off"},
+    summary="Server-sent events: notification.created",
+)
+async def stream(request: web.Request) -> web.StreamResponse:
+    return await sse.stream_notifications(request, current_principal(request))
+
+
+@routes.get(
+    f"{BASE}/push/vapid-public-key",
+    response=VapidPublicKey,
+    responses={404: "Web push is off"},
+    summary="The VAPID applicationServerKey",
+)
+async def vapid_public_key(request: web.Request) -> dict[str, str]:
+    current_principal(request)
+    return web_push.public_key(request.app[appkeys.services].settings)
+
+
+@routes.post(
+    f"{BASE}/push/subscribe",
+    body=PushSubscribeBody,
+    response=PushSubscription,
+    responses={404: "Web push is off"},
+    summary="Store the browser's push subscription (upsert; keys rotate)",
+)
+async def push_subscribe(request: web.Request, body: PushSubscribeBody) -> dict[str, Any]:
+    principal = current_principal(request)
+    services = request.app[appkeys.services]
+    async with services.db.connection() as conn:
+        return await web_push.subscribe(
+            conn,
+            settings=services.settings,
+            user_id=principal.user_id,
+            endpoint=body.endpoint,
+            p256dh=body.keys.p256dh,
+            auth=body.keys.auth,
+            expiration_ms=body.expiration_time,
+            user_agent=request.headers.get("User-Agent"),
+        )
+
+
+@routes.delete(
+    f"{BASE}/push/subscribe",
+    body=PushUnsubscribeBody,
+    response=Removed,
+    responses={404: "Web push is off"},
+    summary="Remove a push subscription by endpoint",
+)
+async def push_unsubscribe(request: web.Request, body: PushUnsubscribeBody) -> dict[str, bool]:
+    principal = current_principal(request)
+    services = request.app[appkeys.services]
+    async with services.db.connection() as conn:
+        return await web_push.unsubscribe(
+            conn, settings=services.settings, user_id=principal.user_id, endpoint=body.endpoint
+        )
+
+
+@routes.get(
+    f"{BASE}/push/subscriptions",
+    response=list[PushSubscription],
+    responses={404: "Web push is off"},
+    summary="The caller's push subscriptions",
+)
+async def push_subscriptions(request: web.Request) -> list[dict[str, Any]]:
+    principal = current_principal(request)
+    services = request.app[appkeys.services]
+    async with services.db.connection() as conn:
+        return await web_push.subscriptions(
+            conn, settings=services.settings, user_id=principal.user_id
+        )
+
+
+@routes.get(
+    f"{BASE}/unsubscribe",
+    access=Access.PUBLIC,
+    query=TokenQuery,
+    wrapped=False,
+    produces="text/html",
+    summary="Confirmation page of an email unsubscribe link (changes nothing)",
+)
+async def unsubscribe_page(request: web.Request, query: TokenQuery) -> web.Response:
+    settings = request.app[appkeys.services].settings
+    page = unsub.confirmation_page(settings.secret_key, query.token)
+    return web.Response(text=page, content_type="text/html")
+
+
+@routes.post(
+    f"{BASE}/unsubscribe",
+    access=Access.PUBLIC,
+    query=TokenQuery,
+    response=Unsubscribed,
+    summary="One-click unsubscribe (RFC 8058): turn off this event type's emails",
+)
+async def unsubscribe(request: web.Request, query: TokenQuery) -> dict[str, Any]:
+    services = request.app[appkeys.services]
+    async with services.db.connection() as conn:
+        claims = await unsub.unsubscribe(
+            conn, secret_key=services.settings.secret_key, token=query.token
+        )
+    return {"eventType": claims.event_type, "channel": claims.channel, "enabled": False}

@@ -1,0 +1,192 @@
+"""PostgreSQL LISTEN/NOTIFY hub: one dedicated listening connection per process.
+
+Every subscriber of the process shares the one connection; a channel is LISTENed while at
+least one subscriber wants it. When the connection fails, the hub reconnects with backoff,
+LISTENs every channel again and tells the subscribers that messages may have been missed
+(their `on_gap`), so they can catch up from storage.
+
+Channel names are quoted identifiers (`notifications:user:<uuid>` has a colon) and must
+stay within PostgreSQL's 63-byte identifier limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiopg
+import psycopg2
+
+log = logging.getLogger(__name__)
+
+MAX_CHANNEL_BYTES = 63
+HEALTH_INTERVAL_SECONDS = 30.0
+RECONNECT_MAX_SECONDS = 10.0
+
+MessageCallback = Callable[[str, str], None]  # (channel, payload); must not block
+
+
+def quote_channel(name: str) -> str:
+    if len(name.encode()) > MAX_CHANNEL_BYTES:
+        raise ValueError(f"channel name longer than {MAX_CHANNEL_BYTES} bytes: {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(eq=False)
+class Subscription:
+    channel: str
+    callback: MessageCallback
+    on_gap: Callable[[], None] | None = None
+    active: bool = field(default=True)
+
+
+class PubSubHub:
+    def __init__(self, dsn: str, *, health_interval: float = HEALTH_INTERVAL_SECONDS):
+        self._dsn = dsn
+        self._health_interval = health_interval
+        self._conn: aiopg.Connection | None = None
+        self._lock = asyncio.Lock()  # one command at a time on the connection
+        self._channels: dict[str, set[Subscription]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self.reconnects = 0
+
+    @property
+    def channels(self) -> set[str]:
+        return set(self._channels)
+
+    async def start(self) -> None:
+        self._conn = await aiopg.connect(self._dsn, enable_hstore=False)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._read_loop()), loop.create_task(self._health_loop())]
+
+    async def close(self) -> None:
+        self._closing = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._conn is not None and not self._conn.closed:
+            await self._conn.close()
+        self._conn = None
+
+    async def subscribe(
+        self,
+        channel: str,
+        callback: MessageCallback,
+        *,
+        on_gap: Callable[[], None] | None = None,
+    ) -> Subscription:
+        """Call `callback(channel, payload)` for every NOTIFY on `channel` from now on."""
+        quote_channel(channel)
+        subscription = Subscription(channel=channel, callback=callback, on_gap=on_gap)
+        subscribers = self._channels.setdefault(channel, set())
+        first = not subscribers
+        subscribers.add(subscription)
+        if first:
+            await self._command(f"LISTEN {quote_channel(channel)}")
+        return subscription
+
+    async def unsubscribe(self, subscription: Subscription) -> None:
+        if not subscription.active:
+            return
+        subscription.active = False
+        subscribers = self._channels.get(subscription.channel)
+        if subscribers is None:
+            return
+        subscribers.discard(subscription)
+        if not subscribers:
+            del self._channels[subscription.channel]
+            await self._command(f"UNLISTEN {quote_channel(subscription.channel)}")
+
+    async def _command(self, sql: str) -> None:
+        async with self._lock:
+            conn = self._conn
+            if conn is None or conn.closed:
+                return  # the reconnect LISTENs every channel again
+            try:
+                async with conn.cursor() as cur:
+                    await cur.execute(sql)
+            except (psycopg2.Error, OSError) as error:
+                log.warning("pubsub command failed; reconnecting", extra={"error": str(error)})
+                await self._drop()
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.closed:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    def _dispatch(self, channel: str, payload: str) -> None:
+        for subscription in list(self._channels.get(channel, ())):
+            try:
+                subscription.callback(channel, payload)
+            except Exception:
+                log.exception("pubsub subscriber failed")
+
+    async def _read_loop(self) -> None:
+        while not self._closing:
+            conn = self._conn
+            if conn is None or conn.closed:
+                await self._reconnect()
+                continue
+            try:
+                message = await conn.notifies.get()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if self._closing:
+                    return
+                log.warning("pubsub connection lost; reconnecting", extra={"error": str(error)})
+                async with self._lock:
+                    if self._conn is conn:
+                        await self._drop()
+                continue
+            self._dispatch(message.channel, message.payload)
+
+    async def _reconnect(self) -> None:
+        delay = 0.1
+        while not self._closing:
+            try:
+                conn = await aiopg.connect(self._dsn, enable_hstore=False)
+                async with self._lock:
+                    async with conn.cursor() as cur:
+                        for channel in list(self._channels):
+                            await cur.execute(f"LISTEN {quote_channel(channel)}")
+                    self._conn = conn
+            except (psycopg2.Error, OSError) as error:
+                log.warning(
+                    "pubsub reconnect failed; retrying",
+                    extra={"error": str(error), "delay": delay},
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+                continue
+            self.reconnects += 1
+            log.info("pubsub reconnected", extra={"channels": len(self._channels)})
+            for subscribers in list(self._channels.values()):
+                for subscription in list(subscribers):
+                    if subscription.on_gap is not None:
+                        try:
+                            subscription.on_gap()
+                        except Exception:
+                            log.exception("pubsub gap handler failed")
+            return
+
+    async def _health_loop(self) -> None:
+        """A silent network failure never errors the reader; a ping finds it."""
+        while not self._closing:
+            await asyncio.sleep(self._health_interval)
+            await self._command("SELECT 1")
+
+    def backend_pid(self) -> int | None:
+        """The server process of the listening connection (None while disconnected)."""
+        conn = self._conn
+        if conn is None or conn.closed:
+            return None
+        pid: int = conn.raw.get_backend_pid()
+        return pid
