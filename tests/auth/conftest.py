@@ -1,5 +1,6 @@
 """Auth test fixtures: a server with two probe routes (one requireAuth, one tryAuth that
-forgets its anonymous branch), and no abuse limiter in the way of the flows under test."""
+forgets its anonymous branch), no abuse limiter in the way of the flows under test, and a
+cheap argon2id cost."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from argon2 import PasswordHasher
 
+from tenantd.auth import passwords
 from tenantd.auth.principal import current_principal
 from tenantd.db import Database
 from tenantd.settings import Settings
@@ -28,6 +31,13 @@ async def required(request: web.Request) -> dict[str, Any]:
 async def try_without_null_branch(request: web.Request) -> dict[str, Any]:
     # The bug under test: a tryAuth view that uses the user without handling anonymous.
     return {"userId": current_principal(request).user_id}
+
+
+@pytest.fixture(autouse=True)
+def cheap_argon2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Still argon2id, with test-sized cost: production cost times hundreds of hashes is slow."""
+    cheap = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
+    monkeypatch.setattr(passwords, "hasher", lambda: cheap)
 
 
 @pytest.fixture
