@@ -1,0 +1,143 @@
+"""Real `tenantd serve` processes for the multi-instance and shutdown tests, and fresh
+databases for them (created on the same PostgreSQL server as the test database)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+import psycopg2
+
+from tenantd.db.dsn import url_to_dsn
+
+TENANTD = str(Path(sys.executable).with_name("tenantd"))
+ORIGIN = "http://127.0.0.1:8080"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+def _admin(url: str, statement: str) -> None:
+    conn = psycopg2.connect(url_to_dsn(url))
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(statement)
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def fresh_database(url: str) -> Iterator[str]:
+    """An empty database next to the test database; dropped afterwards."""
+    name = f"tenantd_t_{uuid.uuid4().hex[:12]}"
+    _admin(url, f"CREATE DATABASE {name}")
+    try:
+        yield with_database(url, name)
+    finally:
+        _admin(url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@dataclass
+class Server:
+    name: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def terminate(self, sig: int = signal.SIGTERM) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout=timeout)
+
+
+def start_server(name: str, env: dict[str, str], directory: Path) -> Server:
+    port = free_port()
+    log_path = directory / f"{name}.log"
+    handle = log_path.open("wb")
+    full_env = {"PATH": os.environ.get("PATH", ""), "PYTHONUNBUFFERED": "1", **env}
+    process = subprocess.Popen(
+        [TENANTD, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=full_env,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        cwd=directory,
+    )
+    handle.close()
+    return Server(name, port, process, log_path)
+
+
+async def wait_ready(server: Server, limit: float = 30.0) -> None:
+    deadline = time.monotonic() + limit
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                raise AssertionError(f"{server.name} exited early:\n{server.log()}")
+            try:
+                async with session.get(server.url + "/readyz") as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"{server.name} not ready in {limit}s:\n{server.log()}")
+
+
+@contextlib.asynccontextmanager
+async def running(servers: list[Server]) -> AsyncIterator[list[Server]]:
+    """Wait until every server is ready; SIGTERM (then SIGKILL) whatever is left at the end."""
+    try:
+        await asyncio.gather(*(wait_ready(server) for server in servers))
+        yield servers
+    finally:
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            try:
+                await asyncio.to_thread(server.wait, 30)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+                await asyncio.to_thread(server.wait, 5)
+
+
+def server_env(database_url: str, data_dir: Path, secret: str, **extra: str) -> dict[str, str]:
+    return {
+        "DATABASE_URL": database_url,
+        "SECRET_KEY": secret,
+        "TENANTD_DATA_DIR": str(data_dir),
+        "PUBLIC_BASE_URL": ORIGIN,
+        "COOKIE_SECURE": "false",
+        "EMAIL_PROVIDER": "file",
+        "EMAIL_FILE_DIR": str(data_dir / "mail"),
+        "LOG_LEVEL": "info",
+        **extra,
+    }

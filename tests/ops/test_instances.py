@@ -1,0 +1,109 @@
+"""Two real `tenantd serve` processes on one database behave as one service."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tenantd.db.core import create_database
+from tenantd.db.dsn import url_to_dsn
+from tenantd.db.migrate import available_migrations
+from tenantd.ops.sweeps import registered_sweeps
+from tenantd.settings import load_settings
+from tests.conftest import SECRET
+from tests.factories import Factory
+from tests.ops.servers import ORIGIN, fresh_database, running, server_env, start_server
+
+pytestmark = pytest.mark.slow
+
+
+def cookie_header(cookies: dict[str, str]) -> dict[str, str]:
+    return {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items()), "Origin": ORIGIN}
+
+
+def set_cookies(response: aiohttp.ClientResponse) -> dict[str, str]:
+    return {name: morsel.value for name, morsel in response.cookies.items()}
+
+
+async def test_two_servers_behave_as_one(migrated: str, tmp_path: Path) -> None:
+    with fresh_database(migrated) as url:
+        env = server_env(
+            url,
+            tmp_path,
+            SECRET,
+            TENANTD_SCHEDULER_ENABLED="true",
+            TENANTD_SCHEDULER_TICK_SECONDS="0.2",
+        )
+        # Both start on an empty database at once: each migrates first, under the lock.
+        a = start_server("a", env, tmp_path)
+        b = start_server("b", env, tmp_path)
+        async with running([a, b]):
+            db = await create_database(url_to_dsn(url), minsize=1, maxsize=2)
+            try:
+                await check_migrations_ran_once(db)
+                settings = load_settings(environ={**env, "TENANTD_DATA_DIR": str(tmp_path)})
+                factory = Factory(db, settings)
+                async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
+                    await check_sessions_are_shared(http, factory, a.url, b.url)
+                await check_sweeps_ran_once(db)
+            finally:
+                await db.close()
+        for server in (a, b):
+            assert server.process.returncode == 0, server.log()
+
+
+async def check_migrations_ran_once(db: Any) -> None:
+    rows = await db.fetch_all("SELECT version FROM schema_migrations ORDER BY version")
+    assert [r["version"] for r in rows] == [m.version for m in available_migrations()]
+
+
+async def check_sessions_are_shared(
+    http: aiohttp.ClientSession, factory: Factory, a: str, b: str
+) -> None:
+    user = await factory.user()
+    # Sign in on A.
+    async with http.post(
+        a + "/api/v1/auth/login",
+        json={"email": user.email, "password": user.password},
+        headers={"Origin": ORIGIN},
+    ) as response:
+        assert response.status == 200, await response.text()
+        first = set_cookies(response)
+    # The session works on B.
+    async with http.get(b + "/api/v1/users/me", headers=cookie_header(first)) as response:
+        assert response.status == 200
+        assert (await response.json())["user"]["email"] == user.email
+    # Refresh on B; the new pair works on A, the rotated refresh token is dead on A.
+    async with http.post(b + "/api/v1/auth/refresh", headers=cookie_header(first)) as response:
+        assert response.status == 200, await response.text()
+        second = set_cookies(response)
+    assert second["refresh_token"] != first["refresh_token"]
+    async with http.get(a + "/api/v1/users/me", headers=cookie_header(second)) as response:
+        assert response.status == 200
+    # Logout on A; B refuses the access token and the refresh token.
+    async with http.post(a + "/api/v1/auth/logout", headers=cookie_header(second)) as response:
+        assert response.status == 200, await response.text()
+    async with http.get(b + "/api/v1/users/me", headers=cookie_header(second)) as response:
+        assert response.status == 401
+        assert (await response.json())["error"]["details"]["reason"] == "invalid_session"
+    refresh_only = {"refresh_token": second["refresh_token"]}
+    async with http.post(b + "/api/v1/auth/refresh", headers=cookie_header(refresh_only)) as resp:
+        assert resp.status == 401
+
+
+async def check_sweeps_ran_once(db: Any) -> None:
+    expected = set(registered_sweeps())
+    rows: list[dict[str, Any]] = []
+    for _ in range(100):  # both schedulers tick every 0.2 s; give them a few seconds
+        rows = await db.fetch_all("SELECT name, run_count, last_status FROM sweep_runs")
+        if {r["name"] for r in rows} == expected and all(r["last_status"] == "ok" for r in rows):
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(1.0)  # many more ticks of both instances
+    rows = await db.fetch_all("SELECT name, run_count, last_status FROM sweep_runs ORDER BY name")
+    assert {r["name"] for r in rows} == expected
+    assert all(r["run_count"] == 1 and r["last_status"] == "ok" for r in rows), rows
