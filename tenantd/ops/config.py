@@ -44,6 +44,7 @@ class OpsConfig:
     sweep_batch_size: int = 1000
     sweep_batch_pause_ms: int = 0
     webhook_events_retention_days: int = 30
+    jobs_retention_days: int = 7
     rate_limit_enabled: bool = True
     rate_rules: dict[str, RateRule] = field(default_factory=dict)
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
@@ -136,6 +137,7 @@ def parse_ops_config(env: dict[str, str]) -> OpsConfig:
         webhook_events_retention_days=_int(
             env, "TENANTD_WEBHOOK_EVENTS_RETENTION_DAYS", 30, minimum=1
         ),
+        jobs_retention_days=_int(env, "TENANTD_JOBS_RETENTION_DAYS", 7, minimum=1),
         rate_limit_enabled=_bool(env, "RATE_LIMIT_ENABLED", True),
         rate_rules=rules,
         trusted_proxies=_proxies(env.get("TENANTD_TRUSTED_PROXIES", "")),

@@ -11,18 +11,34 @@ from tenantd.ops.metrics import Metrics
 
 
 def sse_client_count(app: web.Application) -> Callable[[], int] | None:
-    """How many SSE clients this process serves, when the SSE hub exposes it."""
-    return None
+    """How many SSE streams this process serves (looked up at scrape time: the SSE hook
+    starts after ours)."""
+    from tenantd.notifications.channels.sse import FEED_KEY
+
+    def count() -> int:
+        feed = app.get(FEED_KEY)
+        return feed.stream_count if feed is not None else 0
+
+    return count
 
 
 def sse_listener_probe(app: web.Application) -> Callable[[], bool | None] | None:
-    """Whether this process's pub/sub listener is connected, when the SSE hub exposes it."""
-    return None
+    """Whether this process's LISTEN connection is up (None: the SSE hub is not running)."""
+    from tenantd.notifications.channels.sse import FEED_KEY
+
+    def connected() -> bool | None:
+        feed = app.get(FEED_KEY)
+        if feed is None:
+            return None
+        return feed.hub.backend_pid() is not None
+
+    return connected
 
 
 async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     """cleanup_ctx hook: this application's metrics registry."""
     registry = Metrics()
     app[appkeys.metrics] = registry
-    registry.sse_clients = sse_client_count(app)
+    if app[appkeys.settings].notifications_sse_enabled:
+        registry.sse_clients = sse_client_count(app)
     yield

@@ -54,3 +54,34 @@ async def test_invitations_sweep_revokes_expired_pending_ones(
         {"email": "fresh@example.com", "revoked": False},
         {"email": "late@example.com", "revoked": True},
     ]
+
+
+async def test_dedup_sweep_deletes_expired_keys(services: Services, db: Database) -> None:
+    await db.execute(
+        "INSERT INTO notification_dedup (dedup_key, expires_at)"
+        " SELECT 'old' || g, now() - interval '1 s' FROM generate_series(1, 30) g"
+    )
+    await db.execute(
+        "INSERT INTO notification_dedup (dedup_key, expires_at) VALUES"
+        " ('live', now() + interval '5 minutes')"
+    )
+    outcome = await run_sweep(services, registered_sweeps()["dedup"], batch_size=7)
+    assert (outcome.status, outcome.counts) == ("ok", {"notification_dedup": 30})
+    assert await db.fetch_val("SELECT dedup_key FROM notification_dedup") == "live"
+
+
+async def test_jobs_sweep_deletes_finished_jobs_past_retention(
+    services: Services, db: Database
+) -> None:
+    await db.execute(
+        "INSERT INTO jobs (kind, status, finished_at) VALUES"
+        " ('x', 'done', now() - interval '8 days'), ('x', 'failed', now() - interval '8 days'),"
+        " ('x', 'done', now() - interval '6 days'), ('x', 'queued', NULL),"
+        " ('x', 'running', NULL)"
+    )
+    dry = await run_sweep(services, registered_sweeps()["jobs"], dry_run=True)
+    assert dry.counts == {"jobs": 2}
+    outcome = await run_sweep(services, registered_sweeps()["jobs"])
+    assert (outcome.status, outcome.counts) == ("ok", {"jobs": 2})
+    rows = await db.fetch_all("SELECT status FROM jobs ORDER BY status")
+    assert [r["status"] for r in rows] == ["done", "queued", "running"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +140,41 @@ async def test_readyz_not_ready_with_pending_migrations(
     assert body["status"] == "not_ready"
     assert body["checks"]["migrations"] == "pending"
     assert body["checks"]["pendingMigrations"] == ["9999_later"]
+
+
+class TestWithSse:
+    @pytest.fixture
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        env["NOTIFICATIONS_SSE_ENABLED"] = "true"
+        env["TENANTD_SSE_TICK_SECONDS"] = "0.2"
+        return env
+
+    async def test_readyz_checks_the_listener(
+        self, client: TestClient[Any, Any], app: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from tenantd.notifications.channels.sse import FEED_KEY
+
+        response = await client.get("/readyz")
+        assert response.status == 200
+        assert (await response.json())["checks"]["sseListener"] == "ok"
+        monkeypatch.setattr(app[FEED_KEY].hub, "backend_pid", lambda: None)
+        response = await client.get("/readyz")
+        assert response.status == 503
+        assert (await response.json())["checks"]["sseListener"] == "disconnected"
+
+    async def test_sse_clients_gauge(
+        self, client: TestClient[Any, Any], make_client: Any, factory: Any
+    ) -> None:
+        assert value(await scrape(client), "tenantd_sse_clients") == 0
+        user = await factory.user()
+        browser = await make_client(cookies=await factory.cookies(user))
+        stream = await browser.get("/api/v1/notifications/stream")
+        assert stream.status == 200
+        await stream.content.readany()  # first keep-alive: the stream is attached
+        assert value(await scrape(client), "tenantd_sse_clients") == 1
+        stream.close()
+        for _ in range(50):
+            if value(await scrape(client), "tenantd_sse_clients") == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert value(await scrape(client), "tenantd_sse_clients") == 0
