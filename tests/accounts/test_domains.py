@@ -135,6 +135,41 @@ class TestClaimingOff:
         assert await db.fetch_val("SELECT count(*) FROM join_requests") == 0
 
 
+async def concurrent_provisionings(settings: Settings, user_ids: list[uuid.UUID]) -> list[Any]:
+    """Each provisioning in its own transaction on its own connection, all at once."""
+    from tenantd.db.core import create_database
+    from tenantd.db.dsn import url_to_dsn
+
+    pool = await create_database(
+        url_to_dsn(settings.database_url or ""), minsize=1, maxsize=len(user_ids)
+    )
+    try:
+        return list(await asyncio.gather(*(provision(pool, settings, u) for u in user_ids)))
+    finally:
+        await pool.close()
+
+
+@pytest.mark.parametrize("claiming", ["true", "false"])
+async def test_repeated_concurrent_provisioning_leaves_one_owner_membership(
+    claiming: str, env: dict[str, str], db: Any, factory: Factory
+) -> None:
+    """Account state table, none -> active: repeated calls leave one active owner membership."""
+    from tenantd.settings import load_settings
+
+    env["ACCOUNT_DOMAIN_CLAIMING"] = claiming
+    settings = load_settings(environ=env)
+    user = await verified_user(factory, "solo@repeat.io")
+    outcomes = await concurrent_provisionings(settings, [user.id] * 20)
+    assert sum(o.created for o in outcomes) == 1
+    assert {o.account_id for o in outcomes} == {outcomes[0].account_id}
+    rows = await db.fetch_all(
+        "SELECT account_id, role FROM memberships WHERE user_id = %(u)s AND revoked_at IS NULL",
+        {"u": user.id},
+    )
+    assert rows == [{"account_id": outcomes[0].account_id, "role": "owner"}]
+    assert await db.fetch_val("SELECT count(*) FROM accounts") == 1
+
+
 async def test_soft_delete_releases_the_claim(
     db: Any, settings: Settings, factory: Factory, login: Any
 ) -> None:
@@ -170,15 +205,8 @@ async def test_concurrent_first_signups_on_one_domain_make_one_claim(
     db: Any, settings: Settings, factory: Factory
 ) -> None:
     """24 distinct users of a brand-new domain verify at once: one claims, 23 get requests."""
-    from tenantd.db.core import create_database
-    from tenantd.db.dsn import url_to_dsn
-
     users = [await verified_user(factory, f"user{i}@race.io") for i in range(24)]
-    pool = await create_database(url_to_dsn(settings.database_url or ""), minsize=1, maxsize=24)
-    try:
-        outcomes = await asyncio.gather(*(provision(pool, settings, u.id) for u in users))
-    finally:
-        await pool.close()
+    outcomes = await concurrent_provisionings(settings, [u.id for u in users])
     created = [o for o in outcomes if o.created]
     conflicts = [o for o in outcomes if o.conflict is not None]
     assert len(created) == 1 and len(conflicts) == 23
