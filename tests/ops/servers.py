@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -23,6 +25,7 @@ import psycopg2
 from tenantd.db.dsn import url_to_dsn
 
 TENANTD = str(Path(sys.executable).with_name("tenantd"))
+REPO = Path(__file__).resolve().parents[2]
 ORIGIN = "http://127.0.0.1:8080"
 
 
@@ -141,3 +144,25 @@ def server_env(database_url: str, data_dir: Path, secret: str, **extra: str) -> 
         "LOG_LEVEL": "info",
         **extra,
     }
+
+
+async def read_sse(
+    response: aiohttp.ClientResponse, count: int, *, limit: float = 10.0
+) -> list[dict[str, Any]]:
+    """Read SSE frames until `count` data frames arrived (comments are skipped)."""
+    frames: list[dict[str, Any]] = []
+    buffer = b""
+    async with asyncio.timeout(limit):
+        while len(frames) < count:
+            chunk = await response.content.readany()
+            if not chunk:
+                raise AssertionError(f"stream ended after {len(frames)} frame(s)")
+            buffer += chunk
+            while b"\n\n" in buffer:
+                block, buffer = buffer.split(b"\n\n", 1)
+                data = [
+                    line[5:].strip() for line in block.split(b"\n") if line.startswith(b"data:")
+                ]
+                if data:
+                    frames.append(json.loads(b"\n".join(data)))
+    return frames

@@ -12,11 +12,23 @@ import pytest
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import available_migrations
+from tenantd.notifications import send
 from tenantd.ops.sweeps import registered_sweeps
+from tenantd.services import open_services
 from tenantd.settings import load_settings
 from tests.conftest import SECRET
 from tests.factories import Factory
-from tests.ops.servers import ORIGIN, fresh_database, running, server_env, start_server
+from tests.ops.servers import (
+    ORIGIN,
+    REPO,
+    fresh_database,
+    read_sse,
+    running,
+    server_env,
+    start_server,
+)
+
+EVENT_MODULE = "tests.notifications.events_fixture"
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +49,12 @@ async def test_two_servers_behave_as_one(migrated: str, tmp_path: Path) -> None:
             SECRET,
             TENANTD_SCHEDULER_ENABLED="true",
             TENANTD_SCHEDULER_TICK_SECONDS="0.2",
+            QUEUES_ENABLED="true",
+            NOTIFICATIONS_SSE_ENABLED="true",
+            TENANTD_EVENT_MODULES=EVENT_MODULE,
+            TENANTD_JOB_POLL_SECONDS="0.05",
+            TENANTD_SSE_TICK_SECONDS="0.5",
+            PYTHONPATH=str(REPO),
         )
         # Both start on an empty database at once: each migrates first, under the lock.
         a = start_server("a", env, tmp_path)
@@ -49,6 +67,7 @@ async def test_two_servers_behave_as_one(migrated: str, tmp_path: Path) -> None:
                 factory = Factory(db, settings)
                 async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
                     await check_sessions_are_shared(http, factory, a.url, b.url)
+                    await check_jobs_and_sse_fan_out(http, factory, settings, url, a.url, b.url)
                 await check_sweeps_ran_once(db)
             finally:
                 await db.close()
@@ -107,3 +126,47 @@ async def check_sweeps_ran_once(db: Any) -> None:
     rows = await db.fetch_all("SELECT name, run_count, last_status FROM sweep_runs ORDER BY name")
     assert {r["name"] for r in rows} == expected
     assert all(r["run_count"] == 1 and r["last_status"] == "ok" for r in rows), rows
+
+
+async def check_jobs_and_sse_fan_out(
+    http: aiohttp.ClientSession, factory: Factory, settings: Any, url: str, a: str, b: str
+) -> None:
+    """A user's streams on A and on B both get every notification, each dispatched once by
+    whichever instance claimed its job."""
+    user = await factory.user()
+    cookies = await factory.cookies(user)
+    count = 6
+    async with (
+        http.get(a + "/api/v1/notifications/stream", headers=cookie_header(cookies)) as on_a,
+        http.get(b + "/api/v1/notifications/stream", headers=cookie_header(cookies)) as on_b,
+    ):
+        assert on_a.status == on_b.status == 200
+        # Both streams are attached once their first keep-alive arrives.
+        await asyncio.gather(on_a.content.readany(), on_b.content.readany())
+        async with open_services(settings, url) as services:
+            for n in range(count):
+                await send(services, "ping.simple", recipient_user_id=user.id, payload={"n": n})
+        frames_a, frames_b = await asyncio.gather(
+            read_sse(on_a, count, limit=15), read_sse(on_b, count, limit=15)
+        )
+    titles = sorted(frame["notification"]["title"] for frame in frames_a)
+    assert titles == [f"Ping {n}" for n in range(count)]
+    assert sorted(f["notification"]["id"] for f in frames_b) == sorted(
+        f["notification"]["id"] for f in frames_a
+    )
+    jobs: list[dict[str, Any]] = []
+    for _ in range(50):  # completions are written in small batches just after the work
+        jobs = await factory.db.fetch_all(
+            "SELECT status, attempts FROM jobs WHERE kind = 'notifications.dispatch'"
+        )
+        if all(job["status"] == "done" for job in jobs):
+            break
+        await asyncio.sleep(0.1)
+    assert len(jobs) == count
+    assert all(job == {"status": "done", "attempts": 1} for job in jobs), jobs
+    assert (
+        await factory.db.fetch_val(
+            "SELECT count(*) FROM notifications WHERE user_id = %(u)s", {"u": user.id}
+        )
+        == count
+    )
