@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import EmailStr, Field, StringConstraints
 
@@ -179,7 +179,3 @@ class JoinRequestOut(ApiModel):
 class JoinDecision(ApiModel):
     join_request: JoinRequestOut
     membership: MembershipOut | None = None
-
-
-def rows(model: Any, items: list[Row]) -> list[Any]:
-    return [model.of(item) for item in items]
