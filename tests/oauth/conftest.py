@@ -84,8 +84,11 @@ class Browser:
     async def callback(self, path_qs: str) -> aiohttp.ClientResponse:
         return await self.client.get(path_qs, allow_redirects=False)
 
-    async def sign_in(self, return_to: str | None = None) -> aiohttp.ClientResponse:
-        return await self.callback(await self.authorize(await self.start(return_to=return_to)))
+    async def sign_in(
+        self, return_to: str | None = None, provider: str = PROVIDER
+    ) -> aiohttp.ClientResponse:
+        authorize_url = await self.start(provider, return_to=return_to)
+        return await self.callback(await self.authorize(authorize_url))
 
     def set_state_cookie(self, value: str) -> None:
         """Plant a state cookie the way the start route sets it (scoped to the callback)."""

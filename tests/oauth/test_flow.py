@@ -13,11 +13,12 @@ from tenantd.auth.oauth.flow import code_challenge, decode_state
 from tenantd.db import Database
 from tenantd.settings import load_settings
 from tenantd.web.app import create_app
-from tests.conftest import SECRET
+from tests.conftest import ORIGIN, SECRET
 from tests.factories import Factory
 from tests.oauth.conftest import (
     CALLBACK_PATH,
     CLIENT_ID,
+    CLIENT_SECRET,
     PROVIDER,
     REDIRECT_URI,
     Browser,
@@ -250,6 +251,42 @@ async def test_claimed_domain_commits_join_request_and_refuses_the_session(
     mails = read_mails(mail_dir)
     assert [m["To"] for m in mails] == ["owner@acme.test"]
     assert "bob@acme.test" in mail_text(mails[0])
+
+
+@pytest.mark.oauth_env(
+    OAUTH_PROVIDERS="fake,other",
+    OAUTH_OTHER_ISSUER="{issuer}",
+    OAUTH_OTHER_CLIENT_ID=CLIENT_ID,
+    OAUTH_OTHER_CLIENT_SECRET=CLIENT_SECRET,
+    OAUTH_OTHER_SCOPES="openid email",
+)
+async def test_two_providers_at_once_link_to_one_user(
+    new_browser: Any, idp: FakeIdP, db: Database
+) -> None:
+    idp.redirect_uris.add(f"{ORIGIN}/api/v1/auth/oauth/other/callback")
+    first: Browser = await new_browser()
+    second: Browser = await new_browser()
+    fake_url = await first.start(PROVIDER)
+    other_url = await second.start("other")
+    assert parse_qs(urlsplit(other_url).query)["scope"] == ["openid email"]
+    paths = [await first.authorize(fake_url), await second.authorize(other_url)]
+    responses = await asyncio.gather(first.callback(paths[0]), second.callback(paths[1]))
+    assert [r.headers["Location"] for r in responses] == ["/", "/"]
+    assert await count(db, "users") == 1
+    assert await count(db, "accounts") == 1
+    me = await second.me()
+    assert sorted(p["provider"] for p in me["authProviders"]) == ["fake", "other"]
+    listed = await (await first.client.get("/api/v1/auth/oauth/providers")).json()
+    assert [p["name"] for p in listed["data"]] == ["fake", "other"]
+
+
+async def test_routes_are_in_the_openapi_document(client: TestClient[Any, Any]) -> None:
+    document = await (await client.get("/api/v1/openapi.json")).json()
+    paths = document["paths"]
+    assert "get" in paths["/api/v1/auth/oauth/{provider}/start"]
+    assert "get" in paths["/api/v1/auth/oauth/{provider}/callback"]
+    assert "delete" in paths["/api/v1/auth/oauth/{provider}"]
+    assert "get" in paths["/api/v1/auth/oauth/providers"]
 
 
 async def test_providers_are_listed_for_the_login_page(client: TestClient[Any, Any]) -> None:

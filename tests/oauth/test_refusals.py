@@ -281,6 +281,7 @@ async def test_forbidden_algorithms_are_refused(
     response = await browser.sign_in()
     await refused(response, "oauth_failed", browser=browser, idp=idp, caplog=capture_logs)
     assert set((await rows(db)).values()) == {0}
+    assert idp.hits["jwks"] == 0  # refused on its header, before any key is looked up
 
 
 async def test_key_type_must_match_the_algorithm(

@@ -87,7 +87,7 @@ def _refused(refused: OAuthRefused, provider: str) -> web.Response:
     response=list[ProviderOut],
     summary="Configured OpenID Connect providers",
 )
-async def providers(request: web.Request) -> list[dict[str, str]]:
+async def oauth_providers(request: web.Request) -> list[dict[str, str]]:
     return service.configured_providers(request.app[appkeys.settings])
 
 
@@ -100,7 +100,7 @@ async def providers(request: web.Request) -> list[dict[str, str]]:
     responses={404: "Unknown provider"},
     summary="Redirect to the provider's sign-in page (state, nonce, PKCE in a cookie)",
 )
-async def start(request: web.Request, query: StartQuery) -> web.Response:
+async def oauth_start(request: web.Request, query: StartQuery) -> web.Response:
     services = request.app[appkeys.services]
     provider = request.match_info["provider"]
     try:
@@ -131,7 +131,7 @@ async def start(request: web.Request, query: StartQuery) -> web.Response:
     responses={404: "Unknown provider"},
     summary="Finish the provider sign-in: session cookies and a redirect",
 )
-async def callback(request: web.Request, query: CallbackQuery) -> web.Response:
+async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Response:
     services = request.app[appkeys.services]
     provider = request.match_info["provider"]
     try:
@@ -162,7 +162,7 @@ async def callback(request: web.Request, query: CallbackQuery) -> web.Response:
     responses={409: "The last way to sign in cannot be removed"},
     summary="Unlink the caller's identity at a provider",
 )
-async def unlink(request: web.Request) -> dict[str, str]:
+async def oauth_unlink(request: web.Request) -> dict[str, str]:
     provider = request.match_info["provider"]
     if len(provider) > 64:
         raise NotFound()
