@@ -13,6 +13,7 @@ from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate as apply_migrations
 from tenantd.db.provide import provided_database
+from tenantd.logging_setup import setup_logging
 from tenantd.web.app import create_app
 
 SHUTDOWN_TIMEOUT = 20.0  # systemd TimeoutStopSec is larger than this
@@ -29,6 +30,8 @@ def serve(
     Example: tenantd serve --host 0.0.0.0 --port 8080
     """
     config = settings(env_file)
+    # The CLI quiets info lines; the server logs at the configured level (requests are info).
+    setup_logging(config.log_level, config.log_format)
     with provided_database(config) as url:
 
         async def migrate_first(app: web.Application) -> None:

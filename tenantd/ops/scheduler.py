@@ -111,6 +111,13 @@ async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
     scheduler = SweepScheduler(app[appkeys.services], config, app.get(appkeys.metrics))
     scheduler.start()
     app[appkeys.scheduler] = scheduler
+
+    async def stop_ticking(_app: web.Application) -> None:
+        # No new sweep starts while requests and jobs drain; a running one stops at its
+        # next batch boundary.
+        scheduler.stopping.set()
+
+    app.on_shutdown.append(stop_ticking)
     try:
         yield
     finally:

@@ -42,12 +42,14 @@ def route_tables() -> list[Routes]:
 
 def background_hooks() -> list[Hook]:
     """cleanup_ctx hooks of the domains (job runner, scheduler, SSE listener), in start order."""
+    from tenantd.auth.context_cache import context_cache_ctx
     from tenantd.jobs.runner import job_runner_ctx
     from tenantd.notifications.channels.sse import sse_ctx
     from tenantd.ops.hooks import metrics_ctx
     from tenantd.ops.scheduler import scheduler_ctx
+    from tenantd.ops.shutdown import shutdown_ctx
 
-    return [metrics_ctx, job_runner_ctx, scheduler_ctx, sse_ctx]
+    return [context_cache_ctx, shutdown_ctx, metrics_ctx, job_runner_ctx, scheduler_ctx, sse_ctx]
 
 
 def create_app(

@@ -1,0 +1,186 @@
+"""Graceful shutdown: SIGTERM with an SSE client attached, a job running and a job queued;
+nothing is lost, and the bound is kept (and matches systemd's TimeoutStopSec)."""
+
+from __future__ import annotations
+
+import asyncio
+import configparser
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from tenantd.cli.serve import SHUTDOWN_TIMEOUT
+from tenantd.db import Database
+from tenantd.jobs.queue import job_config
+from tenantd.notifications import send
+from tenantd.ops.config import parse_ops_config
+from tenantd.ops.scheduler import STOP_WAIT_SECONDS
+from tenantd.ops.shutdown import Watchdog
+from tenantd.services import INLINE_DRAIN_SECONDS, open_services
+from tenantd.settings import load_settings
+from tests.conftest import SECRET
+from tests.factories import Factory
+from tests.ops.servers import REPO, read_sse, running, server_env, start_server
+
+EVENT_MODULE = "tests.notifications.events_fixture"
+
+
+class FakePostmark:
+    """Postmark's /email: hangs while `hang` is set (a provider outage), then accepts."""
+
+    def __init__(self) -> None:
+        self.hang = True
+        self.calls = 0
+        self.accepted: list[str] = []
+
+    async def email(self, request: web.Request) -> web.Response:
+        self.calls += 1
+        body = await request.json()
+        if self.hang:
+            await asyncio.sleep(60)
+        self.accepted.append(body["To"])
+        return web.json_response({"ErrorCode": 0, "MessageID": f"m-{self.calls}"})
+
+
+async def eventually(check: Any, limit: float = 15.0) -> Any:
+    deadline = time.monotonic() + limit
+    while True:
+        result = await check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.slow
+async def test_sigterm_loses_nothing(db: Database, migrated: str, tmp_path: Path) -> None:
+    fake = FakePostmark()
+    provider = web.Application()
+    provider.router.add_post("/email", fake.email)
+    fake_server = TestServer(provider)
+    await fake_server.start_server()
+    env = server_env(
+        migrated,
+        tmp_path,
+        SECRET,
+        QUEUES_ENABLED="true",
+        NOTIFICATIONS_SSE_ENABLED="true",
+        TENANTD_EVENT_MODULES=EVENT_MODULE,
+        PYTHONPATH=str(REPO),
+        EMAIL_PROVIDER="postmark",
+        POSTMARK_SERVER_TOKEN="fake-token",
+        POSTMARK_API_URL=str(fake_server.make_url("")).rstrip("/"),
+        TENANTD_JOB_POLL_SECONDS="0.05",
+        TENANTD_JOB_STOP_TIMEOUT_SECONDS="1",
+        TENANTD_SSE_TICK_SECONDS="30",
+        TENANTD_SCHEDULER_ENABLED="false",
+    )
+    settings = load_settings(environ=env)
+    factory = Factory(db, settings)
+    user = await factory.user()
+    cookies = await factory.cookies(user)
+    headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())}
+    try:
+        first = start_server("first", env, tmp_path)
+        async with running([first]), aiohttp.ClientSession() as http:
+            stream = await http.get(first.url + "/api/v1/notifications/stream", headers=headers)
+            assert stream.status == 200
+            async with open_services(settings, migrated) as services:
+                # Delivered live to the attached stream (proves it is attached).
+                await send(services, "ping.simple", recipient_user_id=user.id, payload={"n": 1})
+                [frame] = await read_sse(stream, 1)
+                assert frame["notification"]["title"] == "Ping 1"
+                # An email job that is running (the provider hangs) at SIGTERM ...
+                await send(
+                    services,
+                    "report.ready",
+                    recipient_user_id=user.id,
+                    payload={"reportName": "Q3", "rows": 3},
+                )
+                await eventually(lambda: asyncio.sleep(0, fake.calls >= 1))
+                # ... and a job still queued (due later) at SIGTERM.
+                await services.jobs.submit(
+                    services,
+                    "notifications.dispatch",
+                    {
+                        "notificationId": "00000000-0000-4000-8000-000000000001",
+                        "eventType": "ping.simple",
+                        "recipientUserId": str(user.id),
+                        "payload": {"n": 2},
+                    },
+                )
+                await db.execute(
+                    "UPDATE jobs SET run_at = now() + interval '3 s' WHERE status = 'queued'"
+                )
+            started = time.monotonic()
+            first.terminate()
+            # The stream ends promptly instead of holding the shutdown.
+            async with asyncio.timeout(5):
+                rest = await stream.content.read()
+            assert b"data:" not in rest
+            exit_code = await asyncio.to_thread(first.wait, 30)
+            took = time.monotonic() - started
+        assert exit_code == 0, first.log()
+        assert took < 10, first.log()
+        # Nothing is running any more: the hung email went back to the queue, the queued
+        # one was never touched.
+        rows = await db.fetch_all("SELECT kind, status, locked_by FROM jobs ORDER BY id")
+        by_kind = {(r["kind"], r["status"]) for r in rows}
+        assert ("notifications.email", "queued") in by_kind, rows
+        assert not any(r["status"] == "running" for r in rows), rows
+        assert all(r["locked_by"] is None for r in rows if r["status"] == "queued"), rows
+
+        # A second instance picks everything up once the provider is back.
+        fake.hang = False
+        second = start_server("second", env, tmp_path)
+        async with running([second]):
+
+            async def all_done() -> bool:
+                statuses = await db.fetch_all("SELECT status FROM jobs")
+                return all(r["status"] == "done" for r in statuses)
+
+            await eventually(all_done)
+        assert fake.accepted == [user.email]
+        titles = await db.fetch_all(
+            "SELECT title FROM notifications WHERE user_id = %(u)s ORDER BY title", {"u": user.id}
+        )
+        assert [r["title"] for r in titles] == ["Ping 1", "Ping 2", "Report Q3 is ready"]
+        email = await db.fetch_val(
+            "SELECT status FROM notification_deliveries WHERE channel = 'email'"
+        )
+        assert email == "sent"
+    finally:
+        await fake_server.close()
+
+
+def test_systemd_stop_timeout_matches_the_in_process_bound() -> None:
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]
+    unit.read(REPO / "systemd" / "tenantd.service")
+    stop_timeout = float(unit["Service"]["TimeoutStopSec"])
+    bound = parse_ops_config({}).shutdown_timeout_seconds
+    # systemd waits a little longer than the process's own bound, never less.
+    assert bound + 3 <= stop_timeout <= bound + 10
+    assert unit["Service"]["KillSignal"] == "SIGTERM"
+    # Each step of the shutdown fits inside the bound on its own.
+    jobs = job_config(load_settings(environ={"SECRET_KEY": SECRET})).stop_timeout
+    for step in (SHUTDOWN_TIMEOUT, jobs, INLINE_DRAIN_SECONDS, STOP_WAIT_SECONDS):
+        assert step < bound
+
+
+def test_watchdog_fires_only_when_armed_and_not_disarmed() -> None:
+    fired: list[str] = []
+    quick = Watchdog(0.05, lambda: fired.append("quick"))
+    quick.arm()
+    disarmed = Watchdog(0.05, lambda: fired.append("disarmed"))
+    disarmed.arm()
+    disarmed.disarm()
+    Watchdog(0.05, lambda: fired.append("never armed"))
+    time.sleep(0.3)
+    assert fired == ["quick"]
