@@ -16,9 +16,9 @@ from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tenantd.auth.oauth import errors
-from tenantd.auth.oauth.client import OidcClient, TokenRefused
+from tenantd.auth.oauth.client import OidcClient
 from tenantd.auth.oauth.discovery import DiscoveryCache, parse_metadata, require_safe_url
-from tenantd.auth.oauth.errors import OAuthRefused, ProviderError
+from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
 from tenantd.auth.oauth.flow import (
     code_challenge,
     decode_state,

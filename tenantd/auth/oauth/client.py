@@ -22,7 +22,7 @@ from tenantd.auth.oauth.discovery import (
     parse_object,
     read_capped,
 )
-from tenantd.auth.oauth.errors import ProviderError
+from tenantd.auth.oauth.errors import ProviderError, TokenRefused
 from tenantd.auth.oauth.jwks import JwksCache
 from tenantd.settings import OAuthProviderSettings
 
@@ -33,10 +33,6 @@ log = logging.getLogger(__name__)
 
 EXTRAS_KEY = "oauth.client"
 _ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-class TokenRefused(ProviderError):
-    """The token endpoint refused the code (replayed, expired, PKCE or client mismatch)."""
 
 
 class OidcClient:

@@ -29,3 +29,7 @@ class OAuthRefused(Exception):
 
 class ProviderError(Exception):
     """The provider could not be used: network failure, bad metadata or an error answer."""
+
+
+class TokenRefused(ProviderError):
+    """The token endpoint refused the code (replayed, expired, PKCE or client mismatch)."""

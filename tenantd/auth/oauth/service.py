@@ -22,9 +22,8 @@ from tenantd.accounts.provisioning import DomainConflict, provision_personal_acc
 from tenantd.auth import mail
 from tenantd.auth import queries as auth_queries
 from tenantd.auth.oauth import errors, queries
-from tenantd.auth.oauth.client import TokenRefused
 from tenantd.auth.oauth.discovery import ProviderMetadata
-from tenantd.auth.oauth.errors import OAuthRefused, ProviderError
+from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
 from tenantd.auth.oauth.flow import (
     STATE_TTL_SECONDS,
     FlowState,
