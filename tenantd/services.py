@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 
+from tenantd.auth.context_cache import ContextCache
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
@@ -33,6 +34,8 @@ class Services:
     extras: dict[str, Any] = field(default_factory=dict)
     # Notification event types of TENANTD_EVENT_MODULES (loaded before anything opens).
     registry: EventRegistry = field(default_factory=EventRegistry)
+    # Resolved request contexts (token -> principal, /me bodies); off until its listener runs.
+    context_cache: ContextCache = field(default_factory=ContextCache)
     # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
     jobs: JobQueue = field(default=None)  # type: ignore[assignment]
 
@@ -53,6 +56,8 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
     try:
         email = EmailService.from_settings(settings, db=db, http=http)
         services = Services(settings=settings, db=db, http=http, email=email, registry=registry)
+        # Trigger notices seen by our own writes invalidate the cache before we answer.
+        db.notice_sink = services.context_cache.apply_notices
         try:
             yield services
         finally:

@@ -25,7 +25,9 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable
 
 import aiopg
+from aiohttp import web
 
+from tenantd import appkeys
 from tenantd.auth.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -178,5 +180,16 @@ async def running_cache(dsn: str) -> AsyncIterator[ContextCache]:
     await listener.start()
     try:
         yield cache
+    finally:
+        await listener.stop()
+
+
+async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
+    """cleanup_ctx hook: listen for invalidations; the cache serves only while listening."""
+    services = app[appkeys.services]
+    listener = CacheListener(services.db.pool._dsn, services.context_cache)
+    await listener.start()
+    try:
+        yield
     finally:
         await listener.stop()

@@ -52,10 +52,18 @@ async def check_claims(conn: Conn, claims: AccessClaims) -> Principal:
 
 
 async def authenticate(request: web.Request, token: str) -> Principal:
+    """Verify the token; its checked context comes from the cache when it is there."""
     services = request.app[appkeys.services]
     claims = decode_access_token(services.settings.secret_key, token)
+    cache = services.context_cache
+    cached = cache.principal(claims.jti)
+    if cached is not None:
+        return cached
+    generation = cache.generation
     async with services.db.connection() as conn:
-        return await check_claims(conn, claims)
+        principal = await check_claims(conn, claims)
+    cache.store_principal(principal, generation)
+    return principal
 
 
 async def guard(request: web.Request, access: Access) -> None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import orjson
+
 from tenantd.accounts.permissions import capabilities
 from tenantd.accounts.plans import resolve_features
+from tenantd.auth.context_cache import ContextCache
 from tenantd.auth.principal import Principal
-from tenantd.db import Conn
+from tenantd.db import Conn, Database
 
 # One round trip: user, providers, memberships and the active account's plan and overrides.
 ME_SQL = """
@@ -69,3 +72,20 @@ async def current_user(conn: Conn, principal: Principal) -> dict[str, Any] | Non
         "authProviders": providers,
         "hasPasswordLogin": bool(row["has_password"]),
     }
+
+
+async def current_user_json(
+    db: Database, cache: ContextCache, principal: Principal
+) -> bytes | None:
+    """The serialised /me body: from the context cache, else one query (then cached)."""
+    cached = cache.me_body(principal.user_id, principal.account_id)
+    if cached is not None:
+        return cached
+    generation = cache.generation
+    async with db.connection() as conn:
+        body = await current_user(conn, principal)
+    if body is None:
+        return None
+    encoded = orjson.dumps(body, option=orjson.OPT_UTC_Z)
+    cache.store_me(principal.user_id, principal.account_id, encoded, generation)
+    return encoded

@@ -11,7 +11,7 @@ from tenantd import appkeys
 from tenantd.auth import service, sessions
 from tenantd.auth.cookies import REFRESH_COOKIE, clear_session_cookies, set_session_cookies
 from tenantd.auth.guards import invalid
-from tenantd.auth.me import current_user
+from tenantd.auth.me import current_user_json
 from tenantd.auth.principal import current_principal, optional_principal
 from tenantd.auth.schemas import (
     AnonymousUser,
@@ -150,11 +150,10 @@ async def me(request: web.Request) -> web.Response:
     if principal is None:
         return json_response({"user": None})
     services = request.app[appkeys.services]
-    async with services.db.connection() as conn:
-        body = await current_user(conn, principal)
+    body = await current_user_json(services.db, services.context_cache, principal)
     if body is None:
         raise invalid()
-    return json_response(body)
+    return web.Response(body=body, content_type="application/json")
 
 
 @routes.post(
