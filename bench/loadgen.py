@@ -216,7 +216,23 @@ def run_load(
     once: bool = False,
     cpu: int | None = 1,
     origin: str = "http://127.0.0.1:8080",
+    warmup: int = 3,
 ) -> LoadResult:
+    if warmup and not once:
+        # Untimed pass first: pools fill, caches warm, so the figure is the steady state.
+        run_load(
+            url,
+            path,
+            connections=connections,
+            duration=warmup,
+            tokens=tokens,
+            cookie=cookie,
+            method=method,
+            once=once,
+            cpu=cpu,
+            origin=origin,
+            warmup=0,
+        )
     if have_wrk():
         return run_wrk(
             url,

@@ -8,6 +8,7 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
 
 import jwt
 
@@ -61,7 +62,25 @@ def issue_access_token(
 
 
 def decode_access_token(secret_key: str, token: str) -> AccessClaims:
-    """Verify signature, algorithm, issuer and expiry; any failure is invalid_session."""
+    """Verify signature, algorithm, issuer and expiry; any failure is invalid_session.
+
+    A token string verified once means the same thing until it expires, so successful
+    verifications are memoised (bounded); expiry is still checked on every use, and
+    failures are never cached.
+    """
+    if len(token) > MAX_TOKEN_LENGTH:
+        raise Unauthorized("invalid_session", "Session is invalid or expired")
+    claims = _verified(secret_key, token)
+    if claims.expires_at <= time.time():
+        raise Unauthorized("invalid_session", "Session is invalid or expired")
+    return claims
+
+
+MAX_TOKEN_LENGTH = 2048  # ours are ~300 bytes; do not let huge strings into the memo
+
+
+@lru_cache(maxsize=100_000)
+def _verified(secret_key: str, token: str) -> AccessClaims:
     try:
         payload = jwt.decode(
             token,
