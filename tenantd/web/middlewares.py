@@ -65,6 +65,17 @@ def route_template(request: web.Request) -> str:
     return resource.canonical if resource is not None else UNMATCHED
 
 
+def _allowed_methods(request: web.Request, exc: web.HTTPMethodNotAllowed) -> list[str]:
+    """Allow (RFC 9110) for a 405: the methods of the path's own route. aiohttp lists those of
+    every route that matches, so `/accounts/switch` (POST) would also offer GET, PATCH and
+    DELETE of `/accounts/{id}`; a literal path's own resource wins over a template."""
+    for resource in request.app.router.resources():
+        if resource.canonical == request.path:
+            methods = {route.method for route in resource}
+            return sorted(methods - {"*"})
+    return sorted(exc.allowed_methods)
+
+
 @web.middleware
 async def request_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = _request_id(request)
@@ -84,6 +95,8 @@ async def request_middleware(request: web.Request, handler: Handler) -> web.Stre
             raise
         error = _from_http_exception(exc)
         response = error_response(error, request_id=request_id)
+        if isinstance(exc, web.HTTPMethodNotAllowed):
+            response.headers["Allow"] = ", ".join(_allowed_methods(request, exc))
     except asyncio.CancelledError:
         _finish(request, metrics, CLIENT_CLOSED, time.perf_counter() - started, None)
         raise

@@ -18,6 +18,7 @@ routes = Routes("meta")
 REF = "#/components/schemas/{model}"
 
 ERROR_STATUSES = {
+    400: "Malformed HTTP request (refused before routing, e.g. a request line over 8 KiB)",
     401: "Missing or invalid session",
     403: "Forbidden",
     404: "Not found",
@@ -107,10 +108,11 @@ def _operation(spec: RouteSpec, index: int, schemas: Schemas) -> dict[str, Any]:
     for status, description in {**ERROR_STATUSES, **spec.responses}.items():
         if status == spec.status:
             continue
-        responses[str(status)] = {
-            "description": description,
-            "content": {"application/json": {"schema": error_ref}},
-        }
+        content: dict[str, Any] = {"application/json": {"schema": error_ref}}
+        if status == 400:
+            # aiohttp's HTTP parser answers these itself, in plain text, before any middleware.
+            content["text/plain"] = {"schema": {"type": "string"}}
+        responses[str(status)] = {"description": description, "content": content}
     operation["responses"] = responses
     return operation
 
