@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -117,3 +118,21 @@ def test_failed_sweep_exits_1(
     result = CliRunner().invoke(app, ["sweep", "sessions"])
     assert result.exit_code == 1
     assert "RuntimeError: disk on fire" in result.output
+
+
+def test_env_example_documents_every_ops_knob() -> None:
+    from tenantd.ops.config import DEFAULT_RATE_LIMITS, DEFAULT_SWEEP_INTERVALS, parse_ops_config
+    from tenantd.settings import read_env_file
+
+    example = Path(__file__).resolve().parents[2] / "config" / "tenantd.env.example"
+    text = example.read_text()
+    source = (Path(__file__).resolve().parents[2] / "tenantd" / "ops" / "config.py").read_text()
+    names = set(re.findall(r'"((?:TENANTD|RATE_LIMIT)_[A-Z_]+)"', source))
+    names |= {f"TENANTD_SWEEP_{n.upper()}_INTERVAL_SECONDS" for n in DEFAULT_SWEEP_INTERVALS}
+    for scope in DEFAULT_RATE_LIMITS:
+        for suffix in ("PER_IP", "PER_EMAIL", "WINDOW_SECONDS"):
+            names.add(f"RATE_LIMIT_{scope.upper()}_{suffix}")
+    missing = sorted(name for name in names if f"{name}=" not in text)
+    assert not missing
+    # The documented values are the defaults.
+    assert parse_ops_config(read_env_file(example)) == parse_ops_config({})
