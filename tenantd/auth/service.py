@@ -17,7 +17,7 @@ from urllib.parse import quote
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.auth import mail, queries
 from tenantd.auth.passwords import hash_password, needs_rehash, verify_password
-from tenantd.auth.sessions import IssuedTokens, issue_session, revoke_all, rotate
+from tenantd.auth.sessions import IssuedTokens, issue_session, revoke_all, rotate, rotate_fast
 from tenantd.auth.tokens import new_opaque_token, token_hash
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
@@ -307,6 +307,17 @@ async def refresh_session(
 ) -> SignedIn:
     """Rotate the refresh session and answer with the user it belongs to."""
     async with services.db.connection() as conn:
+        renewed = await rotate_fast(
+            conn,
+            services.settings,
+            refresh_token=refresh_token,
+            user_agent=client.user_agent,
+            ip=client.ip,
+        )
+        if renewed is not None:
+            tokens, user = renewed
+            return SignedIn(tokens, {"user": user_json(user)})
+        # Not renewable, or raced: the locked slow path says why (and revokes on reuse).
         tokens = await rotate(
             conn,
             services.settings,
@@ -314,5 +325,5 @@ async def refresh_session(
             user_agent=client.user_agent,
             ip=client.ip,
         )
-        user = await queries.user_by_id(conn, tokens.access.user_id)
-    return SignedIn(tokens, {"user": user_json(user) if user else None})
+        row = await queries.user_by_id(conn, tokens.access.user_id)
+    return SignedIn(tokens, {"user": user_json(row) if row else None})

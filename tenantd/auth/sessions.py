@@ -63,6 +63,68 @@ def _refused(reason: str) -> Unauthorized:
     return Unauthorized("invalid_session", "Session is invalid or expired")
 
 
+# The whole good path of a refresh in one atomic statement: lock the presented session while
+# it is renewable (not revoked, rotated or expired; created after the user's cutoff; its aid
+# membership active), mark it rotated, insert the next session of the family, return the user.
+# A concurrent second use waits on the lock, re-checks, finds it rotated and returns nothing.
+ROTATE_SQL = """
+WITH old AS (
+    SELECT s.id, s.family_id, s.user_id, s.account_id
+      FROM sessions s JOIN users u ON u.id = s.user_id
+     WHERE s.token_hash = %(old)s
+       AND s.revoked_at IS NULL AND s.rotated_at IS NULL AND s.expires_at > now()
+       AND (u.tokens_valid_after IS NULL OR s.created_at >= u.tokens_valid_after)
+       AND (s.account_id IS NULL OR EXISTS (
+            SELECT 1 FROM memberships m JOIN accounts a ON a.id = m.account_id
+             WHERE m.user_id = s.user_id AND m.account_id = s.account_id
+               AND m.revoked_at IS NULL AND a.deleted_at IS NULL))
+       FOR UPDATE OF s
+), rotated AS (
+    UPDATE sessions SET rotated_at = now() FROM old WHERE sessions.id = old.id
+    RETURNING old.family_id, old.user_id, old.account_id
+), issued AS (
+    INSERT INTO sessions (family_id, user_id, account_id, token_hash, expires_at, access_jti,
+                          user_agent, ip)
+    SELECT family_id, user_id, account_id, %(new)s, %(expires)s, %(jti)s, %(ua)s, %(ip)s
+      FROM rotated
+    RETURNING user_id, account_id
+)
+SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at, i.account_id
+  FROM issued i JOIN users u ON u.id = i.user_id
+"""
+
+
+async def rotate_fast(
+    conn: Conn,
+    settings: Settings,
+    *,
+    refresh_token: str,
+    user_agent: str | None = None,
+    ip: str | None = None,
+) -> tuple[IssuedTokens, Row] | None:
+    """Renew in one round trip; None when the session is not renewable (see `rotate`)."""
+    refresh = new_opaque_token()
+    jti = uuid.uuid4()
+    expires_at = _utcnow() + dt.timedelta(days=settings.refresh_token_ttl_days)
+    user = await conn.fetch_one(
+        ROTATE_SQL,
+        {
+            "old": token_hash(settings.secret_key, refresh_token),
+            "new": token_hash(settings.secret_key, refresh),
+            "expires": expires_at,
+            "jti": jti,
+            "ua": (user_agent or "")[:512] or None,
+            "ip": ip,
+        },
+    )
+    if user is None:
+        return None
+    access_token, claims = issue_access_token(
+        settings.secret_key, user_id=user["id"], account_id=user["account_id"], jti=jti
+    )
+    return IssuedTokens(access_token, claims, refresh, expires_at), user
+
+
 async def rotate(
     conn: Conn,
     settings: Settings,

@@ -39,14 +39,19 @@ def token_hash(secret_key: str, token: str) -> bytes:
 
 
 def issue_access_token(
-    secret_key: str, *, user_id: uuid.UUID, account_id: uuid.UUID | None, now: float | None = None
+    secret_key: str,
+    *,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    now: float | None = None,
+    jti: uuid.UUID | None = None,
 ) -> tuple[str, AccessClaims]:
     # Millisecond iat so a cutoff set earlier in the same second is still told apart.
     issued_at = round(now if now is not None else time.time(), 3)
     claims = AccessClaims(
         user_id=user_id,
         account_id=account_id,
-        jti=uuid.uuid4(),
+        jti=jti or uuid.uuid4(),
         issued_at=issued_at,
         expires_at=issued_at + ACCESS_TTL_SECONDS,
     )

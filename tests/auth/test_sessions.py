@@ -221,3 +221,25 @@ async def test_refresh_tokens_are_stored_only_as_hmac(
     row = await db.fetch_one("SELECT * FROM sessions")
     assert row is not None
     assert bytes(row["token_hash"]) == token_hash(SECRET, cookies["refresh_token"])
+
+
+async def test_concurrent_uses_of_one_refresh_token_renew_once_then_revoke_the_family(
+    make_client: Any, factory: Any, db: Database
+) -> None:
+    import asyncio
+
+    user = await factory.user()
+    cookies = await factory.cookies(user)
+    browsers = [
+        await make_client(cookies={"refresh_token": cookies["refresh_token"]}) for _ in range(20)
+    ]
+    responses = await asyncio.gather(*(b.post("/api/v1/auth/refresh") for b in browsers))
+    statuses = sorted(r.status for r in responses)
+    assert statuses.count(200) == 1, statuses
+    assert statuses.count(401) == 19
+    rows = await db.fetch_all("SELECT revoked_at, rotated_at FROM sessions")
+    assert len(rows) == 2  # the presented session and exactly one successor
+    assert all(r["revoked_at"] is not None for r in rows)  # reuse revoked the whole family
+    winner = next(r for r in responses if r.status == 200)
+    fresh = set_cookies(winner)["refresh_token"]["value"]
+    assert (await refresh_with(make_client, fresh)).status == 401
