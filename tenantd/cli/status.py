@@ -25,8 +25,9 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
     env_file: str | None = typer.Option(None, "--env-file", help="KEY=value file to load."),
 ) -> None:
-    """Show version, database, migrations, job queue depth, channels and
-    the last run of every sweep.
+    """Show version, database, migrations, queue depth, channels and sweeps.
+
+    Sweeps: the last run of each one, by any instance.
 
     Migrations are not applied by this command. Exit status 0 when the
     database answers and no migration is pending, 1 otherwise.

@@ -73,8 +73,10 @@ def sweep(
     as_json: bool = typer.Option(False, "--json", help="Print the outcomes as JSON."),
     env_file: str | None = typer.Option(None, "--env-file", help="KEY=value file to load."),
 ) -> None:
-    """Run sweeps once: expired invitations, purged accounts, dedup keys,
-    expired sessions and tokens, finished jobs.
+    """Run the sweeps once (for cron), as the scheduler of `tenantd serve` does.
+
+    Sweeps: expired invitations, purged accounts, dedup keys, expired sessions
+    and tokens (with rate-limit windows and webhook ids), finished jobs.
 
     Each sweep takes its advisory lock, so a run overlapping the scheduler
     of a running instance (or another cron host) skips that sweep instead
