@@ -102,7 +102,7 @@ def server_env(database_url: str, data_dir: Path, **overrides: str) -> dict[str,
         DB_POOL_MAX="20",
         TENANTD_EVENT_MODULES="bench.events",
         PYTHONPATH=str(ROOT),
-        RATE_LIMIT_DISABLED="true",
+        RATE_LIMIT_ENABLED="false",
     )
     env.update(overrides)
     return env

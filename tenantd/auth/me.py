@@ -12,9 +12,12 @@ from tenantd.accounts.plans import resolve_features
 from tenantd.auth.context_cache import ContextCache
 from tenantd.auth.principal import Principal
 from tenantd.db import Conn, Database
+from tenantd.db.core import Prepared
 
 # One round trip: user, providers, memberships and the active account's plan and overrides.
-ME_SQL = """
+ME = Prepared(
+    "tenantd_me",
+    """
 SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at,
        (p.user_id IS NOT NULL) AS has_password,
        p.created_at AS password_created_at,
@@ -38,12 +41,13 @@ SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at,
   FROM users u
   LEFT JOIN user_passwords p ON p.user_id = u.id
  WHERE u.id = %(uid)s
-"""
+""",
+)
 
 
 async def current_user(conn: Conn, principal: Principal) -> dict[str, Any] | None:
     """The signed-in body of /me, or None when the user no longer exists."""
-    row = await conn.fetch_one(ME_SQL, {"uid": principal.user_id, "aid": principal.account_id})
+    row = await conn.fetch_one(ME, {"uid": principal.user_id, "aid": principal.account_id})
     if row is None:
         return None
     memberships = row["memberships"]

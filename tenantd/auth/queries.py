@@ -6,8 +6,11 @@ import datetime as dt
 import uuid
 
 from tenantd.db import Conn, Row
+from tenantd.db.core import Prepared
 
-TOKEN_STATE_SQL = """
+TOKEN_STATE = Prepared(
+    "tenantd_token_state",
+    """
 SELECT u.tokens_valid_after,
        EXISTS (SELECT 1 FROM revoked_tokens r WHERE r.jti = %(jti)s) AS revoked,
        (SELECT m.role FROM memberships m JOIN accounts a ON a.id = m.account_id
@@ -15,14 +18,15 @@ SELECT u.tokens_valid_after,
            AND m.revoked_at IS NULL AND a.deleted_at IS NULL) AS role
   FROM users u
  WHERE u.id = %(uid)s
-"""
+""",
+)
 
 
 async def token_state(
     conn: Conn, *, user_id: uuid.UUID, jti: uuid.UUID, account_id: uuid.UUID | None
 ) -> Row | None:
     """User cutoff, jti revocation and the role in the token's account, in one round trip."""
-    return await conn.fetch_one(TOKEN_STATE_SQL, {"uid": user_id, "jti": jti, "aid": account_id})
+    return await conn.fetch_one(TOKEN_STATE, {"uid": user_id, "jti": jti, "aid": account_id})
 
 
 async def user_by_id(conn: Conn, user_id: uuid.UUID) -> Row | None:

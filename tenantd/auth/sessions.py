@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from tenantd.auth import queries
 from tenantd.auth.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
 from tenantd.db import Conn, Row
+from tenantd.db.core import Prepared
 from tenantd.errors import Unauthorized
 from tenantd.settings import Settings
 
@@ -67,11 +68,13 @@ def _refused(reason: str) -> Unauthorized:
 # it is renewable (not revoked, rotated or expired; created after the user's cutoff; its aid
 # membership active), mark it rotated, insert the next session of the family, return the user.
 # A concurrent second use waits on the lock, re-checks, finds it rotated and returns nothing.
-ROTATE_SQL = """
+ROTATE = Prepared(
+    "tenantd_rotate_session",
+    """
 WITH old AS (
     SELECT s.id, s.family_id, s.user_id, s.account_id
       FROM sessions s JOIN users u ON u.id = s.user_id
-     WHERE s.token_hash = %(old)s
+     WHERE s.token_hash = %(old)s::bytea
        AND s.revoked_at IS NULL AND s.rotated_at IS NULL AND s.expires_at > now()
        AND (u.tokens_valid_after IS NULL OR s.created_at >= u.tokens_valid_after)
        AND (s.account_id IS NULL OR EXISTS (
@@ -85,13 +88,15 @@ WITH old AS (
 ), issued AS (
     INSERT INTO sessions (family_id, user_id, account_id, token_hash, expires_at, access_jti,
                           user_agent, ip)
-    SELECT family_id, user_id, account_id, %(new)s, %(expires)s, %(jti)s, %(ua)s, %(ip)s
+    SELECT family_id, user_id, account_id, %(new)s::bytea, %(expires)s::timestamptz,
+           %(jti)s::uuid, %(ua)s::text, %(ip)s::text
       FROM rotated
     RETURNING user_id, account_id
 )
 SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at, i.account_id
   FROM issued i JOIN users u ON u.id = i.user_id
-"""
+""",
+)
 
 
 async def rotate_fast(
@@ -107,7 +112,7 @@ async def rotate_fast(
     jti = uuid.uuid4()
     expires_at = _utcnow() + dt.timedelta(days=settings.refresh_token_ttl_days)
     user = await conn.fetch_one(
-        ROTATE_SQL,
+        ROTATE,
         {
             "old": token_hash(settings.secret_key, refresh_token),
             "new": token_hash(settings.secret_key, refresh),
