@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from tenantd.cli import accounts as accounts_cmd
@@ -44,4 +46,23 @@ app.add_typer(invitations_cmd.app, name="invitations")
 
 
 def main() -> None:
-    app()
+    """Entry point: usage errors are one plain stderr line and exit 2 (INTERFACE.md)."""
+    # Typer vendors Click; its exception classes live in typer._click.
+    from typer._click import exceptions as click
+
+    try:
+        result = app(standalone_mode=False)
+    except click.NoArgsIsHelpError as error:
+        sys.stderr.write(error.format_message() + "\n")
+        sys.exit(2)
+    except click.UsageError as error:
+        hint = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
+        sys.stderr.write(f"error: {error.format_message()}{hint}\n")
+        sys.exit(2)
+    except click.ClickException as error:
+        sys.stderr.write(f"error: {error.format_message()}\n")
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        sys.stderr.write("error: aborted\n")
+        sys.exit(1)
+    sys.exit(result if isinstance(result, int) else 0)

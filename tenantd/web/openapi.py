@@ -84,7 +84,10 @@ def _operation(spec: RouteSpec, index: int, schemas: Schemas) -> dict[str, Any]:
             "content": {spec.content_type: {"schema": schemas.body(index)}},
         }
     if spec.access in (Access.AUTH, Access.TRY):
-        operation["security"] = [{"cookieAuth": []}]
+        # tryAuth also answers anonymous callers: the empty requirement says so.
+        operation["security"] = (
+            [{"cookieAuth": []}] if spec.access is Access.AUTH else [{"cookieAuth": []}, {}]
+        )
     data_schema = schemas.response(index)
     if spec.wrapped:
         data_schema = {

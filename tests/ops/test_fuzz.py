@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import (
     content_type_conformance,
+    ignored_auth,
     not_a_server_error,
     response_headers_conformance,
     response_schema_conformance,
@@ -47,6 +48,7 @@ CHECKS = [
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
+    ignored_auth,
 ]
 
 
