@@ -41,7 +41,7 @@ class RetryPolicy:
 class Reply:
     status: int
     body: bytes
-    headers: Mapping[str, str]
+    headers: Mapping[str, str]  # case-insensitive (a CIMultiDict copy)
 
     def json(self) -> Any:
         """The decoded JSON body, or None when it is not JSON."""
@@ -82,7 +82,7 @@ async def post_json(
             async with http.post(
                 url, data=body, headers=request_headers, timeout=timeout
             ) as response:
-                reply = Reply(response.status, await response.read(), dict(response.headers))
+                reply = Reply(response.status, await response.read(), response.headers.copy())
         except (aiohttp.ClientError, TimeoutError) as error:
             # The message names the error type only: it never carries request headers (keys).
             failure = f"transport error {type(error).__name__}"
