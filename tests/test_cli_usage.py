@@ -30,3 +30,26 @@ def test_help_exits_0() -> None:
     assert result.returncode == 0
     for command in ("serve", "migrate", "sweep", "suppress", "accounts", "invitations", "notify"):
         assert command in result.stdout
+
+
+def test_configuration_errors_are_one_line(tmp_path: object, migrated: str) -> None:
+    import os
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": migrated,
+        "TENANTD_DATA_DIR": str(tmp_path),
+        "SECRET_KEY": "k" * 40,
+        "EMAIL_PROVIDER": "postmark",  # without POSTMARK_SERVER_TOKEN
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "tenantd", "suppress", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: EMAIL_PROVIDER=postmark requires POSTMARK_SERVER_TOKEN"
+    ]

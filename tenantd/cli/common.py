@@ -64,8 +64,11 @@ def with_services(work: Callable[[Services], Awaitable[T]], *, env_file: str | N
         async with open_services(config, url) as services:
             return await work(services)
 
-    with provided_database(config) as url:
-        return asyncio.run(main(url))
+    try:
+        with provided_database(config) as url:
+            return asyncio.run(main(url))
+    except SettingsError as error:  # e.g. a provider selected without its key
+        fail(str(error), 2)
 
 
 def print_json(value: Any) -> None:
