@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench import webhooks
+from bench import dispatch, webhooks
 
 Benchmark = Callable[[str, str, dict[str, str], Any], dict[str, Any]]
 
@@ -15,4 +15,9 @@ def server_env() -> dict[str, str]:
 
 
 def service_benchmarks() -> list[tuple[str, Benchmark]]:
-    return [("sendgrid_ingestion", webhooks.sendgrid_ingestion)]
+    return [
+        ("sendgrid_ingestion", webhooks.sendgrid_ingestion),
+        ("dispatch_inline", dispatch.dispatch_inline),
+        ("dispatch_queued", dispatch.dispatch_queued),
+        ("sse_latency_1000_clients", dispatch.sse_latency),
+    ]

@@ -215,7 +215,9 @@ def main() -> None:
 
         # 2. The service
         port = free_port()
-        env = server_env(database_url, data_dir, NOTIFICATIONS_SSE_ENABLED="true")
+        env = server_env(
+            database_url, data_dir, NOTIFICATIONS_SSE_ENABLED="true", QUEUES_ENABLED="true"
+        )
         env.update(extra.server_env())
         server = Server(
             [sys.executable, "-m", "tenantd", "serve", "--no-migrate", "--port", str(port)],
@@ -242,7 +244,8 @@ def main() -> None:
             http("unread_count", server.url, "/api/v1/notifications/unread-count", tokens=tokens)
             for name, run in extra.service_benchmarks():
                 if wanted(name):
-                    figures[name] = run(server.url, dsn, env, plan)
+                    bench_env = {**env, "BENCH_SERVER_PID": str(server.pid)}
+                    figures[name] = run(server.url, dsn, bench_env, plan)
                     console.print(f"  {name}: {figures[name]}")
             results["server_peak_rss_mb"] = round(peak_rss_mb(server.pid), 1)
         finally:
