@@ -78,3 +78,4 @@ async def deliveries(services: Services, notification_id: Any) -> dict[str, tupl
         {"id": notification_id},
     )
     return {row["channel"]: (row["status"], row["reason"]) for row in rows}
+

@@ -1,0 +1,45 @@
+"""A small text/event-stream reader for the tests (what a browser's EventSource parses)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+class SseReader:
+    def __init__(self, response: Any):
+        self.response = response
+        self.comments: list[str] = []
+
+    async def next_event(self, timeout: float = 5.0) -> dict[str, str] | None:
+        """The next dispatched event's fields, or None when the server ended the stream."""
+        fields: dict[str, str] = {}
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise TimeoutError("no event in time")
+            line = await asyncio.wait_for(self.response.content.readline(), left)
+            if not line:
+                return None
+            text = line.decode().rstrip("\r\n")
+            if text == "":
+                if fields:
+                    return fields
+                continue
+            if text.startswith(":"):
+                self.comments.append(text[1:].strip())
+                continue
+            name, _, value = text.partition(":")
+            value = value.removeprefix(" ")
+            if name == "data" and "data" in fields:
+                fields["data"] += "\n" + value
+            else:
+                fields[name] = value
+
+    async def ended(self, timeout: float = 5.0) -> bool:
+        """True once the server closes the stream (events before that are skipped)."""
+        while True:
+            event = await self.next_event(timeout)
+            if event is None:
+                return True

@@ -1,0 +1,207 @@
+"""In-app API: list with cursor pagination and status filter, unread count, mark read,
+read-all, preferences GET/PUT."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from tenantd.notifications import send
+from tenantd.services import Services
+
+BASE = "/api/v1/notifications"
+FIELDS = {"id", "eventType", "title", "body", "ctaUrl", "ctaLabel", "status", "readAt", "createdAt"}
+
+
+async def ping(services: Services, user_id: uuid.UUID, n: int) -> uuid.UUID:
+    outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": n})
+    assert outcome.notification_id is not None
+    return outcome.notification_id
+
+
+async def data(response: Any, status: int = 200) -> Any:
+    body = await response.json()
+    assert response.status == status, body
+    if status >= 400:
+        return body
+    assert body["success"] is True
+    return body["data"]
+
+
+async def test_list_is_newest_first_with_cursor_pagination(
+    services: Services, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    ids = [await ping(services, user.id, n) for n in range(7)]
+    client = await make_client(cookies=await factory.cookies(user))
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        url = f"{BASE}?limit=3" + (f"&cursor={cursor}" if cursor else "")
+        page = await data(await client.get(url))
+        pages += 1
+        for item in page["items"]:
+            assert set(item) == FIELDS
+        seen.extend(item["id"] for item in page["items"])
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert seen == [str(i) for i in reversed(ids)]
+    first = (await data(await client.get(f"{BASE}?limit=1")))["items"][0]
+    assert first["eventType"] == "ping.simple"
+    assert first["title"] == "Ping 6" and first["body"] == "pong"
+    assert first["status"] == "unread" and first["readAt"] is None
+    assert first["createdAt"].endswith("Z")
+
+
+async def test_list_is_private_and_filters_by_status(
+    services: Services, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    other = await factory.user()
+    mine = [await ping(services, user.id, n) for n in range(3)]
+    await ping(services, other.id, 99)
+    client = await make_client(cookies=await factory.cookies(user))
+    read = await data(await client.post(f"{BASE}/{mine[0]}/read"))
+    assert read["status"] == "read" and read["readAt"] is not None
+    unread = await data(await client.get(f"{BASE}?status=unread"))
+    assert [i["id"] for i in unread["items"]] == [str(mine[2]), str(mine[1])]
+    read_only = await data(await client.get(f"{BASE}?status=read"))
+    assert [i["id"] for i in read_only["items"]] == [str(mine[0])]
+    everything = await data(await client.get(BASE))
+    assert len(everything["items"]) == 3
+    assert await data(await client.get(f"{BASE}/unread-count")) == {"count": 2}
+    # Someone else's notification is not found, and stays unread.
+    foreign = await services.db.fetch_val(
+        "SELECT id FROM notifications WHERE user_id = %(u)s", {"u": other.id}
+    )
+    body = await data(await client.post(f"{BASE}/{foreign}/read"), 404)
+    assert body["error"]["code"] == "NOT_FOUND"
+    assert await services.db.fetch_val(
+        "SELECT status FROM notifications WHERE id = %(id)s", {"id": foreign}
+    ) == "unread"
+    await data(await client.post(f"{BASE}/not-a-uuid/read"), 404)
+
+
+async def test_read_is_kept_and_read_all_marks_everything(
+    services: Services, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    ids = [await ping(services, user.id, n) for n in range(4)]
+    client = await make_client(cookies=await factory.cookies(user))
+    first = await data(await client.post(f"{BASE}/{ids[0]}/read"))
+    again = await data(await client.post(f"{BASE}/{ids[0]}/read"))
+    assert again["readAt"] == first["readAt"]
+    assert await data(await client.post(f"{BASE}/read-all")) == {"updated": 3}
+    assert await data(await client.get(f"{BASE}/unread-count")) == {"count": 0}
+    assert (await data(await client.get(f"{BASE}?status=unread")))["items"] == []
+
+
+async def test_bad_list_parameters(factory: Any, make_client: Any) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    body = await data(await client.get(f"{BASE}?limit=0"), 422)
+    assert "limit" in body["error"]["details"]["fields"]
+    body = await data(await client.get(f"{BASE}?cursor=garbage!"), 422)
+    assert "cursor" in body["error"]["details"]["fields"]
+    body = await data(await client.get(f"{BASE}?status=archived"), 422)
+    assert "status" in body["error"]["details"]["fields"]
+
+
+async def test_inbox_requires_a_session(client: Any) -> None:
+    for method, path in [
+        ("GET", BASE),
+        ("GET", f"{BASE}/unread-count"),
+        ("POST", f"{BASE}/read-all"),
+        ("GET", f"{BASE}/preferences"),
+    ]:
+        response = await client.request(method, path)
+        assert response.status == 401
+        assert (await response.json())["error"]["details"]["reason"] == "missing_session"
+
+
+async def test_preferences_list_every_event_with_effective_settings(
+    services: Services, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    listing = await data(await client.get(f"{BASE}/preferences"))
+    assert listing == [
+        {
+            "eventType": "comment.created",
+            "channels": [
+                {"channel": "in_app", "enabled": True},
+                {"channel": "email", "enabled": True},
+                {"channel": "sse", "enabled": True},
+            ],
+        },
+        {
+            "eventType": "report.ready",
+            "channels": [
+                {"channel": "in_app", "enabled": True},
+                {"channel": "email", "enabled": True},
+            ],
+        },
+        {
+            "eventType": "ping.simple",
+            "channels": [
+                {"channel": "in_app", "enabled": True},
+                {"channel": "sse", "enabled": True},
+            ],
+        },
+    ]
+    changed = await data(
+        await client.put(
+            f"{BASE}/preferences",
+            json={"eventType": "comment.created", "channel": "email", "enabled": False},
+        )
+    )
+    assert changed == {"eventType": "comment.created", "channel": "email", "enabled": False}
+    listing = await data(await client.get(f"{BASE}/preferences"))
+    assert listing[0]["channels"][1] == {"channel": "email", "enabled": False}
+    # The setting is used by dispatch.
+    outcome = await send(
+        services,
+        "comment.created",
+        recipient_user_id=user.id,
+        payload={"actorId": str(uuid.uuid4()), "commentId": "p", "text": "t"},
+    )
+    status = await services.db.fetch_val(
+        "SELECT status FROM notification_deliveries"
+        " WHERE notification_id = %(id)s AND channel = 'email'",
+        {"id": outcome.notification_id},
+    )
+    assert status == "suppressed"
+    # Turning it back on.
+    await data(
+        await client.put(
+            f"{BASE}/preferences",
+            json={"eventType": "comment.created", "channel": "email", "enabled": True},
+        )
+    )
+    listing = await data(await client.get(f"{BASE}/preferences"))
+    assert listing[0]["channels"][1] == {"channel": "email", "enabled": True}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"eventType": "nope", "channel": "email", "enabled": False}, "eventType"),
+        ({"eventType": "ping.simple", "channel": "email", "enabled": False}, "channel"),
+        ({"eventType": "ping.simple", "channel": "web_push", "enabled": False}, "channel"),
+        ({"eventType": "ping.simple", "channel": "pigeon", "enabled": False}, "channel"),
+        ({"eventType": "ping.simple", "channel": "sse"}, "enabled"),
+    ],
+)
+async def test_preference_validation(
+    factory: Any, make_client: Any, body: dict[str, Any], field: str
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    response = await client.put(f"{BASE}/preferences", json=body)
+    payload = await data(response, 422)
+    assert field in payload["error"]["details"]["fields"]

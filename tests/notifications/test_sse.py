@@ -1,0 +1,235 @@
+"""SSE: frames, cross-instance delivery over LISTEN/NOTIFY, token re-checks, replay,
+slow-client overflow, listener reconnect, 404 when switched off."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import aiopg
+import pytest
+from aiohttp import web
+
+from tenantd import appkeys
+from tenantd.notifications import send
+from tenantd.notifications.channels.sse import FEED_KEY, QUEUE_SIZE, StreamQueue
+from tenantd.services import Services
+from tenantd.web.app import create_app
+from tests.conftest import ORIGIN
+from tests.notifications.conftest import eventually
+from tests.notifications.sse_client import SseReader
+
+STREAM = "/api/v1/notifications/stream"
+FIELDS = {"id", "eventType", "title", "body", "ctaUrl", "ctaLabel", "status", "readAt", "createdAt"}
+
+
+async def open_stream(client: Any, headers: dict[str, str] | None = None) -> SseReader:
+    response = await client.get(STREAM, headers=headers or {})
+    assert response.status == 200, await response.text()
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    return SseReader(response)
+
+
+async def ping(services: Services, user_id: uuid.UUID, n: int = 1) -> uuid.UUID:
+    outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": n})
+    assert outcome.notification_id is not None
+    return outcome.notification_id
+
+
+async def listening(app: web.Application, user_id: uuid.UUID) -> bool:
+    return f"notifications:user:{user_id}" in app[FEED_KEY].hub.channels
+
+
+async def test_stream_frames_carry_id_and_envelope(
+    app: web.Application, services: Services, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    reader = await open_stream(client)
+    await eventually(lambda: listening(app, user.id))
+    notification_id = await ping(services, user.id, 7)
+    event = await reader.next_event()
+    assert event is not None
+    assert set(event) == {"id", "data"}  # no `event:` field: EventSource.onmessage gets it
+    assert event["id"] == str(notification_id)
+    body = json.loads(event["data"])
+    assert body["type"] == "notification.created"
+    assert set(body["notification"]) == FIELDS
+    assert body["notification"]["id"] == str(notification_id)
+    assert body["notification"]["title"] == "Ping 7"
+    assert body["notification"]["status"] == "unread"
+    # Idle ticks send keep-alive comments (tick is 0.3 s in these tests).
+    with pytest.raises(TimeoutError):
+        await reader.next_event(timeout=0.8)
+    assert "keep-alive" in reader.comments
+
+
+async def test_a_user_only_receives_their_own_notifications(
+    app: web.Application, services: Services, factory: Any, make_client: Any
+) -> None:
+    alice, bob = await factory.user(), await factory.user()
+    reader = await open_stream(await make_client(cookies=await factory.cookies(alice)))
+    await eventually(lambda: listening(app, alice.id))
+    await ping(services, bob.id, 1)
+    mine = await ping(services, alice.id, 2)
+    event = await reader.next_event()
+    assert event is not None and event["id"] == str(mine)
+
+
+async def test_client_on_instance_a_receives_what_instance_b_dispatched(
+    app: web.Application,
+    settings: Any,
+    migrated: str,
+    aiohttp_server: Any,
+    aiohttp_client: Any,
+    factory: Any,
+    make_client: Any,
+) -> None:
+    other = await aiohttp_server(create_app(settings, migrated))
+    services_b: Services = other.app[appkeys.services]
+    user = await factory.user()
+    cookies = await factory.cookies(user)
+    on_a = await open_stream(await make_client(cookies=cookies))
+    client_b = await aiohttp_client(other, headers={"Origin": ORIGIN})
+    client_b.session.cookie_jar.update_cookies(cookies)
+    on_b = await open_stream(client_b)
+    await eventually(lambda: listening(app, user.id))
+    await eventually(lambda: listening(other.app, user.id))
+    from_b = await ping(services_b, user.id, 1)
+    from_a = await ping(app[appkeys.services], user.id, 2)
+    for reader in (on_a, on_b):
+        first, second = await reader.next_event(), await reader.next_event()
+        assert first is not None and second is not None
+        assert {first["id"], second["id"]} == {str(from_b), str(from_a)}
+
+
+async def test_logout_all_ends_an_open_stream(
+    app: web.Application, services: Services, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    cookies = await factory.cookies(user)
+    reader = await open_stream(await make_client(cookies=cookies))
+    await eventually(lambda: listening(app, user.id))
+    await ping(services, user.id, 1)
+    assert await reader.next_event() is not None
+    other_tab = await make_client(cookies=cookies)
+    response = await other_tab.post("/api/v1/auth/logout-all")
+    assert response.status == 200
+    assert await reader.ended(timeout=3.0)
+    # The stream's listener is gone too.
+    await eventually(lambda: _not(listening(app, user.id)))
+
+
+async def _not(value: Any) -> bool:
+    return not await value
+
+
+async def test_a_message_after_revocation_is_not_delivered(
+    app: web.Application, services: Services, factory: Any, make_client: Any
+) -> None:
+    """The re-check runs before each buffered message, not only on ticks."""
+    user = await factory.user()
+    reader = await open_stream(await make_client(cookies=await factory.cookies(user)))
+    await eventually(lambda: listening(app, user.id))
+    await services.db.execute(
+        "UPDATE users SET tokens_valid_after = now() + interval '1 second' WHERE id = %(u)s",
+        {"u": user.id},
+    )
+    await ping(services, user.id, 1)
+    assert await reader.next_event(timeout=3.0) is None
+
+
+async def test_last_event_id_replays_what_was_missed(
+    app: web.Application, services: Services, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    ids = [await ping(services, user.id, n) for n in range(4)]
+    client = await make_client(cookies=await factory.cookies(user))
+    reader = await open_stream(client, headers={"Last-Event-ID": str(ids[1])})
+    replayed = [await reader.next_event(), await reader.next_event()]
+    assert [e["id"] for e in replayed if e] == [str(ids[2]), str(ids[3])]
+    await eventually(lambda: listening(app, user.id))
+    live = await ping(services, user.id, 9)
+    event = await reader.next_event()
+    assert event is not None and event["id"] == str(live)
+    # Someone else's id replays nothing.
+    stranger = await factory.user()
+    foreign = await ping(services, stranger.id, 1)
+    other = await open_stream(client, headers={"Last-Event-ID": str(foreign)})
+    with pytest.raises(TimeoutError):
+        await other.next_event(timeout=0.5)
+
+
+async def test_a_slow_client_overflows_and_only_its_stream_ends(
+    app: web.Application, services: Services, factory: Any, make_client: Any
+) -> None:
+    slow_user, other_user = await factory.user(), await factory.user()
+    slow = await open_stream(await make_client(cookies=await factory.cookies(slow_user)))
+    other = await open_stream(await make_client(cookies=await factory.cookies(other_user)))
+    await eventually(lambda: listening(app, slow_user.id))
+    await eventually(lambda: listening(app, other_user.id))
+    [victim] = app[FEED_KEY]._streams[slow_user.id]
+    for _ in range(QUEUE_SIZE + 1):  # one burst, faster than any writer drains
+        victim.offer(uuid.uuid4(), b"{}")
+    assert victim.overflowed
+    assert await slow.ended(timeout=3.0)
+    notification_id = await ping(services, other_user.id, 1)
+    event = await other.next_event()
+    assert event is not None and event["id"] == str(notification_id)
+
+
+def test_stream_queue_bounds() -> None:
+    queue = StreamQueue(2)
+    queue.offer(uuid.uuid4(), b"a")
+    queue.offer(uuid.uuid4(), b"b")
+    assert not queue.overflowed
+    queue.offer(uuid.uuid4(), b"c")
+    assert queue.overflowed and len(queue.items) == 2
+
+
+async def test_listener_reconnects_and_streams_catch_up(
+    app: web.Application, services: Services, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    reader = await open_stream(await make_client(cookies=await factory.cookies(user)))
+    await eventually(lambda: listening(app, user.id))
+    first = await ping(services, user.id, 1)
+    assert (await reader.next_event() or {}).get("id") == str(first)
+    hub = app[FEED_KEY].hub
+    pid = hub.backend_pid()
+    assert pid is not None
+    assert services.settings.database_url is not None
+    from tenantd.db.dsn import url_to_dsn
+
+    dsn = url_to_dsn(services.settings.database_url)
+    async with aiopg.connect(dsn, enable_hstore=False) as conn:
+        async with conn.cursor() as cur:
+            await cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    during = await ping(services, user.id, 2)  # published while nobody listens, maybe
+    event = await reader.next_event(timeout=10)
+    assert event is not None and event["id"] == str(during)
+    await eventually(lambda: _reconnected(hub, pid))
+    after = await ping(services, user.id, 3)
+    event = await reader.next_event(timeout=10)
+    assert event is not None and event["id"] == str(after)
+
+
+async def _reconnected(hub: Any, old_pid: int) -> bool:
+    pid = hub.backend_pid()
+    return pid is not None and pid != old_pid
+
+
+async def test_stream_requires_a_session(client: Any) -> None:
+    response = await client.get(STREAM)
+    assert response.status == 401
+
+
+@pytest.mark.parametrize("sse_enabled", [False])
+async def test_stream_is_404_when_switched_off(factory: Any, make_client: Any) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    response = await client.get(STREAM)
+    assert response.status == 404
+    assert (await response.json())["error"]["code"] == "NOT_FOUND"
