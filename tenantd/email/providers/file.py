@@ -39,7 +39,10 @@ class FileSender:
     async def send(self, message: EmailMessage, *, sender: str) -> str | None:
         message_id = email.utils.make_msgid(domain="tenantd.local")
         mime = build_mime(message, sender=sender, message_id=message_id)
-        await asyncio.to_thread(self._write, mime.as_bytes())
+        # RFC 5322 allows 998-character lines; folding at 78 would turn a long unbreakable
+        # header (List-Unsubscribe URL) into RFC 2047 encoded words mail clients cannot use.
+        raw = mime.as_bytes(policy=mime.policy.clone(max_line_length=998))
+        await asyncio.to_thread(self._write, raw)
         return message_id
 
     def _write(self, data: bytes) -> None:
