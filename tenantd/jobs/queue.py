@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 # Advisory locks that let an inline task wait for its caller's transaction use the two-int
 # form with this class id (distinct from the migration and sweep locks).
 INLINE_LOCK_CLASS = 735_420
+DEFAULT_MAX_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -197,8 +198,12 @@ async def enqueue(
     queue: JobQueue | None = None,
 ) -> int:
     """Write a durable job row; pass a Conn to make it part of the caller's transaction."""
+    if isinstance(kind, str) and queue is not None and kind in queue.kinds:
+        kind = queue.kinds[kind]
     name = kind if isinstance(kind, str) else kind.name
-    attempts = max_attempts or (8 if isinstance(kind, str) else kind.max_attempts)
+    attempts = max_attempts or (
+        DEFAULT_MAX_ATTEMPTS if isinstance(kind, str) else kind.max_attempts
+    )
     if isinstance(target, Database):
         async with target.connection() as conn:
             job_id = await queries.insert_job(

@@ -45,10 +45,10 @@ def services(app: web.Application) -> Services:
 
 
 async def eventually(
-    check: Callable[[], Awaitable[Any]], *, timeout: float = 10.0, interval: float = 0.02
+    check: Callable[[], Awaitable[Any]], *, within: float = 10.0, interval: float = 0.02
 ) -> Any:
     """Poll `check` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         value = await check()
         if value:
@@ -58,17 +58,17 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
-async def quiesce(services: Services, *, timeout: float = 15.0) -> None:
+async def quiesce(services: Services, *, within: float = 15.0) -> None:
     """Wait until no job (durable or inline) is left to run."""
 
     async def idle() -> bool:
-        await services.jobs.drain(timeout)
+        await services.jobs.drain(within)
         busy = await services.db.fetch_val(
             "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
         )
         return busy == 0 and services.jobs.pending_inline == 0
 
-    await eventually(idle, timeout=timeout)
+    await eventually(idle, within=within)
 
 
 async def deliveries(services: Services, notification_id: Any) -> dict[str, tuple[str, Any]]:
@@ -78,4 +78,3 @@ async def deliveries(services: Services, notification_id: Any) -> dict[str, tupl
         {"id": notification_id},
     )
     return {row["channel"]: (row["status"], row["reason"]) for row in rows}
-

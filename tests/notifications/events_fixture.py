@@ -27,7 +27,9 @@ EVENTS = [
         type="comment.created",
         schema=CommentCreated,
         default_channels=("in_app", "email", "sse", "web_push"),
-        dedup=Dedup(key=lambda recipient_id, p: f"c:{p.commentId}:{recipient_id}", window_seconds=300),
+        dedup=Dedup(
+            key=lambda recipient_id, p: f"c:{p.commentId}:{recipient_id}", window_seconds=300
+        ),
         self_action_guard=lambda recipient_id, p: p.actorId == recipient_id,
         in_app=lambda recipient_id, p: InAppContent(
             title="New comment", body=p.text, cta_url=f"/c/{p.commentId}", cta_label="Open"

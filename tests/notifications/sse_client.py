@@ -11,10 +11,10 @@ class SseReader:
         self.response = response
         self.comments: list[str] = []
 
-    async def next_event(self, timeout: float = 5.0) -> dict[str, str] | None:
+    async def next_event(self, within: float = 5.0) -> dict[str, str] | None:
         """The next dispatched event's fields, or None when the server ended the stream."""
         fields: dict[str, str] = {}
-        deadline = asyncio.get_running_loop().time() + timeout
+        deadline = asyncio.get_running_loop().time() + within
         while True:
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
@@ -37,9 +37,9 @@ class SseReader:
             else:
                 fields[name] = value
 
-    async def ended(self, timeout: float = 5.0) -> bool:
+    async def ended(self, within: float = 5.0) -> bool:
         """True once the server closes the stream (events before that are skipped)."""
         while True:
-            event = await self.next_event(timeout)
+            event = await self.next_event(within)
             if event is None:
                 return True

@@ -246,9 +246,9 @@ async def test_suppressed_address_settles_email_suppressed_with_reason(
         " VALUES (%(e)s, 'hard_bounce', 'resend')",
         {"e": user.email},
     )
-    outcome = await send(services, "report.ready", recipient_user_id=user.id, payload={
-        "reportName": "Q3", "rows": 3
-    })
+    outcome = await send(
+        services, "report.ready", recipient_user_id=user.id, payload={"reportName": "Q3", "rows": 3}
+    )
     await quiesce(services)
     assert (await deliveries(services, outcome.notification_id))["email"] == (
         "suppressed",
@@ -276,9 +276,9 @@ async def test_provider_errors_retry_then_settle_failed(
     failing = FailingSender(retryable=True)
     services.email.sender = failing
     user = await factory.user()
-    outcome = await send(services, "report.ready", recipient_user_id=user.id, payload={
-        "reportName": "Q3", "rows": 3
-    })
+    outcome = await send(
+        services, "report.ready", recipient_user_id=user.id, payload={"reportName": "Q3", "rows": 3}
+    )
     await quiesce(services)
     status, reason = (await deliveries(services, outcome.notification_id))["email"]
     assert status == "failed"
@@ -298,9 +298,9 @@ async def test_permanent_provider_error_fails_at_once(
     failing = FailingSender(retryable=False)
     services.email.sender = failing
     user = await factory.user()
-    outcome = await send(services, "report.ready", recipient_user_id=user.id, payload={
-        "reportName": "Q3", "rows": 3
-    })
+    outcome = await send(
+        services, "report.ready", recipient_user_id=user.id, payload={"reportName": "Q3", "rows": 3}
+    )
     await quiesce(services)
     assert (await deliveries(services, outcome.notification_id))["email"][0] == "failed"
     assert failing.calls == 1
@@ -332,8 +332,9 @@ async def test_inline_send_in_callers_transaction_delivers_email_after_commit(
     payload = {"reportName": "R", "rows": 1}
     with pytest.raises(RuntimeError):
         async with services.db.transaction() as conn:
-            await send(services, "report.ready", recipient_user_id=user.id, payload=payload,
-                       conn=conn)
+            await send(
+                services, "report.ready", recipient_user_id=user.id, payload=payload, conn=conn
+            )
             raise RuntimeError("caller rolls back")
     await quiesce(services)
     assert await count(services, "SELECT count(*) FROM notifications") == 0
@@ -375,14 +376,16 @@ async def test_dispatch_is_idempotent_on_the_notification_id(
     assert await count(services, "SELECT count(*) FROM notification_deliveries") == 2
 
 
-async def test_email_job_runs_once_per_delivery(services: Services, factory: Any,
-                                                mail_dir: Any) -> None:
+async def test_email_job_runs_once_per_delivery(
+    services: Services, factory: Any, mail_dir: Any
+) -> None:
     from tenantd.jobs.kinds import JobInfo
     from tenantd.notifications.channels.email import run_email_job
 
     user = await factory.user()
-    outcome = await send(services, "report.ready", recipient_user_id=user.id,
-                         payload={"reportName": "R", "rows": 1})
+    outcome = await send(
+        services, "report.ready", recipient_user_id=user.id, payload={"reportName": "R", "rows": 1}
+    )
     await quiesce(services)
     info = JobInfo(id=None, kind="notifications.email", attempts=1, max_attempts=8)
     await run_email_job(services, {"notificationId": str(outcome.notification_id)}, info)
@@ -408,8 +411,12 @@ async def test_send_does_not_wait_for_email_delivery(services: Services, factory
     services.email.sender = SlowSender()
     user = await factory.user()
     outcome = await asyncio.wait_for(
-        send(services, "report.ready", recipient_user_id=user.id,
-             payload={"reportName": "R", "rows": 1}),
+        send(
+            services,
+            "report.ready",
+            recipient_user_id=user.id,
+            payload={"reportName": "R", "rows": 1},
+        ),
         timeout=2,
     )
     assert (await deliveries(services, outcome.notification_id))["email"] == ("pending", None)

@@ -80,8 +80,9 @@ async def test_email_carries_one_click_unsubscribe(
         recipient_user_id=user.id,
         payload={"actorId": str(uuid.uuid4()), "commentId": "u2", "text": "again"},
     )
-    await send(services, "report.ready", recipient_user_id=user.id,
-               payload={"reportName": "Q", "rows": 1})
+    await send(
+        services, "report.ready", recipient_user_id=user.id, payload={"reportName": "Q", "rows": 1}
+    )
     await quiesce(services)
     subjects = [m["Subject"] for m in read_mails(mail_dir)]
     assert subjects.count("New comment") == 1 and subjects.count("Report Q") == 1
@@ -93,8 +94,9 @@ async def test_forged_unsubscribe_tokens_are_refused(
     user = await factory.user()
     client = await make_client(origin=None)
     # Signed with the wrong key, and an access token (right secret, wrong purpose).
-    forged = make_token("another-secret-key-0123456789-abcdefghijk", user_id=user.id,
-                        event_type="comment.created")
+    forged = make_token(
+        "another-secret-key-0123456789-abcdefghijk", user_id=user.id, event_type="comment.created"
+    )
     access = (await factory.tokens(user)).access_token
     unsigned = jwt.encode(
         {"sub": str(user.id), "evt": "comment.created", "ch": "email", "purpose": "unsubscribe"},
@@ -114,8 +116,12 @@ async def test_html_template_gets_a_text_part(
     services: Services, factory: Any, mail_dir: Path
 ) -> None:
     user = await factory.user()
-    await send(services, "report.ready", recipient_user_id=user.id,
-               payload={"reportName": "<Q3>", "rows": 12})
+    await send(
+        services,
+        "report.ready",
+        recipient_user_id=user.id,
+        payload={"reportName": "<Q3>", "rows": 12},
+    )
     await quiesce(services)
     [message] = read_mails(mail_dir)
     assert message["Subject"] == "Report <Q3>"
@@ -182,7 +188,7 @@ def test_load_registry_imports_modules() -> None:
     registry = load_registry(["tests.notifications.events_fixture"])
     assert [e.type for e in registry.events()] == ["comment.created", "report.ready", "ping.simple"]
     assert registry.get("comment.created").base_dir == HERE
-    with pytest.raises(RegistryError, match="broken.template"):
+    with pytest.raises(RegistryError, match=r"broken\.template"):
         load_registry(["tests.notifications.bad_events_fixture"])
     with pytest.raises(RegistryError, match="duplicate"):
         load_registry(["tests.notifications.events_fixture"] * 2)
@@ -198,5 +204,5 @@ async def test_app_start_up_fails_on_a_bad_event_module(
     from dataclasses import replace
 
     bad = replace(settings, event_modules=("tests.notifications.bad_events_fixture",))
-    with pytest.raises(RegistryError, match="event broken.template"):
+    with pytest.raises(RegistryError, match=r"event broken\.template"):
         await aiohttp_server(create_app(bad, migrated))

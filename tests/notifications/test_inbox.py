@@ -81,9 +81,12 @@ async def test_list_is_private_and_filters_by_status(
     )
     body = await data(await client.post(f"{BASE}/{foreign}/read"), 404)
     assert body["error"]["code"] == "NOT_FOUND"
-    assert await services.db.fetch_val(
-        "SELECT status FROM notifications WHERE id = %(id)s", {"id": foreign}
-    ) == "unread"
+    assert (
+        await services.db.fetch_val(
+            "SELECT status FROM notifications WHERE id = %(id)s", {"id": foreign}
+        )
+        == "unread"
+    )
     await data(await client.post(f"{BASE}/not-a-uuid/read"), 404)
 
 

@@ -3,7 +3,6 @@ slow-client overflow, listener reconnect, 404 when switched off."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from typing import Any
@@ -62,7 +61,7 @@ async def test_stream_frames_carry_id_and_envelope(
     assert body["notification"]["status"] == "unread"
     # Idle ticks send keep-alive comments (tick is 0.3 s in these tests).
     with pytest.raises(TimeoutError):
-        await reader.next_event(timeout=0.8)
+        await reader.next_event(within=0.8)
     assert "keep-alive" in reader.comments
 
 
@@ -117,7 +116,7 @@ async def test_logout_all_ends_an_open_stream(
     other_tab = await make_client(cookies=cookies)
     response = await other_tab.post("/api/v1/auth/logout-all")
     assert response.status == 200
-    assert await reader.ended(timeout=3.0)
+    assert await reader.ended(within=3.0)
     # The stream's listener is gone too.
     await eventually(lambda: _not(listening(app, user.id)))
 
@@ -138,7 +137,7 @@ async def test_a_message_after_revocation_is_not_delivered(
         {"u": user.id},
     )
     await ping(services, user.id, 1)
-    assert await reader.next_event(timeout=3.0) is None
+    assert await reader.next_event(within=3.0) is None
 
 
 async def test_last_event_id_replays_what_was_missed(
@@ -159,7 +158,7 @@ async def test_last_event_id_replays_what_was_missed(
     foreign = await ping(services, stranger.id, 1)
     other = await open_stream(client, headers={"Last-Event-ID": str(foreign)})
     with pytest.raises(TimeoutError):
-        await other.next_event(timeout=0.5)
+        await other.next_event(within=0.5)
 
 
 async def test_a_slow_client_overflows_and_only_its_stream_ends(
@@ -174,7 +173,7 @@ async def test_a_slow_client_overflows_and_only_its_stream_ends(
     for _ in range(QUEUE_SIZE + 1):  # one burst, faster than any writer drains
         victim.offer(uuid.uuid4(), b"{}")
     assert victim.overflowed
-    assert await slow.ended(timeout=3.0)
+    assert await slow.ended(within=3.0)
     notification_id = await ping(services, other_user.id, 1)
     event = await other.next_event()
     assert event is not None and event["id"] == str(notification_id)
@@ -204,15 +203,14 @@ async def test_listener_reconnects_and_streams_catch_up(
     from tenantd.db.dsn import url_to_dsn
 
     dsn = url_to_dsn(services.settings.database_url)
-    async with aiopg.connect(dsn, enable_hstore=False) as conn:
-        async with conn.cursor() as cur:
-            await cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    async with aiopg.connect(dsn, enable_hstore=False) as conn, conn.cursor() as cur:
+        await cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
     during = await ping(services, user.id, 2)  # published while nobody listens, maybe
-    event = await reader.next_event(timeout=10)
+    event = await reader.next_event(within=10)
     assert event is not None and event["id"] == str(during)
     await eventually(lambda: _reconnected(hub, pid))
     after = await ping(services, user.id, 3)
-    event = await reader.next_event(timeout=10)
+    event = await reader.next_event(within=10)
     assert event is not None and event["id"] == str(after)
 
 

@@ -1,0 +1,28 @@
+"""Job tests run with QUEUES_ENABLED on, short leases and fast retries."""
+
+from __future__ import annotations
+
+import pytest
+from aiohttp import web
+
+from tenantd import appkeys
+from tenantd.services import Services
+
+EVENT_MODULE = "tests.notifications.events_fixture"
+
+
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    env["TENANTD_EVENT_MODULES"] = EVENT_MODULE
+    env["QUEUES_ENABLED"] = "true"
+    env["JOB_LEASE_SECONDS"] = "1"
+    env["TENANTD_JOB_POLL_SECONDS"] = "0.05"
+    env["TENANTD_JOB_RETRY_BASE_SECONDS"] = "0.05"
+    env["TENANTD_JOB_STOP_TIMEOUT_SECONDS"] = "0.3"
+    env["TENANTD_SCHEDULER_ENABLED"] = "false"
+    return env
+
+
+@pytest.fixture
+def services(app: web.Application) -> Services:
+    return app[appkeys.services]

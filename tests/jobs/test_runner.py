@@ -1,0 +1,342 @@
+"""The durable queue: claim with SKIP LOCKED and leases, retry with backoff, give up, lease
+expiry, graceful stop, cleanup, and a worker killed with SIGKILL in the middle of a batch."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import os
+import signal
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenantd.jobs import JobInfo, JobKind, PermanentJobError, enqueue
+from tenantd.jobs.queue import retry_delay
+from tenantd.jobs.runner import JobRunner
+from tenantd.jobs.sweeps import cleanup_finished_jobs
+from tenantd.notifications import send
+from tenantd.notifications.sweeps import cleanup_dedup
+from tenantd.services import Services, open_services
+from tenantd.settings import load_settings
+from tests.notifications.conftest import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: collections.Counter[int] = collections.Counter()
+        self.times: dict[int, list[float]] = collections.defaultdict(list)
+        self.given_up: list[tuple[int, str]] = []
+
+
+def kind(
+    name: str,
+    recorder: Recorder,
+    *,
+    fail_until: int = 0,
+    permanent: bool = False,
+    sleep: float = 0.0,
+    max_attempts: int = 5,
+) -> JobKind:
+    async def run(services: Services, payload: dict[str, Any], info: JobInfo) -> None:
+        n = payload["n"]
+        recorder.calls[n] += 1
+        recorder.times[n].append(time.monotonic())
+        if sleep:
+            await asyncio.sleep(sleep)
+        if permanent:
+            raise PermanentJobError("cannot ever work")
+        if info.attempts <= fail_until:
+            raise RuntimeError(f"attempt {info.attempts} fails")
+
+    async def give_up(services: Services, payload: dict[str, Any], error: str) -> None:
+        recorder.given_up.append((payload["n"], error))
+
+    return JobKind(name=name, run=run, on_give_up=give_up, max_attempts=max_attempts)
+
+
+async def job_rows(services: Services, kind_name: str) -> list[dict[str, Any]]:
+    return await services.db.fetch_all(
+        "SELECT * FROM jobs WHERE kind = %(k)s ORDER BY id", {"k": kind_name}
+    )
+
+
+async def all_finished(services: Services, kind_name: str) -> bool:
+    rows = await job_rows(services, kind_name)
+    return bool(rows) and all(r["status"] in ("done", "failed") for r in rows)
+
+
+async def test_a_job_runs_once_and_is_marked_done(services: Services) -> None:
+    recorder = Recorder()
+    services.jobs.register(kind("test.ok", recorder))
+    job_id = await enqueue(services.db, "test.ok", {"n": 1}, queue=services.jobs)
+    await eventually(lambda: all_finished(services, "test.ok"))
+    [row] = await job_rows(services, "test.ok")
+    assert row["id"] == job_id
+    assert (row["status"], row["attempts"], row["locked_until"]) == ("done", 1, None)
+    assert row["finished_at"] is not None
+    assert recorder.calls == {1: 1}
+
+
+async def test_failures_retry_with_growing_backoff(services: Services) -> None:
+    recorder = Recorder()
+    services.jobs.register(kind("test.flaky", recorder, fail_until=3))
+    await enqueue(services.db, "test.flaky", {"n": 1}, queue=services.jobs)
+    await eventually(lambda: all_finished(services, "test.flaky"))
+    [row] = await job_rows(services, "test.flaky")
+    assert (row["status"], row["attempts"], row["last_error"]) == ("done", 4, None)
+    times = recorder.times[1]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert len(gaps) == 3
+    # base 0.05 s, doubling, +-20%: 0.04-0.06, 0.08-0.12, 0.16-0.24 (plus polling slack)
+    assert gaps[0] >= 0.04 and gaps[1] >= 0.08 and gaps[2] >= 0.16
+    assert gaps[2] > gaps[0]
+
+
+def test_retry_delay_is_exponential_and_capped(settings: Any) -> None:
+    from tenantd.jobs.queue import JobConfig
+
+    config = JobConfig(retry_base_seconds=2.0, retry_max_seconds=60.0)
+    assert 1.6 <= retry_delay(config, 1) <= 2.4
+    assert 6.4 <= retry_delay(config, 3) <= 9.6
+    assert retry_delay(config, 30) <= 72.0
+
+
+async def test_exhausted_attempts_fail_and_give_up_once(services: Services) -> None:
+    recorder = Recorder()
+    services.jobs.register(kind("test.broken", recorder, fail_until=99, max_attempts=3))
+    await enqueue(services.db, "test.broken", {"n": 7}, queue=services.jobs)
+    await eventually(lambda: all_finished(services, "test.broken"))
+    [row] = await job_rows(services, "test.broken")
+    assert (row["status"], row["attempts"]) == ("failed", 3)
+    assert "attempt 3 fails" in row["last_error"]
+    assert recorder.calls == {7: 3}
+    await asyncio.sleep(0.1)
+    assert len(recorder.given_up) == 1 and recorder.given_up[0][0] == 7
+
+
+async def test_permanent_errors_fail_at_once(services: Services) -> None:
+    recorder = Recorder()
+    services.jobs.register(kind("test.permanent", recorder, permanent=True))
+    await enqueue(services.db, "test.permanent", {"n": 1}, queue=services.jobs)
+    await eventually(lambda: all_finished(services, "test.permanent"))
+    [row] = await job_rows(services, "test.permanent")
+    assert (row["status"], row["attempts"]) == ("failed", 1)
+    assert recorder.calls == {1: 1}
+
+
+async def test_an_expired_lease_is_claimed_again(services: Services) -> None:
+    recorder = Recorder()
+    services.jobs.register(kind("test.orphan", recorder))
+    await services.db.execute(
+        "INSERT INTO jobs (kind, payload, status, attempts, locked_until, locked_by)"
+        " VALUES ('test.orphan', '{\"n\": 1}', 'running', 1, now() - interval '1s', 'dead'),"
+        "        ('test.orphan', '{\"n\": 2}', 'running', 1, now() + interval '1h', 'alive')"
+    )
+    await eventually(lambda: _done_count(services, "test.orphan", 1))
+    await asyncio.sleep(0.3)
+    assert recorder.calls == {1: 1}  # the live lease is left alone
+    rows = await job_rows(services, "test.orphan")
+    assert [(r["status"], r["attempts"]) for r in rows] == [("done", 2), ("running", 1)]
+
+
+async def _done_count(services: Services, kind_name: str, expected: int) -> bool:
+    rows = await job_rows(services, kind_name)
+    return sum(r["status"] == "done" for r in rows) == expected
+
+
+async def test_competing_runners_run_each_job_exactly_once(services: Services) -> None:
+    recorder = Recorder()
+    services.jobs.register(kind("test.many", recorder, sleep=0.002))
+    others = [JobRunner(services) for _ in range(3)]
+    for runner in others:
+        await runner.start()
+    try:
+        async with services.db.transaction() as conn:
+            for n in range(300):
+                await enqueue(conn, "test.many", {"n": n})
+        services.jobs.wake()
+        await eventually(lambda: all_finished(services, "test.many"), within=20)
+    finally:
+        for runner in others:
+            await runner.stop()
+    assert len(recorder.calls) == 300
+    assert set(recorder.calls.values()) == {1}
+    assert sum(r.claimed for r in others) > 0  # the work was shared
+
+
+async def test_heartbeat_keeps_a_long_job_leased(services: Services) -> None:
+    """Lease 1 s, job 2.5 s: another runner must not take it over."""
+    recorder = Recorder()
+    services.jobs.register(kind("test.long", recorder, sleep=2.5))
+    other = JobRunner(services)
+    await other.start()
+    try:
+        await enqueue(services.db, "test.long", {"n": 1}, queue=services.jobs)
+        await eventually(lambda: all_finished(services, "test.long"), within=10)
+    finally:
+        await other.stop()
+    assert recorder.calls == {1: 1}
+
+
+async def test_graceful_stop_finishes_short_jobs_and_releases_long_ones(
+    settings: Any, migrated: str, db: Any
+) -> None:
+    """No app runner here: one runner, a short and a long job, stop within the bound."""
+    recorder = Recorder()
+    quiet = replace(settings, queues_enabled=True)
+    async with open_services(quiet, migrated) as services:
+        services.jobs.register(kind("test.long", recorder, sleep=30))
+        services.jobs.register(kind("test.short", recorder, sleep=0.1))
+        runner = JobRunner(services, config=replace(services.jobs.config, stop_timeout=0.5))
+        await enqueue(services.db, "test.long", {"n": 1})
+        await enqueue(services.db, "test.short", {"n": 2})
+        await runner.start()
+        await eventually(lambda: _running_count(services, 2))
+        started = time.monotonic()
+        await runner.stop()
+        assert time.monotonic() - started < 2
+        [short] = await job_rows(services, "test.short")
+        [long_] = await job_rows(services, "test.long")
+        assert short["status"] == "done"
+        # Released: queued again, the interrupted attempt not counted, no lease.
+        assert (long_["status"], long_["attempts"], long_["locked_by"], long_["locked_until"]) == (
+            "queued",
+            0,
+            None,
+            None,
+        )
+        assert recorder.calls == {1: 1, 2: 1}
+
+
+async def _running_count(services: Services, n: int) -> bool:
+    count = await services.db.fetch_val("SELECT count(*) FROM jobs WHERE status = 'running'")
+    return bool(count == n)
+
+
+async def test_enqueue_joins_the_callers_transaction(services: Services) -> None:
+    recorder = Recorder()
+    services.jobs.register(kind("test.tx", recorder))
+    with pytest.raises(RuntimeError):
+        async with services.db.transaction() as conn:
+            await enqueue(conn, "test.tx", {"n": 1})
+            raise RuntimeError("rolled back")
+    async with services.db.transaction() as conn:
+        await enqueue(conn, "test.tx", {"n": 2}, queue=services.jobs)
+    await eventually(lambda: all_finished(services, "test.tx"))
+    assert recorder.calls == {2: 1}
+
+
+async def test_cleanup_functions(services: Services) -> None:
+    await services.db.execute(
+        "INSERT INTO jobs (kind, payload, status, finished_at) VALUES"
+        " ('old.done', '{}', 'done', now() - interval '8 days'),"
+        " ('old.failed', '{}', 'failed', now() - interval '8 days'),"
+        " ('new.done', '{}', 'done', now()),"
+        " ('old.queued', '{}', 'queued', NULL)"
+    )
+    assert await cleanup_finished_jobs(services.db, dry_run=True) == 2
+    assert await cleanup_finished_jobs(services.db, batch_size=1) == 2
+    kinds = {r["kind"] for r in await services.db.fetch_all("SELECT kind FROM jobs")}
+    assert kinds == {"new.done", "old.queued"}
+    await services.db.execute(
+        "INSERT INTO notification_dedup (dedup_key, expires_at) VALUES"
+        " ('a', now() - interval '1 minute'), ('b', now() - interval '1 hour'),"
+        " ('c', now() + interval '1 minute')"
+    )
+    assert await cleanup_dedup(services.db, dry_run=True) == 2
+    assert await cleanup_dedup(services.db, batch_size=1) == 2
+    assert await services.db.fetch_val("SELECT dedup_key FROM notification_dedup") == "c"
+    assert await cleanup_dedup(services.db) == 0
+
+
+@pytest.mark.slow
+async def test_a_worker_killed_mid_batch_loses_nothing_and_doubles_nothing(
+    env: dict[str, str], migrated: str, db: Any, factory: Any
+) -> None:
+    total = 400
+    worker_env = {
+        **os.environ,
+        **env,
+        "NOTIFICATIONS_SSE_ENABLED": "false",
+        "TENANTD_JOB_CONCURRENCY": "8",
+        "TENANTD_JOB_BATCH_SIZE": "8",
+        "PYTHONPATH": str(ROOT),
+        "LOG_LEVEL": "error",
+    }
+    settings = load_settings(environ=worker_env)
+    user = await factory.user()
+    async with open_services(settings, migrated) as services:
+        async with services.db.transaction() as conn:
+            for n in range(total):
+                await send(
+                    services, "ping.simple", recipient_user_id=user.id, payload={"n": n}, conn=conn
+                )
+
+        async def count() -> int:
+            value: int = await services.db.fetch_val("SELECT count(*) FROM notifications")
+            return value
+
+        first = await start_worker(worker_env)
+        try:
+            await eventually(lambda: _at_least(count, total // 4), within=30, interval=0.005)
+        finally:
+            first.send_signal(signal.SIGKILL)
+            await first.wait()
+        at_kill = await count()
+        running = await services.db.fetch_val("SELECT count(*) FROM jobs WHERE status = 'running'")
+        assert 0 < at_kill < total, "kill the worker mid-run"
+        assert running > 0, "jobs were in flight when the worker died"
+
+        second = await start_worker(worker_env)
+        try:
+            await eventually(lambda: _no_open_jobs(services), within=60, interval=0.05)
+        finally:
+            second.terminate()
+            await second.wait()
+
+        assert await count() == total
+        distinct = await services.db.fetch_val(
+            "SELECT count(DISTINCT payload->>'n') FROM notifications"
+        )
+        assert distinct == total
+        assert (
+            await services.db.fetch_val("SELECT count(*) FROM notification_deliveries") == total
+        )  # ping.simple with SSE off: in_app only, once each
+        rerun = await services.db.fetch_val(
+            "SELECT count(*) FROM jobs WHERE kind = 'notifications.dispatch' AND attempts > 1"
+        )
+        assert rerun > 0  # the dead worker's leases ran out and were claimed again
+
+
+async def start_worker(env: dict[str, str]) -> asyncio.subprocess.Process:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.jobs.worker_script",
+        cwd=str(ROOT),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    line = await asyncio.wait_for(process.stdout.readline(), 30)
+    assert line.strip() == b"ready"
+    return process
+
+
+async def _at_least(count: Any, n: int) -> bool:
+    return bool(await count() >= n)
+
+
+async def _no_open_jobs(services: Services) -> bool:
+    open_jobs = await services.db.fetch_val(
+        "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
+    )
+    return bool(open_jobs == 0)

@@ -1,0 +1,40 @@
+"""A worker process for the crash test: the job runner alone, against DATABASE_URL.
+
+Dispatch jobs pause a little before and after their work, so a kill -9 lands both in the
+middle of jobs and between a job's commit and its completion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from tenantd.jobs.kinds import JobInfo, JobKind
+from tenantd.jobs.runner import JobRunner
+from tenantd.services import Services, open_services
+from tenantd.settings import load_settings
+
+
+async def main() -> None:
+    settings = load_settings()
+    assert settings.database_url
+    async with open_services(settings, settings.database_url) as services:
+        dispatch = services.jobs.kind("notifications.dispatch")
+
+        async def slow(svc: Services, payload: dict[str, Any], info: JobInfo) -> None:
+            await asyncio.sleep(random.uniform(0, 0.01))
+            await dispatch.run(svc, payload, info)
+            await asyncio.sleep(random.uniform(0, 0.02))
+
+        services.jobs.register(
+            JobKind(name=dispatch.name, run=slow, max_attempts=dispatch.max_attempts)
+        )
+        runner = JobRunner(services)
+        await runner.start()
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

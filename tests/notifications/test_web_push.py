@@ -1,0 +1,370 @@
+"""Web push: subscriptions (SSRF policy, key checks, upsert), delivery through a local fake
+push service that decrypts what it receives, expiry cleanup, failure modes."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import http_ece
+import jwt
+import pytest
+from aiohttp import web
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from tenantd.cli.vapid import generate_keys
+from tenantd.notifications import send
+from tenantd.notifications.channels.web_push import EXPIRED_EVENT
+from tenantd.services import Services
+from tests.notifications.conftest import deliveries, quiesce
+
+BASE = "/api/v1/notifications/push"
+VAPID_PUBLIC, VAPID_PRIVATE = generate_keys()
+BOTH_MODES = pytest.mark.parametrize("queues_enabled", [False, True], ids=["inline", "queued"])
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+@dataclass
+class Subscriber:
+    """A browser's push keys: the test decrypts with the private half."""
+
+    private_key: ec.EllipticCurvePrivateKey = field(
+        default_factory=lambda: ec.generate_private_key(ec.SECP256R1())
+    )
+    auth: bytes = field(default_factory=lambda: os.urandom(16))
+
+    @property
+    def p256dh(self) -> str:
+        return b64url(
+            self.private_key.public_key().public_bytes(
+                serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+            )
+        )
+
+    def body(self, endpoint: str) -> dict[str, Any]:
+        return {
+            "endpoint": endpoint,
+            "expirationTime": None,
+            "keys": {"p256dh": self.p256dh, "auth": b64url(self.auth)},
+        }
+
+    def decrypt(self, data: bytes) -> bytes:
+        return bytes(
+            http_ece.decrypt(
+                data, private_key=self.private_key, auth_secret=self.auth, version="aes128gcm"
+            )
+        )
+
+
+class FakePushService:
+    """Speaks the push protocol: 201 accepted, or the status a path asks for."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, dict[str, str], bytes]] = []
+        self.base = ""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        self.received.append((name, dict(request.headers), await request.read()))
+        if name.startswith("gone"):
+            return web.Response(status=410)
+        if name.startswith("missing"):
+            return web.Response(status=404)
+        if name.startswith("boom"):
+            return web.Response(status=500)
+        if name.startswith("redirect"):
+            raise web.HTTPFound(f"{self.base}/push/redirect-target")
+        if name.startswith("slow"):
+            await asyncio.sleep(3)
+        return web.Response(status=201)
+
+    def names(self) -> list[str]:
+        return [name for name, _, _ in self.received]
+
+
+@pytest.fixture
+async def push_service(aiohttp_server: Any) -> FakePushService:
+    fake = FakePushService()
+    app = web.Application()
+    app.router.add_post("/push/{name}", fake.handle)
+    server = await aiohttp_server(app)
+    fake.base = f"http://127.0.0.1:{server.port}"
+    return fake
+
+
+@pytest.fixture
+def push_enabled() -> bool:
+    return True
+
+
+@pytest.fixture
+def env(env: dict[str, str], push_service: FakePushService, push_enabled: bool) -> dict[str, str]:
+    if push_enabled:
+        env["WEB_PUSH_VAPID_PUBLIC_KEY"] = VAPID_PUBLIC
+        env["WEB_PUSH_VAPID_PRIVATE_KEY"] = VAPID_PRIVATE
+        env["WEB_PUSH_VAPID_SUBJECT"] = "mailto:ops@example.com"
+    env["WEB_PUSH_ALLOWED_HOSTS"] = (
+        f"fcm.googleapis.com,*.push.apple.com,{push_service.base},https://10.9.9.9"
+    )
+    env["TENANTD_WEB_PUSH_TIMEOUT_SECONDS"] = "0.5"
+    return env
+
+
+async def subscribe(client: Any, body: dict[str, Any], status: int = 200) -> Any:
+    response = await client.post(f"{BASE}/subscribe", json=body)
+    payload = await response.json()
+    assert response.status == status, payload
+    return payload
+
+
+def comment() -> dict[str, Any]:
+    return {"actorId": str(uuid.uuid4()), "commentId": uuid.uuid4().hex, "text": "pushed"}
+
+
+@BOTH_MODES
+async def test_push_is_encrypted_for_the_subscriber_and_signed_with_vapid(
+    services: Services,
+    factory: Any,
+    make_client: Any,
+    push_service: FakePushService,
+    queues_enabled: bool,
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    browser = Subscriber()
+    await subscribe(client, browser.body(f"{push_service.base}/push/ok"))
+    outcome = await send(services, "comment.created", recipient_user_id=user.id, payload=comment())
+    await quiesce(services)
+    assert (await deliveries(services, outcome.notification_id))["web_push"] == ("sent", None)
+    [(name, headers, body)] = push_service.received
+    assert name == "ok"
+    assert headers["Content-Encoding"] == "aes128gcm"
+    assert int(headers["TTL"]) > 0
+    envelope = json.loads(browser.decrypt(body))
+    assert envelope["type"] == "notification.created"
+    notification = envelope["notification"]
+    assert notification["id"] == str(outcome.notification_id)
+    assert notification["title"] == "New comment" and notification["body"] == "pushed"
+    assert set(notification) == {
+        "id", "eventType", "title", "body", "ctaUrl", "ctaLabel", "status", "readAt", "createdAt"
+    }
+    # RFC 8292: vapid t=<JWT signed by our key>, k=<our public key>
+    scheme, _, params = headers["Authorization"].partition(" ")
+    assert scheme == "vapid"
+    parts = dict(part.split("=", 1) for part in params.split(","))
+    assert parts["k"] == VAPID_PUBLIC
+    public = ec.EllipticCurvePublicKey.from_encoded_point(
+        ec.SECP256R1(), base64.urlsafe_b64decode(VAPID_PUBLIC + "==")
+    )
+    claims = jwt.decode(parts["t"], public, algorithms=["ES256"], audience=push_service.base)
+    assert claims["sub"] == "mailto:ops@example.com"
+    # A different subscriber cannot read it.
+    with pytest.raises(Exception):  # noqa: B017 - any decryption failure will do
+        Subscriber().decrypt(body)
+    used = await services.db.fetch_val("SELECT last_used_at FROM push_subscriptions")
+    assert used is not None
+
+
+async def test_expired_subscriptions_are_deleted_and_logged(
+    services: Services,
+    factory: Any,
+    make_client: Any,
+    push_service: FakePushService,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    await subscribe(client, Subscriber().body(f"{push_service.base}/push/gone"))
+    await subscribe(client, Subscriber().body(f"{push_service.base}/push/missing"))
+    with caplog.at_level(logging.INFO, logger="tenantd.notifications.channels.web_push"):
+        outcome = await send(
+            services, "comment.created", recipient_user_id=user.id, payload=comment()
+        )
+        await quiesce(services)
+    assert sorted(push_service.names()) == ["gone", "missing"]
+    assert await services.db.fetch_val("SELECT count(*) FROM push_subscriptions") == 0
+    expired = [r for r in caplog.records if r.getMessage() == EXPIRED_EVENT]
+    assert len(expired) == 2
+    assert EXPIRED_EVENT == "notifications.web_push.subscription_expired"
+    # Nothing live was left to accept it.
+    assert (await deliveries(services, outcome.notification_id))["web_push"] == (
+        "suppressed",
+        "no_live_subscriptions",
+    )
+
+
+async def test_delivery_outcomes(
+    services: Services, factory: Any, make_client: Any, push_service: FakePushService
+) -> None:
+    async def deliver(*names: str) -> tuple[str, Any]:
+        user = await factory.user()
+        client = await make_client(cookies=await factory.cookies(user))
+        for name in names:
+            await subscribe(client, Subscriber().body(f"{push_service.base}/push/{name}"))
+        outcome = await send(
+            services, "comment.created", recipient_user_id=user.id, payload=comment()
+        )
+        await quiesce(services)
+        return (await deliveries(services, outcome.notification_id))["web_push"]
+
+    assert await deliver() == ("suppressed", "no_subscriptions")
+    assert await deliver("boom1") == ("failed", "http_500")
+    assert await deliver("ok-a", "boom2") == ("sent", None)  # any accepted -> sent
+    assert await deliver("slow") == ("failed", "timeout")
+    # A redirect is an error and is never followed (the target is never contacted).
+    assert await deliver("redirect") == ("failed", "http_302")
+    assert "redirect-target" not in push_service.names()
+
+
+async def test_sends_run_in_parallel(
+    services: Services, factory: Any, make_client: Any, push_service: FakePushService
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    for n in range(4):
+        await subscribe(client, Subscriber().body(f"{push_service.base}/push/slow{n}"))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await send(services, "comment.created", recipient_user_id=user.id, payload=comment())
+    await quiesce(services)
+    # Four sends each cut at the 0.5 s timeout: parallel, so far less than 4 x 0.5 s.
+    assert loop.time() - started < 1.5
+    assert len(push_service.received) == 4
+
+
+async def test_subscribe_upserts_rotates_keys_lists_and_deletes(
+    services: Services, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    endpoint = "https://web.push.apple.com/QGuQyavXutnMH7D9"
+    first, second = Subscriber(), Subscriber()
+    created = (await subscribe(client, first.body(endpoint)))["data"]
+    assert created["endpoint"] == endpoint and "keys" not in created
+    again = (await subscribe(client, second.body(endpoint)))["data"]
+    assert again["id"] == created["id"]
+    row = await services.db.fetch_one("SELECT * FROM push_subscriptions")
+    assert row is not None
+    assert (row["p256dh_key"], row["auth_key"]) == (second.p256dh, b64url(second.auth))
+    listing = await (await client.get(f"{BASE}/subscriptions")).json()
+    assert [s["endpoint"] for s in listing["data"]] == [endpoint]
+    # Expiration time (ms since the epoch) is kept.
+    body = first.body("https://fcm.googleapis.com/fcm/send/abc")
+    body["expirationTime"] = 1_900_000_000_000
+    stored = (await subscribe(client, body))["data"]
+    assert stored["expiresAt"].startswith("2030-03-17")
+    # Another user's list is their own.
+    other = await make_client(cookies=await factory.cookies(await factory.user()))
+    assert (await (await other.get(f"{BASE}/subscriptions")).json())["data"] == []
+    response = await client.delete(f"{BASE}/subscribe", json={"endpoint": endpoint})
+    assert (await response.json())["data"] == {"removed": True}
+    response = await client.delete(f"{BASE}/subscribe", json={"endpoint": endpoint})
+    assert (await response.json())["data"] == {"removed": False}
+    assert await services.db.fetch_val("SELECT count(*) FROM push_subscriptions") == 1
+
+
+async def test_an_endpoint_moves_to_the_user_who_subscribes_it_last(
+    services: Services, factory: Any, make_client: Any
+) -> None:
+    endpoint = "https://fcm.googleapis.com/fcm/send/shared-browser"
+    alice = await make_client(cookies=await factory.cookies(await factory.user()))
+    bob_user = await factory.user()
+    bob = await make_client(cookies=await factory.cookies(bob_user))
+    await subscribe(alice, Subscriber().body(endpoint))
+    await subscribe(bob, Subscriber().body(endpoint))
+    rows = await services.db.fetch_all("SELECT user_id FROM push_subscriptions")
+    assert [r["user_id"] for r in rows] == [bob_user.id]
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "why"),
+    [
+        ("https://10.0.0.1/push/x", "IP address"),
+        ("https://[::1]/push/x", "IP address"),
+        ("https://169.254.169.254/latest/meta-data", "IP address"),
+        ("http://fcm.googleapis.com/fcm/send/x", "https"),
+        ("https://evil.example.com/push", "not an allowed"),
+        ("https://push.apple.com/x", "not an allowed"),  # the wildcard needs a subdomain
+        ("https://evilpush.apple.com/x", "not an allowed"),
+        ("https://fcm.googleapis.com.evil.example/x", "not an allowed"),
+        ("https://fcm.googleapis.com:8443/x", "not an allowed"),
+        ("https://user:pw@fcm.googleapis.com/x", "credentials"),
+        ("ftp://fcm.googleapis.com/x", "https"),
+        ("file:///etc/passwd", "https"),
+        ("http://127.0.0.1:1/push/x", "https"),  # only the listed http host:port
+        ("not a url", "https"),
+    ],
+)
+async def test_ssrf_refusals(
+    services: Services, factory: Any, make_client: Any, endpoint: str, why: str
+) -> None:
+    client = await make_client(cookies=await factory.cookies(await factory.user()))
+    payload = await subscribe(client, Subscriber().body(endpoint), status=422)
+    assert why in payload["error"]["details"]["fields"]["endpoint"]
+    assert await services.db.fetch_val("SELECT count(*) FROM push_subscriptions") == 0
+
+
+async def test_listed_ip_literal_and_wildcards_are_accepted(
+    factory: Any, make_client: Any
+) -> None:
+    client = await make_client(cookies=await factory.cookies(await factory.user()))
+    for endpoint in [
+        "https://10.9.9.9/push/x",  # listed explicitly
+        "https://web.push.apple.com/x",
+        "https://a.b.push.apple.com/x",
+        "https://FCM.googleapis.com:443/fcm/send/x",
+    ]:
+        await subscribe(client, Subscriber().body(endpoint))
+
+
+@pytest.mark.parametrize(
+    ("keys", "field"),
+    [
+        ({"p256dh": b64url(b"\x04" + b"\x01" * 63), "auth": b64url(b"a" * 16)}, "keys.p256dh"),
+        ({"p256dh": b64url(b"\x04" + b"\x01" * 64), "auth": b64url(b"a" * 16)}, "keys.p256dh"),
+        ({"p256dh": "!!not-base64!!", "auth": b64url(b"a" * 16)}, "keys.p256dh"),
+        ({"p256dh": None, "auth": b64url(b"a" * 15)}, "keys.auth"),
+        ({"p256dh": None, "auth": b64url(b"a" * 17)}, "keys.auth"),
+        ({"p256dh": None, "auth": "a+b/"}, "keys.auth"),
+    ],
+)
+async def test_key_formats_are_checked(
+    factory: Any, make_client: Any, keys: dict[str, Any], field: str
+) -> None:
+    client = await make_client(cookies=await factory.cookies(await factory.user()))
+    body = Subscriber().body("https://fcm.googleapis.com/fcm/send/x")
+    body["keys"].update({k: v for k, v in keys.items() if v is not None})
+    payload = await subscribe(client, body, status=422)
+    assert field in payload["error"]["details"]["fields"]
+
+
+async def test_vapid_public_key_route(factory: Any, make_client: Any, client: Any) -> None:
+    signed = await make_client(cookies=await factory.cookies(await factory.user()))
+    response = await signed.get(f"{BASE}/vapid-public-key")
+    assert (await response.json())["data"] == {"publicKey": VAPID_PUBLIC}
+    assert (await client.get(f"{BASE}/vapid-public-key")).status == 401
+
+
+@pytest.mark.parametrize("push_enabled", [False])
+async def test_push_does_not_exist_without_vapid(
+    services: Services, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    assert (await client.get(f"{BASE}/vapid-public-key")).status == 404
+    assert (await client.get(f"{BASE}/subscriptions")).status == 404
+    body = Subscriber().body("https://fcm.googleapis.com/fcm/send/x")
+    assert (await client.post(f"{BASE}/subscribe", json=body)).status == 404
+    outcome = await send(services, "comment.created", recipient_user_id=user.id, payload=comment())
+    await quiesce(services)
+    assert "web_push" not in await deliveries(services, outcome.notification_id)
