@@ -156,7 +156,15 @@ async def test_push_is_encrypted_for_the_subscriber_and_signed_with_vapid(
     assert notification["id"] == str(outcome.notification_id)
     assert notification["title"] == "New comment" and notification["body"] == "pushed"
     assert set(notification) == {
-        "id", "eventType", "title", "body", "ctaUrl", "ctaLabel", "status", "readAt", "createdAt"
+        "id",
+        "eventType",
+        "title",
+        "body",
+        "ctaUrl",
+        "ctaLabel",
+        "status",
+        "readAt",
+        "createdAt",
     }
     # RFC 8292: vapid t=<JWT signed by our key>, k=<our public key>
     scheme, _, params = headers["Authorization"].partition(" ")
@@ -314,9 +322,7 @@ async def test_ssrf_refusals(
     assert await services.db.fetch_val("SELECT count(*) FROM push_subscriptions") == 0
 
 
-async def test_listed_ip_literal_and_wildcards_are_accepted(
-    factory: Any, make_client: Any
-) -> None:
+async def test_listed_ip_literal_and_wildcards_are_accepted(factory: Any, make_client: Any) -> None:
     client = await make_client(cookies=await factory.cookies(await factory.user()))
     for endpoint in [
         "https://10.9.9.9/push/x",  # listed explicitly
