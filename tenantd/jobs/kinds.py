@@ -24,6 +24,11 @@ class JobInfo:
 
 JobFn = Callable[["Services", dict[str, Any], JobInfo], Awaitable[None]]
 GiveUpFn = Callable[["Services", dict[str, Any], str], Awaitable[None]]
+# Runs several claimed jobs of one kind together (e.g. in one transaction); returns, per job,
+# None for done or the exception it failed with.
+BatchFn = Callable[
+    ["Services", list[tuple[JobInfo, dict[str, Any]]]], Awaitable[list[BaseException | None]]
+]
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,8 @@ class JobKind:
     on_give_up: GiveUpFn | None = None
     max_attempts: int = 8
     timeout: float = 60.0  # per attempt; the runner extends the lease meanwhile
+    run_batch: BatchFn | None = None
+    batch_size: int = 16  # jobs handed to run_batch at once
 
 
 class PermanentJobError(Exception):

@@ -8,6 +8,7 @@ from typing import Any
 from psycopg2.extras import Json
 
 from tenantd.db import Conn, Row
+from tenantd.db.core import Prepared
 
 
 async def insert_job(
@@ -28,20 +29,24 @@ async def insert_job(
 
 
 # Ready jobs, and running jobs whose lease ran out (their process died), oldest first.
-CLAIM_SQL = """
+CLAIM_SQL = Prepared(
+    "tenantd_jobs_claim",
+    """
 UPDATE jobs j
    SET status = 'running', attempts = j.attempts + 1, updated_at = now(),
-       locked_until = now() + make_interval(secs => %(lease)s), locked_by = %(worker)s
+       locked_until = now() + make_interval(secs => %(lease)s::float8),
+       locked_by = %(worker)s::text
   FROM (SELECT id FROM jobs
-         WHERE kind = ANY(%(kinds)s)
+         WHERE kind = ANY(%(kinds)s::text[])
            AND ((status = 'queued' AND run_at <= now())
                 OR (status = 'running' AND locked_until < now()))
          ORDER BY run_at, id
-         LIMIT %(limit)s
+         LIMIT %(limit)s::int
            FOR UPDATE SKIP LOCKED) ready
  WHERE j.id = ready.id
 RETURNING j.id, j.kind, j.payload, j.attempts, j.max_attempts
-"""
+""",
+)
 
 
 async def claim_jobs(
@@ -54,13 +59,17 @@ async def claim_jobs(
     )
 
 
+COMPLETE_SQL = Prepared(
+    "tenantd_jobs_complete",
+    "UPDATE jobs SET status = 'done', finished_at = now(), updated_at = now(),"
+    " locked_until = NULL, last_error = NULL"
+    " WHERE id = ANY(%(ids)s::bigint[]) AND locked_by = %(worker)s::text"
+    " AND status = 'running'",
+)
+
+
 async def complete_jobs(conn: Conn, *, ids: Sequence[int], worker: str) -> int:
-    return await conn.execute(
-        "UPDATE jobs SET status = 'done', finished_at = now(), updated_at = now(),"
-        " locked_until = NULL, last_error = NULL"
-        " WHERE id = ANY(%(ids)s) AND locked_by = %(worker)s AND status = 'running'",
-        {"ids": list(ids), "worker": worker},
-    )
+    return await conn.execute(COMPLETE_SQL, {"ids": list(ids), "worker": worker})
 
 
 async def retry_or_fail_job(

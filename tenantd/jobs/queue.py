@@ -33,7 +33,7 @@ DEFAULT_MAX_ATTEMPTS = 8
 
 @dataclass(frozen=True)
 class JobConfig:
-    concurrency: int = 32  # jobs running at once per process
+    concurrency: int = 64  # jobs running at once per process
     batch_size: int = 64  # jobs claimed per round trip
     poll_seconds: float = 0.5  # idle wait between claims when nothing wakes the runner
     retry_base_seconds: float = 2.0  # first retry delay; doubles each attempt
@@ -56,7 +56,7 @@ def job_config(settings: Settings) -> JobConfig:
     """TENANTD_JOB_* knobs from Settings.extra."""
     extra = settings.extra
     return JobConfig(
-        concurrency=int(_number(extra, "TENANTD_JOB_CONCURRENCY", 32, 1)),
+        concurrency=int(_number(extra, "TENANTD_JOB_CONCURRENCY", 64, 1)),
         batch_size=int(_number(extra, "TENANTD_JOB_BATCH_SIZE", 64, 1)),
         poll_seconds=_number(extra, "TENANTD_JOB_POLL_SECONDS", 0.5, 0.01),
         retry_base_seconds=_number(extra, "TENANTD_JOB_RETRY_BASE_SECONDS", 2.0, 0.0),

@@ -116,16 +116,74 @@ class JobRunner:
             except Exception:
                 log.exception("claiming jobs failed")
                 rows = []
-            for row in rows:
-                self._running.add(row["id"])
-                assert self._scheduler is not None
-                await self._scheduler.spawn(self._run(row))
+            assert self._scheduler is not None
+            for group in self._groups(rows):
+                for row in group:
+                    self._running.add(row["id"])
+                if len(group) == 1:
+                    await self._scheduler.spawn(self._run(group[0]))
+                else:
+                    await self._scheduler.spawn(self._run_batch(group))
             self.claimed += len(rows)
             if len(rows) < wanted and not self._stopping:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wakeup.wait(), self.config.poll_seconds)
 
     # --- running ------------------------------------------------------------------------
+
+    def _groups(self, rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """Jobs of a kind with run_batch go together (in chunks); the rest one by one."""
+        groups: list[list[dict[str, Any]]] = []
+        batches: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            kind = self.kinds[row["kind"]]
+            if kind.run_batch is None or row["attempts"] > row["max_attempts"]:
+                groups.append([row])
+                continue
+            batch = batches.setdefault(kind.name, [])
+            batch.append(row)
+            if len(batch) >= kind.batch_size:
+                groups.append(batch)
+                batches[kind.name] = []
+        groups.extend(batch for batch in batches.values() if batch)
+        return groups
+
+    async def _run_batch(self, rows: list[dict[str, Any]]) -> None:
+        kind = self.kinds[rows[0]["kind"]]
+        assert kind.run_batch is not None
+        items = [
+            (
+                JobInfo(
+                    id=row["id"],
+                    kind=kind.name,
+                    attempts=row["attempts"],
+                    max_attempts=row["max_attempts"],
+                ),
+                row["payload"] or {},
+            )
+            for row in rows
+        ]
+        try:
+            try:
+                async with asyncio.timeout(kind.timeout):
+                    results = await kind.run_batch(self.services, items)
+            except asyncio.CancelledError:
+                self._cancelled.update(row["id"] for row in rows)
+                raise
+            except Exception as error:
+                results = [error] * len(items)
+            for (info, payload), result in zip(items, results, strict=True):
+                assert info.id is not None
+                if result is None:
+                    self._done.append(info.id)
+                else:
+                    final = isinstance(result, PermanentJobError) or info.final_attempt
+                    await self._fail(kind, info, payload, describe(result), final=final)
+            self._done_event.set()
+        finally:
+            for row in rows:
+                self._running.discard(row["id"])
+            self._slot_free.set()
 
     async def _run(self, row: dict[str, Any]) -> None:
         job_id: int = row["id"]
@@ -140,7 +198,8 @@ class JobRunner:
                 await self._fail(kind, info, payload, "attempts exhausted", final=True)
                 return
             try:
-                await asyncio.wait_for(kind.run(self.services, payload, info), kind.timeout)
+                async with asyncio.timeout(kind.timeout):
+                    await kind.run(self.services, payload, info)
             except asyncio.CancelledError:
                 self._cancelled.add(job_id)
                 raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from tenantd.db import Conn
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.notifications.channels import email, web_push
@@ -19,7 +20,9 @@ if TYPE_CHECKING:
     from tenantd.services import Services
 
 
-async def run_dispatch(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
+async def run_dispatch(
+    services: Services, payload: dict[str, Any], job: JobInfo, *, conn: Conn | None = None
+) -> None:
     """The queued half of send(): the same worker function the inline mode calls."""
     account = payload.get("accountId")
     try:
@@ -30,14 +33,46 @@ async def run_dispatch(services: Services, payload: dict[str, Any], job: JobInfo
             recipient_user_id=uuid.UUID(payload["recipientUserId"]),
             payload=payload["payload"],
             account_id=uuid.UUID(account) if account else None,
+            conn=conn,
         )
     except (NotFound, ValidationFailed) as error:
         # The recipient or event type is gone, or the payload no longer validates.
         raise PermanentJobError(error.message) from error
 
 
+async def run_dispatch_batch(
+    services: Services, items: list[tuple[JobInfo, dict[str, Any]]]
+) -> list[BaseException | None]:
+    """Several dispatches in one transaction (one commit instead of one each).
+
+    A job refused for its input does not disturb the others; a statement error rolls the
+    transaction back and every job runs again on its own (dispatch is idempotent).
+    """
+    results: list[BaseException | None] = [None] * len(items)
+    try:
+        async with services.db.transaction() as conn:
+            for index, (info, payload) in enumerate(items):
+                try:
+                    await run_dispatch(services, payload, info, conn=conn)
+                except PermanentJobError as refused:
+                    results[index] = refused
+    except Exception:
+        for index, (info, payload) in enumerate(items):
+            try:
+                await run_dispatch(services, payload, info)
+                results[index] = None
+            except Exception as error:
+                results[index] = error
+    return results
+
+
 KINDS = (
-    JobKind(name="notifications.dispatch", run=run_dispatch, max_attempts=DISPATCH_ATTEMPTS),
+    JobKind(
+        name="notifications.dispatch",
+        run=run_dispatch,
+        run_batch=run_dispatch_batch,
+        max_attempts=DISPATCH_ATTEMPTS,
+    ),
     JobKind(
         name="notifications.email",
         run=email.run_email_job,

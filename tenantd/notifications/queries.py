@@ -10,6 +10,7 @@ from typing import Any
 from psycopg2.extras import Json
 
 from tenantd.db import Conn, Row
+from tenantd.db.core import Prepared
 
 NOTIFICATION_COLUMNS = (
     "id, event_type, title, body, cta_url, cta_label, status, read_at, created_at"
@@ -25,12 +26,14 @@ NOTIFICATION_COLUMNS = (
 #       and the NOTIFY are the delivery), email/web_push -> pending until their job settles
 #   j   with queues on, the email and web push jobs, in the same transaction
 # pg_notify is transactional: listeners see it only after commit.
-DISPATCH_SQL = """
+DISPATCH_SQL = Prepared(
+    "tenantd_notification_dispatch",
+    """
 WITH u AS (
-    SELECT id FROM users WHERE id = %(uid)s
+    SELECT id FROM users WHERE id = %(uid)s::uuid
 ), dd AS (
     INSERT INTO notification_dedup (dedup_key, expires_at)
-    SELECT %(dedup_key)s, now() + make_interval(secs => %(window)s)
+    SELECT %(dedup_key)s::text, now() + make_interval(secs => %(window)s::float8)
       FROM u WHERE %(dedup_key)s::text IS NOT NULL
     ON CONFLICT (dedup_key) DO UPDATE
        SET expires_at = EXCLUDED.expires_at, created_at = now()
@@ -40,12 +43,14 @@ WITH u AS (
     SELECT c.channel, c.ord, coalesce(p.enabled, true) AS enabled
       FROM unnest(%(channels)s::text[]) WITH ORDINALITY AS c(channel, ord)
       LEFT JOIN notification_preferences p
-        ON p.user_id = %(uid)s AND p.event_type = %(type)s AND p.channel = c.channel
+        ON p.user_id = %(uid)s::uuid AND p.event_type = %(type)s::text
+       AND p.channel = c.channel
 ), n AS (
     INSERT INTO notifications
         (id, user_id, account_id, event_type, title, body, cta_url, cta_label, payload, in_app)
-    SELECT %(id)s, u.id, %(aid)s, %(type)s, %(title)s, %(body)s, %(cta_url)s, %(cta_label)s,
-           %(payload)s, coalesce((SELECT enabled FROM ch WHERE channel = 'in_app'), false)
+    SELECT %(id)s::uuid, u.id, %(aid)s::uuid, %(type)s::text, %(title)s::text,
+           %(body)s::text, %(cta_url)s::text, %(cta_label)s::text, %(payload)s::jsonb,
+           coalesce((SELECT enabled FROM ch WHERE channel = 'in_app'), false)
       FROM u
      WHERE %(dedup_key)s::text IS NULL OR EXISTS (SELECT 1 FROM dd)
     ON CONFLICT (id) DO NOTHING
@@ -62,10 +67,10 @@ WITH u AS (
     RETURNING channel, status
 ), j AS (
     INSERT INTO jobs (kind, payload, max_attempts)
-    SELECT 'notifications.' || d.channel, jsonb_build_object('notificationId', %(id)s::text),
-           CASE d.channel WHEN 'email' THEN %(email_attempts)s ELSE %(push_attempts)s END
+    SELECT 'notifications.' || d.channel, jsonb_build_object('notificationId', %(id)s::uuid),
+           CASE d.channel WHEN 'email' THEN %(email_attempts)s::int ELSE %(push_attempts)s::int END
       FROM d
-     WHERE %(queue)s AND d.status = 'pending'
+     WHERE %(queue)s::boolean AND d.status = 'pending'
     RETURNING id
 )
 SELECT (SELECT count(*) FROM u) > 0 AS user_found,
@@ -73,10 +78,11 @@ SELECT (SELECT count(*) FROM u) > 0 AS user_found,
        ARRAY(SELECT d.channel FROM d WHERE d.status = 'pending') AS pending,
        (SELECT count(*) FROM d
          WHERE d.channel = 'sse' AND d.status = 'sent'
-           AND pg_notify(%(topic)s, n.id::text) IS NOT NULL) AS published,
+           AND pg_notify(%(topic)s::text, n.id::text) IS NOT NULL) AS published,
        (SELECT count(*) FROM j) AS jobs
   FROM (SELECT 1) AS one LEFT JOIN n ON true
-"""
+""",
+)
 
 
 def user_topic(user_id: uuid.UUID | str) -> str:
@@ -128,15 +134,20 @@ async def persist_dispatch(
     return row
 
 
+ENQUEUE_DISPATCH_SQL = Prepared(
+    "tenantd_notification_enqueue",
+    "INSERT INTO jobs (kind, payload, max_attempts)"
+    " SELECT 'notifications.dispatch', %(payload)s::jsonb, %(max)s::int"
+    " WHERE EXISTS (SELECT 1 FROM users WHERE id = %(uid)s::uuid) RETURNING id",
+)
+
+
 async def enqueue_dispatch(
     conn: Conn, *, user_id: uuid.UUID, payload: dict[str, Any], max_attempts: int
 ) -> int | None:
     """The dispatch job, only if the recipient exists (None otherwise)."""
     job_id: int | None = await conn.fetch_val(
-        "INSERT INTO jobs (kind, payload, max_attempts)"
-        " SELECT 'notifications.dispatch', %(payload)s, %(max)s"
-        " WHERE EXISTS (SELECT 1 FROM users WHERE id = %(uid)s) RETURNING id",
-        {"payload": Json(payload), "max": max_attempts, "uid": user_id},
+        ENQUEUE_DISPATCH_SQL, {"payload": Json(payload), "max": max_attempts, "uid": user_id}
     )
     return job_id
 
@@ -210,12 +221,15 @@ async def list_notifications(
     )
 
 
+UNREAD_COUNT = Prepared(
+    "tenantd_notification_unread_count",
+    "SELECT count(*) FROM notifications"
+    " WHERE user_id = %(uid)s::uuid AND status = 'unread' AND in_app",
+)
+
+
 async def unread_count(conn: Conn, *, user_id: uuid.UUID) -> int:
-    count: int = await conn.fetch_val(
-        "SELECT count(*) FROM notifications"
-        " WHERE user_id = %(uid)s AND status = 'unread' AND in_app",
-        {"uid": user_id},
-    )
+    count: int = await conn.fetch_val(UNREAD_COUNT, {"uid": user_id})
     return count
 
 
@@ -243,13 +257,17 @@ async def mark_all_read(conn: Conn, *, user_id: uuid.UUID) -> int:
 # --- SSE ----------------------------------------------------------------------------------
 
 
+NOTIFICATION_FOR_USER = Prepared(
+    "tenantd_notification_for_user",
+    f"SELECT {NOTIFICATION_COLUMNS} FROM notifications"
+    " WHERE id = %(id)s::uuid AND user_id = %(uid)s::uuid",
+)
+
+
 async def notification_for_user(
     conn: Conn, *, notification_id: uuid.UUID, user_id: uuid.UUID
 ) -> Row | None:
-    return await conn.fetch_one(
-        f"SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE id = %(id)s AND user_id = %(uid)s",
-        {"id": notification_id, "uid": user_id},
-    )
+    return await conn.fetch_one(NOTIFICATION_FOR_USER, {"id": notification_id, "uid": user_id})
 
 
 async def sse_notifications_after(

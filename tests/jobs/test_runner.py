@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -340,3 +341,36 @@ async def _no_open_jobs(services: Services) -> bool:
         "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
     )
     return bool(open_jobs == 0)
+
+
+async def test_a_dispatch_batch_isolates_bad_jobs(services: Services, factory: Any) -> None:
+    """Refused jobs fail alone; a statement error reruns the batch one job at a time."""
+    from tenantd.notifications.jobs import run_dispatch_batch
+
+    user = await factory.user()
+
+    def job(n: int, **overrides: Any) -> tuple[JobInfo, dict[str, Any]]:
+        payload = {
+            "notificationId": str(uuid.uuid4()),
+            "eventType": "ping.simple",
+            "recipientUserId": str(user.id),
+            "accountId": None,
+            "payload": {"n": n},
+            **overrides,
+        }
+        return JobInfo(id=n, kind="notifications.dispatch", attempts=1, max_attempts=8), payload
+
+    refused = [
+        job(1),
+        job(2, recipientUserId=str(uuid.uuid4())),  # recipient gone
+        job(3, payload={"n": "not a number"}),  # no longer valid
+        job(4),
+    ]
+    results = await run_dispatch_batch(services, refused)
+    assert results[0] is None and results[3] is None
+    assert isinstance(results[1], PermanentJobError) and isinstance(results[2], PermanentJobError)
+    assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 2
+    broken = [job(5), job(6, accountId=str(uuid.uuid4())), job(7)]  # unknown account: FK error
+    results = await run_dispatch_batch(services, broken)
+    assert results[0] is None and results[2] is None and results[1] is not None
+    assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 4

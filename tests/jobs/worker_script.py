@@ -27,8 +27,25 @@ async def main() -> None:
             await dispatch.run(svc, payload, info)
             await asyncio.sleep(random.uniform(0, 0.02))
 
+        assert dispatch.run_batch is not None
+        run_batch = dispatch.run_batch
+
+        async def slow_batch(
+            svc: Services, items: list[tuple[JobInfo, dict[str, Any]]]
+        ) -> list[BaseException | None]:
+            await asyncio.sleep(random.uniform(0, 0.01))
+            results = await run_batch(svc, items)
+            await asyncio.sleep(random.uniform(0, 0.02))
+            return results
+
         services.jobs.register(
-            JobKind(name=dispatch.name, run=slow, max_attempts=dispatch.max_attempts)
+            JobKind(
+                name=dispatch.name,
+                run=slow,
+                run_batch=slow_batch,
+                batch_size=4,
+                max_attempts=dispatch.max_attempts,
+            )
         )
         runner = JobRunner(services)
         await runner.start()
