@@ -118,22 +118,25 @@ class Conn:
     ) -> list[Row]:
         await self._ensure_prepared(stmt)
         sql, values = compile_statement(stmt, params)
-        async with self.raw.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+        async with self.raw.cursor() as cur:
             await cur.execute(sql, values)
-            rows: list[Row] = await cur.fetchall()
+            raw_rows = await cur.fetchall()
+            names = [column.name for column in cur.description or ()]
         self._settled()
-        return rows
+        # dict(zip()) is built in C; psycopg2's RealDictCursor sets each column in Python.
+        return [dict(zip(names, row, strict=True)) for row in raw_rows]
 
     async def fetch_one(
         self, stmt: Statement, params: Mapping[str, Any] | None = None
     ) -> Row | None:
         await self._ensure_prepared(stmt)
         sql, values = compile_statement(stmt, params)
-        async with self.raw.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+        async with self.raw.cursor() as cur:
             await cur.execute(sql, values)
-            row: Row | None = await cur.fetchone()
+            raw_row = await cur.fetchone()
+            names = [column.name for column in cur.description or ()]
         self._settled()
-        return row
+        return None if raw_row is None else dict(zip(names, raw_row, strict=True))
 
     async def fetch_val(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> Any:
         await self._ensure_prepared(stmt)

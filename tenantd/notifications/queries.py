@@ -195,30 +195,62 @@ async def count_attempt(conn: Conn, *, notification_id: uuid.UUID, channel: str)
 # --- in-app inbox -------------------------------------------------------------------------
 
 
-async def list_notifications(
+def _inbox_page_query(status: str, after_cursor: bool) -> Prepared:
+    """One page of the inbox as JSON text built by PostgreSQL, plus the next-page anchor.
+
+    The page is fetched with one extra row (`fetch` = size + 1) to know whether more follow.
+    """
+    where = ["user_id = %(uid)s", "in_app"]
+    if status in ("unread", "read"):
+        where.append(f"status = '{status}'")
+    if after_cursor:
+        where.append("(created_at, id) < (%(c)s::timestamptz, %(i)s::uuid)")
+    stamp = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    return Prepared(
+        f"tenantd_inbox_{status}_{'after' if after_cursor else 'first'}",
+        f"""
+WITH page AS (
+    SELECT {NOTIFICATION_COLUMNS},
+           row_number() OVER (ORDER BY created_at DESC, id DESC) AS n
+      FROM (SELECT {NOTIFICATION_COLUMNS} FROM notifications
+             WHERE {" AND ".join(where)}
+             ORDER BY created_at DESC, id DESC LIMIT %(fetch)s::int) newest
+)
+SELECT COALESCE(json_agg(json_build_object(
+           'id', id, 'eventType', event_type, 'title', title, 'body', body,
+           'ctaUrl', cta_url, 'ctaLabel', cta_label, 'status', status,
+           'readAt', {stamp.format("read_at")}, 'createdAt', {stamp.format("created_at")})
+         ORDER BY n) FILTER (WHERE n <= %(size)s::int), '[]')::text AS items,
+       COALESCE(max(n) > %(size)s::int, false) AS more,
+       max(created_at) FILTER (WHERE n = %(size)s::int) AS last_created_at,
+       (array_agg(id) FILTER (WHERE n = %(size)s::int))[1] AS last_id
+  FROM page
+""",
+    )
+
+
+INBOX_PAGES = {
+    (status, after): _inbox_page_query(status, after)
+    for status in ("all", "unread", "read")
+    for after in (False, True)
+}
+
+
+async def inbox_page(
     conn: Conn,
     *,
     user_id: uuid.UUID,
-    unread_only: bool,
-    read_only: bool,
-    limit: int,
+    status: str,
+    size: int,
     before: tuple[dt.datetime, uuid.UUID] | None,
-) -> list[Row]:
-    """Newest first, keyset-paginated on (created_at, id)."""
-    where = ["user_id = %(uid)s", "in_app"]
-    params: dict[str, Any] = {"uid": user_id, "limit": limit}
-    if unread_only:
-        where.append("status = 'unread'")
-    elif read_only:
-        where.append("status = 'read'")
+) -> Row:
+    """Newest first, keyset-paginated on (created_at, id): {items (JSON text), more, last_*}."""
+    params: dict[str, Any] = {"uid": user_id, "size": size, "fetch": size + 1}
     if before is not None:
-        where.append("(created_at, id) < (%(c)s, %(i)s)")
         params.update(c=before[0], i=before[1])
-    return await conn.fetch_all(
-        f"SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE {' AND '.join(where)}"
-        " ORDER BY created_at DESC, id DESC LIMIT %(limit)s",
-        params,
-    )
+    row = await conn.fetch_one(INBOX_PAGES[(status, before is not None)], params)
+    assert row is not None  # an aggregate always returns one row
+    return row
 
 
 UNREAD_COUNT = Prepared(

@@ -231,3 +231,35 @@ async def test_stream_is_404_when_switched_off(factory: Any, make_client: Any) -
     response = await client.get(STREAM)
     assert response.status == 404
     assert (await response.json())["error"]["code"] == "NOT_FOUND"
+
+
+async def test_shutdown_ends_streams_with_a_final_comment(
+    app: web.Application, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    reader = await open_stream(client)
+    await eventually(lambda: listening(app, user.id))
+    app[FEED_KEY].close_all()  # what SIGTERM's on_shutdown does
+    assert await reader.ended()
+    assert "server shutting down" in reader.comments
+
+
+async def test_hot_stream_rechecks_the_token_from_the_context_cache(
+    app: web.Application, services: Services, factory: Any, make_client: Any
+) -> None:
+    """Re-checks before each message cost no query while the cache holds the token, and
+    logout still ends the stream before the next message."""
+    user = await factory.user()
+    cookies = await factory.cookies(user)
+    client = await make_client(cookies=cookies)
+    reader = await open_stream(client)
+    await eventually(lambda: listening(app, user.id))
+    cache = services.context_cache
+    hits = cache.hits
+    await ping(services, user.id, 1)
+    assert await reader.next_event() is not None
+    assert cache.hits > hits
+    assert (await client.post("/api/v1/auth/logout")).status == 200
+    await ping(services, user.id, 2)
+    assert await reader.next_event() is None  # ended before delivering message 2

@@ -139,29 +139,11 @@ async def hot_statements() -> dict[str, tuple[str, dict[str, Any]]]:
     )
     await capture("entitlements", lambda c: entitlements(c, account))
     await capture("suppression", lambda c: suppression.find(c, "someone@example.com"))
-    await capture(
-        "inbox",
-        lambda c: notification_queries.list_notifications(
-            c, user_id=user, unread_only=False, read_only=False, limit=50, before=None
-        ),
-    )
-    await capture(
-        "inbox_unread",
-        lambda c: notification_queries.list_notifications(
-            c, user_id=user, unread_only=True, read_only=False, limit=50, before=None
-        ),
-    )
-    await capture(
-        "inbox_next_page",
-        lambda c: notification_queries.list_notifications(
-            c,
-            user_id=user,
-            unread_only=False,
-            read_only=False,
-            limit=50,
-            before=(dt.datetime.now(dt.UTC), uuid.uuid4()),
-        ),
-    )
+    for (status, after), query in notification_queries.INBOX_PAGES.items():
+        params: dict[str, Any] = {"uid": user, "size": 50, "fetch": 51}
+        if after:
+            params.update(c=dt.datetime.now(dt.UTC), i=uuid.uuid4())
+        recorded[f"inbox_{status}_{'next' if after else 'first'}"] = (query.sql, params)
     await capture("unread_count", lambda c: notification_queries.unread_count(c, user_id=user))
     await capture(
         "claim_jobs",

@@ -10,6 +10,8 @@ import datetime as dt
 import uuid
 from typing import Any
 
+import orjson
+
 from tenantd.db import Conn
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.notifications import queries
@@ -36,22 +38,16 @@ def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
 async def list_inbox(
     conn: Conn, *, user_id: uuid.UUID, status: str, limit: int, cursor: str | None
 ) -> dict[str, Any]:
-    """A page of the user's notifications, newest first, with the cursor of the next page."""
+    """A page of the user's notifications, newest first, with the cursor of the next page.
+
+    PostgreSQL renders the items as JSON; they are embedded in the answer as they are.
+    """
     before = decode_cursor(cursor) if cursor else None
-    rows = await queries.list_notifications(
-        conn,
-        user_id=user_id,
-        unread_only=status == "unread",
-        read_only=status == "read",
-        limit=limit + 1,
-        before=before,
-    )
-    page = rows[:limit]
+    page = await queries.inbox_page(conn, user_id=user_id, status=status, size=limit, before=before)
     next_cursor = None
-    if len(rows) > limit:
-        last = page[-1]
-        next_cursor = encode_cursor(last["created_at"], last["id"])
-    return {"items": [notification_json(row) for row in page], "nextCursor": next_cursor}
+    if page["more"]:
+        next_cursor = encode_cursor(page["last_created_at"], page["last_id"])
+    return {"items": orjson.Fragment(page["items"]), "nextCursor": next_cursor}
 
 
 async def unread_count(conn: Conn, *, user_id: uuid.UUID) -> dict[str, int]:

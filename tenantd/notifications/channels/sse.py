@@ -36,6 +36,8 @@ from tenantd.services import Services
 
 log = logging.getLogger(__name__)
 
+SHUTDOWN_COMMENT = b": server shutting down\n\n"
+
 TICK_SECONDS = 15.0  # idle re-check and keep-alive comment; TENANTD_SSE_TICK_SECONDS overrides
 QUEUE_SIZE = 100  # frames buffered per stream; TENANTD_SSE_QUEUE_SIZE overrides
 REPLAY_LIMIT = 100  # frames replayed for Last-Event-ID
@@ -190,13 +192,24 @@ def _claims(principal: Principal) -> AccessClaims:
 
 
 async def _still_valid(services: Services, claims: AccessClaims) -> bool:
+    """Expiry, jti revocation and the user-wide cutoff, re-checked before every message.
+
+    The request-context cache answers when it holds this token: it is invalidated by the same
+    writes (logout, logout-all, membership changes) at once on this instance and within
+    milliseconds on others, so a hot stream does not cost a query per message.
+    """
     if claims.expires_at <= time.time():
         return False
+    cache = services.context_cache
+    if cache.principal(claims.jti) is not None:
+        return True
+    generation = cache.generation
     try:
         async with services.db.connection() as conn:
-            await check_claims(conn, claims)
+            principal = await check_claims(conn, claims)
     except AppError:
         return False
+    cache.store_principal(principal, generation)
     return True
 
 
@@ -239,6 +252,9 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
                         log.warning(
                             "SSE client too slow; stream ended", extra={"user_id": str(user_id)}
                         )
+                    else:  # shutdown: say so, so the client knows to reconnect elsewhere
+                        with contextlib.suppress(ConnectionError, RuntimeError):
+                            await response.write(SHUTDOWN_COMMENT)
                     break
                 if not await _still_valid(services, claims):
                     break
