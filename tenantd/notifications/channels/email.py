@@ -23,6 +23,7 @@ from tenantd.email.message import EmailMessage, EmailSendError
 from tenantd.errors import AppError
 from tenantd.jobs.kinds import JobInfo, PermanentJobError
 from tenantd.notifications import queries
+from tenantd.notifications.channels import settle_delivery
 from tenantd.notifications.registry import EmailContent, RegisteredEvent, template_environment
 from tenantd.notifications.service import validate_payload
 from tenantd.notifications.unsubscribe import make_token, unsubscribe_url
@@ -120,15 +121,6 @@ def build_message(services: Services, row: Row) -> EmailMessage:
     )
 
 
-async def settle(
-    services: Services, notification_id: uuid.UUID, status: str, reason: str | None = None
-) -> None:
-    async with services.db.connection() as conn:
-        await queries.settle_delivery(
-            conn, notification_id=notification_id, channel=CHANNEL, status=status, reason=reason
-        )
-
-
 async def run_email_job(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
     """Deliver one notification email (a settled row is left alone: idempotent)."""
     notification_id = uuid.UUID(str(payload["notificationId"]))
@@ -139,24 +131,30 @@ async def run_email_job(services: Services, payload: dict[str, Any], job: JobInf
     try:
         message = build_message(services, row)
     except (TemplateProblem, AppError) as problem:
-        await settle(services, notification_id, "failed", str(problem)[:500])
+        await settle_delivery(services, notification_id, CHANNEL, "failed", str(problem)[:500])
         raise PermanentJobError(str(problem)) from problem
     try:
         result = await services.email.send(message)
     except EmailSendError as error:
         if not error.retryable:
-            await settle(services, notification_id, "failed", f"provider_error: {error}"[:500])
+            await settle_delivery(
+                services, notification_id, CHANNEL, "failed", f"provider_error: {error}"[:500]
+            )
             raise PermanentJobError(str(error)) from error
         async with services.db.connection() as conn:
             await queries.count_attempt(conn, notification_id=notification_id, channel=CHANNEL)
         raise
     if result.status == "suppressed":
-        await settle(services, notification_id, "suppressed", result.reason or "suppressed")
+        await settle_delivery(
+            services, notification_id, CHANNEL, "suppressed", result.reason or "suppressed"
+        )
     else:
-        await settle(services, notification_id, "sent")
+        await settle_delivery(services, notification_id, CHANNEL, "sent")
 
 
 async def give_up_email(services: Services, payload: dict[str, Any], error: str) -> None:
     """Retries exhausted: the delivery settles failed with the last error."""
     notification_id = uuid.UUID(str(payload["notificationId"]))
-    await settle(services, notification_id, "failed", f"provider_error: {error}"[:500])
+    await settle_delivery(
+        services, notification_id, CHANNEL, "failed", f"provider_error: {error}"[:500]
+    )

@@ -35,6 +35,7 @@ from tenantd.db import Conn
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import queries
+from tenantd.notifications.channels import settle_delivery
 from tenantd.notifications.schemas import envelope, subscription_json
 from tenantd.settings import Settings
 
@@ -265,15 +266,6 @@ async def push_one(
     return PushResult(sub_id, "error", f"http_{status}")
 
 
-async def settle(
-    services: Services, notification_id: uuid.UUID, status: str, reason: str | None = None
-) -> None:
-    async with services.db.connection() as conn:
-        await queries.settle_delivery(
-            conn, notification_id=notification_id, channel=CHANNEL, status=status, reason=reason
-        )
-
-
 async def run_web_push_job(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
     """One delivery job per notification: parallel sends to every live subscription."""
     notification_id = uuid.UUID(str(payload["notificationId"]))
@@ -283,10 +275,10 @@ async def run_web_push_job(services: Services, payload: dict[str, Any], job: Job
             return
         subscriptions = await queries.live_subscriptions(conn, user_id=row["user_id"])
     if not services.settings.web_push_enabled:
-        await settle(services, notification_id, "suppressed", "web_push_disabled")
+        await settle_delivery(services, notification_id, CHANNEL, "suppressed", "web_push_disabled")
         return
     if not subscriptions:
-        await settle(services, notification_id, "suppressed", "no_subscriptions")
+        await settle_delivery(services, notification_id, CHANNEL, "suppressed", "no_subscriptions")
         return
     data = envelope(row)
     results = await asyncio.gather(*(push_one(services, sub, data) for sub in subscriptions))
@@ -309,11 +301,13 @@ async def run_web_push_job(services: Services, payload: dict[str, Any], job: Job
             },
         )
     if accepted:
-        await settle(services, notification_id, "sent")
+        await settle_delivery(services, notification_id, CHANNEL, "sent")
     elif errors:
-        await settle(services, notification_id, "failed", errors[0].detail[:200])
+        await settle_delivery(services, notification_id, CHANNEL, "failed", errors[0].detail[:200])
     else:
-        await settle(services, notification_id, "suppressed", "no_live_subscriptions")
+        await settle_delivery(
+            services, notification_id, CHANNEL, "suppressed", "no_live_subscriptions"
+        )
 
 
 # --- subscriptions ------------------------------------------------------------------------
