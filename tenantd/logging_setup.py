@@ -86,8 +86,20 @@ class ConsoleFormatter(logging.Formatter):
         return base
 
 
+class StderrHandler(logging.StreamHandler[Any]):
+    """Writes to whatever sys.stderr is at emit time (test runners swap it and close it)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def setup_logging(level: str = "info", fmt: str = "console") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler()
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
