@@ -1,10 +1,12 @@
 """In-process cache of the resolved request context, with bounded staleness.
 
 What is cached: the Principal of an access token (keyed by jti: user, aid, role, after the
-revocation and cutoff checks) and the serialised /me body (keyed by user and aid).
+revocation and cutoff checks), the serialised /me body (keyed by user and aid), and the
+user's inbox answers (first pages and unread count).
 
-How it stays correct: database triggers (sql/0070) announce every write to users,
-memberships, accounts, plans, feature overrides, passwords, identities and revoked tokens.
+How it stays correct: database triggers (sql/0070, 0071) announce every write to users,
+memberships, accounts, plans, feature overrides, passwords, identities, revoked tokens and
+notifications.
  * Other instances hear it through LISTEN tenantd_cache (delivered on commit, in ms).
  * The writing process sees it as a NOTICE on its own connection and invalidates at once
    (`apply_notices`, called by the db layer after commit), before it answers.
@@ -22,7 +24,8 @@ import re
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Hashable, Iterable
+from typing import Any
 
 import aiopg
 from aiohttp import web
@@ -33,7 +36,7 @@ from tenantd.auth.principal import Principal
 log = logging.getLogger(__name__)
 
 CHANNEL = "tenantd_cache"
-_NOTICE = re.compile(r"tenantd_cache:(user|account|jti|all)(?::([0-9a-f-]{36}))?")
+_NOTICE = re.compile(r"tenantd_cache:(user|account|jti|inbox|all)(?::([0-9a-f-]{36}))?")
 PSYCOPG_NOTICE_LIMIT = 50  # psycopg2 keeps only the newest 50 notices
 
 
@@ -45,6 +48,11 @@ class ContextCache:
         self._principals: OrderedDict[uuid.UUID, Principal] = OrderedDict()
         self._jtis_by_user: dict[uuid.UUID, set[uuid.UUID]] = {}
         self._me: dict[tuple[uuid.UUID, uuid.UUID | None], bytes] = {}
+        # Per-user inbox answers (first pages, unread count). They change with every new
+        # notification, so they carry their own per-user generation: dispatch traffic must
+        # not stop auth contexts from being cached.
+        self._inbox: dict[uuid.UUID, dict[Hashable, Any]] = {}
+        self._inbox_generation: dict[uuid.UUID, int] = {}
         self.hits = 0
         self.misses = 0
 
@@ -83,8 +91,31 @@ class ContextCache:
             self._me.clear()
         self._me[(user_id, account_id)] = body
 
+    # the inbox: keyed by user, then by what was asked -------------------
+    def inbox_version(self, user_id: uuid.UUID) -> tuple[int, int]:
+        return self.generation, self._inbox_generation.get(user_id, 0)
+
+    def inbox(self, user_id: uuid.UUID, key: Hashable) -> Any:
+        if not self.enabled:
+            return None
+        return self._inbox.get(user_id, {}).get(key)
+
+    def store_inbox(
+        self, user_id: uuid.UUID, key: Hashable, value: Any, version: tuple[int, int]
+    ) -> None:
+        if not self.enabled or version != self.inbox_version(user_id):
+            return
+        if len(self._inbox) >= self.max_entries:
+            self._inbox.clear()
+        self._inbox.setdefault(user_id, {})[key] = value
+
+    def invalidate_inbox(self, user_id: uuid.UUID) -> None:
+        self._inbox_generation[user_id] = self._inbox_generation.get(user_id, 0) + 1
+        self._inbox.pop(user_id, None)
+
     # invalidation --------------------------------------------------------
     def invalidate_user(self, user_id: uuid.UUID) -> None:
+        self.invalidate_inbox(user_id)
         self.generation += 1
         for jti in self._jtis_by_user.pop(user_id, set()):
             self._principals.pop(jti, None)
@@ -103,6 +134,7 @@ class ContextCache:
         self._principals.clear()
         self._jtis_by_user.clear()
         self._me.clear()
+        self._inbox.clear()
 
     def apply(self, payload: str) -> None:
         match = _NOTICE.search(payload if payload.startswith(CHANNEL) else f"{CHANNEL}:{payload}")
@@ -115,6 +147,8 @@ class ContextCache:
             self.invalidate_user(uuid.UUID(value))
         elif kind == "jti":
             self.invalidate_jti(uuid.UUID(value))
+        elif kind == "inbox":
+            self.invalidate_inbox(uuid.UUID(value))
 
     def apply_notices(self, notices: Iterable[str]) -> None:
         """Notices the writing connection received from the invalidation triggers."""

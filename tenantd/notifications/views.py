@@ -41,24 +41,23 @@ class TokenQuery(ApiModel):
 
 
 @routes.get(BASE, query=ListQuery, response=NotificationPage, summary="List notifications")
-async def list_notifications(request: web.Request, query: ListQuery) -> dict[str, Any]:
+async def list_notifications(request: web.Request, query: ListQuery) -> Any:
     principal = current_principal(request)
-    services = request.app[appkeys.services]
-    async with services.db.connection() as conn:
-        return await in_app.list_inbox(
-            conn,
-            user_id=principal.user_id,
-            status=query.status,
-            limit=query.limit,
-            cursor=query.cursor,
-        )
+    return await in_app.inbox_page(
+        request.app[appkeys.services],
+        user_id=principal.user_id,
+        status=query.status,
+        limit=query.limit,
+        cursor=query.cursor,
+    )
 
 
 @routes.get(f"{BASE}/unread-count", response=UnreadCount, summary="Count unread notifications")
 async def unread_count(request: web.Request) -> dict[str, int]:
     principal = current_principal(request)
-    async with request.app[appkeys.services].db.connection() as conn:
-        return await in_app.unread_count(conn, user_id=principal.user_id)
+    return await in_app.cached_unread_count(
+        request.app[appkeys.services], user_id=principal.user_id
+    )
 
 
 @routes.post(f"{BASE}/{{id}}/read", response=NotificationOut, summary="Mark one notification read")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -16,6 +16,9 @@ from tenantd.db import Conn
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.notifications import queries
 from tenantd.notifications.schemas import notification_json
+
+if TYPE_CHECKING:
+    from tenantd.services import Services
 
 
 def encode_cursor(created_at: dt.datetime, notification_id: uuid.UUID) -> str:
@@ -66,3 +69,39 @@ async def mark_read(
 
 async def mark_all_read(conn: Conn, *, user_id: uuid.UUID) -> dict[str, int]:
     return {"updated": await queries.mark_all_read(conn, user_id=user_id)}
+
+
+# The hot reads, answered from the request-context cache when it holds them. Every write to
+# the user's notifications announces `inbox:<user>` (sql/0071), which drops these entries at
+# once on the writing instance and within milliseconds on the others.
+
+
+async def inbox_page(
+    services: Services, *, user_id: uuid.UUID, status: str, limit: int, cursor: str | None
+) -> orjson.Fragment:
+    """A page of the inbox as pre-serialised JSON; first pages come from the cache."""
+    cache = services.context_cache
+    key = ("page", status, limit)
+    if cursor is None:
+        cached = cache.inbox(user_id, key)
+        if cached is not None:
+            return orjson.Fragment(cached)
+    version = cache.inbox_version(user_id)
+    async with services.db.connection() as conn:
+        page = await list_inbox(conn, user_id=user_id, status=status, limit=limit, cursor=cursor)
+    encoded = orjson.dumps(page)
+    if cursor is None:
+        cache.store_inbox(user_id, key, encoded, version)
+    return orjson.Fragment(encoded)
+
+
+async def cached_unread_count(services: Services, *, user_id: uuid.UUID) -> dict[str, int]:
+    cache = services.context_cache
+    cached = cache.inbox(user_id, "unread")
+    if cached is not None:
+        return {"count": cached}
+    version = cache.inbox_version(user_id)
+    async with services.db.connection() as conn:
+        count = await queries.unread_count(conn, user_id=user_id)
+    cache.store_inbox(user_id, "unread", count, version)
+    return {"count": count}
