@@ -119,7 +119,7 @@ def seed(dsn: str, plan: SeedPlan, secret: str, log: callable = print) -> dict[s
         f" SELECT {account_id_sql('i')}, {user_id_sql('i')}, 'owner'"
         f" FROM generate_series(1, {a}) i;"
         f" INSERT INTO memberships (account_id, user_id, role)"
-        f" SELECT {account_id_sql('((j * 7919) % ' + str(a) + ') + 1')},"
+        f" SELECT {account_id_sql('((j::bigint * 7919) % ' + str(a) + ') + 1')},"
         f"        {user_id_sql('((j - 1) % ' + str(u) + ') + 1')},"
         f"        CASE WHEN j % 5 = 0 THEN 'admin' ELSE 'member' END"
         f" FROM generate_series(1, {extra}) j"
