@@ -45,6 +45,8 @@ def find_pg_bin() -> Path:
 @dataclass
 class EmbeddedCluster:
     root: Path  # $TENANTD_DATA_DIR/pg
+    # Extra server options, e.g. "-c shared_buffers=2GB" for the benchmark's large data set.
+    options: str = ""
 
     @property
     def data(self) -> Path:
@@ -119,6 +121,8 @@ class EmbeddedCluster:
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
             "-c max_connections=300 -c shared_buffers=128MB"
         )
+        if self.options:
+            options = f"{options} {self.options}"
         result = self._run(
             [
                 str(bin_dir / "pg_ctl"),
