@@ -151,7 +151,8 @@ def main() -> None:
     if not database_url:
         # Size the buffer cache like a production server would be for this data set: with the
         # development default (128 MB) every insert at --scale 10 evicts dirty index pages.
-        cluster = EmbeddedCluster(data_dir / "pg", options="-c shared_buffers=2GB")
+        buffers = os.environ.get("BENCH_SHARED_BUFFERS", "2GB")
+        cluster = EmbeddedCluster(data_dir / "pg", options=f"-c shared_buffers={buffers}")
         cluster.start()
         database_url = cluster.url
     from tenantd.db.dsn import url_to_dsn
