@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenantd.accounts import audit, permissions, queries
-from tenantd.accounts.service import Activation, activate, check_scope, lock_scoped
+from tenantd.accounts.service import Activation, activate_next_account, check_scope, lock_scoped
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, OwnerCannotLeave, ValidationFailed
 from tenantd.services import Services
@@ -113,13 +113,8 @@ async def leave_account(
             target=str(actor.user_id),
             data={"role": own["role"], "reason": "left"},
         )
-        next_account = await queries.default_account_id(conn, actor.user_id)
-        activation = await activate(
-            conn,
-            services.settings,
-            user_id=actor.user_id,
-            account_id=next_account,
-            refresh_token=refresh_token,
+        activation = await activate_next_account(
+            conn, services.settings, user_id=actor.user_id, refresh_token=refresh_token
         )
     return Left(membership=revoked, activation=activation)
 

@@ -175,6 +175,16 @@ async def rename_account(
     return detail_of(row, account["role"])
 
 
+async def activate_next_account(
+    conn: Conn, settings: Settings, *, user_id: uuid.UUID, refresh_token: str | None
+) -> Activation:
+    """After leaving or deleting the active account: the session moves to the next one."""
+    next_account = await queries.default_account_id(conn, user_id)
+    return await activate(
+        conn, settings, user_id=user_id, account_id=next_account, refresh_token=refresh_token
+    )
+
+
 @dataclass(frozen=True)
 class Deleted:
     account_id: uuid.UUID
@@ -202,13 +212,8 @@ async def delete_account(
             target=str(account_id),
             data={"purgeAfter": purge_after.isoformat()},
         )
-        next_account = await queries.default_account_id(conn, actor.user_id)
-        activation = await activate(
-            conn,
-            services.settings,
-            user_id=actor.user_id,
-            account_id=next_account,
-            refresh_token=refresh_token,
+        activation = await activate_next_account(
+            conn, services.settings, user_id=actor.user_id, refresh_token=refresh_token
         )
     return Deleted(
         account_id=account_id,
