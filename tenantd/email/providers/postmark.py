@@ -13,7 +13,8 @@ import aiohttp
 
 from tenantd.email.addresses import normalize_email
 from tenantd.email.message import EmailMessage, EmailSendError, RecipientSuppressed
-from tenantd.email.providers.retry import Reply, RetryPolicy, post_json, refused
+from tenantd.email.providers.api import JsonApiSender
+from tenantd.email.providers.retry import Reply, RetryPolicy, refused
 
 INACTIVE_RECIPIENT = 406
 _FOUND = re.compile(r"Found inactive address(?:es)?:(?P<list>.*?)(?:Inactive recipients|$)", re.S)
@@ -50,8 +51,9 @@ def payload(message: EmailMessage, *, sender: str, stream: str) -> dict[str, Any
     return body
 
 
-class PostmarkSender:
+class PostmarkSender(JsonApiSender):
     name = "postmark"
+    path = "/email"
 
     def __init__(
         self,
@@ -62,22 +64,15 @@ class PostmarkSender:
         retry: RetryPolicy | None = None,
         stream: str = "outbound",
     ):
-        self.http = http
+        super().__init__(http, base_url=base_url, retry=retry)
         self._token = token
-        self.url = base_url.rstrip("/") + "/email"
-        self.retry = retry or RetryPolicy()
         self.stream = stream
 
-    async def send(self, message: EmailMessage, *, sender: str) -> str | None:
-        reply = await post_json(
-            self.http,
-            self.url,
-            payload=payload(message, sender=sender, stream=self.stream),
-            headers={"X-Postmark-Server-Token": self._token},
-            policy=self.retry,
-            provider=self.name,
-        )
-        return self.interpret(reply, message)
+    def request_headers(self) -> dict[str, str]:
+        return {"X-Postmark-Server-Token": self._token}
+
+    def body(self, message: EmailMessage, *, sender: str) -> dict[str, Any]:
+        return payload(message, sender=sender, stream=self.stream)
 
     def interpret(self, reply: Reply, message: EmailMessage) -> str | None:
         data = reply.json()

@@ -13,7 +13,8 @@ from typing import Any
 import aiohttp
 
 from tenantd.email.message import EmailMessage
-from tenantd.email.providers.retry import Reply, RetryPolicy, post_json, refused
+from tenantd.email.providers.api import JsonApiSender
+from tenantd.email.providers.retry import Reply, RetryPolicy, refused
 
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # Resend tag names/values allow only these
 
@@ -34,8 +35,9 @@ def payload(message: EmailMessage, *, sender: str) -> dict[str, Any]:
     return body
 
 
-class ResendSender:
+class ResendSender(JsonApiSender):
     name = "resend"
+    path = "/emails"
 
     def __init__(
         self,
@@ -45,26 +47,17 @@ class ResendSender:
         base_url: str,
         retry: RetryPolicy | None = None,
     ):
-        self.http = http
+        super().__init__(http, base_url=base_url, retry=retry)
         self._api_key = api_key
-        self.url = base_url.rstrip("/") + "/emails"
-        self.retry = retry or RetryPolicy()
 
-    async def send(self, message: EmailMessage, *, sender: str) -> str | None:
-        reply = await post_json(
-            self.http,
-            self.url,
-            payload=payload(message, sender=sender),
-            headers={
-                "Authorization": f"Bearer {self._api_key}",
-                "Idempotency-Key": str(uuid.uuid4()),
-            },
-            policy=self.retry,
-            provider=self.name,
-        )
-        return self.interpret(reply)
+    def request_headers(self) -> dict[str, str]:
+        # One key per message, kept across retries, so a retry can never deliver twice.
+        return {"Authorization": f"Bearer {self._api_key}", "Idempotency-Key": str(uuid.uuid4())}
 
-    def interpret(self, reply: Reply) -> str | None:
+    def body(self, message: EmailMessage, *, sender: str) -> dict[str, Any]:
+        return payload(message, sender=sender)
+
+    def interpret(self, reply: Reply, message: EmailMessage) -> str | None:
         data = reply.json()
         data = data if isinstance(data, dict) else {}
         if 200 <= reply.status < 300:

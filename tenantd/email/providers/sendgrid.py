@@ -11,7 +11,8 @@ from typing import Any
 import aiohttp
 
 from tenantd.email.message import EmailMessage
-from tenantd.email.providers.retry import Reply, RetryPolicy, post_json, refused
+from tenantd.email.providers.api import JsonApiSender
+from tenantd.email.providers.retry import Reply, RetryPolicy, refused
 
 
 def address(value: str) -> dict[str, str]:
@@ -40,8 +41,9 @@ def payload(message: EmailMessage, *, sender: str) -> dict[str, Any]:
     return body
 
 
-class SendGridSender:
+class SendGridSender(JsonApiSender):
     name = "sendgrid"
+    path = "/v3/mail/send"
 
     def __init__(
         self,
@@ -51,23 +53,16 @@ class SendGridSender:
         base_url: str,
         retry: RetryPolicy | None = None,
     ):
-        self.http = http
+        super().__init__(http, base_url=base_url, retry=retry)
         self._api_key = api_key
-        self.url = base_url.rstrip("/") + "/v3/mail/send"
-        self.retry = retry or RetryPolicy()
 
-    async def send(self, message: EmailMessage, *, sender: str) -> str | None:
-        reply = await post_json(
-            self.http,
-            self.url,
-            payload=payload(message, sender=sender),
-            headers={"Authorization": f"Bearer {self._api_key}"},
-            policy=self.retry,
-            provider=self.name,
-        )
-        return self.interpret(reply)
+    def request_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"}
 
-    def interpret(self, reply: Reply) -> str | None:
+    def body(self, message: EmailMessage, *, sender: str) -> dict[str, Any]:
+        return payload(message, sender=sender)
+
+    def interpret(self, reply: Reply, message: EmailMessage) -> str | None:
         if 200 <= reply.status < 300:
             return reply.headers.get("X-Message-Id")
         data = reply.json()
