@@ -12,10 +12,12 @@ if TYPE_CHECKING:
     from tenantd.auth.principal import Principal
     from tenantd.ops.metrics import Metrics
     from tenantd.ops.scheduler import SweepScheduler
+    from tenantd.pubsub.hub import PubSubHub
     from tenantd.services import Services
 
 settings = web.AppKey("settings", Settings)
 services: web.AppKey[Services] = web.AppKey("services")
+pubsub: web.AppKey[PubSubHub] = web.AppKey("pubsub")
 metrics: web.AppKey[Metrics] = web.AppKey("metrics")
 scheduler: web.AppKey[SweepScheduler] = web.AppKey("scheduler")
 

@@ -11,23 +11,21 @@ notifications.
  * The writing process sees it as a NOTICE on its own connection and invalidates at once
    (`apply_notices`, called by the db layer after commit), before it answers.
  * A load that raced an invalidation is not stored (generation check).
- * While the listener is disconnected the cache is off, and it is flushed on reconnect, so
-   staleness is bounded by notification latency, never by time-to-live guesses.
+ * While the process's LISTEN connection (the pub/sub hub) is down the cache is off, and it
+   is flushed on reconnect, so staleness is bounded by notification latency, never by
+   time-to-live guesses.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import re
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Hashable, Iterable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from typing import Any
 
-import aiopg
 from aiohttp import web
 
 from tenantd import appkeys
@@ -44,6 +42,8 @@ class ContextCache:
     def __init__(self, max_entries: int = 200_000):
         self.max_entries = max_entries
         self.enabled = False
+        # Whether invalidations are reaching us right now (the listener's connection is up).
+        self.live: Callable[[], bool] = lambda: True
         self.generation = 0
         self._principals: OrderedDict[uuid.UUID, Principal] = OrderedDict()
         self._jtis_by_user: dict[uuid.UUID, set[uuid.UUID]] = {}
@@ -56,9 +56,13 @@ class ContextCache:
         self.hits = 0
         self.misses = 0
 
+    @property
+    def serving(self) -> bool:
+        return self.enabled and self.live()
+
     # reads ---------------------------------------------------------------
     def principal(self, jti: uuid.UUID) -> Principal | None:
-        if not self.enabled:
+        if not self.serving:
             return None
         found = self._principals.get(jti)
         if found is None or found.expires_at <= time.time():
@@ -68,13 +72,13 @@ class ContextCache:
         return found
 
     def me_body(self, user_id: uuid.UUID, account_id: uuid.UUID | None) -> bytes | None:
-        if not self.enabled:
+        if not self.serving:
             return None
         return self._me.get((user_id, account_id))
 
     # writes (only when nothing was invalidated since the load began) ------
     def store_principal(self, principal: Principal, generation: int) -> None:
-        if not self.enabled or generation != self.generation:
+        if not self.serving or generation != self.generation:
             return
         if len(self._principals) >= self.max_entries:
             old_jti, old = self._principals.popitem(last=False)
@@ -85,7 +89,7 @@ class ContextCache:
     def store_me(
         self, user_id: uuid.UUID, account_id: uuid.UUID | None, body: bytes, generation: int
     ) -> None:
-        if not self.enabled or generation != self.generation:
+        if not self.serving or generation != self.generation:
             return
         if len(self._me) >= self.max_entries:
             self._me.clear()
@@ -96,14 +100,14 @@ class ContextCache:
         return self.generation, self._inbox_generation.get(user_id, 0)
 
     def inbox(self, user_id: uuid.UUID, key: Hashable) -> Any:
-        if not self.enabled:
+        if not self.serving:
             return None
         return self._inbox.get(user_id, {}).get(key)
 
     def store_inbox(
         self, user_id: uuid.UUID, key: Hashable, value: Any, version: tuple[int, int]
     ) -> None:
-        if not self.enabled or version != self.inbox_version(user_id):
+        if not self.serving or version != self.inbox_version(user_id):
             return
         if len(self._inbox) >= self.max_entries:
             self._inbox.clear()
@@ -161,69 +165,23 @@ class ContextCache:
                 self.apply(notice[notice.index(CHANNEL) :].strip())
 
 
-class CacheListener:
-    """One LISTEN connection; the cache is enabled only while it is connected."""
-
-    def __init__(self, dsn: str, cache: ContextCache):
-        self.dsn = dsn
-        self.cache = cache
-        self.connected = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        delay = 0.1
-        while True:
-            try:
-                async with aiopg.connect(self.dsn, enable_hstore=False) as conn:
-                    async with conn.cursor() as cur:
-                        await cur.execute(f"LISTEN {CHANNEL}")
-                    self.cache.flush()
-                    self.cache.enabled = True
-                    self.connected.set()
-                    delay = 0.1
-                    while True:
-                        message = await conn.notifies.get()
-                        self.cache.apply(message.payload)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # connection lost: stop trusting the cache
-                log.warning("context cache listener disconnected: %s", type(error).__name__)
-            finally:
-                self.cache.enabled = False
-                self.cache.flush()
-                self.connected.clear()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
-
-    async def start(self, wait: float = 5.0) -> None:
-        self._task = asyncio.create_task(self._run(), name="context-cache-listener")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.connected.wait(), wait)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-
-@contextlib.asynccontextmanager
-async def running_cache(dsn: str) -> AsyncIterator[ContextCache]:
-    cache = ContextCache()
-    listener = CacheListener(dsn, cache)
-    await listener.start()
-    try:
-        yield cache
-    finally:
-        await listener.stop()
-
-
 async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx hook: listen for invalidations; the cache serves only while listening."""
+    """cleanup_ctx hook: feed the cache from the pub/sub hub; it serves only while connected.
+
+    A reconnect may have missed invalidations, so the hub's gap signal flushes everything.
+    """
     services = app[appkeys.services]
-    listener = CacheListener(services.db.pool._dsn, services.context_cache)
-    await listener.start()
+    cache = services.context_cache
+    hub = app[appkeys.pubsub]
+    subscription = await hub.subscribe(
+        CHANNEL, lambda _channel, payload: cache.apply(payload), on_gap=cache.flush
+    )
+    cache.flush()
+    cache.live = hub.is_connected
+    cache.enabled = True
     try:
         yield
     finally:
-        await listener.stop()
+        cache.enabled = False
+        cache.flush()
+        await hub.unsubscribe(subscription)

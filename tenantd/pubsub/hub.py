@@ -14,11 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import aiopg
 import psycopg2
+from aiohttp import web
+
+from tenantd import appkeys
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +186,10 @@ class PubSubHub:
             await asyncio.sleep(self._health_interval)
             await self._command("SELECT 1")
 
+    def is_connected(self) -> bool:
+        conn = self._conn
+        return conn is not None and not conn.closed
+
     def backend_pid(self) -> int | None:
         """The server process of the listening connection (None while disconnected)."""
         conn = self._conn
@@ -190,3 +197,15 @@ class PubSubHub:
             return None
         pid: int = conn.raw.get_backend_pid()
         return pid
+
+
+async def pubsub_ctx(app: web.Application) -> AsyncIterator[None]:
+    """cleanup_ctx hook: the process's one LISTEN connection (SSE feed, context cache)."""
+    services = app[appkeys.services]
+    hub = PubSubHub(services.db.pool._dsn)  # the pool's own DSN (psycopg2 masks passwords)
+    await hub.start()
+    app[appkeys.pubsub] = hub
+    try:
+        yield
+    finally:
+        await hub.close()

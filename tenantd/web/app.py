@@ -48,8 +48,17 @@ def background_hooks() -> list[Hook]:
     from tenantd.ops.hooks import metrics_ctx
     from tenantd.ops.scheduler import scheduler_ctx
     from tenantd.ops.shutdown import shutdown_ctx
+    from tenantd.pubsub import pubsub_ctx
 
-    return [context_cache_ctx, shutdown_ctx, metrics_ctx, job_runner_ctx, scheduler_ctx, sse_ctx]
+    return [
+        pubsub_ctx,
+        context_cache_ctx,
+        shutdown_ctx,
+        metrics_ctx,
+        job_runner_ctx,
+        scheduler_ctx,
+        sse_ctx,
+    ]
 
 
 def create_app(

@@ -263,3 +263,12 @@ async def test_hot_stream_rechecks_the_token_from_the_context_cache(
     assert (await client.post("/api/v1/auth/logout")).status == 200
     await ping(services, user.id, 2)
     assert await reader.next_event() is None  # ended before delivering message 2
+
+
+async def test_one_listen_connection_per_process(app: web.Application) -> None:
+    """The SSE feed and the context cache share the process's one pub/sub hub."""
+    hub = app[appkeys.pubsub]
+    assert app[FEED_KEY].hub is hub
+    assert "tenantd_cache" in hub.channels
+    assert app[appkeys.services].context_cache.serving
+    assert hub.backend_pid() is not None

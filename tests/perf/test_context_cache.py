@@ -9,10 +9,11 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from tenantd.auth.context_cache import ContextCache, running_cache
+from tenantd.auth.context_cache import CHANNEL, ContextCache
 from tenantd.auth.principal import Principal
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
+from tenantd.pubsub import PubSubHub
 
 
 def principal(user_id: uuid.UUID, account_id: uuid.UUID | None = None) -> Principal:
@@ -133,8 +134,13 @@ async def test_rolled_back_writes_are_not_reported(db: Database, factory: Any) -
 async def test_other_instances_hear_within_100ms(db: Database, factory: Any, migrated: str) -> None:
     """A write from another connection (another instance, the CLI) reaches the listener."""
     user = await factory.user()
-    async with running_cache(url_to_dsn(migrated)) as cache:
-        assert cache.enabled
+    hub = PubSubHub(url_to_dsn(migrated))
+    await hub.start()
+    cache = ContextCache()
+    try:
+        await hub.subscribe(CHANNEL, lambda _c, payload: cache.apply(payload), on_gap=cache.flush)
+        cache.live = hub.is_connected
+        cache.enabled = True
         p = principal(user.id, user.account_id)
         cache.store_principal(p, cache.generation)
         assert cache.principal(p.jti) == p
@@ -145,4 +151,6 @@ async def test_other_instances_hear_within_100ms(db: Database, factory: Any, mig
         while cache.principal(p.jti) is not None:
             assert time.perf_counter() - started < 0.1, "invalidation took over 100 ms"
             await asyncio.sleep(0.002)
-    assert not cache.enabled  # stopped listener: cache off
+    finally:
+        await hub.close()
+    assert not cache.serving  # no listener: the cache answers nothing

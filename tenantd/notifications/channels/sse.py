@@ -303,15 +303,12 @@ FEED_KEY: web.AppKey[NotificationFeed] = web.AppKey("notifications_feed", Notifi
 
 
 async def sse_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx hook: the process's LISTEN connection and stream feed (SSE switch on)."""
+    """cleanup_ctx hook: the stream feed on the process's pub/sub hub (SSE switch on)."""
     services = app[appkeys.services]
     if not services.settings.notifications_sse_enabled:
         yield
         return
-    dsn: str = services.db.pool._dsn  # the pool's own DSN (psycopg2 masks passwords elsewhere)
-    hub = PubSubHub(dsn)
-    await hub.start()
-    feed = NotificationFeed(services, hub)
+    feed = NotificationFeed(services, app[appkeys.pubsub])
     app[FEED_KEY] = feed
 
     async def end_streams(_app: web.Application) -> None:
@@ -322,4 +319,3 @@ async def sse_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await feed.close()
-        await hub.close()
