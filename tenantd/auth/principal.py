@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from tenantd import appkeys
+from tenantd.auth.tokens import AccessClaims
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +19,17 @@ class Principal:
     jti: uuid.UUID
     issued_at: float
     expires_at: float
+
+    @property
+    def claims(self) -> AccessClaims:
+        """The access-token claims this principal was resolved from (for re-checks, revocation)."""
+        return AccessClaims(
+            user_id=self.user_id,
+            account_id=self.account_id,
+            jti=self.jti,
+            issued_at=self.issued_at,
+            expires_at=self.expires_at,
+        )
 
 
 class AnonymousNotHandled(RuntimeError):

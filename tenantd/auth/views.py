@@ -26,7 +26,6 @@ from tenantd.auth.schemas import (
     TokenBody,
     VerifiedUser,
 )
-from tenantd.auth.tokens import AccessClaims
 from tenantd.web.json import json_response, ok
 from tenantd.web.routing import Access, Routes
 from tenantd.web.schemas import Empty, Message
@@ -184,13 +183,7 @@ async def mfa_status(request: web.Request) -> dict[str, bool]:
 async def logout(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[appkeys.services]
-    claims = AccessClaims(
-        user_id=principal.user_id,
-        account_id=principal.account_id,
-        jti=principal.jti,
-        issued_at=principal.issued_at,
-        expires_at=principal.expires_at,
-    )
+    claims = principal.claims
     async with services.db.transaction() as conn:
         await sessions.revoke_session(
             conn,

@@ -181,16 +181,6 @@ class NotificationFeed:
             queue.offer(notification_id, data)
 
 
-def _claims(principal: Principal) -> AccessClaims:
-    return AccessClaims(
-        user_id=principal.user_id,
-        account_id=principal.account_id,
-        jti=principal.jti,
-        issued_at=principal.issued_at,
-        expires_at=principal.expires_at,
-    )
-
-
 async def _still_valid(services: Services, claims: AccessClaims) -> bool:
     """Expiry, jti revocation and the user-wide cutoff, re-checked before every message.
 
@@ -230,7 +220,7 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
     if not services.settings.notifications_sse_enabled or feed is None:
         raise NotFound("The notification stream is not enabled")
     tick = _setting(services, "TENANTD_SSE_TICK_SECONDS", TICK_SECONDS)
-    claims = _claims(principal)
+    claims = principal.claims
     user_id = principal.user_id
     queue = StreamQueue(int(_setting(services, "TENANTD_SSE_QUEUE_SIZE", QUEUE_SIZE)))
     last_sent = _last_event_id(request)
