@@ -208,3 +208,37 @@ async def test_preference_validation(
     response = await client.put(f"{BASE}/preferences", json=body)
     payload = await data(response, 422)
     assert field in payload["error"]["details"]["fields"]
+
+
+async def test_sql_rendered_inbox_items_match_the_python_rendering(
+    services: Services, factory: Any, make_client: Any
+) -> None:
+    """The inbox page is rendered by PostgreSQL, SSE and mark-read by notification_json: the
+    same notification must come out the same (timestamps compared as instants)."""
+    import datetime as dt
+
+    import orjson
+
+    from tenantd.notifications.queries import NOTIFICATION_COLUMNS
+    from tenantd.notifications.schemas import notification_json
+
+    user = await factory.user()
+    notification_id = await ping(services, user.id, 3)
+    browser = await make_client(cookies=await factory.cookies(user))
+    page = await data(await browser.get("/api/v1/notifications"))
+    (item,) = page["items"]
+    row = await services.db.fetch_one(
+        f"SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE id = %(i)s", {"i": notification_id}
+    )
+    assert row is not None
+    expected = orjson.loads(orjson.dumps(notification_json(row), option=orjson.OPT_UTC_Z))
+
+    def instant(value: str | None) -> dt.datetime | None:
+        return None if value is None else dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+    assert set(item) == set(expected)
+    for key in expected:
+        if key in ("createdAt", "readAt"):
+            assert instant(item[key]) == instant(expected[key]), key
+        else:
+            assert item[key] == expected[key], key
