@@ -1,8 +1,9 @@
 """The in-process worker pool: claim leased batches, run them on aiojobs, settle them.
 
 - Claims use `FOR UPDATE SKIP LOCKED` and lease each job for JOB_LEASE_SECONDS; a heartbeat
-  extends the leases of running jobs, so only a dead process lets its lease run out, and
-  then any instance claims the job again.
+  extends the leases of running jobs, so only a dead process lets its lease run out. Every
+  runner looks for such jobs once per poll interval and queues them again, and then any
+  instance claims them.
 - Completions are written in batches (one UPDATE for many jobs). A crash between a job's
   own commit and its completion runs the job again, which is why job functions are
   idempotent (notification jobs key on the notification id).
@@ -96,7 +97,12 @@ class JobRunner:
 
     async def _claim_loop(self) -> None:
         wakeup = self.queue.wakeup_event()
+        loop = asyncio.get_running_loop()
+        next_requeue = 0.0
         while not self._stopping:
+            if loop.time() >= next_requeue:
+                next_requeue = loop.time() + self.config.poll_seconds
+                await self._requeue_expired()
             free = self.config.concurrency - len(self._running)
             if free <= 0:
                 self._slot_free.clear()
@@ -128,6 +134,16 @@ class JobRunner:
             if len(rows) < wanted and not self._stopping:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wakeup.wait(), self.config.poll_seconds)
+
+    async def _requeue_expired(self) -> None:
+        try:
+            async with self.services.db.connection() as conn:
+                requeued = await queries.requeue_expired(conn)
+        except Exception:
+            log.exception("re-queueing jobs with expired leases failed")
+            return
+        if requeued:
+            log.warning("re-queued %d job(s) whose lease ran out", requeued)
 
     # --- running ------------------------------------------------------------------------
 
