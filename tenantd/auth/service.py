@@ -147,7 +147,17 @@ async def register(
 
 
 async def resend_verification(services: Services, *, email: str) -> str:
-    """Mail a fresh verification link to an unverified user; older links stop working."""
+    """Queue a fresh verification link for the address; same answer and work either way.
+
+    The lookup and the mail run in a job (`auth.email`), so neither the answer nor its
+    timing (a slow email provider) tells whether the address has an unverified sign-up.
+    """
+    await _submit_mail(services, VERIFY, email)
+    return RESEND_MESSAGE
+
+
+async def mail_verification_link(services: Services, email: str) -> None:
+    """The job's half: a new link for an unverified user; older links stop working."""
     settings = services.settings
     outgoing: mail.Outgoing | None = None
     async with services.db.transaction() as conn:
@@ -169,7 +179,14 @@ async def resend_verification(services: Services, *, email: str) -> str:
             )
     if outgoing is not None:
         await mail.deliver(services, outgoing)
-    return RESEND_MESSAGE
+
+
+async def _submit_mail(services: Services, purpose: str, email: str) -> None:
+    from tenantd.auth.jobs import AUTH_EMAIL
+
+    await services.jobs.submit(
+        services, AUTH_EMAIL, {"purpose": purpose, "email": normalize_email(email)}
+    )
 
 
 async def _lock_token(conn: Conn, settings: Settings, *, token: str, purpose: str) -> Row:
@@ -270,7 +287,13 @@ async def login(services: Services, *, email: str, password: str, client: Client
 
 
 async def request_password_reset(services: Services, *, email: str) -> str:
-    """Mail a one-hour reset link when the address has a user; same answer either way."""
+    """Queue a one-hour reset link for the address; same answer and work either way."""
+    await _submit_mail(services, RESET, email)
+    return RESET_MESSAGE
+
+
+async def mail_reset_link(services: Services, email: str) -> None:
+    """The job's half: a reset link when the address has a user."""
     settings = services.settings
     outgoing: mail.Outgoing | None = None
     async with services.db.transaction() as conn:
@@ -286,7 +309,6 @@ async def request_password_reset(services: Services, *, email: str) -> str:
             )
     if outgoing is not None:
         await mail.deliver(services, outgoing)
-    return RESET_MESSAGE
 
 
 async def confirm_password_reset(services: Services, *, token: str, password: str) -> None:

@@ -51,9 +51,7 @@ class PermanentJobError(Exception):
 
 def job_kinds() -> dict[str, JobKind]:
     """Every domain's job kinds (imported here, like the route tables)."""
+    from tenantd.auth.jobs import KINDS as AUTH_KINDS
     from tenantd.notifications.jobs import KINDS as NOTIFICATION_KINDS
 
-    kinds: dict[str, JobKind] = {}
-    for kind in NOTIFICATION_KINDS:
-        kinds[kind.name] = kind
-    return kinds
+    return {kind.name: kind for kind in (*AUTH_KINDS, *NOTIFICATION_KINDS)}

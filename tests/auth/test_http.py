@@ -9,7 +9,7 @@ from typing import Any
 
 from tenantd.auth.tokens import token_hash
 from tenantd.db import Database
-from tests.auth.helpers import PASSWORD, error_of, last_token, register, set_cookies
+from tests.auth.helpers import PASSWORD, error_of, last_token, mail_sent, register, set_cookies
 from tests.conftest import SECRET
 
 ORIGIN = "http://127.0.0.1:8080"
@@ -128,6 +128,7 @@ async def test_secrets_are_never_stored_raw(make_client: Any, db: Database, mail
     verified = await browser.post("/auth/verify-email", json={"token": verify_token})
     refresh_token = set_cookies(verified)["refresh_token"]["value"]
     await browser.post("/api/v1/auth/password-reset/request", json={"email": "vault@example.com"})
+    await mail_sent(browser)
     reset_token = last_token(mail_dir, "vault@example.com", "/reset-password")
 
     # Every text-ish column of every table, as text: no raw secret anywhere.

@@ -9,7 +9,7 @@ from typing import Any
 from tenantd.auth import service
 from tenantd.auth.tokens import token_hash
 from tenantd.db import Database
-from tests.auth.helpers import PASSWORD, error_of, last_token, mails_to, register
+from tests.auth.helpers import PASSWORD, error_of, last_token, mail_sent, mails_to, register
 from tests.conftest import SECRET
 
 RESET = "/reset-password"
@@ -18,6 +18,7 @@ RESET = "/reset-password"
 async def request_reset(client: Any, email: str) -> Any:
     response = await client.post("/api/v1/auth/password-reset/request", json={"email": email})
     assert response.status == 200
+    await mail_sent(client)
     return (await response.json())["data"]
 
 

@@ -13,7 +13,7 @@ from tenantd.auth import service
 from tenantd.auth.tokens import decode_access_token, new_opaque_token, token_hash
 from tenantd.db import Conn, Database
 from tenantd.email import suppression
-from tests.auth.helpers import error_of, last_token, mails_to, register, set_cookies
+from tests.auth.helpers import error_of, last_token, mail_sent, mails_to, register, set_cookies
 from tests.conftest import SECRET
 from tests.factories import mail_text
 
@@ -84,6 +84,7 @@ async def test_unknown_expired_and_wrong_purpose_tokens_are_refused(
     assert expired.status == 422
 
     await client.post("/api/v1/auth/password-reset/request", json={"email": "late@example.com"})
+    await mail_sent(client)
     reset_token = last_token(mail_dir, "late@example.com", "/reset-password")
     wrong_purpose = await client.post("/auth/verify-email", json={"token": reset_token})
     assert wrong_purpose.status == 422

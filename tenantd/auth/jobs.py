@@ -1,0 +1,31 @@
+"""The auth job kind: verification and password-reset mail, off the request path.
+
+The request only queues `{purpose, email}` (no token: links are minted when the job runs and
+stored hashed like every other), so the answer takes the same time whether or not the
+address belongs to anyone. Retried only on database errors: a provider failure is logged by
+`mail.deliver`, as it was on the request path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tenantd.auth import service
+from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
+
+if TYPE_CHECKING:
+    from tenantd.services import Services
+
+AUTH_EMAIL = "auth.email"
+
+
+async def run_auth_email(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
+    send = SENDERS.get(payload.get("purpose", ""))
+    email = payload.get("email")
+    if send is None or not isinstance(email, str):
+        raise PermanentJobError(f"unknown auth mail job: {sorted(payload)}")
+    await send(services, email)
+
+
+SENDERS = {service.VERIFY: service.mail_verification_link, service.RESET: service.mail_reset_link}
+KINDS = (JobKind(name=AUTH_EMAIL, run=run_auth_email, max_attempts=3, timeout=60.0),)
