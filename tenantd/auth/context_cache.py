@@ -38,21 +38,41 @@ _NOTICE = re.compile(r"tenantd_cache:(user|account|jti|inbox|all)(?::([0-9a-f-]{
 PSYCOPG_NOTICE_LIMIT = 50  # psycopg2 keeps only the newest 50 notices
 
 
+# Memory bounds: a server keeps well under 150 MB with 1,000 SSE clients attached.
+MAX_CONTEXTS = 50_000  # principals, and /me bodies (each a few hundred bytes)
+INBOX_BUDGET_BYTES = 16 * 1024 * 1024  # cached inbox pages, least recently stored go first
+INBOX_CHANGES_KEPT = 20_000  # recent per-user inbox invalidations remembered for races
+SMALL_VALUE_BYTES = 64  # what an unread count is charged
+
+
 class ContextCache:
-    def __init__(self, max_entries: int = 200_000):
+    def __init__(
+        self,
+        max_entries: int = MAX_CONTEXTS,
+        inbox_budget_bytes: int = INBOX_BUDGET_BYTES,
+        inbox_changes_kept: int = INBOX_CHANGES_KEPT,
+    ):
         self.max_entries = max_entries
+        self.inbox_budget_bytes = inbox_budget_bytes
+        self.inbox_changes_kept = inbox_changes_kept
         self.enabled = False
         # Whether invalidations are reaching us right now (the listener's connection is up).
         self.live: Callable[[], bool] = lambda: True
         self.generation = 0
         self._principals: OrderedDict[uuid.UUID, Principal] = OrderedDict()
         self._jtis_by_user: dict[uuid.UUID, set[uuid.UUID]] = {}
-        self._me: dict[tuple[uuid.UUID, uuid.UUID | None], bytes] = {}
-        # Per-user inbox answers (first pages, unread count). They change with every new
-        # notification, so they carry their own per-user generation: dispatch traffic must
-        # not stop auth contexts from being cached.
-        self._inbox: dict[uuid.UUID, dict[Hashable, Any]] = {}
-        self._inbox_generation: dict[uuid.UUID, int] = {}
+        self._me: dict[uuid.UUID, dict[uuid.UUID | None, bytes]] = {}
+        self._me_count = 0
+        # Per-user inbox answers (first pages, unread count), oldest first. They change with
+        # every new notification, so races are told apart per user with an inbox clock: a
+        # load may store only if no invalidation of its user came after it began. Only the
+        # newest invalidations are remembered; the clock of the newest forgotten one is the
+        # floor a load must have begun after.
+        self._inbox: OrderedDict[uuid.UUID, dict[Hashable, Any]] = OrderedDict()
+        self._inbox_bytes = 0
+        self._inbox_clock = 0
+        self._inbox_changed: OrderedDict[uuid.UUID, int] = OrderedDict()
+        self._inbox_floor = 0
         self.hits = 0
         self.misses = 0
 
@@ -74,7 +94,7 @@ class ContextCache:
     def me_body(self, user_id: uuid.UUID, account_id: uuid.UUID | None) -> bytes | None:
         if not self.serving:
             return None
-        return self._me.get((user_id, account_id))
+        return self._me.get(user_id, {}).get(account_id)
 
     # writes (only when nothing was invalidated since the load began) ------
     def store_principal(self, principal: Principal, generation: int) -> None:
@@ -82,7 +102,7 @@ class ContextCache:
             return
         if len(self._principals) >= self.max_entries:
             old_jti, old = self._principals.popitem(last=False)
-            self._jtis_by_user.get(old.user_id, set()).discard(old_jti)
+            self._forget_jti(old.user_id, old_jti)
         self._principals[principal.jti] = principal
         self._jtis_by_user.setdefault(principal.user_id, set()).add(principal.jti)
 
@@ -91,13 +111,17 @@ class ContextCache:
     ) -> None:
         if not self.serving or generation != self.generation:
             return
-        if len(self._me) >= self.max_entries:
+        if self._me_count >= self.max_entries:
             self._me.clear()
-        self._me[(user_id, account_id)] = body
+            self._me_count = 0
+        bodies = self._me.setdefault(user_id, {})
+        self._me_count += account_id not in bodies
+        bodies[account_id] = body
 
     # the inbox: keyed by user, then by what was asked -------------------
     def inbox_version(self, user_id: uuid.UUID) -> tuple[int, int]:
-        return self.generation, self._inbox_generation.get(user_id, 0)
+        """Taken before a load; hand it back to store_inbox."""
+        return self.generation, self._inbox_clock
 
     def inbox(self, user_id: uuid.UUID, key: Hashable) -> Any:
         if not self.serving:
@@ -107,15 +131,36 @@ class ContextCache:
     def store_inbox(
         self, user_id: uuid.UUID, key: Hashable, value: Any, version: tuple[int, int]
     ) -> None:
-        if not self.serving or version != self.inbox_version(user_id):
+        generation, began = version
+        if (
+            not self.serving
+            or generation != self.generation
+            or began < self._inbox_floor
+            or self._inbox_changed.get(user_id, 0) > began
+        ):
             return
-        if len(self._inbox) >= self.max_entries:
-            self._inbox.clear()
-        self._inbox.setdefault(user_id, {})[key] = value
+        entries = self._inbox.get(user_id)
+        if entries is None:
+            entries = self._inbox[user_id] = {}
+        else:
+            self._inbox.move_to_end(user_id)
+            self._inbox_bytes -= _inbox_size(entries.get(key))
+        entries[key] = value
+        self._inbox_bytes += _inbox_size(value)
+        while self._inbox_bytes > self.inbox_budget_bytes and self._inbox:
+            _, evicted = self._inbox.popitem(last=False)
+            self._inbox_bytes -= sum(_inbox_size(v) for v in evicted.values())
 
     def invalidate_inbox(self, user_id: uuid.UUID) -> None:
-        self._inbox_generation[user_id] = self._inbox_generation.get(user_id, 0) + 1
-        self._inbox.pop(user_id, None)
+        self._inbox_clock += 1
+        self._inbox_changed[user_id] = self._inbox_clock
+        self._inbox_changed.move_to_end(user_id)
+        if len(self._inbox_changed) > self.inbox_changes_kept:
+            _, forgotten = self._inbox_changed.popitem(last=False)
+            self._inbox_floor = max(self._inbox_floor, forgotten)
+        entries = self._inbox.pop(user_id, None)
+        if entries:
+            self._inbox_bytes -= sum(_inbox_size(v) for v in entries.values())
 
     # invalidation --------------------------------------------------------
     def invalidate_user(self, user_id: uuid.UUID) -> None:
@@ -123,14 +168,13 @@ class ContextCache:
         self.generation += 1
         for jti in self._jtis_by_user.pop(user_id, set()):
             self._principals.pop(jti, None)
-        for key in [k for k in self._me if k[0] == user_id]:
-            del self._me[key]
+        self._me_count -= len(self._me.pop(user_id, {}))
 
     def invalidate_jti(self, jti: uuid.UUID) -> None:
         self.generation += 1
         principal = self._principals.pop(jti, None)
         if principal is not None:
-            self._jtis_by_user.get(principal.user_id, set()).discard(jti)
+            self._forget_jti(principal.user_id, jti)
 
     def flush(self) -> None:
         """Account-wide and plan-wide changes touch many users: start over."""
@@ -138,7 +182,16 @@ class ContextCache:
         self._principals.clear()
         self._jtis_by_user.clear()
         self._me.clear()
+        self._me_count = 0
         self._inbox.clear()
+        self._inbox_bytes = 0
+
+    def _forget_jti(self, user_id: uuid.UUID, jti: uuid.UUID) -> None:
+        jtis = self._jtis_by_user.get(user_id)
+        if jtis is not None:
+            jtis.discard(jti)
+            if not jtis:
+                del self._jtis_by_user[user_id]
 
     def apply(self, payload: str) -> None:
         match = _NOTICE.search(payload if payload.startswith(CHANNEL) else f"{CHANNEL}:{payload}")
@@ -163,6 +216,12 @@ class ContextCache:
         for notice in notices:
             if CHANNEL in notice:
                 self.apply(notice[notice.index(CHANNEL) :].strip())
+
+
+def _inbox_size(value: Any) -> int:
+    if value is None:
+        return 0
+    return len(value) if isinstance(value, bytes) else SMALL_VALUE_BYTES
 
 
 async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -154,3 +154,43 @@ async def test_other_instances_hear_within_100ms(db: Database, factory: Any, mig
     finally:
         await hub.close()
     assert not cache.serving  # no listener: the cache answers nothing
+
+
+async def test_inbox_pages_stay_within_their_byte_budget() -> None:
+    cache = ContextCache(inbox_budget_bytes=10_000)
+    cache.enabled = True
+    users = [uuid.uuid4() for _ in range(30)]
+    for user in users:
+        cache.store_inbox(user, "page", b"x" * 1_000, cache.inbox_version(user))
+    kept = [user for user in users if cache.inbox(user, "page") is not None]
+    assert kept == users[-10:]  # the oldest went first
+    cache.store_inbox(users[-1], "page", b"y" * 5_000, cache.inbox_version(users[-1]))
+    assert cache.inbox(users[-1], "page") == b"y" * 5_000
+    assert sum(cache.inbox(u, "page") is not None for u in users) == 6  # 5 x 1,000 + 5,000
+
+
+async def test_inbox_race_is_refused_even_after_its_invalidation_was_forgotten() -> None:
+    cache = ContextCache(inbox_changes_kept=100)
+    cache.enabled = True
+    user = uuid.uuid4()
+    version = cache.inbox_version(user)  # a load begins
+    cache.invalidate_inbox(user)  # a notification lands meanwhile
+    for _ in range(1_000):  # ... followed by many others for other users
+        cache.invalidate_inbox(uuid.uuid4())
+    assert len(cache._inbox_changed) == 100  # what is remembered stays bounded
+    cache.store_inbox(user, "unread", 3, version)
+    assert cache.inbox(user, "unread") is None
+    cache.store_inbox(user, "unread", 4, cache.inbox_version(user))  # a fresh load stores
+    assert cache.inbox(user, "unread") == 4
+
+
+async def test_contexts_are_bounded_and_leave_no_per_user_residue() -> None:
+    cache = ContextCache(max_entries=50)
+    cache.enabled = True
+    for _ in range(500):
+        p = principal(uuid.uuid4())
+        cache.store_principal(p, cache.generation)
+        cache.store_me(p.user_id, None, b"{}", cache.generation)
+    assert len(cache._principals) == 50
+    assert len(cache._jtis_by_user) == 50  # evicted users leave no empty entries
+    assert sum(len(bodies) for bodies in cache._me.values()) <= 50
