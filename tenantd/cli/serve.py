@@ -14,6 +14,7 @@ from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate as apply_migrations
 from tenantd.db.provide import provided_database
 from tenantd.logging_setup import setup_logging
+from tenantd.ops.heap import freeze_startup_heap
 from tenantd.web.app import create_app
 
 SHUTDOWN_TIMEOUT = 20.0  # systemd TimeoutStopSec is larger than this
@@ -39,6 +40,7 @@ def serve(
                 await apply_migrations(app[appkeys.services].db)
 
         app = create_app(config, url, on_services=migrate_first)
+        app.on_startup.append(freeze_startup_heap)  # after the services are up
         web.run_app(
             app,
             host=host,
