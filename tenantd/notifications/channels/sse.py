@@ -87,7 +87,8 @@ class StreamQueue:
             return True
         self._event.clear()
         try:
-            await asyncio.wait_for(self._event.wait(), seconds)
+            async with asyncio.timeout(seconds):  # no extra task per wait, unlike wait_for
+                await self._event.wait()
         except TimeoutError:
             return False
         return True

@@ -28,8 +28,6 @@ from urllib.parse import urlsplit
 
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric import ec
-from py_vapid import Vapid02
-from pywebpush import WebPusher
 
 from tenantd.db import Conn
 from tenantd.errors import NotFound, ValidationFailed
@@ -165,6 +163,10 @@ class VapidSigner:
     """VAPID (RFC 8292) Authorization headers, re-signed per push service every hour."""
 
     def __init__(self, private_key: str, subject: str):
+        # Imported here: pywebpush brings requests and urllib3 (~5 MB of resident memory),
+        # which an instance without web push configured never needs.
+        from py_vapid import Vapid02
+
         key = private_key.strip()
         if "-----BEGIN" in key:
             self.vapid = Vapid02.from_pem(key.encode())
@@ -228,6 +230,8 @@ async def push_one(
     problem = endpoint_problem(settings, endpoint)
     if problem:
         return PushResult(sub_id, "error", "endpoint_not_allowed")
+    from pywebpush import WebPusher  # see VapidSigner
+
     try:
         pusher = WebPusher(
             {
