@@ -104,20 +104,25 @@ async def test_sigterm_loses_nothing(db: Database, migrated: str, tmp_path: Path
                     payload={"reportName": "Q3", "rows": 3},
                 )
                 await eventually(lambda: asyncio.sleep(0, fake.calls >= 1))
-                # ... and a job still queued (due later) at SIGTERM.
-                await services.jobs.submit(
-                    services,
-                    "notifications.dispatch",
-                    {
-                        "notificationId": "00000000-0000-4000-8000-000000000001",
-                        "eventType": "ping.simple",
-                        "recipientUserId": str(user.id),
-                        "payload": {"n": 2},
-                    },
-                )
-                await db.execute(
-                    "UPDATE jobs SET run_at = now() + interval '3 s' WHERE status = 'queued'"
-                )
+                # ... and a job still queued (due later) at SIGTERM. Submitted and
+                # postponed in one transaction: the runner polls every 50 ms and must
+                # never see it due.
+                async with services.db.transaction() as conn:
+                    job_id = await services.jobs.submit(
+                        services,
+                        "notifications.dispatch",
+                        {
+                            "notificationId": "00000000-0000-4000-8000-000000000001",
+                            "eventType": "ping.simple",
+                            "recipientUserId": str(user.id),
+                            "payload": {"n": 2},
+                        },
+                        conn=conn,
+                    )
+                    await conn.execute(
+                        "UPDATE jobs SET run_at = now() + interval '3 s' WHERE id = %(id)s",
+                        {"id": job_id},
+                    )
             started = time.monotonic()
             first.terminate()
             # The stream ends promptly instead of holding the shutdown.
