@@ -126,6 +126,16 @@ def _finish(
 def _log_request(
     request: web.Request, route: str, status: int, elapsed: float, error: AppError | None
 ) -> None:
+    if status == CLIENT_CLOSED:
+        level = logging.INFO
+    elif status >= 500:
+        level = logging.ERROR
+    elif status >= 400:
+        level = logging.WARNING
+    else:
+        level = logging.INFO
+    if not log.isEnabledFor(level):
+        return  # skip building the fields (a few µs on every cached request)
     principal = request.get(appkeys.principal)
     fields: dict[str, Any] = {
         "request_id": request[appkeys.request_id],
@@ -138,14 +148,6 @@ def _log_request(
     }
     if error is not None:
         fields["error_code"] = error.code
-    if status == CLIENT_CLOSED:
-        level = logging.INFO
-    elif status >= 500:
-        level = logging.ERROR
-    elif status >= 400:
-        level = logging.WARNING
-    else:
-        level = logging.INFO
     log.log(
         level,
         "%s %s %s %.1fms",

@@ -52,6 +52,20 @@ async def test_request_metrics_move(client: TestClient[Any, Any]) -> None:
     assert value(after, "tenantd_database_up") == 1
 
 
+async def test_unusual_methods_share_one_label(client: TestClient[Any, Any]) -> None:
+    # WebDAV verbs get through the HTTP parser; each must not mint its own label set.
+    for method in ("PROPFIND", "MKCOL", "LOCK", "PROPFIND"):
+        await client.request(method, "/api/v1/users/me")
+    samples = await scrape(client)
+    other = {
+        key: count
+        for key, count in samples.items()
+        if key[0] == "tenantd_http_requests_total" and ("method", "OTHER") in key[1]
+    }
+    assert sum(other.values()) == 4, other
+    assert not any(m in str(samples) for m in ("PROPFIND", "MKCOL", "LOCK"))
+
+
 async def test_state_gauges_follow_the_tables(
     client: TestClient[Any, Any], db: Database, factory: Any
 ) -> None:

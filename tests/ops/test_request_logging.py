@@ -106,6 +106,22 @@ async def test_client_errors_warn(
     assert levels == [(logging.WARNING, 401), (logging.WARNING, 422)]
 
 
+async def test_level_above_info_still_logs_errors_with_their_fields(
+    probe_client: TestClient[Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="tenantd")
+    assert (await probe_client.get("/healthz")).status == 200
+    assert (await probe_client.get("/test/missing")).status == 404
+    [line] = request_records(caplog)
+    assert (line.levelno, line.http["route"], line.http["status"]) == (
+        logging.WARNING,
+        "/test/missing",
+        404,
+    )
+    assert line.http["error_code"] == "NOT_FOUND"
+    assert len(line.http["request_id"]) == 32
+
+
 async def test_no_secrets_reach_the_logs(
     probe_client: TestClient[Any, Any], caplog: pytest.LogCaptureFixture, factory: Any
 ) -> None:
