@@ -227,65 +227,26 @@ def run_load(
     origin: str = "http://127.0.0.1:8080",
     warmup: int = 3,
 ) -> LoadResult:
+    # What every pass shares: the same requests, from the same number of connections.
+    shape: dict[str, Any] = dict(
+        connections=connections, tokens=tokens, cookie=cookie, method=method, origin=origin
+    )
     first_pass = None
     if tokens and warmup and not once:
         # Every token once first (from this process, untimed): a fixed-length warm-up leaves
         # part of a large token set cold on a slow machine, and its misses then land in the
         # measured seconds. Kept in the results as what a cold cache costs.
         first_pass = asyncio.run(
-            _aiohttp_load(
-                url + path,
-                connections=connections,
-                duration=FIRST_PASS_LIMIT_SECONDS,
-                tokens=tokens,
-                cookie=cookie,
-                method=method,
-                once=True,
-                origin=origin,
-            )
+            _aiohttp_load(url + path, duration=FIRST_PASS_LIMIT_SECONDS, once=True, **shape)
         )
     if warmup and not once:
         # Untimed pass: pools fill, caches warm, so the figure is the steady state.
-        run_load(
-            url,
-            path,
-            connections=connections,
-            duration=warmup,
-            tokens=tokens,
-            cookie=cookie,
-            method=method,
-            once=once,
-            cpu=cpu,
-            origin=origin,
-            warmup=0,
-        )
+        run_load(url, path, duration=warmup, once=once, cpu=cpu, warmup=0, **shape)
     if have_wrk():
-        result = run_wrk(
-            url,
-            path,
-            connections=connections,
-            duration=duration,
-            tokens=tokens,
-            cookie=cookie,
-            method=method,
-            once=once,
-            cpu=cpu,
-            origin=origin,
-        )
+        result = run_wrk(url, path, duration=duration, once=once, cpu=cpu, **shape)
     else:
         if cpu is not None and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
             os.sched_setaffinity(0, {cpu})
-        result = asyncio.run(
-            _aiohttp_load(
-                url + path,
-                connections=connections,
-                duration=duration,
-                tokens=tokens,
-                cookie=cookie,
-                method=method,
-                once=once,
-                origin=origin,
-            )
-        )
+        result = asyncio.run(_aiohttp_load(url + path, duration=duration, once=once, **shape))
     result.first_pass = first_pass
     return result
