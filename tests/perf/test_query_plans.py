@@ -151,6 +151,8 @@ async def hot_statements() -> dict[str, tuple[str, dict[str, Any]]]:
             c, kinds=["notification.dispatch"], worker="w", limit=32, lease_seconds=30
         ),
     )
+    # Every runner of every instance runs it twice a second.
+    await capture("requeue_expired_jobs", lambda c: job_queries.requeue_expired(c))
     return recorded
 
 
