@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tenantd.auth import service
+from tenantd.auth.service import AUTH_EMAIL
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 
 if TYPE_CHECKING:
     from tenantd.services import Services
-
-AUTH_EMAIL = "auth.email"
 
 
 async def run_auth_email(services: Services, payload: dict[str, Any], job: JobInfo) -> None:

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 VERIFY = "verify_email"
 RESET = "password_reset"
+AUTH_EMAIL = "auth.email"  # the job kind that sends both (tenantd/auth/jobs.py)
 VERIFY_TTL = dt.timedelta(hours=mail.VERIFY_TTL_HOURS)
 RESET_TTL = dt.timedelta(hours=1)
 
@@ -182,8 +183,6 @@ async def mail_verification_link(services: Services, email: str) -> None:
 
 
 async def _submit_mail(services: Services, purpose: str, email: str) -> None:
-    from tenantd.auth.jobs import AUTH_EMAIL
-
     await services.jobs.submit(
         services, AUTH_EMAIL, {"purpose": purpose, "email": normalize_email(email)}
     )
