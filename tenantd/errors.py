@@ -130,3 +130,13 @@ class RateLimited(AppError):
     def __init__(self, retry_after: int, message: str | None = None):
         super().__init__(message, details={"retryAfter": retry_after})
         self.retry_after = retry_after
+
+
+class ServiceUnavailable(AppError):
+    status = 503
+    code = "SERVICE_UNAVAILABLE"
+    message = "The service is at capacity; try again later"
+
+    def __init__(self, retry_after: int, message: str | None = None):
+        super().__init__(message, details={"retryAfter": retry_after})
+        self.retry_after = retry_after

@@ -84,11 +84,14 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     account_domain_claiming: bool = False
     notifications_sse_enabled: bool = False
+    notifications_sse_max_streams_per_user: int = 10
+    notifications_sse_max_streams: int = 10000
     queues_enabled: bool = False
     vapid_public_key: str | None = None
     vapid_private_key: str | None = None
     vapid_subject: str | None = None
     web_push_allowed_hosts: tuple[str, ...] = DEFAULT_PUSH_HOSTS
+    web_push_max_subscriptions_per_user: int = 20
     email_provider: str = "file"
     email_from: str = "tenantd <no-reply@localhost>"
     email_file_dir: Path = Path("var/mail")
@@ -209,11 +212,26 @@ def load_settings(
         notifications_sse_enabled=_bool(
             env.get("NOTIFICATIONS_SSE_ENABLED", "false"), "NOTIFICATIONS_SSE_ENABLED"
         ),
+        notifications_sse_max_streams_per_user=_int(
+            env.get("NOTIFICATIONS_SSE_MAX_STREAMS_PER_USER", "10"),
+            "NOTIFICATIONS_SSE_MAX_STREAMS_PER_USER",
+            minimum=1,
+        ),
+        notifications_sse_max_streams=_int(
+            env.get("NOTIFICATIONS_SSE_MAX_STREAMS", "10000"),
+            "NOTIFICATIONS_SSE_MAX_STREAMS",
+            minimum=1,
+        ),
         queues_enabled=_bool(env.get("QUEUES_ENABLED", "false"), "QUEUES_ENABLED"),
         vapid_public_key=opt("WEB_PUSH_VAPID_PUBLIC_KEY"),
         vapid_private_key=opt("WEB_PUSH_VAPID_PRIVATE_KEY"),
         vapid_subject=opt("WEB_PUSH_VAPID_SUBJECT"),
         web_push_allowed_hosts=_list(env.get("WEB_PUSH_ALLOWED_HOSTS", "")) or DEFAULT_PUSH_HOSTS,
+        web_push_max_subscriptions_per_user=_int(
+            env.get("WEB_PUSH_MAX_SUBSCRIPTIONS_PER_USER", "20"),
+            "WEB_PUSH_MAX_SUBSCRIPTIONS_PER_USER",
+            minimum=1,
+        ),
         email_provider=provider,
         email_from=env.get("EMAIL_FROM", "tenantd <no-reply@localhost>"),
         email_file_dir=Path(env.get("EMAIL_FILE_DIR", str(data_dir / "mail"))).absolute(),

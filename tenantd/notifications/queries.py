@@ -346,6 +346,14 @@ async def set_preference(
 SUBSCRIPTION_COLUMNS = "id, endpoint, user_agent, expires_at, created_at, last_used_at"
 
 
+async def lock_push_subscriptions(conn: Conn, *, user_id: uuid.UUID) -> None:
+    """Serialise one user's subscribes (transaction-scoped), so none can pass the cap together."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('push-subscriptions:' || %(uid)s, 0))",
+        {"uid": str(user_id)},
+    )
+
+
 async def upsert_subscription(
     conn: Conn,
     *,
@@ -355,30 +363,37 @@ async def upsert_subscription(
     auth: str,
     user_agent: str | None,
     expires_at: dt.datetime | None,
+    keep_at_most: int,
 ) -> Row:
-    """One browser endpoint belongs to one user: a new owner takes it over; keys rotate."""
-    async with conn.transaction():
-        await conn.execute(
-            "DELETE FROM push_subscriptions WHERE endpoint = %(e)s AND user_id <> %(uid)s",
-            {"e": endpoint, "uid": user_id},
-        )
-        row = await conn.fetch_one(
-            "INSERT INTO push_subscriptions"
-            " (user_id, endpoint, p256dh_key, auth_key, user_agent, expires_at)"
-            " VALUES (%(uid)s, %(e)s, %(p)s, %(a)s, %(ua)s, %(exp)s)"
-            " ON CONFLICT (user_id, endpoint) DO UPDATE SET p256dh_key = EXCLUDED.p256dh_key,"
-            " auth_key = EXCLUDED.auth_key, user_agent = EXCLUDED.user_agent,"
-            f" expires_at = EXCLUDED.expires_at RETURNING {SUBSCRIPTION_COLUMNS}",
-            {
-                "uid": user_id,
-                "e": endpoint,
-                "p": p256dh,
-                "a": auth,
-                "ua": user_agent,
-                "exp": expires_at,
-            },
-        )
+    """Upsert on (user, endpoint), keys rotate; then the user's oldest beyond `keep_at_most` go.
+
+    Other users' rows for the same endpoint stay: a browser profile shared by two people is
+    subscribed by each. Run under lock_push_subscriptions.
+    """
+    row = await conn.fetch_one(
+        "INSERT INTO push_subscriptions"
+        " (user_id, endpoint, p256dh_key, auth_key, user_agent, expires_at, created_at)"
+        # clock_timestamp(), not now(): taken after the lock, so creation order is lock order.
+        " VALUES (%(uid)s, %(e)s, %(p)s, %(a)s, %(ua)s, %(exp)s, clock_timestamp())"
+        " ON CONFLICT (user_id, endpoint) DO UPDATE SET p256dh_key = EXCLUDED.p256dh_key,"
+        " auth_key = EXCLUDED.auth_key, user_agent = EXCLUDED.user_agent,"
+        f" expires_at = EXCLUDED.expires_at RETURNING {SUBSCRIPTION_COLUMNS}",
+        {
+            "uid": user_id,
+            "e": endpoint,
+            "p": p256dh,
+            "a": auth,
+            "ua": user_agent,
+            "exp": expires_at,
+        },
+    )
     assert row is not None
+    await conn.execute(
+        "DELETE FROM push_subscriptions WHERE id IN (SELECT id FROM push_subscriptions"
+        " WHERE user_id = %(uid)s AND id <> %(kept)s"
+        " ORDER BY created_at DESC, id DESC OFFSET %(others)s)",
+        {"uid": user_id, "kept": row["id"], "others": keep_at_most - 1},
+    )
     return row
 
 

@@ -116,7 +116,10 @@ async def put_preference(request: web.Request, body: PreferenceBody) -> dict[str
     f"{BASE}/stream",
     wrapped=False,
     produces="text/event-stream",
-    responses={404: "The SSE switch is off"},
+    responses={
+        404: "The SSE switch is off",
+        503: "This instance holds its maximum of streams (Retry-After)",
+    },
     summary="Server-sent events: notification.created",
 )
 async def stream(request: web.Request) -> web.StreamResponse:

@@ -5,6 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from aiohttp.test_utils import TestServer
+from aiohttp.web_runner import BaseRunner
+
+STREAM = "/api/v1/notifications/stream"
+
 
 class SseReader:
     def __init__(self, response: Any):
@@ -43,3 +48,20 @@ class SseReader:
             event = await self.next_event(within)
             if event is None:
                 return True
+
+
+async def open_stream(client: Any, headers: dict[str, str] | None = None) -> SseReader:
+    response = await client.get(STREAM, headers=headers or {})
+    assert response.status == 200, await response.text()
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    return SseReader(response)
+
+
+class ServeLikeTestServer(TestServer):
+    """A test server whose handlers survive their client leaving, as under `tenantd serve`
+    (web.run_app's default). aiohttp's TestServer cancels them, which would hide what the
+    service itself must notice."""
+
+    async def _make_runner(self, **kwargs: Any) -> BaseRunner:
+        kwargs["handler_cancellation"] = False
+        return await super()._make_runner(**kwargs)

@@ -18,17 +18,9 @@ from tenantd.services import Services
 from tenantd.web.app import create_app
 from tests.conftest import ORIGIN
 from tests.notifications.conftest import eventually
-from tests.notifications.sse_client import SseReader
+from tests.notifications.sse_client import STREAM, open_stream
 
-STREAM = "/api/v1/notifications/stream"
 FIELDS = {"id", "eventType", "title", "body", "ctaUrl", "ctaLabel", "status", "readAt", "createdAt"}
-
-
-async def open_stream(client: Any, headers: dict[str, str] | None = None) -> SseReader:
-    response = await client.get(STREAM, headers=headers or {})
-    assert response.status == 200, await response.text()
-    assert response.headers["Content-Type"].startswith("text/event-stream")
-    return SseReader(response)
 
 
 async def ping(services: Services, user_id: uuid.UUID, n: int = 1) -> uuid.UUID:

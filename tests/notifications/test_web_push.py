@@ -1,5 +1,6 @@
-"""Web push: subscriptions (SSRF policy, key checks, upsert), delivery through a local fake
-push service that decrypts what it receives, expiry cleanup, failure modes."""
+"""Web push: subscriptions (SSRF policy, key checks, upsert, per-user cap), delivery through a
+local fake push service that decrypts what it receives, message size, expiry cleanup, failure
+modes, bounded VAPID caches."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 import logging
 import os
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import http_ece
@@ -21,9 +22,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from tenantd.cli.vapid import generate_keys
 from tenantd.notifications import send
-from tenantd.notifications.channels.web_push import EXPIRED_EVENT
+from tenantd.notifications.channels import web_push
+from tenantd.notifications.channels.web_push import EXPIRED_EVENT, VapidSigner
 from tenantd.services import Services
-from tests.notifications.conftest import deliveries, quiesce
+from tenantd.settings import Settings
+from tests.notifications.conftest import EVENT_MODULE, deliveries, quiesce
 
 BASE = "/api/v1/notifications/push"
 VAPID_PUBLIC, VAPID_PRIVATE = generate_keys()
@@ -117,6 +120,7 @@ def env(env: dict[str, str], push_service: FakePushService, push_enabled: bool) 
         f"fcm.googleapis.com,*.push.apple.com,{push_service.base},https://10.9.9.9"
     )
     env["TENANTD_WEB_PUSH_TIMEOUT_SECONDS"] = "0.5"
+    env["TENANTD_EVENT_MODULES"] = f"{EVENT_MODULE},tests.notifications.push_events_fixture"
     return env
 
 
@@ -281,17 +285,79 @@ async def test_subscribe_upserts_rotates_keys_lists_and_deletes(
     assert await services.db.fetch_val("SELECT count(*) FROM push_subscriptions") == 1
 
 
-async def test_an_endpoint_moves_to_the_user_who_subscribes_it_last(
+async def test_another_user_subscribing_the_same_endpoint_leaves_the_first_users_row(
+    services: Services, factory: Any, make_client: Any, push_service: FakePushService
+) -> None:
+    """Uniqueness is (userId, endpoint): a browser profile two people sign in to is theirs both."""
+    endpoint = f"{push_service.base}/push/shared-browser"
+    alice_user, bob_user = await factory.user(), await factory.user()
+    alice = await make_client(cookies=await factory.cookies(alice_user))
+    bob = await make_client(cookies=await factory.cookies(bob_user))
+    alice_keys, bob_keys = Subscriber(), Subscriber()
+    await subscribe(alice, alice_keys.body(endpoint))
+    await subscribe(bob, bob_keys.body(endpoint))
+    rows = await services.db.fetch_all(
+        "SELECT user_id, p256dh_key FROM push_subscriptions ORDER BY created_at"
+    )
+    assert [(r["user_id"], r["p256dh_key"]) for r in rows] == [
+        (alice_user.id, alice_keys.p256dh),
+        (bob_user.id, bob_keys.p256dh),
+    ]
+    # Alice still gets her pushes, encrypted for her keys.
+    await send(services, "comment.created", recipient_user_id=alice_user.id, payload=comment())
+    await quiesce(services)
+    [(_name, _headers, body)] = push_service.received
+    assert json.loads(alice_keys.decrypt(body))["type"] == "notification.created"
+    # Bob unsubscribing removes only his row.
+    response = await bob.delete(f"{BASE}/subscribe", json={"endpoint": endpoint})
+    assert (await response.json())["data"] == {"removed": True}
+    remaining = await services.db.fetch_all("SELECT user_id FROM push_subscriptions")
+    assert [r["user_id"] for r in remaining] == [alice_user.id]
+
+
+async def endpoints_of(services: Services, user_id: uuid.UUID) -> list[str]:
+    rows = await services.db.fetch_all(
+        "SELECT endpoint FROM push_subscriptions WHERE user_id = %(u)s ORDER BY created_at",
+        {"u": user_id},
+    )
+    return [r["endpoint"] for r in rows]
+
+
+async def test_the_21st_subscription_replaces_the_oldest(
     services: Services, factory: Any, make_client: Any
 ) -> None:
-    endpoint = "https://fcm.googleapis.com/fcm/send/shared-browser"
-    alice = await make_client(cookies=await factory.cookies(await factory.user()))
-    bob_user = await factory.user()
-    bob = await make_client(cookies=await factory.cookies(bob_user))
-    await subscribe(alice, Subscriber().body(endpoint))
-    await subscribe(bob, Subscriber().body(endpoint))
-    rows = await services.db.fetch_all("SELECT user_id FROM push_subscriptions")
-    assert [r["user_id"] for r in rows] == [bob_user.id]
+    user, other = await factory.user(), await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    other_client = await make_client(cookies=await factory.cookies(other))
+    await subscribe(other_client, Subscriber().body("https://fcm.googleapis.com/fcm/send/other"))
+    endpoints = [f"https://fcm.googleapis.com/fcm/send/device-{n}" for n in range(21)]
+    for endpoint in endpoints[:20]:  # the default cap
+        await subscribe(client, Subscriber().body(endpoint))
+    assert await endpoints_of(services, user.id) == endpoints[:20]
+    # Re-subscribing a known endpoint at the cap rotates its keys and removes nothing.
+    await subscribe(client, Subscriber().body(endpoints[0]))
+    assert await endpoints_of(services, user.id) == endpoints[:20]
+    await subscribe(client, Subscriber().body(endpoints[20]))
+    assert await endpoints_of(services, user.id) == endpoints[1:]
+    # Another user's subscriptions do not count and are not touched.
+    assert len(await endpoints_of(services, other.id)) == 1
+
+
+async def test_concurrent_subscribes_by_one_user_never_exceed_the_cap(
+    services: Services, factory: Any, make_client: Any
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    bodies = [
+        Subscriber().body(f"https://fcm.googleapis.com/fcm/send/parallel-{n}") for n in range(40)
+    ]
+    responses = await asyncio.gather(
+        *(client.post(f"{BASE}/subscribe", json=body) for body in bodies)
+    )
+    assert [r.status for r in responses] == [200] * 40
+    assert len(await endpoints_of(services, user.id)) == 20
+    listed = await (await client.get(f"{BASE}/subscriptions")).json()
+    assert len(listed["data"]) == 20
 
 
 @pytest.mark.parametrize(
@@ -374,3 +440,119 @@ async def test_push_does_not_exist_without_vapid(
     outcome = await send(services, "comment.created", recipient_user_id=user.id, payload=comment())
     await quiesce(services)
     assert "web_push" not in await deliveries(services, outcome.notification_id)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a" * 5000, "\U0001f514" * 5000, 'é"\\\n' * 1250],
+    ids=["ascii", "emoji", "escaped"],
+)
+async def test_a_long_body_is_cut_to_fit_a_4096_byte_message(
+    services: Services,
+    factory: Any,
+    make_client: Any,
+    push_service: FakePushService,
+    text: str,
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    browser = Subscriber()
+    await subscribe(client, browser.body(f"{push_service.base}/push/ok"))
+    outcome = await send(
+        services,
+        "bulletin.posted",
+        recipient_user_id=user.id,
+        payload={"title": "Quarterly letter", "text": text},
+    )
+    await quiesce(services)
+    assert (await deliveries(services, outcome.notification_id))["web_push"] == ("sent", None)
+    [(_name, headers, body)] = push_service.received
+    assert len(body) <= 4096  # the whole encrypted request body
+    assert len(body) > 4096 - 8  # and no more was cut than needed
+    assert int(headers["Content-Length"]) == len(body)
+    envelope = json.loads(browser.decrypt(body))
+    assert envelope["type"] == "notification.created"
+    assert envelope["truncated"] is True
+    notification = envelope["notification"]
+    assert notification["id"] == str(outcome.notification_id)
+    assert notification["eventType"] == "bulletin.posted"
+    assert notification["title"] == "Quarterly letter"
+    assert notification["ctaUrl"] == "/bulletins/latest"
+    assert len(notification["body"]) > 100 and text.startswith(notification["body"])
+    # The inbox keeps the whole body.
+    stored = await services.db.fetch_val(
+        "SELECT body FROM notifications WHERE id = %(id)s", {"id": outcome.notification_id}
+    )
+    assert stored == text
+
+
+async def test_huge_title_and_body_still_fit_and_keep_the_id(
+    services: Services, factory: Any, make_client: Any, push_service: FakePushService
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    browser = Subscriber()
+    await subscribe(client, browser.body(f"{push_service.base}/push/ok"))
+    outcome = await send(
+        services,
+        "bulletin.posted",
+        recipient_user_id=user.id,
+        payload={"title": "\U0001f4e3" * 5000, "text": "b" * 5000},
+    )
+    await quiesce(services)
+    [(_name, _headers, body)] = push_service.received
+    assert len(body) <= 4096
+    envelope = json.loads(browser.decrypt(body))
+    notification = envelope["notification"]
+    assert envelope["truncated"] is True
+    assert notification["id"] == str(outcome.notification_id)
+    assert notification["body"] == ""
+    title = notification["title"]
+    assert 0 < len(title) < 5000 and ("\U0001f4e3" * 5000).startswith(title)
+
+
+async def test_a_message_that_fits_is_sent_whole(
+    services: Services, factory: Any, make_client: Any, push_service: FakePushService
+) -> None:
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    browser = Subscriber()
+    await subscribe(client, browser.body(f"{push_service.base}/push/ok"))
+    text = "c" * 3000
+    await send(
+        services,
+        "bulletin.posted",
+        recipient_user_id=user.id,
+        payload={"title": "Short enough", "text": text},
+    )
+    await quiesce(services)
+    [(_name, _headers, body)] = push_service.received
+    envelope = json.loads(browser.decrypt(body))
+    assert "truncated" not in envelope
+    assert envelope["notification"]["body"] == text
+
+
+def test_the_vapid_header_cache_is_bounded_per_audience() -> None:
+    signer = VapidSigner(VAPID_PRIVATE, "mailto:ops@example.com")
+    size = web_push.VAPID_AUDIENCES_CACHED
+    for n in range(size + 25):
+        signer.headers(f"https://h{n}.push.apple.com/push/{n}")
+    assert len(signer._cache) == size
+    # Least recently used leave first: the first hosts are gone, the latest are served cached.
+    assert "https://h0.push.apple.com" not in signer._cache
+    latest = f"https://h{size + 24}.push.apple.com/push/again"
+    assert signer.headers(latest) is signer.headers(latest)
+    # A hit refreshes an entry, so it outlives newer ones.
+    signer.headers(f"https://h{size}.push.apple.com/x")
+    for n in range(size - 1):
+        signer.headers(f"https://other{n}.push.apple.com/x")
+    assert f"https://h{size}.push.apple.com" in signer._cache
+    assert len(signer._cache) == size
+
+
+def test_the_signer_cache_is_bounded(settings: Settings) -> None:
+    for _ in range(web_push.SIGNERS_CACHED + 3):
+        public, private = generate_keys()
+        configured = replace(settings, vapid_public_key=public, vapid_private_key=private)
+        assert web_push.signer(configured) is web_push.signer(configured)
+    assert len(web_push._SIGNERS) == web_push.SIGNERS_CACHED

@@ -9,6 +9,13 @@ Each stream has a bounded queue: a client too slow to drain it is disconnected (
 reconnect with Last-Event-ID) instead of holding memory or slowing anyone else. Before each
 buffered message and on every idle tick the access token is checked again (expiry, jti
 revocation, the user-wide cutoff); any failure ends the stream.
+
+Streams are capped per user (NOTIFICATIONS_SSE_MAX_STREAMS_PER_USER: a new one ends the user's
+oldest) and per process (NOTIFICATIONS_SSE_MAX_STREAMS: over it 503 with Retry-After). aiohttp
+does not tell a GET handler that its client left (handlers are not cancelled, and a body-less
+request's payload stream ignores the connection loss), so one task per process polls the
+streams' transports every TENANTD_SSE_DISCONNECT_CHECK_SECONDS and ends those whose connection
+is gone, instead of each stream finding out at its next keep-alive write.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Literal
 
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse
@@ -28,7 +36,7 @@ from tenantd import appkeys
 from tenantd.auth.guards import check_claims
 from tenantd.auth.principal import Principal
 from tenantd.auth.tokens import AccessClaims
-from tenantd.errors import AppError, NotFound
+from tenantd.errors import AppError, NotFound, ServiceUnavailable
 from tenantd.notifications import queries
 from tenantd.notifications.schemas import envelope
 from tenantd.pubsub import PubSubHub, Subscription
@@ -37,12 +45,19 @@ from tenantd.services import Services
 log = logging.getLogger(__name__)
 
 SHUTDOWN_COMMENT = b": server shutting down\n\n"
+# The replaced stream's EventSource reconnects after `retry` ms: slowly, so a user with more
+# tabs than the cap does not make them evict each other in a tight loop.
+SUPERSEDED_FRAME = b": replaced by a newer stream of this user\nretry: 30000\n\n"
 
 TICK_SECONDS = 15.0  # idle re-check and keep-alive comment; TENANTD_SSE_TICK_SECONDS overrides
 QUEUE_SIZE = 100  # frames buffered per stream; TENANTD_SSE_QUEUE_SIZE overrides
 REPLAY_LIMIT = 100  # frames replayed for Last-Event-ID
 SEND_TIMEOUT = 30.0  # a write that does not finish in time aborts that stream
 RECENT_IDS = 256  # ids remembered per stream so replay and live frames never double
+DISCONNECT_CHECK_SECONDS = 1.0  # TENANTD_SSE_DISCONNECT_CHECK_SECONDS overrides
+RETRY_AFTER_SECONDS = 10  # Retry-After of the 503 over the process cap
+
+CloseReason = Literal["shutdown", "superseded", "disconnected"]
 
 
 def _setting(services: Services, name: str, default: float) -> float:
@@ -56,12 +71,14 @@ def _setting(services: Services, name: str, default: float) -> float:
 class StreamQueue:
     """What one stream has yet to send; overflow marks it for disconnection."""
 
-    def __init__(self, maxsize: int):
+    def __init__(self, maxsize: int, connection_gone: Callable[[], bool] | None = None):
         self.maxsize = maxsize
+        self.connection_gone = connection_gone or (lambda: False)
         self.items: collections.deque[tuple[uuid.UUID, bytes]] = collections.deque()
         self.overflowed = False
         self.gap = False
         self.closing = False
+        self.close_reason: CloseReason | None = None
         self._event = asyncio.Event()
 
     def offer(self, notification_id: uuid.UUID, data: bytes) -> None:
@@ -77,8 +94,11 @@ class StreamQueue:
         self.gap = True
         self._event.set()
 
-    def close(self) -> None:
+    def close(self, reason: CloseReason = "shutdown") -> None:
+        if self.closing:
+            return
         self.closing = True
+        self.close_reason = reason
         self._event.set()
 
     async def wait(self, seconds: float) -> bool:
@@ -100,34 +120,67 @@ class NotificationFeed:
     def __init__(self, services: Services, hub: PubSubHub):
         self.services = services
         self.hub = hub
-        self._streams: dict[uuid.UUID, set[StreamQueue]] = {}
+        settings = services.settings
+        self.max_streams = settings.notifications_sse_max_streams
+        self.max_streams_per_user = settings.notifications_sse_max_streams_per_user
+        self.disconnect_check = _setting(
+            services, "TENANTD_SSE_DISCONNECT_CHECK_SECONDS", DISCONNECT_CHECK_SECONDS
+        )
+        # Per user, oldest first (a dict keeps insertion order; a set would not).
+        self._streams: dict[uuid.UUID, dict[StreamQueue, None]] = {}
+        self._count = 0
         self._subscriptions: dict[uuid.UUID, Subscription] = {}
         self._user_locks: dict[uuid.UUID, asyncio.Lock] = {}
         self._loads: set[asyncio.Task[None]] = set()
+        self._watcher: asyncio.Task[None] | None = None
 
     @property
     def stream_count(self) -> int:
-        return sum(len(streams) for streams in self._streams.values())
+        return self._count
+
+    def user_stream_count(self, user_id: uuid.UUID) -> int:
+        return len(self._streams.get(user_id, ()))
+
+    def start(self) -> None:
+        """Begin watching for clients that left (call once, from a running loop)."""
+        self._watcher = asyncio.get_running_loop().create_task(self._watch_disconnects())
 
     async def attach(self, user_id: uuid.UUID, queue: StreamQueue) -> None:
+        """Register a stream: over the user's cap their oldest ends; over the process cap 503."""
+        # Counted and added before any await, so concurrent attaches cannot all pass the caps.
+        streams = self._streams.get(user_id, {})
+        live = [stream for stream in streams if not stream.closing]
+        excess = len(live) + 1 - self.max_streams_per_user
+        # A stream that replaces one of the same user's adds nothing once the old one is gone.
+        if self._count >= self.max_streams and excess <= 0:
+            raise ServiceUnavailable(
+                RETRY_AFTER_SECONDS, "Too many open notification streams; try again later"
+            )
+        for oldest in live[: max(excess, 0)]:
+            oldest.close("superseded")
+        self._streams.setdefault(user_id, {})[queue] = None
+        self._count += 1
         lock = self._user_locks.setdefault(user_id, asyncio.Lock())
-        async with lock:
-            streams = self._streams.setdefault(user_id, set())
-            streams.add(queue)
-            if user_id not in self._subscriptions:
-                self._subscriptions[user_id] = await self.hub.subscribe(
-                    queries.user_topic(user_id),
-                    lambda _channel, payload: self._on_message(user_id, payload),
-                    on_gap=lambda: self._on_gap(user_id),
-                )
+        try:
+            async with lock:
+                if user_id not in self._subscriptions:
+                    self._subscriptions[user_id] = await self.hub.subscribe(
+                        queries.user_topic(user_id),
+                        lambda _channel, payload: self._on_message(user_id, payload),
+                        on_gap=lambda: self._on_gap(user_id),
+                    )
+        except BaseException:
+            await self.detach(user_id, queue)
+            raise
 
     async def detach(self, user_id: uuid.UUID, queue: StreamQueue) -> None:
         lock = self._user_locks.setdefault(user_id, asyncio.Lock())
         async with lock:
             streams = self._streams.get(user_id)
-            if streams is None:
+            if streams is None or queue not in streams:
                 return
-            streams.discard(queue)
+            del streams[queue]
+            self._count -= 1
             if streams:
                 return
             del self._streams[user_id]
@@ -140,10 +193,22 @@ class NotificationFeed:
         """Shutdown: every stream ends (clients reconnect to another instance)."""
         for streams in self._streams.values():
             for queue in streams:
-                queue.close()
+                queue.close("shutdown")
+
+    async def _watch_disconnects(self) -> None:
+        while True:
+            await asyncio.sleep(self.disconnect_check)
+            for streams in self._streams.values():
+                for queue in streams:
+                    if not queue.closing and queue.connection_gone():
+                        queue.close("disconnected")
 
     async def close(self) -> None:
         self.close_all()
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
         for task in list(self._loads):
             task.cancel()
         for task in list(self._loads):
@@ -204,6 +269,14 @@ async def _still_valid(services: Services, claims: AccessClaims) -> bool:
     return True
 
 
+def _connection_gone(request: web.Request) -> Callable[[], bool]:
+    def gone() -> bool:
+        transport = request.transport  # None once aiohttp saw connection_lost
+        return transport is None or transport.is_closing()
+
+    return gone
+
+
 def _last_event_id(request: web.Request) -> uuid.UUID | None:
     raw = request.headers.get("Last-Event-ID", "").strip()
     if not raw:
@@ -223,7 +296,9 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
     tick = _setting(services, "TENANTD_SSE_TICK_SECONDS", TICK_SECONDS)
     claims = principal.claims
     user_id = principal.user_id
-    queue = StreamQueue(int(_setting(services, "TENANTD_SSE_QUEUE_SIZE", QUEUE_SIZE)))
+    queue = StreamQueue(
+        int(_setting(services, "TENANTD_SSE_QUEUE_SIZE", QUEUE_SIZE)), _connection_gone(request)
+    )
     last_sent = _last_event_id(request)
     recent: collections.deque[uuid.UUID] = collections.deque(maxlen=RECENT_IDS)
     # Subscribe before replaying, so nothing published in between is lost.
@@ -243,9 +318,12 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
                         log.warning(
                             "SSE client too slow; stream ended", extra={"user_id": str(user_id)}
                         )
-                    else:  # shutdown: say so, so the client knows to reconnect elsewhere
+                    elif queue.close_reason == "shutdown":  # reconnect elsewhere
                         with contextlib.suppress(ConnectionError, RuntimeError):
                             await response.write(SHUTDOWN_COMMENT)
+                    elif queue.close_reason == "superseded":
+                        with contextlib.suppress(ConnectionError, RuntimeError):
+                            await response.write(SUPERSEDED_FRAME)
                     break
                 if not await _still_valid(services, claims):
                     break
@@ -301,6 +379,7 @@ async def sse_ctx(app: web.Application) -> AsyncIterator[None]:
         return
     feed = NotificationFeed(services, app[appkeys.pubsub])
     app[FEED_KEY] = feed
+    feed.start()
 
     async def end_streams(_app: web.Application) -> None:
         feed.close_all()

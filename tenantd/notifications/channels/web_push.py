@@ -10,6 +10,10 @@ sends the request itself: aiohttp, redirects never followed, a timeout per send,
 subscription of the user in parallel. Any accepted -> `sent`; 404/410 delete the subscription
 (logged as notifications.web_push.subscription_expired); nothing accepted and some error ->
 `failed`; no live subscription -> `suppressed`.
+
+A push message is kept within 4096 bytes (RFC 8030 obliges push services to accept only that
+much; the big ones answer 413 beyond it): an envelope too big for it goes out with the body
+cut short and `"truncated": true`, and the client fetches the whole notification by its id.
 """
 
 from __future__ import annotations
@@ -22,19 +26,21 @@ import ipaddress
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import aiohttp
+import orjson
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tenantd.db import Conn
+from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import queries
 from tenantd.notifications.channels import settle_delivery
-from tenantd.notifications.schemas import envelope, subscription_json
+from tenantd.notifications.schemas import envelope, notification_json, subscription_json
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
@@ -48,6 +54,13 @@ PUSH_TTL_SECONDS = 24 * 3600
 DEFAULT_SEND_TIMEOUT = 10.0
 VAPID_TOKEN_SECONDS = 12 * 3600
 VAPID_REUSE_SECONDS = 3600
+VAPID_AUDIENCES_CACHED = 256  # signed headers kept, one per push service origin (LRU)
+SIGNERS_CACHED = 4  # VAPID key pairs kept (one in production; tests build several)
+# RFC 8291: one aes128gcm record of a 4096-byte message holds 4096 - 86 (salt, record size,
+# key id = our 65-byte public key) - 16 (tag) - 1 (padding delimiter) bytes of plaintext.
+MAX_PUSH_PLAINTEXT = 4096 - 86 - 16 - 1
+# Shortened in this order when the envelope is too big; the CTA URL is dropped, never cut.
+SHORTENED_FIELDS = ("body", "title", "ctaLabel")
 
 
 # --- endpoint policy ----------------------------------------------------------------------
@@ -173,7 +186,8 @@ class VapidSigner:
         else:
             self.vapid = Vapid02.from_string(key)
         self.subject = subject
-        self._cache: dict[str, tuple[float, dict[str, str]]] = {}
+        # Keyed by audience: bounded, since subscriptions choose the hosts (within the policy).
+        self._cache: OrderedDict[str, tuple[float, dict[str, str]]] = OrderedDict()
 
     def headers(self, endpoint: str) -> dict[str, str]:
         parts = urlsplit(endpoint)
@@ -181,15 +195,19 @@ class VapidSigner:
         now = time.time()
         cached = self._cache.get(audience)
         if cached is not None and cached[0] > now:
+            self._cache.move_to_end(audience)
             return cached[1]
         signed = self.vapid.sign(
             {"sub": self.subject, "aud": audience, "exp": int(now) + VAPID_TOKEN_SECONDS}
         )
         self._cache[audience] = (now + VAPID_REUSE_SECONDS, signed)
+        self._cache.move_to_end(audience)
+        while len(self._cache) > VAPID_AUDIENCES_CACHED:
+            self._cache.popitem(last=False)
         return signed
 
 
-_SIGNERS: dict[tuple[str, str], VapidSigner] = {}
+_SIGNERS: OrderedDict[tuple[str, str], VapidSigner] = OrderedDict()
 
 
 def signer(settings: Settings) -> VapidSigner:
@@ -199,6 +217,9 @@ def signer(settings: Settings) -> VapidSigner:
     if found is None:
         found = VapidSigner(settings.vapid_private_key, settings.vapid_subject)
         _SIGNERS[key] = found
+        while len(_SIGNERS) > SIGNERS_CACHED:
+            _SIGNERS.popitem(last=False)
+    _SIGNERS.move_to_end(key)
     return found
 
 
@@ -208,6 +229,58 @@ def send_timeout(settings: Settings) -> float:
         return float(raw) if raw else DEFAULT_SEND_TIMEOUT
     except ValueError:
         return DEFAULT_SEND_TIMEOUT
+
+
+# --- message size -------------------------------------------------------------------------
+
+
+def _encoded(message: dict[str, Any]) -> bytes:
+    return orjson.dumps(message, option=orjson.OPT_UTC_Z)
+
+
+def push_message(row: Row) -> bytes:
+    """The envelope as push plaintext: whole when it fits one 4096-byte message, otherwise
+    with the body (then title, CTA label) cut to a prefix and `"truncated": true`."""
+    data = envelope(row)
+    if len(data) <= MAX_PUSH_PLAINTEXT:
+        return data
+    notification = notification_json(row)
+    message: dict[str, Any] = {
+        "type": "notification.created",
+        "notification": notification,
+        "truncated": True,
+    }
+    for name in SHORTENED_FIELDS:
+        if _shorten(message, notification, name):
+            return _encoded(message)
+    notification["ctaUrl"] = ""  # a cut URL would lead somewhere else
+    data = _encoded(message)
+    if len(data) <= MAX_PUSH_PLAINTEXT:
+        return data
+    # Only an absurd event type gets here: the id alone still lets the client fetch it.
+    return _encoded({**message, "notification": {"id": notification["id"]}})
+
+
+def _shorten(message: dict[str, Any], notification: dict[str, Any], name: str) -> bool:
+    """Cut notification[name] to the longest prefix that fits; False if even "" does not."""
+    text: str = notification[name]
+
+    def fits(length: int) -> bool:
+        notification[name] = text[:length]
+        return len(_encoded(message)) <= MAX_PUSH_PLAINTEXT
+
+    if not fits(0):
+        return False
+    # Every character costs at least one byte, so no longer prefix can fit.
+    low, high = 0, min(len(text), MAX_PUSH_PLAINTEXT)
+    while low < high:  # binary search: escapes and multi-byte characters vary in size
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    notification[name] = text[:low]
+    return True
 
 
 # --- delivery -----------------------------------------------------------------------------
@@ -284,7 +357,7 @@ async def run_web_push_job(services: Services, payload: dict[str, Any], job: Job
     if not subscriptions:
         await settle_delivery(services, notification_id, CHANNEL, "suppressed", "no_subscriptions")
         return
-    data = envelope(row)
+    data = push_message(row)
     results = await asyncio.gather(*(push_one(services, sub, data) for sub in subscriptions))
     accepted = [r.subscription_id for r in results if r.outcome == "accepted"]
     expired = [r for r in results if r.outcome == "expired"]
@@ -328,7 +401,8 @@ async def subscribe(
     expiration_ms: float | None,
     user_agent: str | None,
 ) -> dict[str, Any]:
-    """Validate (SSRF policy, key formats) and upsert on (user, endpoint); keys rotate."""
+    """Validate (SSRF policy, key formats) and upsert on (user, endpoint); keys rotate; over
+    WEB_PUSH_MAX_SUBSCRIPTIONS_PER_USER the user's oldest subscription is replaced."""
     require_push(settings)
     check_subscription(settings, endpoint, p256dh, auth)
     expires_at = None
@@ -337,15 +411,18 @@ async def subscribe(
             expires_at = dt.datetime.fromtimestamp(expiration_ms / 1000, tz=dt.UTC)
         except (OverflowError, OSError, ValueError):
             raise ValidationFailed({"expirationTime": "not a valid timestamp"}) from None
-    row = await queries.upsert_subscription(
-        conn,
-        user_id=user_id,
-        endpoint=endpoint,
-        p256dh=p256dh,
-        auth=auth,
-        user_agent=(user_agent or "")[:512] or None,
-        expires_at=expires_at,
-    )
+    async with conn.transaction():
+        await queries.lock_push_subscriptions(conn, user_id=user_id)
+        row = await queries.upsert_subscription(
+            conn,
+            user_id=user_id,
+            endpoint=endpoint,
+            p256dh=p256dh,
+            auth=auth,
+            user_agent=(user_agent or "")[:512] or None,
+            expires_at=expires_at,
+            keep_at_most=settings.web_push_max_subscriptions_per_user,
+        )
     return subscription_json(row)
 
 
