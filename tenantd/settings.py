@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from aiohttp import web
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PUSH_HOSTS = (
@@ -241,3 +243,6 @@ def load_settings(
         oauth_providers=_oauth_providers(env),
         extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
     )
+
+
+SETTINGS = web.AppKey("settings", Settings)

@@ -17,6 +17,7 @@ from typing import Any, TypeAlias
 import aiopg
 import psycopg2.extensions
 import psycopg2.extras
+from aiohttp import web
 from sqlalchemy.dialects.postgresql import psycopg2 as pg_dialect
 from sqlalchemy.sql import ClauseElement
 
@@ -233,3 +234,7 @@ async def create_database(dsn: str, *, minsize: int = 1, maxsize: int = 10) -> D
 
 def new_id() -> uuid.UUID:
     return uuid.uuid4()
+
+
+# The application's pool, for the kernel's own routes and hooks (probes, rate limits).
+DATABASE = web.AppKey("database", Database)

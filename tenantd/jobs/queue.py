@@ -12,16 +12,14 @@ import asyncio
 import logging
 import random
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tenantd.db import Conn, Database
 from tenantd.jobs import queries
-from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError, job_kinds
+from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.settings import Settings
-
-if TYPE_CHECKING:
-    from tenantd.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +69,26 @@ def retry_delay(config: JobConfig, attempts: int) -> float:
     return delay * random.uniform(0.8, 1.2)
 
 
-class JobQueue:
-    def __init__(self, settings: Settings):
-        self.settings = settings
-        self.config = job_config(settings)
-        self._kinds: dict[str, JobKind] | None = None
-        self._wakeup: asyncio.Event | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+class JobHost(Protocol):
+    """What the queue and the runner need of the services bundle they hand to every job."""
 
     @property
-    def kinds(self) -> dict[str, JobKind]:
-        if self._kinds is None:
-            self._kinds = job_kinds()
-        return self._kinds
+    def settings(self) -> Settings: ...
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def jobs(self) -> JobQueue: ...
+
+
+class JobQueue:
+    def __init__(self, settings: Settings, kinds: Iterable[JobKind] = ()):
+        self.settings = settings
+        self.config = job_config(settings)
+        self.kinds: dict[str, JobKind] = {kind.name: kind for kind in kinds}
+        self._wakeup: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def register(self, kind: JobKind) -> None:
         """Add a kind to this process's table (applications' own jobs, tests)."""
@@ -111,7 +116,7 @@ class JobQueue:
 
     async def submit(
         self,
-        services: Services,
+        services: JobHost,
         kind: str,
         payload: dict[str, Any],
         *,
@@ -134,7 +139,7 @@ class JobQueue:
 
     def spawn_inline(
         self,
-        services: Services,
+        services: JobHost,
         kind: JobKind,
         payload: dict[str, Any],
         *,
@@ -147,7 +152,7 @@ class JobQueue:
         task.add_done_callback(self._tasks.discard)
 
     async def _run_inline(
-        self, services: Services, kind: JobKind, payload: dict[str, Any], after_lock: int | None
+        self, services: JobHost, kind: JobKind, payload: dict[str, Any], after_lock: int | None
     ) -> None:
         if after_lock is not None:
             async with services.db.connection() as conn:
@@ -223,7 +228,7 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"[:2000]
 
 
-async def give_up(services: Services, kind: JobKind, payload: dict[str, Any], error: str) -> None:
+async def give_up(services: JobHost, kind: JobKind, payload: dict[str, Any], error: str) -> None:
     if kind.on_give_up is None:
         return
     try:

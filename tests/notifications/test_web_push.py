@@ -19,10 +19,10 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tenantd.app import AppServices
 from tenantd.cli.vapid import generate_keys
 from tenantd.notifications import send
 from tenantd.notifications.channels.web_push import EXPIRED_EVENT
-from tenantd.services import Services
 from tests.notifications.conftest import deliveries, quiesce
 
 BASE = "/api/v1/notifications/push"
@@ -133,7 +133,7 @@ def comment() -> dict[str, Any]:
 
 @BOTH_MODES
 async def test_push_is_encrypted_for_the_subscriber_and_signed_with_vapid(
-    services: Services,
+    services: AppServices,
     factory: Any,
     make_client: Any,
     push_service: FakePushService,
@@ -184,7 +184,7 @@ async def test_push_is_encrypted_for_the_subscriber_and_signed_with_vapid(
 
 
 async def test_expired_subscriptions_are_deleted_and_logged(
-    services: Services,
+    services: AppServices,
     factory: Any,
     make_client: Any,
     push_service: FakePushService,
@@ -212,7 +212,7 @@ async def test_expired_subscriptions_are_deleted_and_logged(
 
 
 async def test_delivery_outcomes(
-    services: Services, factory: Any, make_client: Any, push_service: FakePushService
+    services: AppServices, factory: Any, make_client: Any, push_service: FakePushService
 ) -> None:
     async def deliver(*names: str) -> tuple[str, Any]:
         user = await factory.user()
@@ -235,7 +235,7 @@ async def test_delivery_outcomes(
 
 
 async def test_sends_run_in_parallel(
-    services: Services, factory: Any, make_client: Any, push_service: FakePushService
+    services: AppServices, factory: Any, make_client: Any, push_service: FakePushService
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
@@ -251,7 +251,7 @@ async def test_sends_run_in_parallel(
 
 
 async def test_subscribe_upserts_rotates_keys_lists_and_deletes(
-    services: Services, factory: Any, make_client: Any
+    services: AppServices, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
@@ -282,7 +282,7 @@ async def test_subscribe_upserts_rotates_keys_lists_and_deletes(
 
 
 async def test_an_endpoint_moves_to_the_user_who_subscribes_it_last(
-    services: Services, factory: Any, make_client: Any
+    services: AppServices, factory: Any, make_client: Any
 ) -> None:
     endpoint = "https://fcm.googleapis.com/fcm/send/shared-browser"
     alice = await make_client(cookies=await factory.cookies(await factory.user()))
@@ -314,7 +314,7 @@ async def test_an_endpoint_moves_to_the_user_who_subscribes_it_last(
     ],
 )
 async def test_ssrf_refusals(
-    services: Services, factory: Any, make_client: Any, endpoint: str, why: str
+    services: AppServices, factory: Any, make_client: Any, endpoint: str, why: str
 ) -> None:
     client = await make_client(cookies=await factory.cookies(await factory.user()))
     payload = await subscribe(client, Subscriber().body(endpoint), status=422)
@@ -363,7 +363,7 @@ async def test_vapid_public_key_route(factory: Any, make_client: Any, client: An
 
 @pytest.mark.parametrize("push_enabled", [False])
 async def test_push_does_not_exist_without_vapid(
-    services: Services, factory: Any, make_client: Any
+    services: AppServices, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))

@@ -38,7 +38,7 @@ from tenantd.notifications.schemas import envelope, subscription_json
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.notifications.services import NotificationServices
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,11 @@ class PushResult:
 
 
 async def push_one(
-    services: Services, subscription: dict[str, Any], data: bytes, *, urgency: str = "normal"
+    services: NotificationServices,
+    subscription: dict[str, Any],
+    data: bytes,
+    *,
+    urgency: str = "normal",
 ) -> PushResult:
     """Encrypt and POST one message; never follows a redirect."""
     settings = services.settings
@@ -270,7 +274,9 @@ async def push_one(
     return PushResult(sub_id, "error", f"http_{status}")
 
 
-async def run_web_push_job(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
+async def run_web_push_job(
+    services: NotificationServices, payload: dict[str, Any], job: JobInfo
+) -> None:
     """One delivery job per notification: parallel sends to every live subscription."""
     notification_id = uuid.UUID(str(payload["notificationId"]))
     async with services.db.connection() as conn:
