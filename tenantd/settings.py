@@ -118,11 +118,6 @@ class Settings:
     def web_push_enabled(self) -> bool:
         return bool(self.vapid_public_key and self.vapid_private_key and self.vapid_subject)
 
-    @property
-    def public_origin(self) -> str:
-        parts = urlsplit(self.public_base_url)
-        return f"{parts.scheme}://{parts.netloc}"
-
     def __repr__(self) -> str:  # never print secrets
         return f"Settings(data_dir={self.data_dir!s}, email_provider={self.email_provider})"
 

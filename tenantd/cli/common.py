@@ -27,7 +27,6 @@ from tenantd.settings import Settings, SettingsError, load_settings
 T = TypeVar("T")
 
 console = Console()
-err_console = Console(stderr=True)
 
 
 class CliState:

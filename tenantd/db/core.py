@@ -11,7 +11,7 @@ import contextlib
 import re
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, TypeAlias
 
 import aiopg
@@ -147,13 +147,6 @@ class Conn:
             row = await cur.fetchone()
         self._settled()
         return None if row is None else row[0]
-
-    async def execute_many(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Run one parameterised statement for many rows (psycopg2 pyformat)."""
-        async with self.raw.cursor() as cur:
-            for values in rows:
-                await cur.execute(sql, values)
-        self._settled()
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Conn]:

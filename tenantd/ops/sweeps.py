@@ -6,7 +6,7 @@ them their guarantees.
 - Once per interval: the scheduler's runs record their start in `sweep_runs` under that lock
   and skip when the last start is younger than the interval, so N schedulers run a daily
   sweep once a day, not N times.
-- Bounded work: `delete_batches` / `update_batches` touch at most `batch_size` rows per
+- Bounded work: `delete_batches` touches at most `batch_size` rows per
   statement, each statement its own short transaction, so a sweep over a million rows never
   holds long locks or builds a huge transaction; between batches it honours a stop request.
 """
@@ -143,29 +143,6 @@ async def delete_batches(
         return count
     sql = (
         f"DELETE FROM {table} WHERE ctid = ANY(ARRAY("
-        f"SELECT ctid FROM {table} WHERE {where} LIMIT %(_batch)s)) AND ({where})"
-    )
-    return await _batches(ctx, table, sql, values)
-
-
-async def update_batches(
-    ctx: SweepContext,
-    table: str,
-    set_sql: str,
-    where: str,
-    params: Mapping[str, Any] | None = None,
-) -> int:
-    """UPDATE `table` SET `set_sql` WHERE `where` in bounded batches (`where` must stop
-    matching a row once it is updated, or the loop would not end)."""
-    values = dict(params or {})
-    if ctx.dry_run:
-        count = int(
-            await ctx.db.fetch_val(f"SELECT count(*) FROM {table} WHERE {where}", values or None)
-        )
-        ctx.report(table, count)
-        return count
-    sql = (
-        f"UPDATE {table} SET {set_sql} WHERE ctid = ANY(ARRAY("
         f"SELECT ctid FROM {table} WHERE {where} LIMIT %(_batch)s)) AND ({where})"
     )
     return await _batches(ctx, table, sql, values)
