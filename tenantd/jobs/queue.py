@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from tenantd.db import Conn, Database
 from tenantd.jobs import queries
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
-from tenantd.settings import Settings
+from tenantd.settings import Settings, env_int, env_number
 
 log = logging.getLogger(__name__)
 
@@ -39,27 +39,16 @@ class JobConfig:
     stop_timeout: float = 10.0  # graceful stop: running jobs get this long, then are released
 
 
-def _number(extra: dict[str, str], name: str, default: float, minimum: float) -> float:
-    raw = extra.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from None
-    return max(value, minimum)
-
-
 def job_config(settings: Settings) -> JobConfig:
     """TENANTD_JOB_* knobs from Settings.extra."""
     extra = settings.extra
     return JobConfig(
-        concurrency=int(_number(extra, "TENANTD_JOB_CONCURRENCY", 64, 1)),
-        batch_size=int(_number(extra, "TENANTD_JOB_BATCH_SIZE", 64, 1)),
-        poll_seconds=_number(extra, "TENANTD_JOB_POLL_SECONDS", 0.5, 0.01),
-        retry_base_seconds=_number(extra, "TENANTD_JOB_RETRY_BASE_SECONDS", 2.0, 0.0),
-        retry_max_seconds=_number(extra, "TENANTD_JOB_RETRY_MAX_SECONDS", 3600.0, 0.0),
-        stop_timeout=_number(extra, "TENANTD_JOB_STOP_TIMEOUT_SECONDS", 10.0, 0.0),
+        concurrency=env_int(extra, "TENANTD_JOB_CONCURRENCY", 64, minimum=1),
+        batch_size=env_int(extra, "TENANTD_JOB_BATCH_SIZE", 64, minimum=1),
+        poll_seconds=env_number(extra, "TENANTD_JOB_POLL_SECONDS", 0.5, minimum=0.01),
+        retry_base_seconds=env_number(extra, "TENANTD_JOB_RETRY_BASE_SECONDS", 2.0, minimum=0.0),
+        retry_max_seconds=env_number(extra, "TENANTD_JOB_RETRY_MAX_SECONDS", 3600.0, minimum=0.0),
+        stop_timeout=env_number(extra, "TENANTD_JOB_STOP_TIMEOUT_SECONDS", 10.0, minimum=0.0),
     )
 
 
