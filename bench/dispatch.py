@@ -18,9 +18,9 @@ import orjson
 
 from bench.rounds import ROUNDS, median_of
 from bench.seed import account_uuid, user_uuid
-from tenantd.auth.tokens import issue_access_token
+from tenantd.app.services import open_services
+from tenantd.identity.tokens import issue_access_token
 from tenantd.notifications import send
-from tenantd.services import open_services
 from tenantd.settings import load_settings
 
 CONCURRENCY = 32

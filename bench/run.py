@@ -26,8 +26,8 @@ from rich.table import Table
 from bench import extra
 from bench.loadgen import LoadResult, have_wrk, pin, run_load
 from bench.seed import SeedPlan, account_uuid, refresh_token, seed, user_uuid
-from tenantd.auth.tokens import issue_access_token
 from tenantd.db.embedded import EmbeddedCluster
+from tenantd.identity.tokens import issue_access_token
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"

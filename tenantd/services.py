@@ -1,67 +1,38 @@
-"""Services: the one bundle of long-lived resources that views, jobs and the CLI share."""
+"""What every domain may use of the long-lived resources (the concrete bundle is built by
+`tenantd.app`). A domain that needs more declares its own Protocol on top of this one."""
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 import aiohttp
+from aiohttp import web
 
-from tenantd.auth.context_cache import ContextCache
+from tenantd.cache.context import ContextCache
 from tenantd.db import Database
-from tenantd.db.core import create_database
-from tenantd.db.dsn import url_to_dsn
 from tenantd.email.service import EmailService
 from tenantd.jobs.queue import JobQueue
-from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.settings import Settings
 
-log = logging.getLogger(__name__)
 
-INLINE_DRAIN_SECONDS = 10.0  # in-process jobs (queues off) get this long at shutdown
+class Services(Protocol):
+    @property
+    def settings(self) -> Settings: ...
 
+    @property
+    def db(self) -> Database: ...
 
-@dataclass
-class Services:
-    settings: Settings
-    db: Database
-    http: aiohttp.ClientSession
-    email: EmailService
-    # Filled by the domains that own them (notifications registry, job queue, SSE hub, ...).
-    extras: dict[str, Any] = field(default_factory=dict)
-    # Notification event types of TENANTD_EVENT_MODULES (loaded before anything opens).
-    registry: EventRegistry = field(default_factory=EventRegistry)
-    # Resolved request contexts (token -> principal, /me bodies); off until its listener runs.
-    context_cache: ContextCache = field(default_factory=ContextCache)
-    # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
-    jobs: JobQueue = field(default=None)  # type: ignore[assignment]
+    @property
+    def http(self) -> aiohttp.ClientSession: ...
 
-    def __post_init__(self) -> None:
-        if self.jobs is None:
-            self.jobs = JobQueue(self.settings)
+    @property
+    def email(self) -> EmailService: ...
+
+    @property
+    def jobs(self) -> JobQueue: ...
+
+    @property
+    def context_cache(self) -> ContextCache: ...
 
 
-@contextlib.asynccontextmanager
-async def open_services(settings: Settings, database_url: str) -> AsyncIterator[Services]:
-    """Open the pool and the shared HTTP client; close them in reverse order."""
-    registry = load_registry(settings.event_modules)  # a bad event module fails start-up
-    db = await create_database(
-        url_to_dsn(database_url), minsize=settings.db_pool_min, maxsize=settings.db_pool_max
-    )
-    timeout = aiohttp.ClientTimeout(total=15, connect=5)
-    http = aiohttp.ClientSession(timeout=timeout)
-    try:
-        email = EmailService.from_settings(settings, db=db, http=http)
-        services = Services(settings=settings, db=db, http=http, email=email, registry=registry)
-        # Trigger notices seen by our own writes invalidate the cache before we answer.
-        db.notice_sink = services.context_cache.apply_notices
-        try:
-            yield services
-        finally:
-            await services.jobs.drain(INLINE_DRAIN_SECONDS)
-    finally:
-        await http.close()
-        await db.close()
+SERVICES: web.AppKey[Services] = web.AppKey("services")

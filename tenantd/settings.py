@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +36,27 @@ def _bool(value: str, name: str) -> bool:
     raise SettingsError(f"{name} must be a boolean (true/false), got {value!r}")
 
 
-def _int(value: str, name: str, *, minimum: int = 0) -> int:
+def env_number(env: Mapping[str, str], name: str, default: float, *, minimum: float = 0) -> float:
+    """The one parser of numeric knobs: unset or blank is `default`; anything that is not a
+    number, or is below `minimum`, stops start-up with the variable's name."""
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
     try:
-        number = int(value)
+        value = float(raw)
     except ValueError:
-        raise SettingsError(f"{name} must be an integer, got {value!r}") from None
-    if number < minimum:
-        raise SettingsError(f"{name} must be >= {minimum}, got {number}")
-    return number
+        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value) or value < minimum:
+        raise SettingsError(f"{name} must be a number >= {minimum}, got {raw!r}")
+    return value
+
+
+def env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    """`env_number` for whole numbers."""
+    value = env_number(env, name, default, minimum=minimum)
+    if value != int(value):
+        raise SettingsError(f"{name} must be an integer, got {env.get(name)!r}")
+    return int(value)
 
 
 def _list(value: str) -> tuple[str, ...]:
@@ -118,11 +135,6 @@ class Settings:
     @property
     def web_push_enabled(self) -> bool:
         return bool(self.vapid_public_key and self.vapid_private_key and self.vapid_subject)
-
-    @property
-    def public_origin(self) -> str:
-        parts = urlsplit(self.public_base_url)
-        return f"{parts.scheme}://{parts.netloc}"
 
     def __repr__(self) -> str:  # never print secrets
         return f"Settings(data_dir={self.data_dir!s}, email_provider={self.email_provider})"
@@ -212,25 +224,19 @@ def load_settings(
         notifications_sse_enabled=_bool(
             env.get("NOTIFICATIONS_SSE_ENABLED", "false"), "NOTIFICATIONS_SSE_ENABLED"
         ),
-        notifications_sse_max_streams_per_user=_int(
-            env.get("NOTIFICATIONS_SSE_MAX_STREAMS_PER_USER", "10"),
-            "NOTIFICATIONS_SSE_MAX_STREAMS_PER_USER",
-            minimum=1,
+        notifications_sse_max_streams_per_user=env_int(
+            env, "NOTIFICATIONS_SSE_MAX_STREAMS_PER_USER", 10, minimum=1
         ),
-        notifications_sse_max_streams=_int(
-            env.get("NOTIFICATIONS_SSE_MAX_STREAMS", "10000"),
-            "NOTIFICATIONS_SSE_MAX_STREAMS",
-            minimum=1,
+        notifications_sse_max_streams=env_int(
+            env, "NOTIFICATIONS_SSE_MAX_STREAMS", 10000, minimum=1
         ),
         queues_enabled=_bool(env.get("QUEUES_ENABLED", "false"), "QUEUES_ENABLED"),
         vapid_public_key=opt("WEB_PUSH_VAPID_PUBLIC_KEY"),
         vapid_private_key=opt("WEB_PUSH_VAPID_PRIVATE_KEY"),
         vapid_subject=opt("WEB_PUSH_VAPID_SUBJECT"),
         web_push_allowed_hosts=_list(env.get("WEB_PUSH_ALLOWED_HOSTS", "")) or DEFAULT_PUSH_HOSTS,
-        web_push_max_subscriptions_per_user=_int(
-            env.get("WEB_PUSH_MAX_SUBSCRIPTIONS_PER_USER", "20"),
-            "WEB_PUSH_MAX_SUBSCRIPTIONS_PER_USER",
-            minimum=1,
+        web_push_max_subscriptions_per_user=env_int(
+            env, "WEB_PUSH_MAX_SUBSCRIPTIONS_PER_USER", 20, minimum=1
         ),
         email_provider=provider,
         email_from=env.get("EMAIL_FROM", "tenantd <no-reply@localhost>"),
@@ -244,18 +250,17 @@ def load_settings(
         resend_webhook_secret=opt("RESEND_WEBHOOK_SECRET"),
         sendgrid_webhook_public_key=opt("SENDGRID_WEBHOOK_PUBLIC_KEY"),
         event_modules=_list(env.get("TENANTD_EVENT_MODULES", "")),
-        invitation_ttl_hours=_int(
-            env.get("INVITATION_TTL_HOURS", "168"), "INVITATION_TTL_HOURS", minimum=1
-        ),
-        refresh_token_ttl_days=_int(
-            env.get("REFRESH_TOKEN_TTL_DAYS", "30"), "REFRESH_TOKEN_TTL_DAYS", minimum=1
-        ),
+        invitation_ttl_hours=env_int(env, "INVITATION_TTL_HOURS", 168, minimum=1),
+        refresh_token_ttl_days=env_int(env, "REFRESH_TOKEN_TTL_DAYS", 30, minimum=1),
         default_plan=env.get("DEFAULT_PLAN", "free"),
         log_level=env.get("LOG_LEVEL", "info").lower(),
         log_format=log_format,
-        job_lease_seconds=_int(env.get("JOB_LEASE_SECONDS", "30"), "JOB_LEASE_SECONDS", minimum=1),
-        db_pool_min=_int(env.get("DB_POOL_MIN", "2"), "DB_POOL_MIN", minimum=1),
-        db_pool_max=_int(env.get("DB_POOL_MAX", "10"), "DB_POOL_MAX", minimum=1),
+        job_lease_seconds=env_int(env, "JOB_LEASE_SECONDS", 30, minimum=1),
+        db_pool_min=env_int(env, "DB_POOL_MIN", 2, minimum=1),
+        db_pool_max=env_int(env, "DB_POOL_MAX", 10, minimum=1),
         oauth_providers=_oauth_providers(env),
         extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
     )
+
+
+SETTINGS = web.AppKey("settings", Settings)

@@ -14,13 +14,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tenantd.app import create_app
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.embedded import EmbeddedCluster
 from tenantd.db.migrate import migrate
 from tenantd.settings import Settings, load_settings
-from tenantd.web.app import create_app
 from tests.factories import Factory
 
 ORIGIN = "http://127.0.0.1:8080"

@@ -10,9 +10,9 @@ from email.message import Message
 from pathlib import Path
 
 from tenantd.accounts.provisioning import create_account
-from tenantd.auth.passwords import hash_password
-from tenantd.auth.sessions import IssuedTokens, issue_session
 from tenantd.db import Database
+from tenantd.identity.passwords import hash_password
+from tenantd.identity.sessions import IssuedTokens, issue_session
 from tenantd.settings import Settings
 
 _counter = itertools.count(1)

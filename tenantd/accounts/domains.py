@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenantd.email.addresses import email_domain
+from tenantd.addresses import email_domain
 
 # INTERFACE.md "Public email domains": exactly 51 entries, compared lower-cased.
 PUBLIC_EMAIL_DOMAINS: frozenset[str] = frozenset(

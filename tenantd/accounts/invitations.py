@@ -20,9 +20,8 @@ from tenantd.accounts import audit, permissions, queries
 from tenantd.accounts.names import account_name
 from tenantd.accounts.plans import entitlements
 from tenantd.accounts.service import Activation, activate, check_scope, lock_scoped
-from tenantd.auth.tokens import new_opaque_token, token_hash
+from tenantd.addresses import normalize_email
 from tenantd.db import Conn, Row
-from tenantd.email.addresses import normalize_email
 from tenantd.errors import (
     Conflict,
     FeatureNotEnabled,
@@ -33,10 +32,11 @@ from tenantd.errors import (
     NotFound,
     SeatLimitReached,
 )
+from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.services import Services
 
 if TYPE_CHECKING:
-    from tenantd.auth.principal import Principal
+    from tenantd.principal import Principal
 
 log = logging.getLogger(__name__)
 

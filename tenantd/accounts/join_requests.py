@@ -16,7 +16,7 @@ from tenantd.errors import Conflict, NotFound, SeatLimitReached
 from tenantd.services import Services
 
 if TYPE_CHECKING:
-    from tenantd.auth.principal import Principal
+    from tenantd.principal import Principal
 
 
 async def list_join_requests(

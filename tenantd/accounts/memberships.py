@@ -18,7 +18,7 @@ from tenantd.errors import Conflict, Forbidden, NotFound, OwnerCannotLeave, Vali
 from tenantd.services import Services
 
 if TYPE_CHECKING:
-    from tenantd.auth.principal import Principal
+    from tenantd.principal import Principal
 
 
 async def list_members(services: Services, actor: Principal, account_id: uuid.UUID) -> list[Row]:

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 
 from tenantd.errors import Forbidden
 
-ROLES = ("owner", "admin", "member")
 RANK = {"member": 1, "admin": 2, "owner": 3}
 
 # action -> lowest role allowed

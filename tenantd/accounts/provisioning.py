@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from tenantd.accounts import audit, queries
 from tenantd.accounts.domains import claimable_domain
 from tenantd.accounts.names import account_name
-from tenantd.auth import queries as auth_queries
 from tenantd.db import Conn
 from tenantd.errors import Conflict
+from tenantd.identity import queries as auth_queries
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)

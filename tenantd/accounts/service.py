@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 from tenantd.accounts import audit, permissions, queries
 from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
-from tenantd.auth.tokens import AccessClaims, issue_access_token, token_hash
 from tenantd.db import Conn, Row
 from tenantd.errors import Forbidden, NotFound
+from tenantd.identity.tokens import AccessClaims, issue_access_token, token_hash
 from tenantd.services import Services
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.auth.principal import Principal
+    from tenantd.principal import Principal
 
 GRACE_DAYS = 30  # SERVICE.md Limits: account deletion grace window
 

@@ -12,6 +12,7 @@ from tenantd.accounts import audit, queries
 from tenantd.accounts.audit import AuditEntry
 from tenantd.accounts.service import GRACE_DAYS
 from tenantd.db import Database
+from tenantd.ops.sweeps import SweepContext, sweep
 
 log = logging.getLogger(__name__)
 
@@ -112,3 +113,22 @@ async def expire_invitations(
     if total:
         log.info("expired pending invitations", extra={"count": total})
     return total
+
+
+@sweep("invitations", "Soft-revoke pending invitations past their time to live")
+async def invitations_sweep(ctx: SweepContext) -> None:
+    ctx.check_stopping()
+    count = await expire_invitations(ctx.db, batch_size=ctx.batch_size, dry_run=ctx.dry_run)
+    ctx.report("invitations", count)
+
+
+@sweep("accounts", "Hard-delete accounts soft-deleted more than 30 days ago")
+async def accounts_sweep(ctx: SweepContext) -> None:
+    ctx.check_stopping()
+    # Accounts cascade to every account-scoped row: keep those transactions small.
+    batch = max(1, min(ctx.batch_size, 100))
+    count = await purge_deleted_accounts(ctx.db, batch_size=batch, dry_run=ctx.dry_run)
+    ctx.report("accounts", count)
+
+
+SWEEPS = (invitations_sweep, accounts_sweep)

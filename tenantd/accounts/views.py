@@ -7,7 +7,6 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd import appkeys
 from tenantd.accounts import invitations, join_requests, memberships, service
 from tenantd.accounts.schemas import (
     AcceptBody,
@@ -32,11 +31,12 @@ from tenantd.accounts.schemas import (
     TransferBody,
     TransferResult,
 )
-from tenantd.auth.cookies import AUTH_COOKIE, REFRESH_COOKIE
-from tenantd.auth.principal import current_principal
-from tenantd.services import Services
+from tenantd.identity.cookies import AUTH_COOKIE, REFRESH_COOKIE
+from tenantd.principal import current_principal
+from tenantd.services import SERVICES, Services
 from tenantd.web.json import ok
-from tenantd.web.routing import Routes, path_uuid
+from tenantd.web.routing import path_uuid
+from tenantd.web.spec import Routes
 
 routes = Routes("accounts")
 
@@ -44,7 +44,7 @@ ACCOUNT = "/api/v1/accounts/{id}"
 
 
 def _services(request: web.Request) -> Services:
-    return request.app[appkeys.services]
+    return request.app[SERVICES]
 
 
 def _refresh(request: web.Request) -> str | None:

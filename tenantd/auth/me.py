@@ -9,10 +9,10 @@ import orjson
 
 from tenantd.accounts.permissions import capabilities
 from tenantd.accounts.plans import resolve_features
-from tenantd.auth.context_cache import ContextCache
-from tenantd.auth.principal import Principal
+from tenantd.cache.context import ContextCache
 from tenantd.db import Conn, Database
 from tenantd.db.core import Prepared
+from tenantd.principal import Principal
 
 # One round trip: user, providers, memberships and the active account's plan and overrides.
 ME = Prepared(

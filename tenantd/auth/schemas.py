@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import ConfigDict, EmailStr, Field
 from pydantic.alias_generators import to_camel
 
-from tenantd.auth.passwords import MAX_LENGTH, MIN_LENGTH
+from tenantd.identity.passwords import MAX_LENGTH, MIN_LENGTH
 from tenantd.web.schemas import ApiModel, RequestBody
 
 

@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
-from tenantd.auth import mail, queries
-from tenantd.auth.passwords import hash_password, needs_rehash, verify_password
-from tenantd.auth.sessions import IssuedTokens, issue_session, revoke_all, rotate, rotate_fast
-from tenantd.auth.tokens import new_opaque_token, token_hash
+from tenantd.addresses import normalize_email
+from tenantd.auth import mail
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
-from tenantd.email.addresses import normalize_email
 from tenantd.errors import DomainClaimed, EmailNotVerified, InvalidCredentials, ValidationFailed
+from tenantd.identity import queries
+from tenantd.identity.passwords import hash_password, needs_rehash, verify_password
+from tenantd.identity.sessions import IssuedTokens, issue_session, revoke_all, rotate, rotate_fast
+from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from tenantd import appkeys
-from tenantd.auth import service, sessions
-from tenantd.auth.cookies import REFRESH_COOKIE, clear_session_cookies, set_session_cookies
-from tenantd.auth.guards import invalid
+from tenantd.auth import service
 from tenantd.auth.me import current_user_json
-from tenantd.auth.principal import current_principal, optional_principal
 from tenantd.auth.schemas import (
     AnonymousUser,
     CurrentUser,
@@ -26,9 +22,15 @@ from tenantd.auth.schemas import (
     TokenBody,
     VerifiedUser,
 )
+from tenantd.identity import sessions
+from tenantd.identity.cookies import REFRESH_COOKIE, clear_session_cookies, set_session_cookies
+from tenantd.identity.guards import invalid
+from tenantd.principal import current_principal, optional_principal
+from tenantd.services import SERVICES
+from tenantd.settings import SETTINGS
 from tenantd.web.json import json_response, ok
-from tenantd.web.routing import Access, Routes
 from tenantd.web.schemas import Empty, Message
+from tenantd.web.spec import Access, Routes
 
 routes = Routes("auth")
 
@@ -39,7 +41,7 @@ def client_meta(request: web.Request) -> service.ClientMeta:
 
 def signed_in(request: web.Request, result: service.SignedIn) -> web.Response:
     response = ok(result.body)
-    set_session_cookies(response, request.app[appkeys.settings], result.tokens)
+    set_session_cookies(response, request.app[SETTINGS], result.tokens)
     return response
 
 
@@ -53,7 +55,7 @@ def signed_in(request: web.Request, result: service.SignedIn) -> web.Response:
 )
 async def register(request: web.Request, body: RegisterBody) -> dict[str, str]:
     message = await service.register(
-        request.app[appkeys.services],
+        request.app[SERVICES],
         email=body.email,
         password=body.password,
         first_name=body.first_name,
@@ -71,7 +73,7 @@ async def register(request: web.Request, body: RegisterBody) -> dict[str, str]:
     summary="Mail a fresh verification link (older links stop working)",
 )
 async def resend_verification(request: web.Request, body: EmailBody) -> dict[str, str]:
-    message = await service.resend_verification(request.app[appkeys.services], email=body.email)
+    message = await service.resend_verification(request.app[SERVICES], email=body.email)
     return {"message": message}
 
 
@@ -85,7 +87,7 @@ async def resend_verification(request: web.Request, body: EmailBody) -> dict[str
 )
 async def verify_email(request: web.Request, body: TokenBody) -> web.Response:
     result = await service.verify_email(
-        request.app[appkeys.services], token=body.token, client=client_meta(request)
+        request.app[SERVICES], token=body.token, client=client_meta(request)
     )
     return signed_in(request, result)
 
@@ -100,7 +102,7 @@ async def verify_email(request: web.Request, body: TokenBody) -> web.Response:
 )
 async def login(request: web.Request, body: LoginBody) -> web.Response:
     result = await service.login(
-        request.app[appkeys.services],
+        request.app[SERVICES],
         email=body.email,
         password=body.password,
         client=client_meta(request),
@@ -117,7 +119,7 @@ async def login(request: web.Request, body: LoginBody) -> web.Response:
     summary="Mail a password reset link (same answer whether or not the email exists)",
 )
 async def password_reset_request(request: web.Request, body: EmailBody) -> dict[str, str]:
-    message = await service.request_password_reset(request.app[appkeys.services], email=body.email)
+    message = await service.request_password_reset(request.app[SERVICES], email=body.email)
     return {"message": message}
 
 
@@ -132,7 +134,7 @@ async def password_reset_confirm(
     request: web.Request, body: PasswordResetConfirmBody
 ) -> dict[str, str]:
     await service.confirm_password_reset(
-        request.app[appkeys.services], token=body.token, password=body.password
+        request.app[SERVICES], token=body.token, password=body.password
     )
     return {}
 
@@ -148,7 +150,7 @@ async def me(request: web.Request) -> web.Response:
     principal = optional_principal(request)
     if principal is None:
         return json_response({"user": None})
-    services = request.app[appkeys.services]
+    services = request.app[SERVICES]
     body = await current_user_json(services.db, services.context_cache, principal)
     if body is None:
         raise invalid()
@@ -167,7 +169,7 @@ async def refresh(request: web.Request) -> web.Response:
         # Nothing to refresh: the anonymous branch of tryAuth.
         return ok({"user": None})
     result = await service.refresh_session(
-        request.app[appkeys.services], refresh_token=raw, client=client_meta(request)
+        request.app[SERVICES], refresh_token=raw, client=client_meta(request)
     )
     return signed_in(request, result)
 
@@ -182,7 +184,7 @@ async def mfa_status(request: web.Request) -> dict[str, bool]:
 @routes.post("/api/v1/auth/logout", response=Empty, summary="End this session")
 async def logout(request: web.Request) -> web.Response:
     principal = current_principal(request)
-    services = request.app[appkeys.services]
+    services = request.app[SERVICES]
     claims = principal.claims
     async with services.db.transaction() as conn:
         await sessions.revoke_session(
@@ -199,7 +201,7 @@ async def logout(request: web.Request) -> web.Response:
 @routes.post("/api/v1/auth/logout-all", response=Empty, summary="End every session of the user")
 async def logout_all(request: web.Request) -> web.Response:
     principal = current_principal(request)
-    services = request.app[appkeys.services]
+    services = request.app[SERVICES]
     async with services.db.connection() as conn:
         await sessions.revoke_all(conn, user_id=principal.user_id)
     response = ok({})

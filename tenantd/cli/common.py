@@ -15,18 +15,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tenantd.app.services import open_services
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate
 from tenantd.db.provide import provided_database
 from tenantd.logging_setup import setup_logging
-from tenantd.services import Services, open_services
+from tenantd.services import Services
 from tenantd.settings import Settings, SettingsError, load_settings
 
 T = TypeVar("T")
 
 console = Console()
-err_console = Console(stderr=True)
 
 
 class CliState:

@@ -48,7 +48,7 @@ app.add_typer(invitations_cmd.app, name="invitations")
 def main() -> None:
     """Entry point: usage errors are one plain stderr line and exit 2 (INTERFACE.md)."""
     # Typer vendors Click; its exception classes live in typer._click.
-    from typer._click import exceptions as click
+    from typer._click import exceptions as click  # noqa: PLC0415 (typer's vendored Click)
 
     try:
         result = app(standalone_mode=False)

@@ -7,7 +7,7 @@ import asyncio
 import typer
 from aiohttp import web
 
-from tenantd import appkeys
+from tenantd.app import create_app
 from tenantd.cli.common import console, settings
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
@@ -15,7 +15,7 @@ from tenantd.db.migrate import migrate as apply_migrations
 from tenantd.db.provide import provided_database
 from tenantd.logging_setup import setup_logging
 from tenantd.ops.heap import freeze_startup_heap
-from tenantd.web.app import create_app
+from tenantd.services import SERVICES
 
 SHUTDOWN_TIMEOUT = 20.0  # systemd TimeoutStopSec is larger than this
 
@@ -37,7 +37,7 @@ def serve(
 
         async def migrate_first(app: web.Application) -> None:
             if not no_migrate:
-                await apply_migrations(app[appkeys.services].db)
+                await apply_migrations(app[SERVICES].db)
 
         app = create_app(config, url, on_services=migrate_first)
         app.on_startup.append(freeze_startup_heap)  # after the services are up

@@ -6,10 +6,10 @@ from typing import Any
 
 import typer
 
+from tenantd.addresses import is_plausible, normalize_email
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.db import Row
 from tenantd.email import suppression
-from tenantd.email.addresses import is_plausible, normalize_email
 from tenantd.services import Services
 
 app = typer.Typer(

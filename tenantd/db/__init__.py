@@ -1,5 +1,5 @@
 """Database layer: aiopg pool, SQLAlchemy Core tables as the query builder, migrations."""
 
-from tenantd.db.core import Conn, Database, Row
+from tenantd.db.core import DATABASE, Conn, Database, Row
 
-__all__ = ["Conn", "Database", "Row"]
+__all__ = ["DATABASE", "Conn", "Database", "Row"]

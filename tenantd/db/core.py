@@ -11,12 +11,13 @@ import contextlib
 import re
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, TypeAlias
 
 import aiopg
 import psycopg2.extensions
 import psycopg2.extras
+from aiohttp import web
 from sqlalchemy.dialects.postgresql import psycopg2 as pg_dialect
 from sqlalchemy.sql import ClauseElement
 
@@ -147,13 +148,6 @@ class Conn:
         self._settled()
         return None if row is None else row[0]
 
-    async def execute_many(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Run one parameterised statement for many rows (psycopg2 pyformat)."""
-        async with self.raw.cursor() as cur:
-            for values in rows:
-                await cur.execute(sql, values)
-        self._settled()
-
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Conn]:
         """BEGIN/COMMIT on this connection; nested calls join the outer transaction."""
@@ -233,3 +227,7 @@ async def create_database(dsn: str, *, minsize: int = 1, maxsize: int = 10) -> D
 
 def new_id() -> uuid.UUID:
     return uuid.uuid4()
+
+
+# The application's pool, for the kernel's own routes and hooks (probes, rate limits).
+DATABASE = web.AppKey("database", Database)

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg2
+
 log = logging.getLogger(__name__)
 
 DATABASE_NAME = "tenantd"
@@ -149,8 +151,6 @@ class EmbeddedCluster:
         return True
 
     def _ensure_database(self) -> None:
-        import psycopg2
-
         last_error: Exception | None = None
         for _ in range(100):
             try:

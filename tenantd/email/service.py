@@ -13,6 +13,7 @@ from tenantd.email import suppression, templates
 from tenantd.email.message import EmailMessage, RecipientSuppressed, SendResult
 from tenantd.email.providers import EmailSender
 from tenantd.email.providers.file import FileSender
+from tenantd.email.providers.http import build_http_sender
 from tenantd.email.webhooks import check_settings as check_webhook_settings
 from tenantd.settings import Settings
 
@@ -22,8 +23,6 @@ log = logging.getLogger(__name__)
 def build_sender(settings: Settings, http: aiohttp.ClientSession) -> EmailSender:
     if settings.email_provider == "file":
         return FileSender(settings.email_file_dir)
-    from tenantd.email.providers.http import build_http_sender
-
     return build_http_sender(settings, http)
 
 

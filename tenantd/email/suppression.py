@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
+from tenantd.addresses import normalize_email
 from tenantd.db import Conn, Row
-from tenantd.email.addresses import normalize_email
 
 REASONS = ("manual", "inactive", "hard_bounce", "complaint", "dropped")
 PROVIDERS = ("manual", "postmark", "resend", "sendgrid")

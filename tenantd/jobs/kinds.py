@@ -1,13 +1,10 @@
-"""Job kinds: what a durable job runs, and the table of every domain's kinds."""
+"""Job kinds: what a durable job runs. Each domain lists its own; the queue is given them."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from tenantd.services import Services
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,12 +19,13 @@ class JobInfo:
         return self.attempts >= self.max_attempts
 
 
-JobFn = Callable[["Services", dict[str, Any], JobInfo], Awaitable[None]]
-GiveUpFn = Callable[["Services", dict[str, Any], str], Awaitable[None]]
+# The first argument is the services bundle the queue was bound to (opaque to the queue).
+JobFn = Callable[[Any, dict[str, Any], JobInfo], Awaitable[None]]
+GiveUpFn = Callable[[Any, dict[str, Any], str], Awaitable[None]]
 # Runs several claimed jobs of one kind together (e.g. in one transaction); returns, per job,
 # None for done or the exception it failed with.
 BatchFn = Callable[
-    ["Services", list[tuple[JobInfo, dict[str, Any]]]], Awaitable[list[BaseException | None]]
+    [Any, list[tuple[JobInfo, dict[str, Any]]]], Awaitable[list[BaseException | None]]
 ]
 
 
@@ -47,11 +45,3 @@ class JobKind:
 
 class PermanentJobError(Exception):
     """Retrying cannot help: the job fails at once."""
-
-
-def job_kinds() -> dict[str, JobKind]:
-    """Every domain's job kinds (imported here, like the route tables)."""
-    from tenantd.auth.jobs import KINDS as AUTH_KINDS
-    from tenantd.notifications.jobs import KINDS as NOTIFICATION_KINDS
-
-    return {kind.name: kind for kind in (*AUTH_KINDS, *NOTIFICATION_KINDS)}

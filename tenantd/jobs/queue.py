@@ -12,16 +12,14 @@ import asyncio
 import logging
 import random
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tenantd.db import Conn, Database
 from tenantd.jobs import queries
-from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError, job_kinds
-from tenantd.settings import Settings
-
-if TYPE_CHECKING:
-    from tenantd.services import Services
+from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
+from tenantd.settings import Settings, env_int, env_number
 
 log = logging.getLogger(__name__)
 
@@ -41,27 +39,16 @@ class JobConfig:
     stop_timeout: float = 10.0  # graceful stop: running jobs get this long, then are released
 
 
-def _number(extra: dict[str, str], name: str, default: float, minimum: float) -> float:
-    raw = extra.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from None
-    return max(value, minimum)
-
-
 def job_config(settings: Settings) -> JobConfig:
     """TENANTD_JOB_* knobs from Settings.extra."""
     extra = settings.extra
     return JobConfig(
-        concurrency=int(_number(extra, "TENANTD_JOB_CONCURRENCY", 64, 1)),
-        batch_size=int(_number(extra, "TENANTD_JOB_BATCH_SIZE", 64, 1)),
-        poll_seconds=_number(extra, "TENANTD_JOB_POLL_SECONDS", 0.5, 0.01),
-        retry_base_seconds=_number(extra, "TENANTD_JOB_RETRY_BASE_SECONDS", 2.0, 0.0),
-        retry_max_seconds=_number(extra, "TENANTD_JOB_RETRY_MAX_SECONDS", 3600.0, 0.0),
-        stop_timeout=_number(extra, "TENANTD_JOB_STOP_TIMEOUT_SECONDS", 10.0, 0.0),
+        concurrency=env_int(extra, "TENANTD_JOB_CONCURRENCY", 64, minimum=1),
+        batch_size=env_int(extra, "TENANTD_JOB_BATCH_SIZE", 64, minimum=1),
+        poll_seconds=env_number(extra, "TENANTD_JOB_POLL_SECONDS", 0.5, minimum=0.01),
+        retry_base_seconds=env_number(extra, "TENANTD_JOB_RETRY_BASE_SECONDS", 2.0, minimum=0.0),
+        retry_max_seconds=env_number(extra, "TENANTD_JOB_RETRY_MAX_SECONDS", 3600.0, minimum=0.0),
+        stop_timeout=env_number(extra, "TENANTD_JOB_STOP_TIMEOUT_SECONDS", 10.0, minimum=0.0),
     )
 
 
@@ -71,19 +58,26 @@ def retry_delay(config: JobConfig, attempts: int) -> float:
     return delay * random.uniform(0.8, 1.2)
 
 
-class JobQueue:
-    def __init__(self, settings: Settings):
-        self.settings = settings
-        self.config = job_config(settings)
-        self._kinds: dict[str, JobKind] | None = None
-        self._wakeup: asyncio.Event | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+class JobHost(Protocol):
+    """What the queue and the runner need of the services bundle they hand to every job."""
 
     @property
-    def kinds(self) -> dict[str, JobKind]:
-        if self._kinds is None:
-            self._kinds = job_kinds()
-        return self._kinds
+    def settings(self) -> Settings: ...
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def jobs(self) -> JobQueue: ...
+
+
+class JobQueue:
+    def __init__(self, settings: Settings, kinds: Iterable[JobKind] = ()):
+        self.settings = settings
+        self.config = job_config(settings)
+        self.kinds: dict[str, JobKind] = {kind.name: kind for kind in kinds}
+        self._wakeup: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def register(self, kind: JobKind) -> None:
         """Add a kind to this process's table (applications' own jobs, tests)."""
@@ -111,7 +105,7 @@ class JobQueue:
 
     async def submit(
         self,
-        services: Services,
+        services: JobHost,
         kind: str,
         payload: dict[str, Any],
         *,
@@ -134,7 +128,7 @@ class JobQueue:
 
     def spawn_inline(
         self,
-        services: Services,
+        services: JobHost,
         kind: JobKind,
         payload: dict[str, Any],
         *,
@@ -147,7 +141,7 @@ class JobQueue:
         task.add_done_callback(self._tasks.discard)
 
     async def _run_inline(
-        self, services: Services, kind: JobKind, payload: dict[str, Any], after_lock: int | None
+        self, services: JobHost, kind: JobKind, payload: dict[str, Any], after_lock: int | None
     ) -> None:
         if after_lock is not None:
             async with services.db.connection() as conn:
@@ -223,7 +217,7 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"[:2000]
 
 
-async def give_up(services: Services, kind: JobKind, payload: dict[str, Any], error: str) -> None:
+async def give_up(services: JobHost, kind: JobKind, payload: dict[str, Any], error: str) -> None:
     if kind.on_give_up is None:
         return
     try:

@@ -25,13 +25,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiojobs
-from aiohttp import web
 
-from tenantd import appkeys
 from tenantd.jobs import queries
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
-from tenantd.jobs.queue import JobConfig, describe, give_up, retry_delay
-from tenantd.services import Services
+from tenantd.jobs.queue import JobConfig, JobHost, describe, give_up, retry_delay
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +36,7 @@ COMPLETE_FLUSH_SECONDS = 0.02
 
 
 class JobRunner:
-    def __init__(self, services: Services, *, config: JobConfig | None = None):
+    def __init__(self, services: JobHost, *, config: JobConfig | None = None):
         self.services = services
         self.queue = services.jobs
         self.config = config or services.jobs.config
@@ -301,7 +298,7 @@ class JobRunner:
 
 
 @contextlib.asynccontextmanager
-async def running(services: Services) -> AsyncIterator[JobRunner]:
+async def running(services: JobHost) -> AsyncIterator[JobRunner]:
     """A started runner, stopped gracefully on exit."""
     runner = JobRunner(services)
     await runner.start()
@@ -309,13 +306,3 @@ async def running(services: Services) -> AsyncIterator[JobRunner]:
         yield runner
     finally:
         await runner.stop()
-
-
-async def job_runner_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx hook: run the worker pool in this process when QUEUES_ENABLED is on."""
-    services = app[appkeys.services]
-    if not services.settings.queues_enabled:
-        yield
-        return
-    async with running(services):
-        yield

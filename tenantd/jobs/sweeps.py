@@ -1,8 +1,10 @@
-"""Clean-up of the job table (scheduled by the ops sweeps)."""
+"""The sweep of the job table."""
 
 from __future__ import annotations
 
 from tenantd.db import Database
+from tenantd.ops.config import ops_config
+from tenantd.ops.sweeps import SweepContext, sweep
 
 FINISHED_RETENTION_SECONDS = 7 * 24 * 3600
 
@@ -30,3 +32,13 @@ async def cleanup_finished_jobs(
         total += deleted
         if deleted < batch_size:
             return total
+
+
+@sweep("jobs", "Delete done and failed jobs past TENANTD_JOBS_RETENTION_DAYS")
+async def jobs_sweep(ctx: SweepContext) -> None:
+    ctx.check_stopping()
+    days = ops_config(ctx.settings).jobs_retention_days
+    count = await cleanup_finished_jobs(
+        ctx.db, older_than_seconds=days * 86_400, dry_run=ctx.dry_run, batch_size=ctx.batch_size
+    )
+    ctx.report("jobs", count)

@@ -17,11 +17,15 @@ from tenantd.notifications.service import (
 )
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.notifications.services import NotificationServices
 
 
 async def run_dispatch(
-    services: Services, payload: dict[str, Any], job: JobInfo, *, conn: Conn | None = None
+    services: NotificationServices,
+    payload: dict[str, Any],
+    job: JobInfo,
+    *,
+    conn: Conn | None = None,
 ) -> None:
     """The queued half of send(): the same worker function the inline mode calls."""
     account = payload.get("accountId")
@@ -41,7 +45,7 @@ async def run_dispatch(
 
 
 async def run_dispatch_batch(
-    services: Services, items: list[tuple[JobInfo, dict[str, Any]]]
+    services: NotificationServices, items: list[tuple[JobInfo, dict[str, Any]]]
 ) -> list[BaseException | None]:
     """Several dispatches in one transaction (one commit instead of one each).
 

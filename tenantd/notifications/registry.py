@@ -24,7 +24,6 @@ from tenantd.errors import NotFound
 
 CHANNELS = ("in_app", "email", "sse", "web_push")
 DEFAULT_CHANNELS = ("in_app", "email")
-PROBE_RECIPIENT = "00000000-0000-0000-0000-000000000000"
 _TYPE_PATTERN = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 
 

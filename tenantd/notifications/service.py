@@ -20,17 +20,18 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from tenantd import appkeys
 from tenantd.db import Conn
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.notifications import queries
 from tenantd.notifications.registry import EventDefinition
+from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.notifications.services import NotificationServices
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +61,11 @@ class SendOutcome:
     status: Status
 
 
-def services_of(target: Any) -> Services:
-    """Accept an aiohttp Application or the Services bundle itself."""
-    from tenantd.services import Services
-
-    if isinstance(target, Services):
-        return target
-    services: Services = target[appkeys.services]
-    return services
+def services_of(target: web.Application | NotificationServices) -> NotificationServices:
+    """Accept an aiohttp Application or the services bundle itself."""
+    if isinstance(target, web.Application):
+        return target[NOTIFICATION_SERVICES]
+    return target
 
 
 def field_errors(error: ValidationError) -> dict[str, str]:
@@ -156,7 +154,7 @@ async def send(
 
 
 async def dispatch(
-    services: Services,
+    services: NotificationServices,
     *,
     notification_id: uuid.UUID,
     event_type: str,

@@ -1,8 +1,9 @@
-"""Clean-up functions of the notifications domain (scheduled by the ops sweeps)."""
+"""Sweeps of the notifications domain."""
 
 from __future__ import annotations
 
 from tenantd.db import Database
+from tenantd.ops.sweeps import SweepContext, sweep
 
 
 async def cleanup_dedup(db: Database, *, dry_run: bool = False, batch_size: int = 1000) -> int:
@@ -27,3 +28,13 @@ async def cleanup_dedup(db: Database, *, dry_run: bool = False, batch_size: int 
         total += deleted
         if deleted < batch_size:
             return total
+
+
+@sweep("dedup", "Delete expired notification dedup records")
+async def dedup_sweep(ctx: SweepContext) -> None:
+    ctx.check_stopping()
+    count = await cleanup_dedup(ctx.db, dry_run=ctx.dry_run, batch_size=ctx.batch_size)
+    ctx.report("notification_dedup", count)
+
+
+SWEEPS = (dedup_sweep,)

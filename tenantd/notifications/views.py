@@ -7,8 +7,6 @@ from typing import Any
 from aiohttp import web
 from pydantic import Field
 
-from tenantd import appkeys
-from tenantd.auth.principal import current_principal
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import unsubscribe as unsub
 from tenantd.notifications.channels import in_app, sse, web_push
@@ -28,8 +26,11 @@ from tenantd.notifications.schemas import (
     VapidPublicKey,
 )
 from tenantd.notifications.schemas import Notification as NotificationOut
-from tenantd.web.routing import Access, Routes, path_uuid
+from tenantd.notifications.services import NOTIFICATION_SERVICES
+from tenantd.principal import current_principal
+from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import ApiModel
+from tenantd.web.spec import Access, Routes
 
 routes = Routes("notifications")
 
@@ -44,7 +45,7 @@ class TokenQuery(ApiModel):
 async def list_notifications(request: web.Request, query: ListQuery) -> Any:
     principal = current_principal(request)
     return await in_app.inbox_page(
-        request.app[appkeys.services],
+        request.app[NOTIFICATION_SERVICES],
         user_id=principal.user_id,
         status=query.status,
         limit=query.limit,
@@ -56,7 +57,7 @@ async def list_notifications(request: web.Request, query: ListQuery) -> Any:
 async def unread_count(request: web.Request) -> dict[str, int]:
     principal = current_principal(request)
     return await in_app.cached_unread_count(
-        request.app[appkeys.services], user_id=principal.user_id
+        request.app[NOTIFICATION_SERVICES], user_id=principal.user_id
     )
 
 
@@ -64,7 +65,7 @@ async def unread_count(request: web.Request) -> dict[str, int]:
 async def mark_read(request: web.Request) -> dict[str, Any]:
     principal = current_principal(request)
     notification_id = path_uuid(request, "id")
-    async with request.app[appkeys.services].db.connection() as conn:
+    async with request.app[NOTIFICATION_SERVICES].db.connection() as conn:
         return await in_app.mark_read(
             conn, user_id=principal.user_id, notification_id=notification_id
         )
@@ -73,7 +74,7 @@ async def mark_read(request: web.Request) -> dict[str, Any]:
 @routes.post(f"{BASE}/read-all", response=ReadAll, summary="Mark every notification read")
 async def mark_all_read(request: web.Request) -> dict[str, int]:
     principal = current_principal(request)
-    async with request.app[appkeys.services].db.connection() as conn:
+    async with request.app[NOTIFICATION_SERVICES].db.connection() as conn:
         return await in_app.mark_all_read(conn, user_id=principal.user_id)
 
 
@@ -84,7 +85,7 @@ async def mark_all_read(request: web.Request) -> dict[str, int]:
 )
 async def get_preferences(request: web.Request) -> list[dict[str, Any]]:
     principal = current_principal(request)
-    services = request.app[appkeys.services]
+    services = request.app[NOTIFICATION_SERVICES]
     async with services.db.connection() as conn:
         return await prefs.effective_preferences(
             conn, registry=services.registry, settings=services.settings, user_id=principal.user_id
@@ -99,7 +100,7 @@ async def get_preferences(request: web.Request) -> list[dict[str, Any]]:
 )
 async def put_preference(request: web.Request, body: PreferenceBody) -> dict[str, Any]:
     principal = current_principal(request)
-    services = request.app[appkeys.services]
+    services = request.app[NOTIFICATION_SERVICES]
     async with services.db.connection() as conn:
         return await prefs.set_preference(
             conn,
@@ -134,7 +135,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
 )
 async def vapid_public_key(request: web.Request) -> dict[str, str]:
     current_principal(request)
-    return web_push.public_key(request.app[appkeys.services].settings)
+    return web_push.public_key(request.app[NOTIFICATION_SERVICES].settings)
 
 
 @routes.post(
@@ -146,7 +147,7 @@ async def vapid_public_key(request: web.Request) -> dict[str, str]:
 )
 async def push_subscribe(request: web.Request, body: PushSubscribeBody) -> dict[str, Any]:
     principal = current_principal(request)
-    services = request.app[appkeys.services]
+    services = request.app[NOTIFICATION_SERVICES]
     async with services.db.connection() as conn:
         return await web_push.subscribe(
             conn,
@@ -169,7 +170,7 @@ async def push_subscribe(request: web.Request, body: PushSubscribeBody) -> dict[
 )
 async def push_unsubscribe(request: web.Request, body: PushUnsubscribeBody) -> dict[str, bool]:
     principal = current_principal(request)
-    services = request.app[appkeys.services]
+    services = request.app[NOTIFICATION_SERVICES]
     async with services.db.connection() as conn:
         return await web_push.unsubscribe(
             conn, settings=services.settings, user_id=principal.user_id, endpoint=body.endpoint
@@ -184,7 +185,7 @@ async def push_unsubscribe(request: web.Request, body: PushUnsubscribeBody) -> d
 )
 async def push_subscriptions(request: web.Request) -> list[dict[str, Any]]:
     principal = current_principal(request)
-    services = request.app[appkeys.services]
+    services = request.app[NOTIFICATION_SERVICES]
     async with services.db.connection() as conn:
         return await web_push.subscriptions(
             conn, settings=services.settings, user_id=principal.user_id
@@ -200,7 +201,7 @@ async def push_subscriptions(request: web.Request) -> list[dict[str, Any]]:
     summary="Confirmation page of an email unsubscribe link (changes nothing)",
 )
 async def unsubscribe_page(request: web.Request, query: TokenQuery) -> web.Response:
-    settings = request.app[appkeys.services].settings
+    settings = request.app[NOTIFICATION_SERVICES].settings
     page = unsub.confirmation_page(settings.secret_key, query.token)
     return web.Response(text=page, content_type="text/html")
 
@@ -213,7 +214,7 @@ async def unsubscribe_page(request: web.Request, query: TokenQuery) -> web.Respo
     summary="One-click unsubscribe (RFC 8058): turn off this event type's emails",
 )
 async def unsubscribe(request: web.Request, query: TokenQuery) -> dict[str, Any]:
-    services = request.app[appkeys.services]
+    services = request.app[NOTIFICATION_SERVICES]
     async with services.db.connection() as conn:
         claims = await unsub.unsubscribe(
             conn, secret_key=services.settings.secret_key, token=query.token

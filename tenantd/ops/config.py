@@ -7,7 +7,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from functools import cache
 
-from tenantd.settings import Settings, SettingsError
+from tenantd.settings import Settings, SettingsError, env_int, env_number
 
 # Sweep name -> default interval in seconds (SERVICE.md: invitations and accounts daily,
 # dedup hourly; sessions and finished jobs hourly too).
@@ -77,26 +77,6 @@ def _bool(env: dict[str, str], name: str, default: bool) -> bool:
     raise SettingsError(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
-def _number(env: dict[str, str], name: str, default: float, *, minimum: float = 0) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
-    if value < minimum:
-        raise SettingsError(f"{name} must be >= {minimum}, got {raw}")
-    return value
-
-
-def _int(env: dict[str, str], name: str, default: int, *, minimum: int = 0) -> int:
-    value = _number(env, name, default, minimum=minimum)
-    if value != int(value):
-        raise SettingsError(f"{name} must be an integer, got {env.get(name)!r}")
-    return int(value)
-
-
 def _proxies(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     networks = []
     for item in raw.split(","):
@@ -115,35 +95,39 @@ def _proxies(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, .
 def parse_ops_config(env: dict[str, str]) -> OpsConfig:
     """Build the knobs from TENANTD_* / RATE_LIMIT_* variables (defaults in DEFAULT_*)."""
     intervals = {
-        name: _int(env, f"TENANTD_SWEEP_{name.upper()}_INTERVAL_SECONDS", default, minimum=1)
+        name: env_int(env, f"TENANTD_SWEEP_{name.upper()}_INTERVAL_SECONDS", default, minimum=1)
         for name, default in DEFAULT_SWEEP_INTERVALS.items()
     }
-    default_window = _int(env, "RATE_LIMIT_WINDOW_SECONDS", DEFAULT_RATE_WINDOW, minimum=1)
+    default_window = env_int(env, "RATE_LIMIT_WINDOW_SECONDS", DEFAULT_RATE_WINDOW, minimum=1)
     rules = {}
     for scope, (per_ip, per_email) in DEFAULT_RATE_LIMITS.items():
         prefix = f"RATE_LIMIT_{scope.upper()}_"
         rules[scope] = RateRule(
-            per_ip=_int(env, prefix + "PER_IP", per_ip),
-            per_email=_int(env, prefix + "PER_EMAIL", per_email),
-            window_seconds=_int(env, prefix + "WINDOW_SECONDS", default_window, minimum=1),
+            per_ip=env_int(env, prefix + "PER_IP", per_ip),
+            per_email=env_int(env, prefix + "PER_EMAIL", per_email),
+            window_seconds=env_int(env, prefix + "WINDOW_SECONDS", default_window, minimum=1),
         )
     token = env.get("TENANTD_METRICS_TOKEN", "").strip() or None
     return OpsConfig(
         scheduler_enabled=_bool(env, "TENANTD_SCHEDULER_ENABLED", True),
-        scheduler_tick_seconds=_number(env, "TENANTD_SCHEDULER_TICK_SECONDS", 60.0, minimum=0.05),
+        scheduler_tick_seconds=env_number(
+            env, "TENANTD_SCHEDULER_TICK_SECONDS", 60.0, minimum=0.05
+        ),
         sweep_intervals=intervals,
-        sweep_batch_size=_int(env, "TENANTD_SWEEP_BATCH_SIZE", 1000, minimum=1),
-        sweep_batch_pause_ms=_int(env, "TENANTD_SWEEP_BATCH_PAUSE_MS", 0),
-        webhook_events_retention_days=_int(
+        sweep_batch_size=env_int(env, "TENANTD_SWEEP_BATCH_SIZE", 1000, minimum=1),
+        sweep_batch_pause_ms=env_int(env, "TENANTD_SWEEP_BATCH_PAUSE_MS", 0),
+        webhook_events_retention_days=env_int(
             env, "TENANTD_WEBHOOK_EVENTS_RETENTION_DAYS", 30, minimum=1
         ),
-        jobs_retention_days=_int(env, "TENANTD_JOBS_RETENTION_DAYS", 7, minimum=1),
+        jobs_retention_days=env_int(env, "TENANTD_JOBS_RETENTION_DAYS", 7, minimum=1),
         rate_limit_enabled=_bool(env, "RATE_LIMIT_ENABLED", True),
         rate_rules=rules,
         trusted_proxies=_proxies(env.get("TENANTD_TRUSTED_PROXIES", "")),
         metrics_enabled=_bool(env, "TENANTD_METRICS_ENABLED", True),
         metrics_token=token,
-        shutdown_timeout_seconds=_number(env, "TENANTD_SHUTDOWN_TIMEOUT_SECONDS", 25.0, minimum=1),
+        shutdown_timeout_seconds=env_number(
+            env, "TENANTD_SHUTDOWN_TIMEOUT_SECONDS", 25.0, minimum=1
+        ),
     )
 
 

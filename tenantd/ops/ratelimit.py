@@ -16,8 +16,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tenantd.addresses import normalize_email
 from tenantd.db.core import Conn
-from tenantd.email.addresses import normalize_email
 from tenantd.errors import RateLimited
 from tenantd.ops.config import OpsConfig, RateRule
 

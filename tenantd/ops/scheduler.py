@@ -8,17 +8,15 @@ import asyncio
 import datetime as dt
 import logging
 import random
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from tenantd import appkeys
-from tenantd.ops.config import OpsConfig, ops_config
+from tenantd.ops.config import OpsConfig
 from tenantd.ops.metrics import Metrics
-from tenantd.ops.sweeps import Sweep, SweepOutcome, registered_sweeps, run_sweep
-from tenantd.services import Services
+from tenantd.ops.sweeps import Sweep, SweepHost, SweepOutcome, run_sweep
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +28,14 @@ class SweepScheduler:
 
     def __init__(
         self,
-        services: Services,
+        services: SweepHost,
         config: OpsConfig,
         metrics: Metrics | None = None,
-        sweeps: Iterable[Sweep] | None = None,
+        *,
+        sweeps: Iterable[Sweep],
     ):
         self.services = services
-        self.sweeps = list(sweeps) if sweeps is not None else list(registered_sweeps().values())
+        self.sweeps = list(sweeps)
         self.config = config
         self.metrics = metrics
         self.stopping = asyncio.Event()
@@ -102,23 +101,4 @@ class SweepScheduler:
             await asyncio.wait(late, timeout=1.0)
 
 
-async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx hook: run the sweep scheduler inside `tenantd serve` unless disabled."""
-    config = ops_config(app[appkeys.settings])
-    if not config.scheduler_enabled:
-        yield
-        return
-    scheduler = SweepScheduler(app[appkeys.services], config, app.get(appkeys.metrics))
-    scheduler.start()
-    app[appkeys.scheduler] = scheduler
-
-    async def stop_ticking(_app: web.Application) -> None:
-        # No new sweep starts while requests and jobs drain; a running one stops at its
-        # next batch boundary.
-        scheduler.stopping.set()
-
-    app.on_shutdown.append(stop_ticking)
-    try:
-        yield
-    finally:
-        await scheduler.stop()
+SCHEDULER = web.AppKey("scheduler", SweepScheduler)

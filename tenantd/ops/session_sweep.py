@@ -13,13 +13,11 @@
 from __future__ import annotations
 
 from tenantd.ops.config import ops_config
-from tenantd.ops.sweeps import SweepContext, delete_batches, register_sweep
+from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
 
 
-@register_sweep(
-    "sessions", "Expired sessions, revoked tokens, user tokens, rate limits, webhook ids"
-)
-async def sweep_sessions(ctx: SweepContext) -> None:
+@sweep("sessions", "Expired sessions, revoked tokens, user tokens, rate limits, webhook ids")
+async def sessions_sweep(ctx: SweepContext) -> None:
     """Delete expired session-like rows in bounded batches."""
     config = ops_config(ctx.settings)
     await delete_batches(ctx, "sessions", "expires_at < now()")

@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from tenantd import appkeys
 from tenantd.ops.config import ops_config
+from tenantd.settings import SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ async def shutdown_ctx(app: web.Application) -> AsyncIterator[None]:
         if not loop.is_closed():
             Watchdog._exit()
 
-    watchdog = Watchdog(ops_config(app[appkeys.settings]).shutdown_timeout_seconds, expire)
+    watchdog = Watchdog(ops_config(app[SETTINGS]).shutdown_timeout_seconds, expire)
 
     async def arm(_app: web.Application) -> None:
         log.info("shutting down (bound %.0f s)", watchdog.seconds)

@@ -1,12 +1,12 @@
-"""Sweeps: a registry of named periodic clean-ups and the runner that gives them their
-guarantees.
+"""Sweeps: named periodic clean-ups (each domain lists its own) and the runner that gives
+them their guarantees.
 
 - Single runner: each run holds `pg_try_advisory_lock` on a dedicated connection, so with N
   instances (or a cron `tenantd sweep` next to them) one runs it and the others skip.
 - Once per interval: the scheduler's runs record their start in `sweep_runs` under that lock
   and skip when the last start is younger than the interval, so N schedulers run a daily
   sweep once a day, not N times.
-- Bounded work: `delete_batches` / `update_batches` touch at most `batch_size` rows per
+- Bounded work: `delete_batches` touches at most `batch_size` rows per
   statement, each statement its own short transaction, so a sweep over a million rows never
   holds long locks or builds a huge transaction; between batches it honours a stop request.
 """
@@ -21,11 +21,10 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tenantd.db import Database
 from tenantd.db.core import Conn
-from tenantd.services import Services
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -37,6 +36,16 @@ LOCK_CLASS = 735_412
 BatchCallback = Callable[[str, str, int], None]  # (sweep, table, rows in this batch)
 
 
+class SweepHost(Protocol):
+    """What a sweep needs of the services bundle."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def db(self) -> Database: ...
+
+
 class SweepStopping(Exception):
     """Raised between batches when the process is shutting down."""
 
@@ -45,7 +54,7 @@ class SweepStopping(Exception):
 class SweepContext:
     """What a sweep function gets: the services, the batching knobs and a progress sink."""
 
-    services: Services
+    services: SweepHost
     sweep: str
     dry_run: bool = False
     batch_size: int = 1000
@@ -139,29 +148,6 @@ async def delete_batches(
     return await _batches(ctx, table, sql, values)
 
 
-async def update_batches(
-    ctx: SweepContext,
-    table: str,
-    set_sql: str,
-    where: str,
-    params: Mapping[str, Any] | None = None,
-) -> int:
-    """UPDATE `table` SET `set_sql` WHERE `where` in bounded batches (`where` must stop
-    matching a row once it is updated, or the loop would not end)."""
-    values = dict(params or {})
-    if ctx.dry_run:
-        count = int(
-            await ctx.db.fetch_val(f"SELECT count(*) FROM {table} WHERE {where}", values or None)
-        )
-        ctx.report(table, count)
-        return count
-    sql = (
-        f"UPDATE {table} SET {set_sql} WHERE ctid = ANY(ARRAY("
-        f"SELECT ctid FROM {table} WHERE {where} LIMIT %(_batch)s)) AND ({where})"
-    )
-    return await _batches(ctx, table, sql, values)
-
-
 async def _batches(ctx: SweepContext, table: str, sql: str, values: dict[str, Any]) -> int:
     values["_batch"] = ctx.batch_size
     total = 0
@@ -176,27 +162,13 @@ async def _batches(ctx: SweepContext, table: str, sql: str, values: dict[str, An
         await ctx.pause()
 
 
-# --- registry ---------------------------------------------------------------------------
+def sweep(name: str, description: str) -> Callable[[SweepFn], Sweep]:
+    """Decorator: `fn(ctx)` becomes the sweep `name` (a domain lists it in its SWEEPS)."""
 
-_REGISTRY: dict[str, Sweep] = {}
-
-
-def register_sweep(name: str, description: str) -> Callable[[SweepFn], SweepFn]:
-    """Decorator: make `fn(ctx)` available to the scheduler and `tenantd sweep` as `name`."""
-
-    def decorate(fn: SweepFn) -> SweepFn:
-        _REGISTRY[name] = Sweep(name=name, description=description, run=fn)
-        return fn
+    def decorate(fn: SweepFn) -> Sweep:
+        return Sweep(name=name, description=description, run=fn)
 
     return decorate
-
-
-def registered_sweeps() -> dict[str, Sweep]:
-    """Every sweep, in the order of SWEEP_NAMES (the domains' modules are imported here)."""
-    from tenantd.ops import registry
-
-    registry.load()
-    return {name: _REGISTRY[name] for name in registry.SWEEP_NAMES if name in _REGISTRY}
 
 
 # --- runner -----------------------------------------------------------------------------
@@ -227,7 +199,7 @@ WHERE name = %(name)s
 
 
 async def run_sweep(
-    services: Services,
+    services: SweepHost,
     sweep: Sweep,
     *,
     dry_run: bool = False,
@@ -283,7 +255,7 @@ async def run_sweep(
 
 async def _run_locked(
     lock_conn: Conn,
-    services: Services,
+    services: SweepHost,
     sweep: Sweep,
     *,
     dry_run: bool,

@@ -14,14 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiopg
 import psycopg2
 from aiohttp import web
-
-from tenantd import appkeys
 
 log = logging.getLogger(__name__)
 
@@ -199,13 +197,4 @@ class PubSubHub:
         return pid
 
 
-async def pubsub_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx hook: the process's one LISTEN connection (SSE feed, context cache)."""
-    services = app[appkeys.services]
-    hub = PubSubHub(services.db.pool._dsn)  # the pool's own DSN (psycopg2 masks passwords)
-    await hub.start()
-    app[appkeys.pubsub] = hub
-    try:
-        yield
-    finally:
-        await hub.close()
+PUBSUB = web.AppKey("pubsub", PubSubHub)

@@ -9,8 +9,9 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from tenantd import appkeys
 from tenantd.errors import Forbidden, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from tenantd.settings import SETTINGS
+from tenantd.web.spec import Access, RouteSpec
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -74,19 +75,17 @@ def _origin_of(value: str) -> str | None:
     return f"{parts.scheme}://{parts.netloc}".lower()
 
 
-def check_csrf(request: web.Request, spec: Any) -> None:
+def check_csrf(request: web.Request, spec: RouteSpec) -> None:
     """Cookie-authenticated mutations must come from an allowed origin.
 
     Requests without our cookies carry no ambient authority, and webhooks are signed,
     so only browser requests holding a session cookie are checked.
     """
-    from tenantd.web.routing import Access
-
     if request.method not in MUTATING or spec.access is Access.SIGNATURE:
         return
     if not any(name in request.cookies for name in SESSION_COOKIES):
         return
-    allowed = {o.lower().rstrip("/") for o in request.app[appkeys.settings].allowed_origins}
+    allowed = {o.lower().rstrip("/") for o in request.app[SETTINGS].allowed_origins}
     origin = request.headers.get("Origin")
     candidate = _origin_of(origin) if origin and origin != "null" else None
     if candidate is None and not origin:

@@ -6,16 +6,16 @@ import asyncio
 
 from aiohttp import web
 
-from tenantd import appkeys
+from tenantd.db import DATABASE
 from tenantd.web.json import json_response
-from tenantd.web.routing import Access, Routes
+from tenantd.web.spec import Access, Routes
 
 routes = Routes("health")
 
 
 @routes.get("/healthz", access=Access.PUBLIC, wrapped=False, summary="Liveness: database reachable")
 async def healthz(request: web.Request) -> web.Response:
-    db = request.app[appkeys.services].db
+    db = request.app[DATABASE]
     try:
         async with asyncio.timeout(2):
             await db.fetch_val("SELECT 1")

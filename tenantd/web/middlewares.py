@@ -17,9 +17,11 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd import appkeys
 from tenantd.errors import AppError, NotFound, PayloadTooLarge
+from tenantd.ops.metrics import METRICS
+from tenantd.principal import PRINCIPAL
 from tenantd.web.json import error_response
+from tenantd.web.spec import CURRENT_ROUTE
 
 log = logging.getLogger("tenantd.http")
 
@@ -58,7 +60,7 @@ def _request_id(request: web.Request) -> str:
 def route_template(request: web.Request) -> str:
     """The route as declared (`/api/v1/accounts/{id}`), never the concrete path: bounded
     label cardinality for metrics, and no path-embedded values in logs."""
-    spec = request.get(appkeys.route_spec)
+    spec = request.get(CURRENT_ROUTE)
     if spec is not None:
         return str(spec.path)
     resource = request.match_info.route.resource
@@ -79,8 +81,8 @@ def _allowed_methods(request: web.Request, exc: web.HTTPMethodNotAllowed) -> lis
 @web.middleware
 async def request_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = _request_id(request)
-    request[appkeys.request_id] = request_id
-    metrics = request.app.get(appkeys.metrics)
+    request[REQUEST_ID] = request_id
+    metrics = request.app.get(METRICS)
     started = time.perf_counter()
     error: AppError | None = None
     if metrics is not None:
@@ -136,9 +138,9 @@ def _log_request(
         level = logging.INFO
     if not log.isEnabledFor(level):
         return  # skip building the fields (a few µs on every cached request)
-    principal = request.get(appkeys.principal)
+    principal = request.get(PRINCIPAL)
     fields: dict[str, Any] = {
-        "request_id": request[appkeys.request_id],
+        "request_id": request[REQUEST_ID],
         "method": request.method,
         "route": route,
         "status": status,
@@ -157,3 +159,6 @@ def _log_request(
         fields["duration_ms"],
         extra={"http": fields},
     )
+
+
+REQUEST_ID = web.RequestKey("request_id", str)

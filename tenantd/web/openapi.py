@@ -10,8 +10,9 @@ from pydantic import TypeAdapter
 from pydantic.json_schema import JsonSchemaMode
 
 from tenantd import __version__
-from tenantd.web.routing import ROUTE_SPEC, Access, Routes, RouteSpec, path_params
+from tenantd.web.routing import ROUTE_SPEC, path_params
 from tenantd.web.schemas import ErrorEnvelope
+from tenantd.web.spec import Access, Routes, RouteSpec
 
 routes = Routes("meta")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tenantd import appkeys
-from tenantd.services import Services
+from tenantd.app import AppServices
+from tenantd.services import SERVICES
 from tests.factories import Factory, UserRecord
 
 Login = Callable[..., Awaitable[Any]]
@@ -32,8 +32,8 @@ def login(make_client: Any, factory: Factory) -> Login:
 
 
 @pytest.fixture
-def services(app: Any) -> Services:
-    return app[appkeys.services]
+def services(app: Any) -> AppServices:
+    return app[SERVICES]
 
 
 @dataclass

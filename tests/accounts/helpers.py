@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from tenantd.auth.principal import Principal
+from tenantd.principal import Principal
 from tests.factories import UserRecord
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.auth.tokens import decode_access_token
+from tenantd.identity.tokens import decode_access_token
 from tests.accounts.conftest import Team
 from tests.accounts.helpers import audit_actions, data, error
 from tests.conftest import SECRET

@@ -11,12 +11,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from argon2 import PasswordHasher
 
-from tenantd.auth import passwords
-from tenantd.auth.principal import current_principal
+from tenantd.app import create_app
 from tenantd.db import Database
+from tenantd.identity import passwords
+from tenantd.principal import current_principal
 from tenantd.settings import Settings
-from tenantd.web.app import create_app
-from tenantd.web.routing import Access, Routes
+from tenantd.web.spec import Access, Routes
 
 probe_routes = Routes("probe")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.auth.tokens import ACCESS_TTL_SECONDS, decode_access_token
+from tenantd.identity.tokens import ACCESS_TTL_SECONDS, decode_access_token
 from tests.auth.helpers import last_token, register, set_cookies
 from tests.conftest import SECRET
 

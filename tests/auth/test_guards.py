@@ -14,8 +14,8 @@ from typing import Any
 import jwt
 import pytest
 
-from tenantd.auth.tokens import issue_access_token
 from tenantd.db import Database
+from tenantd.identity.tokens import issue_access_token
 from tests.auth.helpers import error_of
 from tests.conftest import SECRET
 

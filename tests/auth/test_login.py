@@ -6,9 +6,9 @@ from typing import Any
 
 from argon2 import PasswordHasher
 
-from tenantd.auth import passwords
-from tenantd.auth.tokens import decode_access_token
 from tenantd.db import Database
+from tenantd.identity import passwords
+from tenantd.identity.tokens import decode_access_token
 from tests.auth.helpers import error_of, set_cookies
 from tests.conftest import SECRET
 

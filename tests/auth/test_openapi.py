@@ -7,7 +7,8 @@ from typing import Any
 import jsonschema_rs
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
-from tenantd.web.routing import ROUTE_SPEC, Access
+from tenantd.web.routing import ROUTE_SPEC
+from tenantd.web.spec import Access
 
 AUTH_PATHS = {
     ("post", "/auth/register"),

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from tenantd.auth import service
-from tenantd.auth.tokens import token_hash
 from tenantd.db import Database
+from tenantd.identity.tokens import token_hash
 from tests.auth.helpers import PASSWORD, error_of, last_token, mail_sent, mails_to, register
 from tests.conftest import SECRET
 

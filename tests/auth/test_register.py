@@ -10,8 +10,8 @@ from typing import Any
 from argon2 import PasswordHasher
 
 from tenantd.auth import service
-from tenantd.auth.tokens import token_hash
 from tenantd.db import Database
+from tenantd.identity.tokens import token_hash
 from tenantd.web.routing import ROUTE_SPEC
 from tests.auth.helpers import (
     PASSWORD,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenantd.auth.tokens import decode_access_token, token_hash
 from tenantd.db import Database
+from tenantd.identity.tokens import decode_access_token, token_hash
 from tests.auth.helpers import error_of, set_cookies
 from tests.conftest import SECRET
 

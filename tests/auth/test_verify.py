@@ -10,9 +10,9 @@ from typing import Any
 
 from tenantd.accounts.provisioning import DomainConflict, Provisioned
 from tenantd.auth import service
-from tenantd.auth.tokens import decode_access_token, new_opaque_token, token_hash
 from tenantd.db import Conn, Database
 from tenantd.email import suppression
+from tenantd.identity.tokens import decode_access_token, new_opaque_token, token_hash
 from tests.auth.helpers import error_of, last_token, mail_sent, mails_to, register, set_cookies
 from tests.conftest import SECRET
 from tests.factories import mail_text

@@ -9,10 +9,10 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from tenantd.app import create_app
 from tenantd.db import Database
 from tenantd.email.providers.retry import RetryPolicy
 from tenantd.settings import load_settings
-from tenantd.web.app import create_app
 from tests.email.fake_providers import FakeProviders
 
 Start = Callable[..., Awaitable[TestClient[Any, Any]]]

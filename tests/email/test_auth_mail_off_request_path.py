@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tenantd import appkeys
+from tenantd.services import SERVICES
 from tests.email.conftest import Start
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders
 from tests.notifications.conftest import eventually
@@ -50,7 +50,7 @@ async def test_known_and_unknown_addresses_do_the_same_work_on_the_request_path(
     start: Start, fake: FakeProviders, factory: Any
 ) -> None:
     client = await postmark_client(start, fake, QUEUES_ENABLED="true")
-    services = client.server.app[appkeys.services]
+    services = client.server.app[SERVICES]
     user = await factory.user()
     for email in (user.email, "nobody@example.com"):
         response = await client.post("/api/v1/auth/password-reset/request", json={"email": email})

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email import suppression
-from tenantd.email.addresses import is_plausible, normalize_email
 from tenantd.email.message import EmailMessage
 from tenantd.email.providers.file import FileSender
 from tenantd.email.service import EmailService

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from aiohttp import web
 
-from tenantd import appkeys
-from tenantd.services import Services
+from tenantd.app import AppServices
+from tenantd.services import SERVICES
 
 EVENT_MODULE = "tests.notifications.events_fixture"
 
@@ -24,5 +24,5 @@ def env(env: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.fixture
-def services(app: web.Application) -> Services:
-    return app[appkeys.services]
+def services(app: web.Application) -> AppServices:
+    return app[SERVICES]

@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 
+from tenantd.app import AppServices
+from tenantd.app.services import open_services
 from tenantd.jobs import JobInfo, JobKind, PermanentJobError, enqueue
 from tenantd.jobs.queue import retry_delay
 from tenantd.jobs.runner import JobRunner
 from tenantd.jobs.sweeps import cleanup_finished_jobs
 from tenantd.notifications import send
 from tenantd.notifications.sweeps import cleanup_dedup
-from tenantd.services import Services, open_services
 from tenantd.settings import load_settings
 from tests.notifications.conftest import eventually
 
@@ -46,7 +47,7 @@ def kind(
     sleep: float = 0.0,
     max_attempts: int = 5,
 ) -> JobKind:
-    async def run(services: Services, payload: dict[str, Any], info: JobInfo) -> None:
+    async def run(services: AppServices, payload: dict[str, Any], info: JobInfo) -> None:
         n = payload["n"]
         recorder.calls[n] += 1
         recorder.times[n].append(time.monotonic())
@@ -57,24 +58,24 @@ def kind(
         if info.attempts <= fail_until:
             raise RuntimeError(f"attempt {info.attempts} fails")
 
-    async def give_up(services: Services, payload: dict[str, Any], error: str) -> None:
+    async def give_up(services: AppServices, payload: dict[str, Any], error: str) -> None:
         recorder.given_up.append((payload["n"], error))
 
     return JobKind(name=name, run=run, on_give_up=give_up, max_attempts=max_attempts)
 
 
-async def job_rows(services: Services, kind_name: str) -> list[dict[str, Any]]:
+async def job_rows(services: AppServices, kind_name: str) -> list[dict[str, Any]]:
     return await services.db.fetch_all(
         "SELECT * FROM jobs WHERE kind = %(k)s ORDER BY id", {"k": kind_name}
     )
 
 
-async def all_finished(services: Services, kind_name: str) -> bool:
+async def all_finished(services: AppServices, kind_name: str) -> bool:
     rows = await job_rows(services, kind_name)
     return bool(rows) and all(r["status"] in ("done", "failed") for r in rows)
 
 
-async def test_a_job_runs_once_and_is_marked_done(services: Services) -> None:
+async def test_a_job_runs_once_and_is_marked_done(services: AppServices) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.ok", recorder))
     job_id = await enqueue(services.db, "test.ok", {"n": 1}, queue=services.jobs)
@@ -86,7 +87,7 @@ async def test_a_job_runs_once_and_is_marked_done(services: Services) -> None:
     assert recorder.calls == {1: 1}
 
 
-async def test_failures_retry_with_growing_backoff(services: Services) -> None:
+async def test_failures_retry_with_growing_backoff(services: AppServices) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.flaky", recorder, fail_until=3))
     await enqueue(services.db, "test.flaky", {"n": 1}, queue=services.jobs)
@@ -110,7 +111,7 @@ def test_retry_delay_is_exponential_and_capped(settings: Any) -> None:
     assert retry_delay(config, 30) <= 72.0
 
 
-async def test_exhausted_attempts_fail_and_give_up_once(services: Services) -> None:
+async def test_exhausted_attempts_fail_and_give_up_once(services: AppServices) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.broken", recorder, fail_until=99, max_attempts=3))
     await enqueue(services.db, "test.broken", {"n": 7}, queue=services.jobs)
@@ -123,7 +124,7 @@ async def test_exhausted_attempts_fail_and_give_up_once(services: Services) -> N
     assert len(recorder.given_up) == 1 and recorder.given_up[0][0] == 7
 
 
-async def test_permanent_errors_fail_at_once(services: Services) -> None:
+async def test_permanent_errors_fail_at_once(services: AppServices) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.permanent", recorder, permanent=True))
     await enqueue(services.db, "test.permanent", {"n": 1}, queue=services.jobs)
@@ -133,7 +134,7 @@ async def test_permanent_errors_fail_at_once(services: Services) -> None:
     assert recorder.calls == {1: 1}
 
 
-async def test_an_expired_lease_is_claimed_again(services: Services) -> None:
+async def test_an_expired_lease_is_claimed_again(services: AppServices) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.orphan", recorder))
     await services.db.execute(
@@ -148,12 +149,12 @@ async def test_an_expired_lease_is_claimed_again(services: Services) -> None:
     assert [(r["status"], r["attempts"]) for r in rows] == [("done", 2), ("running", 1)]
 
 
-async def _done_count(services: Services, kind_name: str, expected: int) -> bool:
+async def _done_count(services: AppServices, kind_name: str, expected: int) -> bool:
     rows = await job_rows(services, kind_name)
     return sum(r["status"] == "done" for r in rows) == expected
 
 
-async def test_competing_runners_run_each_job_exactly_once(services: Services) -> None:
+async def test_competing_runners_run_each_job_exactly_once(services: AppServices) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.many", recorder, sleep=0.002))
     others = [JobRunner(services) for _ in range(3)]
@@ -173,7 +174,7 @@ async def test_competing_runners_run_each_job_exactly_once(services: Services) -
     assert sum(r.claimed for r in others) > 0  # the work was shared
 
 
-async def test_heartbeat_keeps_a_long_job_leased(services: Services) -> None:
+async def test_heartbeat_keeps_a_long_job_leased(services: AppServices) -> None:
     """Lease 1 s, job 2.5 s: another runner must not take it over."""
     recorder = Recorder()
     services.jobs.register(kind("test.long", recorder, sleep=2.5))
@@ -217,12 +218,12 @@ async def test_graceful_stop_finishes_short_jobs_and_releases_long_ones(
         assert recorder.calls == {1: 1, 2: 1}
 
 
-async def _running_count(services: Services, n: int) -> bool:
+async def _running_count(services: AppServices, n: int) -> bool:
     count = await services.db.fetch_val("SELECT count(*) FROM jobs WHERE status = 'running'")
     return bool(count == n)
 
 
-async def test_enqueue_joins_the_callers_transaction(services: Services) -> None:
+async def test_enqueue_joins_the_callers_transaction(services: AppServices) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.tx", recorder))
     with pytest.raises(RuntimeError):
@@ -235,7 +236,7 @@ async def test_enqueue_joins_the_callers_transaction(services: Services) -> None
     assert recorder.calls == {2: 1}
 
 
-async def test_cleanup_functions(services: Services) -> None:
+async def test_cleanup_functions(services: AppServices) -> None:
     await services.db.execute(
         "INSERT INTO jobs (kind, payload, status, finished_at) VALUES"
         " ('old.done', '{}', 'done', now() - interval '8 days'),"
@@ -336,14 +337,14 @@ async def _at_least(count: Any, n: int) -> bool:
     return bool(await count() >= n)
 
 
-async def _no_open_jobs(services: Services) -> bool:
+async def _no_open_jobs(services: AppServices) -> bool:
     open_jobs = await services.db.fetch_val(
         "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
     )
     return bool(open_jobs == 0)
 
 
-async def test_a_dispatch_batch_isolates_bad_jobs(services: Services, factory: Any) -> None:
+async def test_a_dispatch_batch_isolates_bad_jobs(services: AppServices, factory: Any) -> None:
     """Refused jobs fail alone; a statement error reruns the batch one job at a time."""
     from tenantd.notifications.jobs import run_dispatch_batch
 

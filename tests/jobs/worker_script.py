@@ -10,9 +10,10 @@ import asyncio
 import random
 from typing import Any
 
+from tenantd.app import AppServices
+from tenantd.app.services import open_services
 from tenantd.jobs.kinds import JobInfo, JobKind
 from tenantd.jobs.runner import JobRunner
-from tenantd.services import Services, open_services
 from tenantd.settings import load_settings
 
 
@@ -22,7 +23,7 @@ async def main() -> None:
     async with open_services(settings, settings.database_url) as services:
         dispatch = services.jobs.kind("notifications.dispatch")
 
-        async def slow(svc: Services, payload: dict[str, Any], info: JobInfo) -> None:
+        async def slow(svc: AppServices, payload: dict[str, Any], info: JobInfo) -> None:
             await asyncio.sleep(random.uniform(0, 0.01))
             await dispatch.run(svc, payload, info)
             await asyncio.sleep(random.uniform(0, 0.02))
@@ -31,7 +32,7 @@ async def main() -> None:
         run_batch = dispatch.run_batch
 
         async def slow_batch(
-            svc: Services, items: list[tuple[JobInfo, dict[str, Any]]]
+            svc: AppServices, items: list[tuple[JobInfo, dict[str, Any]]]
         ) -> list[BaseException | None]:
             await asyncio.sleep(random.uniform(0, 0.01))
             results = await run_batch(svc, items)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd import appkeys
-from tenantd.services import Services
+from tenantd.app import AppServices
+from tenantd.services import SERVICES
 
 EVENT_MODULE = "tests.notifications.events_fixture"
 
@@ -40,8 +40,8 @@ def env(env: dict[str, str], queues_enabled: bool, sse_enabled: bool) -> dict[st
 
 
 @pytest.fixture
-def services(app: web.Application) -> Services:
-    return app[appkeys.services]
+def services(app: web.Application) -> AppServices:
+    return app[SERVICES]
 
 
 async def eventually(
@@ -58,7 +58,7 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
-async def quiesce(services: Services, *, within: float = 15.0) -> None:
+async def quiesce(services: AppServices, *, within: float = 15.0) -> None:
     """Wait until no job (durable or inline) is left to run."""
 
     async def idle() -> bool:
@@ -71,7 +71,7 @@ async def quiesce(services: Services, *, within: float = 15.0) -> None:
     await eventually(idle, within=within)
 
 
-async def deliveries(services: Services, notification_id: Any) -> dict[str, tuple[str, Any]]:
+async def deliveries(services: AppServices, notification_id: Any) -> dict[str, tuple[str, Any]]:
     rows = await services.db.fetch_all(
         "SELECT channel, status, reason FROM notification_deliveries"
         " WHERE notification_id = %(id)s",

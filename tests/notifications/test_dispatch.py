@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from tenantd.app import AppServices
 from tenantd.email.message import EmailSendError
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import InvalidPayload, UnknownEventType, UnknownRecipient, send
 from tenantd.notifications.service import dispatch
-from tenantd.services import Services
 from tests.factories import mail_text, read_mails
 from tests.notifications.conftest import deliveries, eventually, quiesce
 
@@ -24,14 +24,14 @@ def comment(actor: Any = None, comment_id: str = "c1", text: str = "Nice work") 
     return {"actorId": str(actor or uuid.uuid4()), "commentId": comment_id, "text": text}
 
 
-async def count(services: Services, sql: str, **params: Any) -> int:
+async def count(services: AppServices, sql: str, **params: Any) -> int:
     value: int = await services.db.fetch_val(sql, params or None)
     return value
 
 
 @BOTH_MODES
 async def test_send_persists_notification_and_one_row_per_channel(
-    services: Services, factory: Any, mail_dir: Any, queues_enabled: bool
+    services: AppServices, factory: Any, mail_dir: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     outcome = await send(
@@ -64,7 +64,7 @@ async def test_send_persists_notification_and_one_row_per_channel(
 
 
 @pytest.mark.parametrize("sse_enabled", [False])
-async def test_switched_off_channels_get_no_row(services: Services, factory: Any) -> None:
+async def test_switched_off_channels_get_no_row(services: AppServices, factory: Any) -> None:
     user = await factory.user()
     outcome = await send(services, "comment.created", recipient_user_id=user.id, payload=comment())
     await quiesce(services)
@@ -73,7 +73,7 @@ async def test_switched_off_channels_get_no_row(services: Services, factory: Any
 
 @BOTH_MODES
 async def test_invalid_payload_names_fields_and_writes_nothing(
-    services: Services, factory: Any, queues_enabled: bool
+    services: AppServices, factory: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     with pytest.raises(InvalidPayload) as raised:
@@ -91,7 +91,7 @@ async def test_invalid_payload_names_fields_and_writes_nothing(
 
 @BOTH_MODES
 async def test_unknown_event_type_and_recipient(
-    services: Services, factory: Any, queues_enabled: bool
+    services: AppServices, factory: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     with pytest.raises(UnknownEventType):
@@ -105,7 +105,7 @@ async def test_unknown_event_type_and_recipient(
 
 @BOTH_MODES
 async def test_self_action_guard_skips(
-    services: Services, factory: Any, queues_enabled: bool
+    services: AppServices, factory: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     await send(services, "comment.created", recipient_user_id=user.id, payload=comment(user.id))
@@ -119,7 +119,7 @@ async def test_self_action_guard_skips(
 
 @BOTH_MODES
 async def test_dedup_drops_duplicates_inside_the_window_and_reuses_expired_keys(
-    services: Services, factory: Any, queues_enabled: bool
+    services: AppServices, factory: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     await send(services, "comment.created", recipient_user_id=user.id, payload=comment())
@@ -140,7 +140,7 @@ async def test_dedup_drops_duplicates_inside_the_window_and_reuses_expired_keys(
 
 @BOTH_MODES
 async def test_fifty_concurrent_identical_sends_make_one_notification(
-    services: Services, factory: Any, queues_enabled: bool
+    services: AppServices, factory: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     payload = comment(comment_id="race")
@@ -155,7 +155,7 @@ async def test_fifty_concurrent_identical_sends_make_one_notification(
     assert await count(services, "SELECT count(*) FROM notification_deliveries") == 3
 
 
-async def test_concurrent_dispatch_workers_race_safely(services: Services, factory: Any) -> None:
+async def test_concurrent_dispatch_workers_race_safely(services: AppServices, factory: Any) -> None:
     """The dedup insert-or-skip is one statement: 50 workers, 50 connections, one winner."""
     user = await factory.user()
     from tenantd.db.core import create_database
@@ -164,7 +164,7 @@ async def test_concurrent_dispatch_workers_race_safely(services: Services, facto
     assert services.settings.database_url is not None
     wide = await create_database(url_to_dsn(services.settings.database_url), minsize=1, maxsize=50)
     try:
-        wide_services = Services(
+        wide_services = AppServices(
             settings=services.settings,
             db=wide,
             http=services.http,
@@ -192,7 +192,7 @@ async def test_concurrent_dispatch_workers_race_safely(services: Services, facto
 
 @BOTH_MODES
 async def test_disabled_channel_gets_a_suppressed_row(
-    services: Services, factory: Any, mail_dir: Any, queues_enabled: bool
+    services: AppServices, factory: Any, mail_dir: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     await services.db.execute(
@@ -217,7 +217,7 @@ async def test_disabled_channel_gets_a_suppressed_row(
 
 
 async def test_disabled_in_app_hides_the_notification_from_the_inbox(
-    services: Services, factory: Any
+    services: AppServices, factory: Any
 ) -> None:
     user = await factory.user()
     await services.db.execute(
@@ -238,7 +238,7 @@ async def test_disabled_in_app_hides_the_notification_from_the_inbox(
 
 @BOTH_MODES
 async def test_suppressed_address_settles_email_suppressed_with_reason(
-    services: Services, factory: Any, mail_dir: Any, queues_enabled: bool
+    services: AppServices, factory: Any, mail_dir: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     await services.db.execute(
@@ -271,7 +271,7 @@ class FailingSender:
 
 @BOTH_MODES
 async def test_provider_errors_retry_then_settle_failed(
-    services: Services, factory: Any, queues_enabled: bool
+    services: AppServices, factory: Any, queues_enabled: bool
 ) -> None:
     failing = FailingSender(retryable=True)
     services.email.sender = failing
@@ -293,7 +293,7 @@ async def test_provider_errors_retry_then_settle_failed(
 
 @BOTH_MODES
 async def test_permanent_provider_error_fails_at_once(
-    services: Services, factory: Any, queues_enabled: bool
+    services: AppServices, factory: Any, queues_enabled: bool
 ) -> None:
     failing = FailingSender(retryable=False)
     services.email.sender = failing
@@ -307,7 +307,9 @@ async def test_permanent_provider_error_fails_at_once(
 
 
 @pytest.mark.parametrize("queues_enabled", [True])
-async def test_queued_send_joins_the_callers_transaction(services: Services, factory: Any) -> None:
+async def test_queued_send_joins_the_callers_transaction(
+    services: AppServices, factory: Any
+) -> None:
     user = await factory.user()
     with pytest.raises(RuntimeError):
         async with services.db.transaction() as conn:
@@ -326,7 +328,7 @@ async def test_queued_send_joins_the_callers_transaction(services: Services, fac
 
 
 async def test_inline_send_in_callers_transaction_delivers_email_after_commit(
-    services: Services, factory: Any, mail_dir: Any
+    services: AppServices, factory: Any, mail_dir: Any
 ) -> None:
     user = await factory.user()
     payload = {"reportName": "R", "rows": 1}
@@ -352,7 +354,7 @@ async def test_inline_send_in_callers_transaction_delivers_email_after_commit(
 
 
 async def test_dispatch_is_idempotent_on_the_notification_id(
-    services: Services, factory: Any, mail_dir: Any
+    services: AppServices, factory: Any, mail_dir: Any
 ) -> None:
     """A job that runs again after a crash (done, but not marked done) delivers once."""
     user = await factory.user()
@@ -377,7 +379,7 @@ async def test_dispatch_is_idempotent_on_the_notification_id(
 
 
 async def test_email_job_runs_once_per_delivery(
-    services: Services, factory: Any, mail_dir: Any
+    services: AppServices, factory: Any, mail_dir: Any
 ) -> None:
     from tenantd.jobs.kinds import JobInfo
     from tenantd.notifications.channels.email import run_email_job
@@ -398,7 +400,7 @@ async def test_send_accepts_the_application(app: Any, factory: Any) -> None:
     assert outcome.status == "created"
 
 
-async def test_send_does_not_wait_for_email_delivery(services: Services, factory: Any) -> None:
+async def test_send_does_not_wait_for_email_delivery(services: AppServices, factory: Any) -> None:
     release = asyncio.Event()
 
     class SlowSender:

@@ -10,6 +10,7 @@ import jwt
 import pytest
 from pydantic import BaseModel
 
+from tenantd.app import AppServices, create_app
 from tenantd.notifications import (
     Dedup,
     EmailContent,
@@ -21,8 +22,6 @@ from tenantd.notifications import (
 )
 from tenantd.notifications.registry import load_registry
 from tenantd.notifications.unsubscribe import make_token
-from tenantd.services import Services
-from tenantd.web.app import create_app
 from tests.factories import mail_text, read_mails
 from tests.notifications.conftest import quiesce
 
@@ -36,7 +35,7 @@ def unsubscribe_link(message: Any) -> str:
 
 
 async def test_email_carries_one_click_unsubscribe(
-    services: Services, factory: Any, mail_dir: Path, make_client: Any
+    services: AppServices, factory: Any, mail_dir: Path, make_client: Any
 ) -> None:
     user = await factory.user()
     await send(
@@ -89,7 +88,7 @@ async def test_email_carries_one_click_unsubscribe(
 
 
 async def test_forged_unsubscribe_tokens_are_refused(
-    services: Services, factory: Any, make_client: Any
+    services: AppServices, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     client = await make_client(origin=None)
@@ -113,7 +112,7 @@ async def test_forged_unsubscribe_tokens_are_refused(
 
 
 async def test_html_template_gets_a_text_part(
-    services: Services, factory: Any, mail_dir: Path
+    services: AppServices, factory: Any, mail_dir: Path
 ) -> None:
     user = await factory.user()
     await send(

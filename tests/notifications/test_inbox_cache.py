@@ -9,16 +9,15 @@ from typing import Any
 
 from aiohttp import web
 
+from tenantd.app import AppServices, create_app
 from tenantd.notifications import send
-from tenantd.services import Services
-from tenantd.web.app import create_app
 from tests.conftest import ORIGIN
 
 LIST = "/api/v1/notifications?limit=5"
 COUNT = "/api/v1/notifications/unread-count"
 
 
-async def ping(services: Services, user_id: uuid.UUID, n: int) -> None:
+async def ping(services: AppServices, user_id: uuid.UUID, n: int) -> None:
     outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": n})
     assert outcome.notification_id is not None
 
@@ -33,7 +32,7 @@ async def count(browser: Any) -> int:
 
 
 async def test_cached_answers_follow_every_write_on_this_instance(
-    app: web.Application, services: Services, factory: Any, make_client: Any
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     browser = await make_client(cookies=await factory.cookies(user))
@@ -55,7 +54,7 @@ async def test_cached_answers_follow_every_write_on_this_instance(
 
 
 async def test_users_do_not_share_cached_pages(
-    services: Services, factory: Any, make_client: Any
+    services: AppServices, factory: Any, make_client: Any
 ) -> None:
     alice, bob = await factory.user(), await factory.user()
     await ping(services, alice.id, 1)
@@ -68,7 +67,7 @@ async def test_users_do_not_share_cached_pages(
 
 async def test_a_write_on_another_instance_shows_within_100ms(
     app: web.Application,
-    services: Services,
+    services: AppServices,
     factory: Any,
     settings: Any,
     migrated: str,

@@ -11,11 +11,11 @@ import aiopg
 import pytest
 from aiohttp import web
 
-from tenantd import appkeys
+from tenantd.app import AppServices, create_app
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse import FEED_KEY, QUEUE_SIZE, StreamQueue
-from tenantd.services import Services
-from tenantd.web.app import create_app
+from tenantd.pubsub.hub import PUBSUB
+from tenantd.services import SERVICES
 from tests.conftest import ORIGIN
 from tests.notifications.conftest import eventually
 from tests.notifications.sse_client import STREAM, open_stream
@@ -23,7 +23,7 @@ from tests.notifications.sse_client import STREAM, open_stream
 FIELDS = {"id", "eventType", "title", "body", "ctaUrl", "ctaLabel", "status", "readAt", "createdAt"}
 
 
-async def ping(services: Services, user_id: uuid.UUID, n: int = 1) -> uuid.UUID:
+async def ping(services: AppServices, user_id: uuid.UUID, n: int = 1) -> uuid.UUID:
     outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": n})
     assert outcome.notification_id is not None
     return outcome.notification_id
@@ -34,7 +34,7 @@ async def listening(app: web.Application, user_id: uuid.UUID) -> bool:
 
 
 async def test_stream_frames_carry_id_and_envelope(
-    app: web.Application, services: Services, factory: Any, make_client: Any
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
@@ -58,7 +58,7 @@ async def test_stream_frames_carry_id_and_envelope(
 
 
 async def test_a_user_only_receives_their_own_notifications(
-    app: web.Application, services: Services, factory: Any, make_client: Any
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
 ) -> None:
     alice, bob = await factory.user(), await factory.user()
     reader = await open_stream(await make_client(cookies=await factory.cookies(alice)))
@@ -79,7 +79,7 @@ async def test_client_on_instance_a_receives_what_instance_b_dispatched(
     make_client: Any,
 ) -> None:
     other = await aiohttp_server(create_app(settings, migrated))
-    services_b: Services = other.app[appkeys.services]
+    services_b: AppServices = other.app[SERVICES]
     user = await factory.user()
     cookies = await factory.cookies(user)
     on_a = await open_stream(await make_client(cookies=cookies))
@@ -89,7 +89,7 @@ async def test_client_on_instance_a_receives_what_instance_b_dispatched(
     await eventually(lambda: listening(app, user.id))
     await eventually(lambda: listening(other.app, user.id))
     from_b = await ping(services_b, user.id, 1)
-    from_a = await ping(app[appkeys.services], user.id, 2)
+    from_a = await ping(app[SERVICES], user.id, 2)
     for reader in (on_a, on_b):
         first, second = await reader.next_event(), await reader.next_event()
         assert first is not None and second is not None
@@ -97,7 +97,7 @@ async def test_client_on_instance_a_receives_what_instance_b_dispatched(
 
 
 async def test_logout_all_ends_an_open_stream(
-    app: web.Application, services: Services, factory: Any, make_client: Any
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     cookies = await factory.cookies(user)
@@ -118,7 +118,7 @@ async def _not(value: Any) -> bool:
 
 
 async def test_a_message_after_revocation_is_not_delivered(
-    app: web.Application, services: Services, factory: Any, make_client: Any
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
 ) -> None:
     """The re-check runs before each buffered message, not only on ticks."""
     user = await factory.user()
@@ -133,7 +133,7 @@ async def test_a_message_after_revocation_is_not_delivered(
 
 
 async def test_last_event_id_replays_what_was_missed(
-    app: web.Application, services: Services, factory: Any, make_client: Any
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     ids = [await ping(services, user.id, n) for n in range(4)]
@@ -154,7 +154,7 @@ async def test_last_event_id_replays_what_was_missed(
 
 
 async def test_a_slow_client_overflows_and_only_its_stream_ends(
-    app: web.Application, services: Services, factory: Any, make_client: Any
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
 ) -> None:
     slow_user, other_user = await factory.user(), await factory.user()
     slow = await open_stream(await make_client(cookies=await factory.cookies(slow_user)))
@@ -181,7 +181,7 @@ def test_stream_queue_bounds() -> None:
 
 
 async def test_listener_reconnects_and_streams_catch_up(
-    app: web.Application, services: Services, factory: Any, make_client: Any
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     reader = await open_stream(await make_client(cookies=await factory.cookies(user)))
@@ -238,7 +238,7 @@ async def test_shutdown_ends_streams_with_a_final_comment(
 
 
 async def test_hot_stream_rechecks_the_token_from_the_context_cache(
-    app: web.Application, services: Services, factory: Any, make_client: Any
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
 ) -> None:
     """Re-checks before each message cost no query while the cache holds the token, and
     logout still ends the stream before the next message."""
@@ -259,8 +259,8 @@ async def test_hot_stream_rechecks_the_token_from_the_context_cache(
 
 async def test_one_listen_connection_per_process(app: web.Application) -> None:
     """The SSE feed and the context cache share the process's one pub/sub hub."""
-    hub = app[appkeys.pubsub]
+    hub = app[PUBSUB]
     assert app[FEED_KEY].hub is hub
     assert "tenantd_cache" in hub.channels
-    assert app[appkeys.services].context_cache.serving
+    assert app[SERVICES].context_cache.serving
     assert hub.backend_pid() is not None

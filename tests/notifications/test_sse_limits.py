@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tenantd.app import AppServices, create_app
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse import FEED_KEY
-from tenantd.services import Services
 from tenantd.settings import Settings
-from tenantd.web.app import create_app
 from tests.notifications.conftest import eventually
 from tests.notifications.sse_client import STREAM, ServeLikeTestServer, open_stream
 
@@ -55,14 +54,14 @@ def counts(app: web.Application, user_id: uuid.UUID, expected: int) -> Any:
     return check
 
 
-async def ping(services: Services, user_id: uuid.UUID) -> uuid.UUID:
+async def ping(services: AppServices, user_id: uuid.UUID) -> uuid.UUID:
     outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": 1})
     assert outcome.notification_id is not None
     return outcome.notification_id
 
 
 async def test_a_stream_over_the_per_user_cap_ends_that_users_oldest(
-    app: web.Application, services: Services, factory: Any, make_client: Any
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
 ) -> None:
     user, other = await factory.user(), await factory.user()
     client = await make_client(cookies=await factory.cookies(user))

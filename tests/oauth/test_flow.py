@@ -9,10 +9,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from aiohttp.test_utils import TestClient
 
+from tenantd.app import create_app
 from tenantd.auth.oauth.flow import code_challenge, decode_state
 from tenantd.db import Database
 from tenantd.settings import load_settings
-from tenantd.web.app import create_app
 from tests.conftest import ORIGIN, SECRET
 from tests.factories import Factory
 from tests.oauth.conftest import (

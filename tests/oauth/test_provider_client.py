@@ -29,8 +29,8 @@ from tenantd.auth.oauth.flow import (
     verify_id_token,
 )
 from tenantd.auth.oauth.jwks import JwksCache, parse_jwks
-from tenantd.auth.tokens import decode_access_token, issue_access_token
 from tenantd.errors import Unauthorized
+from tenantd.identity.tokens import decode_access_token, issue_access_token
 from tenantd.settings import OAuthProviderSettings
 from tests.oauth.conftest import CLIENT_ID, CLIENT_SECRET, REDIRECT_URI, Browser
 from tests.oauth.fake_idp import FakeIdP, IssuedCode, SigningKey, b64url

@@ -1,4 +1,4 @@
-"""Fixtures of the ops tests: open Services (as `tenantd serve` and the CLI do)."""
+"""Fixtures of the ops tests: open AppServices (as `tenantd serve` and the CLI do)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from tenantd.app import AppServices
+from tenantd.app.services import open_services
 from tenantd.db import Database
-from tenantd.services import Services, open_services
 from tenantd.settings import Settings
 
 
 @pytest.fixture
-async def services(db: Database, settings: Settings, migrated: str) -> AsyncIterator[Services]:
+async def services(db: Database, settings: Settings, migrated: str) -> AsyncIterator[AppServices]:
     async with open_services(settings, migrated) as opened:
         yield opened
 
@@ -20,7 +21,7 @@ async def services(db: Database, settings: Settings, migrated: str) -> AsyncIter
 @pytest.fixture
 async def other_services(
     db: Database, settings: Settings, migrated: str
-) -> AsyncIterator[Services]:
+) -> AsyncIterator[AppServices]:
     """A second, independent pool: stands in for another instance."""
     async with open_services(settings, migrated) as opened:
         yield opened

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from tenantd.app import AppServices
+from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
-from tenantd.ops.sweeps import registered_sweeps, run_sweep
-from tenantd.services import Services
+from tenantd.ops.sweeps import run_sweep
 from tests.factories import Factory
 
 
 async def test_accounts_sweep_purges_only_past_the_grace_window(
-    services: Services, db: Database, factory: Factory
+    services: AppServices, db: Database, factory: Factory
 ) -> None:
     old = await factory.user()
     recent = await factory.user()
@@ -36,7 +37,7 @@ async def test_accounts_sweep_purges_only_past_the_grace_window(
 
 
 async def test_invitations_sweep_revokes_expired_pending_ones(
-    services: Services, db: Database, factory: Factory
+    services: AppServices, db: Database, factory: Factory
 ) -> None:
     owner = await factory.user(plan="team")
     await db.execute(
@@ -56,7 +57,7 @@ async def test_invitations_sweep_revokes_expired_pending_ones(
     ]
 
 
-async def test_dedup_sweep_deletes_expired_keys(services: Services, db: Database) -> None:
+async def test_dedup_sweep_deletes_expired_keys(services: AppServices, db: Database) -> None:
     await db.execute(
         "INSERT INTO notification_dedup (dedup_key, expires_at)"
         " SELECT 'old' || g, now() - interval '1 s' FROM generate_series(1, 30) g"
@@ -71,7 +72,7 @@ async def test_dedup_sweep_deletes_expired_keys(services: Services, db: Database
 
 
 async def test_jobs_sweep_deletes_finished_jobs_past_retention(
-    services: Services, db: Database
+    services: AppServices, db: Database
 ) -> None:
     await db.execute(
         "INSERT INTO jobs (kind, status, finished_at) VALUES"

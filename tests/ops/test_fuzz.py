@@ -30,10 +30,10 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
+from tenantd.app import create_app
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.settings import load_settings
-from tenantd.web.app import create_app
 from tenantd.web.openapi import build_openapi
 from tenantd.web.routing import ROUTE_SPEC
 from tests.conftest import SECRET

@@ -9,12 +9,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tenantd.app.plugins import registered_sweeps
+from tenantd.app.services import open_services
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import available_migrations
 from tenantd.notifications import send
-from tenantd.ops.sweeps import registered_sweeps
-from tenantd.services import open_services
 from tenantd.settings import load_settings
 from tests.conftest import SECRET
 from tests.factories import Factory

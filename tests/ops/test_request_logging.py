@@ -10,12 +10,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tenantd.app import create_app
 from tenantd.db import Database
 from tenantd.logging_setup import ConsoleFormatter, JsonFormatter, redact_text
 from tenantd.settings import Settings
-from tenantd.web.app import create_app
-from tenantd.web.routing import Access, Routes
 from tenantd.web.schemas import RequestBody
+from tenantd.web.spec import Access, Routes
 
 probe = Routes("test")
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from tenantd.app import AppServices
+from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
-from tenantd.ops.sweeps import registered_sweeps, run_sweep
-from tenantd.services import Services
+from tenantd.ops.sweeps import run_sweep
 from tests.factories import Factory
 
 
 async def test_session_sweep_deletes_only_expired_rows(
-    services: Services, db: Database, factory: Factory
+    services: AppServices, db: Database, factory: Factory
 ) -> None:
     user = await factory.user()
     live = await factory.tokens(user)

@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from tenantd.app.services import INLINE_DRAIN_SECONDS, open_services
 from tenantd.cli.serve import SHUTDOWN_TIMEOUT
 from tenantd.db import Database
 from tenantd.jobs.queue import job_config
@@ -21,7 +22,6 @@ from tenantd.notifications import send
 from tenantd.ops.config import parse_ops_config
 from tenantd.ops.scheduler import STOP_WAIT_SECONDS
 from tenantd.ops.shutdown import Watchdog
-from tenantd.services import INLINE_DRAIN_SECONDS, open_services
 from tenantd.settings import load_settings
 from tests.conftest import SECRET
 from tests.factories import Factory

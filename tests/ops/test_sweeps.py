@@ -5,17 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tenantd.app import AppServices
+from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
 from tenantd.ops.config import parse_ops_config
 from tenantd.ops.scheduler import SweepScheduler
-from tenantd.ops.sweeps import (
-    Sweep,
-    SweepContext,
-    delete_batches,
-    registered_sweeps,
-    run_sweep,
-)
-from tenantd.services import Services
+from tenantd.ops.sweeps import Sweep, SweepContext, delete_batches, run_sweep
 
 
 def counting_sweep(name: str, calls: list[str], *, seconds: float = 0.0) -> Sweep:
@@ -43,7 +38,7 @@ async def insert_revoked(db: Database, *, expired: int, live: int) -> None:
 
 
 async def test_two_concurrent_runners_run_a_sweep_once(
-    services: Services, other_services: Services, db: Database
+    services: AppServices, other_services: AppServices, db: Database
 ) -> None:
     calls: list[str] = []
     sweep = counting_sweep("test-single", calls, seconds=0.5)
@@ -63,7 +58,7 @@ async def test_two_concurrent_runners_run_a_sweep_once(
 
 
 async def test_interval_runs_once_per_interval_across_instances(
-    services: Services, other_services: Services, db: Database
+    services: AppServices, other_services: AppServices, db: Database
 ) -> None:
     calls: list[str] = []
     sweep = counting_sweep("test-interval", calls)
@@ -83,7 +78,7 @@ async def test_interval_runs_once_per_interval_across_instances(
 
 
 async def test_two_schedulers_run_each_sweep_once(
-    services: Services, other_services: Services, db: Database
+    services: AppServices, other_services: AppServices, db: Database
 ) -> None:
     calls: list[str] = []
     sweeps = [counting_sweep("test-a", calls, seconds=0.05), counting_sweep("test-b", calls)]
@@ -105,7 +100,7 @@ async def test_two_schedulers_run_each_sweep_once(
     assert rows == [{"name": "test-a", "run_count": 1}, {"name": "test-b", "run_count": 1}]
 
 
-async def test_deletes_work_in_bounded_batches(services: Services, db: Database) -> None:
+async def test_deletes_work_in_bounded_batches(services: AppServices, db: Database) -> None:
     await insert_revoked(db, expired=5000, live=7)
     batches: list[tuple[str, int]] = []
     statements: list[int] = []
@@ -139,7 +134,7 @@ async def test_deletes_work_in_bounded_batches(services: Services, db: Database)
     assert await db.fetch_val("SELECT count(*) FROM revoked_tokens") == 7
 
 
-async def test_dry_run_counts_and_deletes_nothing(services: Services, db: Database) -> None:
+async def test_dry_run_counts_and_deletes_nothing(services: AppServices, db: Database) -> None:
     await insert_revoked(db, expired=1200, live=3)
     sweep = registered_sweeps()["sessions"]
     outcome = await run_sweep(services, sweep, dry_run=True, batch_size=100)
@@ -151,7 +146,7 @@ async def test_dry_run_counts_and_deletes_nothing(services: Services, db: Databa
 
 
 async def test_failing_sweep_is_recorded_and_releases_the_lock(
-    services: Services, db: Database
+    services: AppServices, db: Database
 ) -> None:
     async def broken(ctx: SweepContext) -> None:
         raise RuntimeError("boom")
@@ -165,7 +160,7 @@ async def test_failing_sweep_is_recorded_and_releases_the_lock(
     assert (await run_sweep(services, sweep)).status == "failed"  # not stuck "locked"
 
 
-async def test_stopping_interrupts_between_batches(services: Services, db: Database) -> None:
+async def test_stopping_interrupts_between_batches(services: AppServices, db: Database) -> None:
     await insert_revoked(db, expired=1000, live=0)
     stopping = asyncio.Event()
     seen: list[int] = []

@@ -8,8 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd import appkeys
-from tenantd.web.app import create_app
+from tenantd.app import create_app
+from tenantd.services import SERVICES
 
 
 async def wait_refused(browser: Any, path: str = "/api/v1/users/me") -> float:
@@ -25,7 +25,7 @@ async def test_hot_me_is_served_from_cache(
     user = await factory.user()
     browser = await make_client(cookies=await factory.cookies(user))
     first = await (await browser.get("/api/v1/users/me")).json()
-    cache = app[appkeys.services].context_cache
+    cache = app[SERVICES].context_cache
     assert cache.enabled
     hits = cache.hits
     second = await (await browser.get("/api/v1/users/me")).json()

@@ -9,10 +9,10 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from tenantd.auth.context_cache import CHANNEL, ContextCache
-from tenantd.auth.principal import Principal
+from tenantd.cache.context import CHANNEL, ContextCache
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
+from tenantd.principal import Principal
 from tenantd.pubsub import PubSubHub
 
 

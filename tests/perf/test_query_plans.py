@@ -13,12 +13,12 @@ import pytest
 
 from bench.seed import SeedPlan, account_uuid, seed, user_uuid
 from tenantd.accounts.plans import entitlements
-from tenantd.auth import queries as auth_queries
 from tenantd.auth.me import ME
-from tenantd.auth.sessions import ROTATE
 from tenantd.db.core import Prepared, Statement, compile_statement
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email import suppression
+from tenantd.identity import queries as auth_queries
+from tenantd.identity.sessions import ROTATE
 from tenantd.jobs import queries as job_queries
 from tenantd.notifications import queries as notification_queries
 from tests.conftest import SECRET

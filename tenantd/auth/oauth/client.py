@@ -1,6 +1,6 @@
 """HTTP side of the code flow: metadata, signing keys and the token request.
 
-One OidcClient per Services (kept in `services.extras`), on the shared aiohttp session, so
+One OidcClient per shared aiohttp session of the services, so
 its discovery and JWKS caches live as long as the process.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
+import weakref
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EXTRAS_KEY = "oauth.client"
 _ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -112,11 +112,12 @@ def _error_code(body: bytes) -> str:
     return error if isinstance(error, str) and _ERROR_CODE.match(error) else "(no error code)"
 
 
+_CLIENTS: weakref.WeakKeyDictionary[aiohttp.ClientSession, OidcClient] = weakref.WeakKeyDictionary()
+
+
 def oidc_client(services: Services) -> OidcClient:
-    """The process-wide client of these services (created on first use)."""
-    client = services.extras.get(EXTRAS_KEY)
+    """The client on these services' HTTP session (created on first use, gone with it)."""
+    client = _CLIENTS.get(services.http)
     if client is None:
-        client = OidcClient(services.http)
-        services.extras[EXTRAS_KEY] = client
-    assert isinstance(client, OidcClient)
+        client = _CLIENTS[services.http] = OidcClient(services.http)
     return client

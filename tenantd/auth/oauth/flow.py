@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import jwt
 
+from tenantd.addresses import normalize_email
 from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.errors import (
     EMAIL_MISSING,
@@ -25,7 +26,6 @@ from tenantd.auth.oauth.errors import (
     STATE_INVALID,
     OAuthRefused,
 )
-from tenantd.email.addresses import normalize_email
 from tenantd.settings import OAuthProviderSettings, Settings
 
 STATE_COOKIE = "oauth_state"

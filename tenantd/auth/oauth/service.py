@@ -20,7 +20,6 @@ import psycopg2.errors
 
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.auth import mail
-from tenantd.auth import queries as auth_queries
 from tenantd.auth.oauth import errors, queries
 from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
@@ -38,9 +37,10 @@ from tenantd.auth.oauth.flow import (
     require_email,
     verify_id_token,
 )
-from tenantd.auth.sessions import IssuedTokens, issue_session
 from tenantd.db import Database, Row
 from tenantd.errors import Conflict, NotFound
+from tenantd.identity import queries as auth_queries
+from tenantd.identity.sessions import IssuedTokens, issue_session
 from tenantd.settings import OAuthProviderSettings, Settings
 
 if TYPE_CHECKING:

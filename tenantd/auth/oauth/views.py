@@ -14,17 +14,17 @@ from urllib.parse import urlencode
 from aiohttp import web
 from pydantic import Field
 
-from tenantd import appkeys
-from tenantd.auth.cookies import set_session_cookies
 from tenantd.auth.oauth import service
 from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, callback_path
-from tenantd.auth.principal import current_principal
 from tenantd.errors import NotFound
-from tenantd.settings import Settings
-from tenantd.web.routing import Access, Routes
+from tenantd.identity.cookies import set_session_cookies
+from tenantd.principal import current_principal
+from tenantd.services import SERVICES
+from tenantd.settings import SETTINGS, Settings
 from tenantd.web.schemas import ApiModel, Empty
+from tenantd.web.spec import Access, Routes
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def _refused(refused: OAuthRefused, provider: str) -> web.Response:
     summary="Configured OpenID Connect providers",
 )
 async def oauth_providers(request: web.Request) -> list[dict[str, str]]:
-    return service.configured_providers(request.app[appkeys.settings])
+    return service.configured_providers(request.app[SETTINGS])
 
 
 @routes.get(
@@ -101,7 +101,7 @@ async def oauth_providers(request: web.Request) -> list[dict[str, str]]:
     summary="Redirect to the provider's sign-in page (state, nonce, PKCE in a cookie)",
 )
 async def oauth_start(request: web.Request, query: StartQuery) -> web.Response:
-    services = request.app[appkeys.services]
+    services = request.app[SERVICES]
     provider = request.match_info["provider"]
     try:
         started = await service.start(
@@ -132,7 +132,7 @@ async def oauth_start(request: web.Request, query: StartQuery) -> web.Response:
     summary="Finish the provider sign-in: session cookies and a redirect",
 )
 async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Response:
-    services = request.app[appkeys.services]
+    services = request.app[SERVICES]
     provider = request.match_info["provider"]
     try:
         signed = await service.complete(
@@ -167,7 +167,5 @@ async def oauth_unlink(request: web.Request) -> dict[str, str]:
     if len(provider) > 64:
         raise NotFound()
     principal = current_principal(request)
-    await service.unlink(
-        request.app[appkeys.services].db, user_id=principal.user_id, provider=provider
-    )
+    await service.unlink(request.app[SERVICES].db, user_id=principal.user_id, provider=provider)
     return {}

@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from tenantd.email.addresses import normalize_email
+from tenantd.addresses import normalize_email
 from tenantd.email.message import EmailMessage, EmailSendError, RecipientSuppressed
 from tenantd.email.providers.api import JsonApiSender
 from tenantd.email.providers.retry import Reply, RetryPolicy, refused

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from tenantd.email.webhooks import resend, sendgrid
 from tenantd.settings import Settings, SettingsError
 
 
 def check_settings(settings: Settings) -> None:
     """Refuse to start with a webhook secret or key that could never verify anything."""
-    from tenantd.email.webhooks import resend, sendgrid
-
     try:
         if settings.resend_webhook_secret:
             resend.signing_key(settings.resend_webhook_secret)

@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
+from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
-from tenantd.email.addresses import is_plausible, normalize_email
 from tenantd.email.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
 from tenantd.errors import Unauthorized, ValidationFailed
 

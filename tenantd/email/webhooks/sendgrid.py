@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
 
+from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
-from tenantd.email.addresses import is_plausible, normalize_email
 from tenantd.email.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
 from tenantd.errors import Unauthorized, ValidationFailed
 

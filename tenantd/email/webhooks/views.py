@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from tenantd import appkeys
+from tenantd.db import DATABASE
 from tenantd.email.webhooks import resend, sendgrid
 from tenantd.errors import NotFound
+from tenantd.settings import SETTINGS
 from tenantd.web.body import read_limited
-from tenantd.web.routing import Access, Routes
 from tenantd.web.schemas import ApiModel
+from tenantd.web.spec import CURRENT_ROUTE, Access, Routes
 
 routes = Routes("webhooks")
 
@@ -32,12 +33,13 @@ class WebhookReceipt(ApiModel):
     summary="Resend (Svix-signed) email.bounced / email.complained events",
 )
 async def resend_webhook(request: web.Request) -> dict[str, int]:
-    services = request.app[appkeys.services]
-    secret = services.settings.resend_webhook_secret
+    secret = request.app[SETTINGS].resend_webhook_secret
     if not secret:
         raise NotFound()
-    body = await read_limited(request, request[appkeys.route_spec].body_limit)
-    outcome = await resend.receive(services.db, secret=secret, headers=request.headers, body=body)
+    body = await read_limited(request, request[CURRENT_ROUTE].body_limit)
+    outcome = await resend.receive(
+        request.app[DATABASE], secret=secret, headers=request.headers, body=body
+    )
     return outcome.as_json()
 
 
@@ -49,12 +51,11 @@ async def resend_webhook(request: web.Request) -> dict[str, int]:
     summary="SendGrid signed Event Webhook batch (bounce, spamreport, dropped)",
 )
 async def sendgrid_webhook(request: web.Request) -> dict[str, int]:
-    services = request.app[appkeys.services]
-    key = services.settings.sendgrid_webhook_public_key
+    key = request.app[SETTINGS].sendgrid_webhook_public_key
     if not key:
         raise NotFound()
-    body = await read_limited(request, request[appkeys.route_spec].body_limit)
+    body = await read_limited(request, request[CURRENT_ROUTE].body_limit)
     outcome = await sendgrid.receive(
-        services.db, public_key_text=key, headers=request.headers, body=body
+        request.app[DATABASE], public_key_text=key, headers=request.headers, body=body
     )
     return outcome.as_json()

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 from tenantd.notifications import queries
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.notifications.services import NotificationServices
 
 
 async def settle_delivery(
-    services: Services,
+    services: NotificationServices,
     notification_id: uuid.UUID,
     channel: str,
     status: str,

@@ -29,7 +29,7 @@ from tenantd.notifications.service import validate_payload
 from tenantd.notifications.unsubscribe import make_token, unsubscribe_url
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.notifications.services import NotificationServices
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def render_email(
         raise TemplateProblem(f"email template {path} of {event.type}: {error}") from None
 
 
-def build_message(services: Services, row: Row) -> EmailMessage:
+def build_message(services: NotificationServices, row: Row) -> EmailMessage:
     """Render the notification email with its RFC 8058 one-click unsubscribe headers."""
     event = services.registry.get(row["event_type"])
     definition = event.definition
@@ -121,7 +121,9 @@ def build_message(services: Services, row: Row) -> EmailMessage:
     )
 
 
-async def run_email_job(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
+async def run_email_job(
+    services: NotificationServices, payload: dict[str, Any], job: JobInfo
+) -> None:
     """Deliver one notification email (a settled row is left alone: idempotent)."""
     notification_id = uuid.UUID(str(payload["notificationId"]))
     async with services.db.connection() as conn:
@@ -152,7 +154,9 @@ async def run_email_job(services: Services, payload: dict[str, Any], job: JobInf
         await settle_delivery(services, notification_id, CHANNEL, "sent")
 
 
-async def give_up_email(services: Services, payload: dict[str, Any], error: str) -> None:
+async def give_up_email(
+    services: NotificationServices, payload: dict[str, Any], error: str
+) -> None:
     """Retries exhausted: the delivery settles failed with the last error."""
     notification_id = uuid.UUID(str(payload["notificationId"]))
     await settle_delivery(

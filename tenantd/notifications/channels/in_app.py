@@ -18,7 +18,7 @@ from tenantd.notifications import queries
 from tenantd.notifications.schemas import notification_json
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.notifications.services import NotificationServices
 
 
 def encode_cursor(created_at: dt.datetime, notification_id: uuid.UUID) -> str:
@@ -77,7 +77,12 @@ async def mark_all_read(conn: Conn, *, user_id: uuid.UUID) -> dict[str, int]:
 
 
 async def inbox_page(
-    services: Services, *, user_id: uuid.UUID, status: str, limit: int, cursor: str | None
+    services: NotificationServices,
+    *,
+    user_id: uuid.UUID,
+    status: str,
+    limit: int,
+    cursor: str | None,
 ) -> orjson.Fragment:
     """A page of the inbox as pre-serialised JSON; first pages come from the cache."""
     cache = services.context_cache
@@ -95,7 +100,9 @@ async def inbox_page(
     return orjson.Fragment(encoded)
 
 
-async def cached_unread_count(services: Services, *, user_id: uuid.UUID) -> dict[str, int]:
+async def cached_unread_count(
+    services: NotificationServices, *, user_id: uuid.UUID
+) -> dict[str, int]:
     cache = services.context_cache
     cached = cache.inbox(user_id, "unread")
     if cached is not None:

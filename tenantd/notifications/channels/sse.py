@@ -32,15 +32,15 @@ from typing import Literal
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse
 
-from tenantd import appkeys
-from tenantd.auth.guards import check_claims
-from tenantd.auth.principal import Principal
-from tenantd.auth.tokens import AccessClaims
 from tenantd.errors import AppError, NotFound, ServiceUnavailable
+from tenantd.identity.guards import check_claims
+from tenantd.identity.tokens import AccessClaims
 from tenantd.notifications import queries
 from tenantd.notifications.schemas import envelope
+from tenantd.notifications.services import NOTIFICATION_SERVICES, NotificationServices
+from tenantd.principal import Principal
 from tenantd.pubsub import PubSubHub, Subscription
-from tenantd.services import Services
+from tenantd.pubsub.hub import PUBSUB
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ RETRY_AFTER_SECONDS = 10  # Retry-After of the 503 over the process cap
 CloseReason = Literal["shutdown", "superseded", "disconnected"]
 
 
-def _setting(services: Services, name: str, default: float) -> float:
+def _setting(services: NotificationServices, name: str, default: float) -> float:
     raw = services.settings.extra.get(name, "").strip()
     try:
         return float(raw) if raw else default
@@ -117,7 +117,7 @@ class StreamQueue:
 class NotificationFeed:
     """Per process: the open streams of each user, fed from the pub/sub hub."""
 
-    def __init__(self, services: Services, hub: PubSubHub):
+    def __init__(self, services: NotificationServices, hub: PubSubHub):
         self.services = services
         self.hub = hub
         settings = services.settings
@@ -247,7 +247,7 @@ class NotificationFeed:
             queue.offer(notification_id, data)
 
 
-async def _still_valid(services: Services, claims: AccessClaims) -> bool:
+async def _still_valid(services: NotificationServices, claims: AccessClaims) -> bool:
     """Expiry, jti revocation and the user-wide cutoff, re-checked before every message.
 
     The request-context cache answers when it holds this token: it is invalidated by the same
@@ -289,7 +289,7 @@ def _last_event_id(request: web.Request) -> uuid.UUID | None:
 
 async def stream_notifications(request: web.Request, principal: Principal) -> web.StreamResponse:
     """Stream the caller's new notifications until the token fails or the client leaves."""
-    services = request.app[appkeys.services]
+    services = request.app[NOTIFICATION_SERVICES]
     feed = request.app.get(FEED_KEY)
     if not services.settings.notifications_sse_enabled or feed is None:
         raise NotFound("The notification stream is not enabled")
@@ -351,7 +351,7 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
 
 
 async def _replay(
-    services: Services,
+    services: NotificationServices,
     response: EventSourceResponse,
     user_id: uuid.UUID,
     after: uuid.UUID,
@@ -373,11 +373,11 @@ FEED_KEY: web.AppKey[NotificationFeed] = web.AppKey("notifications_feed", Notifi
 
 async def sse_ctx(app: web.Application) -> AsyncIterator[None]:
     """cleanup_ctx hook: the stream feed on the process's pub/sub hub (SSE switch on)."""
-    services = app[appkeys.services]
+    services = app[NOTIFICATION_SERVICES]
     if not services.settings.notifications_sse_enabled:
         yield
         return
-    feed = NotificationFeed(services, app[appkeys.pubsub])
+    feed = NotificationFeed(services, app[PUBSUB])
     app[FEED_KEY] = feed
     feed.start()
 

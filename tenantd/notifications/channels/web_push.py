@@ -44,7 +44,7 @@ from tenantd.notifications.schemas import envelope, notification_json, subscript
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.notifications.services import NotificationServices
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class VapidSigner:
     def __init__(self, private_key: str, subject: str):
         # Imported here: pywebpush brings requests and urllib3 (~5 MB of resident memory),
         # which an instance without web push configured never needs.
-        from py_vapid import Vapid02
+        from py_vapid import Vapid02  # noqa: PLC0415 (memory: only with web push on)
 
         key = private_key.strip()
         if "-----BEGIN" in key:
@@ -294,7 +294,11 @@ class PushResult:
 
 
 async def push_one(
-    services: Services, subscription: dict[str, Any], data: bytes, *, urgency: str = "normal"
+    services: NotificationServices,
+    subscription: dict[str, Any],
+    data: bytes,
+    *,
+    urgency: str = "normal",
 ) -> PushResult:
     """Encrypt and POST one message; never follows a redirect."""
     settings = services.settings
@@ -303,7 +307,7 @@ async def push_one(
     problem = endpoint_problem(settings, endpoint)
     if problem:
         return PushResult(sub_id, "error", "endpoint_not_allowed")
-    from pywebpush import WebPusher  # see VapidSigner
+    from pywebpush import WebPusher  # noqa: PLC0415 (see VapidSigner)
 
     try:
         pusher = WebPusher(
@@ -343,7 +347,9 @@ async def push_one(
     return PushResult(sub_id, "error", f"http_{status}")
 
 
-async def run_web_push_job(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
+async def run_web_push_job(
+    services: NotificationServices, payload: dict[str, Any], job: JobInfo
+) -> None:
     """One delivery job per notification: parallel sends to every live subscription."""
     notification_id = uuid.UUID(str(payload["notificationId"]))
     async with services.db.connection() as conn:

@@ -7,11 +7,11 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from tenantd.auth import queries
-from tenantd.auth.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
 from tenantd.errors import Unauthorized
+from tenantd.identity import queries
+from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)

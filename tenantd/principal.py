@@ -1,4 +1,4 @@
-"""The authenticated caller of a request, as the guard resolved it."""
+"""The authenticated caller of a request (as the guard resolved it) and its access claims."""
 
 from __future__ import annotations
 
@@ -7,8 +7,14 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from tenantd import appkeys
-from tenantd.auth.tokens import AccessClaims
+
+@dataclass(frozen=True, slots=True)
+class AccessClaims:
+    user_id: uuid.UUID
+    account_id: uuid.UUID | None
+    jti: uuid.UUID
+    issued_at: float
+    expires_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +44,7 @@ class AnonymousNotHandled(RuntimeError):
 
 def current_principal(request: web.Request) -> Principal:
     """The caller; on a tryAuth route an anonymous caller here is a bug, hence a 5xx."""
-    principal: Principal | None = request.get(appkeys.principal)
+    principal: Principal | None = request.get(PRINCIPAL)
     if principal is None:
         raise AnonymousNotHandled("view used the user without handling the anonymous case")
     return principal
@@ -46,4 +52,7 @@ def current_principal(request: web.Request) -> Principal:
 
 def optional_principal(request: web.Request) -> Principal | None:
     """For tryAuth views: None means anonymous."""
-    return request.get(appkeys.principal)
+    return request.get(PRINCIPAL)
+
+
+PRINCIPAL: web.RequestKey[Principal | None] = web.RequestKey("principal")

@@ -6,15 +6,16 @@ import hmac
 
 from aiohttp import web
 
-from tenantd import appkeys
+from tenantd.db import DATABASE
 from tenantd.errors import Forbidden, NotFound
 from tenantd.ops.config import ops_config
-from tenantd.ops.hooks import sse_listener_probe
-from tenantd.ops.metrics import CONTENT_TYPE
+from tenantd.ops.metrics import CONTENT_TYPE, METRICS
 from tenantd.ops.readiness import check_readiness
+from tenantd.pubsub.hub import PUBSUB
+from tenantd.settings import SETTINGS
 from tenantd.web.json import json_response
-from tenantd.web.routing import Access, Routes
 from tenantd.web.schemas import ApiModel
+from tenantd.web.spec import Access, Routes
 
 routes = Routes("health")
 
@@ -33,11 +34,11 @@ class ReadyStatus(ApiModel):
     summary="Readiness: migrations applied, SSE listener connected",
 )
 async def readyz(request: web.Request) -> web.Response:
-    services = request.app[appkeys.services]
+    hub = request.app.get(PUBSUB)
     result = await check_readiness(
-        services.db,
-        sse_enabled=services.settings.notifications_sse_enabled,
-        listener_connected=sse_listener_probe(request.app),
+        request.app[DATABASE],
+        sse_enabled=request.app[SETTINGS].notifications_sse_enabled,
+        listener_connected=(lambda: hub.backend_pid() is not None) if hub is not None else None,
     )
     body = {"status": "ready" if result.ready else "not_ready", "checks": result.checks}
     return json_response(body, status=200 if result.ready else 503)
@@ -52,13 +53,13 @@ async def readyz(request: web.Request) -> web.Response:
     summary="Prometheus metrics (text exposition format)",
 )
 async def metrics(request: web.Request) -> web.Response:
-    config = ops_config(request.app[appkeys.settings])
-    registry = request.app.get(appkeys.metrics)
+    config = ops_config(request.app[SETTINGS])
+    registry = request.app.get(METRICS)
     if not config.metrics_enabled or registry is None:
         raise NotFound()
     if config.metrics_token is not None:
         presented = request.headers.get("Authorization", "")
         if not hmac.compare_digest(presented.encode(), f"Bearer {config.metrics_token}".encode()):
             raise Forbidden("A valid metrics bearer token is required")
-    await registry.refresh(request.app[appkeys.services].db)
+    await registry.refresh(request.app[DATABASE])
     return web.Response(body=registry.render(), headers={"Content-Type": CONTENT_TYPE})

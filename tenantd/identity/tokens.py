@@ -7,25 +7,16 @@ import hmac
 import secrets
 import time
 import uuid
-from dataclasses import dataclass
 from functools import lru_cache
 
 import jwt
 
 from tenantd.errors import Unauthorized
+from tenantd.principal import AccessClaims
 
 ISSUER = "tenantd"
 ALGORITHM = "HS256"
 ACCESS_TTL_SECONDS = 15 * 60
-
-
-@dataclass(frozen=True, slots=True)
-class AccessClaims:
-    user_id: uuid.UUID
-    account_id: uuid.UUID | None
-    jti: uuid.UUID
-    issued_at: float
-    expires_at: float
 
 
 def new_opaque_token() -> str:

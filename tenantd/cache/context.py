@@ -23,13 +23,10 @@ import re
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from aiohttp import web
-
-from tenantd import appkeys
-from tenantd.auth.principal import Principal
+from tenantd.principal import Principal
 
 log = logging.getLogger(__name__)
 
@@ -222,25 +219,3 @@ def _inbox_size(value: Any) -> int:
     if value is None:
         return 0
     return len(value) if isinstance(value, bytes) else SMALL_VALUE_BYTES
-
-
-async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx hook: feed the cache from the pub/sub hub; it serves only while connected.
-
-    A reconnect may have missed invalidations, so the hub's gap signal flushes everything.
-    """
-    services = app[appkeys.services]
-    cache = services.context_cache
-    hub = app[appkeys.pubsub]
-    subscription = await hub.subscribe(
-        CHANNEL, lambda _channel, payload: cache.apply(payload), on_gap=cache.flush
-    )
-    cache.flush()
-    cache.live = hub.is_connected
-    cache.enabled = True
-    try:
-        yield
-    finally:
-        cache.enabled = False
-        cache.flush()
-        await hub.unsubscribe(subscription)

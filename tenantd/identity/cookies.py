@@ -6,7 +6,7 @@ import time
 
 from aiohttp import web
 
-from tenantd.auth.sessions import IssuedTokens
+from tenantd.identity.sessions import IssuedTokens
 from tenantd.settings import Settings
 
 AUTH_COOKIE = "auth_token"

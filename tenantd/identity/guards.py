@@ -12,13 +12,13 @@ import time
 
 from aiohttp import web
 
-from tenantd import appkeys
-from tenantd.auth import queries
-from tenantd.auth.principal import Principal
-from tenantd.auth.tokens import AccessClaims, decode_access_token
 from tenantd.db import Conn
 from tenantd.errors import Unauthorized
-from tenantd.web.routing import Access
+from tenantd.identity import queries
+from tenantd.identity.tokens import AccessClaims, decode_access_token
+from tenantd.principal import PRINCIPAL, Principal
+from tenantd.services import SERVICES
+from tenantd.web.spec import Access
 
 AUTH_COOKIE = "auth_token"
 
@@ -53,7 +53,7 @@ async def check_claims(conn: Conn, claims: AccessClaims) -> Principal:
 
 async def authenticate(request: web.Request, token: str) -> Principal:
     """Verify the token; its checked context comes from the cache when it is there."""
-    services = request.app[appkeys.services]
+    services = request.app[SERVICES]
     claims = decode_access_token(services.settings.secret_key, token)
     cache = services.context_cache
     cached = cache.principal(claims.jti)
@@ -72,7 +72,7 @@ async def guard(request: web.Request, access: Access) -> None:
     token = request.cookies.get(AUTH_COOKIE)
     if not token:
         if access is Access.TRY:
-            request[appkeys.principal] = None
+            request[PRINCIPAL] = None
             return
         raise Unauthorized("missing_session", "Sign in first")
-    request[appkeys.principal] = await authenticate(request, token)
+    request[PRINCIPAL] = await authenticate(request, token)

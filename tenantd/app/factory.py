@@ -1,0 +1,44 @@
+"""The application factory: one create_app, every resource tied to cleanup_ctx."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from tenantd.app.hooks import HOOKS
+from tenantd.app.plugins import ROUTES
+from tenantd.app.services import open_services
+from tenantd.db import DATABASE
+from tenantd.identity.guards import guard
+from tenantd.notifications.services import NOTIFICATION_SERVICES
+from tenantd.services import SERVICES
+from tenantd.settings import SETTINGS, Settings
+from tenantd.web.middlewares import request_middleware
+from tenantd.web.routing import register
+from tenantd.web.spec import WEBHOOK_BODY_LIMIT, Routes
+
+
+def create_app(
+    settings: Settings,
+    database_url: str,
+    *,
+    extra_routes: list[Routes] | None = None,
+    on_services: Callable[[web.Application], Awaitable[None]] | None = None,
+) -> web.Application:
+    app = web.Application(middlewares=[request_middleware], client_max_size=WEBHOOK_BODY_LIMIT)
+    app[SETTINGS] = settings
+
+    async def services_ctx(app: web.Application) -> AsyncIterator[None]:
+        async with open_services(settings, database_url) as services:
+            app[SERVICES] = services
+            app[NOTIFICATION_SERVICES] = services
+            app[DATABASE] = services.db
+            if on_services is not None:
+                await on_services(app)
+            yield
+
+    app.cleanup_ctx.append(services_ctx)
+    app.cleanup_ctx.extend(HOOKS)
+    register(app, *ROUTES, *(extra_routes or []), guard=guard)
+    return app

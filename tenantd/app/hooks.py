@@ -1,0 +1,118 @@
+"""cleanup_ctx hooks that tie the kernel's engines to this application's services, in the
+order they start (they close in reverse)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+from aiohttp import web
+
+from tenantd.app.plugins import SWEEPS
+from tenantd.cache.context import CHANNEL
+from tenantd.db import DATABASE
+from tenantd.jobs.runner import running
+from tenantd.notifications.channels.sse import FEED_KEY, sse_ctx
+from tenantd.ops.config import ops_config
+from tenantd.ops.metrics import METRICS, Metrics
+from tenantd.ops.scheduler import SCHEDULER, SweepScheduler
+from tenantd.ops.shutdown import shutdown_ctx
+from tenantd.pubsub.hub import PUBSUB, PubSubHub
+from tenantd.services import SERVICES
+from tenantd.settings import SETTINGS
+
+Hook = Callable[[web.Application], AsyncIterator[None]]
+
+
+async def pubsub_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The process's one LISTEN connection (SSE feed, context cache)."""
+    hub = PubSubHub(app[DATABASE].pool._dsn)  # the pool's own DSN (psycopg2 masks passwords)
+    await hub.start()
+    app[PUBSUB] = hub
+    try:
+        yield
+    finally:
+        await hub.close()
+
+
+async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Feed the context cache from the pub/sub hub; it serves only while connected.
+
+    A reconnect may have missed invalidations, so the hub's gap signal flushes everything.
+    """
+    cache = app[SERVICES].context_cache
+    hub = app[PUBSUB]
+    subscription = await hub.subscribe(
+        CHANNEL, lambda _channel, payload: cache.apply(payload), on_gap=cache.flush
+    )
+    cache.flush()
+    cache.live = hub.is_connected
+    cache.enabled = True
+    try:
+        yield
+    finally:
+        cache.enabled = False
+        cache.flush()
+        await hub.unsubscribe(subscription)
+
+
+def _sse_client_count(app: web.Application) -> Callable[[], int]:
+    """How many SSE streams this process serves (looked up at scrape time: the SSE hook
+    starts after the metrics hook)."""
+
+    def count() -> int:
+        feed = app.get(FEED_KEY)
+        return feed.stream_count if feed is not None else 0
+
+    return count
+
+
+async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
+    """This application's metrics registry."""
+    registry = Metrics()
+    app[METRICS] = registry
+    if app[SETTINGS].notifications_sse_enabled:
+        registry.sse_clients = _sse_client_count(app)
+    yield
+
+
+async def job_runner_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Run the worker pool in this process when QUEUES_ENABLED is on."""
+    services = app[SERVICES]
+    if not services.settings.queues_enabled:
+        yield
+        return
+    async with running(services):
+        yield
+
+
+async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Run the sweep scheduler inside `tenantd serve` unless disabled."""
+    config = ops_config(app[SETTINGS])
+    if not config.scheduler_enabled:
+        yield
+        return
+    scheduler = SweepScheduler(app[SERVICES], config, app.get(METRICS), sweeps=SWEEPS)
+    scheduler.start()
+    app[SCHEDULER] = scheduler
+
+    async def stop_ticking(_app: web.Application) -> None:
+        # No new sweep starts while requests and jobs drain; a running one stops at its
+        # next batch boundary.
+        scheduler.stopping.set()
+
+    app.on_shutdown.append(stop_ticking)
+    try:
+        yield
+    finally:
+        await scheduler.stop()
+
+
+HOOKS: tuple[Hook, ...] = (
+    pubsub_ctx,
+    context_cache_ctx,
+    shutdown_ctx,
+    metrics_ctx,
+    job_runner_ctx,
+    scheduler_ctx,
+    sse_ctx,
+)

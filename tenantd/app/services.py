@@ -1,0 +1,65 @@
+"""The concrete services bundle every view, job and CLI command is handed."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from tenantd.app.plugins import JOB_KINDS
+from tenantd.cache.context import ContextCache
+from tenantd.db import Database
+from tenantd.db.core import create_database
+from tenantd.db.dsn import url_to_dsn
+from tenantd.email.service import EmailService
+from tenantd.jobs.queue import JobQueue
+from tenantd.notifications.registry import EventRegistry, load_registry
+from tenantd.settings import Settings
+
+log = logging.getLogger(__name__)
+
+INLINE_DRAIN_SECONDS = 10.0  # in-process jobs (queues off) get this long at shutdown
+
+
+@dataclass
+class AppServices:
+    settings: Settings
+    db: Database
+    http: aiohttp.ClientSession
+    email: EmailService
+    # Notification event types of TENANTD_EVENT_MODULES (loaded before anything opens).
+    registry: EventRegistry = field(default_factory=EventRegistry)
+    # Resolved request contexts (token -> principal, /me bodies); off until its listener runs.
+    context_cache: ContextCache = field(default_factory=ContextCache)
+    # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
+    jobs: JobQueue = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.jobs is None:
+            self.jobs = JobQueue(self.settings, JOB_KINDS)
+
+
+@contextlib.asynccontextmanager
+async def open_services(settings: Settings, database_url: str) -> AsyncIterator[AppServices]:
+    """Open the pool and the shared HTTP client; close them in reverse order."""
+    registry = load_registry(settings.event_modules)  # a bad event module fails start-up
+    db = await create_database(
+        url_to_dsn(database_url), minsize=settings.db_pool_min, maxsize=settings.db_pool_max
+    )
+    timeout = aiohttp.ClientTimeout(total=15, connect=5)
+    http = aiohttp.ClientSession(timeout=timeout)
+    try:
+        email = EmailService.from_settings(settings, db=db, http=http)
+        services = AppServices(settings=settings, db=db, http=http, email=email, registry=registry)
+        # Trigger notices seen by our own writes invalidate the cache before we answer.
+        db.notice_sink = services.context_cache.apply_notices
+        try:
+            yield services
+        finally:
+            await services.jobs.drain(INLINE_DRAIN_SECONDS)
+    finally:
+        await http.close()
+        await db.close()

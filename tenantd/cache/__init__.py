@@ -1,0 +1,1 @@
+"""Request-context cache: resolved principals and /me bodies, invalidated over NOTIFY."""

@@ -1,0 +1,1 @@
+"""Who the caller is: tokens, passwords, sessions, cookies, guards and their queries."""

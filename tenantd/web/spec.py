@@ -1,0 +1,127 @@
+"""Declarative route table. Every route says who may call it; requireAuth is the default.
+
+A view is `async def view(request[, body]) -> data | web.StreamResponse`. The router wraps
+it with the guard, the CSRF check and body parsing, and envelopes plain data.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel
+
+View = Callable[..., Awaitable[Any]]
+
+API_BODY_LIMIT = 1024 * 1024  # 1 MiB for API routes (INTERFACE.md)
+WEBHOOK_BODY_LIMIT = 10 * 1024 * 1024  # 10 MiB for webhook routes
+
+
+class Access(enum.Enum):
+    AUTH = "requireAuth"  # default: a valid session cookie is required
+    TRY = "tryAuth"  # anonymous is a legitimate state (only /me, /refresh, /mfa/status)
+    PUBLIC = "public"  # no session needed (sign-up, sign-in, health)
+    SIGNATURE = "signature"  # authenticated by a request signature (webhooks)
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    method: str
+    path: str
+    view: View
+    access: Access
+    body: type[BaseModel] | None
+    response: Any
+    status: int
+    summary: str
+    tag: str
+    wrapped: bool
+    body_limit: int
+    query: type[BaseModel] | None = None
+    responses: dict[int, str] = field(default_factory=dict)
+    content_type: str = "application/json"
+    # Abuse-limit scope (e.g. "login"): limited per client IP and per body `email`.
+    rate_limit: str | None = None
+    # Media type of the success answer (the OpenAPI document says so); JSON unless stated.
+    produces: str = "application/json"
+
+    @property
+    def name(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+class Routes:
+    """A domain's routes; `create_app` registers every domain's table."""
+
+    def __init__(self, tag: str):
+        self.tag = tag
+        self.specs: list[RouteSpec] = []
+
+    def route(
+        self,
+        method: str,
+        path: str,
+        *,
+        access: Access = Access.AUTH,
+        body: type[BaseModel] | None = None,
+        query: type[BaseModel] | None = None,
+        response: Any = None,
+        status: int = 200,
+        summary: str = "",
+        wrapped: bool = True,
+        body_limit: int | None = None,
+        responses: dict[int, str] | None = None,
+        content_type: str = "application/json",
+        rate_limit: str | None = None,
+        produces: str = "application/json",
+    ) -> Callable[[View], View]:
+        def decorate(view: View) -> View:
+            limit = body_limit or (
+                WEBHOOK_BODY_LIMIT if access is Access.SIGNATURE else API_BODY_LIMIT
+            )
+            self.specs.append(
+                RouteSpec(
+                    method=method,
+                    path=path,
+                    view=view,
+                    access=access,
+                    body=body,
+                    query=query,
+                    response=response,
+                    status=status,
+                    summary=summary or (inspect.getdoc(view) or "").split("\n")[0],
+                    tag=self.tag,
+                    wrapped=wrapped,
+                    body_limit=limit,
+                    responses=responses or {},
+                    content_type=content_type,
+                    rate_limit=rate_limit,
+                    produces=produces,
+                )
+            )
+            return view
+
+        return decorate
+
+    def get(self, path: str, **kw: Any) -> Callable[[View], View]:
+        return self.route("GET", path, **kw)
+
+    def post(self, path: str, **kw: Any) -> Callable[[View], View]:
+        return self.route("POST", path, **kw)
+
+    def put(self, path: str, **kw: Any) -> Callable[[View], View]:
+        return self.route("PUT", path, **kw)
+
+    def patch(self, path: str, **kw: Any) -> Callable[[View], View]:
+        return self.route("PATCH", path, **kw)
+
+    def delete(self, path: str, **kw: Any) -> Callable[[View], View]:
+        return self.route("DELETE", path, **kw)
+
+
+# The route a request matched (set before the guard runs).
+CURRENT_ROUTE: web.RequestKey[RouteSpec] = web.RequestKey("current_route")
