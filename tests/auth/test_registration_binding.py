@@ -6,15 +6,21 @@ sign-up never invalidates an earlier link."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tenantd.auth.passwords import hash_password
 from tenantd.auth.tokens import token_hash
 from tenantd.db import Database
+from tenantd.db.core import create_database
+from tenantd.db.dsn import url_to_dsn
+from tenantd.db.migrate import available_migrations, migrate
 from tests.auth.helpers import error_of, last_token, mail_sent, register, set_cookies
 from tests.conftest import SECRET
+from tests.ops.servers import fresh_database
 
 VICTIM = "victim@example.com"
 SQUATTER_PASSWORD = "the squatter chose this"
@@ -227,3 +233,61 @@ async def test_login_before_verifying_still_says_verify_first(
     assert not {"auth_token", "refresh_token"} & set(set_cookies(early))
     wrong = await browser.post("/api/v1/auth/login", json={"email": VICTIM, "password": "nope"})
     assert wrong.status == 401
+
+
+async def test_the_migration_moves_unproven_passwords_off_unverified_users(
+    migrated: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sign-ups made before the binding existed put the first password on the user row:
+    the migration moves it onto the links that relied on it (no binding, so it installs only
+    with {token, password}); a password a reset set (proved the mailbox) and verified users'
+    passwords stay."""
+    earlier = tmp_path / "sql"
+    earlier.mkdir()
+    for migration in available_migrations():
+        if migration.version < "0091":
+            shutil.copy(migration.path, earlier)
+    with fresh_database(migrated) as url:
+        db = await create_database(url_to_dsn(url), minsize=1, maxsize=2)
+        try:
+            monkeypatch.setenv("TENANTD_SQL_DIR", str(earlier))
+            await migrate(db)
+            squatted, reset, verified = "squatted", "reset", "verified"
+            old_hash = await hash_password(SQUATTER_PASSWORD)
+            ids = {}
+            for name in (squatted, reset, verified):
+                ids[name] = await db.fetch_val(
+                    "INSERT INTO users (email, email_verified_at) VALUES (%(e)s,"
+                    " CASE WHEN %(v)s THEN now() END) RETURNING id",
+                    {"e": f"{name}@example.com", "v": name == verified},
+                )
+                await db.execute(
+                    "INSERT INTO user_passwords (user_id, password_hash, created_at, updated_at)"
+                    " VALUES (%(u)s, %(h)s, now() - interval '1 hour',"
+                    " now() - CASE WHEN %(r)s THEN interval '1 minute' ELSE interval '1 hour' END)",
+                    {"u": ids[name], "h": old_hash, "r": name == reset},
+                )
+            # The squatted address: the first sign-up's link (NULL: "the user's password") and
+            # a later sign-up's link carrying its own password.
+            await db.execute(
+                "INSERT INTO user_tokens (token_hash, user_id, purpose, expires_at, password_hash)"
+                " VALUES ('\\x01', %(u)s, 'verify_email', now() + interval '1 day', NULL),"
+                " ('\\x02', %(u)s, 'verify_email', now() + interval '1 day', 'later sign-up')",
+                {"u": ids[squatted]},
+            )
+            monkeypatch.delenv("TENANTD_SQL_DIR")
+            await migrate(db)
+
+            kept = await db.fetch_all("SELECT user_id FROM user_passwords ORDER BY user_id")
+            assert {r["user_id"] for r in kept} == {ids[reset], ids[verified]}
+            links = await db.fetch_all(
+                "SELECT token_hash, password_hash, binding_hash FROM user_tokens"
+                " ORDER BY token_hash"
+            )
+            assert [(bytes(r["token_hash"]), r["password_hash"]) for r in links] == [
+                (b"\x01", old_hash),
+                (b"\x02", "later sign-up"),
+            ]
+            assert all(r["binding_hash"] is None for r in links)
+        finally:
+            await db.close()
