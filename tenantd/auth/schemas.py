@@ -87,8 +87,14 @@ class EmailBody(RequestBody):
     email: EmailStr
 
 
-class TokenBody(RequestBody):
+class VerifyEmailBody(RequestBody):
     token: Token
+    password: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_LENGTH,
+        description="The password chosen at sign-up: installs it from any browser",
+    )
 
 
 class LoginBody(RequestBody):
@@ -102,6 +108,16 @@ class PasswordResetConfirmBody(RequestBody):
     password: Password
 
 
+class PasswordChangeBody(RequestBody):
+    current_password: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_LENGTH,
+        description="Required when the user has a password",
+    )
+    new_password: Password
+
+
 class SignedInUser(ApiModel):
     """POST /api/v1/auth/login."""
 
@@ -113,3 +129,6 @@ class VerifiedUser(ApiModel):
 
     user: UserOut
     account: AccountRef
+    has_password_login: bool = Field(
+        description="False: no password yet (set one with POST /api/v1/auth/password)"
+    )

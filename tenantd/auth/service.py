@@ -1,13 +1,20 @@
-"""Sign-up, email verification, sign-in and password reset: the rules of these flows.
+"""Sign-up, email verification, sign-in and passwords: the rules of these flows.
 
 Lock order everywhere a user's email tokens change: the user row first, then token rows,
 so concurrent sign-ups, resends, verifications and resets of one user serialise without
 deadlocks.
+
+Registration binding: a sign-up's password waits on its own verification link, never on the
+user, and the browser that signed up holds a binding for it (a cookie the view sets). The link
+installs that password only when that browser verifies or the request carries the password
+itself; any other use verifies the address with no password set. So whoever signs up with an
+address they do not own never knows a password of the account the mailbox owner lands in.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hmac
 import logging
 import uuid
 from dataclasses import dataclass
@@ -19,11 +26,19 @@ from tenantd.addresses import normalize_email
 from tenantd.auth import mail
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
-from tenantd.errors import DomainClaimed, EmailNotVerified, InvalidCredentials, ValidationFailed
+from tenantd.errors import (
+    DomainClaimed,
+    EmailNotVerified,
+    InvalidCredentials,
+    Unauthorized,
+    ValidationFailed,
+)
 from tenantd.identity import queries
 from tenantd.identity.passwords import hash_password, needs_rehash, verify_password
 from tenantd.identity.sessions import IssuedTokens, issue_session, revoke_all, rotate, rotate_fast
 from tenantd.identity.tokens import new_opaque_token, token_hash
+from tenantd.ops.config import ops_config
+from tenantd.ops.ratelimit import enforce
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
@@ -48,6 +63,21 @@ class SignedIn:
 
     tokens: IssuedTokens
     body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Verified(SignedIn):
+    """A verification's session, and whether it used up this browser's registration binding."""
+
+    binding_used: bool = False
+
+
+@dataclass(frozen=True)
+class Registered:
+    """The sign-up answer and the binding to hand this browser (whatever the address)."""
+
+    message: str
+    binding: str
 
 
 @dataclass(frozen=True)
@@ -80,13 +110,7 @@ def bad_token() -> ValidationFailed:
 
 
 async def _new_user_token(
-    conn: Conn,
-    settings: Settings,
-    *,
-    user_id: uuid.UUID,
-    purpose: str,
-    ttl: dt.timedelta,
-    password_hash: str | None = None,
+    conn: Conn, settings: Settings, *, user_id: uuid.UUID, purpose: str, ttl: dt.timedelta
 ) -> str:
     """Rotate: older tokens of this purpose stop working; only the hash of the new one is kept."""
     await queries.delete_user_tokens(conn, user_id=user_id, purpose=purpose)
@@ -97,55 +121,72 @@ async def _new_user_token(
         user_id=user_id,
         purpose=purpose,
         expires_at=_now() + ttl,
+    )
+    return token
+
+
+async def _new_verification_link(
+    conn: Conn,
+    settings: Settings,
+    *,
+    user_id: uuid.UUID,
+    password_hash: str | None,
+    binding_hash: bytes | None,
+) -> str:
+    """One more link carrying one sign-up's pending credential; earlier links keep working."""
+    token = new_opaque_token()
+    await queries.insert_user_token(
+        conn,
+        token_hash=token_hash(settings.secret_key, token),
+        user_id=user_id,
+        purpose=VERIFY,
+        expires_at=_now() + VERIFY_TTL,
         password_hash=password_hash,
+        binding_hash=binding_hash,
     )
     return token
 
 
 async def register(
     services: Services, *, email: str, password: str, first_name: str = "", last_name: str = ""
-) -> str:
-    """Create an unverified user and mail a verification link; same answer for a known email."""
+) -> Registered:
+    """Mail a link that carries this sign-up's own password; same answer for a known email."""
     settings = services.settings
     # Hash first, whatever the outcome, so timing does not tell whether the address exists.
     password_hash = await hash_password(password)
+    # Every answer hands out a binding, known address or not, so the cookie tells nothing.
+    binding = new_opaque_token()
     email = normalize_email(email)
     outgoing: mail.Outgoing
     async with services.db.transaction() as conn:
         user_id = await queries.insert_user(
             conn, email=email, first_name=first_name.strip(), last_name=last_name.strip()
         )
-        if user_id is not None:
-            await queries.set_password(conn, user_id=user_id, password_hash=password_hash)
-            token = await _new_user_token(
-                conn, settings, user_id=user_id, purpose=VERIFY, ttl=VERIFY_TTL
+        # The new row, or the one the insert conflicted on.
+        user = await (
+            queries.lock_user(conn, user_id)
+            if user_id is not None
+            else queries.lock_user_by_email(conn, email)
+        )
+        assert user is not None
+        if user["email_verified_at"] is not None:
+            outgoing = mail.account_exists(user["email"], settings=settings)
+        else:
+            # Nothing goes onto the user: the password waits on this sign-up's own link.
+            token = await _new_verification_link(
+                conn,
+                settings,
+                user_id=user["id"],
+                password_hash=password_hash,
+                binding_hash=token_hash(settings.secret_key, binding),
             )
             outgoing = mail.verification(
-                email, link=_link(settings, "/verify-email", token), first_name=first_name
+                user["email"],
+                link=_link(settings, "/verify-email", token),
+                first_name=user["first_name"],
             )
-        else:
-            user = await queries.lock_user_by_email(conn, email)
-            assert user is not None  # the insert conflicted on this address
-            if user["email_verified_at"] is None:
-                # A fresh link that installs the password of THIS sign-up when used, so the
-                # mailbox owner's choice wins over an earlier sign-up by someone else.
-                token = await _new_user_token(
-                    conn,
-                    settings,
-                    user_id=user["id"],
-                    purpose=VERIFY,
-                    ttl=VERIFY_TTL,
-                    password_hash=password_hash,
-                )
-                outgoing = mail.verification(
-                    user["email"],
-                    link=_link(settings, "/verify-email", token),
-                    first_name=user["first_name"],
-                )
-            else:
-                outgoing = mail.account_exists(user["email"], settings=settings)
     await mail.deliver(services, outgoing)
-    return REGISTER_MESSAGE
+    return Registered(REGISTER_MESSAGE, binding)
 
 
 async def resend_verification(services: Services, *, email: str) -> str:
@@ -159,20 +200,23 @@ async def resend_verification(services: Services, *, email: str) -> str:
 
 
 async def mail_verification_link(services: Services, email: str) -> None:
-    """The job's half: a new link for an unverified user; older links stop working."""
+    """The job's half: one more link for an unverified user; earlier links keep working.
+
+    The new link carries the newest sign-up's pending credential, so it still installs that
+    password in that sign-up's browser (and nowhere else), as the original link would.
+    """
     settings = services.settings
     outgoing: mail.Outgoing | None = None
     async with services.db.transaction() as conn:
         user = await queries.lock_user_by_email(conn, normalize_email(email))
         if user is not None and user["email_verified_at"] is None:
-            carried = await queries.latest_token_password(conn, user_id=user["id"])
-            token = await _new_user_token(
+            pending = await queries.latest_registration(conn, user_id=user["id"])
+            token = await _new_verification_link(
                 conn,
                 settings,
                 user_id=user["id"],
-                purpose=VERIFY,
-                ttl=VERIFY_TTL,
-                password_hash=carried,
+                password_hash=pending["password_hash"] if pending else None,
+                binding_hash=pending["binding_hash"] if pending else None,
             )
             outgoing = mail.verification(
                 user["email"],
@@ -189,37 +233,82 @@ async def _submit_mail(services: Services, purpose: str, email: str) -> None:
     )
 
 
+def _usable(row: Row | None) -> bool:
+    return row is not None and row["used_at"] is None and row["expires_at"] > _now()
+
+
 async def _lock_token(conn: Conn, settings: Settings, *, token: str, purpose: str) -> Row:
-    """Lock the token's user, then the token; refuse unknown, expired or used tokens."""
+    """Lock the token's user, then the token; refuse unknown, expired or used tokens.
+
+    The caller retires what the use consumes (with this transaction).
+    """
     digest = token_hash(settings.secret_key, token)
     user_id = await queries.token_owner(conn, token_hash=digest, purpose=purpose)
     if user_id is None:
         raise bad_token()
     user = await queries.lock_user(conn, user_id)
     row = await queries.lock_user_token(conn, token_hash=digest, purpose=purpose)
-    if user is None or row is None or row["used_at"] is not None or row["expires_at"] <= _now():
+    if user is None or not _usable(row):
         raise bad_token()
-    # Single use: this token and every sibling of its purpose are gone with this transaction.
-    await queries.delete_user_tokens(conn, user_id=user_id, purpose=purpose)
     return {"user": user, "token": row}
 
 
-async def verify_email(services: Services, *, token: str, client: ClientMeta) -> SignedIn:
+def _same_browser(settings: Settings, binding_hash: bytes | None, binding: str | None) -> bool:
+    """Whether the request carries the binding cookie of the sign-up that made the link."""
+    if binding_hash is None or not binding:
+        return False
+    return hmac.compare_digest(bytes(binding_hash), token_hash(settings.secret_key, binding))
+
+
+async def _proven_password(services: Services, *, token: str, password: str) -> str:
+    """The link's pending password hash when `password` is that password; refuse otherwise.
+
+    Checked before any lock is taken (argon2 is slow); the caller installs the hash only if
+    the locked link still carries it.
+    """
+    digest = token_hash(services.settings.secret_key, token)
+    async with services.db.connection() as conn:
+        row = await queries.user_token(conn, token_hash=digest, purpose=VERIFY)
+    if row is None or not _usable(row):
+        raise bad_token()
+    # No pending password (a dummy verify keeps the timing): nothing can match.
+    if not await verify_password(row["password_hash"], password):
+        raise ValidationFailed({"password": "This is not the password chosen at sign-up"})
+    stored: str = row["password_hash"]
+    return stored
+
+
+async def verify_email(
+    services: Services,
+    *,
+    token: str,
+    client: ClientMeta,
+    binding: str | None = None,
+    password: str | None = None,
+) -> Verified:
     """Verify the address, provision the personal account and sign in, in one transaction.
+
+    The link installs its own sign-up's password only in that sign-up's browser (`binding`)
+    or with that `password`; otherwise the address is verified with no password set by the
+    link. A wrong `password` is refused (422) and leaves the link usable. Using a link
+    consumes it alone: links of other sign-ups keep working until they expire.
 
     On a claimed domain the join request is committed first, then DOMAIN_CLAIMED is raised
     and the account owner is told by email.
     """
     settings = services.settings
+    proven = await _proven_password(services, token=token, password=password) if password else None
     conflict: DomainConflict | None = None
     owner: Row | None = None
     async with services.db.transaction() as conn:
         locked = await _lock_token(conn, settings, token=token, purpose=VERIFY)
         user_id: uuid.UUID = locked["user"]["id"]
-        if locked["token"]["password_hash"] is not None:
-            await queries.set_password(
-                conn, user_id=user_id, password_hash=locked["token"]["password_hash"]
-            )
+        link = locked["token"]
+        await queries.delete_user_token(conn, token_hash=bytes(link["token_hash"]))
+        same_browser = _same_browser(settings, link["binding_hash"], binding)
+        pending = link["password_hash"]
+        if pending is not None and (same_browser or proven == pending):
+            await queries.set_password(conn, user_id=user_id, password_hash=pending)
         user = await queries.mark_email_verified(conn, user_id)
         await suppression.remove(conn, user["email"])
         outcome = await provision_personal_account(conn, settings, user_id=user_id)
@@ -229,7 +318,11 @@ async def verify_email(services: Services, *, token: str, client: ClientMeta) ->
         else:
             assert outcome.account_id is not None
             account = await queries.account_ref(conn, outcome.account_id)
-            body = {"user": user_json(user), "account": account}
+            body = {
+                "user": user_json(user),
+                "account": account,
+                "hasPasswordLogin": await queries.has_password(conn, user_id),
+            }
             tokens = await issue_session(
                 conn,
                 settings,
@@ -255,7 +348,7 @@ async def verify_email(services: Services, *, token: str, client: ClientMeta) ->
         raise DomainClaimed(
             details={"accountId": str(conflict.account_id), "domain": conflict.domain}
         )
-    return SignedIn(tokens, body)
+    return Verified(tokens, body, binding_used=same_browser)
 
 
 async def login(services: Services, *, email: str, password: str, client: ClientMeta) -> SignedIn:
@@ -264,6 +357,9 @@ async def login(services: Services, *, email: str, password: str, client: Client
     async with services.db.connection() as conn:
         user = await queries.user_by_email(conn, normalize_email(email))
     stored = user["password_hash"] if user is not None else None
+    if user is not None and stored is None and user["email_verified_at"] is None:
+        # A sign-up not verified yet: its own password earns "verify first", never a session.
+        stored = user["pending_password_hash"]
     # No hash (unknown email, OAuth-only user): a dummy verify keeps the timing the same.
     matches = await verify_password(stored, password)
     if user is None or not matches:
@@ -318,10 +414,70 @@ async def confirm_password_reset(services: Services, *, token: str, password: st
     async with services.db.transaction() as conn:
         locked = await _lock_token(conn, settings, token=token, purpose=RESET)
         user_id = locked["user"]["id"]
+        # Single use: this link and every other reset link of the user end here.
+        await queries.delete_user_tokens(conn, user_id=user_id, purpose=RESET)
         await queries.set_password(conn, user_id=user_id, password_hash=password_hash)
         # A pending verification link must not later overwrite the password chosen here.
         await queries.forget_token_passwords(conn, user_id=user_id)
         await revoke_all(conn, user_id=user_id)
+
+
+async def change_password(
+    services: Services,
+    *,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    current_password: str | None,
+    new_password: str,
+    client: ClientMeta,
+) -> SignedIn:
+    """Set a password, or change it given the current one; every other session ends.
+
+    The user-wide cutoff ends the other sessions and access tokens; the caller gets a new
+    session issued after it, so this browser stays signed in. Attempts count against the
+    login limit of the address, so the route is no faster a password oracle than login.
+    """
+    settings = services.settings
+    async with services.db.connection() as conn:
+        user = await queries.user_credentials(conn, user_id)
+        if user is None:
+            raise Unauthorized("invalid_session", "Session is invalid or expired")
+        stored = user["password_hash"]
+        if stored is not None:
+            if not current_password:
+                raise ValidationFailed({"currentPassword": "Enter the current password"})
+            await enforce(
+                conn,
+                ops_config(settings),
+                secret_key=settings.secret_key,
+                scope="login",
+                ip=None,  # the route counts the address per IP
+                email=user["email"],
+            )
+    if stored is not None and not await verify_password(stored, current_password or ""):
+        raise InvalidCredentials("Current password is incorrect")
+    password_hash = await hash_password(new_password)  # before any lock is taken
+    async with services.db.transaction() as conn:
+        await queries.lock_user(conn, user_id)
+        if await queries.password_hash(conn, user_id) != stored:
+            # Set or changed since it was checked (a concurrent change or reset).
+            raise InvalidCredentials("Current password is incorrect")
+        await queries.set_password(conn, user_id=user_id, password_hash=password_hash)
+        # A pending verification link must not later overwrite the password chosen here.
+        await queries.forget_token_passwords(conn, user_id=user_id)
+        await revoke_all(conn, user_id=user_id)
+        await queries.set_cutoff_to_the_millisecond(conn, user_id=user_id)
+        tokens = await issue_session(
+            conn,
+            settings,
+            user_id=user_id,
+            account_id=account_id,
+            user_agent=client.user_agent,
+            ip=client.ip,
+        )
+        row = await queries.user_by_id(conn, user_id)
+    assert row is not None
+    return SignedIn(tokens, {"user": user_json(row)})
 
 
 async def refresh_session(

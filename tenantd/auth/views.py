@@ -1,4 +1,4 @@
-"""Auth routes: sign-up, verification, sign-in, password reset, /me, refresh, logout.
+"""Auth routes: sign-up, verification, sign-in, passwords, /me, refresh, logout.
 
 Views parse, call one service function and answer; cookies are set here.
 """
@@ -15,15 +15,23 @@ from tenantd.auth.schemas import (
     EmailBody,
     LoginBody,
     MfaStatus,
+    PasswordChangeBody,
     PasswordResetConfirmBody,
     RefreshData,
     RegisterBody,
     SignedInUser,
-    TokenBody,
     VerifiedUser,
+    VerifyEmailBody,
 )
 from tenantd.identity import sessions
-from tenantd.identity.cookies import REFRESH_COOKIE, clear_session_cookies, set_session_cookies
+from tenantd.identity.cookies import (
+    BINDING_COOKIE,
+    REFRESH_COOKIE,
+    clear_binding_cookie,
+    clear_session_cookies,
+    set_binding_cookie,
+    set_session_cookies,
+)
 from tenantd.identity.guards import invalid
 from tenantd.principal import current_principal, optional_principal
 from tenantd.services import SERVICES
@@ -53,15 +61,22 @@ def signed_in(request: web.Request, result: service.SignedIn) -> web.Response:
     rate_limit="register",
     summary="Sign up; a verification link is mailed (same answer for a known email)",
 )
-async def register(request: web.Request, body: RegisterBody) -> dict[str, str]:
-    message = await service.register(
+async def register(request: web.Request, body: RegisterBody) -> web.Response:
+    result = await service.register(
         request.app[SERVICES],
         email=body.email,
         password=body.password,
         first_name=body.first_name,
         last_name=body.last_name,
     )
-    return {"message": message}
+    response = ok({"message": result.message})
+    set_binding_cookie(
+        response,
+        request.app[SETTINGS],
+        result.binding,
+        max_age=int(service.VERIFY_TTL.total_seconds()),
+    )
+    return response
 
 
 @routes.post(
@@ -70,7 +85,7 @@ async def register(request: web.Request, body: RegisterBody) -> dict[str, str]:
     body=EmailBody,
     response=Message,
     rate_limit="resend_verification",
-    summary="Mail a fresh verification link (older links stop working)",
+    summary="Mail one more verification link (earlier links keep working)",
 )
 async def resend_verification(request: web.Request, body: EmailBody) -> dict[str, str]:
     message = await service.resend_verification(request.app[SERVICES], email=body.email)
@@ -80,16 +95,27 @@ async def resend_verification(request: web.Request, body: EmailBody) -> dict[str
 @routes.post(
     "/auth/verify-email",
     access=Access.PUBLIC,
-    body=TokenBody,
+    body=VerifyEmailBody,
     response=VerifiedUser,
-    responses={409: "DOMAIN_CLAIMED: the email domain is claimed by another live account"},
-    summary="Verify the email address: provisions the account and signs in",
+    responses={
+        409: "DOMAIN_CLAIMED: the email domain is claimed by another live account",
+        422: "VALIDATION_ERROR: bad link, or `password` is not the one chosen at sign-up",
+    },
+    summary="Verify the email address: provisions the account and signs in; installs the"
+    " sign-up's password only in its browser or given that password",
 )
-async def verify_email(request: web.Request, body: TokenBody) -> web.Response:
+async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Response:
     result = await service.verify_email(
-        request.app[SERVICES], token=body.token, client=client_meta(request)
+        request.app[SERVICES],
+        token=body.token,
+        password=body.password,
+        binding=request.cookies.get(BINDING_COOKIE),
+        client=client_meta(request),
     )
-    return signed_in(request, result)
+    response = signed_in(request, result)
+    if result.binding_used:
+        clear_binding_cookie(response, request.app[SETTINGS])
+    return response
 
 
 @routes.post(
@@ -137,6 +163,31 @@ async def password_reset_confirm(
         request.app[SERVICES], token=body.token, password=body.password
     )
     return {}
+
+
+@routes.post(
+    "/api/v1/auth/password",
+    body=PasswordChangeBody,
+    response=SignedInUser,
+    responses={
+        401: "INVALID_CREDENTIALS: currentPassword is wrong",
+        422: "VALIDATION_ERROR: newPassword invalid, or currentPassword missing",
+        429: "RATE_LIMITED: too many attempts (the login limit)",
+    },
+    rate_limit="login",
+    summary="Set or change the password; ends every other session, keeps this one",
+)
+async def change_password(request: web.Request, body: PasswordChangeBody) -> web.Response:
+    principal = current_principal(request)
+    result = await service.change_password(
+        request.app[SERVICES],
+        user_id=principal.user_id,
+        account_id=principal.account_id,
+        current_password=body.current_password,
+        new_password=body.new_password,
+        client=client_meta(request),
+    )
+    return signed_in(request, result)
 
 
 @routes.get(

@@ -73,6 +73,7 @@ user_tokens = Table(
     _ts("expires_at"),
     _ts("used_at"),
     Column("password_hash", Text),  # sql/0040: the password a verification link installs
+    Column("binding_hash", LargeBinary),  # sql/0091: the registering browser's binding cookie
 )
 
 accounts = Table(

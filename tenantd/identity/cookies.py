@@ -11,6 +11,8 @@ from tenantd.settings import Settings
 
 AUTH_COOKIE = "auth_token"
 REFRESH_COOKIE = "refresh_token"
+# The browser that signed up: lets its own verification link install its password.
+BINDING_COOKIE = "registration_binding"
 
 
 def set_session_cookies(
@@ -29,3 +31,23 @@ def clear_session_cookies(response: web.StreamResponse, settings: Settings) -> N
         response.del_cookie(
             name, path="/", secure=settings.cookie_secure, httponly=True, samesite="Lax"
         )
+
+
+def set_binding_cookie(
+    response: web.StreamResponse, settings: Settings, binding: str, *, max_age: int
+) -> None:
+    response.set_cookie(
+        BINDING_COOKIE,
+        binding,
+        max_age=max_age,
+        httponly=True,
+        samesite="Lax",
+        path="/",
+        secure=settings.cookie_secure,
+    )
+
+
+def clear_binding_cookie(response: web.StreamResponse, settings: Settings) -> None:
+    response.del_cookie(
+        BINDING_COOKIE, path="/", secure=settings.cookie_secure, httponly=True, samesite="Lax"
+    )

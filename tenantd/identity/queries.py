@@ -38,9 +38,13 @@ async def lock_user(conn: Conn, user_id: uuid.UUID) -> Row | None:
 
 
 async def user_by_email(conn: Conn, email: str) -> Row | None:
+    """The user, its password and, while unverified, the newest sign-up's pending password."""
     return await conn.fetch_one(
-        "SELECT u.*, p.password_hash FROM users u"
-        " LEFT JOIN user_passwords p ON p.user_id = u.id"
+        "SELECT u.*, p.password_hash,"
+        " (SELECT t.password_hash FROM user_tokens t WHERE t.user_id = u.id"
+        "   AND u.email_verified_at IS NULL AND t.purpose = 'verify_email'"
+        "   AND t.expires_at > now() ORDER BY t.created_at DESC LIMIT 1) AS pending_password_hash"
+        " FROM users u LEFT JOIN user_passwords p ON p.user_id = u.id"
         " WHERE lower(u.email) = lower(%(email)s)",
         {"email": email.strip()},
     )
@@ -149,6 +153,25 @@ async def set_password(conn: Conn, *, user_id: uuid.UUID, password_hash: str) ->
     )
 
 
+async def password_hash(conn: Conn, user_id: uuid.UUID) -> str | None:
+    return await conn.fetch_val(
+        "SELECT password_hash FROM user_passwords WHERE user_id = %(u)s", {"u": user_id}
+    )
+
+
+async def has_password(conn: Conn, user_id: uuid.UUID) -> bool:
+    return await password_hash(conn, user_id) is not None
+
+
+async def user_credentials(conn: Conn, user_id: uuid.UUID) -> Row | None:
+    """The address and password hash (None: the user has no password yet)."""
+    return await conn.fetch_one(
+        "SELECT u.email, p.password_hash FROM users u"
+        " LEFT JOIN user_passwords p ON p.user_id = u.id WHERE u.id = %(u)s",
+        {"u": user_id},
+    )
+
+
 async def insert_user_token(
     conn: Conn,
     *,
@@ -157,11 +180,19 @@ async def insert_user_token(
     purpose: str,
     expires_at: dt.datetime,
     password_hash: str | None = None,
+    binding_hash: bytes | None = None,
 ) -> None:
     await conn.execute(
-        "INSERT INTO user_tokens (token_hash, user_id, purpose, expires_at, password_hash)"
-        " VALUES (%(h)s, %(u)s, %(p)s, %(e)s, %(pw)s)",
-        {"h": token_hash, "u": user_id, "p": purpose, "e": expires_at, "pw": password_hash},
+        "INSERT INTO user_tokens (token_hash, user_id, purpose, expires_at, password_hash,"
+        " binding_hash) VALUES (%(h)s, %(u)s, %(p)s, %(e)s, %(pw)s, %(b)s)",
+        {
+            "h": token_hash,
+            "u": user_id,
+            "p": purpose,
+            "e": expires_at,
+            "pw": password_hash,
+            "b": binding_hash,
+        },
     )
 
 
@@ -173,12 +204,36 @@ async def delete_user_tokens(conn: Conn, *, user_id: uuid.UUID, purpose: str) ->
     )
 
 
-async def latest_token_password(conn: Conn, *, user_id: uuid.UUID) -> str | None:
-    """The password carried by the newest outstanding verification link, if any."""
-    return await conn.fetch_val(
-        "SELECT password_hash FROM user_tokens WHERE user_id = %(u)s"
+async def latest_registration(conn: Conn, *, user_id: uuid.UUID) -> Row | None:
+    """The pending credential (password and binding) of the newest outstanding link, if any."""
+    return await conn.fetch_one(
+        "SELECT password_hash, binding_hash FROM user_tokens WHERE user_id = %(u)s"
         " AND purpose = 'verify_email' AND used_at IS NULL AND expires_at > now()"
         " ORDER BY created_at DESC LIMIT 1",
+        {"u": user_id},
+    )
+
+
+async def delete_user_token(conn: Conn, *, token_hash: bytes) -> None:
+    await conn.execute("DELETE FROM user_tokens WHERE token_hash = %(h)s", {"h": token_hash})
+
+
+async def user_token(conn: Conn, *, token_hash: bytes, purpose: str) -> Row | None:
+    """A token row without a lock (to check a password against it before locking)."""
+    return await conn.fetch_one(
+        "SELECT * FROM user_tokens WHERE token_hash = %(h)s AND purpose = %(p)s",
+        {"h": token_hash, "p": purpose},
+    )
+
+
+async def set_cutoff_to_the_millisecond(conn: Conn, *, user_id: uuid.UUID) -> None:
+    """Truncate the user-wide cutoff to the millisecond access tokens carry (`iat`).
+
+    A token issued later in the same transaction then never rounds to before the cutoff.
+    """
+    await conn.execute(
+        "UPDATE users SET tokens_valid_after = date_trunc('milliseconds', tokens_valid_after)"
+        " WHERE id = %(u)s",
         {"u": user_id},
     )
 

@@ -72,3 +72,22 @@ async def test_cleared_cookies_keep_the_attributes(
     for cookie in set_cookies(response).values():
         check_attributes(cookie, expect_secure(env))
         assert cookie["max-age"] == "0"
+
+
+async def test_registration_binding_cookie_attributes(
+    client: Any, make_client: Any, env: dict[str, str], mail_dir: Path
+) -> None:
+    secure = expect_secure(env)
+    registered = await register(client, "bound@example.com")
+    binding = set_cookies(registered)["registration_binding"]
+    check_attributes(binding, secure)
+    assert binding["max-age"] == str(48 * 3600)
+    # Sent explicitly: a Secure cookie would not travel over the test's plain http.
+    browser = await make_client(cookies={"registration_binding": binding["value"]})
+    verified = await browser.post(
+        "/auth/verify-email", json={"token": last_token(mail_dir, "bound@example.com")}
+    )
+    assert verified.status == 200
+    cleared = set_cookies(verified)["registration_binding"]
+    check_attributes(cleared, secure)
+    assert cleared["max-age"] == "0"

@@ -37,15 +37,16 @@ async def test_register_creates_an_unverified_user_and_mails_a_link(
     assert response.status == 200
     assert body["success"] is True
     assert body["data"] == {"message": service.REGISTER_MESSAGE}
-    assert set_cookies(response) == {}
+    # No session cookie: only the binding of this sign-up (see test_registration_binding).
+    assert set(set_cookies(response)) == {"registration_binding"}
 
     user = await db.fetch_one("SELECT * FROM users WHERE email = 'ada@example.com'")
     assert user is not None
     assert user["email_verified_at"] is None
     assert user["first_name"] == "Ada"
-    stored = await db.fetch_val(
-        "SELECT password_hash FROM user_passwords WHERE user_id = %(u)s", {"u": user["id"]}
-    )
+    # The password waits on the sign-up's link, not on the user, until the link is used.
+    assert await db.fetch_val("SELECT count(*) FROM user_passwords") == 0
+    stored = await db.fetch_val("SELECT password_hash FROM user_tokens")
     assert stored.startswith("$argon2id$")
     assert PasswordHasher().verify(stored, PASSWORD)
     # No session, account or membership before verification.
@@ -90,7 +91,11 @@ async def test_known_email_gets_the_same_answer_and_the_hash_is_computed_anyway(
     assert fresh.status == known.status == upper.status == 200
     fresh_body, known_body, upper_body = [await r.json() for r in (fresh, known, upper)]
     assert fresh_body["data"] == known_body["data"] == upper_body["data"]
-    assert set_cookies(known) == {} and set_cookies(upper) == {}
+    # The same cookie for every address: a binding, never a session.
+    for response in (fresh, known, upper):
+        cookies = set_cookies(response)
+        assert set(cookies) == {"registration_binding"}
+        assert cookies["registration_binding"]["max-age"] == str(48 * 3600)
     assert len(calls) == 3  # argon2 ran for the known address too (timing)
 
     # The verified owner is told, with no link, and the password did not change.
@@ -104,7 +109,7 @@ async def test_known_email_gets_the_same_answer_and_the_hash_is_computed_anyway(
     assert login.status == 200
 
 
-async def test_register_again_while_unverified_rotates_the_link(
+async def test_register_again_while_unverified_keeps_the_earlier_link(
     client: Any, db: Database, mail_dir: Path
 ) -> None:
     await register(client, "twice@example.com")
@@ -113,13 +118,16 @@ async def test_register_again_while_unverified_rotates_the_link(
     second = last_token(mail_dir, "twice@example.com")
     assert first != second
     assert await db.fetch_val("SELECT count(*) FROM users") == 1
-    assert await db.fetch_val("SELECT count(*) FROM user_tokens") == 1
+    assert await db.fetch_val("SELECT count(*) FROM user_tokens") == 2
 
+    # Each link works once; a later sign-up never invalidates an earlier link.
     old = await client.post("/auth/verify-email", json={"token": first})
-    assert old.status == 422
-    assert "token" in error_of(await old.json())["details"]["fields"]
+    assert old.status == 200
     new = await client.post("/auth/verify-email", json={"token": second})
     assert new.status == 200
+    again = await client.post("/auth/verify-email", json={"token": first})
+    assert again.status == 422
+    assert "token" in error_of(await again.json())["details"]["fields"]
 
 
 async def test_the_mailbox_owners_sign_up_wins_over_an_earlier_hostile_one(
@@ -156,7 +164,9 @@ async def test_concurrent_sign_ups_of_one_address_leave_one_user(
     )
     assert [r.status for r in responses] == [200] * 10
     assert await db.fetch_val("SELECT count(*) FROM users") == 1
-    assert await db.fetch_val("SELECT count(*) FROM user_tokens") == 1
+    # One link per sign-up, each with its own binding.
+    assert await db.fetch_val("SELECT count(*) FROM user_tokens") == 10
+    assert await db.fetch_val("SELECT count(DISTINCT binding_hash) FROM user_tokens") == 10
 
 
 async def test_register_validation_gives_per_field_details(client: Any, db: Database) -> None:
@@ -186,7 +196,7 @@ async def test_register_validation_gives_per_field_details(client: Any, db: Data
     assert await db.fetch_val("SELECT count(*) FROM users") == 2
 
 
-async def test_resend_rotates_and_answers_the_same_for_everyone(
+async def test_resend_adds_a_link_and_answers_the_same_for_everyone(
     client: Any, factory: Any, db: Database, mail_dir: Path
 ) -> None:
     await register(client, "slow@example.com")
@@ -203,10 +213,11 @@ async def test_resend_rotates_and_answers_the_same_for_everyone(
     assert mails_to(mail_dir, verified.email) == []
     assert len(mails_to(mail_dir, "slow@example.com")) == 3
     latest = last_token(mail_dir, "slow@example.com")
-    assert await db.fetch_val("SELECT count(*) FROM user_tokens") == 1
+    assert await db.fetch_val("SELECT count(*) FROM user_tokens") == 3
 
-    stale = await client.post("/auth/verify-email", json={"token": first})
-    assert stale.status == 422
+    # A resend does not break earlier links either.
+    earlier = await client.post("/auth/verify-email", json={"token": first})
+    assert earlier.status == 200
     fresh = await client.post("/auth/verify-email", json={"token": latest})
     assert fresh.status == 200
 
@@ -237,3 +248,4 @@ async def test_routes_declare_their_abuse_limit_scope(app: Any) -> None:
     assert scopes["/api/v1/auth/resend-verification"] == "resend_verification"
     assert scopes["/api/v1/auth/login"] == "login"
     assert scopes["/api/v1/auth/password-reset/request"] == "password_reset"
+    assert scopes["/api/v1/auth/password"] == "login"

@@ -37,7 +37,9 @@ async def test_verify_provisions_the_account_and_signs_in(
     assert data["account"]["name"] == "Grace Hopper"
 
     cookies = set_cookies(response)
-    assert set(cookies) == {"auth_token", "refresh_token"}
+    assert set(cookies) == {"auth_token", "refresh_token", "registration_binding"}
+    assert cookies["registration_binding"]["max-age"] == "0"  # used up: cleared
+    assert data["hasPasswordLogin"] is True
     claims = decode_access_token(SECRET, cookies["auth_token"]["value"])
     assert str(claims.user_id) == data["user"]["id"]
     assert str(claims.account_id) == data["account"]["id"]

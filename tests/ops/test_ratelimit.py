@@ -149,6 +149,7 @@ async def test_auth_routes_declare_their_scopes(app: web.Application) -> None:
         "/api/v1/auth/login": "login",
         "/api/v1/auth/resend-verification": "resend_verification",
         "/api/v1/auth/password-reset/request": "password_reset",
+        "/api/v1/auth/password": "login",
     }
 
 
