@@ -103,6 +103,9 @@ class Settings:
     event_modules: tuple[str, ...] = ()
     invitation_ttl_hours: int = 168
     refresh_token_ttl_days: int = 30
+    # A rotated-out refresh token repeats its rotation within this many seconds while its
+    # successor is unused (parallel refreshes of several tabs); other reuse ends the family.
+    refresh_reuse_interval_seconds: int = 10
     default_plan: str = "free"
     log_level: str = "info"
     log_format: str = "console"
@@ -231,6 +234,9 @@ def load_settings(
         ),
         refresh_token_ttl_days=_int(
             env.get("REFRESH_TOKEN_TTL_DAYS", "30"), "REFRESH_TOKEN_TTL_DAYS", minimum=1
+        ),
+        refresh_reuse_interval_seconds=_int(
+            env.get("REFRESH_REUSE_INTERVAL_SECONDS", "10"), "REFRESH_REUSE_INTERVAL_SECONDS"
         ),
         default_plan=env.get("DEFAULT_PLAN", "free"),
         log_level=env.get("LOG_LEVEL", "info").lower(),

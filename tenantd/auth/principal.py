@@ -19,6 +19,7 @@ class Principal:
     jti: uuid.UUID
     issued_at: float
     expires_at: float
+    session_id: uuid.UUID | None = None  # the token's sid: logout of that session ends it
 
     @property
     def claims(self) -> AccessClaims:
@@ -29,6 +30,7 @@ class Principal:
             jti=self.jti,
             issued_at=self.issued_at,
             expires_at=self.expires_at,
+            session_id=self.session_id,
         )
 
 
