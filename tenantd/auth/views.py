@@ -26,6 +26,8 @@ from tenantd.auth.schemas import (
     TokenBody,
     VerifiedUser,
 )
+from tenantd.auth.tokens import refresh_token_family
+from tenantd.ops.http import rate_limit_request
 from tenantd.web.json import json_response, ok
 from tenantd.web.routing import Access, Routes
 from tenantd.web.schemas import Empty, Message
@@ -166,9 +168,11 @@ async def refresh(request: web.Request) -> web.Response:
     if not raw:
         # Nothing to refresh: the anonymous branch of tryAuth.
         return ok({"user": None})
-    result = await service.refresh_session(
-        request.app[appkeys.services], refresh_token=raw, client=client_meta(request)
-    )
+    services = request.app[appkeys.services]
+    # Limited per IP and per session family (named by the token, checked by its tag).
+    family = refresh_token_family(services.settings.secret_key, raw)
+    await rate_limit_request(request, "refresh", None, session=str(family) if family else None)
+    result = await service.refresh_session(services, refresh_token=raw, client=client_meta(request))
     return signed_in(request, result)
 
 
