@@ -233,7 +233,7 @@ def main() -> None:
             tokens = access_tokens(2000, plan.accounts)
             http("me_authenticated", server.url, "/api/v1/users/me", tokens=tokens)
             http("me_anonymous", server.url, "/api/v1/users/me")
-            refresh = [refresh_token(i) for i in range(1, plan.sessions + 1)]
+            refresh = [refresh_token(SECRET, i) for i in range(1, plan.sessions + 1)]
             http(
                 "refresh",
                 server.url,

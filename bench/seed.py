@@ -6,11 +6,14 @@ import contextlib
 import hashlib
 import hmac
 import time
+import uuid
 from dataclasses import dataclass
 
 import psycopg2
 import psycopg2.errors
 from argon2 import PasswordHasher
+
+from tenantd.identity.tokens import successor_refresh_token
 
 BASE = {
     "users": 100_000,
@@ -39,8 +42,13 @@ class SeedPlan:
         return cls(**counts)
 
 
-def refresh_token(i: int) -> str:
-    return f"bench-refresh-{i:09d}"
+def family_uuid(i: int) -> str:
+    return f"00000000-0000-4000-a000-{i:012x}"
+
+
+def refresh_token(secret: str, i: int) -> str:
+    """Session i's refresh token, in the form that names its family (the fast refresh path)."""
+    return successor_refresh_token(secret, f"bench-refresh-{i:09d}", uuid.UUID(family_uuid(i)))
 
 
 def token_hash(secret: str, token: str) -> bytes:
@@ -148,14 +156,14 @@ def seed(dsn: str, plan: SeedPlan, secret: str, log: callable = print) -> dict[s
         user_index = ((i - 1) % a) + 1  # owners, so the aid membership is active
         rows.append(
             (
+                family_uuid(i),
                 user_uuid(user_index),
                 account_uuid(user_index),
-                psycopg2.Binary(token_hash(secret, refresh_token(i))),
+                psycopg2.Binary(token_hash(secret, refresh_token(secret, i))),
             )
         )
     args = ",".join(
-        cur.mogrify("(gen_random_uuid(), %s, %s, %s, now() + interval '30 days')", r).decode()
-        for r in rows
+        cur.mogrify("(%s, %s, %s, %s, now() + interval '30 days')", r).decode() for r in rows
     )
     cur.execute(
         "INSERT INTO sessions (family_id, user_id, account_id, token_hash, expires_at) VALUES "

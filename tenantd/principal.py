@@ -15,6 +15,7 @@ class AccessClaims:
     jti: uuid.UUID
     issued_at: float
     expires_at: float
+    session_id: uuid.UUID | None = None  # the `sid` claim: the refresh session (family)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,7 @@ class Principal:
     jti: uuid.UUID
     issued_at: float
     expires_at: float
+    session_id: uuid.UUID | None = None  # the token's sid: logout of that session ends it
 
     @property
     def claims(self) -> AccessClaims:
@@ -35,6 +37,7 @@ class Principal:
             jti=self.jti,
             issued_at=self.issued_at,
             expires_at=self.expires_at,
+            session_id=self.session_id,
         )
 
 

@@ -123,6 +123,9 @@ class Settings:
     event_modules: tuple[str, ...] = ()
     invitation_ttl_hours: int = 168
     refresh_token_ttl_days: int = 30
+    # A rotated-out refresh token repeats its rotation within this many seconds while its
+    # successor is unused (parallel refreshes of several tabs); other reuse ends the family.
+    refresh_reuse_interval_seconds: int = 10
     default_plan: str = "free"
     log_level: str = "info"
     log_format: str = "console"
@@ -252,6 +255,7 @@ def load_settings(
         event_modules=_list(env.get("TENANTD_EVENT_MODULES", "")),
         invitation_ttl_hours=env_int(env, "INVITATION_TTL_HOURS", 168, minimum=1),
         refresh_token_ttl_days=env_int(env, "REFRESH_TOKEN_TTL_DAYS", 30, minimum=1),
+        refresh_reuse_interval_seconds=env_int(env, "REFRESH_REUSE_INTERVAL_SECONDS", 10),
         default_plan=env.get("DEFAULT_PLAN", "free"),
         log_level=env.get("LOG_LEVEL", "info").lower(),
         log_format=log_format,

@@ -296,15 +296,15 @@ async def move_session(
     user_id: uuid.UUID,
     account_id: uuid.UUID | None,
     access_jti: uuid.UUID,
-) -> dt.datetime | None:
-    """Point the caller's live refresh session at another account; its expiry, or None."""
-    expires_at: dt.datetime | None = await conn.fetch_val(
+) -> uuid.UUID | None:
+    """Point the caller's live refresh session at another account; its family, or None."""
+    family_id: uuid.UUID | None = await conn.fetch_val(
         "UPDATE sessions SET account_id = %(a)s, access_jti = %(jti)s"
         " WHERE token_hash = %(h)s AND user_id = %(u)s AND revoked_at IS NULL"
-        " AND rotated_at IS NULL AND expires_at > now() RETURNING expires_at",
+        " AND rotated_at IS NULL AND expires_at > now() RETURNING family_id",
         {"a": account_id, "jti": access_jti, "h": token_hash, "u": user_id},
     )
-    return expires_at
+    return family_id
 
 
 # -- invitations ------------------------------------------------------------------------------

@@ -78,15 +78,23 @@ async def activate(
 
     The old access token is not revoked: it keeps its old account until it expires.
     """
-    token, claims = issue_access_token(settings.secret_key, user_id=user_id, account_id=account_id)
+    jti = uuid.uuid4()
+    session_id = None
     if refresh_token:
-        await queries.move_session(
+        session_id = await queries.move_session(
             conn,
             token_hash=token_hash(settings.secret_key, refresh_token),
             user_id=user_id,
             account_id=account_id,
-            access_jti=claims.jti,
+            access_jti=jti,
         )
+    token, claims = issue_access_token(
+        settings.secret_key,
+        user_id=user_id,
+        account_id=account_id,
+        jti=jti,
+        session_id=session_id,  # logout of the session ends this token too
+    )
     return Activation(account_id=account_id, access_token=token, claims=claims)
 
 

@@ -1,4 +1,4 @@
-"""The auth job kind: verification and password-reset mail, off the request path.
+"""The auth job kind: verification, password-reset and session-reuse mail, off the request path.
 
 The request only queues `{purpose, email}` (no token: links are minted when the job runs and
 stored hashed like every other), so the answer takes the same time whether or not the
@@ -26,5 +26,9 @@ async def run_auth_email(services: Services, payload: dict[str, Any], job: JobIn
     await send(services, email)
 
 
-SENDERS = {service.VERIFY: service.mail_verification_link, service.RESET: service.mail_reset_link}
+SENDERS = {
+    service.VERIFY: service.mail_verification_link,
+    service.RESET: service.mail_reset_link,
+    service.SESSION_REUSED: service.mail_session_reused,
+}
 KINDS = (JobKind(name=AUTH_EMAIL, run=run_auth_email, max_attempts=3, timeout=60.0),)

@@ -77,6 +77,18 @@ def account_exists(to: str, *, settings: Settings) -> EmailMessage:
     )
 
 
+def session_reused(to: str, *, settings: Settings) -> EmailMessage:
+    env = _own_templates()
+    variables = {"base_url": settings.public_base_url}
+    return EmailMessage(
+        to=to,
+        subject=env.get_template("session_reused.subject.txt").render(**variables).strip(),
+        text=env.get_template("session_reused.txt").render(**variables),
+        html=env.get_template("session_reused.html").render(**variables),
+        tag="session_reused",
+    )
+
+
 async def deliver(services: Services, message: EmailMessage) -> None:
     """Send; a provider failure is logged, never shown (answers must not depend on it)."""
     try:

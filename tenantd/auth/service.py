@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 VERIFY = "verify_email"
 RESET = "password_reset"
-AUTH_EMAIL = "auth.email"  # the job kind that sends both (tenantd/auth/jobs.py)
+SESSION_REUSED = "session_reused"
+AUTH_EMAIL = "auth.email"  # the job kind that sends these mails (tenantd/auth/jobs.py)
 VERIFY_TTL = dt.timedelta(hours=mail.VERIFY_TTL_HOURS)
 RESET_TTL = dt.timedelta(hours=1)
 
@@ -483,7 +484,10 @@ async def change_password(
 async def refresh_session(
     services: Services, *, refresh_token: str, client: ClientMeta
 ) -> SignedIn:
-    """Rotate the refresh session and answer with the user it belongs to."""
+    """Rotate the refresh session and answer with the user it belongs to.
+
+    Reuse of a rotated-out token ends the family; its user is told by email (after commit).
+    """
     async with services.db.connection() as conn:
         renewed = await rotate_fast(
             conn,
@@ -495,13 +499,34 @@ async def refresh_session(
         if renewed is not None:
             tokens, user = renewed
             return SignedIn(tokens, {"user": user_json(user)})
-        # Not renewable, or raced: the locked slow path says why (and revokes on reuse).
-        tokens = await rotate(
-            conn,
-            services.settings,
-            refresh_token=refresh_token,
-            user_agent=client.user_agent,
-            ip=client.ip,
-        )
+        # Not renewable, raced, or a repeat: the locked slow path decides (and revokes on reuse).
+        async with conn.transaction():
+            renewal = await rotate(
+                conn,
+                services.settings,
+                refresh_token=refresh_token,
+                user_agent=client.user_agent,
+                ip=client.ip,
+            )
+            if renewal.revoked_user_id is not None:
+                await _submit_reuse_notice(services, conn, renewal.revoked_user_id)
+        tokens = renewal.issued()
         row = await queries.user_by_id(conn, tokens.access.user_id)
     return SignedIn(tokens, {"user": user_json(row) if row else None})
+
+
+async def _submit_reuse_notice(services: Services, conn: Conn, user_id: uuid.UUID) -> None:
+    """Queue the "session ended" mail in the revoking transaction: it leaves after commit."""
+    user = await queries.user_by_id(conn, user_id)
+    if user is not None:
+        await services.jobs.submit(
+            services,
+            AUTH_EMAIL,
+            {"purpose": SESSION_REUSED, "email": normalize_email(user["email"])},
+            conn=conn,
+        )
+
+
+async def mail_session_reused(services: Services, email: str) -> None:
+    """The job's half: tell the user a session was ended because its token was reused."""
+    await mail.deliver(services, mail.session_reused(email, settings=services.settings))

@@ -33,10 +33,12 @@ from tenantd.identity.cookies import (
     set_session_cookies,
 )
 from tenantd.identity.guards import invalid
+from tenantd.identity.tokens import refresh_token_family
 from tenantd.principal import current_principal, optional_principal
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS
 from tenantd.web.json import json_response, ok
+from tenantd.web.ratelimit import rate_limit_request
 from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes
 
@@ -219,9 +221,11 @@ async def refresh(request: web.Request) -> web.Response:
     if not raw:
         # Nothing to refresh: the anonymous branch of tryAuth.
         return ok({"user": None})
-    result = await service.refresh_session(
-        request.app[SERVICES], refresh_token=raw, client=client_meta(request)
-    )
+    services = request.app[SERVICES]
+    # Limited per IP and per session family (named by the token, checked by its tag).
+    family = refresh_token_family(services.settings.secret_key, raw)
+    await rate_limit_request(request, "refresh", None, session=str(family) if family else None)
+    result = await service.refresh_session(services, refresh_token=raw, client=client_meta(request))
     return signed_in(request, result)
 
 

@@ -1,12 +1,12 @@
 """In-process cache of the resolved request context, with bounded staleness.
 
-What is cached: the Principal of an access token (keyed by jti: user, aid, role, after the
-revocation and cutoff checks), the serialised /me body (keyed by user and aid), and the
-user's inbox answers (first pages and unread count).
+What is cached: the Principal of an access token (keyed by jti, found also by its user and
+its session: user, aid, role, after the revocation and cutoff checks), the serialised /me
+body (keyed by user and aid), and the user's inbox answers (first pages and unread count).
 
 How it stays correct: database triggers (sql/0070, 0071) announce every write to users,
-memberships, accounts, plans, feature overrides, passwords, identities, revoked tokens and
-notifications.
+memberships, accounts, plans, feature overrides, passwords, identities, revoked tokens,
+ended sessions (sql/0092: every access token of the session goes) and notifications.
  * Other instances hear it through LISTEN tenantd_cache (delivered on commit, in ms).
  * The writing process sees it as a NOTICE on its own connection and invalidates at once
    (`apply_notices`, called by the db layer after commit), before it answers.
@@ -31,7 +31,7 @@ from tenantd.principal import Principal
 log = logging.getLogger(__name__)
 
 CHANNEL = "tenantd_cache"
-_NOTICE = re.compile(r"tenantd_cache:(user|account|jti|inbox|all)(?::([0-9a-f-]{36}))?")
+_NOTICE = re.compile(r"tenantd_cache:(user|account|jti|session|inbox|all)(?::([0-9a-f-]{36}))?")
 PSYCOPG_NOTICE_LIMIT = 50  # psycopg2 keeps only the newest 50 notices
 
 
@@ -58,6 +58,7 @@ class ContextCache:
         self.generation = 0
         self._principals: OrderedDict[uuid.UUID, Principal] = OrderedDict()
         self._jtis_by_user: dict[uuid.UUID, set[uuid.UUID]] = {}
+        self._jtis_by_session: dict[uuid.UUID, set[uuid.UUID]] = {}
         self._me: dict[uuid.UUID, dict[uuid.UUID | None, bytes]] = {}
         self._me_count = 0
         # Per-user inbox answers (first pages, unread count), oldest first. They change with
@@ -99,9 +100,11 @@ class ContextCache:
             return
         if len(self._principals) >= self.max_entries:
             old_jti, old = self._principals.popitem(last=False)
-            self._forget_jti(old.user_id, old_jti)
+            self._forget_jti(old, old_jti)
         self._principals[principal.jti] = principal
         self._jtis_by_user.setdefault(principal.user_id, set()).add(principal.jti)
+        if principal.session_id is not None:
+            self._jtis_by_session.setdefault(principal.session_id, set()).add(principal.jti)
 
     def store_me(
         self, user_id: uuid.UUID, account_id: uuid.UUID | None, body: bytes, generation: int
@@ -164,31 +167,47 @@ class ContextCache:
         self.invalidate_inbox(user_id)
         self.generation += 1
         for jti in self._jtis_by_user.pop(user_id, set()):
-            self._principals.pop(jti, None)
+            principal = self._principals.pop(jti, None)
+            if principal is not None:
+                self._forget_jti(principal, jti)
         self._me_count -= len(self._me.pop(user_id, {}))
 
     def invalidate_jti(self, jti: uuid.UUID) -> None:
         self.generation += 1
         principal = self._principals.pop(jti, None)
         if principal is not None:
-            self._forget_jti(principal.user_id, jti)
+            self._forget_jti(principal, jti)
+
+    def invalidate_session(self, session_id: uuid.UUID) -> None:
+        """Every access token of an ended session (logout, reuse of its refresh token)."""
+        self.generation += 1
+        for jti in self._jtis_by_session.pop(session_id, set()):
+            principal = self._principals.pop(jti, None)
+            if principal is not None:
+                self._forget_jti(principal, jti)
 
     def flush(self) -> None:
         """Account-wide and plan-wide changes touch many users: start over."""
         self.generation += 1
         self._principals.clear()
         self._jtis_by_user.clear()
+        self._jtis_by_session.clear()
         self._me.clear()
         self._me_count = 0
         self._inbox.clear()
         self._inbox_bytes = 0
 
-    def _forget_jti(self, user_id: uuid.UUID, jti: uuid.UUID) -> None:
-        jtis = self._jtis_by_user.get(user_id)
-        if jtis is not None:
-            jtis.discard(jti)
-            if not jtis:
-                del self._jtis_by_user[user_id]
+    def _forget_jti(self, principal: Principal, jti: uuid.UUID) -> None:
+        """Drop a jti that left the cache from the user and session indexes."""
+        indexes = [(self._jtis_by_user, principal.user_id)]
+        if principal.session_id is not None:
+            indexes.append((self._jtis_by_session, principal.session_id))
+        for index, key in indexes:
+            jtis = index.get(key)
+            if jtis is not None:
+                jtis.discard(jti)
+                if not jtis:
+                    del index[key]
 
     def apply(self, payload: str) -> None:
         match = _NOTICE.search(payload if payload.startswith(CHANNEL) else f"{CHANNEL}:{payload}")
@@ -201,6 +220,8 @@ class ContextCache:
             self.invalidate_user(uuid.UUID(value))
         elif kind == "jti":
             self.invalidate_jti(uuid.UUID(value))
+        elif kind == "session":
+            self.invalidate_session(uuid.UUID(value))
         elif kind == "inbox":
             self.invalidate_inbox(uuid.UUID(value))
 

@@ -28,11 +28,15 @@ def invalid() -> Unauthorized:
 
 
 async def check_claims(conn: Conn, claims: AccessClaims) -> Principal:
-    """Expiry, jti revocation, the user-wide cutoff and the aid membership; else invalid."""
+    """Expiry, jti and session revocation, the user-wide cutoff and the aid membership."""
     if claims.expires_at <= time.time():
         raise invalid()
     state = await queries.token_state(
-        conn, user_id=claims.user_id, jti=claims.jti, account_id=claims.account_id
+        conn,
+        user_id=claims.user_id,
+        jti=claims.jti,
+        account_id=claims.account_id,
+        session_id=claims.session_id,
     )
     if state is None or state["revoked"]:
         raise invalid()
@@ -48,6 +52,7 @@ async def check_claims(conn: Conn, claims: AccessClaims) -> Principal:
         jti=claims.jti,
         issued_at=claims.issued_at,
         expires_at=claims.expires_at,
+        session_id=claims.session_id,
     )
 
 

@@ -12,7 +12,9 @@ TOKEN_STATE = Prepared(
     "tenantd_token_state",
     """
 SELECT u.tokens_valid_after,
-       EXISTS (SELECT 1 FROM revoked_tokens r WHERE r.jti = %(jti)s) AS revoked,
+       EXISTS (SELECT 1 FROM revoked_tokens r WHERE r.jti = %(jti)s)
+       OR EXISTS (SELECT 1 FROM sessions s
+                   WHERE s.family_id = %(sid)s AND s.revoked_at IS NOT NULL) AS revoked,
        (SELECT m.role FROM memberships m JOIN accounts a ON a.id = m.account_id
          WHERE m.user_id = u.id AND m.account_id = %(aid)s
            AND m.revoked_at IS NULL AND a.deleted_at IS NULL) AS role
@@ -23,10 +25,18 @@ SELECT u.tokens_valid_after,
 
 
 async def token_state(
-    conn: Conn, *, user_id: uuid.UUID, jti: uuid.UUID, account_id: uuid.UUID | None
+    conn: Conn,
+    *,
+    user_id: uuid.UUID,
+    jti: uuid.UUID,
+    account_id: uuid.UUID | None,
+    session_id: uuid.UUID | None = None,
 ) -> Row | None:
-    """User cutoff, jti revocation and the role in the token's account, in one round trip."""
-    return await conn.fetch_one(TOKEN_STATE, {"uid": user_id, "jti": jti, "aid": account_id})
+    """User cutoff, jti or session revocation and the role in the token's account, in one
+    round trip. A session family with a revoked row is ended as a whole (logout, reuse)."""
+    return await conn.fetch_one(
+        TOKEN_STATE, {"uid": user_id, "jti": jti, "aid": account_id, "sid": session_id}
+    )
 
 
 async def user_by_id(conn: Conn, user_id: uuid.UUID) -> Row | None:
@@ -79,19 +89,57 @@ async def insert_session(
     )
 
 
+# A session row with what renewing it depends on: the user's cutoff, whether its family was
+# ended (any revoked row ends the family), and how long ago it was rotated out (by the
+# database clock, like rotated_at itself; the wall clock, as now() is when the transaction
+# began, maybe before a concurrent rotation it waited for).
+_SESSION_STATE = (
+    "SELECT s.*, u.tokens_valid_after, clock_timestamp() - s.rotated_at AS since_rotated,"
+    " EXISTS (SELECT 1 FROM sessions f WHERE f.family_id = s.family_id"
+    " AND f.revoked_at IS NOT NULL) AS family_revoked"
+    " FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = %(hash)s"
+)
+
+
 async def lock_session_by_hash(conn: Conn, token_hash: bytes) -> Row | None:
-    return await conn.fetch_one(
-        "SELECT s.*, u.tokens_valid_after FROM sessions s JOIN users u ON u.id = s.user_id"
-        " WHERE s.token_hash = %(hash)s FOR UPDATE OF s",
-        {"hash": token_hash},
+    return await conn.fetch_one(_SESSION_STATE + " FOR UPDATE OF s", {"hash": token_hash})
+
+
+async def session_by_hash(conn: Conn, token_hash: bytes) -> Row | None:
+    return await conn.fetch_one(_SESSION_STATE, {"hash": token_hash})
+
+
+async def session_family(conn: Conn, token_hash: bytes) -> uuid.UUID | None:
+    return await conn.fetch_val(
+        "SELECT family_id FROM sessions WHERE token_hash = %(h)s", {"h": token_hash}
     )
 
 
-async def revoke_family(conn: Conn, family_id: uuid.UUID) -> None:
+async def retire_session(conn: Conn, *, session_id: uuid.UUID, family_id: uuid.UUID) -> None:
+    """Mark a session rotated out; drop the family's rows rotated out before it.
+
+    The row replaced last stays for the reuse interval. Rows another transaction holds (a
+    repeat of their rotation in progress) are skipped: the next rotation takes them.
+    """
     await conn.execute(
-        "UPDATE sessions SET revoked_at = now() WHERE family_id = %(f)s AND revoked_at IS NULL",
+        "UPDATE sessions SET rotated_at = now() WHERE id = %(id)s", {"id": session_id}
+    )
+    await conn.execute(
+        "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions WHERE family_id = %(f)s"
+        " AND id <> %(id)s AND rotated_at IS NOT NULL AND revoked_at IS NULL"
+        " FOR UPDATE SKIP LOCKED)",
+        {"f": family_id, "id": session_id},
+    )
+
+
+async def revoke_family(conn: Conn, family_id: uuid.UUID) -> uuid.UUID | None:
+    """End a session family; its user when a row was still unrevoked, else None."""
+    user_id: uuid.UUID | None = await conn.fetch_val(
+        "UPDATE sessions SET revoked_at = now() WHERE family_id = %(f)s AND revoked_at IS NULL"
+        " RETURNING user_id",
         {"f": family_id},
     )
+    return user_id
 
 
 async def revoke_jti(

@@ -1,4 +1,15 @@
-"""Sessions: issue, rotate (refresh), revoke. Refresh tokens are stored only as keyed hashes."""
+"""Sessions: issue, rotate (refresh), revoke. Refresh tokens are stored only as keyed hashes.
+
+A session family is one sign-in; its id is the `sid` claim of every access token issued to
+it, so ending the family ends those tokens too. Rotation replaces the family's live row with
+its successor and keeps only the row it replaced, so a family holds one live row (and the
+one before it) however often it is renewed.
+
+Within REFRESH_REUSE_INTERVAL_SECONDS a rotated-out token whose successor is still unused
+(two tabs refreshing at once) repeats that rotation: the successor is derived from the token
+it replaces, so the repeat answers the same successor and revokes nothing. Any other use of
+a rotated-out token is reuse (a theft signal): the whole family is revoked.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +22,14 @@ from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
 from tenantd.errors import Unauthorized
 from tenantd.identity import queries
-from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
+from tenantd.identity.tokens import (
+    AccessClaims,
+    issue_access_token,
+    new_refresh_token,
+    refresh_token_family,
+    successor_refresh_token,
+    token_hash,
+)
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -23,6 +41,23 @@ class IssuedTokens:
     access: AccessClaims
     refresh_token: str
     refresh_expires_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """What the locked refresh path decided: new tokens, or why not."""
+
+    tokens: IssuedTokens | None = None
+    refusal: str | None = None
+    # Set when this renewal revoked a live family for reuse: the user to tell.
+    revoked_user_id: uuid.UUID | None = None
+
+    def issued(self) -> IssuedTokens:
+        """The new tokens; a refusal is raised as invalid_session."""
+        if self.tokens is None:
+            log.info("refresh refused", extra={"reason": self.refusal})
+            raise Unauthorized("invalid_session", "Session is invalid or expired")
+        return self.tokens
 
 
 def _utcnow() -> dt.datetime:
@@ -37,17 +72,39 @@ async def issue_session(
     account_id: uuid.UUID | None,
     user_agent: str | None = None,
     ip: str | None = None,
-    family_id: uuid.UUID | None = None,
 ) -> IssuedTokens:
-    """Create a refresh session row and a matching access token."""
-    access_token, claims = issue_access_token(
-        settings.secret_key, user_id=user_id, account_id=account_id
+    """Start a session family: its first refresh row and a matching access token."""
+    family_id = uuid.uuid4()
+    return await _insert_session(
+        conn,
+        settings,
+        family_id=family_id,
+        refresh=new_refresh_token(settings.secret_key, family_id),
+        user_id=user_id,
+        account_id=account_id,
+        user_agent=user_agent,
+        ip=ip,
     )
-    refresh = new_opaque_token()
+
+
+async def _insert_session(
+    conn: Conn,
+    settings: Settings,
+    *,
+    family_id: uuid.UUID,
+    refresh: str,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    user_agent: str | None,
+    ip: str | None,
+) -> IssuedTokens:
+    access_token, claims = issue_access_token(
+        settings.secret_key, user_id=user_id, account_id=account_id, session_id=family_id
+    )
     expires_at = _utcnow() + dt.timedelta(days=settings.refresh_token_ttl_days)
     await queries.insert_session(
         conn,
-        family_id=family_id or uuid.uuid4(),
+        family_id=family_id,
         user_id=user_id,
         account_id=account_id,
         token_hash=token_hash(settings.secret_key, refresh),
@@ -59,14 +116,10 @@ async def issue_session(
     return IssuedTokens(access_token, claims, refresh, expires_at)
 
 
-def _refused(reason: str) -> Unauthorized:
-    log.info("refresh refused", extra={"reason": reason})
-    return Unauthorized("invalid_session", "Session is invalid or expired")
-
-
 # The whole good path of a refresh in one atomic statement: lock the presented session while
-# it is renewable (not revoked, rotated or expired; created after the user's cutoff; its aid
-# membership active), mark it rotated, insert the next session of the family, return the user.
+# it is renewable (not revoked, rotated or expired; its family not ended; created after the
+# user's cutoff; its aid membership active), mark it rotated, drop the family's rows rotated
+# out before it (skipping rows a repeat holds), insert the successor, return the user.
 # A concurrent second use waits on the lock, re-checks, finds it rotated and returns nothing.
 ROTATE = Prepared(
     "tenantd_rotate_session",
@@ -74,9 +127,11 @@ ROTATE = Prepared(
 WITH old AS (
     SELECT s.id, s.family_id, s.user_id, s.account_id
       FROM sessions s JOIN users u ON u.id = s.user_id
-     WHERE s.token_hash = %(old)s::bytea
+     WHERE s.token_hash = %(old)s::bytea AND s.family_id = %(family)s::uuid
        AND s.revoked_at IS NULL AND s.rotated_at IS NULL AND s.expires_at > now()
        AND (u.tokens_valid_after IS NULL OR s.created_at >= u.tokens_valid_after)
+       AND NOT EXISTS (SELECT 1 FROM sessions f
+                        WHERE f.family_id = s.family_id AND f.revoked_at IS NOT NULL)
        AND (s.account_id IS NULL OR EXISTS (
             SELECT 1 FROM memberships m JOIN accounts a ON a.id = m.account_id
              WHERE m.user_id = s.user_id AND m.account_id = s.account_id
@@ -84,7 +139,12 @@ WITH old AS (
        FOR UPDATE OF s
 ), rotated AS (
     UPDATE sessions SET rotated_at = now() FROM old WHERE sessions.id = old.id
-    RETURNING old.family_id, old.user_id, old.account_id
+    RETURNING old.id, old.family_id, old.user_id, old.account_id
+), pruned AS (
+    DELETE FROM sessions WHERE id IN (
+        SELECT p.id FROM sessions p JOIN rotated r ON p.family_id = r.family_id
+         WHERE p.id <> r.id AND p.rotated_at IS NOT NULL AND p.revoked_at IS NULL
+           FOR UPDATE OF p SKIP LOCKED)
 ), issued AS (
     INSERT INTO sessions (family_id, user_id, account_id, token_hash, expires_at, access_jti,
                           user_agent, ip)
@@ -108,13 +168,17 @@ async def rotate_fast(
     ip: str | None = None,
 ) -> tuple[IssuedTokens, Row] | None:
     """Renew in one round trip; None when the session is not renewable (see `rotate`)."""
-    refresh = new_opaque_token()
+    family_id = refresh_token_family(settings.secret_key, refresh_token)
+    if family_id is None:
+        return None  # not one of ours, or from before tokens named their family
+    refresh = successor_refresh_token(settings.secret_key, refresh_token, family_id)
     jti = uuid.uuid4()
     expires_at = _utcnow() + dt.timedelta(days=settings.refresh_token_ttl_days)
     user = await conn.fetch_one(
         ROTATE,
         {
             "old": token_hash(settings.secret_key, refresh_token),
+            "family": family_id,
             "new": token_hash(settings.secret_key, refresh),
             "expires": expires_at,
             "jti": jti,
@@ -125,7 +189,11 @@ async def rotate_fast(
     if user is None:
         return None
     access_token, claims = issue_access_token(
-        settings.secret_key, user_id=user["id"], account_id=user["account_id"], jti=jti
+        settings.secret_key,
+        user_id=user["id"],
+        account_id=user["account_id"],
+        jti=jti,
+        session_id=family_id,
     )
     return IssuedTokens(access_token, claims, refresh, expires_at), user
 
@@ -137,46 +205,78 @@ async def rotate(
     refresh_token: str,
     user_agent: str | None = None,
     ip: str | None = None,
-) -> IssuedTokens:
-    """Refresh: one-time use. Reusing a rotated token revokes its whole family (theft signal).
-
-    Refusals are raised after the transaction ends, so the family revocation is committed.
-    """
-    refusal: str | None = None
-    issued: IssuedTokens | None = None
-    async with conn.transaction():
-        row = await queries.lock_session_by_hash(
-            conn, token_hash(settings.secret_key, refresh_token)
-        )
-        refusal = await _refusal(conn, row)
-        if refusal == "reused":
-            assert row is not None
-            await queries.revoke_family(conn, row["family_id"])
-            log.warning("rotated refresh token reused; session family revoked")
-        elif refusal is None:
-            assert row is not None
-            await conn.execute(
-                "UPDATE sessions SET rotated_at = now() WHERE id = %(id)s", {"id": row["id"]}
-            )
-            issued = await issue_session(
-                conn,
-                settings,
-                user_id=row["user_id"],
-                account_id=row["account_id"],
-                user_agent=user_agent,
-                ip=ip,
-                family_id=row["family_id"],
-            )
-    if issued is None:
-        raise _refused(refusal or "unknown")
-    return issued
-
-
-async def _refusal(conn: Conn, row: Row | None) -> str | None:
-    """Why a locked session row may not be renewed, or None when it may."""
+) -> Renewal:
+    """The locked refresh path: rotate, repeat a rotation within the reuse interval, or say
+    why not. Reuse revokes the whole family. Run it in the caller's transaction."""
+    secret_key = settings.secret_key
+    row = await queries.lock_session_by_hash(conn, token_hash(secret_key, refresh_token))
     if row is None:
-        return "unknown"
-    if row["revoked_at"] is not None:
+        family_id = refresh_token_family(secret_key, refresh_token)
+        if family_id is None:
+            return Renewal(refusal="unknown")
+        # One of our tokens whose row is gone: rotated out before the row now kept.
+        return await _revoke_for_reuse(conn, family_id)
+    if row["revoked_at"] is not None or row["family_revoked"]:
+        return Renewal(refusal="revoked")
+    successor = successor_refresh_token(secret_key, refresh_token, row["family_id"])
+    if row["rotated_at"] is not None:
+        return await _repeat_or_revoke(conn, settings, row, successor)
+    refusal = await _refusal(conn, row)
+    if refusal is not None:
+        return Renewal(refusal=refusal)
+    await queries.retire_session(conn, session_id=row["id"], family_id=row["family_id"])
+    tokens = await _insert_session(
+        conn,
+        settings,
+        family_id=row["family_id"],
+        refresh=successor,
+        user_id=row["user_id"],
+        account_id=row["account_id"],
+        user_agent=user_agent,
+        ip=ip,
+    )
+    return Renewal(tokens=tokens)
+
+
+async def _repeat_or_revoke(
+    conn: Conn, settings: Settings, row: Row, successor_token: str
+) -> Renewal:
+    """A rotated-out token: within the interval and with its successor unused, answer that
+    successor again (a fresh access token, nothing revoked); otherwise it is reuse."""
+    interval = dt.timedelta(seconds=settings.refresh_reuse_interval_seconds)
+    successor = await queries.session_by_hash(
+        conn, token_hash(settings.secret_key, successor_token)
+    )
+    if (
+        successor is not None
+        and successor["rotated_at"] is None
+        and row["since_rotated"] < interval  # never with an interval of 0
+    ):
+        refusal = await _refusal(conn, successor)
+        if refusal is not None:
+            return Renewal(refusal=refusal)
+        access_token, claims = issue_access_token(
+            settings.secret_key,
+            user_id=successor["user_id"],
+            account_id=successor["account_id"],
+            session_id=successor["family_id"],
+        )
+        tokens = IssuedTokens(access_token, claims, successor_token, successor["expires_at"])
+        return Renewal(tokens=tokens)
+    return await _revoke_for_reuse(conn, row["family_id"])
+
+
+async def _revoke_for_reuse(conn: Conn, family_id: uuid.UUID) -> Renewal:
+    user_id = await queries.revoke_family(conn, family_id)
+    if user_id is None:
+        return Renewal(refusal="revoked")  # ended already: nothing new to tell anyone
+    log.warning("rotated refresh token reused; session family revoked")
+    return Renewal(refusal="reused", revoked_user_id=user_id)
+
+
+async def _refusal(conn: Conn, row: Row) -> str | None:
+    """Why a session row may not be renewed, or None when it may."""
+    if row["revoked_at"] is not None or row["family_revoked"]:
         return "revoked"
     if row["rotated_at"] is not None:
         return "reused"
@@ -196,15 +296,20 @@ async def _refusal(conn: Conn, row: Row | None) -> str | None:
 async def revoke_session(
     conn: Conn, settings: Settings, *, refresh_token: str | None, access: AccessClaims | None
 ) -> None:
-    """Logout: end this session family and the access token in hand."""
+    """Logout: end this session family, and with it every access token issued to it (sid)."""
+    families: set[uuid.UUID] = set()
+    if access is not None and access.session_id is not None:
+        families.add(access.session_id)
     if refresh_token:
-        row = await conn.fetch_one(
-            "SELECT family_id FROM sessions WHERE token_hash = %(h)s",
-            {"h": token_hash(settings.secret_key, refresh_token)},
+        family_id = await queries.session_family(
+            conn, token_hash(settings.secret_key, refresh_token)
         )
-        if row is not None:
-            await queries.revoke_family(conn, row["family_id"])
+        if family_id is not None:
+            families.add(family_id)
+    for family_id in sorted(families):
+        await queries.revoke_family(conn, family_id)
     if access is not None:
+        # A token from before access tokens carried their sid ends by its own id.
         await queries.revoke_jti(
             conn,
             jti=access.jti,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import secrets
@@ -29,6 +31,56 @@ def token_hash(secret_key: str, token: str) -> bytes:
     return hmac.new(secret_key.encode(), token.encode(), hashlib.sha256).digest()
 
 
+# Refresh tokens read `<family>.<tag>.<secret>`: the family id and a keyed tag over it (so a
+# token rotated out long ago, whose row is gone, is still known as its family's, and nobody
+# can name a family without having held one of its tokens), then 256 secret bits.
+_FAMILY_TAG = b"tenantd:refresh-family:"
+_SUCCESSOR = b"tenantd:refresh-successor:"
+_TAG_BYTES = 16
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _family_part(secret_key: str, family_id: uuid.UUID) -> str:
+    tag = hmac.new(secret_key.encode(), _FAMILY_TAG + family_id.bytes, hashlib.sha256).digest()
+    return f"{_b64(family_id.bytes)}.{_b64(tag[:_TAG_BYTES])}"
+
+
+def new_refresh_token(secret_key: str, family_id: uuid.UUID) -> str:
+    """The first refresh token of a session family."""
+    return f"{_family_part(secret_key, family_id)}.{new_opaque_token()}"
+
+
+def successor_refresh_token(secret_key: str, token: str, family_id: uuid.UUID) -> str:
+    """The token that replaces `token` on rotation: derived, not random, so a repeat of the
+    same rotation (two tabs refreshing at once) answers the same successor without any
+    token being stored."""
+    secret = hmac.new(secret_key.encode(), _SUCCESSOR + token.encode(), hashlib.sha256).digest()
+    return f"{_family_part(secret_key, family_id)}.{_b64(secret)}"
+
+
+def refresh_token_family(secret_key: str, token: str) -> uuid.UUID | None:
+    """The family a refresh token names, if its tag is ours; None for anything else."""
+    family_b64, _, rest = token.partition(".")
+    tag_b64, _, secret = rest.partition(".")
+    if not secret or len(family_b64) != 22 or len(tag_b64) != 22:
+        return None
+    try:
+        family_id = uuid.UUID(bytes=_unb64(family_b64))
+    except (binascii.Error, ValueError):
+        return None
+    expected = _family_part(secret_key, family_id)
+    if not hmac.compare_digest(expected.encode(), f"{family_b64}.{tag_b64}".encode()):
+        return None
+    return family_id
+
+
 def issue_access_token(
     secret_key: str,
     *,
@@ -36,6 +88,7 @@ def issue_access_token(
     account_id: uuid.UUID | None,
     now: float | None = None,
     jti: uuid.UUID | None = None,
+    session_id: uuid.UUID | None = None,
 ) -> tuple[str, AccessClaims]:
     # Millisecond iat so a cutoff set earlier in the same second is still told apart.
     issued_at = round(now if now is not None else time.time(), 3)
@@ -45,10 +98,12 @@ def issue_access_token(
         jti=jti or uuid.uuid4(),
         issued_at=issued_at,
         expires_at=issued_at + ACCESS_TTL_SECONDS,
+        session_id=session_id,
     )
     payload = {
         "sub": str(user_id),
         "aid": str(account_id) if account_id else None,
+        "sid": str(session_id) if session_id else None,
         "jti": str(claims.jti),
         "iat": claims.issued_at,
         "exp": int(claims.expires_at),
@@ -86,12 +141,14 @@ def _verified(secret_key: str, token: str) -> AccessClaims:
             options={"require": ["sub", "jti", "iat", "exp", "iss"]},
         )
         aid = payload.get("aid")
+        sid = payload.get("sid")
         return AccessClaims(
             user_id=uuid.UUID(str(payload["sub"])),
             account_id=uuid.UUID(str(aid)) if aid else None,
             jti=uuid.UUID(str(payload["jti"])),
             issued_at=float(payload["iat"]),
             expires_at=float(payload["exp"]),
+            session_id=uuid.UUID(str(sid)) if sid else None,
         )
     except (jwt.PyJWTError, ValueError, TypeError, KeyError):
         raise Unauthorized("invalid_session", "Session is invalid or expired") from None

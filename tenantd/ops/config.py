@@ -26,6 +26,8 @@ DEFAULT_RATE_LIMITS = {
     "resend_verification": (20, 5),
     "password_reset": (20, 5),
 }
+# Scope -> (per IP, per session family) within the window: refresh has no email to count.
+DEFAULT_SESSION_RATE_LIMITS = {"refresh": (600, 60)}
 DEFAULT_RATE_WINDOW = 900
 
 
@@ -34,6 +36,7 @@ class RateRule:
     per_ip: int
     per_email: int
     window_seconds: int
+    per_session: int = 0
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,12 @@ class OpsConfig:
     def rate_rule(self, scope: str) -> RateRule:
         rule = self.rate_rules.get(scope)
         if rule is None:
-            per_ip, per_email = DEFAULT_RATE_LIMITS.get(scope, (100, 10))
-            rule = RateRule(per_ip, per_email, DEFAULT_RATE_WINDOW)
+            if scope in DEFAULT_SESSION_RATE_LIMITS:
+                per_ip, per_session = DEFAULT_SESSION_RATE_LIMITS[scope]
+                rule = RateRule(per_ip, 0, DEFAULT_RATE_WINDOW, per_session)
+            else:
+                per_ip, per_email = DEFAULT_RATE_LIMITS.get(scope, (100, 10))
+                rule = RateRule(per_ip, per_email, DEFAULT_RATE_WINDOW)
         return rule
 
     @property
@@ -106,6 +113,14 @@ def parse_ops_config(env: dict[str, str]) -> OpsConfig:
             per_ip=env_int(env, prefix + "PER_IP", per_ip),
             per_email=env_int(env, prefix + "PER_EMAIL", per_email),
             window_seconds=env_int(env, prefix + "WINDOW_SECONDS", default_window, minimum=1),
+        )
+    for scope, (per_ip, per_session) in DEFAULT_SESSION_RATE_LIMITS.items():
+        prefix = f"RATE_LIMIT_{scope.upper()}_"
+        rules[scope] = RateRule(
+            per_ip=env_int(env, prefix + "PER_IP", per_ip),
+            per_email=0,
+            window_seconds=env_int(env, prefix + "WINDOW_SECONDS", default_window, minimum=1),
+            per_session=env_int(env, prefix + "PER_SESSION", per_session),
         )
     token = env.get("TENANTD_METRICS_TOKEN", "").strip() or None
     return OpsConfig(

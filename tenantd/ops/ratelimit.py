@@ -1,10 +1,11 @@
 """Abuse limits backed by PostgreSQL, so they hold across every instance.
 
 Fixed windows aligned on multiples of the window length: one `rate_limits` row per key
-(`<scope>:ip:<address>` and `<scope>:email:<keyed hash>`; emails are never stored in the
-clear). Both counters of a request move in ONE upsert statement, which also starts a new
-window when the stored one has passed; the request is refused when any counter is over its
-limit, with Retry-After = seconds until that window ends.
+(`<scope>:ip:<address>`, `<scope>:email:<keyed hash>`, and for refresh
+`<scope>:session:<sid>`; emails are never stored in the clear). All counters of a request move
+in ONE upsert statement, which also starts a new window when the stored one has passed; the
+request is refused when any counter is over its limit, with Retry-After = seconds until that
+window ends.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ RETURNING r.key, r.count, extract(epoch FROM r.window_start - now())::float8 AS 
 @dataclass(frozen=True)
 class Counter:
     key: str
-    dimension: str  # "ip" or "email"
+    dimension: str  # "ip", "email" or "session"
     limit: int
     window: int
 
@@ -56,7 +57,12 @@ def email_key(secret_key: str, email: str) -> str:
 
 
 def counters_for(
-    scope: str, rule: RateRule, *, ip: str | None, email_hash: str | None
+    scope: str,
+    rule: RateRule,
+    *,
+    ip: str | None,
+    email_hash: str | None,
+    session: str | None = None,
 ) -> list[Counter]:
     counters = []
     if ip and rule.per_ip > 0:
@@ -64,6 +70,10 @@ def counters_for(
     if email_hash and rule.per_email > 0:
         counters.append(
             Counter(f"{scope}:email:{email_hash}", "email", rule.per_email, rule.window_seconds)
+        )
+    if session and rule.per_session > 0:
+        counters.append(
+            Counter(f"{scope}:session:{session}", "session", rule.per_session, rule.window_seconds)
         )
     return counters
 
@@ -98,14 +108,14 @@ async def check(
     scope: str,
     ip: str | None,
     email: str | None,
+    session: str | None = None,
 ) -> Verdict:
-    """Count this attempt of `scope` per IP and per email; say whether it is allowed."""
+    """Count this attempt of `scope` per IP, email and session; say whether it is allowed."""
     if not config.rate_limit_enabled:
         return Verdict(True, 0)
     email_hash = email_key(secret_key, email) if email else None
-    return await hit(
-        conn, counters_for(scope, config.rate_rule(scope), ip=ip, email_hash=email_hash)
-    )
+    rule = config.rate_rule(scope)
+    return await hit(conn, counters_for(scope, rule, ip=ip, email_hash=email_hash, session=session))
 
 
 async def enforce(

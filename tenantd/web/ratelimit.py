@@ -20,8 +20,11 @@ def request_ip(request: web.Request) -> str | None:
     return client_ip(request.remote, request.headers.get("X-Forwarded-For"), config.trusted_proxies)
 
 
-async def rate_limit_request(request: web.Request, scope: str, body: Any) -> None:
-    """Count this request against `scope` per IP and per body email; 429 when over."""
+async def rate_limit_request(
+    request: web.Request, scope: str, body: Any, *, session: str | None = None
+) -> None:
+    """Count this request against `scope` per IP, per body email and per `session` (a
+    session family id the caller vouches for); 429 when over."""
     settings = request.app[SETTINGS]
     config = ops_config(settings)
     if not config.rate_limit_enabled:
@@ -35,6 +38,7 @@ async def rate_limit_request(request: web.Request, scope: str, body: Any) -> Non
             scope=scope,
             ip=request_ip(request),
             email=str(email) if email else None,
+            session=session,
         )
     if not verdict.allowed:
         metrics = request.app.get(METRICS)

@@ -4,10 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tenantd.db import Database
 from tenantd.identity.tokens import decode_access_token, token_hash
 from tests.auth.helpers import error_of, set_cookies
 from tests.conftest import SECRET
+
+
+@pytest.fixture
+def reuse_interval() -> str | None:
+    return None  # REFRESH_REUSE_INTERVAL_SECONDS left at its default
+
+
+@pytest.fixture
+def env(env: dict[str, str], reuse_interval: str | None) -> dict[str, str]:
+    if reuse_interval is not None:
+        env["REFRESH_REUSE_INTERVAL_SECONDS"] = reuse_interval
+    return env
+
+
+# With no reuse interval every second use of a refresh token is reuse (strict rotation); the
+# interval itself is tested in test_refresh_reuse.py.
+strict_rotation = pytest.mark.parametrize("reuse_interval", ["0"])
 
 
 async def refresh_with(make_client: Any, refresh_token: str) -> Any:
@@ -15,6 +34,7 @@ async def refresh_with(make_client: Any, refresh_token: str) -> Any:
     return await browser.post("/api/v1/auth/refresh")
 
 
+@strict_rotation
 async def test_refresh_rotates_both_cookies(make_client: Any, factory: Any, db: Database) -> None:
     user = await factory.user()
     cookies = await factory.cookies(user)
@@ -39,6 +59,7 @@ async def test_refresh_rotates_both_cookies(make_client: Any, factory: Any, db: 
     assert error_of(await old.json())["code"] == "UNAUTHORIZED"
 
 
+@strict_rotation
 async def test_reusing_a_rotated_token_revokes_the_family(
     make_client: Any, factory: Any, db: Database
 ) -> None:
@@ -223,6 +244,7 @@ async def test_refresh_tokens_are_stored_only_as_hmac(
     assert bytes(row["token_hash"]) == token_hash(SECRET, cookies["refresh_token"])
 
 
+@strict_rotation
 async def test_concurrent_uses_of_one_refresh_token_renew_once_then_revoke_the_family(
     make_client: Any, factory: Any, db: Database
 ) -> None:

@@ -123,13 +123,16 @@ async def hot_statements() -> dict[str, tuple[str, dict[str, Any]]]:
 
     await capture(
         "token_state",
-        lambda c: auth_queries.token_state(c, user_id=user, jti=uuid.uuid4(), account_id=account),
+        lambda c: auth_queries.token_state(
+            c, user_id=user, jti=uuid.uuid4(), account_id=account, session_id=uuid.uuid4()
+        ),
     )
     recorded["me"] = (ME.sql, {"uid": user, "aid": account})
     recorded["refresh"] = (
         ROTATE.sql,
         {
             "old": b"x" * 32,
+            "family": uuid.uuid4(),
             "new": b"y" * 32,
             "expires": dt.datetime.now(dt.UTC),
             "jti": uuid.uuid4(),
