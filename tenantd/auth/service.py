@@ -21,7 +21,7 @@ from tenantd.auth.sessions import IssuedTokens, issue_session, revoke_all, rotat
 from tenantd.auth.tokens import new_opaque_token, token_hash
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
-from tenantd.email.addresses import normalize_email
+from tenantd.email.addresses import canonical_email, normalize_email
 from tenantd.errors import DomainClaimed, EmailNotVerified, InvalidCredentials, ValidationFailed
 from tenantd.settings import Settings
 
@@ -108,7 +108,7 @@ async def register(
     settings = services.settings
     # Hash first, whatever the outcome, so timing does not tell whether the address exists.
     password_hash = await hash_password(password)
-    email = normalize_email(email)
+    email = canonical_email(email)
     outgoing: mail.Outgoing
     async with services.db.transaction() as conn:
         user_id = await queries.insert_user(

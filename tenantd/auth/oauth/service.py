@@ -40,6 +40,7 @@ from tenantd.auth.oauth.flow import (
 )
 from tenantd.auth.sessions import IssuedTokens, issue_session
 from tenantd.db import Database, Row
+from tenantd.email.addresses import InvalidEmail, canonical_email
 from tenantd.errors import Conflict, NotFound
 from tenantd.settings import OAuthProviderSettings, Settings
 
@@ -197,7 +198,12 @@ async def complete(
         client_id=config.client_id,
         nonce=flow.nonce,
     )
-    email = require_email(identity)
+    try:
+        # The API's normal form exactly, so an IdP's `Alice@Exämple.com.` is the same user
+        # (and the same domain claim) as a registered `alice@xn--exmple-cua.com`.
+        email = canonical_email(require_email(identity))
+    except InvalidEmail:
+        raise OAuthRefused(errors.EMAIL_MISSING, "id_token email is not a valid address") from None
     if not identity.email_verified:
         # Nothing is written: no user, identity, account or session.
         raise OAuthRefused(errors.EMAIL_NOT_VERIFIED, "provider does not vouch for the email")
