@@ -251,6 +251,7 @@ async def verify_email(services: Services, *, token: str, client: ClientMeta) ->
                     account_name=owner["account_name"],
                 ),
             )
+        await mail.deliver(services, mail.join_request_sent(user["email"], domain=conflict.domain))
         raise DomainClaimed(
             details={"accountId": str(conflict.account_id), "domain": conflict.domain}
         )

@@ -330,6 +330,8 @@ async def _sign_in_once(
                     account_name=owner["account_name"],
                 ),
             )
+        if outcome != "returning":
+            await mail.deliver(services, mail.join_request_sent(email, domain=conflict.domain))
         raise OAuthRefused(
             errors.DOMAIN_CLAIMED,
             "domain claimed by another account; join request pending",
