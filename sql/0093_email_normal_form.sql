@@ -7,7 +7,8 @@
 -- in Python first, so only rows written before this migration with a non-ASCII domain (an
 -- internationalised domain kept in Unicode) are not folded; list them with
 --   SELECT email FROM email_suppressions WHERE email !~ '^[[:ascii:]]*$';
--- and re-add each one with `tenantd suppress add` (which normalises), then delete the old row.
+-- re-add each one with `tenantd suppress add` (which normalises) and delete the old row, which
+-- matches nothing now.
 
 -- Suppression rows that fold to one address: the oldest one stays (its reason and provider
 -- are the first verdict, as for any later insert), the others go.

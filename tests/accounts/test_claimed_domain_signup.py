@@ -47,9 +47,7 @@ async def refused_signup(
     assert first.status == 200, await first.text()
     account_id = (await first.json())["data"]["account"]["id"]
     hire = await make_client()
-    refused = await error(
-        await register_and_verify(hire, mail_dir, email), 409, "DOMAIN_CLAIMED"
-    )
+    refused = await error(await register_and_verify(hire, mail_dir, email), 409, "DOMAIN_CLAIMED")
     assert refused["details"] == {"accountId": account_id, "domain": "claimco.io"}
     assert NOTICE in refused["message"]
     login = await hire.post("/api/v1/auth/login", json={"email": email, "password": PASSWORD})
@@ -93,14 +91,10 @@ async def test_after_a_decision_the_requester_may_create_accounts(
     created = await data(await hire.post("/api/v1/accounts", json={"name": "Own"}), 201)
     assert created["role"] == "owner" and created["claimedDomain"] is None
     # The claim stays with the founder's account.
-    assert await db.fetch_val(
-        "SELECT count(*) FROM accounts WHERE claimed_domain IS NOT NULL"
-    ) == 1
+    assert await db.fetch_val("SELECT count(*) FROM accounts WHERE claimed_domain IS NOT NULL") == 1
 
 
-async def test_a_released_claim_no_longer_blocks(
-    make_client: Any, db: Any, mail_dir: Path
-) -> None:
+async def test_a_released_claim_no_longer_blocks(make_client: Any, db: Any, mail_dir: Path) -> None:
     founder, hire, account_id = await refused_signup(make_client, mail_dir)
     await data(await founder.delete(f"/api/v1/accounts/{account_id}"))
     await data(await hire.post("/api/v1/accounts", json={"name": "Own"}), 201)

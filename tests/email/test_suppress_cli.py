@@ -82,9 +82,7 @@ def test_add_check_remove_round_trip(cli_env: dict[str, str], migrated: str) -> 
     assert invoke(cli_env, "check", "Bob@example.com").exit_code == 0
 
 
-def test_check_finds_the_row_whatever_the_spelling(
-    cli_env: dict[str, str], migrated: str
-) -> None:
+def test_check_finds_the_row_whatever_the_spelling(cli_env: dict[str, str], migrated: str) -> None:
     # INTERFACE.md: `tenantd suppress check Bob@Example.COM` finds the row of bob@example.com.
     sql(
         migrated,
