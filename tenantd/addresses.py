@@ -1,22 +1,92 @@
-"""One normalisation of email addresses, used everywhere the suppression list is consulted."""
+"""The one normalised form of an email address, used by every comparison in the service.
+
+Users, suppression rows, invitations, domain claims, webhook verdicts and OpenID Connect
+emails all compare `normalize_email(...)`: stripped, lower-cased, the domain in IDNA
+(punycode, UTS 46 mapping) without a trailing dot. `Dave@Exämple.COM.` and
+`dave@xn--exmple-cua.com` are the same address.
+"""
 
 from __future__ import annotations
 
+import idna
 
-def normalize_email(address: str) -> str:
-    """Trim and lower-case the domain part (the local part is case-sensitive by RFC 5321)."""
+MAX_EMAIL_LENGTH = 320
+BAD_DOMAIN = "the part after the @ is not a valid domain name"
+
+
+class InvalidEmail(ValueError):
+    """An address with no normalised form (callers at the API answer it with a 422)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _ascii_domain(domain: str) -> str:
+    """The lower-case IDNA form of a domain, without trailing dots; InvalidEmail if none."""
+    try:
+        # UTS 46 maps case, full-width dots and compatibility forms; std3 rules off so that
+        # ASCII names DNS allows in practice (underscores) keep working as before.
+        mapped = idna.uts46_remap(domain, std3_rules=False, transitional=False)
+    except idna.IDNAError:
+        raise InvalidEmail(BAD_DOMAIN) from None
+    mapped = mapped.rstrip(".")
+    labels = mapped.split(".")
+    if not mapped or any(not label for label in labels):
+        raise InvalidEmail(BAD_DOMAIN)
+    encoded = []
+    for label in labels:
+        try:
+            if not label.isascii():
+                label = idna.alabel(label).decode("ascii")
+            elif label.startswith("xn--"):
+                idna.ulabel(label)  # an A-label must decode to a valid U-label
+        except (idna.IDNAError, UnicodeError):
+            raise InvalidEmail(BAD_DOMAIN) from None
+        encoded.append(label)
+    return ".".join(encoded)
+
+
+def canonical_email(address: str) -> str:
+    """The normalised form of a valid address; InvalidEmail (422) when it has none.
+
+    For input from the outside (API bodies, the CLI, an identity provider's claim).
+    """
     address = address.strip()
     local, sep, domain = address.rpartition("@")
     if not sep:
-        return address
-    return f"{local}@{domain.lower()}"
+        raise InvalidEmail("an email address needs an @")
+    if not local:
+        raise InvalidEmail("the part before the @ is empty")
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in address):
+        raise InvalidEmail("an email address cannot hold spaces or control characters")
+    normal = f"{local.lower()}@{_ascii_domain(domain)}"
+    if len(normal) > MAX_EMAIL_LENGTH:
+        raise InvalidEmail(f"an email address has at most {MAX_EMAIL_LENGTH} characters")
+    return normal
+
+
+def normalize_email(address: str) -> str:
+    """The normalised form for comparisons; never raises.
+
+    A valid address gets exactly `canonical_email`. Anything else (a domain IDNA refuses, a
+    malformed webhook field) is still folded the same way as far as it goes, lower-cased and
+    without trailing dots, so it can be compared and refused by `is_plausible`.
+    """
+    try:
+        return canonical_email(address)
+    except InvalidEmail:
+        pass
+    local, sep, domain = address.strip().rpartition("@")
+    if not sep:
+        return address.strip().lower()
+    return f"{local.lower()}@{domain.lower().rstrip('.')}"
 
 
 def email_domain(address: str) -> str:
-    return address.strip().rpartition("@")[2].lower()
-
-
-MAX_EMAIL_LENGTH = 320
+    """The normalised domain of an address ('' when it has no @)."""
+    _local, sep, domain = normalize_email(address).rpartition("@")
+    return domain if sep else ""
 
 
 def is_plausible(address: str) -> bool:

@@ -67,7 +67,12 @@ class Conflict(AppError):
 class DomainClaimed(AppError):
     status = 409
     code = "DOMAIN_CLAIMED"
-    message = "This email domain is claimed by another account; a join request was sent"
+    # The requester learns here (and by email) that the owner and admins will see the address.
+    message = (
+        "This email domain is claimed by another account; a request to join it is pending."
+        " Your email address is shown to that account's owner and admins, who approve or deny"
+        " the request. Until then you cannot create a separate account."
+    )
 
 
 class SeatLimitReached(AppError):

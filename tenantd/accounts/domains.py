@@ -19,8 +19,9 @@ PUBLIC_EMAIL_DOMAINS: frozenset[str] = frozenset(
 
 
 def claimable_domain(email: str) -> str | None:
-    """The lower-cased domain of an address, or None when it is public or malformed."""
-    domain = email_domain(email).strip().rstrip(".")
+    """The normalised domain of an address (IDNA, lower case), or None when it is public or
+    malformed."""
+    domain = email_domain(email)
     if not domain or "." not in domain or domain in PUBLIC_EMAIL_DOMAINS:
         return None
     return domain

@@ -4,7 +4,7 @@ The raw token is returned once (and emailed); only HMAC-SHA256(SECRET_KEY, token
 Accepting locks the account, then the invitation, counts seats under the lock and creates the
 membership in the same transaction, so racing accepts never exceed the seat cap. An
 outstanding invitation reserves no seat. The accepting user's email must match the invited
-address (case-insensitive): a forwarded link does not let someone else in.
+address (both normalised): a forwarded link does not let someone else in.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tenantd.accounts import audit, permissions, queries
 from tenantd.accounts.names import account_name
 from tenantd.accounts.plans import entitlements
 from tenantd.accounts.service import Activation, activate, check_scope, lock_scoped
-from tenantd.addresses import normalize_email
+from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.db import Conn, Row
 from tenantd.errors import (
     Conflict,
@@ -31,6 +31,7 @@ from tenantd.errors import (
     InvitationRevoked,
     NotFound,
     SeatLimitReached,
+    ValidationFailed,
 )
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.services import Services
@@ -58,7 +59,10 @@ async def create_invitation(
     services: Services, actor: Principal, account_id: uuid.UUID, *, email: str, role: str
 ) -> Issued:
     """Invite an address (owner or admin, feature team_invitations); the invitee is emailed."""
-    email = normalize_email(email)
+    try:
+        email = canonical_email(email)
+    except InvalidEmail as error:
+        raise ValidationFailed({"email": error.reason}) from None
     async with services.db.transaction() as conn:
         account = await lock_scoped(conn, actor, account_id, "invitations.manage")
         await _require_feature(conn, account_id)
@@ -246,7 +250,7 @@ async def accept_invitation(
         if account is None:
             raise NotFound("The account of this invitation no longer exists")
         email = await queries.user_email(conn, actor.user_id)
-        if email is None or email.strip().lower() != invitation["email"].strip().lower():
+        if email is None or normalize_email(email) != normalize_email(invitation["email"]):
             raise Forbidden("This invitation was sent to another email address")
         seats = await queries.seat_state(conn, account_id=account["id"], user_id=actor.user_id)
         if seats["is_member"]:

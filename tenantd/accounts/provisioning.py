@@ -14,7 +14,7 @@ from tenantd.accounts import audit, queries
 from tenantd.accounts.domains import claimable_domain
 from tenantd.accounts.names import account_name
 from tenantd.db import Conn
-from tenantd.errors import Conflict
+from tenantd.errors import Conflict, DomainClaimed
 from tenantd.identity import queries as auth_queries
 from tenantd.settings import Settings
 
@@ -51,12 +51,28 @@ async def create_account(
     name: str,
     claimed_domain: str | None = None,
 ) -> uuid.UUID:
-    """Insert an account with its owner membership and default plan (caller's transaction)."""
+    """Insert an account with its owner membership and default plan (caller's transaction).
+
+    Every new account passes here, so a user waiting on a join request cannot sidestep it.
+    """
+    if settings.account_domain_claiming:
+        await refuse_while_join_pending(conn, user_id=owner_id)
     account_id = await queries.insert_account(conn, name=name, claimed_domain=claimed_domain)
     if account_id is None:
         raise Conflict("This email domain is already claimed by another account")
     await _populate(conn, settings, account_id=account_id, owner_id=owner_id, name=name)
     return account_id
+
+
+async def refuse_while_join_pending(conn: Conn, *, user_id: uuid.UUID) -> None:
+    """DOMAIN_CLAIMED while the user's join request to the live account claiming their domain
+    is pending: no separate account. Once it is approved or denied (or the claim is released
+    with its account) the user may create accounts like anyone else."""
+    pending = await queries.pending_claim_request(conn, user_id)
+    if pending is not None:
+        raise DomainClaimed(
+            details={"accountId": str(pending["account_id"]), "domain": pending["domain"]}
+        )
 
 
 async def _populate(

@@ -449,6 +449,18 @@ async def upsert_pending_join_request(
     return existing, False
 
 
+async def pending_claim_request(conn: Conn, user_id: uuid.UUID) -> Row | None:
+    """The user's pending join request to a live account that still claims its domain."""
+    return await conn.fetch_one(
+        "SELECT j.id, j.account_id, j.domain FROM join_requests j"
+        " JOIN accounts a ON a.id = j.account_id"
+        " WHERE j.user_id = %(u)s AND j.status = 'pending' AND a.deleted_at IS NULL"
+        " AND lower(a.claimed_domain) = lower(j.domain)"
+        " ORDER BY j.created_at, j.id LIMIT 1",
+        {"u": user_id},
+    )
+
+
 async def list_pending_join_requests(conn: Conn, account_id: uuid.UUID) -> list[Row]:
     return await conn.fetch_all(
         f"{JOIN_REQUEST_SELECT} WHERE j.account_id = %(a)s AND j.status = 'pending'"

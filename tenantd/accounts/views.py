@@ -85,6 +85,10 @@ async def list_accounts(request: web.Request) -> list[AccountSummary]:
     body=AccountCreate,
     response=AccountSummary,
     status=201,
+    responses={
+        409: "DOMAIN_CLAIMED: the caller's join request to the account claiming its email domain"
+        " is pending (ACCOUNT_DOMAIN_CLAIMING)"
+    },
     summary="Create an account; the caller becomes its owner",
 )
 async def create_account(request: web.Request, body: AccountCreate) -> web.Response:

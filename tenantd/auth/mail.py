@@ -65,6 +65,11 @@ def join_request(
     )
 
 
+def join_request_sent(to: str, *, domain: str) -> EmailMessage:
+    """To the requester: a join request was sent, and its owner and admins see the address."""
+    return _shipped(to, "join_request_sent", {"email": to, "domain": domain})
+
+
 def account_exists(to: str, *, settings: Settings) -> EmailMessage:
     env = _own_templates()
     variables = {"base_url": settings.public_base_url}

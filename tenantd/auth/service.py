@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
-from tenantd.addresses import normalize_email
+from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import mail
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
@@ -157,7 +157,10 @@ async def register(
     password_hash = await hash_password(password)
     # Every answer hands out a binding, known address or not, so the cookie tells nothing.
     binding = new_opaque_token()
-    email = normalize_email(email)
+    try:
+        email = canonical_email(email)
+    except InvalidEmail as error:
+        raise ValidationFailed({"email": error.reason}) from None
     outgoing: mail.Outgoing
     async with services.db.transaction() as conn:
         user_id = await queries.insert_user(
@@ -346,6 +349,7 @@ async def verify_email(
                     account_name=owner["account_name"],
                 ),
             )
+        await mail.deliver(services, mail.join_request_sent(user["email"], domain=conflict.domain))
         raise DomainClaimed(
             details={"accountId": str(conflict.account_id), "domain": conflict.domain}
         )

@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from tenantd.addresses import is_plausible, normalize_email
+from tenantd.addresses import InvalidEmail, canonical_email
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.db import Row
 from tenantd.email import suppression
@@ -22,10 +22,10 @@ COLUMNS = ("email", "reason", "provider", "created_at")
 
 
 def _address(value: str) -> str:
-    address = normalize_email(value)
-    if not is_plausible(address):
-        fail(f"not an email address: {value!r}", 2)
-    return address
+    try:
+        return canonical_email(value)
+    except InvalidEmail as exc:
+        fail(f"not an email address: {value!r} ({exc.reason})", 2)
 
 
 def _choice(value: str | None, allowed: tuple[str, ...], name: str) -> str | None:

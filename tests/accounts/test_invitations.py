@@ -41,7 +41,7 @@ async def test_create_returns_raw_token_once_and_stores_only_its_hmac(
 ) -> None:
     issued = await invite(team, "New.Person@Example.COM", "admin", client=team.admin_client)
     invitation, token = issued["invitation"], issued["token"]
-    assert invitation["email"] == "New.Person@example.com"  # domain lower-cased
+    assert invitation["email"] == "new.person@example.com"  # the one normal form
     assert invitation["role"] == "admin"
     assert invitation["invitedBy"] == str(team.admin.id)
     assert len(token) >= 40
@@ -59,7 +59,7 @@ async def test_create_returns_raw_token_once_and_stores_only_its_hmac(
     assert "token" not in listed[0] and token not in str(listed)
     # The invitee was emailed the accept link.
     mails = read_mails(mail_dir)
-    assert [m["To"] for m in mails] == ["New.Person@example.com"]
+    assert [m["To"] for m in mails] == ["new.person@example.com"]
     text = mail_text(mails[0])
     link = next(line for line in text.splitlines() if "/invitations/accept?token=" in line)
     assert link.startswith(f"{ORIGIN}/invitations/accept?token=")
@@ -491,3 +491,41 @@ async def test_accept_into_a_soft_deleted_account_is_not_found(
     issued = await invite(team, "late2@example.com")
     await data(await team.owner_client.delete(f"/api/v1/accounts/{team.account_id}"))
     await error(await accept(await login(invitee), issued["token"]), 404, "NOT_FOUND")
+
+
+# -- one normal form for the invited address --------------------------------------------------
+
+
+async def test_invitation_to_another_spelling_is_accepted_by_the_address(
+    team: Team, factory: Any, login: Any, db: Any
+) -> None:
+    issued = await invite(team, "Bob@Exämple.COM")
+    assert issued["invitation"]["email"] == "bob@xn--exmple-cua.com"
+    # Another spelling of the same address is the same pending invitation.
+    for spelling in ("bob@xn--exmple-cua.com", "BOB@exämple.com"):
+        await error(
+            await team.owner_client.post(
+                invitations_url(team), json={"email": spelling, "role": "member"}
+            ),
+            409,
+            "CONFLICT",
+        )
+    # A user who signed up (or came through an identity provider) as bob@xn--exmple-cua.com.
+    bob = await factory.user(email="bob@xn--exmple-cua.com", password=None)
+    accepted = await data(await accept(await login(bob), issued["token"]))
+    assert accepted["membership"]["userId"] == str(bob.id)
+    # ...and an address that only looks similar is not the invited one.
+    other = await invite(team, "Bob@Example.com")
+    stranger = await factory.user(email="bob@exampIe.com", password=None)
+    await error(await accept(await login(stranger), other["token"]), 403, "FORBIDDEN")
+
+
+async def test_invitation_addresses_without_a_normal_form_are_a_clean_422(team: Team) -> None:
+    for email in ("@exämple.com", "a@ex\u200dample.com", "a@xn--zz.com", "a@exämple.com."):
+        await error(
+            await team.owner_client.post(
+                invitations_url(team), json={"email": email, "role": "member"}
+            ),
+            422,
+            "VALIDATION_ERROR",
+        )

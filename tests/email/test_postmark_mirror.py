@@ -70,7 +70,7 @@ async def test_406_with_an_unreadable_message_suppresses_the_recipient(
     result = await services.email.send(EmailMessage(to="Zed@Example.COM", subject="s", text="t"))
     assert result.status == "suppressed"
     rows = await db.fetch_all("SELECT email, reason, provider FROM email_suppressions")
-    assert rows == [{"email": "Zed@example.com", "reason": "inactive", "provider": "postmark"}]
+    assert rows == [{"email": "zed@example.com", "reason": "inactive", "provider": "postmark"}]
 
 
 async def test_406_keeps_an_existing_row(start: Start, fake: FakeProviders, db: Database) -> None:

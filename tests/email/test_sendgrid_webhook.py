@@ -118,8 +118,8 @@ async def test_each_verdict_kind_and_the_kinds_that_create_nothing(
         "malformed": 0,
     }
     assert await rows(db) == [
-        {"email": "Hard@example.com", "reason": "hard_bounce", "provider": "sendgrid"},
         {"email": "drop@example.com", "reason": "dropped", "provider": "sendgrid"},
+        {"email": "hard@example.com", "reason": "hard_bounce", "provider": "sendgrid"},
         {"email": "spam@example.com", "reason": "complaint", "provider": "sendgrid"},
     ]
     recorded = sorted(

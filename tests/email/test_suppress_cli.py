@@ -69,17 +69,41 @@ def test_add_check_remove_round_trip(cli_env: dict[str, str], migrated: str) -> 
     result = invoke(cli_env, "add", "  Bob@EXAMPLE.com ")
     assert result.exit_code == 0, result.output
     assert table(migrated) == [
-        {"email": "Bob@example.com", "reason": "manual", "provider": "manual"}
+        {"email": "bob@example.com", "reason": "manual", "provider": "manual"}
     ]
 
     result = invoke(cli_env, "check", "Bob@example.COM")
     assert result.exit_code == 1
-    assert "Bob@example.com" in result.output and "manual" in result.output
+    assert "bob@example.com" in result.output and "manual" in result.output
 
     result = invoke(cli_env, "remove", "Bob@Example.com")
     assert result.exit_code == 0, result.output
     assert table(migrated) == []
     assert invoke(cli_env, "check", "Bob@example.com").exit_code == 0
+
+
+def test_check_finds_the_row_whatever_the_spelling(cli_env: dict[str, str], migrated: str) -> None:
+    # INTERFACE.md: `tenantd suppress check Bob@Example.COM` finds the row of bob@example.com.
+    sql(
+        migrated,
+        "INSERT INTO email_suppressions (email, reason, provider)"
+        " VALUES ('bob@example.com', 'complaint', 'sendgrid'),"
+        " ('eve@xn--exmple-cua.com', 'hard_bounce', 'resend')",
+    )
+    for spelling in ("Bob@Example.COM", "BOB@example.com.", " bob@EXAMPLE.com "):
+        result = invoke(cli_env, "check", spelling, "--json")
+        assert result.exit_code == 1, (spelling, result.output)
+        assert json.loads(result.stdout)["email"] == "bob@example.com"
+    result = invoke(cli_env, "check", "Eve@EXÄMPLE.com.", "--json")
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["email"] == "eve@xn--exmple-cua.com"
+    # Adding another spelling of a suppressed address is "already suppressed", not a new row.
+    again = invoke(cli_env, "add", "BOB@Example.com")
+    assert again.exit_code == 1 and "already suppressed" in again.output
+    assert invoke(cli_env, "remove", "Eve@Exämple.COM").exit_code == 0
+    assert table(migrated) == [
+        {"email": "bob@example.com", "reason": "complaint", "provider": "sendgrid"}
+    ]
 
 
 def test_add_with_a_reason_and_adding_twice_is_refused(
@@ -106,6 +130,8 @@ def test_remove_of_a_missing_row_exits_1(cli_env: dict[str, str]) -> None:
         ("add", "not-an-address"),
         ("add", "x@example.com", "--reason", "because"),
         ("check", "@example.com"),
+        ("add", "a@ex\u200dample.com"),  # a joiner IDNA refuses
+        ("check", "a@exa..mple.com"),
         ("list", "--provider", "mailgun"),
         ("list", "--reason", "soft_bounce"),
     ],

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tenantd.addresses import is_plausible, normalize_email
+from tenantd.addresses import InvalidEmail, canonical_email, is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email import suppression
 from tenantd.email.message import EmailMessage
@@ -18,14 +18,47 @@ from tests.factories import read_mails
 @pytest.mark.parametrize(
     ("raw", "normal"),
     [
-        ("  Bob@Example.COM \n", "Bob@example.com"),
+        ("  Bob@Example.COM \n", "bob@example.com"),
         ("bob@example.com", "bob@example.com"),
-        ("BOB@EXAMPLE.COM", "BOB@example.com"),  # the local part is case-sensitive
+        ("BOB@EXAMPLE.COM", "bob@example.com"),  # one form: the local part is lower-cased too
+        ("DAVE@X.", "dave@x"),  # no trailing dot
+        ("dave@example.com..", "dave@example.com"),
+        ("Alice@Exämple.com.", "alice@xn--exmple-cua.com"),  # IDNA (punycode) domain
+        ("alice@XN--EXMPLE-CUA.COM", "alice@xn--exmple-cua.com"),
+        ("a@ÉXAMPLE\uff0eCOM\u3002", "a@xn--xample-9ua.com"),  # UTS 46 maps case and dots
+        ("x@under_score.example", "x@under_score.example"),  # ASCII names stay as they are
         ('"a@b"@Example.org', '"a@b"@example.org'),  # the domain is after the last @
+        # No normal form: still folded as far as it goes (and refused by is_plausible).
+        ("A@Ex\u200dample.COM.", "a@ex\u200dample.com"),
+        ("no-at-sign", "no-at-sign"),
     ],
 )
 def test_normalize_email(raw: str, normal: str) -> None:
     assert normalize_email(raw) == normal
+    assert normalize_email(normal) == normal
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "",
+        "no-at-sign",
+        "@example.com",  # empty local part
+        "  @example.com",
+        "a@",
+        "a@.",
+        "a@exa..mple.com",
+        "a@ex\u200dample.com",  # a joiner IDNA refuses
+        "a@\u0000.com",
+        "a b@example.com",
+        "a@" + "x" * 400 + ".com",
+    ],
+)
+def test_canonical_email_refuses_what_has_no_normal_form(hostile: str) -> None:
+    with pytest.raises(InvalidEmail) as refused:
+        canonical_email(hostile)
+    # The API answers it with a 422 VALIDATION_ERROR on the email field (test_normal_form).
+    assert refused.value.reason
 
 
 @pytest.mark.parametrize(
@@ -48,11 +81,11 @@ def test_is_plausible(address: str, plausible: bool) -> None:
 async def test_find_add_remove_share_one_normalisation(db: Database) -> None:
     async with db.connection() as conn:
         assert await suppression.add(conn, "  Foo@EXAMPLE.com ", reason="manual", provider="manual")
-        assert (await suppression.find(conn, "Foo@example.COM"))["email"] == "Foo@example.com"
-        assert await suppression.find(conn, "foo@example.com") is None  # local part differs
-        # What verify-email does for a verified signup: the row goes, whatever the casing.
-        assert await suppression.remove(conn, "Foo@Example.Com  ") is True
-        assert await suppression.find(conn, "Foo@example.com") is None
+        assert (await suppression.find(conn, "Foo@example.COM"))["email"] == "foo@example.com"
+        assert (await suppression.find(conn, "FOO@example.com."))["email"] == "foo@example.com"
+        # What verify-email does for a verified signup: the row goes, whatever the spelling.
+        assert await suppression.remove(conn, "fOO@Example.Com.  ") is True
+        assert await suppression.find(conn, "foo@example.com") is None
         assert await suppression.remove(conn, "Foo@example.com") is False
 
 
@@ -99,10 +132,11 @@ async def test_service_checks_the_list_with_the_same_normalisation(db: Database,
     service = EmailService(db=db, sender=FileSender(tmp_path), sender_address="t <t@localhost>")
     await db.execute(
         "INSERT INTO email_suppressions (email, reason, provider)"
-        " VALUES ('Ann@example.com', 'hard_bounce', 'resend')"
+        " VALUES ('ann@example.com', 'hard_bounce', 'resend')"
     )
-    result = await service.send(EmailMessage(to=" Ann@EXAMPLE.com", subject="s", text="t"))
-    assert (result.status, result.reason) == ("suppressed", "hard_bounce")
+    for to in (" Ann@EXAMPLE.com", "ann@example.com.", "ANN@Example.Com"):
+        result = await service.send(EmailMessage(to=to, subject="s", text="t"))
+        assert (result.status, result.reason) == ("suppressed", "hard_bounce")
     assert read_mails(tmp_path) == []
-    sent = await service.send(EmailMessage(to="ann@example.com", subject="s", text="t"))
+    sent = await service.send(EmailMessage(to="anne@example.com", subject="s", text="t"))
     assert sent.status == "sent" and len(read_mails(tmp_path)) == 1

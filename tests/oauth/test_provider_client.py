@@ -427,7 +427,7 @@ def test_id_token_identity_is_normalised() -> None:
     key = SigningKey.rsa()
     identity = _verify(key.sign(_claims()), key)
     assert identity.subject == "subject"
-    assert identity.email == "Bob@example.org"  # domain lower-cased, local part kept
+    assert identity.email == "bob@example.org"  # the service's one normal form
     assert identity.email_verified is True  # the string form some providers send
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import psycopg2.errors
 
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
+from tenantd.addresses import InvalidEmail, canonical_email
 from tenantd.auth import mail
 from tenantd.auth.oauth import errors, queries
 from tenantd.auth.oauth.discovery import ProviderMetadata
@@ -197,7 +198,12 @@ async def complete(
         client_id=config.client_id,
         nonce=flow.nonce,
     )
-    email = require_email(identity)
+    try:
+        # The API's normal form exactly, so an IdP's `Alice@Exämple.com.` is the same user
+        # (and the same domain claim) as a registered `alice@xn--exmple-cua.com`.
+        email = canonical_email(require_email(identity))
+    except InvalidEmail:
+        raise OAuthRefused(errors.EMAIL_MISSING, "id_token email is not a valid address") from None
     if not identity.email_verified:
         # Nothing is written: no user, identity, account or session.
         raise OAuthRefused(errors.EMAIL_NOT_VERIFIED, "provider does not vouch for the email")
@@ -324,6 +330,8 @@ async def _sign_in_once(
                     account_name=owner["account_name"],
                 ),
             )
+        if outcome != "returning":
+            await mail.deliver(services, mail.join_request_sent(email, domain=conflict.domain))
         raise OAuthRefused(
             errors.DOMAIN_CLAIMED,
             "domain claimed by another account; join request pending",
