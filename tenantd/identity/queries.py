@@ -1,4 +1,5 @@
-"""Queries of the auth domain; each takes the connection it is given."""
+"""Queries of identity (users, credentials, tokens, sessions and the session-time view of
+memberships); each takes the connection it is given."""
 
 from __future__ import annotations
 
