@@ -13,6 +13,11 @@ from collections.abc import Sequence
 
 from tenantd.db import Conn, Row
 
+# The session-time view of memberships is identity's: one predicate for an active role (live
+# account, unrevoked membership) and one rule for the default account.
+from tenantd.identity.queries import active_role as active_role
+from tenantd.identity.queries import default_account_id as default_account_id
+
 # -- accounts ---------------------------------------------------------------------------------
 
 
@@ -175,16 +180,6 @@ async def set_feature(conn: Conn, *, account_id: uuid.UUID, feature: str, enable
 MEMBERSHIP_COLUMNS = "id, account_id, user_id, role, created_at, revoked_at"
 
 
-async def active_role(conn: Conn, *, account_id: uuid.UUID, user_id: uuid.UUID) -> str | None:
-    """The role read fresh (call it after `lock_account`: a new statement sees every commit)."""
-    role: str | None = await conn.fetch_val(
-        "SELECT role FROM memberships"
-        " WHERE account_id = %(a)s AND user_id = %(u)s AND revoked_at IS NULL",
-        {"a": account_id, "u": user_id},
-    )
-    return role
-
-
 async def lock_memberships(
     conn: Conn, *, account_id: uuid.UUID, user_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, Row]:
@@ -260,17 +255,6 @@ async def seat_state(conn: Conn, *, account_id: uuid.UUID, user_id: uuid.UUID) -
     row = await conn.fetch_one(SEATS_SQL, {"a": account_id, "u": user_id})
     assert row is not None
     return row
-
-
-async def default_account_id(conn: Conn, user_id: uuid.UUID) -> uuid.UUID | None:
-    """Where a user lands without a choice: the owned account, else the oldest membership."""
-    account_id: uuid.UUID | None = await conn.fetch_val(
-        "SELECT m.account_id FROM memberships m JOIN accounts a ON a.id = m.account_id"
-        " WHERE m.user_id = %(u)s AND m.revoked_at IS NULL AND a.deleted_at IS NULL"
-        " ORDER BY (m.role = 'owner') DESC, m.created_at, m.account_id LIMIT 1",
-        {"u": user_id},
-    )
-    return account_id
 
 
 async def user_email(conn: Conn, user_id: uuid.UUID) -> str | None:

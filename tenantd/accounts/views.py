@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from aiohttp import web
@@ -31,7 +30,7 @@ from tenantd.accounts.schemas import (
     TransferBody,
     TransferResult,
 )
-from tenantd.identity.cookies import AUTH_COOKIE, REFRESH_COOKIE
+from tenantd.identity.cookies import REFRESH_COOKIE, set_access_cookie
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES, Services
 from tenantd.web.json import ok
@@ -57,16 +56,7 @@ def _answer(
     """Wrap `data`; with an activation also set the new auth_token cookie (refresh kept)."""
     response = ok(data, status=status)
     if activation is not None:
-        age = max(0, int(activation.claims.expires_at - time.time()))
-        response.set_cookie(
-            AUTH_COOKIE,
-            activation.access_token,
-            max_age=age,
-            httponly=True,
-            samesite="Lax",
-            path="/",
-            secure=services.settings.cookie_secure,
-        )
+        set_access_cookie(response, services.settings, activation.access_token, activation.claims)
     return response
 
 

@@ -1,4 +1,6 @@
-"""Cookie attributes: HttpOnly, SameSite=Lax, Path=/, Secure unless COOKIE_SECURE=false."""
+"""tenantd's cookies and their one policy: HttpOnly, SameSite=Lax, Path=/ (the OAuth state
+cookie: its callback path), Secure unless COOKIE_SECURE=false, and Max-Age the value's
+remaining lifetime (0 when cleared)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import time
 from aiohttp import web
 
 from tenantd.identity.sessions import IssuedTokens
+from tenantd.principal import AccessClaims
 from tenantd.settings import Settings
 
 AUTH_COOKIE = "auth_token"
@@ -15,39 +18,65 @@ REFRESH_COOKIE = "refresh_token"
 BINDING_COOKIE = "registration_binding"
 
 
+def set_cookie(
+    response: web.StreamResponse,
+    settings: Settings,
+    name: str,
+    value: str,
+    *,
+    max_age: int,
+    path: str = "/",
+) -> None:
+    """Set one of tenantd's cookies with the policy."""
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path=path,
+        httponly=True,
+        samesite="Lax",
+        secure=settings.cookie_secure,
+    )
+
+
+def clear_cookie(
+    response: web.StreamResponse, settings: Settings, name: str, *, path: str = "/"
+) -> None:
+    """Clear one of tenantd's cookies (Max-Age=0) with the attributes it was set with."""
+    response.del_cookie(
+        name, path=path, secure=settings.cookie_secure, httponly=True, samesite="Lax"
+    )
+
+
+def remaining(expires_at: float) -> int:
+    """Max-Age = remaining lifetime, so browsers stop sending the token when it expires."""
+    return max(0, int(expires_at - time.time()))
+
+
+def set_access_cookie(
+    response: web.StreamResponse, settings: Settings, token: str, claims: AccessClaims
+) -> None:
+    set_cookie(response, settings, AUTH_COOKIE, token, max_age=remaining(claims.expires_at))
+
+
 def set_session_cookies(
     response: web.StreamResponse, settings: Settings, tokens: IssuedTokens
 ) -> None:
-    common = {"httponly": True, "samesite": "Lax", "path": "/", "secure": settings.cookie_secure}
-    # Max-Age = remaining lifetime, so browsers stop sending the token when it expires.
-    access_age = max(0, int(tokens.access.expires_at - time.time()))
-    response.set_cookie(AUTH_COOKIE, tokens.access_token, max_age=access_age, **common)  # type: ignore[arg-type]
-    refresh_age = max(0, int(tokens.refresh_expires_at.timestamp() - time.time()))
-    response.set_cookie(REFRESH_COOKIE, tokens.refresh_token, max_age=refresh_age, **common)  # type: ignore[arg-type]
+    set_access_cookie(response, settings, tokens.access_token, tokens.access)
+    refresh_age = remaining(tokens.refresh_expires_at.timestamp())
+    set_cookie(response, settings, REFRESH_COOKIE, tokens.refresh_token, max_age=refresh_age)
 
 
 def clear_session_cookies(response: web.StreamResponse, settings: Settings) -> None:
     for name in (AUTH_COOKIE, REFRESH_COOKIE):
-        response.del_cookie(
-            name, path="/", secure=settings.cookie_secure, httponly=True, samesite="Lax"
-        )
+        clear_cookie(response, settings, name)
 
 
 def set_binding_cookie(
     response: web.StreamResponse, settings: Settings, binding: str, *, max_age: int
 ) -> None:
-    response.set_cookie(
-        BINDING_COOKIE,
-        binding,
-        max_age=max_age,
-        httponly=True,
-        samesite="Lax",
-        path="/",
-        secure=settings.cookie_secure,
-    )
+    set_cookie(response, settings, BINDING_COOKIE, binding, max_age=max_age)
 
 
 def clear_binding_cookie(response: web.StreamResponse, settings: Settings) -> None:
-    response.del_cookie(
-        BINDING_COOKIE, path="/", secure=settings.cookie_secure, httponly=True, samesite="Lax"
-    )
+    clear_cookie(response, settings, BINDING_COOKIE)

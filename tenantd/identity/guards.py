@@ -15,12 +15,11 @@ from aiohttp import web
 from tenantd.db import Conn
 from tenantd.errors import Unauthorized
 from tenantd.identity import queries
+from tenantd.identity.cookies import AUTH_COOKIE
 from tenantd.identity.tokens import AccessClaims, decode_access_token
 from tenantd.principal import PRINCIPAL, Principal
 from tenantd.services import SERVICES
 from tenantd.web.spec import Access
-
-AUTH_COOKIE = "auth_token"
 
 
 def invalid() -> Unauthorized:

@@ -1,4 +1,5 @@
-"""Queries of the auth domain; each takes the connection it is given."""
+"""Queries of identity (users, credentials, tokens, sessions and the session-time view of
+memberships); each takes the connection it is given."""
 
 from __future__ import annotations
 
@@ -8,16 +9,23 @@ import uuid
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
 
+# The one predicate of an active role, kept by every session-time check (guard, refresh,
+# account switch, the account a sign-in lands in): the membership is not revoked and its
+# account is not soft-deleted. Callers append `AND ...` for the user and the account.
+ACTIVE_MEMBERSHIPS = (
+    "memberships m JOIN accounts a ON a.id = m.account_id"
+    " WHERE m.revoked_at IS NULL AND a.deleted_at IS NULL"
+)
+
 TOKEN_STATE = Prepared(
     "tenantd_token_state",
-    """
+    f"""
 SELECT u.tokens_valid_after,
        EXISTS (SELECT 1 FROM revoked_tokens r WHERE r.jti = %(jti)s)
        OR EXISTS (SELECT 1 FROM sessions s
                    WHERE s.family_id = %(sid)s AND s.revoked_at IS NOT NULL) AS revoked,
-       (SELECT m.role FROM memberships m JOIN accounts a ON a.id = m.account_id
-         WHERE m.user_id = u.id AND m.account_id = %(aid)s
-           AND m.revoked_at IS NULL AND a.deleted_at IS NULL) AS role
+       (SELECT m.role FROM {ACTIVE_MEMBERSHIPS}
+           AND m.user_id = u.id AND m.account_id = %(aid)s) AS role
   FROM users u
  WHERE u.id = %(uid)s
 """,
@@ -153,22 +161,24 @@ async def revoke_jti(
 
 
 async def active_role(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID) -> str | None:
-    return await conn.fetch_val(
-        "SELECT m.role FROM memberships m JOIN accounts a ON a.id = m.account_id"
-        " WHERE m.user_id = %(u)s AND m.account_id = %(a)s AND m.revoked_at IS NULL"
-        " AND a.deleted_at IS NULL",
+    """The user's role in a live account, None without an active membership. Read fresh: after
+    `lock_account` a new statement sees every commit."""
+    role: str | None = await conn.fetch_val(
+        f"SELECT m.role FROM {ACTIVE_MEMBERSHIPS} AND m.user_id = %(u)s AND m.account_id = %(a)s",
         {"u": user_id, "a": account_id},
     )
+    return role
 
 
 async def default_account_id(conn: Conn, user_id: uuid.UUID) -> uuid.UUID | None:
-    """The account a fresh login lands in: the user's owned account, else the oldest."""
-    return await conn.fetch_val(
-        "SELECT m.account_id FROM memberships m JOIN accounts a ON a.id = m.account_id"
-        " WHERE m.user_id = %(u)s AND m.revoked_at IS NULL AND a.deleted_at IS NULL"
+    """Where a user lands without a choice (sign-in, after leaving or deleting the active
+    account): the owned live account, else the oldest active membership (ties: account id)."""
+    account_id: uuid.UUID | None = await conn.fetch_val(
+        f"SELECT m.account_id FROM {ACTIVE_MEMBERSHIPS} AND m.user_id = %(u)s"
         " ORDER BY (m.role = 'owner') DESC, m.created_at, m.account_id LIMIT 1",
         {"u": user_id},
     )
+    return account_id
 
 
 # --- sign-up, verification, sign-in and password reset -------------------------------------

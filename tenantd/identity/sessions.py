@@ -123,7 +123,7 @@ async def _insert_session(
 # A concurrent second use waits on the lock, re-checks, finds it rotated and returns nothing.
 ROTATE = Prepared(
     "tenantd_rotate_session",
-    """
+    f"""
 WITH old AS (
     SELECT s.id, s.family_id, s.user_id, s.account_id
       FROM sessions s JOIN users u ON u.id = s.user_id
@@ -133,9 +133,8 @@ WITH old AS (
        AND NOT EXISTS (SELECT 1 FROM sessions f
                         WHERE f.family_id = s.family_id AND f.revoked_at IS NOT NULL)
        AND (s.account_id IS NULL OR EXISTS (
-            SELECT 1 FROM memberships m JOIN accounts a ON a.id = m.account_id
-             WHERE m.user_id = s.user_id AND m.account_id = s.account_id
-               AND m.revoked_at IS NULL AND a.deleted_at IS NULL))
+            SELECT 1 FROM {queries.ACTIVE_MEMBERSHIPS}
+               AND m.user_id = s.user_id AND m.account_id = s.account_id))
        FOR UPDATE OF s
 ), rotated AS (
     UPDATE sessions SET rotated_at = now() FROM old WHERE sessions.id = old.id

@@ -19,7 +19,7 @@ from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, callback_path
 from tenantd.errors import NotFound
-from tenantd.identity.cookies import set_session_cookies
+from tenantd.identity.cookies import clear_cookie, set_cookie, set_session_cookies
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
@@ -63,13 +63,7 @@ def _redirect(location: str) -> web.Response:
 
 
 def _clear_state(response: web.StreamResponse, settings: Settings, provider: str) -> None:
-    response.del_cookie(
-        STATE_COOKIE,
-        path=callback_path(settings, provider),
-        secure=settings.cookie_secure,
-        httponly=True,
-        samesite="Lax",
-    )
+    clear_cookie(response, settings, STATE_COOKIE, path=callback_path(settings, provider))
 
 
 def _refused(refused: OAuthRefused, provider: str) -> web.Response:
@@ -110,14 +104,13 @@ async def oauth_start(request: web.Request, query: StartQuery) -> web.Response:
     except OAuthRefused as refused:
         return _refused(refused, provider)
     response = _redirect(started.location)
-    response.set_cookie(
+    set_cookie(
+        response,
+        services.settings,
         STATE_COOKIE,
         started.state_cookie,
         max_age=started.max_age,
         path=started.cookie_path,
-        httponly=True,
-        samesite="Lax",
-        secure=services.settings.cookie_secure,
     )
     return response
 
