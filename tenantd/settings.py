@@ -89,6 +89,12 @@ class OAuthProviderSettings:
     client_id: str
     client_secret: str
     scopes: tuple[str, ...] = ("openid", "email", "profile")
+    # OAUTH_<NAME>_TOKEN_AUTH: how to authenticate at the token endpoint; None: the first of
+    # client_secret_basic, client_secret_post in the provider's discovery document.
+    token_auth: str | None = None
+
+
+TOKEN_AUTH_METHODS = ("client_secret_basic", "client_secret_post")
 
 
 @dataclass(frozen=True)
@@ -176,6 +182,11 @@ def _oauth_providers(env: dict[str, str]) -> tuple[OAuthProviderSettings, ...]:
             "email",
             "profile",
         )
+        token_auth = env.get(prefix + "TOKEN_AUTH", "").strip().lower() or None
+        if token_auth is not None and token_auth not in TOKEN_AUTH_METHODS:
+            raise SettingsError(
+                f"{prefix}TOKEN_AUTH must be {' or '.join(TOKEN_AUTH_METHODS)}, got {token_auth!r}"
+            )
         providers.append(
             OAuthProviderSettings(
                 name=name,
@@ -183,6 +194,7 @@ def _oauth_providers(env: dict[str, str]) -> tuple[OAuthProviderSettings, ...]:
                 client_id=env[prefix + "CLIENT_ID"],
                 client_secret=env[prefix + "CLIENT_SECRET"],
                 scopes=scopes,
+                token_auth=token_auth,
             )
         )
     return tuple(providers)

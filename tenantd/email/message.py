@@ -14,6 +14,9 @@ class EmailMessage:
     html: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     tag: str | None = None  # e.g. "verify_email", "notification"
+    # The same for every send of one delivery (its id), so a re-run job cannot mail twice
+    # where the provider honours it (Resend); None: a fresh key per send.
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True)

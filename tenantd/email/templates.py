@@ -1,14 +1,20 @@
-"""Jinja2 rendering of the transactional emails shipped with tenantd."""
+"""Jinja2 rendering of the transactional emails shipped with tenantd, and what every HTML
+email needs before it is sent: links a mail client can follow and a plain-text part."""
 
 from __future__ import annotations
 
+import html
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import jinja2
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
+
+_LINK_ATTRIBUTE = re.compile(r"""(?i)(\s(?:href|src)\s*=\s*)(["'])(.*?)\2""", re.S)
 
 
 @lru_cache(maxsize=1)
@@ -28,3 +34,50 @@ def render(name: str, variables: dict[str, Any]) -> tuple[str, str, str]:
     text = env.get_template(f"{name}.txt").render(**variables)
     html = env.get_template(f"{name}.html").render(**variables)
     return subject, text, html
+
+
+def absolute_url(url: str, base_url: str) -> str:
+    """A link as a mail client must get it: relative ones resolved against PUBLIC_BASE_URL
+    (a mail has no page address to resolve them against). `/c/1` -> `{base_url}/c/1`."""
+    link = url.strip()
+    if not link or link.startswith("#"):
+        return url  # in-document anchor
+    if link.startswith("//"):
+        return f"{urlsplit(base_url).scheme}:{link}"
+    if urlsplit(link).scheme:
+        return url  # https:, mailto:, tel:, ...
+    base = base_url.rstrip("/")
+    if link.startswith("/"):
+        return base + link  # under the base's own path, like every link tenantd builds
+    return urljoin(base + "/", link)
+
+
+def absolute_links(markup: str, base_url: str) -> str:
+    """The HTML with every relative href/src resolved against PUBLIC_BASE_URL."""
+
+    def resolve(match: re.Match[str]) -> str:
+        prefix, quote, value = match.groups()
+        # The value is HTML-escaped text; the base goes in escaped the same way.
+        resolved = absolute_url(value, html.escape(base_url, quote=True))
+        return f"{prefix}{quote}{resolved}{quote}"
+
+    return _LINK_ATTRIBUTE.sub(resolve, markup)
+
+
+def html_to_text(markup: str) -> str:
+    """A plain-text part for an HTML-only template: links kept, tags dropped. The <head>
+    (title, styles) is nothing a reader sees, so it is not text either."""
+    text = re.sub(r"(?is)<head\b.*?</head>", "", markup)
+    text = re.sub(r"(?is)<(script|style|title)\b.*?</\1>", "", text)
+    text = re.sub(
+        r'(?is)<a\b[^>]*href=["\']([^"\']+)["\'][^>]*>(.*?)</a>',
+        lambda m: f"{m.group(2)} ({m.group(1)})",
+        text,
+    )
+    text = re.sub(r"(?i)<br\s*/?>", "\n", text)
+    text = re.sub(r"(?i)</(p|div|h[1-6]|li|tr)>", "\n\n", text)
+    text = re.sub(r"<[^>]+>", "", text)
+    text = html.unescape(text)
+    text = re.sub(r"[ \t]+", " ", text)
+    text = re.sub(r"\n\s*\n\s*\n+", "\n\n", text)
+    return text.strip() + "\n"

@@ -68,7 +68,9 @@ class FakeProviders:
             "resend": deque(),
             "sendgrid": deque(),
         }
-        self.resend_idempotency: dict[str, str] = {}
+        self.resend_idempotency: dict[str, str] = {}  # Idempotency-Key -> message id
+        self.resend_idempotent_bodies: dict[str, bytes] = {}  # Idempotency-Key -> first body
+        self.delivered: list[Recorded] = []  # messages accepted for delivery (not replays)
         self.app = web.Application()
         self.app.router.add_post("/email", self.postmark)
         self.app.router.add_post("/emails", self.resend)
@@ -157,6 +159,7 @@ class FakeProviders:
             not isinstance(h, dict) or set(h) != {"Name", "Value"} for h in headers
         ):
             return _json(422, {"ErrorCode": 300, "Message": "Invalid 'Headers' value."})
+        self.delivered.append(recorded)
         return _json(
             200,
             {
@@ -207,12 +210,34 @@ class FakeProviders:
                         "name": "missing_required_field",
                     },
                 )
+        # Idempotency keys as Resend documents them: 1-256 characters; the same key and body
+        # again answer the first id without sending; the same key with another body is 409.
         key = request.headers.get("Idempotency-Key")
+        if key is not None and not 1 <= len(key) <= 256:
+            return _json(
+                400,
+                {
+                    "statusCode": 400,
+                    "message": "The key must be between 1-256 chars.",
+                    "name": "invalid_idempotency_key",
+                },
+            )
         if key and key in self.resend_idempotency:
+            if self.resend_idempotent_bodies[key] != recorded.body:
+                return _json(
+                    409,
+                    {
+                        "statusCode": 409,
+                        "message": "Same idempotency key used with a different request payload.",
+                        "name": "invalid_idempotent_request",
+                    },
+                )
             return _json(200, {"id": self.resend_idempotency[key]})
         message_id = str(uuid.uuid4())
         if key:
             self.resend_idempotency[key] = message_id
+            self.resend_idempotent_bodies[key] = recorded.body
+        self.delivered.append(recorded)
         return _json(200, {"id": message_id})
 
     # --- SendGrid: POST /v3/mail/send --------------------------------------------------------
@@ -258,4 +283,5 @@ class FakeProviders:
             return self._sendgrid_error(
                 400, "If present, text/plain content must be first.", "content"
             )
+        self.delivered.append(recorded)
         return web.Response(status=202, headers={"X-Message-Id": uuid.uuid4().hex[:22]})

@@ -15,7 +15,8 @@ import uuid
 from typing import Any
 
 import pytest
-from svix.webhooks import Webhook
+from standardwebhooks.webhooks import Webhook as StandardWebhook
+from svix.webhooks import Webhook, WebhookVerificationError
 
 from tenantd.db import Database
 from tenantd.email.webhooks import resend
@@ -56,6 +57,18 @@ def svix_headers(
         "svix-id": msg_id,
         "svix-timestamp": str(int(timestamp.timestamp())),
         "svix-signature": Webhook(secret).sign(msg_id, timestamp, body.decode()),
+        "Content-Type": "application/json",
+    }
+
+
+def standard_headers(body: bytes, *, secret: str = SECRET) -> dict[str, str]:
+    """Standard Webhooks names (webhook-*), signed by the `standardwebhooks` library."""
+    msg_id = f"msg_{uuid.uuid4().hex}"
+    timestamp = dt.datetime.fromtimestamp(int(time.time()), tz=dt.UTC)
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(timestamp.timestamp())),
+        "webhook-signature": StandardWebhook(secret).sign(msg_id, timestamp, body.decode()),
         "Content-Type": "application/json",
     }
 
@@ -234,6 +247,54 @@ async def test_concurrent_distinct_events_for_one_address_leave_one_row(
     ]
 
 
+async def test_standard_webhooks_header_names_are_accepted(client: Any, db: Database) -> None:
+    body = event("email.bounced", "std@example.com")
+    headers = standard_headers(body)
+    StandardWebhook(SECRET).verify(body, headers)  # the library agrees with itself
+    response = await client.post(URL, data=body, headers=headers)
+    assert response.status == 200, await response.text()
+    assert (await response.json())["data"]["recorded"] == 1
+    assert await rows(db) == [
+        {"email": "std@example.com", "reason": "hard_bounce", "provider": "resend"}
+    ]
+    assert await db.fetch_all("SELECT provider, event_id FROM webhook_events") == [
+        {"provider": "resend", "event_id": headers["webhook-id"]}
+    ]
+    # The same delivery again under the svix-* names is recognised as the same message.
+    svix_named = {
+        "svix-id": headers["webhook-id"],
+        "svix-timestamp": headers["webhook-timestamp"],
+        "svix-signature": headers["webhook-signature"],
+    }
+    again = await client.post(URL, data=body, headers=svix_named)
+    assert (await again.json())["data"]["duplicates"] == 1
+
+
+async def test_standard_webhooks_names_signed_with_another_secret_are_refused(
+    client: Any, db: Database
+) -> None:
+    body = event("email.bounced", "std@example.com")
+    other = "whsec_" + base64.b64encode(os.urandom(24)).decode()
+    await assert_refused(client, db, body, standard_headers(body, secret=other))
+
+
+async def test_svix_names_win_over_standard_names_like_the_svix_library(
+    client: Any, db: Database
+) -> None:
+    body = event("email.bounced", "both@example.com")
+    other = "whsec_" + base64.b64encode(os.urandom(24)).decode()
+    good_svix, forged_standard = svix_headers(body), standard_headers(body, secret=other)
+    response = await client.post(URL, data=body, headers={**forged_standard, **good_svix})
+    assert response.status == 200
+    Webhook(SECRET).verify(body, {**forged_standard, **good_svix})
+    await db.execute("DELETE FROM email_suppressions")
+    await db.execute("DELETE FROM webhook_events")
+    forged_svix, good_standard = svix_headers(body, secret=other), standard_headers(body)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(SECRET).verify(body, {**good_standard, **forged_svix})
+    await assert_refused(client, db, body, {**good_standard, **forged_svix})
+
+
 # --- hostile deliveries ---------------------------------------------------------------------
 
 
@@ -246,7 +307,9 @@ async def assert_refused(client: Any, db: Database, body: bytes, headers: dict[s
     assert await db.fetch_val("SELECT count(*) FROM webhook_events") == 0
 
 
-@pytest.mark.parametrize("offset", [-301, -3600, 301, 3600])
+# Just outside the window; the future side leaves room for the whole-second timestamp and
+# the time the request takes (at +301 a slow second would land back inside it).
+@pytest.mark.parametrize("offset", [-301, -3600, 305, 3600])
 async def test_stale_and_future_timestamps_are_refused(
     client: Any, db: Database, offset: int
 ) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import aiohttp
 import pytest
 
@@ -189,6 +191,55 @@ async def test_resend_retries_reuse_the_idempotency_key(fake: FakeProviders, htt
     assert len(fake.sent("resend")) == 3 and len(keys) == 1
     await resend(fake, http, policy).send(MESSAGE, sender=SENDER)
     assert len({r.headers["Idempotency-Key"] for r in fake.sent("resend")}) == 2
+
+
+async def test_resend_sends_the_message_key_so_a_second_send_is_not_delivered(
+    fake: FakeProviders, http, policy
+) -> None:
+    message = replace(MESSAGE, idempotency_key="notification/42/email")
+    first = await resend(fake, http, policy).send(message, sender=SENDER)
+    second = await resend(fake, http, policy).send(message, sender=SENDER)
+    assert [r.headers["Idempotency-Key"] for r in fake.sent("resend")] == [
+        "notification/42/email",
+        "notification/42/email",
+    ]
+    assert first == second
+    assert len(fake.delivered) == 1
+
+
+async def test_resend_key_already_used_for_another_body_counts_as_sent(
+    fake: FakeProviders, http, policy, caplog: pytest.LogCaptureFixture
+) -> None:
+    message = replace(MESSAGE, idempotency_key="notification/43/email")
+    assert await resend(fake, http, policy).send(message, sender=SENDER)
+    changed = replace(message, text="rendered again after a deploy")
+    assert await resend(fake, http, policy).send(changed, sender=SENDER) is None
+    assert len(fake.delivered) == 1
+    assert "already sent under this idempotency key" in caplog.text
+
+
+async def test_resend_key_in_flight_is_retryable(fake: FakeProviders, http, policy) -> None:
+    body = {
+        "statusCode": 409,
+        "message": "Same idempotency key used while original request is still in progress.",
+        "name": "concurrent_idempotent_requests",
+    }
+    fake.fail("resend", 409, body=body)
+    message = replace(MESSAGE, idempotency_key="notification/44/email")
+    with pytest.raises(EmailSendError) as raised:
+        await resend(fake, http, policy).send(message, sender=SENDER)
+    assert raised.value.retryable is True
+    assert fake.delivered == []
+
+
+@pytest.mark.parametrize("provider", ["postmark", "sendgrid"])
+async def test_providers_without_idempotency_keys_get_no_such_header(
+    fake: FakeProviders, http, policy, provider: str
+) -> None:
+    message = replace(MESSAGE, idempotency_key="notification/45/email")
+    await BUILDERS[provider](fake, http, policy).send(message, sender=SENDER)
+    [request] = fake.sent(provider)
+    assert "Idempotency-Key" not in request.headers
 
 
 @pytest.mark.parametrize(

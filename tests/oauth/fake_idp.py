@@ -1,9 +1,12 @@
 """A local OpenID provider speaking the real wire format: discovery, /authorize (redirects
 back with a code), /token (client auth, redirect_uri and PKCE S256 checks, single-use codes,
-RS256 ID tokens signed with keys generated here) and /jwks (with key rotation).
+RS256 ID tokens signed with keys generated here), /userinfo (Bearer access tokens) and /jwks
+(with key rotation).
 
 Knobs on the instance let a test misbehave on purpose: claim overrides, a custom signer, an
-error answer from /authorize, another token endpoint auth method, discovery overrides.
+error answer from /authorize, another token endpoint auth method (the client's registration)
+and the methods discovery advertises, email and profile claims only from /userinfo (as
+panva's oidc-provider does by default), userinfo overrides, discovery overrides.
 """
 
 from __future__ import annotations
@@ -112,6 +115,15 @@ class FakeIdP:
     issued_id_tokens: list[str] = field(default_factory=list)
     token_refusals: list[str] = field(default_factory=list)  # why /token refused, in order
     client_auth_seen: list[str] = field(default_factory=list)  # basic | post
+    # token_endpoint_auth_methods_supported; None: only `auth_method` (what /token requires)
+    advertised_auth_methods: list[str] | None = None
+    # False: the ID token carries no email or profile claims; /userinfo gives them (OIDC
+    # Core 5.4, oidc-provider's default when an access token is issued).
+    claims_in_id_token: bool = True
+    userinfo_overrides: dict[str, Any] = field(default_factory=dict)  # value None drops it
+    userinfo_status: int = 200
+    access_tokens: dict[str, FakeUser] = field(default_factory=dict)
+    userinfo_auth_seen: list[str] = field(default_factory=list)  # bearer | none
 
     def __post_init__(self) -> None:
         if not self.published:
@@ -140,15 +152,24 @@ class FakeIdP:
         }
         if code.nonce is not None:
             claims["nonce"] = code.nonce
-        if code.user.email is not None:
-            claims["email"] = code.user.email
-        if code.user.email_verified is not None:
-            claims["email_verified"] = code.user.email_verified
+        if self.claims_in_id_token:
+            claims.update(self.email_claims(code.user))
+        else:
+            del claims["given_name"], claims["family_name"]
         for name, value in self.claim_overrides.items():
             if value is None:
                 claims.pop(name, None)
             else:
                 claims[name] = value
+        return claims
+
+    @staticmethod
+    def email_claims(user: FakeUser) -> dict[str, Any]:
+        claims: dict[str, Any] = {}
+        if user.email is not None:
+            claims["email"] = user.email
+        if user.email_verified is not None:
+            claims["email_verified"] = user.email_verified
         return claims
 
     # --- the HTTP app -----------------------------------------------------------------------
@@ -159,6 +180,7 @@ class FakeIdP:
         app.router.add_get("/authorize", self.authorize)
         app.router.add_post("/token", self.token)
         app.router.add_get("/jwks", self.jwks)
+        app.router.add_route("*", "/userinfo", self.userinfo)
         return app
 
     async def discovery(self, request: web.Request) -> web.Response:
@@ -171,7 +193,9 @@ class FakeIdP:
             "response_types_supported": ["code"],
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256", "ES256"],
-            "token_endpoint_auth_methods_supported": [self.auth_method],
+            "userinfo_endpoint": f"{self.issuer}/userinfo",
+            "token_endpoint_auth_methods_supported": self.advertised_auth_methods
+            or [self.auth_method],
             "code_challenge_methods_supported": ["S256"],
             "scopes_supported": ["openid", "email", "profile"],
             **self.discovery_overrides,
@@ -255,11 +279,38 @@ class FakeIdP:
         claims = self.id_token_claims(code)
         id_token = self.signer(claims) if self.signer else self.signing.sign(claims)
         self.issued_id_tokens.append(id_token)
+        access_token = secrets.token_urlsafe(24)
+        self.access_tokens[access_token] = code.user
         return web.json_response(
             {
-                "access_token": secrets.token_urlsafe(24),
+                "access_token": access_token,
                 "token_type": "Bearer",
                 "expires_in": 300,
                 "id_token": id_token,
             }
         )
+
+    async def userinfo(self, request: web.Request) -> web.Response:
+        """OIDC Core 5.3: the claims of the access token's user; RFC 6750 errors otherwise."""
+        self.hits["userinfo"] += 1
+        header = request.headers.get("Authorization", "")
+        self.userinfo_auth_seen.append("bearer" if header.startswith("Bearer ") else "none")
+        user = self.access_tokens.get(header.removeprefix("Bearer ")) if header else None
+        if user is None:
+            return web.Response(
+                status=401, headers={"WWW-Authenticate": 'Bearer error="invalid_token"'}
+            )
+        if self.userinfo_status != 200:
+            return web.json_response({"error": "server_error"}, status=self.userinfo_status)
+        claims: dict[str, Any] = {
+            "sub": user.sub,
+            **self.email_claims(user),
+            "given_name": user.given_name,
+            "family_name": user.family_name,
+        }
+        for name, value in self.userinfo_overrides.items():
+            if value is None:
+                claims.pop(name, None)
+            else:
+                claims[name] = value
+        return web.json_response(claims)

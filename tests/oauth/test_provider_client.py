@@ -272,8 +272,9 @@ async def test_a_code_is_exchanged_once(idp: FakeIdP, http: aiohttp.ClientSessio
     verifier = "v" * 50
     code = await _code(idp, verifier)
     kwargs: dict[str, Any] = {"code": code, "code_verifier": verifier, "redirect_uri": REDIRECT_URI}
-    id_token = await client.exchange_code(provider(idp), metadata, **kwargs)
-    assert jwt.get_unverified_header(id_token)["kid"] == idp.signing.kid
+    tokens = await client.exchange_code(provider(idp), metadata, **kwargs)
+    assert jwt.get_unverified_header(tokens.id_token)["kid"] == idp.signing.kid
+    assert tokens.access_token in idp.access_tokens
     with pytest.raises(TokenRefused, match="invalid_grant"):
         await client.exchange_code(provider(idp), metadata, **kwargs)
     assert idp.token_refusals == ["code replayed"]

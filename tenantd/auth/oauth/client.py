@@ -1,4 +1,4 @@
-"""HTTP side of the code flow: metadata, signing keys and the token request.
+"""HTTP side of the code flow: metadata, signing keys, the token request and UserInfo.
 
 One OidcClient per shared aiohttp session of the services, so
 its discovery and JWKS caches live as long as the process.
@@ -10,7 +10,7 @@ import base64
 import logging
 import re
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import aiohttp
@@ -24,6 +24,7 @@ from tenantd.auth.oauth.discovery import (
     read_capped,
 )
 from tenantd.auth.oauth.errors import ProviderError, TokenRefused
+from tenantd.auth.oauth.flow import TokenAnswer
 from tenantd.auth.oauth.jwks import JwksCache
 from tenantd.settings import OAuthProviderSettings
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")  # RFC 6750 b64token
+MAX_ACCESS_TOKEN = 16 * 1024
 
 
 class OidcClient:
@@ -65,8 +68,8 @@ class OidcClient:
         code: str,
         code_verifier: str,
         redirect_uri: str,
-    ) -> str:
-        """POST the code to the token endpoint; return the ID token."""
+    ) -> TokenAnswer:
+        """POST the code to the token endpoint; return the ID token (and access token)."""
         form = {
             "grant_type": "authorization_code",
             "code": code,
@@ -75,7 +78,7 @@ class OidcClient:
             "client_id": provider.client_id,
         }
         headers = {"Accept": "application/json"}
-        if metadata.token_auth_method == "client_secret_basic":
+        if token_auth_method(provider, metadata) == "client_secret_basic":
             # RFC 6749 2.3.1: form-encode id and secret before base64.
             pair = f"{quote(provider.client_id, safe='')}:{quote(provider.client_secret, safe='')}"
             headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
@@ -95,11 +98,49 @@ class OidcClient:
             raise ProviderError(f"token request failed: {type(exc).__name__}") from None
         if status != 200:
             raise TokenRefused(f"token endpoint answered {status} {_error_code(body)}")
-        data = parse_object(body, what="token answer")
-        id_token = data.get("id_token")
-        if not isinstance(id_token, str) or not id_token:
-            raise TokenRefused("token answer carries no id_token")
-        return id_token
+        return token_answer(parse_object(body, what="token answer"))
+
+    async def userinfo(self, metadata: ProviderMetadata, *, access_token: str) -> dict[str, Any]:
+        """GET the UserInfo claims with the access token as Bearer (OIDC Core 5.3.1)."""
+        if metadata.userinfo_endpoint is None:
+            raise ProviderError("provider publishes no userinfo_endpoint")
+        try:
+            async with self.http.get(
+                metadata.userinfo_endpoint,
+                headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"},
+                timeout=self.client_timeout,
+                allow_redirects=False,
+            ) as response:
+                body = await read_capped(response)
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ProviderError(f"userinfo request failed: {type(exc).__name__}") from None
+        if status != 200:
+            raise ProviderError(f"userinfo endpoint answered {status}")
+        return parse_object(body, what="userinfo answer")
+
+
+def token_auth_method(provider: OAuthProviderSettings, metadata: ProviderMetadata) -> str:
+    """OAUTH_<NAME>_TOKEN_AUTH when set (the client's registration decides), else the
+    method the discovery document offers (client_secret_basic before client_secret_post)."""
+    return provider.token_auth or metadata.token_auth_method
+
+
+def token_answer(data: dict[str, Any]) -> TokenAnswer:
+    """The ID token, and the access token when it is usable as a Bearer (RFC 6750)."""
+    id_token = data.get("id_token")
+    if not isinstance(id_token, str) or not id_token:
+        raise TokenRefused("token answer carries no id_token")
+    access_token = data.get("access_token")
+    token_type = data.get("token_type")
+    bearer = token_type is None or (isinstance(token_type, str) and token_type.lower() == "bearer")
+    usable = (
+        bearer
+        and isinstance(access_token, str)
+        and len(access_token) <= MAX_ACCESS_TOKEN
+        and _BEARER_TOKEN.fullmatch(access_token) is not None
+    )
+    return TokenAnswer(id_token=id_token, access_token=access_token if usable else None)
 
 
 def _error_code(body: bytes) -> str:

@@ -104,6 +104,7 @@ class ProviderMetadata:
     jwks_uri: str
     token_auth_method: str  # client_secret_basic or client_secret_post
     iss_parameter_supported: bool = False  # RFC 9207: callback carries `iss`
+    userinfo_endpoint: str | None = None  # OIDC Core 5.3; None: the provider has none
 
 
 def _same_issuer(published: str, configured: str) -> bool:
@@ -125,6 +126,7 @@ def parse_metadata(document: dict[str, Any], *, configured_issuer: str) -> Provi
         auth_method = "client_secret_post"
     else:
         raise ProviderError("provider supports neither client_secret_basic nor client_secret_post")
+    userinfo = document.get("userinfo_endpoint")
     challenge_methods = document.get("code_challenge_methods_supported")
     if isinstance(challenge_methods, list) and "S256" not in challenge_methods:
         raise ProviderError("provider does not support PKCE S256")
@@ -138,6 +140,10 @@ def parse_metadata(document: dict[str, Any], *, configured_issuer: str) -> Provi
         token_auth_method=auth_method,
         iss_parameter_supported=document.get("authorization_response_iss_parameter_supported")
         is True,
+        # Access tokens go there: the same https rule as every other endpoint.
+        userinfo_endpoint=require_safe_url(userinfo, what="userinfo_endpoint")
+        if userinfo is not None
+        else None,
     )
 
 

@@ -221,12 +221,23 @@ def read_header(id_token: str) -> IdTokenHeader:
 
 
 @dataclass(frozen=True)
+class TokenAnswer:
+    """What the token endpoint gave: the ID token, and a bearer access token for UserInfo."""
+
+    id_token: str
+    access_token: str | None = None
+
+
+@dataclass(frozen=True)
 class VerifiedIdentity:
     subject: str
     email: str | None
     email_verified: bool
     given_name: str
     family_name: str
+    # The ID token carries both `email` and `email_verified`; otherwise (OIDC Core 5.4) the
+    # provider may hand them out from its UserInfo endpoint only.
+    has_email_claims: bool = True
 
 
 def verify_id_token(
@@ -283,6 +294,30 @@ def verify_id_token(
         email_verified=_verified(claims.get("email_verified")),
         given_name=_name(claims.get("given_name")),
         family_name=_name(claims.get("family_name")),
+        has_email_claims=claims.get("email") is not None
+        and claims.get("email_verified") is not None,
+    )
+
+
+def merge_userinfo(identity: VerifiedIdentity, claims: dict[str, Any]) -> VerifiedIdentity:
+    """The identity completed with UserInfo claims (OIDC Core 5.3.2: its `sub` must be the ID
+    token's, else nothing of it is used). Email and email_verified come as a pair from one
+    source, read by the same rules as ID token claims; names fill in what the token lacks."""
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not hmac.compare_digest(
+        subject.encode(), identity.subject.encode()
+    ):
+        raise OAuthRefused(FAILED, "userinfo sub does not match the id_token")
+    email, verified = identity.email, identity.email_verified
+    if claims.get("email") is not None:
+        email, verified = _email(claims.get("email")), _verified(claims.get("email_verified"))
+    return VerifiedIdentity(
+        subject=identity.subject,
+        email=email,
+        email_verified=verified,
+        given_name=identity.given_name or _name(claims.get("given_name")),
+        family_name=identity.family_name or _name(claims.get("family_name")),
+        has_email_claims=True,
     )
 
 

@@ -1,10 +1,11 @@
 """Sign-in with an OpenID Connect provider: the rules of start, callback and unlink.
 
 Callback order: state cookie and `state` (constant time), single use of the state, provider
-error, code exchange, ID token (RS256/ES256 via JWKS, issuer, audience, expiry, nonce), then
-email_verified. Only then one transaction: find the identity, else link the user with that
-address, else create a verified user; provision the account; issue the session. An unverified
-email writes nothing at all.
+error, code exchange, ID token (RS256/ES256 via JWKS, issuer, audience, expiry, nonce), the
+UserInfo claims when the ID token lacks email ones (same `sub` required), then email_verified.
+Only then one transaction: find the identity, else link the user with that address, else create
+a verified user; provision the account; issue the session. An unverified email writes nothing at
+all.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
 from tenantd.auth.oauth.flow import (
     STATE_TTL_SECONDS,
     FlowState,
+    TokenAnswer,
+    VerifiedIdentity,
     authorization_url,
     callback_path,
     check_state,
     decode_state,
     encode_state,
+    merge_userinfo,
     new_flow_state,
     read_header,
     redirect_uri,
@@ -71,7 +75,11 @@ class OidcTransport(Protocol):
         code: str,
         code_verifier: str,
         redirect_uri: str,
-    ) -> str: ...
+    ) -> TokenAnswer: ...
+
+    async def userinfo(
+        self, metadata: ProviderMetadata, *, access_token: str
+    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -172,7 +180,7 @@ async def complete(
     ):
         raise OAuthRefused(errors.FAILED, "callback iss does not name the provider")
     try:
-        id_token = await transport.exchange_code(
+        tokens = await transport.exchange_code(
             config,
             metadata,
             code=params.code,
@@ -183,7 +191,7 @@ async def complete(
         raise OAuthRefused(errors.FAILED, str(exc)) from None
     except ProviderError as exc:
         raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
-    header = read_header(id_token)
+    header = read_header(tokens.id_token)
     try:
         key = await transport.signing_key(metadata, kid=header.kid, algorithm=header.algorithm)
     except ProviderError as exc:
@@ -191,13 +199,14 @@ async def complete(
     if key is None:
         raise OAuthRefused(errors.FAILED, "id_token signed by a key the provider does not publish")
     identity = verify_id_token(
-        id_token,
+        tokens.id_token,
         key.key,
         algorithm=header.algorithm,
         issuer=metadata.issuer,
         client_id=config.client_id,
         nonce=flow.nonce,
     )
+    identity = await _with_userinfo(transport, metadata, identity, tokens)
     try:
         # The API's normal form exactly, so an IdP's `Alice@Exämple.com.` is the same user
         # (and the same domain claim) as a registered `alice@xn--exmple-cua.com`.
@@ -216,6 +225,25 @@ async def complete(
         return_to=flow.return_to or "/",
         client=client,
     )
+
+
+async def _with_userinfo(
+    transport: OidcTransport,
+    metadata: ProviderMetadata,
+    identity: VerifiedIdentity,
+    tokens: TokenAnswer,
+) -> VerifiedIdentity:
+    """OIDC Core 5.4: a provider may give email claims only from UserInfo (oidc-provider does
+    when it issues an access token); fetch them when the ID token lacks them."""
+    if identity.has_email_claims or tokens.access_token is None:
+        return identity
+    if metadata.userinfo_endpoint is None:
+        return identity
+    try:
+        claims = await transport.userinfo(metadata, access_token=tokens.access_token)
+    except ProviderError as exc:
+        raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
+    return merge_userinfo(identity, claims)
 
 
 async def _consume(db: Database, flow: FlowState) -> None:

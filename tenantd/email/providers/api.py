@@ -23,7 +23,7 @@ class JsonApiSender:
         self.url = base_url.rstrip("/") + self.path
         self.retry = retry or RetryPolicy()
 
-    def request_headers(self) -> dict[str, str]:
+    def request_headers(self, message: EmailMessage) -> dict[str, str]:
         raise NotImplementedError
 
     def body(self, message: EmailMessage, *, sender: str) -> dict[str, Any]:
@@ -38,7 +38,7 @@ class JsonApiSender:
             self.http,
             self.url,
             payload=self.body(message, sender=sender),
-            headers=self.request_headers(),  # built once: retries reuse them (idempotency keys)
+            headers=self.request_headers(message),  # built once: retries reuse them (idempotency)
             policy=self.retry,
             provider=self.name,
         )

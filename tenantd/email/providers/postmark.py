@@ -68,7 +68,8 @@ class PostmarkSender(JsonApiSender):
         self._token = token
         self.stream = stream
 
-    def request_headers(self) -> dict[str, str]:
+    def request_headers(self, message: EmailMessage) -> dict[str, str]:
+        # Postmark has no idempotency key: message.idempotency_key cannot be passed on.
         return {"X-Postmark-Server-Token": self._token}
 
     def body(self, message: EmailMessage, *, sender: str) -> dict[str, Any]:

@@ -1,22 +1,32 @@
 """Provider B, Resend: `POST {RESEND_API_URL}/emails` with a bearer API key.
 
-Every send carries an `Idempotency-Key`, the same on each retry, so a retried request whose
-first try did reach Resend is not delivered twice.
+Every send carries an `Idempotency-Key` (Resend keeps it 24 hours): the message's own key when
+it has one (a notification delivery's id, so a job that runs again after a crash does not mail
+twice), else a fresh one that every retry of this send repeats.
+Resend answers 409 `concurrent_idempotent_requests` while another request with the key is in
+flight (retried later), and 409 `invalid_idempotent_request` when the key was already used
+with another body: the delivery was accepted before, so that counts as sent.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from typing import Any
 
 import aiohttp
 
-from tenantd.email.message import EmailMessage
+from tenantd.email.message import EmailMessage, EmailSendError
 from tenantd.email.providers.api import JsonApiSender
 from tenantd.email.providers.retry import Reply, RetryPolicy, refused
 
+log = logging.getLogger(__name__)
+
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # Resend tag names/values allow only these
+MAX_IDEMPOTENCY_KEY = 256
+KEY_IN_FLIGHT = "concurrent_idempotent_requests"
+KEY_USED_FOR_ANOTHER_BODY = "invalid_idempotent_request"
 
 
 def payload(message: EmailMessage, *, sender: str) -> dict[str, Any]:
@@ -50,9 +60,12 @@ class ResendSender(JsonApiSender):
         super().__init__(http, base_url=base_url, retry=retry)
         self._api_key = api_key
 
-    def request_headers(self) -> dict[str, str]:
-        # One key per message, kept across retries, so a retry can never deliver twice.
-        return {"Authorization": f"Bearer {self._api_key}", "Idempotency-Key": str(uuid.uuid4())}
+    def request_headers(self, message: EmailMessage) -> dict[str, str]:
+        key = message.idempotency_key or str(uuid.uuid4())
+        return {
+            "Authorization": f"Bearer {self._api_key}",
+            "Idempotency-Key": key[:MAX_IDEMPOTENCY_KEY],
+        }
 
     def body(self, message: EmailMessage, *, sender: str) -> dict[str, Any]:
         return payload(message, sender=sender)
@@ -64,4 +77,12 @@ class ResendSender(JsonApiSender):
             message_id = data.get("id")
             return str(message_id) if message_id is not None else None
         detail = f"{data.get('name')}: {data.get('message')}" if data else None
+        if reply.status == 409 and data.get("name") == KEY_IN_FLIGHT:
+            raise EmailSendError(f"{self.name}: HTTP 409: {detail}", retryable=True)
+        if reply.status == 409 and data.get("name") == KEY_USED_FOR_ANOTHER_BODY:
+            log.warning(
+                "email already sent under this idempotency key; not sent again",
+                extra={"provider": self.name, "tag": message.tag},
+            )
+            return None
         raise refused(self.name, reply, detail=detail)

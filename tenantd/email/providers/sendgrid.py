@@ -56,7 +56,8 @@ class SendGridSender(JsonApiSender):
         super().__init__(http, base_url=base_url, retry=retry)
         self._api_key = api_key
 
-    def request_headers(self) -> dict[str, str]:
+    def request_headers(self, message: EmailMessage) -> dict[str, str]:
+        # SendGrid has no idempotency key: message.idempotency_key cannot be passed on.
         return {"Authorization": f"Bearer {self._api_key}"}
 
     def body(self, message: EmailMessage, *, sender: str) -> dict[str, Any]:

@@ -1,8 +1,14 @@
-"""Provider B, Resend: webhooks signed the Svix way.
+"""Provider B, Resend: webhooks signed the Svix way (Standard Webhooks).
 
 Headers `svix-id`, `svix-timestamp` (unix seconds) and `svix-signature` (space-separated
-`v1,<base64>` entries). The signature is HMAC-SHA256 over `{id}.{timestamp}.{raw body}`, keyed
-with the base64-decoded part of the `whsec_...` secret. Tolerance: 5 minutes either way.
+`v1,<base64>` entries), or the same three named `webhook-id`, `webhook-timestamp` and
+`webhook-signature` (Standard Webhooks); like the svix library, each `svix-*` header wins
+over its `webhook-*` twin.
+The signature is HMAC-SHA256 over `{id}.{timestamp}.{raw body}`, keyed with the base64-decoded
+part of the `whsec_...` secret. Tolerance: 5 minutes either way.
+
+The headers are checked on their own first (`signed_headers`), so a request that could never
+verify is refused before its body is read.
 """
 
 from __future__ import annotations
@@ -13,8 +19,8 @@ import hashlib
 import hmac
 import logging
 import re
-import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -32,8 +38,24 @@ TOLERANCE_SECONDS = 5 * 60
 SECRET_PREFIX = "whsec_"
 REASONS = {"email.bounced": "hard_bounce", "email.complained": "complaint"}
 
+HEADER_SETS = (
+    ("svix-id", "svix-timestamp", "svix-signature"),
+    ("webhook-id", "webhook-timestamp", "webhook-signature"),
+)
+MAX_SIGNATURES = 4096  # a v1 entry is 47 characters; a few per secret during rotation
+DIGEST_SIZE = hashlib.sha256().digest_size
+
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 _MESSAGE_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_EVENT_ID}}}")
+
+
+@dataclass(frozen=True)
+class SignedHeaders:
+    """The signature headers of a delivery that could verify (checked before the body)."""
+
+    message_id: str
+    timestamp: str
+    signatures: tuple[bytes, ...]  # the decoded v1 entries
 
 
 def refused(why: str) -> Unauthorized:
@@ -69,19 +91,21 @@ def sign(secret: str, *, message_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(mac).decode()
 
 
-def verify(secret: str, headers: Mapping[str, str], body: bytes, *, now: float) -> str:
-    """Check the Svix headers against the raw body; return the svix-id. 401 on any failure."""
-    message_id = headers.get("svix-id", "")
-    timestamp = headers.get("svix-timestamp", "")
-    signatures = headers.get("svix-signature", "")
-    if not (message_id and timestamp and signatures):
-        raise refused("missing svix headers")
-    if not _MESSAGE_ID.fullmatch(message_id) or not _TIMESTAMP.fullmatch(timestamp):
-        raise refused("malformed svix-id or svix-timestamp")
-    if abs(now - int(timestamp)) > TOLERANCE_SECONDS:
-        raise refused("timestamp outside the tolerance window")
-    expected = digest(secret, message_id=message_id, timestamp=timestamp, body=body)
-    matched = False
+def _header_set(headers: Mapping[str, str]) -> tuple[str, str, str]:
+    """Each of id, timestamp and signature: the svix-* header, else its webhook-* twin (as the
+    svix library reads them)."""
+    svix_names, standard_names = HEADER_SETS
+    values = [
+        headers.get(svix, "") or headers.get(standard, "")
+        for svix, standard in zip(svix_names, standard_names, strict=True)
+    ]
+    if not all(values):
+        raise refused("missing svix-* or webhook-* headers")
+    return values[0], values[1], values[2]
+
+
+def _v1_entries(signatures: str) -> tuple[bytes, ...]:
+    entries: list[bytes] = []
     for entry in signatures.split(" "):
         version, sep, value = entry.partition(",")
         if version != "v1" or not sep:
@@ -90,11 +114,41 @@ def verify(secret: str, headers: Mapping[str, str], body: bytes, *, now: float) 
             candidate = base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
             continue
+        if len(candidate) == DIGEST_SIZE:
+            entries.append(candidate)
+    return tuple(entries)
+
+
+def signed_headers(headers: Mapping[str, str], *, now: float) -> SignedHeaders:
+    """Headers present, well-formed, inside the window and carrying a v1 entry; else 401."""
+    message_id, timestamp, signatures = _header_set(headers)
+    if not _MESSAGE_ID.fullmatch(message_id) or not _TIMESTAMP.fullmatch(timestamp):
+        raise refused("malformed message id or timestamp")
+    if abs(now - int(timestamp)) > TOLERANCE_SECONDS:
+        raise refused("timestamp outside the tolerance window")
+    if len(signatures) > MAX_SIGNATURES:
+        raise refused("signature header too long")
+    entries = _v1_entries(signatures)
+    if not entries:
+        raise refused("no well-formed v1 signature")
+    return SignedHeaders(message_id=message_id, timestamp=timestamp, signatures=entries)
+
+
+def verify_body(secret: str, signed: SignedHeaders, body: bytes) -> str:
+    """Check the raw body against the signature entries; return the message id. 401 if none."""
+    expected = digest(secret, message_id=signed.message_id, timestamp=signed.timestamp, body=body)
+    matched = False
+    for candidate in signed.signatures:
         # Every entry is compared (no early exit) and each comparison is constant-time.
         matched |= hmac.compare_digest(candidate, expected)
     if not matched:
         raise refused("no matching v1 signature")
-    return message_id
+    return signed.message_id
+
+
+def verify(secret: str, headers: Mapping[str, str], body: bytes, *, now: float) -> str:
+    """Check the headers, then the raw body; return the message id. 401 on any failure."""
+    return verify_body(secret, signed_headers(headers, now=now), body)
 
 
 def parse_events(body: bytes, *, message_id: str, outcome: Outcome) -> list[ProviderEvent]:
@@ -127,16 +181,9 @@ def parse_events(body: bytes, *, message_id: str, outcome: Outcome) -> list[Prov
     return [ProviderEvent(event_id=message_id, kind=kind, reason=reason, emails=tuple(emails))]
 
 
-async def receive(
-    db: Database,
-    *,
-    secret: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    now: float | None = None,
-) -> Outcome:
-    """Verify, skip a delivery already applied (svix-id), record bounce/complaint verdicts."""
-    message_id = verify(secret, headers, body, now=time.time() if now is None else now)
+async def receive(db: Database, *, secret: str, signed: SignedHeaders, body: bytes) -> Outcome:
+    """Verify, skip a delivery already applied (message id), record bounce/complaint verdicts."""
+    message_id = verify_body(secret, signed, body)
     outcome = Outcome()
     events = parse_events(body, message_id=message_id, outcome=outcome)
     if events:

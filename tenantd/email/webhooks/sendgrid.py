@@ -4,6 +4,9 @@ Headers `X-Twilio-Email-Event-Webhook-Signature` (base64 DER ECDSA signature) an
 `X-Twilio-Email-Event-Webhook-Timestamp` (unix seconds); the signature is ECDSA P-256 over
 SHA-256 of `timestamp + raw body`. Tolerance: 10 minutes either way. The body is a JSON array
 of events; one unreadable event does not cost the others.
+
+The headers are checked on their own first (`signed_headers`), so a request that could never
+verify is refused before its body is read.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ import base64
 import binascii
 import logging
 import re
-import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -21,6 +24,7 @@ import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
 
 from tenantd.addresses import is_plausible, normalize_email
@@ -37,6 +41,14 @@ TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
 MAX_SIGNATURE = 512  # a DER P-256 signature is at most 72 bytes
 
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
+
+
+@dataclass(frozen=True)
+class SignedHeaders:
+    """The signature headers of a batch that could verify (checked before the body)."""
+
+    timestamp: str
+    signature: bytes  # DER
 
 
 def refused(why: str) -> Unauthorized:
@@ -61,8 +73,8 @@ def public_key(text: str) -> ec.EllipticCurvePublicKey:
     return key
 
 
-def verify(key_text: str, headers: Mapping[str, str], body: bytes, *, now: float) -> None:
-    """Check the signature over timestamp + raw body and the window; 401 on any failure."""
+def signed_headers(headers: Mapping[str, str], *, now: float) -> SignedHeaders:
+    """Headers present, well-formed, inside the window, a DER signature; else 401."""
     signature = headers.get(SIGNATURE_HEADER, "")
     timestamp = headers.get(TIMESTAMP_HEADER, "")
     if not (signature and timestamp):
@@ -76,9 +88,25 @@ def verify(key_text: str, headers: Mapping[str, str], body: bytes, *, now: float
     except (binascii.Error, ValueError):
         raise refused("signature is not base64") from None
     try:
-        public_key(key_text).verify(der, timestamp.encode() + body, ec.ECDSA(hashes.SHA256()))
+        decode_dss_signature(der)
+    except ValueError:
+        raise refused("signature is not a DER ECDSA signature") from None
+    return SignedHeaders(timestamp=timestamp, signature=der)
+
+
+def verify_body(key_text: str, signed: SignedHeaders, body: bytes) -> None:
+    """Check the signature over timestamp + raw body; 401 when it does not match."""
+    try:
+        public_key(key_text).verify(
+            signed.signature, signed.timestamp.encode() + body, ec.ECDSA(hashes.SHA256())
+        )
     except InvalidSignature:
         raise refused("signature does not match") from None
+
+
+def verify(key_text: str, headers: Mapping[str, str], body: bytes, *, now: float) -> None:
+    """Check the headers, then the signature over timestamp + raw body; 401 on any failure."""
+    verify_body(key_text, signed_headers(headers, now=now), body)
 
 
 def event_verdict(event: dict[str, Any]) -> str | None:
@@ -134,15 +162,10 @@ def parse_events(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
 
 
 async def receive(
-    db: Database,
-    *,
-    public_key_text: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    now: float | None = None,
+    db: Database, *, public_key_text: str, signed: SignedHeaders, body: bytes
 ) -> Outcome:
     """Verify a batch, skip events already applied (sg_event_id), record the verdicts."""
-    verify(public_key_text, headers, body, now=time.time() if now is None else now)
+    verify_body(public_key_text, signed, body)
     outcome = Outcome()
     events = parse_events(body, outcome=outcome)
     if events:

@@ -9,9 +9,7 @@ between the provider's answer and the settle sends again on the retry.
 
 from __future__ import annotations
 
-import html
 import logging
-import re
 import uuid
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -20,6 +18,7 @@ import jinja2
 
 from tenantd.db import Row
 from tenantd.email.message import EmailMessage, EmailSendError
+from tenantd.email.templates import absolute_links, absolute_url, html_to_text
 from tenantd.errors import AppError
 from tenantd.jobs.kinds import JobInfo, PermanentJobError
 from tenantd.notifications import queries
@@ -40,34 +39,19 @@ class TemplateProblem(Exception):
     pass
 
 
-def html_to_text(markup: str) -> str:
-    """A plain-text part for an HTML-only template: links kept, tags dropped."""
-    text = re.sub(r"(?is)<(script|style)\b.*?</\1>", "", markup)
-    text = re.sub(
-        r'(?is)<a\b[^>]*href=["\']([^"\']+)["\'][^>]*>(.*?)</a>',
-        lambda m: f"{m.group(2)} ({m.group(1)})",
-        text,
-    )
-    text = re.sub(r"(?i)<br\s*/?>", "\n", text)
-    text = re.sub(r"(?i)</(p|div|h[1-6]|li|tr)>", "\n\n", text)
-    text = re.sub(r"<[^>]+>", "", text)
-    text = html.unescape(text)
-    text = re.sub(r"[ \t]+", " ", text)
-    text = re.sub(r"\n\s*\n\s*\n+", "\n\n", text)
-    return text.strip() + "\n"
-
-
 def render_email(
-    event: RegisteredEvent, content: EmailContent, variables: dict[str, Any]
+    event: RegisteredEvent, content: EmailContent, variables: dict[str, Any], *, base_url: str
 ) -> tuple[str, str | None]:
-    """(text, html) of the event's template; `.html` templates also get a text part."""
+    """(text, html) of the event's template; `.html` templates also get a text part, and
+    their relative links are resolved against PUBLIC_BASE_URL."""
     env = template_environment(event.base_dir)
     path = content.template_path
-    context = {**content.variables, **variables}
+    context = {**content.variables, **variables, "base_url": base_url}
     try:
         rendered = env.get_template(path).render(**context)
         if PurePosixPath(path).suffix.lower() not in {".html", ".htm"}:
             return rendered, None
+        rendered = absolute_links(rendered, base_url)
         sibling = str(PurePosixPath(path).with_suffix(".txt"))
         try:
             text = env.get_template(sibling).render(**context)
@@ -78,6 +62,11 @@ def render_email(
         raise TemplateProblem(f"email template {path} not found for {event.type}") from None
     except jinja2.TemplateError as error:
         raise TemplateProblem(f"email template {path} of {event.type}: {error}") from None
+
+
+def delivery_key(notification_id: uuid.UUID) -> str:
+    """The idempotency key of this notification's email delivery: every run sends the same."""
+    return f"notification/{notification_id}/{CHANNEL}"
 
 
 def build_message(services: NotificationServices, row: Row) -> EmailMessage:
@@ -103,10 +92,13 @@ def build_message(services: NotificationServices, row: Row) -> EmailMessage:
                 "id": str(row["id"]),
                 "title": row["title"],
                 "body": row["body"],
-                "cta_url": row["cta_url"],
+                "cta_url": absolute_url(row["cta_url"], settings.public_base_url)
+                if row["cta_url"]
+                else row["cta_url"],
                 "cta_label": row["cta_label"],
             },
         },
+        base_url=settings.public_base_url,
     )
     return EmailMessage(
         to=row["email"],
@@ -118,6 +110,7 @@ def build_message(services: NotificationServices, row: Row) -> EmailMessage:
             "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
         },
         tag=f"notification:{event.type}",
+        idempotency_key=delivery_key(row["id"]),
     )
 
 
