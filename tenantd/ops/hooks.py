@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from tenantd import appkeys
+from tenantd.ops.config import ops_config
 from tenantd.ops.metrics import Metrics
 
 
@@ -36,9 +37,14 @@ def sse_listener_probe(app: web.Application) -> Callable[[], bool | None] | None
 
 
 async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx hook: this application's metrics registry."""
+    """cleanup_ctx hook: this application's metrics registry and the one task per process
+    that refreshes its database figures (it also folds metric_counts, so it runs even with
+    /metrics turned off)."""
     registry = Metrics()
     app[appkeys.metrics] = registry
-    if app[appkeys.settings].notifications_sse_enabled:
+    settings = app[appkeys.settings]
+    if settings.notifications_sse_enabled:
         registry.sse_clients = sse_client_count(app)
-    yield
+    every = ops_config(settings).metrics_refresh_seconds
+    async with registry.refreshing(app[appkeys.services].db, every):
+        yield
