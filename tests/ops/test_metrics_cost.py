@@ -127,7 +127,9 @@ async def write_jobs(db: Database, rng: random.Random) -> None:
 async def write_suppressions(db: Database, rng: random.Random) -> None:
     for round_ in range(25):
         async with db.connection() as conn:
-            batch = [(f"r{round_}-{n}@example.com", rng.choice(REASONS), {}) for n in range(3)]
+            batch: list[tuple[str, str, dict[str, Any]]] = [
+                (f"r{round_}-{n}@example.com", rng.choice(REASONS), {}) for n in range(3)
+            ]
             await suppression.add_many(conn, batch, provider=rng.choice(("resend", "sendgrid")))
             await suppression.add(
                 conn, f"m{round_}@example.com", reason="manual", provider="manual"
@@ -214,7 +216,7 @@ class TestExhaustedPool:
 
         await eventually(counted)
         pool = app[appkeys.services].db.pool
-        held = [await pool.acquire() for _ in range(pool.maxsize)]
+        held = [await pool.acquire() for _ in range(int(pool.maxsize or 0))]
         try:
             assert pool.freesize == 0 and pool.size == pool.maxsize
 
