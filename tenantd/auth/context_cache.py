@@ -14,6 +14,9 @@ notifications.
  * While the process's LISTEN connection (the pub/sub hub) is down the cache is off, and it
    is flushed on reconnect, so staleness is bounded by notification latency, never by
    time-to-live guesses.
+ * A LISTEN connection can also die silently (no error, no message). The cache serves only
+   while a round trip on it that began less than STALENESS_SECONDS ago has come back (the
+   hub makes one every second), so a dead listener turns it off within that bound.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from aiohttp import web
 
 from tenantd import appkeys
 from tenantd.auth.principal import Principal
+from tenantd.pubsub import PubSubHub
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "tenantd_cache"
 _NOTICE = re.compile(r"tenantd_cache:(user|account|jti|inbox|all)(?::([0-9a-f-]{36}))?")
 PSYCOPG_NOTICE_LIMIT = 50  # psycopg2 keeps only the newest 50 notices
+STALENESS_SECONDS = 5.0  # the most a served entry may lag a committed write
 
 
 # Memory bounds: a server keeps well under 150 MB with 1,000 SSE clients attached.
@@ -218,6 +223,13 @@ class ContextCache:
                 self.apply(notice[notice.index(CHANNEL) :].strip())
 
 
+def live_while_confirmed(hub: PubSubHub, bound: float = STALENESS_SECONDS) -> Callable[[], bool]:
+    """The staleness rule: serve only while a round trip on the listen connection that began
+    less than `bound` seconds ago has come back, so no invalidation committed before then is
+    still on its way."""
+    return lambda: hub.confirmed_within(bound)
+
+
 def _inbox_size(value: Any) -> int:
     if value is None:
         return 0
@@ -236,7 +248,7 @@ async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
         CHANNEL, lambda _channel, payload: cache.apply(payload), on_gap=cache.flush
     )
     cache.flush()
-    cache.live = hub.is_connected
+    cache.live = live_while_confirmed(hub)
     cache.enabled = True
     try:
         yield
