@@ -11,6 +11,7 @@ from tenantd import appkeys
 from tenantd.services import open_services
 from tenantd.settings import Settings
 from tenantd.web.middlewares import request_middleware
+from tenantd.web.parser_log import ServerLog
 from tenantd.web.routing import WEBHOOK_BODY_LIMIT, Routes, register
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,11 @@ def create_app(
     extra_routes: list[Routes] | None = None,
     on_services: Callable[[web.Application], Awaitable[None]] | None = None,
 ) -> web.Application:
-    app = web.Application(middlewares=[request_middleware], client_max_size=WEBHOOK_BODY_LIMIT)
+    app = web.Application(
+        middlewares=[request_middleware],
+        client_max_size=WEBHOOK_BODY_LIMIT,
+        handler_args={"logger": ServerLog()},  # parser rejections: one rate-limited warning
+    )
     app[appkeys.settings] = settings
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
