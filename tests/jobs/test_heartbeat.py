@@ -66,8 +66,8 @@ async def test_a_starved_pool_does_not_cost_a_running_job_its_lease(
             "moved": True,
         }
     finally:
-        for conn in held:
-            await pool.release(conn)
+        for raw in held:
+            await pool.release(raw)
     release.set()
 
     async def done() -> bool:

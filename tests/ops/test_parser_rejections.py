@@ -38,7 +38,8 @@ async def real_server(db: Database, settings: Settings, migrated: str) -> Any:
         await server.close()
 
 
-async def send_raw(port: int, request: str) -> bytes:
+async def send_raw(port: int | None, request: str) -> bytes:
+    assert port is not None
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(request.encode("latin-1"))
