@@ -174,6 +174,7 @@ class PubSubHub:
         delay = 0.1
         while not self._closing:
             began = time.monotonic()
+            conn: aiopg.Connection | None = None
             try:
                 async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
                     conn = await aiopg.connect(self._dsn, enable_hstore=False)
@@ -184,6 +185,8 @@ class PubSubHub:
                         self._conn = conn
                         self._confirmed_at = began
             except (psycopg2.Error, OSError, TimeoutError) as error:
+                if conn is not None and not conn.closed:
+                    await conn.close()  # connected, but its LISTENs failed
                 log.warning(
                     "pubsub reconnect failed; retrying",
                     extra={"error": str(error), "delay": delay},
