@@ -98,8 +98,21 @@ class StderrHandler(logging.StreamHandler[Any]):
         pass
 
 
-def setup_logging(level: str = "info", fmt: str = "console") -> None:
+class WarningsAndEvents(logging.Filter):
+    """Passes warnings and worse, and the operational events SERVICE.md names (records that
+    carry an `event` field, e.g. notifications.web_push.subscription_expired) at any level."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or hasattr(record, "event")
+
+
+def setup_logging(level: str = "info", fmt: str = "console", *, quiet: bool = False) -> None:
+    """Log to stderr at `level`. `quiet` (the CLI's default) keeps only warnings and the
+    operational events: a command that delivers inline must still log what SERVICE.md says
+    is logged, without the per-request and per-job chatter of info."""
     handler = StderrHandler()
+    if quiet:
+        handler.addFilter(WarningsAndEvents())
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

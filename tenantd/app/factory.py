@@ -15,6 +15,7 @@ from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.web.middlewares import request_middleware
+from tenantd.web.parser_log import ServerLog
 from tenantd.web.routing import register
 from tenantd.web.spec import WEBHOOK_BODY_LIMIT, Routes
 
@@ -26,7 +27,11 @@ def create_app(
     extra_routes: list[Routes] | None = None,
     on_services: Callable[[web.Application], Awaitable[None]] | None = None,
 ) -> web.Application:
-    app = web.Application(middlewares=[request_middleware], client_max_size=WEBHOOK_BODY_LIMIT)
+    app = web.Application(
+        middlewares=[request_middleware],
+        client_max_size=WEBHOOK_BODY_LIMIT,
+        handler_args={"logger": ServerLog()},  # parser rejections: one rate-limited warning
+    )
     app[SETTINGS] = settings
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from tenantd.app.plugins import SWEEPS
-from tenantd.cache.context import CHANNEL
+from tenantd.cache.context import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
 from tenantd.jobs.runner import running
 from tenantd.notifications.channels.sse import FEED_KEY, sse_ctx
@@ -45,7 +45,7 @@ async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
         CHANNEL, lambda _channel, payload: cache.apply(payload), on_gap=cache.flush
     )
     cache.flush()
-    cache.live = hub.is_connected
+    cache.live = live_while_confirmed(hub)
     cache.enabled = True
     try:
         yield
@@ -67,12 +67,15 @@ def _sse_client_count(app: web.Application) -> Callable[[], int]:
 
 
 async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
-    """This application's metrics registry."""
+    """This application's metrics registry and the one task per process that refreshes its
+    database figures (it also folds metric_counts, so it runs even with /metrics off)."""
     registry = Metrics()
     app[METRICS] = registry
-    if app[SETTINGS].notifications_sse_enabled:
+    settings = app[SETTINGS]
+    if settings.notifications_sse_enabled:
         registry.sse_clients = _sse_client_count(app)
-    yield
+    async with registry.refreshing(app[DATABASE], ops_config(settings).metrics_refresh_seconds):
+        yield
 
 
 async def job_runner_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -14,6 +14,9 @@ ended sessions (sql/0092: every access token of the session goes) and notificati
  * While the process's LISTEN connection (the pub/sub hub) is down the cache is off, and it
    is flushed on reconnect, so staleness is bounded by notification latency, never by
    time-to-live guesses.
+ * A LISTEN connection can also die silently (no error, no message). The cache serves only
+   while a round trip on it that began less than STALENESS_SECONDS ago has come back (the
+   hub makes one every second), so a dead listener turns it off within that bound.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from tenantd.principal import Principal
 
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 CHANNEL = "tenantd_cache"
 _NOTICE = re.compile(r"tenantd_cache:(user|account|jti|session|inbox|all)(?::([0-9a-f-]{36}))?")
 PSYCOPG_NOTICE_LIMIT = 50  # psycopg2 keeps only the newest 50 notices
+STALENESS_SECONDS = 5.0  # the most a served entry may lag a committed write
 
 
 # Memory bounds: a server keeps well under 150 MB with 1,000 SSE clients attached.
@@ -234,6 +238,19 @@ class ContextCache:
         for notice in notices:
             if CHANNEL in notice:
                 self.apply(notice[notice.index(CHANNEL) :].strip())
+
+
+class Listener(Protocol):
+    """The listen connection the cache is fed from (the pub/sub hub)."""
+
+    def confirmed_within(self, seconds: float) -> bool: ...
+
+
+def live_while_confirmed(hub: Listener, bound: float = STALENESS_SECONDS) -> Callable[[], bool]:
+    """The staleness rule: serve only while a round trip on the listen connection that began
+    less than `bound` seconds ago has come back, so no invalidation committed before then is
+    still on its way."""
+    return lambda: hub.confirmed_within(bound)
 
 
 def _inbox_size(value: Any) -> int:

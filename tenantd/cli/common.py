@@ -47,7 +47,8 @@ def settings(env_file: str | None = None) -> Settings:
         loaded = load_settings(env_file or state.env_file)
     except (SettingsError, OSError) as error:
         fail(str(error), 2)
-    setup_logging(loaded.log_level if loaded.log_level != "info" else "warning", loaded.log_format)
+    # At the default level, commands show warnings and the operational events only.
+    setup_logging(loaded.log_level, loaded.log_format, quiet=loaded.log_level == "info")
     return loaded
 
 

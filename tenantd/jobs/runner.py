@@ -3,7 +3,9 @@
 - Claims use `FOR UPDATE SKIP LOCKED` and lease each job for JOB_LEASE_SECONDS; a heartbeat
   extends the leases of running jobs, so only a dead process lets its lease run out. Every
   runner looks for such jobs once per poll interval and queues them again, and then any
-  instance claims them.
+  instance claims them. The heartbeat has a connection of its own (outside the pool, which
+  busy requests or jobs may exhaust), and each beat is bounded by the beat interval (a third
+  of the lease): a live process never loses a lease by waiting for a pool connection.
 - Completions are written in batches (one UPDATE for many jobs). A crash between a job's
   own commit and its completion runs the job again, which is why job functions are
   idempotent (notification jobs key on the notification id).
@@ -25,7 +27,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiojobs
+import aiopg
 
+from tenantd.db import Conn
 from tenantd.jobs import queries
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.jobs.queue import JobConfig, JobHost, describe, give_up, retry_delay
@@ -41,6 +45,7 @@ class JobRunner:
         self.queue = services.jobs
         self.config = config or services.jobs.config
         self.lease_seconds = services.settings.job_lease_seconds
+        self._dsn: str = services.db.pool._dsn  # the pool's own DSN (psycopg2 masks passwords)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._running: set[int] = set()
         self._cancelled: set[int] = set()
@@ -281,20 +286,38 @@ class JobRunner:
 
     async def _heartbeat_loop(self) -> None:
         interval = max(self.lease_seconds / 3, 0.2)
-        while True:
-            await asyncio.sleep(interval)
-            if not self._running:
-                continue
-            try:
-                async with self.services.db.connection() as conn:
-                    await queries.extend_leases(
-                        conn,
-                        ids=list(self._running),
-                        worker=self.worker_id,
-                        lease_seconds=self.lease_seconds,
-                    )
-            except Exception:
-                log.exception("extending job leases failed")
+        conn: Conn | None = None
+        try:
+            # Beats go on while jobs run during a stop; the flag ends the loop even if aiopg
+            # swallows the cancel (asyncio.wait_for on Python 3.11).
+            while not self._stopping or self._running:
+                await asyncio.sleep(interval)
+                if not self._running:
+                    continue
+                try:
+                    async with asyncio.timeout(interval):
+                        if conn is None:
+                            raw = await aiopg.connect(self._dsn, enable_hstore=False)
+                            conn = Conn(raw)
+                        await queries.extend_leases(
+                            conn,
+                            ids=list(self._running),
+                            worker=self.worker_id,
+                            lease_seconds=self.lease_seconds,
+                        )
+                except Exception as error:
+                    log.warning("extending job leases failed: %r", error)
+                    await _closed(conn)
+                    conn = None
+        finally:
+            await _closed(conn)
+
+
+async def _closed(conn: Conn | None) -> None:
+    """Close a connection of our own (a new one is opened when next needed)."""
+    if conn is not None and not conn.raw.closed:
+        with contextlib.suppress(Exception):
+            await conn.raw.close()
 
 
 @contextlib.asynccontextmanager

@@ -53,6 +53,7 @@ class OpsConfig:
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     metrics_enabled: bool = True
     metrics_token: str | None = None
+    metrics_refresh_seconds: float = 15.0
     shutdown_timeout_seconds: float = 25.0
 
     def rate_rule(self, scope: str) -> RateRule:
@@ -140,6 +141,9 @@ def parse_ops_config(env: dict[str, str]) -> OpsConfig:
         trusted_proxies=_proxies(env.get("TENANTD_TRUSTED_PROXIES", "")),
         metrics_enabled=_bool(env, "TENANTD_METRICS_ENABLED", True),
         metrics_token=token,
+        metrics_refresh_seconds=env_number(
+            env, "TENANTD_METRICS_REFRESH_SECONDS", 15.0, minimum=0.05
+        ),
         shutdown_timeout_seconds=env_number(
             env, "TENANTD_SHUTDOWN_TIMEOUT_SECONDS", 25.0, minimum=1
         ),

@@ -2,18 +2,31 @@
 one process never share counters).
 
 Counted in process: HTTP requests and latency by route template and status, sweeps, rate
-limit refusals. Read from the database at scrape time (so they agree across instances and
-need no cooperation from the domains): jobs by status, notification deliveries by channel
-and status, email suppressions by provider and reason, last successful sweep. The SSE
-client count comes from the SSE hub of this process, when there is one.
+limit refusals. Read from the database (so they agree across instances and need no
+cooperation from the domains): jobs by status, notification deliveries by channel and
+status, email suppressions by provider and reason, age of the oldest due job, last
+successful sweep. The SSE client count comes from the SSE hub of this process, when there
+is one.
+
+A scrape never touches the database: one task per process reads the database figures every
+TENANTD_METRICS_REFRESH_SECONDS on one pool connection, and every scrape serves the last
+figures read. So a flood of scrapes costs no connection, and a scrape still answers when the
+pool is exhausted. What that task reads is O(1) in table size:
+- row counts are exact, kept on write by triggers (sql/0094): summing their rows reads a few
+  rows per label pair, and the task folds them back into one row per label pair. Exact,
+  because a count that moves by one is the signal (a failed job, a suppressed address);
+  pg_class.reltuples would only estimate whole tables, not counts per status;
+- the oldest due job is the first entry of the partial index of queued jobs;
+- sweep times come from `sweep_runs`, one row per sweep.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -22,12 +35,14 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tenantd.db import Database
+from tenantd.db.core import Conn
 
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-SCRAPE_QUERY_TIMEOUT = 3.0
+REFRESH_QUERY_TIMEOUT = 3.0  # one refresh, the wait for a pool connection included
+DEFAULT_REFRESH_SECONDS = 15.0
 
 # Methods outside this set share one label: a client cannot mint label sets.
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -36,48 +51,56 @@ JOB_STATUSES = ("queued", "running", "failed")
 CHANNELS = ("in_app", "email", "sse", "web_push")
 DELIVERY_STATUSES = ("pending", "sent", "failed", "suppressed")
 
+# Taken by the fold and by the TRUNCATE triggers of sql/0094 (metric_counts_forget).
+FOLD_LOCK = (735_494, 0)
+
+FOLD_SQL = """
+WITH folded AS (DELETE FROM metric_counts RETURNING family, a, b, delta)
+INSERT INTO metric_counts (family, a, b, delta)
+SELECT family, a, b, sum(delta) FROM folded GROUP BY family, a, b HAVING sum(delta) <> 0
+"""
+
 STATE_QUERY = """
-SELECT 'jobs' AS family, status AS a, NULL AS b, count(*)::float8 AS value
-  FROM jobs WHERE status IN ('queued', 'running', 'failed') GROUP BY status
+SELECT family, a, b, sum(delta)::float8 AS value
+  FROM metric_counts GROUP BY family, a, b
 UNION ALL
-SELECT 'jobs_oldest_queued', NULL, NULL,
+SELECT 'jobs_oldest_queued', '', '',
        COALESCE(extract(epoch FROM now() - min(run_at)), 0)::float8
   FROM jobs WHERE status = 'queued' AND run_at <= now()
 UNION ALL
-SELECT 'deliveries', channel, status, count(*)::float8
-  FROM notification_deliveries GROUP BY channel, status
-UNION ALL
-SELECT 'suppressions', provider, reason, count(*)::float8
-  FROM email_suppressions GROUP BY provider, reason
-UNION ALL
-SELECT 'sweep_success', name, NULL, extract(epoch FROM last_success_at)::float8
+SELECT 'sweep_success', name, '', extract(epoch FROM last_success_at)::float8
   FROM sweep_runs WHERE last_success_at IS NOT NULL
 """
 
 
 @dataclass
 class StateSnapshot:
-    database_up: bool = False
+    """The database figures of one refresh."""
+
     jobs: dict[str, float] = field(default_factory=dict)
     oldest_queued_seconds: float = 0.0
     deliveries: dict[tuple[str, str], float] = field(default_factory=dict)
     suppressions: dict[tuple[str, str], float] = field(default_factory=dict)
     sweep_success: dict[str, float] = field(default_factory=dict)
-    pool_size: int = 0
-    pool_free: int = 0
-    sse_clients: int | None = None
+    read_at: float = 0.0  # time.time() of the read
 
 
-async def read_state(db: Database) -> StateSnapshot:
-    """Read the database-backed gauges in one statement (bounded by a timeout)."""
-    snapshot = StateSnapshot(pool_size=db.pool.size, pool_free=db.pool.freesize)
-    try:
-        async with asyncio.timeout(SCRAPE_QUERY_TIMEOUT):
-            rows = await db.fetch_all(STATE_QUERY)
-    except Exception:
-        log.warning("metrics: database state could not be read", exc_info=True)
-        return snapshot
-    snapshot.database_up = True
+async def fold_counts(conn: Conn) -> bool:
+    """Fold the rows of metric_counts into one per key (skipped while another instance
+    folds); return whether this call folded."""
+    async with conn.transaction():
+        locked = await conn.fetch_val(
+            "SELECT pg_try_advisory_xact_lock(%(a)s, %(b)s)", {"a": FOLD_LOCK[0], "b": FOLD_LOCK[1]}
+        )
+        if locked:
+            await conn.execute(FOLD_SQL)
+    return bool(locked)
+
+
+async def read_state(conn: Conn) -> StateSnapshot:
+    """Read the database-backed figures (a few rows, whatever the size of the tables)."""
+    rows = await conn.fetch_all(STATE_QUERY)
+    snapshot = StateSnapshot(read_at=time.time())
     for row in rows:
         family, a, b, value = row["family"], row["a"], row["b"], float(row["value"])
         if family == "jobs":
@@ -94,24 +117,48 @@ async def read_state(db: Database) -> StateSnapshot:
 
 
 class StateCollector(Collector):
-    """Yields the last snapshot taken by `Metrics.refresh` (taken right before a scrape)."""
+    """Yields the last database figures, and the live figures of this process."""
 
     def __init__(self) -> None:
-        self.snapshot = StateSnapshot()
+        self.snapshot: StateSnapshot | None = None
+        self.database_up = False
+        self.pool: Callable[[], tuple[int, int]] | None = None  # (size, free)
+        self.sse_clients: Callable[[], int] | None = None
 
     def collect(self) -> Iterator[Metric]:
-        snap = self.snapshot
-        up = GaugeMetricFamily("tenantd_database_up", "1 when the database answered the scrape")
-        up.add_metric([], 1.0 if snap.database_up else 0.0)
-        yield up
-        pool = GaugeMetricFamily(
-            "tenantd_db_pool_connections", "Database pool connections", labels=["state"]
+        up = GaugeMetricFamily(
+            "tenantd_database_up", "1 when the last metrics refresh read the database"
         )
-        pool.add_metric(["used"], float(snap.pool_size - snap.pool_free))
-        pool.add_metric(["free"], float(snap.pool_free))
-        yield pool
-        if not snap.database_up:
+        up.add_metric([], 1.0 if self.database_up else 0.0)
+        yield up
+        if self.pool is not None:
+            size, free = self.pool()
+            pool = GaugeMetricFamily(
+                "tenantd_db_pool_connections", "Database pool connections", labels=["state"]
+            )
+            pool.add_metric(["used"], float(size - free))
+            pool.add_metric(["free"], float(free))
+            yield pool
+        if self.sse_clients is not None:
+            try:
+                clients = float(self.sse_clients())
+            except Exception:
+                log.warning("metrics: SSE client count unavailable", exc_info=True)
+            else:
+                sse = GaugeMetricFamily(
+                    "tenantd_sse_clients", "SSE clients connected to this instance"
+                )
+                sse.add_metric([], clients)
+                yield sse
+        snap = self.snapshot
+        if snap is None:
             return
+        age = GaugeMetricFamily(
+            "tenantd_metrics_state_age_seconds",
+            "Seconds since the database-derived figures below were read",
+        )
+        age.add_metric([], max(time.time() - snap.read_at, 0.0))
+        yield age
         jobs = GaugeMetricFamily("tenantd_jobs", "Jobs in the durable queue", labels=["status"])
         for status in JOB_STATUSES:
             jobs.add_metric([status], snap.jobs.get(status, 0.0))
@@ -146,10 +193,6 @@ class StateCollector(Collector):
         for name, value in sorted(snap.sweep_success.items()):
             sweeps.add_metric([name], value)
         yield sweeps
-        if snap.sse_clients is not None:
-            sse = GaugeMetricFamily("tenantd_sse_clients", "SSE clients connected to this instance")
-            sse.add_metric([], float(snap.sse_clients))
-            yield sse
 
 
 class Metrics:
@@ -195,9 +238,17 @@ class Metrics:
         )
         self.state = StateCollector()
         self.registry.register(self.state)
-        self.sse_clients: Callable[[], int] | None = None
         self.started = time.time()
+        self._next_render: asyncio.Future[bytes] | None = None
         self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+
+    @property
+    def sse_clients(self) -> Callable[[], int] | None:
+        return self.state.sse_clients
+
+    @sse_clients.setter
+    def sse_clients(self, count: Callable[[], int] | None) -> None:
+        self.state.sse_clients = count
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         key = (method if method in KNOWN_METHODS else OTHER_METHOD, route, status)
@@ -214,16 +265,67 @@ class Metrics:
         self.sweep_rows.labels(sweep, table).inc(rows)
 
     async def refresh(self, db: Database) -> None:
-        snapshot = await read_state(db)
-        if self.sse_clients is not None:
-            try:
-                snapshot.sse_clients = int(self.sse_clients())
-            except Exception:
-                log.warning("metrics: SSE client count unavailable", exc_info=True)
+        """Read the database figures once, on one pool connection, within a bound; on failure
+        the last figures stay (and tenantd_database_up says 0)."""
+        try:
+            async with asyncio.timeout(REFRESH_QUERY_TIMEOUT):
+                async with db.connection() as conn:
+                    await fold_counts(conn)
+                    snapshot = await read_state(conn)
+        except Exception as error:
+            self.state.database_up = False
+            log.warning("metrics: database figures could not be read: %r", error)
+            return
         self.state.snapshot = snapshot
+        self.state.database_up = True
+
+    @contextlib.asynccontextmanager
+    async def refreshing(self, db: Database, every: float) -> AsyncIterator[None]:
+        """Read the figures now, then every `every` seconds in one task, until exit."""
+        self.state.pool = lambda: (db.pool.size, db.pool.freesize)
+        await self.refresh(db)
+        stopping = asyncio.Event()
+
+        async def loop() -> None:
+            # The flag as well as the cancel: aiopg waits with asyncio.wait_for, which on
+            # Python 3.11 can swallow a cancel that lands as a query completes.
+            while not stopping.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(every):
+                        await stopping.wait()
+                if not stopping.is_set():
+                    await self.refresh(db)
+
+        task = asyncio.get_running_loop().create_task(loop())
+        try:
+            yield
+        finally:
+            stopping.set()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    async def exposition(self) -> bytes:
+        """The text of a scrape. Formatting is the costly part of a scrape (pure Python, a few
+        µs per sample), so scrapes that arrive together share one rendering, made once the
+        handlers already runnable have asked for it: each still sees every request answered
+        before it arrived."""
+        pending = self._next_render
+        if pending is None:
+            loop = asyncio.get_running_loop()
+            pending = self._next_render = loop.create_future()
+            loop.call_soon(self._render_into, pending)
+        return await asyncio.shield(pending)
+
+    def _render_into(self, pending: asyncio.Future[bytes]) -> None:
+        self._next_render = None
+        try:
+            pending.set_result(self.render())
+        except Exception as error:
+            pending.set_exception(error)
 
 
 METRICS = web.AppKey("metrics", Metrics)

@@ -5,6 +5,11 @@ least one subscriber wants it. When the connection fails, the hub reconnects wit
 LISTENs every channel again and tells the subscribers that messages may have been missed
 (their `on_gap`), so they can catch up from storage.
 
+A connection can also die silently (a network partition: no error, no message, ever). So the
+hub makes a cheap round trip on it every second; `confirmed_within(s)` says whether one that
+began less than `s` seconds ago came back (every NOTIFY committed before it began has then
+arrived), and a round trip unanswered for PING_TIMEOUT_SECONDS drops the connection.
+
 Channel names are quoted identifiers (`notifications:user:<uuid>` has a colon) and must
 stay within PostgreSQL's 63-byte identifier limit.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,7 +30,9 @@ from aiohttp import web
 log = logging.getLogger(__name__)
 
 MAX_CHANNEL_BYTES = 63
-HEALTH_INTERVAL_SECONDS = 30.0
+PING_INTERVAL_SECONDS = 1.0
+PING_TIMEOUT_SECONDS = 3.0
+CONNECT_TIMEOUT_SECONDS = 10.0  # a connect (and its LISTENs) into a partition gives up
 RECONNECT_MAX_SECONDS = 10.0
 
 MessageCallback = Callable[[str, str], None]  # (channel, payload); must not block
@@ -45,10 +53,19 @@ class Subscription:
 
 
 class PubSubHub:
-    def __init__(self, dsn: str, *, health_interval: float = HEALTH_INTERVAL_SECONDS):
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        ping_interval: float = PING_INTERVAL_SECONDS,
+        ping_timeout: float = PING_TIMEOUT_SECONDS,
+    ):
         self._dsn = dsn
-        self._health_interval = health_interval
+        self._ping_interval = ping_interval
+        self._ping_timeout = ping_timeout
         self._conn: aiopg.Connection | None = None
+        # time.monotonic() when the last round trip that came back began.
+        self._confirmed_at: float | None = None
         self._lock = asyncio.Lock()  # one command at a time on the connection
         self._channels: dict[str, set[Subscription]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -60,7 +77,9 @@ class PubSubHub:
         return set(self._channels)
 
     async def start(self) -> None:
+        began = time.monotonic()
         self._conn = await aiopg.connect(self._dsn, enable_hstore=False)
+        self._confirmed_at = began
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._read_loop()), loop.create_task(self._health_loop())]
 
@@ -152,14 +171,20 @@ class PubSubHub:
     async def _reconnect(self) -> None:
         delay = 0.1
         while not self._closing:
+            began = time.monotonic()
+            conn: aiopg.Connection | None = None
             try:
-                conn = await aiopg.connect(self._dsn, enable_hstore=False)
-                async with self._lock:
-                    async with conn.cursor() as cur:
-                        for channel in list(self._channels):
-                            await cur.execute(f"LISTEN {quote_channel(channel)}")
-                    self._conn = conn
-            except (psycopg2.Error, OSError) as error:
+                async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                    conn = await aiopg.connect(self._dsn, enable_hstore=False)
+                    async with self._lock:
+                        async with conn.cursor() as cur:
+                            for channel in list(self._channels):
+                                await cur.execute(f"LISTEN {quote_channel(channel)}")
+                        self._conn = conn
+                        self._confirmed_at = began
+            except (psycopg2.Error, OSError, TimeoutError) as error:
+                if conn is not None and not conn.closed:
+                    await conn.close()  # connected, but its LISTENs failed
                 log.warning(
                     "pubsub reconnect failed; retrying",
                     extra={"error": str(error), "delay": delay},
@@ -179,14 +204,39 @@ class PubSubHub:
             return
 
     async def _health_loop(self) -> None:
-        """A silent network failure never errors the reader; a ping finds it."""
-        while not self._closing:
-            await asyncio.sleep(self._health_interval)
-            await self._command("SELECT 1")
+        """A silent network failure never errors the reader; a round trip finds it."""
+        while not self._closing:  # the flag too: aiopg's wait_for may swallow a cancel
+            await asyncio.sleep(self._ping_interval)
+            await self._ping()
+
+    async def _ping(self) -> None:
+        async with self._lock:
+            conn = self._conn
+            if conn is None or conn.closed:
+                return  # the reader reconnects
+            began = time.monotonic()
+            try:
+                async with asyncio.timeout(self._ping_timeout), conn.cursor() as cur:
+                    await cur.execute("SELECT 1")
+            except (psycopg2.Error, OSError, TimeoutError) as error:
+                log.warning("pubsub round trip failed; reconnecting", extra={"error": repr(error)})
+                if self._conn is conn:
+                    await self._drop()
+                return
+            if self._conn is conn:
+                self._confirmed_at = began
 
     def is_connected(self) -> bool:
         conn = self._conn
         return conn is not None and not conn.closed
+
+    def confirmed_within(self, seconds: float) -> bool:
+        """Whether a round trip on the connection that began less than `seconds` ago came
+        back: then every message published before it began has been delivered."""
+        confirmed = self._confirmed_at
+        return (
+            self.is_connected() and confirmed is not None and time.monotonic() - confirmed < seconds
+        )
 
     def backend_pid(self) -> int | None:
         """The server process of the listening connection (None while disconnected)."""

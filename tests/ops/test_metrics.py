@@ -1,4 +1,4 @@
-"""/metrics moves with requests and with the tables it reads at scrape time; /readyz."""
+"""/metrics moves with requests and with the tables its refresh task reads; /readyz."""
 
 from __future__ import annotations
 
@@ -12,6 +12,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tenantd.db import Database
 from tenantd.db.migrate import sql_dir
+from tests.notifications.conftest import eventually
+
+Samples = dict[tuple[str, tuple[Any, ...]], float]
+
+
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    env["TENANTD_METRICS_REFRESH_SECONDS"] = "0.1"
+    return env
 
 
 async def scrape(
@@ -95,7 +104,13 @@ async def test_state_gauges_follow_the_tables(
     await db.execute(
         "INSERT INTO sweep_runs (name, last_success_at) VALUES ('sessions', to_timestamp(1000))"
     )
-    samples = await scrape(client)
+
+    async def refreshed() -> Samples | None:
+        samples = await scrape(client)
+        swept = value(samples, "tenantd_sweep_last_success_timestamp_seconds", sweep="sessions")
+        return samples if swept == 1000 else None
+
+    samples = await eventually(refreshed)  # the refresh task runs every 0.1 s here
     assert value(samples, "tenantd_jobs", status="queued") == 2
     assert value(samples, "tenantd_jobs", status="running") == 1
     assert value(samples, "tenantd_jobs", status="failed") == 1
