@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tenantd.db import Database
+from tenantd.ops.queries import STATE_QUERY
 
 log = logging.getLogger(__name__)
 
@@ -35,24 +36,6 @@ OTHER_METHOD = "OTHER"
 JOB_STATUSES = ("queued", "running", "failed")
 CHANNELS = ("in_app", "email", "sse", "web_push")
 DELIVERY_STATUSES = ("pending", "sent", "failed", "suppressed")
-
-STATE_QUERY = """
-SELECT 'jobs' AS family, status AS a, NULL AS b, count(*)::float8 AS value
-  FROM jobs WHERE status IN ('queued', 'running', 'failed') GROUP BY status
-UNION ALL
-SELECT 'jobs_oldest_queued', NULL, NULL,
-       COALESCE(extract(epoch FROM now() - min(run_at)), 0)::float8
-  FROM jobs WHERE status = 'queued' AND run_at <= now()
-UNION ALL
-SELECT 'deliveries', channel, status, count(*)::float8
-  FROM notification_deliveries GROUP BY channel, status
-UNION ALL
-SELECT 'suppressions', provider, reason, count(*)::float8
-  FROM email_suppressions GROUP BY provider, reason
-UNION ALL
-SELECT 'sweep_success', name, NULL, extract(epoch FROM last_success_at)::float8
-  FROM sweep_runs WHERE last_success_at IS NOT NULL
-"""
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Statements of the kernel's operations: sweep bookkeeping and batched deletes, status."""
+"""Statements of the kernel's operations: sweeps (bookkeeping, batched deletes), rate limits,
+metrics and `tenantd status`."""
 
 from __future__ import annotations
 
@@ -52,4 +53,59 @@ UPDATE sweep_runs SET
     last_error = %(error)s,
     last_success_at = CASE WHEN %(status)s = 'ok' THEN now() ELSE last_success_at END
 WHERE name = %(name)s
+"""
+
+
+# --- rate limits (hot path: hand-written, one upsert for every counter of a request) ------
+
+# {values} is filled with one "(%(kN)s, %(wN)s::int)" placeholder pair per counter.
+RATE_LIMIT_HIT = """
+INSERT INTO rate_limits AS r (key, window_start, count)
+SELECT v.key, to_timestamp((floor(extract(epoch FROM now()) / v.secs) * v.secs)::float8), 1
+  FROM (VALUES {values}) AS v (key, secs)
+ ORDER BY v.key
+ON CONFLICT (key) DO UPDATE SET
+    count = CASE WHEN r.window_start = excluded.window_start THEN r.count + 1 ELSE 1 END,
+    window_start = excluded.window_start
+RETURNING r.key, r.count, extract(epoch FROM r.window_start - now())::float8 AS start_offset
+"""
+
+
+# --- metrics: the database-backed gauges, read in one statement at scrape time ------------
+
+STATE_QUERY = """
+SELECT 'jobs' AS family, status AS a, NULL AS b, count(*)::float8 AS value
+  FROM jobs WHERE status IN ('queued', 'running', 'failed') GROUP BY status
+UNION ALL
+SELECT 'jobs_oldest_queued', NULL, NULL,
+       COALESCE(extract(epoch FROM now() - min(run_at)), 0)::float8
+  FROM jobs WHERE status = 'queued' AND run_at <= now()
+UNION ALL
+SELECT 'deliveries', channel, status, count(*)::float8
+  FROM notification_deliveries GROUP BY channel, status
+UNION ALL
+SELECT 'suppressions', provider, reason, count(*)::float8
+  FROM email_suppressions GROUP BY provider, reason
+UNION ALL
+SELECT 'sweep_success', name, NULL, extract(epoch FROM last_success_at)::float8
+  FROM sweep_runs WHERE last_success_at IS NOT NULL
+"""
+
+
+# --- tenantd status -------------------------------------------------------------------------
+
+STATUS_TABLES = (
+    "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
+    " AND tablename IN ('jobs', 'sweep_runs')"
+)
+STATUS_QUEUE = """
+SELECT count(*) FILTER (WHERE status = 'queued') AS queued,
+       count(*) FILTER (WHERE status = 'queued' AND run_at <= now()) AS due,
+       count(*) FILTER (WHERE status = 'running') AS running,
+       count(*) FILTER (WHERE status = 'failed') AS failed
+  FROM jobs WHERE status IN ('queued', 'running', 'failed')
+"""
+STATUS_SWEEPS = """
+SELECT name, run_count, last_status, last_started_at, last_success_at, last_counts
+  FROM sweep_runs ORDER BY name
 """
