@@ -74,8 +74,8 @@ user_tokens = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Column("used_at", DateTime(timezone=True)),
-    Column("password_hash", Text),
-    Column("binding_hash", LargeBinary),
+    Column("password_hash", Text),  # sql/0040: the password a verification link installs
+    Column("binding_hash", LargeBinary),  # sql/0091: the registering browser's binding cookie
     Index("user_tokens_expires_idx", "expires_at"),
     Index("user_tokens_user_idx", "user_id", "purpose"),
 )
@@ -315,7 +315,7 @@ notifications = Table(
     Column("read_at", DateTime(timezone=True)),
     Column("payload", JSONB, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("in_app", Boolean, nullable=False),
+    Column("in_app", Boolean, nullable=False),  # sql/0020: false keeps it out of the inbox
     Index(
         "notifications_account_idx", "account_id", postgresql_where=text("account_id IS NOT NULL")
     ),

@@ -234,4 +234,8 @@ async def test_core_statements_run_on_the_pool(db: Database) -> None:
     )
     assert row == {"email": "core@example.com", "first_name": "C"}
     assert await db.fetch_val(sa.select(sa.func.count()).select_from(users)) == 1
+    # Named bind parameters take their values at execution, like raw statements.
+    by_email = sa.select(users.c.first_name).where(users.c.email == sa.bindparam("email"))
+    assert await db.fetch_val(by_email, {"email": "core@example.com"}) == "C"
+    assert await db.fetch_val(by_email, {"email": "nobody@example.com"}) is None
     assert await db.execute(sa.delete(users).where(users.c.email == "core@example.com")) == 1
