@@ -1,6 +1,9 @@
-"""SQLAlchemy Core table definitions mirroring sql/ (the query builder's view of the schema).
+"""The schema as SQLAlchemy Core sees it: every table, column, primary key and index that
+the migrations in sql/ build (tests/db/test_tables.py checks it against a migrated database).
 
-The SQL migrations are the source of truth; these definitions only name columns for queries.
+The migrations stay the source of truth (they carry defaults, checks and foreign keys too);
+this module is their one description in Python, which dynamically composed queries (the
+sweeps' batched deletes) are built from. A new migration changes this file in the same commit.
 """
 
 from __future__ import annotations
@@ -11,196 +14,265 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
     Table,
     Text,
+    UniqueConstraint,
+    func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 metadata = MetaData()
 
 
-def _ts(name: str, nullable: bool = True) -> Column[object]:
-    return Column(name, DateTime(timezone=True), nullable=nullable)
-
-
-def _uuid(name: str, primary_key: bool = False) -> Column[object]:
-    return Column(name, UUID(as_uuid=True), primary_key=primary_key)
-
-
 users = Table(
     "users",
     metadata,
-    _uuid("id", True),
-    Column("email", Text),
-    Column("first_name", Text),
-    Column("last_name", Text),
-    _ts("email_verified_at"),
-    _ts("tokens_valid_after"),
-    _ts("created_at"),
-    _ts("updated_at"),
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("email", Text, nullable=False),
+    Column("first_name", Text, nullable=False),
+    Column("last_name", Text, nullable=False),
+    Column("email_verified_at", DateTime(timezone=True)),
+    Column("tokens_valid_after", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )
+Index("users_email_key", func.lower(users.c.email), unique=True)
 
 user_passwords = Table(
     "user_passwords",
     metadata,
-    _uuid("user_id", True),
-    Column("password_hash", Text),
-    _ts("created_at"),
-    _ts("updated_at"),
+    Column("user_id", UUID(as_uuid=True), primary_key=True),
+    Column("password_hash", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 user_identities = Table(
     "user_identities",
     metadata,
-    _uuid("id", True),
-    _uuid("user_id"),
-    Column("provider", Text),
-    Column("subject", Text),
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("provider", Text, nullable=False),
+    Column("subject", Text, nullable=False),
     Column("email", Text),
-    _ts("created_at"),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("provider", "subject", name="user_identities_provider_subject_key"),
+    UniqueConstraint("user_id", "provider", name="user_identities_user_id_provider_key"),
 )
 
 user_tokens = Table(
     "user_tokens",
     metadata,
     Column("token_hash", LargeBinary, primary_key=True),
-    _uuid("user_id"),
-    Column("purpose", Text),
-    _ts("created_at"),
-    _ts("expires_at"),
-    _ts("used_at"),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("purpose", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
     Column("password_hash", Text),  # sql/0040: the password a verification link installs
     Column("binding_hash", LargeBinary),  # sql/0091: the registering browser's binding cookie
+    Index("user_tokens_expires_idx", "expires_at"),
+    Index("user_tokens_user_idx", "user_id", "purpose"),
 )
 
 accounts = Table(
     "accounts",
     metadata,
-    _uuid("id", True),
-    Column("name", Text),
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("name", Text, nullable=False),
     Column("claimed_domain", Text),
-    _ts("created_at"),
-    _ts("updated_at"),
-    _ts("deleted_at"),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("deleted_at", DateTime(timezone=True)),
+    Index("accounts_deleted_at_idx", "deleted_at", postgresql_where=text("deleted_at IS NOT NULL")),
+)
+Index(
+    "accounts_claimed_domain_live_key",
+    func.lower(accounts.c.claimed_domain),
+    unique=True,
+    postgresql_where=text("claimed_domain IS NOT NULL AND deleted_at IS NULL"),
 )
 
 sessions = Table(
     "sessions",
     metadata,
-    _uuid("id", True),
-    _uuid("family_id"),
-    _uuid("user_id"),
-    _uuid("account_id"),
-    Column("token_hash", LargeBinary),
-    _ts("created_at"),
-    _ts("expires_at"),
-    _ts("rotated_at"),
-    _ts("revoked_at"),
-    _uuid("access_jti"),
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("family_id", UUID(as_uuid=True), nullable=False),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("account_id", UUID(as_uuid=True)),
+    Column("token_hash", LargeBinary, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("rotated_at", DateTime(timezone=True)),
+    Column("revoked_at", DateTime(timezone=True)),
+    Column("access_jti", UUID(as_uuid=True)),
     Column("user_agent", Text),
     Column("ip", Text),
+    UniqueConstraint("token_hash", name="sessions_token_hash_key"),
+    Index("sessions_expires_idx", "expires_at"),
+    Index("sessions_family_idx", "family_id"),
+    Index("sessions_user_idx", "user_id"),
 )
 
 revoked_tokens = Table(
     "revoked_tokens",
     metadata,
-    _uuid("jti", True),
-    _uuid("user_id"),
-    _ts("expires_at"),
+    Column("jti", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index("revoked_tokens_expires_idx", "expires_at"),
+)
+
+oauth_state_uses = Table(
+    "oauth_state_uses",
+    metadata,
+    Column("jti", UUID(as_uuid=True), primary_key=True),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index("oauth_state_uses_expires_idx", "expires_at"),
+)
+
+# sql/0094: exact row counts of /metrics, kept on write by statement-level triggers.
+metric_counts = Table(
+    "metric_counts",
+    metadata,
+    Column("family", Text, nullable=False),
+    Column("a", Text, nullable=False),
+    Column("b", Text, nullable=False),
+    Column("delta", BigInteger, nullable=False),
 )
 
 memberships = Table(
     "memberships",
     metadata,
-    _uuid("id", True),
-    _uuid("account_id"),
-    _uuid("user_id"),
-    Column("role", Text),
-    _ts("created_at"),
-    _ts("updated_at"),
-    _ts("revoked_at"),
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("account_id", UUID(as_uuid=True), nullable=False),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("role", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True)),
+    Index(
+        "memberships_active_key",
+        "account_id",
+        "user_id",
+        unique=True,
+        postgresql_where=text("revoked_at IS NULL"),
+    ),
+    Index(
+        "memberships_one_owner_key",
+        "account_id",
+        unique=True,
+        postgresql_where=text("role = 'owner' AND revoked_at IS NULL"),
+    ),
+    Index("memberships_user_idx", "user_id", postgresql_where=text("revoked_at IS NULL")),
 )
 
 plans = Table(
     "plans",
     metadata,
     Column("code", Text, primary_key=True),
-    Column("name", Text),
-    Column("seats", Integer),
-    Column("features", ARRAY(Text)),
+    Column("name", Text, nullable=False),
+    Column("seats", Integer, nullable=False),
+    Column("features", ARRAY(Text), nullable=False),
 )
 
 account_plans = Table(
     "account_plans",
     metadata,
-    _uuid("account_id", True),
-    Column("plan_code", Text),
+    Column("account_id", UUID(as_uuid=True), primary_key=True),
+    Column("plan_code", Text, nullable=False),
     Column("seats", Integer),
-    _ts("updated_at"),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 account_feature_overrides = Table(
     "account_feature_overrides",
     metadata,
-    _uuid("account_id", True),
+    Column("account_id", UUID(as_uuid=True), primary_key=True),
     Column("feature", Text, primary_key=True),
-    Column("enabled", Boolean),
-    _ts("updated_at"),
+    Column("enabled", Boolean, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 invitations = Table(
     "invitations",
     metadata,
-    _uuid("id", True),
-    _uuid("account_id"),
-    Column("email", Text),
-    Column("role", Text),
-    Column("token_hash", LargeBinary),
-    _uuid("invited_by"),
-    _ts("created_at"),
-    _ts("expires_at"),
-    _ts("resent_at"),
-    _ts("accepted_at"),
-    _uuid("accepted_by"),
-    _ts("revoked_at"),
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("account_id", UUID(as_uuid=True), nullable=False),
+    Column("email", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("token_hash", LargeBinary, nullable=False),
+    Column("invited_by", UUID(as_uuid=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("resent_at", DateTime(timezone=True)),
+    Column("accepted_at", DateTime(timezone=True)),
+    Column("accepted_by", UUID(as_uuid=True)),
+    Column("revoked_at", DateTime(timezone=True)),
+    UniqueConstraint("token_hash", name="invitations_token_hash_key"),
+    Index("invitations_account_idx", "account_id"),
+    Index(
+        "invitations_pending_expiry_idx",
+        "expires_at",
+        postgresql_where=text("accepted_at IS NULL AND revoked_at IS NULL"),
+    ),
+)
+Index(
+    "invitations_pending_email_key",
+    invitations.c.account_id,
+    func.lower(invitations.c.email),
+    unique=True,
+    postgresql_where=text("accepted_at IS NULL AND revoked_at IS NULL"),
 )
 
 join_requests = Table(
     "join_requests",
     metadata,
-    _uuid("id", True),
-    _uuid("account_id"),
-    _uuid("user_id"),
-    Column("domain", Text),
-    Column("status", Text),
-    _ts("created_at"),
-    _ts("decided_at"),
-    _uuid("decided_by"),
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("account_id", UUID(as_uuid=True), nullable=False),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("domain", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("decided_at", DateTime(timezone=True)),
+    Column("decided_by", UUID(as_uuid=True)),
+    Index(
+        "join_requests_pending_key",
+        "account_id",
+        "user_id",
+        unique=True,
+        postgresql_where=text("status = 'pending'"),
+    ),
+    Index("join_requests_pending_user_idx", "user_id", postgresql_where=text("status = 'pending'")),
 )
 
 audit_log = Table(
     "audit_log",
     metadata,
     Column("id", BigInteger, primary_key=True),
-    _uuid("account_id"),
-    _uuid("actor_user_id"),
-    Column("action", Text),
+    Column("account_id", UUID(as_uuid=True)),
+    Column("actor_user_id", UUID(as_uuid=True)),
+    Column("action", Text, nullable=False),
     Column("target", Text),
-    Column("data", JSONB),
-    _ts("created_at"),
+    Column("data", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("audit_log_account_idx", "account_id", "created_at"),
 )
 
 email_suppressions = Table(
     "email_suppressions",
     metadata,
     Column("email", Text, primary_key=True),
-    Column("reason", Text),
-    Column("provider", Text),
-    Column("details", JSONB),
-    _ts("created_at"),
+    Column("reason", Text, nullable=False),
+    Column("provider", Text, nullable=False),
+    Column("details", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("email_suppressions_provider_idx", "provider", "reason"),
 )
 
 webhook_events = Table(
@@ -208,93 +280,147 @@ webhook_events = Table(
     metadata,
     Column("provider", Text, primary_key=True),
     Column("event_id", Text, primary_key=True),
-    _ts("received_at"),
+    Column("received_at", DateTime(timezone=True), nullable=False),
+    Index("webhook_events_received_idx", "received_at"),
 )
+
 
 jobs = Table(
     "jobs",
     metadata,
     Column("id", BigInteger, primary_key=True),
-    Column("kind", Text),
-    Column("payload", JSONB),
-    Column("status", Text),
-    Column("attempts", Integer),
-    Column("max_attempts", Integer),
-    _ts("run_at"),
-    _ts("locked_until"),
+    Column("kind", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("run_at", DateTime(timezone=True), nullable=False),
+    Column("locked_until", DateTime(timezone=True)),
     Column("locked_by", Text),
     Column("last_error", Text),
-    _ts("created_at"),
-    _ts("updated_at"),
-    _ts("finished_at"),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    Index(
+        "jobs_finished_idx",
+        "finished_at",
+        postgresql_where=text("status = ANY (ARRAY['done', 'failed'])"),
+    ),
+    Index("jobs_lease_idx", "locked_until", postgresql_where=text("status = 'running'")),
+    Index("jobs_ready_idx", "run_at", "id", postgresql_where=text("status = 'queued'")),
 )
 
 notifications = Table(
     "notifications",
     metadata,
-    _uuid("id", True),
-    _uuid("user_id"),
-    _uuid("account_id"),
-    Column("event_type", Text),
-    Column("title", Text),
-    Column("body", Text),
-    Column("cta_url", Text),
-    Column("cta_label", Text),
-    Column("status", Text),
-    _ts("read_at"),
-    Column("payload", JSONB),
-    _ts("created_at"),
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("account_id", UUID(as_uuid=True)),
+    Column("event_type", Text, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("cta_url", Text, nullable=False),
+    Column("cta_label", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("read_at", DateTime(timezone=True)),
+    Column("payload", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("in_app", Boolean, nullable=False),  # sql/0020: false keeps it out of the inbox
+    Index(
+        "notifications_account_idx", "account_id", postgresql_where=text("account_id IS NOT NULL")
+    ),
+)
+Index(
+    "notifications_user_created_idx",
+    notifications.c.user_id,
+    notifications.c.created_at.desc(),
+    notifications.c.id.desc(),
+)
+Index(
+    "notifications_user_unread_idx",
+    notifications.c.user_id,
+    notifications.c.created_at.desc(),
+    notifications.c.id.desc(),
+    postgresql_where=text("status = 'unread' AND in_app"),
 )
 
 notification_deliveries = Table(
     "notification_deliveries",
     metadata,
-    _uuid("id", True),
-    _uuid("notification_id"),
-    Column("channel", Text),
-    Column("status", Text),
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("notification_id", UUID(as_uuid=True), nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("status", Text, nullable=False),
     Column("reason", Text),
-    Column("attempts", Integer),
-    _ts("created_at"),
-    _ts("updated_at"),
+    Column("attempts", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint(
+        "notification_id", "channel", name="notification_deliveries_notification_id_channel_key"
+    ),
 )
 
 notification_dedup = Table(
     "notification_dedup",
     metadata,
     Column("dedup_key", Text, primary_key=True),
-    _ts("expires_at"),
-    _ts("created_at"),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("notification_dedup_expires_idx", "expires_at"),
 )
 
 notification_preferences = Table(
     "notification_preferences",
     metadata,
-    _uuid("user_id", True),
+    Column("user_id", UUID(as_uuid=True), primary_key=True),
     Column("event_type", Text, primary_key=True),
     Column("channel", Text, primary_key=True),
-    Column("enabled", Boolean),
-    _ts("updated_at"),
+    Column("enabled", Boolean, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 push_subscriptions = Table(
     "push_subscriptions",
     metadata,
-    _uuid("id", True),
-    _uuid("user_id"),
-    Column("endpoint", Text),
-    Column("p256dh_key", Text),
-    Column("auth_key", Text),
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("endpoint", Text, nullable=False),
+    Column("p256dh_key", Text, nullable=False),
+    Column("auth_key", Text, nullable=False),
     Column("user_agent", Text),
-    _ts("expires_at"),
-    _ts("created_at"),
-    _ts("last_used_at"),
+    Column("expires_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("last_used_at", DateTime(timezone=True)),
+    UniqueConstraint("user_id", "endpoint", name="push_subscriptions_user_id_endpoint_key"),
 )
 
 rate_limits = Table(
     "rate_limits",
     metadata,
     Column("key", Text, primary_key=True),
-    _ts("window_start"),
-    Column("count", Integer),
+    Column("window_start", DateTime(timezone=True), nullable=False),
+    Column("count", Integer, nullable=False),
+    Index("rate_limits_window_idx", "window_start"),
+)
+
+sweep_runs = Table(
+    "sweep_runs",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("run_count", BigInteger, nullable=False),
+    Column("last_started_at", DateTime(timezone=True)),
+    Column("last_finished_at", DateTime(timezone=True)),
+    Column("last_status", Text),
+    Column("last_counts", JSONB, nullable=False),
+    Column("last_error", Text),
+    Column("last_instance", Text),
+    Column("last_success_at", DateTime(timezone=True)),
+)
+
+# Created by tenantd/db/migrate.py itself (the ledger of applied files), not by sql/.
+schema_migrations = Table(
+    "schema_migrations",
+    metadata,
+    Column("version", Text, primary_key=True),
+    Column("applied_at", DateTime(timezone=True), nullable=False),
 )

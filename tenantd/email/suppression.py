@@ -9,6 +9,7 @@ import orjson
 
 from tenantd.addresses import normalize_email
 from tenantd.db import Conn, Row
+from tenantd.email import queries
 
 REASONS = ("manual", "inactive", "hard_bounce", "complaint", "dropped")
 PROVIDERS = ("manual", "postmark", "resend", "sendgrid")
@@ -16,8 +17,7 @@ PROVIDERS = ("manual", "postmark", "resend", "sendgrid")
 
 async def find(conn: Conn, email: str) -> Row | None:
     return await conn.fetch_one(
-        "SELECT email, reason, provider, details, created_at FROM email_suppressions"
-        " WHERE email = %(email)s",
+        queries.SUPPRESSION_FIND,
         {"email": normalize_email(email)},
     )
 
@@ -32,9 +32,7 @@ async def add(
 ) -> bool:
     """Suppress an address; return False when it already had a row (kept as it was)."""
     inserted = await conn.execute(
-        "INSERT INTO email_suppressions (email, reason, provider, details)"
-        " VALUES (%(email)s, %(reason)s, %(provider)s, %(details)s)"
-        " ON CONFLICT (email) DO NOTHING",
+        queries.SUPPRESSION_ADD,
         {
             "email": normalize_email(email),
             "reason": reason,
@@ -62,10 +60,7 @@ async def add_many(
     if not emails:
         return []
     return await conn.fetch_all(
-        "INSERT INTO email_suppressions (email, reason, provider, details)"
-        " SELECT e, r, %(provider)s, d::jsonb"
-        " FROM unnest(%(emails)s::text[], %(reasons)s::text[], %(details)s::text[]) AS t(e, r, d)"
-        " ON CONFLICT (email) DO NOTHING RETURNING email, reason",
+        queries.SUPPRESSION_ADD_MANY,
         {"provider": provider, "emails": emails, "reasons": reasons, "details": details},
     )
 
@@ -73,7 +68,7 @@ async def add_many(
 async def remove(conn: Conn, email: str) -> bool:
     """Delete the address's row (operator delete, verified signup); False when there was none."""
     deleted = await conn.execute(
-        "DELETE FROM email_suppressions WHERE email = %(email)s",
+        queries.SUPPRESSION_REMOVE,
         {"email": normalize_email(email)},
     )
     return deleted > 0
@@ -83,9 +78,6 @@ async def list_rows(
     conn: Conn, *, provider: str | None = None, reason: str | None = None, limit: int = 1000
 ) -> list[Row]:
     return await conn.fetch_all(
-        "SELECT email, reason, provider, created_at FROM email_suppressions"
-        " WHERE (%(provider)s::text IS NULL OR provider = %(provider)s)"
-        "   AND (%(reason)s::text IS NULL OR reason = %(reason)s)"
-        " ORDER BY created_at DESC, email LIMIT %(limit)s",
+        queries.SUPPRESSION_LIST,
         {"provider": provider, "reason": reason, "limit": limit},
     )

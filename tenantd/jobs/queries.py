@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from psycopg2.extras import Json
+from sqlalchemy.sql import ColumnElement, Delete, Select
 
 from tenantd.db import Conn, Row
+from tenantd.db.tables import jobs
 
 
 async def insert_job(
@@ -125,3 +129,31 @@ async def release_jobs(conn: Conn, *, ids: Sequence[int], worker: str) -> int:
         " WHERE id = ANY(%(ids)s) AND locked_by = %(worker)s AND status = 'running'",
         {"ids": list(ids), "worker": worker},
     )
+
+
+# The inline path (queues off): a task waits for the transaction that submitted it to end.
+INLINE_XACT_LOCK = "SELECT pg_advisory_xact_lock(%(c)s, %(k)s)"
+INLINE_LOCK = "SELECT pg_advisory_lock(%(c)s, %(k)s)"
+INLINE_UNLOCK = "SELECT pg_advisory_unlock(%(c)s, %(k)s)"
+
+
+# --- the jobs sweep ---------------------------------------------------------------------
+
+
+def finished_before(seconds: float) -> ColumnElement[bool]:
+    """Done and failed jobs finished longer ago than `seconds`."""
+    return sa.and_(
+        jobs.c.status.in_(("done", "failed")),
+        jobs.c.finished_at < sa.func.now() - timedelta(seconds=seconds),
+    )
+
+
+def count_jobs(where: ColumnElement[bool]) -> Select[int]:
+    return sa.select(sa.func.count()).select_from(jobs).where(where)
+
+
+def delete_jobs_batch(where: ColumnElement[bool], batch_size: int) -> Delete:
+    """DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE where LIMIT batch_size
+    FOR UPDATE SKIP LOCKED): a row a runner holds is left for the next sweep."""
+    batch = sa.select(jobs.c.id).where(where).limit(batch_size).with_for_update(skip_locked=True)
+    return sa.delete(jobs).where(jobs.c.id.in_(batch.scalar_subquery()))

@@ -120,7 +120,7 @@ class JobQueue:
             # The task must not start before the caller's transaction ends.
             lock_key = secrets.randbits(31)
             await conn.execute(
-                "SELECT pg_advisory_xact_lock(%(c)s, %(k)s)",
+                queries.INLINE_XACT_LOCK,
                 {"c": INLINE_LOCK_CLASS, "k": lock_key},
             )
         self.spawn_inline(services, job_kind, payload, after_lock=lock_key)
@@ -146,8 +146,8 @@ class JobQueue:
         if after_lock is not None:
             async with services.db.connection() as conn:
                 params = {"c": INLINE_LOCK_CLASS, "k": after_lock}
-                await conn.execute("SELECT pg_advisory_lock(%(c)s, %(k)s)", params)
-                await conn.execute("SELECT pg_advisory_unlock(%(c)s, %(k)s)", params)
+                await conn.execute(queries.INLINE_LOCK, params)
+                await conn.execute(queries.INLINE_UNLOCK, params)
         attempts = 0
         while True:
             attempts += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tenantd.db import Database
+from tenantd.jobs import queries
 from tenantd.ops.config import ops_config
 from tenantd.ops.sweeps import SweepContext, sweep
 
@@ -17,18 +18,14 @@ async def cleanup_finished_jobs(
     batch_size: int = 1000,
 ) -> int:
     """Delete done and failed jobs finished longer ago than `older_than_seconds`."""
-    params = {"age": older_than_seconds, "batch": batch_size}
-    where = "status IN ('done', 'failed') AND finished_at < now() - make_interval(secs => %(age)s)"
+    where = queries.finished_before(older_than_seconds)
     if dry_run:
-        count: int = await db.fetch_val(f"SELECT count(*) FROM jobs WHERE {where}", params)
+        count: int = await db.fetch_val(queries.count_jobs(where))
         return count
+    stmt = queries.delete_jobs_batch(where, batch_size)
     total = 0
     while True:
-        deleted = await db.execute(
-            f"DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE {where}"
-            " LIMIT %(batch)s FOR UPDATE SKIP LOCKED)",
-            params,
-        )
+        deleted = await db.execute(stmt)
         total += deleted
         if deleted < batch_size:
             return total

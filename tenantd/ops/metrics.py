@@ -36,6 +36,7 @@ from prometheus_client.registry import Collector
 
 from tenantd.db import Database
 from tenantd.db.core import Conn
+from tenantd.ops.queries import FOLD_LOCK, FOLD_SQL, STATE_QUERY
 
 log = logging.getLogger(__name__)
 
@@ -50,27 +51,6 @@ OTHER_METHOD = "OTHER"
 JOB_STATUSES = ("queued", "running", "failed")
 CHANNELS = ("in_app", "email", "sse", "web_push")
 DELIVERY_STATUSES = ("pending", "sent", "failed", "suppressed")
-
-# Taken by the fold and by the TRUNCATE triggers of sql/0094 (metric_counts_forget).
-FOLD_LOCK = (735_494, 0)
-
-FOLD_SQL = """
-WITH folded AS (DELETE FROM metric_counts RETURNING family, a, b, delta)
-INSERT INTO metric_counts (family, a, b, delta)
-SELECT family, a, b, sum(delta) FROM folded GROUP BY family, a, b HAVING sum(delta) <> 0
-"""
-
-STATE_QUERY = """
-SELECT family, a, b, sum(delta)::float8 AS value
-  FROM metric_counts GROUP BY family, a, b
-UNION ALL
-SELECT 'jobs_oldest_queued', '', '',
-       COALESCE(extract(epoch FROM now() - min(run_at)), 0)::float8
-  FROM jobs WHERE status = 'queued' AND run_at <= now()
-UNION ALL
-SELECT 'sweep_success', name, '', extract(epoch FROM last_success_at)::float8
-  FROM sweep_runs WHERE last_success_at IS NOT NULL
-"""
 
 
 @dataclass

@@ -21,17 +21,7 @@ from tenantd.addresses import normalize_email
 from tenantd.db.core import Conn
 from tenantd.errors import RateLimited
 from tenantd.ops.config import OpsConfig, RateRule
-
-_HIT = """
-INSERT INTO rate_limits AS r (key, window_start, count)
-SELECT v.key, to_timestamp((floor(extract(epoch FROM now()) / v.secs) * v.secs)::float8), 1
-  FROM (VALUES {values}) AS v (key, secs)
- ORDER BY v.key
-ON CONFLICT (key) DO UPDATE SET
-    count = CASE WHEN r.window_start = excluded.window_start THEN r.count + 1 ELSE 1 END,
-    window_start = excluded.window_start
-RETURNING r.key, r.count, extract(epoch FROM r.window_start - now())::float8 AS start_offset
-"""
+from tenantd.ops.queries import RATE_LIMIT_HIT
 
 
 @dataclass(frozen=True)
@@ -87,7 +77,7 @@ async def hit(conn: Conn, counters: Sequence[Counter]) -> Verdict:
     for i, counter in enumerate(counters):
         params[f"k{i}"] = counter.key
         params[f"w{i}"] = counter.window
-    rows = await conn.fetch_all(_HIT.format(values=values), params)
+    rows = await conn.fetch_all(RATE_LIMIT_HIT.format(values=values), params)
     by_key = {row["key"]: row for row in rows}
     worst: Verdict | None = None
     for counter in counters:

@@ -12,6 +12,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from sqlalchemy import func
+
+from tenantd.db.tables import rate_limits, revoked_tokens, sessions, user_tokens, webhook_events
 from tenantd.ops.config import ops_config
 from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
 
@@ -20,18 +25,11 @@ from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
 async def sessions_sweep(ctx: SweepContext) -> None:
     """Delete expired session-like rows in bounded batches."""
     config = ops_config(ctx.settings)
-    await delete_batches(ctx, "sessions", "expires_at < now()")
-    await delete_batches(ctx, "revoked_tokens", "expires_at < now()")
-    await delete_batches(ctx, "user_tokens", "expires_at < now() - interval '1 day'")
-    await delete_batches(
-        ctx,
-        "rate_limits",
-        "window_start < now() - make_interval(secs => %(window)s)",
-        {"window": config.longest_rate_window},
-    )
-    await delete_batches(
-        ctx,
-        "webhook_events",
-        "received_at < now() - make_interval(days => %(days)s)",
-        {"days": config.webhook_events_retention_days},
-    )
+    now = func.now()
+    await delete_batches(ctx, sessions, sessions.c.expires_at < now)
+    await delete_batches(ctx, revoked_tokens, revoked_tokens.c.expires_at < now)
+    await delete_batches(ctx, user_tokens, user_tokens.c.expires_at < now - timedelta(days=1))
+    window = timedelta(seconds=config.longest_rate_window)
+    await delete_batches(ctx, rate_limits, rate_limits.c.window_start < now - window)
+    retention = timedelta(days=config.webhook_events_retention_days)
+    await delete_batches(ctx, webhook_events, webhook_events.c.received_at < now - retention)

@@ -8,21 +8,10 @@ from typing import Any
 from tenantd import __version__
 from tenantd.db import Database
 from tenantd.db.migrate import applied_versions, available_migrations
+from tenantd.ops import queries
 from tenantd.settings import Settings
 
 STATUS_TIMEOUT = 5.0
-
-_QUEUE = """
-SELECT count(*) FILTER (WHERE status = 'queued') AS queued,
-       count(*) FILTER (WHERE status = 'queued' AND run_at <= now()) AS due,
-       count(*) FILTER (WHERE status = 'running') AS running,
-       count(*) FILTER (WHERE status = 'failed') AS failed
-  FROM jobs WHERE status IN ('queued', 'running', 'failed')
-"""
-_SWEEPS = """
-SELECT name, run_count, last_status, last_started_at, last_success_at, last_counts
-  FROM sweep_runs ORDER BY name
-"""
 
 
 def channels(settings: Settings) -> dict[str, Any]:
@@ -55,13 +44,10 @@ async def gather_status(db: Database | None, settings: Settings) -> dict[str, An
             pending = [m.version for m in available_migrations() if m.version not in done]
             status["database"] = "ok"
             status["migrations"] = {"applied": len(done), "pending": pending}
-            tables = await conn.fetch_val(
-                "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
-                " AND tablename IN ('jobs', 'sweep_runs')"
-            )
+            tables = await conn.fetch_val(queries.STATUS_TABLES)
             if tables == 2:
-                status["queue"] = await conn.fetch_one(_QUEUE)
-                status["sweeps"] = await conn.fetch_all(_SWEEPS)
+                status["queue"] = await conn.fetch_one(queries.STATUS_QUEUE)
+                status["sweeps"] = await conn.fetch_all(queries.STATUS_SWEEPS)
     except Exception as error:
         status["error"] = f"{type(error).__name__}: {error}".strip()[:300]
         return status

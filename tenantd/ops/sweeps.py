@@ -21,10 +21,14 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
+
+from sqlalchemy import Table
+from sqlalchemy.sql import ColumnElement
 
 from tenantd.db import Database
 from tenantd.db.core import Conn
+from tenantd.ops import queries
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -126,37 +130,24 @@ def instance_name() -> str:
 # --- batching helpers -------------------------------------------------------------------
 
 
-async def delete_batches(
-    ctx: SweepContext, table: str, where: str, params: Mapping[str, Any] | None = None
-) -> int:
+async def delete_batches(ctx: SweepContext, table: Table, where: ColumnElement[bool]) -> int:
     """DELETE FROM `table` WHERE `where`, at most batch_size rows per statement.
 
-    `table` and `where` are code constants (never user input); values go in `params`.
+    `where` is a Core expression over `table` (values in it are bound parameters).
     A dry run counts the matching rows instead and changes nothing.
     """
-    values = dict(params or {})
     if ctx.dry_run:
-        count = int(
-            await ctx.db.fetch_val(f"SELECT count(*) FROM {table} WHERE {where}", values or None)
-        )
-        ctx.report(table, count)
+        count = int(await ctx.db.fetch_val(queries.count_rows(table, where)))
+        ctx.report(table.name, count)
         return count
-    sql = (
-        f"DELETE FROM {table} WHERE ctid = ANY(ARRAY("
-        f"SELECT ctid FROM {table} WHERE {where} LIMIT %(_batch)s)) AND ({where})"
-    )
-    return await _batches(ctx, table, sql, values)
-
-
-async def _batches(ctx: SweepContext, table: str, sql: str, values: dict[str, Any]) -> int:
-    values["_batch"] = ctx.batch_size
+    stmt = queries.delete_batch(table, where, ctx.batch_size)
     total = 0
     while True:
         ctx.check_stopping()
-        rows = await ctx.db.execute(sql, values)  # autocommit: each batch its own transaction
+        rows = await ctx.db.execute(stmt)  # autocommit: each batch its own transaction
         if rows:
             total += rows
-            ctx.report(table, rows)
+            ctx.report(table.name, rows)
         if rows < ctx.batch_size:
             return total
         await ctx.pause()
@@ -172,30 +163,6 @@ def sweep(name: str, description: str) -> Callable[[SweepFn], Sweep]:
 
 
 # --- runner -----------------------------------------------------------------------------
-
-_START = """
-INSERT INTO sweep_runs AS r (name, run_count, last_started_at, last_status, last_instance)
-VALUES (%(name)s, 1, now(), 'running', %(instance)s)
-ON CONFLICT (name) DO UPDATE SET
-    run_count = r.run_count + 1,
-    last_started_at = now(),
-    last_status = 'running',
-    last_instance = excluded.last_instance
-WHERE %(interval)s::float8 IS NULL
-   OR r.last_started_at IS NULL
-   OR r.last_started_at <= now() - make_interval(secs => %(interval)s::float8)
-RETURNING run_count
-"""
-
-_FINISH = """
-UPDATE sweep_runs SET
-    last_finished_at = now(),
-    last_status = %(status)s,
-    last_counts = %(counts)s,
-    last_error = %(error)s,
-    last_success_at = CASE WHEN %(status)s = 'ok' THEN now() ELSE last_success_at END
-WHERE name = %(name)s
-"""
 
 
 async def run_sweep(
@@ -217,9 +184,7 @@ async def run_sweep(
     async with services.db.pool.acquire() as raw:
         lock_conn = Conn(raw)
         try:
-            got = await lock_conn.fetch_val(
-                "SELECT pg_try_advisory_lock(%(c)s, %(k)s)", {"c": LOCK_CLASS, "k": key}
-            )
+            got = await lock_conn.fetch_val(queries.TRY_LOCK, {"c": LOCK_CLASS, "k": key})
             if not got:
                 log.info("sweep %s is running elsewhere; skipped", sweep.name)
                 return SweepOutcome(sweep.name, "locked")
@@ -243,9 +208,7 @@ async def run_sweep(
                     started=started,
                 )
             finally:
-                await lock_conn.execute(
-                    "SELECT pg_advisory_unlock(%(c)s, %(k)s)", {"c": LOCK_CLASS, "k": key}
-                )
+                await lock_conn.execute(queries.UNLOCK, {"c": LOCK_CLASS, "k": key})
         except BaseException:
             # A connection whose unlock may not have run must not go back to the pool
             # still holding the session lock: closing it releases the lock.
@@ -266,7 +229,7 @@ async def _run_locked(
 ) -> SweepOutcome:
     if not dry_run:
         run_count = await lock_conn.fetch_val(
-            _START, {"name": sweep.name, "instance": instance, "interval": interval}
+            queries.START_RUN, {"name": sweep.name, "instance": instance, "interval": interval}
         )
         if run_count is None:
             return SweepOutcome(sweep.name, "not_due")
@@ -287,7 +250,7 @@ async def _run_locked(
     )
     if not dry_run:
         await lock_conn.execute(
-            _FINISH,
+            queries.FINISH_RUN,
             {"name": sweep.name, "status": status, "counts": outcome.counts, "error": error},
         )
     log.info(

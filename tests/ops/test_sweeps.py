@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from sqlalchemy import func
+
 from tenantd.app import AppServices
 from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
+from tenantd.db.tables import revoked_tokens
 from tenantd.ops.config import parse_ops_config
 from tenantd.ops.scheduler import SweepScheduler
 from tenantd.ops.sweeps import Sweep, SweepContext, delete_batches, run_sweep
@@ -115,7 +118,7 @@ async def test_deletes_work_in_bounded_batches(services: AppServices, db: Databa
 
         ctx.services.db.execute = counted  # type: ignore[method-assign]
         try:
-            await delete_batches(ctx, "revoked_tokens", "expires_at < now()")
+            await delete_batches(ctx, revoked_tokens, revoked_tokens.c.expires_at < func.now())
         finally:
             del ctx.services.db.execute
 
@@ -171,7 +174,9 @@ async def test_stopping_interrupts_between_batches(services: AppServices, db: Da
             stopping.set()
 
     sweep = Sweep(
-        "test-stop", "", lambda ctx: delete_batches(ctx, "revoked_tokens", "expires_at < now()")
+        "test-stop",
+        "",
+        lambda ctx: delete_batches(ctx, revoked_tokens, revoked_tokens.c.expires_at < func.now()),
     )
     outcome = await run_sweep(services, sweep, batch_size=100, stopping=stopping, on_batch=on_batch)
     assert outcome.status == "interrupted"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tenantd.db import Conn
-from tenantd.email import suppression
+from tenantd.email import queries, suppression
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +52,7 @@ async def claim_event_ids(conn: Conn, *, provider: str, event_ids: Sequence[str]
     if not event_ids:
         return set()
     rows = await conn.fetch_all(
-        "INSERT INTO webhook_events (provider, event_id)"
-        " SELECT %(provider)s, unnest(%(ids)s::text[])"
-        " ON CONFLICT DO NOTHING RETURNING event_id",
+        queries.CLAIM_EVENT_IDS,
         {"provider": provider, "ids": sorted(event_ids)},
     )
     return {row["event_id"] for row in rows}
