@@ -431,3 +431,20 @@ async def delete_subscriptions(conn: Conn, *, ids: Sequence[uuid.UUID]) -> int:
     return await conn.execute(
         "DELETE FROM push_subscriptions WHERE id = ANY(%(ids)s)", {"ids": list(ids)}
     )
+
+
+async def count_expired_dedup(conn: Conn) -> int:
+    count: int = await conn.fetch_val(
+        "SELECT count(*) FROM notification_dedup WHERE expires_at < now()"
+    )
+    return count
+
+
+async def delete_expired_dedup(conn: Conn, *, batch_size: int) -> int:
+    """One batch of expired dedup keys; a key reused meanwhile has a future expiry and stays."""
+    return await conn.execute(
+        "DELETE FROM notification_dedup WHERE dedup_key IN ("
+        " SELECT dedup_key FROM notification_dedup WHERE expires_at < now()"
+        " LIMIT %(batch)s FOR UPDATE SKIP LOCKED) AND expires_at < now()",
+        {"batch": batch_size},
+    )
