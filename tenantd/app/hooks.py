@@ -11,7 +11,7 @@ from tenantd.app.plugins import SWEEPS
 from tenantd.cache.context import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
 from tenantd.jobs.runner import running
-from tenantd.notifications.channels.sse import FEED_KEY, sse_ctx
+from tenantd.notifications.channels.sse.feed import FEED_KEY, sse_ctx
 from tenantd.ops.config import ops_config
 from tenantd.ops.metrics import METRICS, Metrics
 from tenantd.ops.scheduler import SCHEDULER, SweepScheduler

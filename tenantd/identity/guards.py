@@ -18,7 +18,7 @@ from tenantd.identity import queries
 from tenantd.identity.cookies import AUTH_COOKIE
 from tenantd.identity.tokens import AccessClaims, decode_access_token
 from tenantd.principal import PRINCIPAL, Principal
-from tenantd.services import SERVICES
+from tenantd.services import SERVICES, Services
 from tenantd.web.spec import Access
 
 
@@ -55,10 +55,17 @@ async def check_claims(conn: Conn, claims: AccessClaims) -> Principal:
     )
 
 
-async def authenticate(request: web.Request, token: str) -> Principal:
-    """Verify the token; its checked context comes from the cache when it is there."""
-    services = request.app[SERVICES]
-    claims = decode_access_token(services.settings.secret_key, token)
+async def recheck(services: Services, claims: AccessClaims) -> Principal:
+    """The principal of decoded claims, checked again: expiry, then the context cache or
+    `check_claims`. The guard and every SSE stream (before each message and on idle ticks)
+    call this one function; it raises `invalid()` when the token no longer holds.
+
+    The cache answers when it holds this token: it is invalidated by the same writes
+    (logout, logout-all, membership changes) at once on this instance and within
+    milliseconds on others, so a hot stream does not cost a query per message.
+    """
+    if claims.expires_at <= time.time():
+        raise invalid()
     cache = services.context_cache
     cached = cache.principal(claims.jti)
     if cached is not None:
@@ -68,6 +75,13 @@ async def authenticate(request: web.Request, token: str) -> Principal:
         principal = await check_claims(conn, claims)
     cache.store_principal(principal, generation)
     return principal
+
+
+async def authenticate(request: web.Request, token: str) -> Principal:
+    """Verify the token; its checked context comes from the cache when it is there."""
+    services = request.app[SERVICES]
+    claims = decode_access_token(services.settings.secret_key, token)
+    return await recheck(services, claims)
 
 
 async def guard(request: web.Request, access: Access) -> None:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from tenantd.db import Conn
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
-from tenantd.notifications.channels import email, web_push
+from tenantd.notifications.channels import email
+from tenantd.notifications.channels.web_push.delivery import run_web_push_job
 from tenantd.notifications.service import (
     DISPATCH_ATTEMPTS,
     EMAIL_ATTEMPTS,
@@ -86,7 +87,7 @@ KINDS = (
     ),
     JobKind(
         name="notifications.web_push",
-        run=web_push.run_web_push_job,
+        run=run_web_push_job,
         max_attempts=PUSH_ATTEMPTS,
         timeout=60.0,
     ),

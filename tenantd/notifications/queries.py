@@ -24,7 +24,6 @@ NOTIFICATION_COLUMNS = (
 #   n   the notification, keyed on the id chosen by send(): a re-run job inserts nothing
 #   d   one delivery row per channel: disabled -> suppressed, in_app/sse -> sent (the row
 #       and the NOTIFY are the delivery), email/web_push -> pending until their job settles
-#   j   with queues on, the email and web push jobs, in the same transaction
 # pg_notify is transactional: listeners see it only after commit.
 DISPATCH_SQL = Prepared(
     "tenantd_notification_dispatch",
@@ -65,21 +64,13 @@ WITH u AS (
       FROM n CROSS JOIN ch
      ORDER BY ch.ord
     RETURNING channel, status
-), j AS (
-    INSERT INTO jobs (kind, payload, max_attempts)
-    SELECT 'notifications.' || d.channel, jsonb_build_object('notificationId', %(id)s::uuid),
-           CASE d.channel WHEN 'email' THEN %(email_attempts)s::int ELSE %(push_attempts)s::int END
-      FROM d
-     WHERE %(queue)s::boolean AND d.status = 'pending'
-    RETURNING id
 )
 SELECT (SELECT count(*) FROM u) > 0 AS user_found,
        n.id, n.created_at,
        ARRAY(SELECT d.channel FROM d WHERE d.status = 'pending') AS pending,
        (SELECT count(*) FROM d
          WHERE d.channel = 'sse' AND d.status = 'sent'
-           AND pg_notify(%(topic)s::text, n.id::text) IS NOT NULL) AS published,
-       (SELECT count(*) FROM j) AS jobs
+           AND pg_notify(%(topic)s::text, n.id::text) IS NOT NULL) AS published
   FROM (SELECT 1) AS one LEFT JOIN n ON true
 """,
 )
@@ -105,9 +96,6 @@ async def persist_dispatch(
     dedup_key: str | None,
     window_seconds: int,
     channels: Sequence[str],
-    queue: bool,
-    email_attempts: int,
-    push_attempts: int,
 ) -> Row:
     row = await conn.fetch_one(
         DISPATCH_SQL,
@@ -124,9 +112,6 @@ async def persist_dispatch(
             "dedup_key": dedup_key,
             "window": window_seconds,
             "channels": list(channels),
-            "queue": queue,
-            "email_attempts": email_attempts,
-            "push_attempts": push_attempts,
             "topic": user_topic(user_id),
         },
     )
@@ -134,22 +119,11 @@ async def persist_dispatch(
     return row
 
 
-ENQUEUE_DISPATCH_SQL = Prepared(
-    "tenantd_notification_enqueue",
-    "INSERT INTO jobs (kind, payload, max_attempts)"
-    " SELECT 'notifications.dispatch', %(payload)s::jsonb, %(max)s::int"
-    " WHERE EXISTS (SELECT 1 FROM users WHERE id = %(uid)s::uuid) RETURNING id",
-)
-
-
-async def enqueue_dispatch(
-    conn: Conn, *, user_id: uuid.UUID, payload: dict[str, Any], max_attempts: int
-) -> int | None:
-    """The dispatch job, only if the recipient exists (None otherwise)."""
-    job_id: int | None = await conn.fetch_val(
-        ENQUEUE_DISPATCH_SQL, {"payload": Json(payload), "max": max_attempts, "uid": user_id}
+async def user_exists(conn: Conn, *, user_id: uuid.UUID) -> bool:
+    found: bool = await conn.fetch_val(
+        "SELECT EXISTS (SELECT 1 FROM users WHERE id = %(uid)s::uuid)", {"uid": user_id}
     )
-    return job_id
+    return found
 
 
 async def delivery_context(conn: Conn, *, notification_id: uuid.UUID, channel: str) -> Row | None:
@@ -430,4 +404,21 @@ async def touch_subscriptions(conn: Conn, *, ids: Sequence[uuid.UUID]) -> None:
 async def delete_subscriptions(conn: Conn, *, ids: Sequence[uuid.UUID]) -> int:
     return await conn.execute(
         "DELETE FROM push_subscriptions WHERE id = ANY(%(ids)s)", {"ids": list(ids)}
+    )
+
+
+async def count_expired_dedup(conn: Conn) -> int:
+    count: int = await conn.fetch_val(
+        "SELECT count(*) FROM notification_dedup WHERE expires_at < now()"
+    )
+    return count
+
+
+async def delete_expired_dedup(conn: Conn, *, batch_size: int) -> int:
+    """One batch of expired dedup keys; a key reused meanwhile has a future expiry and stays."""
+    return await conn.execute(
+        "DELETE FROM notification_dedup WHERE dedup_key IN ("
+        " SELECT dedup_key FROM notification_dedup WHERE expires_at < now()"
+        " LIMIT %(batch)s FOR UPDATE SKIP LOCKED) AND expires_at < now()",
+        {"batch": batch_size},
     )

@@ -1,8 +1,8 @@
 """Notification dispatch: send() accepts, the worker applies the rules and persists.
 
 send() validates the payload and returns once the notification is accepted:
-- QUEUES_ENABLED on: a `notifications.dispatch` job row is written (in the caller's
-  transaction when `conn` is given) and a runner of any instance runs `dispatch`.
+- QUEUES_ENABLED on: a `notifications.dispatch` job row is written by the job queue (in the
+  caller's transaction when `conn` is given) and a runner of any instance runs `dispatch`.
 - off: `dispatch` runs right here, in the caller's task (and transaction, if given); the
   deliveries that talk to outside services (email, web push) run as in-process tasks.
 Either way send() never waits for an email provider or a push service.
@@ -10,13 +10,17 @@ Either way send() never waits for an email provider or a push service.
 dispatch() keeps SERVICE.md's order: re-validate, resolve the definition, self-action guard,
 dedup, preferences, persist the notification with one delivery row per channel, fan out.
 It is idempotent on the notification id chosen by send(), so a job that runs twice (its
-process died before the job was marked done) delivers once.
+process died before the job was marked done) delivers once. With queues on, the email and web
+push jobs are written by the job queue in the same transaction as the notification: a
+rolled-back dispatch queues nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,6 +42,7 @@ log = logging.getLogger(__name__)
 DISPATCH_ATTEMPTS = 8
 EMAIL_ATTEMPTS = 8
 PUSH_ATTEMPTS = 3
+DISPATCH_KIND = "notifications.dispatch"
 FOLLOW_UP_KINDS = {"email": "notifications.email", "web_push": "notifications.web_push"}
 
 Status = Literal["queued", "created", "duplicate", "self_action"]
@@ -59,6 +64,22 @@ class UnknownRecipient(NotFound):
 class SendOutcome:
     notification_id: uuid.UUID | None  # queued: the id the notification will get
     status: Status
+
+
+@contextlib.asynccontextmanager
+async def _using(
+    services: NotificationServices, conn: Conn | None, *, transaction: bool
+) -> AsyncIterator[Conn]:
+    """The caller's connection when given, else one of our own; in a transaction if asked."""
+    if conn is None:
+        opened = services.db.transaction() if transaction else services.db.connection()
+        async with opened as own:
+            yield own
+    elif transaction:
+        async with conn.transaction() as joined:
+            yield joined
+    else:
+        yield conn
 
 
 def services_of(target: web.Application | NotificationServices) -> NotificationServices:
@@ -138,17 +159,10 @@ async def send(
         "accountId": str(account) if account else None,
         "payload": model.model_dump(mode="json"),
     }
-    if conn is not None:
-        job_id = await queries.enqueue_dispatch(
-            conn, user_id=user_id, payload=job, max_attempts=DISPATCH_ATTEMPTS
-        )
-    else:
-        async with services.db.connection() as own:
-            job_id = await queries.enqueue_dispatch(
-                own, user_id=user_id, payload=job, max_attempts=DISPATCH_ATTEMPTS
-            )
-    if job_id is None:
-        raise UnknownRecipient(f"Unknown recipient user: {user_id}")
+    async with _using(services, conn, transaction=False) as own:
+        if not await queries.user_exists(own, user_id=user_id):
+            raise UnknownRecipient(f"Unknown recipient user: {user_id}")
+        await services.jobs.submit(services, DISPATCH_KIND, job, conn=own)
     services.jobs.wake()
     return SendOutcome(notification_id=notification_id, status="queued")
 
@@ -192,21 +206,25 @@ async def dispatch(
         "dedup_key": dedup_key,
         "window_seconds": window,
         "channels": channels,
-        "queue": queue,
-        "email_attempts": EMAIL_ATTEMPTS,
-        "push_attempts": PUSH_ATTEMPTS,
     }
-    if conn is not None:
-        row = await queries.persist_dispatch(conn, **arguments)
-    else:
-        async with services.db.connection() as own:
-            row = await queries.persist_dispatch(own, **arguments)
+    # With queues on, the follow-up jobs commit with the notification or not at all.
+    follow_ups = queue and any(channel in FOLLOW_UP_KINDS for channel in channels)
+    async with _using(services, conn, transaction=follow_ups) as own:
+        row = await queries.persist_dispatch(own, **arguments)
+        if queue and row["id"] is not None:
+            for channel in row["pending"]:
+                await services.jobs.submit(
+                    services,
+                    FOLLOW_UP_KINDS[channel],
+                    {"notificationId": str(notification_id)},
+                    conn=own,
+                )
     if not row["user_found"]:
         raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
     if row["id"] is None:
         return SendOutcome(notification_id=None, status="duplicate")
     if queue:
-        if row["jobs"]:
+        if row["pending"]:
             services.jobs.wake()
     else:
         for channel in row["pending"]:

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import jwt
 
-from tenantd.db import Conn
+from tenantd.db import Database
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import queries
 
@@ -77,12 +77,17 @@ def read_token(secret_key: str, token: str) -> UnsubscribeClaims:
         raise ValidationFailed({"token": "invalid unsubscribe token"}) from None
 
 
-async def unsubscribe(conn: Conn, *, secret_key: str, token: str) -> UnsubscribeClaims:
+async def unsubscribe(db: Database, *, secret_key: str, token: str) -> UnsubscribeClaims:
     """Turn off the email channel of the token's event type for the token's user."""
     claims = read_token(secret_key, token)
-    await queries.set_preference(
-        conn, user_id=claims.user_id, event_type=claims.event_type, channel="email", enabled=False
-    )
+    async with db.connection() as conn:
+        await queries.set_preference(
+            conn,
+            user_id=claims.user_id,
+            event_type=claims.event_type,
+            channel="email",
+            enabled=False,
+        )
     return claims
 
 

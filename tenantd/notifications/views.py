@@ -9,7 +9,10 @@ from pydantic import Field
 
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import unsubscribe as unsub
-from tenantd.notifications.channels import in_app, sse, web_push
+from tenantd.notifications.channels import in_app
+from tenantd.notifications.channels.sse.endpoint import stream_notifications
+from tenantd.notifications.channels.web_push import subscriptions as push
+from tenantd.notifications.channels.web_push.vapid import public_key
 from tenantd.notifications.schemas import (
     EventPreferences,
     ListQuery,
@@ -54,28 +57,30 @@ async def list_notifications(request: web.Request, query: ListQuery) -> Any:
 
 
 @routes.get(f"{BASE}/unread-count", response=UnreadCount, summary="Count unread notifications")
-async def unread_count(request: web.Request) -> dict[str, int]:
+async def unread_count(request: web.Request) -> UnreadCount:
     principal = current_principal(request)
-    return await in_app.cached_unread_count(
+    count = await in_app.cached_unread_count(
         request.app[NOTIFICATION_SERVICES], user_id=principal.user_id
     )
+    return UnreadCount.model_validate(count)
 
 
 @routes.post(f"{BASE}/{{id}}/read", response=NotificationOut, summary="Mark one notification read")
-async def mark_read(request: web.Request) -> dict[str, Any]:
-    principal = current_principal(request)
-    notification_id = path_uuid(request, "id")
-    async with request.app[NOTIFICATION_SERVICES].db.connection() as conn:
-        return await in_app.mark_read(
-            conn, user_id=principal.user_id, notification_id=notification_id
-        )
+async def mark_read(request: web.Request) -> NotificationOut:
+    notification = await in_app.mark_read(
+        request.app[NOTIFICATION_SERVICES],
+        user_id=current_principal(request).user_id,
+        notification_id=path_uuid(request, "id"),
+    )
+    return NotificationOut.model_validate(notification)
 
 
 @routes.post(f"{BASE}/read-all", response=ReadAll, summary="Mark every notification read")
-async def mark_all_read(request: web.Request) -> dict[str, int]:
-    principal = current_principal(request)
-    async with request.app[NOTIFICATION_SERVICES].db.connection() as conn:
-        return await in_app.mark_all_read(conn, user_id=principal.user_id)
+async def mark_all_read(request: web.Request) -> ReadAll:
+    updated = await in_app.mark_all_read(
+        request.app[NOTIFICATION_SERVICES], user_id=current_principal(request).user_id
+    )
+    return ReadAll.model_validate(updated)
 
 
 @routes.get(
@@ -83,13 +88,11 @@ async def mark_all_read(request: web.Request) -> dict[str, int]:
     response=list[EventPreferences],
     summary="Every event type with its channels and the caller's setting",
 )
-async def get_preferences(request: web.Request) -> list[dict[str, Any]]:
-    principal = current_principal(request)
-    services = request.app[NOTIFICATION_SERVICES]
-    async with services.db.connection() as conn:
-        return await prefs.effective_preferences(
-            conn, registry=services.registry, settings=services.settings, user_id=principal.user_id
-        )
+async def get_preferences(request: web.Request) -> list[EventPreferences]:
+    events = await prefs.effective_preferences(
+        request.app[NOTIFICATION_SERVICES], user_id=current_principal(request).user_id
+    )
+    return [EventPreferences.model_validate(event) for event in events]
 
 
 @routes.put(
@@ -98,19 +101,15 @@ async def get_preferences(request: web.Request) -> list[dict[str, Any]]:
     response=Preference,
     summary="Turn one channel of one event type on or off",
 )
-async def put_preference(request: web.Request, body: PreferenceBody) -> dict[str, Any]:
-    principal = current_principal(request)
-    services = request.app[NOTIFICATION_SERVICES]
-    async with services.db.connection() as conn:
-        return await prefs.set_preference(
-            conn,
-            registry=services.registry,
-            settings=services.settings,
-            user_id=principal.user_id,
-            event_type=body.event_type,
-            channel=body.channel,
-            enabled=body.enabled,
-        )
+async def put_preference(request: web.Request, body: PreferenceBody) -> Preference:
+    preference = await prefs.set_preference(
+        request.app[NOTIFICATION_SERVICES],
+        user_id=current_principal(request).user_id,
+        event_type=body.event_type,
+        channel=body.channel,
+        enabled=body.enabled,
+    )
+    return Preference.model_validate(preference)
 
 
 @routes.get(
@@ -124,7 +123,7 @@ async def put_preference(request: web.Request, body: PreferenceBody) -> dict[str
     summary="Server-sent events: notification.created",
 )
 async def stream(request: web.Request) -> web.StreamResponse:
-    return await sse.stream_notifications(request, current_principal(request))
+    return await stream_notifications(request, current_principal(request))
 
 
 @routes.get(
@@ -133,9 +132,9 @@ async def stream(request: web.Request) -> web.StreamResponse:
     responses={404: "Web push is off"},
     summary="The VAPID applicationServerKey",
 )
-async def vapid_public_key(request: web.Request) -> dict[str, str]:
+async def vapid_public_key(request: web.Request) -> VapidPublicKey:
     current_principal(request)
-    return web_push.public_key(request.app[NOTIFICATION_SERVICES].settings)
+    return VapidPublicKey.model_validate(public_key(request.app[NOTIFICATION_SERVICES].settings))
 
 
 @routes.post(
@@ -145,20 +144,17 @@ async def vapid_public_key(request: web.Request) -> dict[str, str]:
     responses={404: "Web push is off"},
     summary="Store the browser's push subscription (upsert; keys rotate)",
 )
-async def push_subscribe(request: web.Request, body: PushSubscribeBody) -> dict[str, Any]:
-    principal = current_principal(request)
-    services = request.app[NOTIFICATION_SERVICES]
-    async with services.db.connection() as conn:
-        return await web_push.subscribe(
-            conn,
-            settings=services.settings,
-            user_id=principal.user_id,
-            endpoint=body.endpoint,
-            p256dh=body.keys.p256dh,
-            auth=body.keys.auth,
-            expiration_ms=body.expiration_time,
-            user_agent=request.headers.get("User-Agent"),
-        )
+async def push_subscribe(request: web.Request, body: PushSubscribeBody) -> PushSubscription:
+    subscription = await push.subscribe(
+        request.app[NOTIFICATION_SERVICES],
+        user_id=current_principal(request).user_id,
+        endpoint=body.endpoint,
+        p256dh=body.keys.p256dh,
+        auth=body.keys.auth,
+        expiration_ms=body.expiration_time,
+        user_agent=request.headers.get("User-Agent"),
+    )
+    return PushSubscription.model_validate(subscription)
 
 
 @routes.delete(
@@ -168,13 +164,13 @@ async def push_subscribe(request: web.Request, body: PushSubscribeBody) -> dict[
     responses={404: "Web push is off"},
     summary="Remove a push subscription by endpoint",
 )
-async def push_unsubscribe(request: web.Request, body: PushUnsubscribeBody) -> dict[str, bool]:
-    principal = current_principal(request)
-    services = request.app[NOTIFICATION_SERVICES]
-    async with services.db.connection() as conn:
-        return await web_push.unsubscribe(
-            conn, settings=services.settings, user_id=principal.user_id, endpoint=body.endpoint
-        )
+async def push_unsubscribe(request: web.Request, body: PushUnsubscribeBody) -> Removed:
+    removed = await push.unsubscribe(
+        request.app[NOTIFICATION_SERVICES],
+        user_id=current_principal(request).user_id,
+        endpoint=body.endpoint,
+    )
+    return Removed.model_validate(removed)
 
 
 @routes.get(
@@ -183,13 +179,11 @@ async def push_unsubscribe(request: web.Request, body: PushUnsubscribeBody) -> d
     responses={404: "Web push is off"},
     summary="The caller's push subscriptions",
 )
-async def push_subscriptions(request: web.Request) -> list[dict[str, Any]]:
-    principal = current_principal(request)
-    services = request.app[NOTIFICATION_SERVICES]
-    async with services.db.connection() as conn:
-        return await web_push.subscriptions(
-            conn, settings=services.settings, user_id=principal.user_id
-        )
+async def push_subscriptions(request: web.Request) -> list[PushSubscription]:
+    rows = await push.subscriptions(
+        request.app[NOTIFICATION_SERVICES], user_id=current_principal(request).user_id
+    )
+    return [PushSubscription.model_validate(row) for row in rows]
 
 
 @routes.get(
@@ -213,10 +207,9 @@ async def unsubscribe_page(request: web.Request, query: TokenQuery) -> web.Respo
     response=Unsubscribed,
     summary="One-click unsubscribe (RFC 8058): turn off this event type's emails",
 )
-async def unsubscribe(request: web.Request, query: TokenQuery) -> dict[str, Any]:
+async def unsubscribe(request: web.Request, query: TokenQuery) -> Unsubscribed:
     services = request.app[NOTIFICATION_SERVICES]
-    async with services.db.connection() as conn:
-        claims = await unsub.unsubscribe(
-            conn, secret_key=services.settings.secret_key, token=query.token
-        )
-    return {"eventType": claims.event_type, "channel": claims.channel, "enabled": False}
+    claims = await unsub.unsubscribe(
+        services.db, secret_key=services.settings.secret_key, token=query.token
+    )
+    return Unsubscribed(event_type=claims.event_type, channel="email", enabled=False)

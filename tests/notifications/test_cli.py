@@ -13,7 +13,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tenantd.notifications.channels.web_push import VapidSigner
+from tenantd.notifications.channels.web_push.vapid import VapidSigner
 
 ROOT = Path(__file__).resolve().parents[2]
 

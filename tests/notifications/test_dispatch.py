@@ -327,6 +327,32 @@ async def test_queued_send_joins_the_callers_transaction(
     assert await count(services, "SELECT count(*) FROM notifications") == 1
 
 
+@pytest.mark.parametrize("queues_enabled", [True])
+async def test_rolled_back_dispatch_queues_no_follow_up_job(
+    services: AppServices, factory: Any
+) -> None:
+    """The email job is written by the job queue in the notification's transaction."""
+    user = await factory.user()
+    notification_id = uuid.uuid4()
+    with pytest.raises(RuntimeError):
+        async with services.db.transaction() as conn:
+            await dispatch(
+                services,
+                notification_id=notification_id,
+                event_type="report.ready",
+                recipient_user_id=user.id,
+                payload={"reportName": "Q3", "rows": 3},
+                conn=conn,
+            )
+            queued = await conn.fetch_val(
+                "SELECT count(*) FROM jobs WHERE kind = 'notifications.email'"
+            )
+            assert queued == 1
+            raise RuntimeError("the batch rolls back")
+    assert await count(services, "SELECT count(*) FROM jobs") == 0
+    assert await count(services, "SELECT count(*) FROM notifications") == 0
+
+
 async def test_inline_send_in_callers_transaction_delivers_email_after_commit(
     services: AppServices, factory: Any, mail_dir: Any
 ) -> None:

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from tenantd.app import AppServices, create_app
 from tenantd.notifications import send
-from tenantd.notifications.channels.sse import FEED_KEY, QUEUE_SIZE, StreamQueue
+from tenantd.notifications.channels.sse.feed import FEED_KEY, QUEUE_SIZE, StreamQueue
 from tenantd.pubsub.hub import PUBSUB
 from tenantd.services import SERVICES
 from tests.conftest import ORIGIN

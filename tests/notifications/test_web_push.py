@@ -23,8 +23,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from tenantd.app import AppServices
 from tenantd.cli.vapid import generate_keys
 from tenantd.notifications import send
-from tenantd.notifications.channels import web_push
-from tenantd.notifications.channels.web_push import EXPIRED_EVENT, VapidSigner
+from tenantd.notifications.channels.web_push import vapid
+from tenantd.notifications.channels.web_push.delivery import EXPIRED_EVENT
+from tenantd.notifications.channels.web_push.vapid import VapidSigner
 from tenantd.settings import Settings
 from tests.notifications.conftest import EVENT_MODULE, deliveries, quiesce
 
@@ -198,7 +199,7 @@ async def test_expired_subscriptions_are_deleted_and_logged(
     client = await make_client(cookies=await factory.cookies(user))
     await subscribe(client, Subscriber().body(f"{push_service.base}/push/gone"))
     await subscribe(client, Subscriber().body(f"{push_service.base}/push/missing"))
-    with caplog.at_level(logging.INFO, logger="tenantd.notifications.channels.web_push"):
+    with caplog.at_level(logging.INFO, logger="tenantd.notifications.channels.web_push.delivery"):
         outcome = await send(
             services, "comment.created", recipient_user_id=user.id, payload=comment()
         )
@@ -534,7 +535,7 @@ async def test_a_message_that_fits_is_sent_whole(
 
 def test_the_vapid_header_cache_is_bounded_per_audience() -> None:
     signer = VapidSigner(VAPID_PRIVATE, "mailto:ops@example.com")
-    size = web_push.VAPID_AUDIENCES_CACHED
+    size = vapid.VAPID_AUDIENCES_CACHED
     for n in range(size + 25):
         signer.headers(f"https://h{n}.push.apple.com/push/{n}")
     assert len(signer._cache) == size
@@ -551,8 +552,8 @@ def test_the_vapid_header_cache_is_bounded_per_audience() -> None:
 
 
 def test_the_signer_cache_is_bounded(settings: Settings) -> None:
-    for _ in range(web_push.SIGNERS_CACHED + 3):
+    for _ in range(vapid.SIGNERS_CACHED + 3):
         public, private = generate_keys()
         configured = replace(settings, vapid_public_key=public, vapid_private_key=private)
-        assert web_push.signer(configured) is web_push.signer(configured)
-    assert len(web_push._SIGNERS) == web_push.SIGNERS_CACHED
+        assert vapid.signer(configured) is vapid.signer(configured)
+    assert len(vapid._SIGNERS) == vapid.SIGNERS_CACHED

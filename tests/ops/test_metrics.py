@@ -181,7 +181,7 @@ class TestWithSse:
     async def test_readyz_checks_the_listener(
         self, client: TestClient[Any, Any], app: Any, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from tenantd.notifications.channels.sse import FEED_KEY
+        from tenantd.notifications.channels.sse.feed import FEED_KEY
 
         response = await client.get("/readyz")
         assert response.status == 200

@@ -58,17 +58,20 @@ async def unread_count(conn: Conn, *, user_id: uuid.UUID) -> dict[str, int]:
 
 
 async def mark_read(
-    conn: Conn, *, user_id: uuid.UUID, notification_id: uuid.UUID
+    services: NotificationServices, *, user_id: uuid.UUID, notification_id: uuid.UUID
 ) -> dict[str, Any]:
     """unread -> read with readAt; only the recipient may, anyone else gets 404."""
-    row = await queries.mark_read(conn, user_id=user_id, notification_id=notification_id)
+    async with services.db.connection() as conn:
+        row = await queries.mark_read(conn, user_id=user_id, notification_id=notification_id)
     if row is None:
         raise NotFound("Notification not found")
     return notification_json(row)
 
 
-async def mark_all_read(conn: Conn, *, user_id: uuid.UUID) -> dict[str, int]:
-    return {"updated": await queries.mark_all_read(conn, user_id=user_id)}
+async def mark_all_read(services: NotificationServices, *, user_id: uuid.UUID) -> dict[str, int]:
+    """Every unread notification of the user becomes read; answers how many."""
+    async with services.db.connection() as conn:
+        return {"updated": await queries.mark_all_read(conn, user_id=user_id)}
 
 
 # The hot reads, answered from the request-context cache when it holds them. Every write to

@@ -1,4 +1,4 @@
-"""SSE channel: GET /api/v1/notifications/stream (NOTIFICATIONS_SSE_ENABLED; 404 when off).
+"""The SSE feed of one process: the open streams of each user, fed from the pub/sub hub.
 
 Dispatch publishes the notification id on `notifications:user:<user_id>` (pg_notify, so
 after commit). Each process LISTENs on one connection (the pub/sub hub), loads each
@@ -6,9 +6,7 @@ notification once and offers the frame to every open stream of that user. A clie
 to instance A therefore receives what instance B dispatched.
 
 Each stream has a bounded queue: a client too slow to drain it is disconnected (it can
-reconnect with Last-Event-ID) instead of holding memory or slowing anyone else. Before each
-buffered message and on every idle tick the access token is checked again (expiry, jti
-revocation, the user-wide cutoff); any failure ends the stream.
+reconnect with Last-Event-ID) instead of holding memory or slowing anyone else.
 
 Streams are capped per user (NOTIFICATIONS_SSE_MAX_STREAMS_PER_USER: a new one ends the user's
 oldest) and per process (NOTIFICATIONS_SSE_MAX_STREAMS: over it 503 with Retry-After). aiohttp
@@ -16,6 +14,8 @@ does not tell a GET handler that its client left (handlers are not cancelled, an
 request's payload stream ignores the connection loss), so one task per process polls the
 streams' transports every TENANTD_SSE_DISCONNECT_CHECK_SECONDS and ends those whose connection
 is gone, instead of each stream finding out at its next keep-alive write.
+
+The TENANTD_SSE_* knobs are read once, when the feed starts: a bad value stops start-up.
 """
 
 from __future__ import annotations
@@ -24,48 +24,52 @@ import asyncio
 import collections
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Literal
 
 from aiohttp import web
-from aiohttp_sse import EventSourceResponse
 
-from tenantd.errors import AppError, NotFound, ServiceUnavailable
-from tenantd.identity.guards import check_claims
-from tenantd.identity.tokens import AccessClaims
+from tenantd.errors import ServiceUnavailable
 from tenantd.notifications import queries
 from tenantd.notifications.schemas import envelope
 from tenantd.notifications.services import NOTIFICATION_SERVICES, NotificationServices
-from tenantd.principal import Principal
 from tenantd.pubsub import PubSubHub, Subscription
 from tenantd.pubsub.hub import PUBSUB
+from tenantd.settings import Settings, env_int, env_number
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_COMMENT = b": server shutting down\n\n"
-# The replaced stream's EventSource reconnects after `retry` ms: slowly, so a user with more
-# tabs than the cap does not make them evict each other in a tight loop.
-SUPERSEDED_FRAME = b": replaced by a newer stream of this user\nretry: 30000\n\n"
-
 TICK_SECONDS = 15.0  # idle re-check and keep-alive comment; TENANTD_SSE_TICK_SECONDS overrides
 QUEUE_SIZE = 100  # frames buffered per stream; TENANTD_SSE_QUEUE_SIZE overrides
-REPLAY_LIMIT = 100  # frames replayed for Last-Event-ID
-SEND_TIMEOUT = 30.0  # a write that does not finish in time aborts that stream
-RECENT_IDS = 256  # ids remembered per stream so replay and live frames never double
 DISCONNECT_CHECK_SECONDS = 1.0  # TENANTD_SSE_DISCONNECT_CHECK_SECONDS overrides
 RETRY_AFTER_SECONDS = 10  # Retry-After of the 503 over the process cap
+MIN_SECONDS = 0.01  # a zero tick or check interval would spin
 
 CloseReason = Literal["shutdown", "superseded", "disconnected"]
 
 
-def _setting(services: NotificationServices, name: str, default: float) -> float:
-    raw = services.settings.extra.get(name, "").strip()
-    try:
-        return float(raw) if raw else default
-    except ValueError:
-        return default
+@dataclass(frozen=True, slots=True)
+class FeedConfig:
+    tick_seconds: float
+    queue_size: int
+    disconnect_check_seconds: float
+
+
+def feed_config(settings: Settings) -> FeedConfig:
+    """The TENANTD_SSE_* knobs, parsed by the one parser (SettingsError names a bad one)."""
+    env = settings.extra
+    return FeedConfig(
+        tick_seconds=env_number(env, "TENANTD_SSE_TICK_SECONDS", TICK_SECONDS, minimum=MIN_SECONDS),
+        queue_size=env_int(env, "TENANTD_SSE_QUEUE_SIZE", QUEUE_SIZE, minimum=1),
+        disconnect_check_seconds=env_number(
+            env,
+            "TENANTD_SSE_DISCONNECT_CHECK_SECONDS",
+            DISCONNECT_CHECK_SECONDS,
+            minimum=MIN_SECONDS,
+        ),
+    )
 
 
 class StreamQueue:
@@ -121,11 +125,9 @@ class NotificationFeed:
         self.services = services
         self.hub = hub
         settings = services.settings
+        self.config = feed_config(settings)
         self.max_streams = settings.notifications_sse_max_streams
         self.max_streams_per_user = settings.notifications_sse_max_streams_per_user
-        self.disconnect_check = _setting(
-            services, "TENANTD_SSE_DISCONNECT_CHECK_SECONDS", DISCONNECT_CHECK_SECONDS
-        )
         # Per user, oldest first (a dict keeps insertion order; a set would not).
         self._streams: dict[uuid.UUID, dict[StreamQueue, None]] = {}
         self._count = 0
@@ -197,7 +199,7 @@ class NotificationFeed:
 
     async def _watch_disconnects(self) -> None:
         while True:
-            await asyncio.sleep(self.disconnect_check)
+            await asyncio.sleep(self.config.disconnect_check_seconds)
             for streams in self._streams.values():
                 for queue in streams:
                     if not queue.closing and queue.connection_gone():
@@ -245,127 +247,6 @@ class NotificationFeed:
         data = envelope(row)
         for queue in list(self._streams.get(user_id, ())):
             queue.offer(notification_id, data)
-
-
-async def _still_valid(services: NotificationServices, claims: AccessClaims) -> bool:
-    """Expiry, jti revocation and the user-wide cutoff, re-checked before every message.
-
-    The request-context cache answers when it holds this token: it is invalidated by the same
-    writes (logout, logout-all, membership changes) at once on this instance and within
-    milliseconds on others, so a hot stream does not cost a query per message.
-    """
-    if claims.expires_at <= time.time():
-        return False
-    cache = services.context_cache
-    if cache.principal(claims.jti) is not None:
-        return True
-    generation = cache.generation
-    try:
-        async with services.db.connection() as conn:
-            principal = await check_claims(conn, claims)
-    except AppError:
-        return False
-    cache.store_principal(principal, generation)
-    return True
-
-
-def _connection_gone(request: web.Request) -> Callable[[], bool]:
-    def gone() -> bool:
-        transport = request.transport  # None once aiohttp saw connection_lost
-        return transport is None or transport.is_closing()
-
-    return gone
-
-
-def _last_event_id(request: web.Request) -> uuid.UUID | None:
-    raw = request.headers.get("Last-Event-ID", "").strip()
-    if not raw:
-        return None
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        return None
-
-
-async def stream_notifications(request: web.Request, principal: Principal) -> web.StreamResponse:
-    """Stream the caller's new notifications until the token fails or the client leaves."""
-    services = request.app[NOTIFICATION_SERVICES]
-    feed = request.app.get(FEED_KEY)
-    if not services.settings.notifications_sse_enabled or feed is None:
-        raise NotFound("The notification stream is not enabled")
-    tick = _setting(services, "TENANTD_SSE_TICK_SECONDS", TICK_SECONDS)
-    claims = principal.claims
-    user_id = principal.user_id
-    queue = StreamQueue(
-        int(_setting(services, "TENANTD_SSE_QUEUE_SIZE", QUEUE_SIZE)), _connection_gone(request)
-    )
-    last_sent = _last_event_id(request)
-    recent: collections.deque[uuid.UUID] = collections.deque(maxlen=RECENT_IDS)
-    # Subscribe before replaying, so nothing published in between is lost.
-    await feed.attach(user_id, queue)
-    response = EventSourceResponse(sep="\n", ping_interval=3600 * 24, send_timeout=SEND_TIMEOUT)
-    try:
-        await response.prepare(request)
-        async with response:
-            if last_sent is not None:
-                await _replay(services, response, user_id, last_sent, recent)
-                if recent:
-                    last_sent = recent[-1]
-            while True:
-                active = await queue.wait(tick)
-                if queue.closing or queue.overflowed:
-                    if queue.overflowed:
-                        log.warning(
-                            "SSE client too slow; stream ended", extra={"user_id": str(user_id)}
-                        )
-                    elif queue.close_reason == "shutdown":  # reconnect elsewhere
-                        with contextlib.suppress(ConnectionError, RuntimeError):
-                            await response.write(SHUTDOWN_COMMENT)
-                    elif queue.close_reason == "superseded":
-                        with contextlib.suppress(ConnectionError, RuntimeError):
-                            await response.write(SUPERSEDED_FRAME)
-                    break
-                if not await _still_valid(services, claims):
-                    break
-                if not active:
-                    await response.write(b": keep-alive\n\n")
-                    continue
-                if queue.gap:
-                    queue.gap = False
-                    if last_sent is not None:
-                        await _replay(services, response, user_id, last_sent, recent)
-                while queue.items:
-                    notification_id, data = queue.items.popleft()
-                    if notification_id in recent:
-                        continue
-                    if not await _still_valid(services, claims):
-                        return response
-                    await response.send(data.decode(), id=str(notification_id))
-                    recent.append(notification_id)
-                    last_sent = notification_id
-    except (ConnectionResetError, ConnectionError, TimeoutError):
-        pass  # the client went away or stalled
-    finally:
-        await feed.detach(user_id, queue)
-    return response
-
-
-async def _replay(
-    services: NotificationServices,
-    response: EventSourceResponse,
-    user_id: uuid.UUID,
-    after: uuid.UUID,
-    recent: collections.deque[uuid.UUID],
-) -> None:
-    async with services.db.connection() as conn:
-        rows = await queries.sse_notifications_after(
-            conn, user_id=user_id, after_id=after, limit=REPLAY_LIMIT
-        )
-    for row in rows:
-        if row["id"] in recent:
-            continue
-        await response.send(envelope(row).decode(), id=str(row["id"]))
-        recent.append(row["id"])
 
 
 FEED_KEY: web.AppKey[NotificationFeed] = web.AppKey("notifications_feed", NotificationFeed)

@@ -1,0 +1,1 @@
+"""SSE channel: the stream endpoint (endpoint.py) and the per-process feed (feed.py)."""

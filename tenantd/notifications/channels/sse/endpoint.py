@@ -1,0 +1,143 @@
+"""SSE channel: GET /api/v1/notifications/stream (NOTIFICATIONS_SSE_ENABLED; 404 when off).
+
+The handler attaches a bounded queue to the process's feed (feed.py), replays what came
+after Last-Event-ID, then sends what the feed offers. Before each buffered message and on
+every idle tick the principal is checked again by the guard's own `recheck` (expiry, jti
+and session revocation, the user-wide cutoff); any failure ends the stream.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+
+from aiohttp import web
+from aiohttp_sse import EventSourceResponse
+
+from tenantd.errors import NotFound, Unauthorized
+from tenantd.identity.guards import recheck
+from tenantd.identity.tokens import AccessClaims
+from tenantd.notifications import queries
+from tenantd.notifications.channels.sse.feed import FEED_KEY, StreamQueue
+from tenantd.notifications.schemas import envelope
+from tenantd.notifications.services import NOTIFICATION_SERVICES, NotificationServices
+from tenantd.principal import Principal
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_COMMENT = b": server shutting down\n\n"
+# The replaced stream's EventSource reconnects after `retry` ms: slowly, so a user with more
+# tabs than the cap does not make them evict each other in a tight loop.
+SUPERSEDED_FRAME = b": replaced by a newer stream of this user\nretry: 30000\n\n"
+
+REPLAY_LIMIT = 100  # frames replayed for Last-Event-ID
+SEND_TIMEOUT = 30.0  # a write that does not finish in time aborts that stream
+RECENT_IDS = 256  # ids remembered per stream so replay and live frames never double
+
+
+async def _revoked(services: NotificationServices, claims: AccessClaims) -> bool:
+    try:
+        await recheck(services, claims)
+    except Unauthorized:
+        return True
+    return False
+
+
+def _connection_gone(request: web.Request) -> Callable[[], bool]:
+    def gone() -> bool:
+        transport = request.transport  # None once aiohttp saw connection_lost
+        return transport is None or transport.is_closing()
+
+    return gone
+
+
+def _last_event_id(request: web.Request) -> uuid.UUID | None:
+    raw = request.headers.get("Last-Event-ID", "").strip()
+    if not raw:
+        return None
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        return None
+
+
+async def stream_notifications(request: web.Request, principal: Principal) -> web.StreamResponse:
+    """Stream the caller's new notifications until the token fails or the client leaves."""
+    services = request.app[NOTIFICATION_SERVICES]
+    feed = request.app.get(FEED_KEY)
+    if not services.settings.notifications_sse_enabled or feed is None:
+        raise NotFound("The notification stream is not enabled")
+    tick = feed.config.tick_seconds
+    claims = principal.claims
+    user_id = principal.user_id
+    queue = StreamQueue(feed.config.queue_size, _connection_gone(request))
+    last_sent = _last_event_id(request)
+    recent: collections.deque[uuid.UUID] = collections.deque(maxlen=RECENT_IDS)
+    # Subscribe before replaying, so nothing published in between is lost.
+    await feed.attach(user_id, queue)
+    response = EventSourceResponse(sep="\n", ping_interval=3600 * 24, send_timeout=SEND_TIMEOUT)
+    try:
+        await response.prepare(request)
+        async with response:
+            if last_sent is not None:
+                await _replay(services, response, user_id, last_sent, recent)
+                if recent:
+                    last_sent = recent[-1]
+            while True:
+                active = await queue.wait(tick)
+                if queue.closing or queue.overflowed:
+                    if queue.overflowed:
+                        log.warning(
+                            "SSE client too slow; stream ended", extra={"user_id": str(user_id)}
+                        )
+                    elif queue.close_reason == "shutdown":  # reconnect elsewhere
+                        with contextlib.suppress(ConnectionError, RuntimeError):
+                            await response.write(SHUTDOWN_COMMENT)
+                    elif queue.close_reason == "superseded":
+                        with contextlib.suppress(ConnectionError, RuntimeError):
+                            await response.write(SUPERSEDED_FRAME)
+                    break
+                if await _revoked(services, claims):
+                    break
+                if not active:
+                    await response.write(b": keep-alive\n\n")
+                    continue
+                if queue.gap:
+                    queue.gap = False
+                    if last_sent is not None:
+                        await _replay(services, response, user_id, last_sent, recent)
+                while queue.items:
+                    notification_id, data = queue.items.popleft()
+                    if notification_id in recent:
+                        continue
+                    if await _revoked(services, claims):
+                        return response
+                    await response.send(data.decode(), id=str(notification_id))
+                    recent.append(notification_id)
+                    last_sent = notification_id
+    except (ConnectionResetError, ConnectionError, TimeoutError):
+        pass  # the client went away or stalled
+    finally:
+        await feed.detach(user_id, queue)
+    return response
+
+
+async def _replay(
+    services: NotificationServices,
+    response: EventSourceResponse,
+    user_id: uuid.UUID,
+    after: uuid.UUID,
+    recent: collections.deque[uuid.UUID],
+) -> None:
+    async with services.db.connection() as conn:
+        rows = await queries.sse_notifications_after(
+            conn, user_id=user_id, after_id=after, limit=REPLAY_LIMIT
+        )
+    for row in rows:
+        if row["id"] in recent:
+            continue
+        await response.send(envelope(row).decode(), id=str(row["id"]))
+        recent.append(row["id"])

@@ -1,0 +1,1 @@
+"""Web push channel: endpoint policy (hosts), VAPID, subscriptions and delivery."""

@@ -1,0 +1,40 @@
+"""The TENANTD_SSE_* knobs go through the one numeric parser, read once when the feed starts:
+a bad value stops start-up naming the variable."""
+
+from __future__ import annotations
+
+import pytest
+from aiohttp.test_utils import TestServer
+
+from tenantd.app import create_app
+from tenantd.notifications.channels.sse.feed import QUEUE_SIZE, TICK_SECONDS, feed_config
+from tenantd.settings import SettingsError, load_settings
+
+
+def test_unset_knobs_are_the_defaults(env: dict[str, str]) -> None:
+    env.pop("TENANTD_SSE_TICK_SECONDS", None)
+    config = feed_config(load_settings(environ=env))
+    assert config.tick_seconds == TICK_SECONDS
+    assert config.queue_size == QUEUE_SIZE
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TENANTD_SSE_TICK_SECONDS", "soon"),
+        ("TENANTD_SSE_TICK_SECONDS", "0"),
+        ("TENANTD_SSE_QUEUE_SIZE", "1.5"),
+        ("TENANTD_SSE_QUEUE_SIZE", "0"),
+        ("TENANTD_SSE_DISCONNECT_CHECK_SECONDS", "-1"),
+    ],
+)
+async def test_a_bad_value_stops_start_up_naming_the_variable(
+    env: dict[str, str], migrated: str, name: str, value: str
+) -> None:
+    settings = load_settings(environ={**env, name: value})  # not read when settings load
+    server = TestServer(create_app(settings, migrated))
+    try:
+        with pytest.raises(SettingsError, match=name):
+            await server.start_server()
+    finally:
+        await server.close()
