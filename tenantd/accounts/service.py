@@ -18,6 +18,7 @@ from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.db import Conn, Row
 from tenantd.errors import Forbidden, NotFound
+from tenantd.identity import queries as identity_queries
 from tenantd.identity.tokens import AccessClaims, issue_access_token, token_hash
 from tenantd.services import Services
 from tenantd.settings import Settings
@@ -81,7 +82,7 @@ async def activate(
     jti = uuid.uuid4()
     session_id = None
     if refresh_token:
-        session_id = await queries.move_session(
+        session_id = await identity_queries.move_session(
             conn,
             token_hash=token_hash(settings.secret_key, refresh_token),
             user_id=user_id,

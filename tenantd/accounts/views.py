@@ -12,6 +12,7 @@ from tenantd.accounts.schemas import (
     AcceptBody,
     AcceptResult,
     AccountCreate,
+    AccountDeleted,
     AccountDeletedOut,
     AccountDetail,
     AccountRef,
@@ -152,13 +153,11 @@ async def delete_account(request: web.Request) -> web.Response:
         path_uuid(request, "id"),
         refresh_token=_refresh(request),
     )
-    data = {
-        "account": {
-            "id": deleted.account_id,
-            "deletedAt": deleted.deleted_at,
-            "purgeAfter": deleted.purge_after,
-        }
-    }
+    data = AccountDeletedOut(
+        account=AccountDeleted(
+            id=deleted.account_id, deleted_at=deleted.deleted_at, purge_after=deleted.purge_after
+        )
+    )
     return _answer(data, deleted.activation, services)
 
 

@@ -23,7 +23,6 @@ from tenantd.auth.schemas import (
     VerifiedUser,
     VerifyEmailBody,
 )
-from tenantd.identity import sessions
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
     REFRESH_COOKIE,
@@ -71,7 +70,7 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
         first_name=body.first_name,
         last_name=body.last_name,
     )
-    response = ok({"message": result.message})
+    response = ok(Message(message=result.message))
     set_binding_cookie(
         response,
         request.app[SETTINGS],
@@ -89,9 +88,9 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
     rate_limit="resend_verification",
     summary="Mail one more verification link (earlier links keep working)",
 )
-async def resend_verification(request: web.Request, body: EmailBody) -> dict[str, str]:
+async def resend_verification(request: web.Request, body: EmailBody) -> Message:
     message = await service.resend_verification(request.app[SERVICES], email=body.email)
-    return {"message": message}
+    return Message(message=message)
 
 
 @routes.post(
@@ -146,9 +145,9 @@ async def login(request: web.Request, body: LoginBody) -> web.Response:
     rate_limit="password_reset",
     summary="Mail a password reset link (same answer whether or not the email exists)",
 )
-async def password_reset_request(request: web.Request, body: EmailBody) -> dict[str, str]:
+async def password_reset_request(request: web.Request, body: EmailBody) -> Message:
     message = await service.request_password_reset(request.app[SERVICES], email=body.email)
-    return {"message": message}
+    return Message(message=message)
 
 
 @routes.post(
@@ -158,13 +157,11 @@ async def password_reset_request(request: web.Request, body: EmailBody) -> dict[
     response=Empty,
     summary="Set a new password with a reset token; ends every session of the user",
 )
-async def password_reset_confirm(
-    request: web.Request, body: PasswordResetConfirmBody
-) -> dict[str, str]:
+async def password_reset_confirm(request: web.Request, body: PasswordResetConfirmBody) -> Empty:
     await service.confirm_password_reset(
         request.app[SERVICES], token=body.token, password=body.password
     )
-    return {}
+    return Empty()
 
 
 @routes.post(
@@ -230,25 +227,20 @@ async def refresh(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/auth/mfa/status", access=Access.TRY, response=MfaStatus, summary="MFA status")
-async def mfa_status(request: web.Request) -> dict[str, bool]:
+async def mfa_status(request: web.Request) -> MfaStatus:
     # MFA enrolment is not built yet: nobody has it, anonymous included.
     optional_principal(request)
-    return {"enabled": False}
+    return MfaStatus(enabled=False)
 
 
 @routes.post("/api/v1/auth/logout", response=Empty, summary="End this session")
 async def logout(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]
-    claims = principal.claims
-    async with services.db.transaction() as conn:
-        await sessions.revoke_session(
-            conn,
-            services.settings,
-            refresh_token=request.cookies.get(REFRESH_COOKIE),
-            access=claims,
-        )
-    response = ok({})
+    await service.logout(
+        services, refresh_token=request.cookies.get(REFRESH_COOKIE), access=principal.claims
+    )
+    response = ok(Empty())
     clear_session_cookies(response, services.settings)
     return response
 
@@ -257,8 +249,7 @@ async def logout(request: web.Request) -> web.Response:
 async def logout_all(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]
-    async with services.db.connection() as conn:
-        await sessions.revoke_all(conn, user_id=principal.user_id)
-    response = ok({})
+    await service.logout_all(services, user_id=principal.user_id)
+    response = ok(Empty())
     clear_session_cookies(response, services.settings)
     return response
