@@ -18,7 +18,7 @@ import hmac
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from tenantd.accounts import mail as account_mail
@@ -68,16 +68,21 @@ RESET_MESSAGE = "If an account uses this address, a password reset link is on it
 
 @dataclass(frozen=True)
 class SignedIn:
-    """A new session and the body to answer with (cookies are the view's business)."""
+    """A new session and the user it belongs to (cookies are the view's business)."""
 
     tokens: IssuedTokens
-    body: dict[str, Any]
+    user: Row | None  # None only when the user vanished during a refresh
 
 
 @dataclass(frozen=True)
-class Verified(SignedIn):
-    """A verification's session, and whether it used up this browser's registration binding."""
+class Verified:
+    """A verification's session, the account it lands in, and whether it used up this
+    browser's registration binding."""
 
+    tokens: IssuedTokens
+    user: Row
+    account: Row
+    has_password_login: bool
     binding_used: bool = False
 
 
@@ -93,16 +98,6 @@ class Registered:
 class ClientMeta:
     user_agent: str | None = None
     ip: str | None = None
-
-
-def user_json(row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "email": row["email"],
-        "firstName": row["first_name"],
-        "lastName": row["last_name"],
-        "emailVerifiedAt": row["email_verified_at"],
-    }
 
 
 def _now() -> dt.datetime:
@@ -332,11 +327,7 @@ async def verify_email(
         else:
             assert outcome.account_id is not None
             account = await queries.account_ref(conn, outcome.account_id)
-            body = {
-                "user": user_json(user),
-                "account": account,
-                "hasPasswordLogin": await queries.has_password(conn, user_id),
-            }
+            has_password_login = await queries.has_password(conn, user_id)
             tokens = await issue_session(
                 conn,
                 settings,
@@ -350,7 +341,8 @@ async def verify_email(
         raise DomainClaimed(
             details={"accountId": str(conflict.account_id), "domain": conflict.domain}
         )
-    return Verified(tokens, body, binding_used=same_browser)
+    assert account is not None  # provisioned in this transaction
+    return Verified(tokens, user, account, has_password_login, binding_used=same_browser)
 
 
 async def login(services: Services, *, email: str, password: str, client: ClientMeta) -> SignedIn:
@@ -381,7 +373,7 @@ async def login(services: Services, *, email: str, password: str, client: Client
             user_agent=client.user_agent,
             ip=client.ip,
         )
-    return SignedIn(tokens, {"user": user_json(user)})
+    return SignedIn(tokens, user)
 
 
 async def request_password_reset(services: Services, *, email: str) -> str:
@@ -479,7 +471,7 @@ async def change_password(
         )
         row = await queries.user_by_id(conn, user_id)
     assert row is not None
-    return SignedIn(tokens, {"user": user_json(row)})
+    return SignedIn(tokens, row)
 
 
 async def refresh_session(
@@ -499,7 +491,7 @@ async def refresh_session(
         )
         if renewed is not None:
             tokens, user = renewed
-            return SignedIn(tokens, {"user": user_json(user)})
+            return SignedIn(tokens, user)
         # Not renewable, raced, or a repeat: the locked slow path decides (and revokes on reuse).
         async with conn.transaction():
             renewal = await rotate(
@@ -513,7 +505,7 @@ async def refresh_session(
                 await _submit_reuse_notice(services, conn, renewal.revoked_user_id)
         tokens = renewal.issued()
         row = await queries.user_by_id(conn, tokens.access.user_id)
-    return SignedIn(tokens, {"user": user_json(row) if row else None})
+    return SignedIn(tokens, row)
 
 
 async def _submit_reuse_notice(services: Services, conn: Conn, user_id: uuid.UUID) -> None:

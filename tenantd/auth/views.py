@@ -10,6 +10,7 @@ from aiohttp import web
 from tenantd.auth import service
 from tenantd.auth.me import current_user_json
 from tenantd.auth.schemas import (
+    AccountRef,
     AnonymousUser,
     CurrentUser,
     EmailBody,
@@ -20,6 +21,7 @@ from tenantd.auth.schemas import (
     RefreshData,
     RegisterBody,
     SignedInUser,
+    UserOut,
     VerifiedUser,
     VerifyEmailBody,
 )
@@ -48,8 +50,20 @@ def client_meta(request: web.Request) -> service.ClientMeta:
     return service.ClientMeta(user_agent=request.headers.get("User-Agent"), ip=request.remote)
 
 
-def signed_in(request: web.Request, result: service.SignedIn) -> web.Response:
-    response = ok(result.body)
+def signed_in(request: web.Request, result: service.SignedIn | service.Verified) -> web.Response:
+    """Answer with the signed-in user (and the verified account) and set the session cookies."""
+    data: VerifiedUser | SignedInUser | RefreshData
+    if isinstance(result, service.Verified):
+        data = VerifiedUser(
+            user=UserOut.of(result.user),
+            account=AccountRef(id=result.account["id"], name=result.account["name"]),
+            has_password_login=result.has_password_login,
+        )
+    elif result.user is None:
+        data = RefreshData(user=None)
+    else:
+        data = SignedInUser(user=UserOut.of(result.user))
+    response = ok(data)
     set_session_cookies(response, request.app[SETTINGS], result.tokens)
     return response
 
@@ -199,7 +213,7 @@ async def change_password(request: web.Request, body: PasswordChangeBody) -> web
 async def me(request: web.Request) -> web.Response:
     principal = optional_principal(request)
     if principal is None:
-        return json_response({"user": None})
+        return json_response(AnonymousUser())
     services = request.app[SERVICES]
     body = await current_user_json(services.db, services.context_cache, principal)
     if body is None:
@@ -217,7 +231,7 @@ async def refresh(request: web.Request) -> web.Response:
     raw = request.cookies.get(REFRESH_COOKIE)
     if not raw:
         # Nothing to refresh: the anonymous branch of tryAuth.
-        return ok({"user": None})
+        return ok(RefreshData(user=None))
     services = request.app[SERVICES]
     # Limited per IP and per session family (named by the token, checked by its tag).
     family = refresh_token_family(services.settings.secret_key, raw)
