@@ -133,7 +133,7 @@ async def read_account(request: web.Request) -> AccountDetail:
     detail = await service.read_account(
         _services(request), current_principal(request), path_uuid(request, "id")
     )
-    return AccountDetail.model_validate(detail)
+    return AccountDetail.model_validate(detail, from_attributes=True)
 
 
 @routes.patch(ACCOUNT, body=AccountRename, response=AccountDetail, summary="Rename (admin+)")
@@ -141,7 +141,7 @@ async def rename_account(request: web.Request, body: AccountRename) -> AccountDe
     detail = await service.rename_account(
         _services(request), current_principal(request), path_uuid(request, "id"), name=body.name
     )
-    return AccountDetail.model_validate(detail)
+    return AccountDetail.model_validate(detail, from_attributes=True)
 
 
 @routes.delete(ACCOUNT, response=AccountDeletedOut, summary="Soft-delete the account (owner only)")
