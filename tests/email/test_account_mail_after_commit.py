@@ -13,6 +13,7 @@ import pytest
 
 from tenantd.accounts import invitations
 from tenantd.accounts import mail as account_mail
+from tenantd.accounts.provisioning import provision_personal_account
 from tenantd.services import SERVICES
 from tests.accounts.helpers import principal
 from tests.email.conftest import Start
@@ -22,7 +23,7 @@ from tests.factories import Factory
 QUEUES = pytest.mark.parametrize("queues", ["false", "true"])
 
 
-async def postmark_app(start: Start, fake: FakeProviders, queues: str) -> Any:
+async def postmark_app(start: Start, fake: FakeProviders, queues: str, **env: str) -> Any:
     client = await start(
         EMAIL_PROVIDER="postmark",
         POSTMARK_SERVER_TOKEN=POSTMARK_TOKEN,
@@ -31,6 +32,7 @@ async def postmark_app(start: Start, fake: FakeProviders, queues: str) -> Any:
         QUEUES_ENABLED=queues,
         TENANTD_JOB_RETRY_BASE_SECONDS="0",
         TENANTD_JOB_POLL_SECONDS="0.05",
+        **env,
     )
     return client.server.app[SERVICES]
 
@@ -125,3 +127,31 @@ async def test_the_job_payload_holds_no_token(
     assert sorted(t for t in (issued.token, resent.token) if any(t in x for x in texts)) == sorted(
         (issued.token, resent.token)
     )
+
+
+@QUEUES
+async def test_join_request_notices_survive_a_provider_failure(
+    start: Start, fake: FakeProviders, factory: Factory, queues: str
+) -> None:
+    services = await postmark_app(start, fake, queues, ACCOUNT_DOMAIN_CLAIMING="true")
+    owner = await factory.user(email="boss@claimed.io", password=None)
+    await services.db.execute(
+        "UPDATE accounts SET claimed_domain = 'claimed.io' WHERE id = %(a)s",
+        {"a": owner.account_id},
+    )
+    newcomer = await factory.user(email="new@claimed.io", password=None, account=False)
+    fake.fail("postmark", 503, times=3)
+
+    async with services.db.transaction() as conn:
+        outcome = await provision_personal_account(conn, services.settings, user_id=newcomer.id)
+        assert outcome.conflict is not None
+        await account_mail.submit_join_request(
+            services, conn, join_request_id=outcome.conflict.join_request_id
+        )
+
+    await settled(lambda: len(fake.sent("postmark")) == 5)
+    await services.jobs.drain(5)
+    (notice,) = {m["Subject"]: m for m in to(fake, "boss@claimed.io")}.values()
+    assert "new@claimed.io" in notice["Subject"]
+    (told,) = {m["Subject"]: m for m in to(fake, "new@claimed.io")}.values()
+    assert "claimed.io" in told["Subject"]
