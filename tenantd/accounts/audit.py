@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg2.extras import Json
-
+from tenantd.accounts import queries
 from tenantd.db import Conn
 
 
@@ -30,16 +29,13 @@ async def record(
     target: str | None = None,
     data: dict[str, Any] | None = None,
 ) -> None:
-    await conn.execute(
-        "INSERT INTO audit_log (account_id, actor_user_id, action, target, data)"
-        " VALUES (%(a)s, %(u)s, %(action)s, %(target)s, %(data)s)",
-        {
-            "a": account_id,
-            "u": actor_user_id,
-            "action": action,
-            "target": target,
-            "data": data or {},
-        },
+    await queries.insert_audit(
+        conn,
+        account_id=account_id,
+        actor_user_id=actor_user_id,
+        action=action,
+        target=target,
+        data=data or {},
     )
 
 
@@ -47,15 +43,11 @@ async def record_many(conn: Conn, entries: Sequence[AuditEntry]) -> None:
     """Write many audit rows in one statement (sweeps)."""
     if not entries:
         return
-    await conn.execute(
-        "INSERT INTO audit_log (account_id, actor_user_id, action, target, data)"
-        " SELECT * FROM unnest(%(a)s::uuid[], %(u)s::uuid[], %(action)s::text[],"
-        " %(target)s::text[], %(data)s::jsonb[])",
-        {
-            "a": [e.account_id for e in entries],
-            "u": [e.actor_user_id for e in entries],
-            "action": [e.action for e in entries],
-            "target": [e.target for e in entries],
-            "data": [Json(e.data or {}) for e in entries],
-        },
+    await queries.insert_audit_many(
+        conn,
+        account_ids=[e.account_id for e in entries],
+        actor_user_ids=[e.actor_user_id for e in entries],
+        actions=[e.action for e in entries],
+        targets=[e.target for e in entries],
+        data=[e.data or {} for e in entries],
     )

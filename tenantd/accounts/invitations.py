@@ -1,6 +1,7 @@
 """Invitations: create, list pending, resend (token rotated), revoke (soft), accept.
 
-The raw token is returned once (and emailed); only HMAC-SHA256(SECRET_KEY, token) is stored.
+The raw token is returned once (and mailed by an `accounts.email` job submitted in the same
+transaction); only HMAC-SHA256(SECRET_KEY, token) is stored.
 Accepting locks the account, then the invitation, counts seats under the lock and creates the
 membership in the same transaction, so racing accepts never exceed the seat cap. An
 outstanding invitation reserves no seat. The accepting user's email must match the invited
@@ -10,14 +11,11 @@ address (both normalised): a forwarded link does not let someone else in.
 from __future__ import annotations
 
 import hmac
-import logging
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
-from tenantd.accounts import audit, permissions, queries
-from tenantd.accounts.names import account_name
+from tenantd.accounts import audit, mail, permissions, queries
 from tenantd.accounts.plans import entitlements
 from tenantd.accounts.service import Activation, activate, check_scope, lock_scoped
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
@@ -33,13 +31,11 @@ from tenantd.errors import (
     SeatLimitReached,
     ValidationFailed,
 )
-from tenantd.identity.tokens import new_opaque_token, token_hash
+from tenantd.identity.tokens import token_hash
 from tenantd.services import Services
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal
-
-log = logging.getLogger(__name__)
 
 FEATURE = "team_invitations"
 
@@ -64,7 +60,7 @@ async def create_invitation(
     except InvalidEmail as error:
         raise ValidationFailed({"email": error.reason}) from None
     async with services.db.transaction() as conn:
-        account = await lock_scoped(conn, actor, account_id, "invitations.manage")
+        await lock_scoped(conn, actor, account_id, "invitations.manage")
         await _require_feature(conn, account_id)
         if await queries.active_member_by_email(conn, account_id=account_id, email=email):
             raise Conflict("This address already belongs to an active member")
@@ -74,7 +70,8 @@ async def create_invitation(
                 "A pending invitation for this address exists; resend it instead",
                 details={"invitationId": str(pending["id"])},
             )
-        token = new_opaque_token()
+        seed = mail.new_invitation_seed()
+        token = mail.invitation_token(services.settings.secret_key, seed)
         invitation = await queries.insert_invitation(
             conn,
             account_id=account_id,
@@ -92,34 +89,10 @@ async def create_invitation(
             target=str(invitation["id"]),
             data={"email": email, "role": role},
         )
-        inviter = await queries.user_display(conn, actor.user_id)
-    await _send(services, invitation=invitation, token=token, account=account, inviter=inviter)
-    return Issued(invitation=invitation, token=token)
-
-
-async def _send(
-    services: Services, *, invitation: Row, token: str, account: Row, inviter: Row | None
-) -> None:
-    """Email the invitee after commit; a failed send leaves the invitation (resend retries)."""
-    link = f"{services.settings.public_base_url}/invitations/accept?token={quote(token, safe='')}"
-    inviter_name = (
-        account_name(inviter["first_name"], inviter["last_name"], inviter["email"])
-        if inviter
-        else "Someone"
-    )
-    try:
-        await services.email.send_template(
-            to=invitation["email"],
-            template="invitation",
-            variables={
-                "inviter": inviter_name,
-                "account_name": account["name"],
-                "role": invitation["role"],
-                "link": link,
-            },
+        await mail.submit_invitation(
+            services, conn, invitation_id=invitation["id"], seed=seed, inviter_id=actor.user_id
         )
-    except Exception:
-        log.warning("invitation email failed", exc_info=True)
+    return Issued(invitation=invitation, token=token)
 
 
 async def list_invitations(
@@ -148,12 +121,13 @@ async def resend_invitation(
 ) -> Issued:
     """Rotate the token (older links stop working), extend the expiry, email again."""
     async with services.db.transaction() as conn:
-        account = await lock_scoped(conn, actor, account_id, "invitations.manage")
+        await lock_scoped(conn, actor, account_id, "invitations.manage")
         await _require_feature(conn, account_id)
         current = await _locked_pending(conn, account_id, invitation_id)
         if current["revoked_at"] is not None:
             raise Conflict("This invitation was revoked; create a new one")
-        token = new_opaque_token()
+        seed = mail.new_invitation_seed()
+        token = mail.invitation_token(services.settings.secret_key, seed)
         invitation = await queries.rotate_invitation(
             conn,
             invitation_id=invitation_id,
@@ -168,8 +142,9 @@ async def resend_invitation(
             target=str(invitation_id),
             data={"email": invitation["email"]},
         )
-        inviter = await queries.user_display(conn, actor.user_id)
-    await _send(services, invitation=invitation, token=token, account=account, inviter=inviter)
+        await mail.submit_invitation(
+            services, conn, invitation_id=invitation_id, seed=seed, inviter_id=actor.user_id
+        )
     return Issued(invitation=invitation, token=token)
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Sequence
+from typing import Any
+
+from psycopg2.extras import Json
 
 from tenantd.db import Conn, Row
 
@@ -175,6 +178,20 @@ async def set_feature(conn: Conn, *, account_id: uuid.UUID, feature: str, enable
     )
 
 
+ENTITLEMENTS_SQL = """
+SELECT p.code AS plan, COALESCE(ap.seats, p.seats) AS seats, p.features AS plan_features,
+       COALESCE((SELECT jsonb_object_agg(o.feature, o.enabled)
+                   FROM account_feature_overrides o WHERE o.account_id = %(a)s), '{}') AS overrides
+  FROM account_plans ap JOIN plans p ON p.code = ap.plan_code
+ WHERE ap.account_id = %(a)s
+"""
+
+
+async def entitlements(conn: Conn, account_id: uuid.UUID) -> Row | None:
+    """The account's plan, seat cap, plan features and overrides; None without a plan row."""
+    return await conn.fetch_one(ENTITLEMENTS_SQL, {"a": account_id})
+
+
 # -- memberships ------------------------------------------------------------------------------
 
 MEMBERSHIP_COLUMNS = "id, account_id, user_id, role, created_at, revoked_at"
@@ -268,27 +285,6 @@ async def user_display(conn: Conn, user_id: uuid.UUID) -> Row | None:
     return await conn.fetch_one(
         "SELECT id, email, first_name, last_name FROM users WHERE id = %(u)s", {"u": user_id}
     )
-
-
-# -- sessions (the refresh session follows an account switch) ---------------------------------
-
-
-async def move_session(
-    conn: Conn,
-    *,
-    token_hash: bytes,
-    user_id: uuid.UUID,
-    account_id: uuid.UUID | None,
-    access_jti: uuid.UUID,
-) -> uuid.UUID | None:
-    """Point the caller's live refresh session at another account; its family, or None."""
-    family_id: uuid.UUID | None = await conn.fetch_val(
-        "UPDATE sessions SET account_id = %(a)s, access_jti = %(jti)s"
-        " WHERE token_hash = %(h)s AND user_id = %(u)s AND revoked_at IS NULL"
-        " AND rotated_at IS NULL AND expires_at > now() RETURNING family_id",
-        {"a": account_id, "jti": access_jti, "h": token_hash, "u": user_id},
-    )
-    return family_id
 
 
 # -- invitations ------------------------------------------------------------------------------
@@ -533,4 +529,71 @@ async def revoke_expired_invitations(conn: Conn, *, ttl_hours: int | None, limit
         " ORDER BY expires_at, id LIMIT %(n)s FOR UPDATE SKIP LOCKED)"
         " RETURNING id, account_id, email",
         {"ttl": ttl_hours, "n": limit},
+    )
+
+
+# -- audit log (rows have no foreign key: they survive the hard delete) ----------------------
+
+
+async def insert_audit(
+    conn: Conn,
+    *,
+    account_id: uuid.UUID | None,
+    actor_user_id: uuid.UUID | None,
+    action: str,
+    target: str | None,
+    data: dict[str, Any],
+) -> None:
+    await conn.execute(
+        "INSERT INTO audit_log (account_id, actor_user_id, action, target, data)"
+        " VALUES (%(a)s, %(u)s, %(action)s, %(target)s, %(data)s)",
+        {"a": account_id, "u": actor_user_id, "action": action, "target": target, "data": data},
+    )
+
+
+async def insert_audit_many(
+    conn: Conn,
+    *,
+    account_ids: Sequence[uuid.UUID | None],
+    actor_user_ids: Sequence[uuid.UUID | None],
+    actions: Sequence[str],
+    targets: Sequence[str | None],
+    data: Sequence[dict[str, Any]],
+) -> None:
+    """Many audit rows in one statement (the sequences are parallel)."""
+    await conn.execute(
+        "INSERT INTO audit_log (account_id, actor_user_id, action, target, data)"
+        " SELECT * FROM unnest(%(a)s::uuid[], %(u)s::uuid[], %(action)s::text[],"
+        " %(target)s::text[], %(data)s::jsonb[])",
+        {
+            "a": list(account_ids),
+            "u": list(actor_user_ids),
+            "action": list(actions),
+            "target": list(targets),
+            "data": [Json(d) for d in data],
+        },
+    )
+
+
+# -- what the account mails need when their job runs ------------------------------------------
+
+
+async def invitation_mail(conn: Conn, invitation_id: uuid.UUID) -> Row | None:
+    """An invitation with its account's name (None once the account is purged)."""
+    return await conn.fetch_one(
+        "SELECT i.id, i.email, i.role, i.accepted_at, i.revoked_at, a.name AS account_name"
+        " FROM invitations i JOIN accounts a ON a.id = i.account_id WHERE i.id = %(id)s",
+        {"id": invitation_id},
+    )
+
+
+async def join_request_mail(conn: Conn, request_id: uuid.UUID) -> Row | None:
+    """A join request with its requester's address, its account and that account's owner."""
+    return await conn.fetch_one(
+        "SELECT j.id, j.account_id, j.domain, u.email AS requester, a.name AS account_name,"
+        " (SELECT ou.email FROM memberships m JOIN users ou ON ou.id = m.user_id"
+        "   WHERE m.account_id = a.id AND m.role = 'owner' AND m.revoked_at IS NULL) AS owner_email"
+        " FROM join_requests j JOIN users u ON u.id = j.user_id"
+        " JOIN accounts a ON a.id = j.account_id WHERE j.id = %(id)s",
+        {"id": request_id},
     )

@@ -18,6 +18,7 @@ from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.db import Conn, Row
 from tenantd.errors import Forbidden, NotFound
+from tenantd.identity import queries as identity_queries
 from tenantd.identity.tokens import AccessClaims, issue_access_token, token_hash
 from tenantd.services import Services
 from tenantd.settings import Settings
@@ -81,7 +82,7 @@ async def activate(
     jti = uuid.uuid4()
     session_id = None
     if refresh_token:
-        session_id = await queries.move_session(
+        session_id = await identity_queries.move_session(
             conn,
             token_hash=token_hash(settings.secret_key, refresh_token),
             user_id=user_id,
@@ -135,23 +136,36 @@ async def create_account(
     return Created(account=account, activation=activation)
 
 
-def detail_of(row: Row, role: str | None) -> dict[str, object]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "created_at": row["created_at"],
-        "claimed_domain": row["claimed_domain"],
-        "role": role,
-        "plan": row["plan"],
-        "seats": row["seats"] if row["seats"] is not None else 1,
-        "seats_used": row["seats_used"],
-        "features": resolve_features(list(row["plan_features"] or []), row["overrides"]),
-    }
+@dataclass(frozen=True)
+class Detail:
+    """An account as its members see it: plan, seat cap and use, resolved features."""
+
+    id: uuid.UUID
+    name: str
+    created_at: dt.datetime
+    claimed_domain: str | None
+    role: str | None
+    plan: str | None
+    seats: int
+    seats_used: int
+    features: dict[str, bool]
 
 
-async def read_account(
-    services: Services, actor: Principal, account_id: uuid.UUID
-) -> dict[str, object]:
+def detail_of(row: Row, role: str | None) -> Detail:
+    return Detail(
+        id=row["id"],
+        name=row["name"],
+        created_at=row["created_at"],
+        claimed_domain=row["claimed_domain"],
+        role=role,
+        plan=row["plan"],
+        seats=row["seats"] if row["seats"] is not None else 1,
+        seats_used=row["seats_used"],
+        features=resolve_features(list(row["plan_features"] or []), row["overrides"]),
+    )
+
+
+async def read_account(services: Services, actor: Principal, account_id: uuid.UUID) -> Detail:
     """The active account with plan, seats and resolved features (any member)."""
     async with services.db.connection() as conn:
         await check_scope(conn, actor, account_id)
@@ -164,7 +178,7 @@ async def read_account(
 
 async def rename_account(
     services: Services, actor: Principal, account_id: uuid.UUID, *, name: str
-) -> dict[str, object]:
+) -> Detail:
     """Rename (owner or admin)."""
     async with services.db.transaction() as conn:
         account = await lock_scoped(conn, actor, account_id, "account.rename")

@@ -11,6 +11,7 @@ from tenantd.accounts.schemas import (
     AcceptBody,
     AcceptResult,
     AccountCreate,
+    AccountDeleted,
     AccountDeletedOut,
     AccountDetail,
     AccountRef,
@@ -122,7 +123,7 @@ async def read_account(request: web.Request) -> AccountDetail:
     detail = await service.read_account(
         _services(request), current_principal(request), path_uuid(request, "id")
     )
-    return AccountDetail.model_validate(detail)
+    return AccountDetail.model_validate(detail, from_attributes=True)
 
 
 @routes.patch(ACCOUNT, body=AccountRename, response=AccountDetail, summary="Rename (admin+)")
@@ -130,7 +131,7 @@ async def rename_account(request: web.Request, body: AccountRename) -> AccountDe
     detail = await service.rename_account(
         _services(request), current_principal(request), path_uuid(request, "id"), name=body.name
     )
-    return AccountDetail.model_validate(detail)
+    return AccountDetail.model_validate(detail, from_attributes=True)
 
 
 @routes.delete(ACCOUNT, response=AccountDeletedOut, summary="Soft-delete the account (owner only)")
@@ -142,13 +143,11 @@ async def delete_account(request: web.Request) -> web.Response:
         path_uuid(request, "id"),
         refresh_token=_refresh(request),
     )
-    data = {
-        "account": {
-            "id": deleted.account_id,
-            "deletedAt": deleted.deleted_at,
-            "purgeAfter": deleted.purge_after,
-        }
-    }
+    data = AccountDeletedOut(
+        account=AccountDeleted(
+            id=deleted.account_id, deleted_at=deleted.deleted_at, purge_after=deleted.purge_after
+        )
+    )
     return _answer(data, deleted.activation, services)
 
 

@@ -3,6 +3,7 @@ hooks, in the order they are registered. Adding one touches its domain and a lin
 
 from __future__ import annotations
 
+from tenantd.accounts import mail as account_mail
 from tenantd.accounts import sweeps as account_sweeps
 from tenantd.accounts import views as account_views
 from tenantd.auth import jobs as auth_jobs
@@ -30,7 +31,7 @@ ROUTES: tuple[Routes, ...] = (
     notification_views.routes,
 )
 
-JOB_KINDS: tuple[JobKind, ...] = (*auth_jobs.KINDS, *notification_jobs.KINDS)
+JOB_KINDS: tuple[JobKind, ...] = (*auth_jobs.KINDS, *account_mail.KINDS, *notification_jobs.KINDS)
 
 SWEEPS: tuple[Sweep, ...] = (
     *account_sweeps.SWEEPS,

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+# The join-request mails are the accounts domain's (an `accounts.email` job sends them); the
+# OAuth callback still sends them inline from here.
+from tenantd.accounts.mail import join_request as join_request
+from tenantd.accounts.mail import join_request_sent as join_request_sent
 from tenantd.email import templates
 from tenantd.email.message import EmailMessage, EmailSendError
 
@@ -46,28 +49,6 @@ def verification(to: str, *, link: str, first_name: str = "") -> EmailMessage:
 
 def password_reset(to: str, *, link: str, ttl_minutes: int) -> EmailMessage:
     return _shipped(to, "password_reset", {"link": link, "ttl_minutes": ttl_minutes})
-
-
-def join_request(
-    to: str,
-    *,
-    settings: Settings,
-    requester: str,
-    domain: str,
-    account_id: uuid.UUID,
-    account_name: str,
-) -> EmailMessage:
-    link = f"{settings.public_base_url.rstrip('/')}/accounts/{account_id}/join-requests"
-    return _shipped(
-        to,
-        "join_request",
-        {"requester": requester, "domain": domain, "account_name": account_name, "link": link},
-    )
-
-
-def join_request_sent(to: str, *, domain: str) -> EmailMessage:
-    """To the requester: a join request was sent, and its owner and admins see the address."""
-    return _shipped(to, "join_request_sent", {"email": to, "domain": domain})
 
 
 def account_exists(to: str, *, settings: Settings) -> EmailMessage:

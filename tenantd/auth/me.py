@@ -9,45 +9,15 @@ import orjson
 
 from tenantd.accounts.permissions import capabilities
 from tenantd.accounts.plans import resolve_features
+from tenantd.auth import queries
 from tenantd.cache.context import ContextCache
 from tenantd.db import Conn, Database
-from tenantd.db.core import Prepared
 from tenantd.principal import Principal
-
-# One round trip: user, providers, memberships and the active account's plan and overrides.
-ME = Prepared(
-    "tenantd_me",
-    """
-SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at,
-       (p.user_id IS NOT NULL) AS has_password,
-       p.created_at AS password_created_at,
-       COALESCE((SELECT jsonb_agg(jsonb_build_object('provider', i.provider,
-                                                    'createdAt', i.created_at)
-                                  ORDER BY i.created_at)
-                   FROM user_identities i WHERE i.user_id = u.id), '[]') AS identities,
-       COALESCE((SELECT jsonb_agg(jsonb_build_object('accountId', m.account_id,
-                                                    'accountName', a.name,
-                                                    'role', m.role,
-                                                    'createdAt', m.created_at)
-                                  ORDER BY m.created_at, m.account_id)
-                   FROM memberships m JOIN accounts a ON a.id = m.account_id
-                  WHERE m.user_id = u.id AND m.revoked_at IS NULL AND a.deleted_at IS NULL),
-                '[]') AS memberships,
-       (SELECT pl.features FROM account_plans ap JOIN plans pl ON pl.code = ap.plan_code
-         WHERE ap.account_id = %(aid)s) AS plan_features,
-       COALESCE((SELECT jsonb_object_agg(o.feature, o.enabled)
-                   FROM account_feature_overrides o WHERE o.account_id = %(aid)s),
-                '{}') AS overrides
-  FROM users u
-  LEFT JOIN user_passwords p ON p.user_id = u.id
- WHERE u.id = %(uid)s
-""",
-)
 
 
 async def current_user(conn: Conn, principal: Principal) -> dict[str, Any] | None:
     """The signed-in body of /me, or None when the user no longer exists."""
-    row = await conn.fetch_one(ME, {"uid": principal.user_id, "aid": principal.account_id})
+    row = await queries.me(conn, user_id=principal.user_id, account_id=principal.account_id)
     if row is None:
         return None
     memberships = row["memberships"]

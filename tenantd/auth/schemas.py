@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import ConfigDict, EmailStr, Field
 from pydantic.alias_generators import to_camel
 
+from tenantd.db import Row
 from tenantd.identity.passwords import MAX_LENGTH, MIN_LENGTH
 from tenantd.web.schemas import ApiModel, RequestBody
 
@@ -19,6 +20,10 @@ class UserOut(ApiModel):
     first_name: str = ""
     last_name: str = ""
     email_verified_at: dt.datetime | None = None
+
+    @classmethod
+    def of(cls, row: Row) -> UserOut:
+        return cls.model_validate({k: row[k] for k in cls.model_fields})
 
 
 class AccountRef(ApiModel):

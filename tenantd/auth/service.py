@@ -18,9 +18,10 @@ import hmac
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import mail
@@ -35,8 +36,15 @@ from tenantd.errors import (
 )
 from tenantd.identity import queries
 from tenantd.identity.passwords import hash_password, needs_rehash, verify_password
-from tenantd.identity.sessions import IssuedTokens, issue_session, revoke_all, rotate, rotate_fast
-from tenantd.identity.tokens import new_opaque_token, token_hash
+from tenantd.identity.sessions import (
+    IssuedTokens,
+    issue_session,
+    revoke_all,
+    revoke_session,
+    rotate,
+    rotate_fast,
+)
+from tenantd.identity.tokens import AccessClaims, new_opaque_token, token_hash
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import enforce
 from tenantd.settings import Settings
@@ -60,16 +68,21 @@ RESET_MESSAGE = "If an account uses this address, a password reset link is on it
 
 @dataclass(frozen=True)
 class SignedIn:
-    """A new session and the body to answer with (cookies are the view's business)."""
+    """A new session and the user it belongs to (cookies are the view's business)."""
 
     tokens: IssuedTokens
-    body: dict[str, Any]
+    user: Row | None  # None only when the user vanished during a refresh
 
 
 @dataclass(frozen=True)
-class Verified(SignedIn):
-    """A verification's session, and whether it used up this browser's registration binding."""
+class Verified:
+    """A verification's session, the account it lands in, and whether it used up this
+    browser's registration binding."""
 
+    tokens: IssuedTokens
+    user: Row
+    account: Row
+    has_password_login: bool
     binding_used: bool = False
 
 
@@ -85,16 +98,6 @@ class Registered:
 class ClientMeta:
     user_agent: str | None = None
     ip: str | None = None
-
-
-def user_json(row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "email": row["email"],
-        "firstName": row["first_name"],
-        "lastName": row["last_name"],
-        "emailVerifiedAt": row["email_verified_at"],
-    }
 
 
 def _now() -> dt.datetime:
@@ -297,13 +300,12 @@ async def verify_email(
     link. A wrong `password` is refused (422) and leaves the link usable. Using a link
     consumes it alone: links of other sign-ups keep working until they expire.
 
-    On a claimed domain the join request is committed first, then DOMAIN_CLAIMED is raised
-    and the account owner is told by email.
+    On a claimed domain the join request and its mail jobs (owner notice, requester notice)
+    are committed first, then DOMAIN_CLAIMED is raised.
     """
     settings = services.settings
     proven = await _proven_password(services, token=token, password=password) if password else None
     conflict: DomainConflict | None = None
-    owner: Row | None = None
     async with services.db.transaction() as conn:
         locked = await _lock_token(conn, settings, token=token, purpose=VERIFY)
         user_id: uuid.UUID = locked["user"]["id"]
@@ -318,15 +320,14 @@ async def verify_email(
         outcome = await provision_personal_account(conn, settings, user_id=user_id)
         if outcome.conflict is not None:
             conflict = outcome.conflict
-            owner = await queries.account_owner(conn, conflict.account_id)
+            # The owner and the requester are mailed after commit, with the join request.
+            await account_mail.submit_join_request(
+                services, conn, join_request_id=conflict.join_request_id
+            )
         else:
             assert outcome.account_id is not None
             account = await queries.account_ref(conn, outcome.account_id)
-            body = {
-                "user": user_json(user),
-                "account": account,
-                "hasPasswordLogin": await queries.has_password(conn, user_id),
-            }
+            has_password_login = await queries.has_password(conn, user_id)
             tokens = await issue_session(
                 conn,
                 settings,
@@ -336,24 +337,12 @@ async def verify_email(
                 ip=client.ip,
             )
     if conflict is not None:
-        # Committed above: the join request survives; now tell the owner, then the caller.
-        if owner is not None:
-            await mail.deliver(
-                services,
-                mail.join_request(
-                    owner["email"],
-                    settings=settings,
-                    requester=user["email"],
-                    domain=conflict.domain,
-                    account_id=conflict.account_id,
-                    account_name=owner["account_name"],
-                ),
-            )
-        await mail.deliver(services, mail.join_request_sent(user["email"], domain=conflict.domain))
+        # Committed above: the join request and its mail jobs survive the refusal.
         raise DomainClaimed(
             details={"accountId": str(conflict.account_id), "domain": conflict.domain}
         )
-    return Verified(tokens, body, binding_used=same_browser)
+    assert account is not None  # provisioned in this transaction
+    return Verified(tokens, user, account, has_password_login, binding_used=same_browser)
 
 
 async def login(services: Services, *, email: str, password: str, client: ClientMeta) -> SignedIn:
@@ -384,7 +373,7 @@ async def login(services: Services, *, email: str, password: str, client: Client
             user_agent=client.user_agent,
             ip=client.ip,
         )
-    return SignedIn(tokens, {"user": user_json(user)})
+    return SignedIn(tokens, user)
 
 
 async def request_password_reset(services: Services, *, email: str) -> str:
@@ -482,7 +471,7 @@ async def change_password(
         )
         row = await queries.user_by_id(conn, user_id)
     assert row is not None
-    return SignedIn(tokens, {"user": user_json(row)})
+    return SignedIn(tokens, row)
 
 
 async def refresh_session(
@@ -502,7 +491,7 @@ async def refresh_session(
         )
         if renewed is not None:
             tokens, user = renewed
-            return SignedIn(tokens, {"user": user_json(user)})
+            return SignedIn(tokens, user)
         # Not renewable, raced, or a repeat: the locked slow path decides (and revokes on reuse).
         async with conn.transaction():
             renewal = await rotate(
@@ -516,7 +505,7 @@ async def refresh_session(
                 await _submit_reuse_notice(services, conn, renewal.revoked_user_id)
         tokens = renewal.issued()
         row = await queries.user_by_id(conn, tokens.access.user_id)
-    return SignedIn(tokens, {"user": user_json(row) if row else None})
+    return SignedIn(tokens, row)
 
 
 async def _submit_reuse_notice(services: Services, conn: Conn, user_id: uuid.UUID) -> None:
@@ -534,3 +523,17 @@ async def _submit_reuse_notice(services: Services, conn: Conn, user_id: uuid.UUI
 async def mail_session_reused(services: Services, email: str) -> None:
     """The job's half: tell the user a session was ended because its token was reused."""
     await mail.deliver(services, mail.session_reused(email, settings=services.settings))
+
+
+async def logout(
+    services: Services, *, refresh_token: str | None, access: AccessClaims | None
+) -> None:
+    """End this session family, and with it every access token issued to it."""
+    async with services.db.transaction() as conn:
+        await revoke_session(conn, services.settings, refresh_token=refresh_token, access=access)
+
+
+async def logout_all(services: Services, *, user_id: uuid.UUID) -> None:
+    """End every session and access token of the user (the user-wide cutoff)."""
+    async with services.db.connection() as conn:  # revoke_all holds its own transaction
+        await revoke_all(conn, user_id=user_id)

@@ -10,6 +10,7 @@ from aiohttp import web
 from tenantd.auth import service
 from tenantd.auth.me import current_user_json
 from tenantd.auth.schemas import (
+    AccountRef,
     AnonymousUser,
     CurrentUser,
     EmailBody,
@@ -20,10 +21,10 @@ from tenantd.auth.schemas import (
     RefreshData,
     RegisterBody,
     SignedInUser,
+    UserOut,
     VerifiedUser,
     VerifyEmailBody,
 )
-from tenantd.identity import sessions
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
     REFRESH_COOKIE,
@@ -49,8 +50,20 @@ def client_meta(request: web.Request) -> service.ClientMeta:
     return service.ClientMeta(user_agent=request.headers.get("User-Agent"), ip=request.remote)
 
 
-def signed_in(request: web.Request, result: service.SignedIn) -> web.Response:
-    response = ok(result.body)
+def signed_in(request: web.Request, result: service.SignedIn | service.Verified) -> web.Response:
+    """Answer with the signed-in user (and the verified account) and set the session cookies."""
+    data: VerifiedUser | SignedInUser | RefreshData
+    if isinstance(result, service.Verified):
+        data = VerifiedUser(
+            user=UserOut.of(result.user),
+            account=AccountRef(id=result.account["id"], name=result.account["name"]),
+            has_password_login=result.has_password_login,
+        )
+    elif result.user is None:
+        data = RefreshData(user=None)
+    else:
+        data = SignedInUser(user=UserOut.of(result.user))
+    response = ok(data)
     set_session_cookies(response, request.app[SETTINGS], result.tokens)
     return response
 
@@ -71,7 +84,7 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
         first_name=body.first_name,
         last_name=body.last_name,
     )
-    response = ok({"message": result.message})
+    response = ok(Message(message=result.message))
     set_binding_cookie(
         response,
         request.app[SETTINGS],
@@ -89,9 +102,9 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
     rate_limit="resend_verification",
     summary="Mail one more verification link (earlier links keep working)",
 )
-async def resend_verification(request: web.Request, body: EmailBody) -> dict[str, str]:
+async def resend_verification(request: web.Request, body: EmailBody) -> Message:
     message = await service.resend_verification(request.app[SERVICES], email=body.email)
-    return {"message": message}
+    return Message(message=message)
 
 
 @routes.post(
@@ -146,9 +159,9 @@ async def login(request: web.Request, body: LoginBody) -> web.Response:
     rate_limit="password_reset",
     summary="Mail a password reset link (same answer whether or not the email exists)",
 )
-async def password_reset_request(request: web.Request, body: EmailBody) -> dict[str, str]:
+async def password_reset_request(request: web.Request, body: EmailBody) -> Message:
     message = await service.request_password_reset(request.app[SERVICES], email=body.email)
-    return {"message": message}
+    return Message(message=message)
 
 
 @routes.post(
@@ -158,13 +171,11 @@ async def password_reset_request(request: web.Request, body: EmailBody) -> dict[
     response=Empty,
     summary="Set a new password with a reset token; ends every session of the user",
 )
-async def password_reset_confirm(
-    request: web.Request, body: PasswordResetConfirmBody
-) -> dict[str, str]:
+async def password_reset_confirm(request: web.Request, body: PasswordResetConfirmBody) -> Empty:
     await service.confirm_password_reset(
         request.app[SERVICES], token=body.token, password=body.password
     )
-    return {}
+    return Empty()
 
 
 @routes.post(
@@ -202,7 +213,7 @@ async def change_password(request: web.Request, body: PasswordChangeBody) -> web
 async def me(request: web.Request) -> web.Response:
     principal = optional_principal(request)
     if principal is None:
-        return json_response({"user": None})
+        return json_response(AnonymousUser())
     services = request.app[SERVICES]
     body = await current_user_json(services.db, services.context_cache, principal)
     if body is None:
@@ -220,7 +231,7 @@ async def refresh(request: web.Request) -> web.Response:
     raw = request.cookies.get(REFRESH_COOKIE)
     if not raw:
         # Nothing to refresh: the anonymous branch of tryAuth.
-        return ok({"user": None})
+        return ok(RefreshData(user=None))
     services = request.app[SERVICES]
     # Limited per IP and per session family (named by the token, checked by its tag).
     family = refresh_token_family(services.settings.secret_key, raw)
@@ -230,25 +241,20 @@ async def refresh(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/auth/mfa/status", access=Access.TRY, response=MfaStatus, summary="MFA status")
-async def mfa_status(request: web.Request) -> dict[str, bool]:
+async def mfa_status(request: web.Request) -> MfaStatus:
     # MFA enrolment is not built yet: nobody has it, anonymous included.
     optional_principal(request)
-    return {"enabled": False}
+    return MfaStatus(enabled=False)
 
 
 @routes.post("/api/v1/auth/logout", response=Empty, summary="End this session")
 async def logout(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]
-    claims = principal.claims
-    async with services.db.transaction() as conn:
-        await sessions.revoke_session(
-            conn,
-            services.settings,
-            refresh_token=request.cookies.get(REFRESH_COOKIE),
-            access=claims,
-        )
-    response = ok({})
+    await service.logout(
+        services, refresh_token=request.cookies.get(REFRESH_COOKIE), access=principal.claims
+    )
+    response = ok(Empty())
     clear_session_cookies(response, services.settings)
     return response
 
@@ -257,8 +263,7 @@ async def logout(request: web.Request) -> web.Response:
 async def logout_all(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]
-    async with services.db.connection() as conn:
-        await sessions.revoke_all(conn, user_id=principal.user_id)
-    response = ok({})
+    await service.logout_all(services, user_id=principal.user_id)
+    response = ok(Empty())
     clear_session_cookies(response, services.settings)
     return response

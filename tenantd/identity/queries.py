@@ -160,6 +160,24 @@ async def revoke_jti(
     )
 
 
+async def move_session(
+    conn: Conn,
+    *,
+    token_hash: bytes,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    access_jti: uuid.UUID,
+) -> uuid.UUID | None:
+    """Point the caller's live refresh session at another account; its family, or None."""
+    family_id: uuid.UUID | None = await conn.fetch_val(
+        "UPDATE sessions SET account_id = %(a)s, access_jti = %(jti)s"
+        " WHERE token_hash = %(h)s AND user_id = %(u)s AND revoked_at IS NULL"
+        " AND rotated_at IS NULL AND expires_at > now() RETURNING family_id",
+        {"a": account_id, "jti": access_jti, "h": token_hash, "u": user_id},
+    )
+    return family_id
+
+
 async def active_role(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID) -> str | None:
     """The user's role in a live account, None without an active membership. Read fresh: after
     `lock_account` a new statement sees every commit."""

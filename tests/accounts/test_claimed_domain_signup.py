@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.accounts.helpers import data, error
+from tests.auth.helpers import mail_sent
 from tests.factories import Factory, mail_text, read_mails
 
 PASSWORD = "a long enough passphrase"
@@ -50,6 +51,7 @@ async def refused_signup(
     refused = await error(await register_and_verify(hire, mail_dir, email), 409, "DOMAIN_CLAIMED")
     assert refused["details"] == {"accountId": account_id, "domain": "claimco.io"}
     assert NOTICE in refused["message"]
+    await mail_sent(hire)  # the notices leave from jobs, after the commit
     login = await hire.post("/api/v1/auth/login", json={"email": email, "password": PASSWORD})
     assert login.status == 200, await login.text()
     return founder, hire, account_id

@@ -13,6 +13,7 @@ from tenantd.accounts.domains import PUBLIC_EMAIL_DOMAINS, claimable_domain
 from tenantd.accounts.provisioning import provision_personal_account
 from tenantd.settings import Settings
 from tests.accounts.helpers import audit_actions, data, error
+from tests.auth.helpers import mail_sent
 from tests.factories import Factory, mail_text, read_mails
 
 INTERFACE_LIST = """
@@ -348,6 +349,7 @@ async def test_verify_email_on_a_claimed_domain_end_to_end(
     assert second.status == 409, body
     assert body["error"]["code"] == "DOMAIN_CLAIMED"
     assert body["error"]["details"] == {"accountId": account_id, "domain": "startup.io"}
+    await mail_sent(second_browser)  # the notices leave from jobs, after the commit
     notices = [m for m in read_mails(mail_dir) if m["To"] == "founder@startup.io"]
     assert any("hire@startup.io" in mail_text(m) for m in notices)
     # The committed join request is approved by the owner (who is on a plan with seats).

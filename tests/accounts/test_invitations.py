@@ -14,6 +14,7 @@ import pytest
 from tenantd.accounts.sweeps import expire_invitations
 from tests.accounts.conftest import Team
 from tests.accounts.helpers import audit_actions, data, error
+from tests.auth.helpers import mail_sent
 from tests.conftest import ORIGIN, SECRET
 from tests.factories import mail_text, read_mails
 
@@ -57,7 +58,8 @@ async def test_create_returns_raw_token_once_and_stores_only_its_hmac(
     listed = await data(await team.owner_client.get(invitations_url(team)))
     assert [item["id"] for item in listed] == [invitation["id"]]
     assert "token" not in listed[0] and token not in str(listed)
-    # The invitee was emailed the accept link.
+    # The invitee was emailed the accept link (by a job, after the commit).
+    await mail_sent(team.owner_client)
     mails = read_mails(mail_dir)
     assert [m["To"] for m in mails] == ["new.person@example.com"]
     text = mail_text(mails[0])
@@ -233,6 +235,7 @@ async def test_resend_rotates_the_token_and_kills_the_old_link(
     assert resent["invitation"]["id"] == issued["invitation"]["id"]
     assert resent["invitation"]["resentAt"] is not None
     assert resent["token"] != issued["token"]
+    await mail_sent(team.owner_client)
     assert len(read_mails(mail_dir)) == 2
     assert resent["token"] in mail_text(read_mails(mail_dir)[-1])
     client = await login(invitee)

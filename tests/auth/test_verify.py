@@ -182,6 +182,7 @@ async def test_domain_claimed_commits_the_request_answers_409_and_tells_the_owne
     assert user is not None and user["email_verified_at"] is not None
     assert await db.fetch_val("SELECT count(*) FROM accounts") == 1
     assert await db.fetch_val("SELECT count(*) FROM sessions") == 0
+    await mail_sent(browser)  # the notices leave from jobs, after the commit
     (notice,) = mails_to(mail_dir, "boss@acme-corp.io")
     assert "newbie@acme-corp.io" in notice["Subject"]
     assert f"/accounts/{owner.account_id}/join-requests" in mail_text(notice)
