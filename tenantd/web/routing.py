@@ -148,12 +148,13 @@ def path_uuid(request: web.Request, name: str) -> uuid.UUID:
 def build_handler(spec: RouteSpec) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     # Imported here: guards depend on services, which depend on the web json helpers.
     from tenantd.auth.guards import guard
-    from tenantd.web.body import check_csrf, parse_body, parse_query
+    from tenantd.web.body import check_csrf, check_path, parse_body, parse_query
 
     async def handler(request: web.Request) -> web.StreamResponse:
         request[appkeys.route_spec] = spec
         check_csrf(request, spec)
         await guard(request, spec.access)
+        check_path(request)
         args: list[Any] = []
         if spec.query is not None:
             args.append(parse_query(request, spec.query))
