@@ -11,6 +11,8 @@ import pytest
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
 from tenantd.cli.vapid import generate_keys
+from tenantd.notifications import registry
+from tenantd.notifications.schemas import EVENT_TYPE_PATTERN
 from tenantd.web.routing import ROUTE_SPEC, Access
 from tests.conftest import ORIGIN
 from tests.oauth.fake_idp import FakeIdP
@@ -410,6 +412,8 @@ async def test_listing_with_a_cursor_matches_the_documented_shapes(
     answered = response_validator(document, "get", "/api/v1/notifications")
     page = await (await signed.get("/api/v1/notifications", params={"limit": "1"})).json()
     answered.validate(page)
+    # The published event-type pattern is the registry's own rule.
+    assert registry._TYPE_PATTERN.pattern == EVENT_TYPE_PATTERN
     for bad in ("not a cursor", "abc=def", "é"):
         assert not cursor_schema.is_valid(bad)
         response = await signed.get("/api/v1/notifications", params={"cursor": bad})
