@@ -395,6 +395,15 @@ async def test_oauth_redirects_are_documented_as_redirects(client: Any) -> None:
         assert await response.read() == b""
     # start sends the browser to the provider; the callback (no state cookie) back to /login.
     assert response.headers["Location"].startswith("/login?error=")
+    # A header-splitting returnTo is refused outright: no redirect, no cookie.
+    injected = await client.get(
+        f"/api/v1/auth/oauth/{OAUTH_PROVIDER}/start",
+        params={"returnTo": "/ok\r\nSet-Cookie: a=b"},
+        allow_redirects=False,
+    )
+    assert injected.status == 422
+    assert "returnTo" in (await injected.json())["error"]["details"]["fields"]
+    assert "Location" not in injected.headers and "Set-Cookie" not in injected.headers
 
 
 async def test_listing_with_a_cursor_matches_the_documented_shapes(
