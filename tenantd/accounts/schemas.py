@@ -14,36 +14,46 @@ from tenantd.web.schemas import ApiModel, RequestBody
 AccountName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 InvitableRole = Literal["admin", "member"]
 
+# Documented request examples (the OpenAPI test checks each against the schema and the server).
+_NAME = {"examples": [{"name": "Acme Inc."}]}
+_ID = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
+
 
 # -- request bodies ---------------------------------------------------------------------------
 
 
-class AccountCreate(RequestBody):
+class AccountCreate(RequestBody, json_schema_extra=_NAME):
     name: AccountName
 
 
-class AccountRename(RequestBody):
+class AccountRename(RequestBody, json_schema_extra=_NAME):
     name: AccountName
 
 
-class SwitchBody(RequestBody):
+class SwitchBody(RequestBody, json_schema_extra={"examples": [{"accountId": _ID}]}):
     account_id: uuid.UUID
 
 
-class TransferBody(RequestBody):
+class TransferBody(RequestBody, json_schema_extra={"examples": [{"userId": _ID}]}):
     user_id: uuid.UUID
 
 
-class RoleBody(RequestBody):
+class RoleBody(RequestBody, json_schema_extra={"examples": [{"role": "admin"}]}):
     role: InvitableRole = Field(description="admin or member; the owner changes only by transfer")
 
 
-class InvitationCreate(RequestBody):
+class InvitationCreate(
+    RequestBody,
+    json_schema_extra={"examples": [{"email": "grace@example.com", "role": "member"}]},
+):
     email: EmailStr = Field(max_length=320)
     role: InvitableRole = "member"
 
 
-class AcceptBody(RequestBody):
+class AcceptBody(
+    RequestBody,
+    json_schema_extra={"examples": [{"token": "dpF1mWNbOSbgdQ6X5cu9nqyjnB3PqdAu0ROt1ajH9DM"}]},
+):
     token: str = Field(min_length=1, max_length=512)
 
 

@@ -80,19 +80,29 @@ Password = Annotated[
 ]
 Token = Annotated[str, Field(min_length=1, max_length=512, description="Token from the email link")]
 
+# Documented request examples (the OpenAPI test checks each against the schema and the server).
+_EMAIL = {"email": "ada@example.com"}
+_TOKEN = "vdc0gxvq1cUvTV3Q9LOZJ2zvpYmGeGwMZt4tr2t8Wnk"
+_PASSWORD = "correct horse battery staple"
 
-class RegisterBody(RequestBody):
+
+class RegisterBody(
+    RequestBody,
+    json_schema_extra={
+        "examples": [{**_EMAIL, "password": _PASSWORD, "firstName": "Ada", "lastName": "Lovelace"}]
+    },
+):
     email: EmailStr
     password: Password
     first_name: str = Field("", max_length=100)
     last_name: str = Field("", max_length=100)
 
 
-class EmailBody(RequestBody):
+class EmailBody(RequestBody, json_schema_extra={"examples": [_EMAIL]}):
     email: EmailStr
 
 
-class VerifyEmailBody(RequestBody):
+class VerifyEmailBody(RequestBody, json_schema_extra={"examples": [{"token": _TOKEN}]}):
     token: Token
     password: str | None = Field(
         None,
@@ -102,18 +112,27 @@ class VerifyEmailBody(RequestBody):
     )
 
 
-class LoginBody(RequestBody):
+class LoginBody(RequestBody, json_schema_extra={"examples": [{**_EMAIL, "password": _PASSWORD}]}):
     email: EmailStr
     # Only the upper bound: a too-short password is simply wrong, not malformed.
     password: str = Field(min_length=1, max_length=MAX_LENGTH)
 
 
-class PasswordResetConfirmBody(RequestBody):
+class PasswordResetConfirmBody(
+    RequestBody, json_schema_extra={"examples": [{"token": _TOKEN, "password": _PASSWORD}]}
+):
     token: Token
     password: Password
 
 
-class PasswordChangeBody(RequestBody):
+class PasswordChangeBody(
+    RequestBody,
+    json_schema_extra={
+        "examples": [
+            {"currentPassword": _PASSWORD, "newPassword": "a longer passphrase than before"}
+        ]
+    },
+):
     current_password: str | None = Field(
         None,
         min_length=1,

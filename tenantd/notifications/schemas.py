@@ -4,15 +4,66 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from tenantd.db import Row
-from tenantd.web.schemas import ApiModel, RequestBody
+from tenantd.web.schemas import ApiModel, Matches, RequestBody
 
 Channel = Literal["in_app", "email", "sse", "web_push"]
+
+# The formats the server enforces, published in the OpenAPI document as the same patterns.
+# Event types are dot-separated names (the registry refuses any other at start-up).
+EVENT_TYPE_PATTERN = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"
+EventType = Annotated[
+    str,
+    Field(min_length=1, max_length=200),
+    Matches(EVENT_TYPE_PATTERN, "must be a dot-separated event type name"),
+]
+# An opaque cursor is the unpadded base64url the server handed out as nextCursor.
+Cursor = Annotated[str, Field(max_length=200), Matches(r"^[A-Za-z0-9_-]+$", "invalid cursor")]
+# A push service URL: https (http only for a host listed in WEB_PUSH_ALLOWED_HOSTS), URI
+# characters only; the host allow-list itself is checked by the service (422 naming it).
+PushEndpoint = Annotated[
+    str,
+    Field(min_length=1, max_length=2048, json_schema_extra={"format": "uri"}),
+    Matches(r"^https?://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$", "endpoint must be an https URL"),
+]
+# RFC 8291 keys as browsers give them: base64url (padding tolerated). p256dh is a 65-byte
+# uncompressed P-256 point (0x04 first: "B" then A-P), auth a 16-byte secret.
+P256dhKey = Annotated[
+    str,
+    Field(max_length=200),
+    Matches(
+        r"^B[A-P][A-Za-z0-9_-]{85}=*$", "must be a base64url uncompressed P-256 point (65 bytes)"
+    ),
+]
+AuthKey = Annotated[
+    str,
+    Field(max_length=100),
+    Matches(r"^[A-Za-z0-9_-]{22}=*$", "must be a base64url 16-byte secret"),
+]
+# PushSubscription.expirationTime: epoch milliseconds or null, never a boolean or a string;
+# bounded to what a timestamp can hold (year 9999).
+ExpirationTime = Annotated[float, Field(strict=True, ge=0, le=253_402_300_799_999)]
+
+# A real Chrome PushSubscription.toJSON() (keys from RFC 8291's worked example).
+PUSH_SUBSCRIPTION_EXAMPLE = {
+    "endpoint": (
+        "https://fcm.googleapis.com/fcm/send/dpH5lCsTSSM:APA91bHqjZxM0VImWWqDRN7U0a3AycjUf4O"
+        "-byuxb_wJsKRaKvV_iKw56s16ekq6FUqoCF7k2nICUpd8fHPxVTgqLunFeVeB9lLCQZyohyAztTH8ZQL9WC"
+        "xKpA6dvTG_TUIhQUFq_n"
+    ),
+    "expirationTime": None,
+    "keys": {
+        "p256dh": (
+            "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4"
+        ),
+        "auth": "BTBZMqHH6r4Tts7J_aSIgg",
+    },
+}
 
 
 class Notification(ApiModel):
@@ -43,7 +94,7 @@ class ReadAll(ApiModel):
 class ListQuery(ApiModel):
     status: Literal["unread", "read", "all"] = "all"
     limit: int = Field(default=50, ge=1, le=100)
-    cursor: str | None = Field(default=None, max_length=200)
+    cursor: Cursor | None = None
 
 
 class ChannelSetting(ApiModel):
@@ -56,10 +107,15 @@ class EventPreferences(ApiModel):
     channels: list[ChannelSetting]
 
 
-class PreferenceBody(RequestBody):
-    event_type: str = Field(min_length=1, max_length=200)
+class PreferenceBody(
+    RequestBody,
+    json_schema_extra={
+        "examples": [{"eventType": "comment.created", "channel": "email", "enabled": False}]
+    },
+):
+    event_type: EventType
     channel: Channel
-    enabled: bool
+    enabled: StrictBool
 
 
 class Preference(ApiModel):
@@ -75,21 +131,27 @@ class Unsubscribed(ApiModel):
 
 
 class PushKeys(RequestBody):
-    p256dh: str = Field(min_length=1, max_length=200)
-    auth: str = Field(min_length=1, max_length=100)
+    # The browser's name, not the camelCase alias ("p256Dh") the generator would make.
+    p256dh: P256dhKey = Field(alias="p256dh")
+    auth: AuthKey
 
 
-class PushSubscribeBody(RequestBody):
+class PushSubscribeBody(RequestBody, json_schema_extra={"examples": [PUSH_SUBSCRIPTION_EXAMPLE]}):
     """The browser's PushSubscription.toJSON()."""
 
-    endpoint: str = Field(min_length=1, max_length=2048)
-    expiration_time: float | None = None
+    endpoint: PushEndpoint
+    expiration_time: ExpirationTime | None = None
     keys: PushKeys
 
 
-class PushUnsubscribeBody(RequestBody):
-    endpoint: str = Field(min_length=1, max_length=2048)
-    expiration_time: float | None = None
+class PushUnsubscribeBody(
+    RequestBody,
+    json_schema_extra={
+        "examples": [PUSH_SUBSCRIPTION_EXAMPLE, {"endpoint": PUSH_SUBSCRIPTION_EXAMPLE["endpoint"]}]
+    },
+):
+    endpoint: PushEndpoint
+    expiration_time: ExpirationTime | None = None
     keys: PushKeys | None = None
 
 

@@ -46,6 +46,22 @@ def email_key(secret_key: str, email: str) -> str:
     return digest.hexdigest()[:32]
 
 
+def ip_key(address: str) -> str:
+    """The client identity an IP limit counts: an IPv6 address by its /64 (one subscriber's
+    or one host's block: walking through it must not buy fresh budgets), an IPv4-mapped IPv6
+    address as its IPv4 address, anything else as given."""
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return str(parsed.ipv4_mapped)
+        prefix = ipaddress.IPv6Address(int(parsed) & ~((1 << 64) - 1))
+        return f"{prefix}/64"
+    return str(parsed)
+
+
 def counters_for(
     scope: str,
     rule: RateRule,
@@ -56,7 +72,7 @@ def counters_for(
 ) -> list[Counter]:
     counters = []
     if ip and rule.per_ip > 0:
-        counters.append(Counter(f"{scope}:ip:{ip}", "ip", rule.per_ip, rule.window_seconds))
+        counters.append(Counter(f"{scope}:ip:{ip_key(ip)}", "ip", rule.per_ip, rule.window_seconds))
     if email_hash and rule.per_email > 0:
         counters.append(
             Counter(f"{scope}:email:{email_hash}", "email", rule.per_email, rule.window_seconds)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from tenantd.errors import Forbidden, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
 from tenantd.settings import SETTINGS
+from tenantd.web.schemas import control_character_fields
 from tenantd.web.spec import Access, RouteSpec
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -65,7 +66,17 @@ async def parse_body(request: web.Request, model: type[Model], *, limit: int) ->
 
 
 def parse_query(request: web.Request, model: type[Model]) -> Model:
+    refused = control_character_fields(request.query.items())
+    if refused:
+        raise ValidationFailed(refused)
     return validate(model, dict(request.query))
+
+
+def check_path(request: web.Request) -> None:
+    """Path parameters are single-line text: a control character in one is 422, not a lookup."""
+    refused = control_character_fields(request.match_info.items())
+    if refused:
+        raise ValidationFailed(refused)
 
 
 def _origin_of(value: str) -> str | None:

@@ -11,7 +11,7 @@ from pydantic.json_schema import JsonSchemaMode
 
 from tenantd import __version__
 from tenantd.web.routing import ROUTE_SPEC, path_params
-from tenantd.web.schemas import ErrorEnvelope
+from tenantd.web.schemas import SINGLE_LINE_PATTERN, ErrorEnvelope, forbid_control_characters
 from tenantd.web.spec import Access, Routes, RouteSpec
 
 routes = Routes("meta")
@@ -66,14 +66,21 @@ def _operation(spec: RouteSpec, index: int, schemas: Schemas) -> dict[str, Any]:
         "operationId": f"{spec.method.lower()}_{spec.view.__name__}",
         "tags": [spec.tag],
     }
+    # Parameters are single-line text: the routing layer refuses control characters (422).
     params = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "schema": {"type": "string", "pattern": SINGLE_LINE_PATTERN},
+        }
         for name in path_params(spec.path)
     ]
     if spec.query is not None:
         query_schema = spec.query.model_json_schema(by_alias=True)
         required = set(query_schema.get("required", []))
         for name, prop in query_schema.get("properties", {}).items():
+            forbid_control_characters(prop)
             params.append(
                 {"name": name, "in": "query", "required": name in required, "schema": prop}
             )
@@ -102,12 +109,23 @@ def _operation(spec: RouteSpec, index: int, schemas: Schemas) -> dict[str, Any]:
         }
     if spec.produces != "application/json":
         data_schema = {"type": "string"}
-    responses: dict[str, Any] = {
-        str(spec.status): {
-            "description": "Success",
-            "content": {spec.produces: {"schema": data_schema}},
-        }
+    success: dict[str, Any] = {
+        "description": "Success",
+        "content": {spec.produces: {"schema": data_schema}},
     }
+    if 300 <= spec.status < 400:
+        # A browser navigation (OAuth): the answer is where to go next, with no body.
+        success = {
+            "description": "Redirect",
+            "headers": {
+                "Location": {
+                    "description": "Where the browser goes next",
+                    "required": True,
+                    "schema": {"type": "string", "format": "uri-reference"},
+                }
+            },
+        }
+    responses: dict[str, Any] = {str(spec.status): success}
     error_ref = schemas.error
     for status, description in {**ERROR_STATUSES, **spec.responses}.items():
         if status == spec.status:

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.errors import NotFound
-from tenantd.web.body import check_csrf, parse_body, parse_query
+from tenantd.web.body import check_csrf, check_path, parse_body, parse_query
 from tenantd.web.json import json_response, ok
 from tenantd.web.ratelimit import rate_limit_request
 from tenantd.web.spec import CURRENT_ROUTE, Access, Routes, RouteSpec
@@ -42,6 +42,7 @@ def build_handler(
         request[CURRENT_ROUTE] = spec
         check_csrf(request, spec)
         await guard(request, spec.access)
+        check_path(request)
         args: list[Any] = []
         if spec.query is not None:
             args.append(parse_query(request, spec.query))

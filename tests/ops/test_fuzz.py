@@ -13,12 +13,15 @@ import json
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 import schemathesis
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 from hypothesis import HealthCheck, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import (
@@ -31,11 +34,19 @@ from schemathesis.checks import (
 )
 
 from tenantd.app import create_app
+from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
-from tenantd.settings import load_settings
+from tenantd.settings import Settings, load_settings
 from tenantd.web.openapi import build_openapi
-from tenantd.web.routing import ROUTE_SPEC
+from tenantd.web.routing import ROUTE_SPEC, path_params
+from tenantd.web.schemas import (
+    MULTILINE_PATTERN,
+    SINGLE_LINE_PATTERN,
+    MultilineText,
+    RequestBody,
+)
+from tenantd.web.spec import Access, Routes
 from tests.conftest import SECRET
 from tests.factories import Factory, UserRecord
 from tests.ops.servers import ORIGIN, Server, server_env, start_server
@@ -162,3 +173,163 @@ def test_api_matches_its_openapi_document(case: Any, fuzz_server: str, sessions:
         headers["Cookie"] = sessions.cookie_header()
     response = case.call(base_url=fuzz_server, headers=headers, timeout=10)
     case.validate_response(response, checks=CHECKS)
+
+
+# --- hostile text: control characters in every place a client can put a string -------------
+
+# NUL (PostgreSQL refuses it in text), a line break and a tab in single-line text, ESC.
+CONTROLS = ["\x00", "\n", "\t", "\x1b"]
+
+
+def string_leaves(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    if isinstance(value, str):
+        yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from string_leaves(item, (*path, key))
+
+
+def with_control(value: Any, path: tuple[str, ...], control: str) -> Any:
+    if not path:
+        return value[:1] + control + value[1:]
+    return {**value, path[0]: with_control(value[path[0]], path[1:], control)}
+
+
+def concrete(path: str, **values: str) -> str:
+    """A path template with its parameters filled in (random ids unless given)."""
+    for name in path_params(path):
+        path = path.replace(f"{{{name}}}", values.get(name, str(uuid.uuid4())))
+    return path
+
+
+async def refused_fields(response: Any) -> dict[str, str]:
+    payload = await response.json()
+    assert response.status == 422, payload
+    assert payload["error"]["code"] == "VALIDATION_ERROR", payload
+    fields: dict[str, str] = payload["error"]["details"]["fields"]
+    return fields
+
+
+@pytest.fixture
+async def signed_in(make_client: Any, factory: Any) -> Any:
+    return await make_client(cookies=await factory.cookies(await factory.user()))
+
+
+async def test_control_characters_in_any_body_field_are_422(signed_in: Any) -> None:
+    """Each documented request example, with a control character put into each of its
+    strings in turn (emails, passwords, names, account names, tokens, event types, push
+    endpoints and keys): 422 naming that field, never a 5xx or an accepted request."""
+    document = await (await signed_in.get("/api/v1/openapi.json")).json()
+    tried: set[str] = set()
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if body is None:
+                continue
+            name = body["schema"]["$ref"].rsplit("/", 1)[-1]
+            for example in document["components"]["schemas"][name].get("examples", []):
+                for leaf in string_leaves(example):
+                    for control in CONTROLS:
+                        response = await signed_in.request(
+                            method.upper(),
+                            concrete(path),
+                            json=with_control(example, leaf, control),
+                        )
+                        fields = await refused_fields(response)
+                        assert ".".join(leaf) in fields, (path, leaf, control, fields)
+                    tried.add(f"{name}.{'.'.join(leaf)}")
+    assert {
+        "RegisterBody.email",
+        "RegisterBody.password",
+        "RegisterBody.firstName",
+        "RegisterBody.lastName",
+        "LoginBody.password",
+        "AccountCreate.name",
+        "AccountRename.name",
+        "InvitationCreate.email",
+        "PreferenceBody.eventType",
+        "PushSubscribeBody.endpoint",
+        "PushSubscribeBody.keys.p256dh",
+        "VerifyEmailBody.token",
+    } <= tried
+
+
+async def test_control_characters_in_query_parameters_are_422(signed_in: Any) -> None:
+    document = await (await signed_in.get("/api/v1/openapi.json")).json()
+    tried = set()
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            for param in operation.get("parameters", []):
+                schema = param["schema"]
+                texts = [schema, *schema.get("anyOf", [])]
+                if param["in"] != "query" or not any(
+                    s.get("type") == "string" and "enum" not in s for s in texts
+                ):
+                    continue
+                for control in CONTROLS:
+                    response = await signed_in.request(
+                        method.upper(),
+                        concrete(path, provider="fake"),
+                        params={param["name"]: f"a{control}b"},
+                        allow_redirects=False,
+                    )
+                    assert param["name"] in await refused_fields(response), (path, control)
+                tried.add(param["name"])
+    assert {"cursor", "token", "returnTo", "code", "state"} <= tried
+
+
+async def test_control_characters_in_path_parameters_are_422(signed_in: Any) -> None:
+    document = await (await signed_in.get("/api/v1/openapi.json")).json()
+    tried = set()
+    for path, item in document["paths"].items():
+        for method in item:
+            for name in path_params(path):
+                for control in ("%00", "%0A", "%09", "%1B"):
+                    response = await signed_in.request(
+                        method.upper(), concrete(path, **{name: f"a{control}b"})
+                    )
+                    assert name in await refused_fields(response), (method, path, control)
+                tried.add(f"{method} {path} {name}")
+    assert "post /api/v1/notifications/{id}/read id" in tried
+    assert "delete /api/v1/auth/oauth/{provider} provider" in tried
+
+
+probe = Routes("test")
+
+
+class Note(RequestBody):
+    title: str
+    text: MultilineText
+    tags: list[str] = []
+
+
+@probe.post("/test/notes", access=Access.PUBLIC, body=Note)
+async def echo_note(request: web.Request, body: Note) -> dict[str, Any]:
+    return body.model_dump(by_alias=True)
+
+
+@pytest.fixture
+async def notes(db: Database, settings: Settings, migrated: str, aiohttp_client: Any) -> Any:
+    app = create_app(settings, migrated, extra_routes=[probe])
+    return await aiohttp_client(TestServer(app))
+
+
+async def test_multiline_text_keeps_tabs_and_line_breaks_and_nothing_else(notes: Any) -> None:
+    note: dict[str, Any] = {"title": "Plan", "text": "line one\n\tindented\r\nend", "tags": ["a"]}
+    response = await notes.post("/test/notes", json=note)
+    assert response.status == 200
+    assert (await response.json())["data"] == note
+    refusals: list[tuple[dict[str, Any], str]] = [
+        ({"title": "a\nb"}, "title"),
+        ({"title": "a\tb"}, "title"),
+        ({"text": "a\x00b"}, "text"),
+        ({"text": "a\x0bb"}, "text"),  # vertical tab is not a line break here
+        ({"text": "a\x1b[31mb"}, "text"),
+        ({"tags": ["ok", "a\x00"]}, "tags"),
+    ]
+    for refused, field in refusals:
+        fields = await refused_fields(await notes.post("/test/notes", json={**note, **refused}))
+        assert fields == {field: "must not contain control characters"}
+    schema = Note.model_json_schema()["properties"]
+    assert schema["text"]["pattern"] == MULTILINE_PATTERN
+    assert schema["title"]["pattern"] == schema["tags"]["items"]["pattern"] == SINGLE_LINE_PATTERN

@@ -13,8 +13,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from tenantd.app import create_app
 from tenantd.db import Database
 from tenantd.ops.config import parse_ops_config
-from tenantd.ops.ratelimit import client_ip
-from tenantd.settings import Settings
+from tenantd.ops.ratelimit import client_ip, counters_for, ip_key
+from tenantd.settings import Settings, load_settings
 from tenantd.web.schemas import RequestBody
 from tenantd.web.spec import Access, Routes
 
@@ -162,3 +162,43 @@ async def test_login_is_rate_limited_per_email(client: TestClient[Any, Any], fac
         )
         statuses.append(response.status)
     assert statuses == [401, 401, 401, 429]
+
+
+def test_ip_key_groups_ipv6_by_its_64() -> None:
+    assert ip_key("2001:db8:1:2:aaaa::1") == ip_key("2001:db8:1:2:ffff:ffff:ffff:ffff")
+    assert ip_key("2001:db8:1:2::1") == "2001:db8:1:2::/64"
+    assert ip_key("2001:db8:1:2::1") != ip_key("2001:db8:1:3::1")
+    # An IPv4 client seen through an IPv6 socket is that IPv4 client.
+    assert ip_key("::ffff:198.51.100.7") == ip_key("198.51.100.7") == "198.51.100.7"
+    assert ip_key("198.51.100.7") != ip_key("198.51.100.8")
+    assert ip_key("fe80::1%eth0") == "fe80::/64"
+    rule = parse_ops_config({}).rate_rule("login")
+    keys = [c.key for c in counters_for("login", rule, ip="2001:db8:1:2::99", email_hash=None)]
+    assert keys == ["login:ip:2001:db8:1:2::/64"]
+
+
+@pytest.fixture
+async def behind_proxy(
+    db: Database, env: dict[str, str], migrated: str, aiohttp_client: Any
+) -> TestClient[Any, Any]:
+    """The app behind a trusted local proxy, so X-Forwarded-For names the client."""
+    settings = load_settings(environ={**env, "TENANTD_TRUSTED_PROXIES": "127.0.0.0/8,::1"})
+    app = create_app(settings, migrated, extra_routes=[probe])
+    client: TestClient[Any, Any] = await aiohttp_client(TestServer(app))
+    return client
+
+
+async def test_ipv6_clients_share_the_limit_of_their_64(behind_proxy: TestClient[Any, Any]) -> None:
+    async def status_from(address: str) -> int:
+        response = await behind_proxy.post("/test/ip-only", headers={"X-Forwarded-For": address})
+        await response.read()
+        return response.status
+
+    # RATE_LIMIT_REGISTER_PER_IP is 2: a third address of the same /64 is over it.
+    assert await status_from("2001:db8:7:1::1") == 200
+    assert await status_from("2001:db8:7:1:dead:beef:0:2") == 200
+    assert await status_from("2001:db8:7:1:ffff::3") == 429
+    assert await status_from("2001:db8:7:2::1") == 200  # the next /64 is someone else
+    assert await status_from("198.51.100.7") == 200
+    assert await status_from("::ffff:198.51.100.7") == 200
+    assert await status_from("198.51.100.7") == 429
