@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import email
 import itertools
 import uuid
@@ -13,6 +14,7 @@ from tenantd.accounts.provisioning import create_account
 from tenantd.db import Database
 from tenantd.identity.passwords import hash_password
 from tenantd.identity.sessions import IssuedTokens, issue_session
+from tenantd.pubsub.hub import PubSubHub
 from tenantd.settings import Settings
 
 _counter = itertools.count(1)
@@ -106,3 +108,28 @@ def mail_text(message: Message) -> str:
             assert isinstance(payload, bytes)
             return payload.decode()
     raise AssertionError("no text part")
+
+
+async def wait_until_heard(
+    db: Database, hub: PubSubHub, channel: str, *, within: float = 30.0
+) -> None:
+    """Wait until `hub` has delivered every NOTIFY on `channel` committed before this call.
+
+    PostgreSQL delivers notifications in commit order, so once a marker sent now arrives,
+    everything the test wrote before (the factory's rows announce themselves too) has been
+    heard. Cache tests use it so a late invalidation cannot land between their requests.
+    """
+    marker = f"test-marker:{uuid.uuid4()}"
+    heard = asyncio.Event()
+
+    def on_message(_channel: str, payload: str) -> None:
+        if payload == marker:
+            heard.set()
+
+    subscription = await hub.subscribe(channel, on_message)
+    try:
+        await db.execute("SELECT pg_notify(%(c)s, %(m)s)", {"c": channel, "m": marker})
+        async with asyncio.timeout(within):
+            await heard.wait()
+    finally:
+        await hub.unsubscribe(subscription)

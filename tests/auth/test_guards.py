@@ -180,10 +180,12 @@ async def test_token_dies_with_its_aid_membership_or_user(
         "user deleted": "DELETE FROM users WHERE id = %(u)s",
     }
     await db.execute(statements[change], {"u": user.id})
-    # A write from another process reaches this instance's context cache within 100 ms.
-    deadline = time.monotonic() + 0.1
+    # A write from another process reaches this instance's context cache once its listener
+    # hears the NOTIFY (the 100 ms bound: tests/perf/test_context_cache.py); generous here,
+    # the machine may be busy.
+    deadline = time.monotonic() + 30
     while (await browser.get("/test/required")).status == 200:
-        assert time.monotonic() < deadline, "stale context served for over 100 ms"
+        assert time.monotonic() < deadline, "stale context served on and on"
     for method, path in (("GET", "/test/required"), ("GET", "/api/v1/users/me")):
         await assert_invalid(await send(browser, method, path))
 

@@ -3,7 +3,8 @@
 It speaks each provider's real request and response shapes (authentication headers, required
 fields, success bodies, error bodies), records every request, and can be told to fail:
 `fake.fail("postmark", 503, times=2)`, `fake.drop("resend")` (connection cut),
-`fake.postmark_inactive("a@b.com", "c@d.com")` (HTTP 422, ErrorCode 406).
+`fake.postmark_inactive("a@b.com", "c@d.com")` (HTTP 422, ErrorCode 406), or hold a request
+unanswered until the test releases it (`release = fake.hold("postmark")`; `release.set()`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Scripted:
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False  # cut the connection instead of answering
     delay: float = 0.0  # answer late (client timeouts)
+    gate: asyncio.Event | None = None  # answer only once the test sets it
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -90,6 +92,12 @@ class FakeProviders:
         for _ in range(times):
             self.scripts[provider].append(Scripted(status=200, delay=seconds))
 
+    def hold(self, provider: str) -> asyncio.Event:
+        """The next request waits, unanswered, until the returned event is set."""
+        gate = asyncio.Event()
+        self.scripts[provider].append(Scripted(status=200, gate=gate))
+        return gate
+
     def postmark_inactive(self, *addresses: str, message: str | None = None) -> None:
         text = message or POSTMARK_INACTIVE_TEMPLATE.format(addresses=", ".join(addresses))
         self.fail("postmark", 422, body={"ErrorCode": 406, "Message": text})
@@ -112,6 +120,9 @@ class FakeProviders:
             assert request.transport is not None
             request.transport.abort()
             raise asyncio.CancelledError  # the handler stops; the client sees a disconnect
+        if script.gate is not None:
+            await script.gate.wait()
+            return None  # answered late, normally
         if script.delay:
             await asyncio.sleep(script.delay)
             return None  # answered late, normally

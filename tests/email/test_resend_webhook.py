@@ -307,9 +307,9 @@ async def assert_refused(client: Any, db: Database, body: bytes, headers: dict[s
     assert await db.fetch_val("SELECT count(*) FROM webhook_events") == 0
 
 
-# Just outside the window; the future side leaves room for the whole-second timestamp and
-# the time the request takes (at +301 a slow second would land back inside it).
-@pytest.mark.parametrize("offset", [-301, -3600, 305, 3600])
+# Time passes between signing and checking (more on a busy machine): a future timestamp
+# gets closer to the window and a past one further out, so those two keep a 30 s margin.
+@pytest.mark.parametrize("offset", [-301, -3600, 330, 3600])
 async def test_stale_and_future_timestamps_are_refused(
     client: Any, db: Database, offset: int
 ) -> None:
@@ -317,7 +317,7 @@ async def test_stale_and_future_timestamps_are_refused(
     await assert_refused(client, db, body, svix_headers(body, at=time.time() + offset))
 
 
-@pytest.mark.parametrize("offset", [-290, 290])
+@pytest.mark.parametrize("offset", [-270, 290])
 async def test_timestamps_inside_five_minutes_are_accepted(
     client: Any, db: Database, offset: int
 ) -> None:

@@ -270,16 +270,16 @@ async def assert_refused(client: Any, db: Database, body: bytes, headers: dict[s
 BODY = batch(sg_event("bounce", "victim@example.com"))
 
 
-# Just outside the window; the future side leaves room for the whole-second timestamp and
-# the time the request takes (at +601 a slow second would land back inside it).
-@pytest.mark.parametrize("offset", [-601, -86400, 605, 86400])
+# Time passes between signing and checking (more on a busy machine): a future timestamp
+# gets closer to the window and a past one further out, so those two keep a 30 s margin.
+@pytest.mark.parametrize("offset", [-601, -86400, 630, 86400])
 async def test_stale_and_future_timestamps_are_refused(
     client: Any, db: Database, offset: int
 ) -> None:
     await assert_refused(client, db, BODY, sign(BODY, at=time.time() + offset))
 
 
-@pytest.mark.parametrize("offset", [-590, 590])
+@pytest.mark.parametrize("offset", [-570, 590])
 async def test_timestamps_inside_ten_minutes_are_accepted(client: Any, offset: int) -> None:
     assert (await post(client, BODY, sign(BODY, at=time.time() + offset))).status == 200
 
@@ -345,9 +345,11 @@ async def test_a_two_megabyte_batch_is_verified_and_applied(client: Any, db: Dat
     events = [sg_event("bounce", f"big{i}@example.com") for i in range(7000)]
     body = batch(*events)
     assert len(body) > 2 * 1024 * 1024
-    started = time.perf_counter()
+    # CPU seconds of this process (client and server): a busy machine stretches the wall
+    # clock, not this; the database side is a constant two statements (test below).
+    started = time.process_time()
     response = await post(client, body)
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     data = (await response.json())["data"]
     assert response.status == 200
     assert (data["events"], data["recorded"]) == (7000, 7000)
@@ -382,13 +384,14 @@ async def test_ingest_rate_in_batches_of_500(client: Any, db: Database) -> None:
         batch(*(sg_event("bounce", f"r{b}-{i}@example.com") for i in range(500))) for b in range(10)
     ]
     signed = [(body, sign(body)) for body in bodies]
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time, not wall time: the machine may be busy
     for body, headers in signed:
         assert (await post(client, body, headers)).status == 200
-    rate = 5000 / (time.perf_counter() - started)
-    print(f"sendgrid webhook ingest: {rate:.0f} events/s")
+    rate = 5000 / (time.process_time() - started)
+    print(f"sendgrid webhook ingest: {rate:.0f} events per CPU second (client and server)")
     assert await db.fetch_val("SELECT count(*) FROM email_suppressions") == 5000
-    assert rate > 1000, rate  # the bench target is 5,000/s; this floor only catches regressions
+    # The bench measures the 5,000/s target; this floor only catches regressions.
+    assert rate > 1000, rate
 
 
 # --- key parsing ----------------------------------------------------------------------------

@@ -45,9 +45,10 @@ def services(app: web.Application) -> AppServices:
 
 
 async def eventually(
-    check: Callable[[], Awaitable[Any]], *, within: float = 10.0, interval: float = 0.02
+    check: Callable[[], Awaitable[Any]], *, within: float = 30.0, interval: float = 0.02
 ) -> Any:
-    """Poll `check` until it returns something truthy."""
+    """Poll `check` until it returns something truthy (the bound is generous: a busy machine
+    is slow, and a check that holds returns at once anyway)."""
     deadline = time.monotonic() + within
     while True:
         value = await check()
@@ -58,7 +59,7 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
-async def quiesce(services: AppServices, *, within: float = 15.0) -> None:
+async def quiesce(services: AppServices, *, within: float = 30.0) -> None:
     """Wait until no job (durable or inline) is left to run."""
 
     async def idle() -> bool:

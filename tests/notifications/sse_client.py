@@ -9,6 +9,7 @@ from aiohttp.test_utils import TestServer
 from aiohttp.web_runner import BaseRunner
 
 STREAM = "/api/v1/notifications/stream"
+WITHIN = 30.0  # seconds: waits for what must come are generous, the machine may be busy
 
 
 class SseReader:
@@ -16,7 +17,7 @@ class SseReader:
         self.response = response
         self.comments: list[str] = []
 
-    async def next_event(self, within: float = 5.0) -> dict[str, str] | None:
+    async def next_event(self, within: float = WITHIN) -> dict[str, str] | None:
         """The next dispatched event's fields, or None when the server ended the stream."""
         fields: dict[str, str] = {}
         deadline = asyncio.get_running_loop().time() + within
@@ -42,7 +43,21 @@ class SseReader:
             else:
                 fields[name] = value
 
-    async def ended(self, within: float = 5.0) -> bool:
+    async def keep_alive(self, within: float = WITHIN) -> None:
+        """Wait for the next keep-alive comment; an event before it is an error."""
+        deadline = asyncio.get_running_loop().time() + within
+        seen = len(self.comments)
+        while "keep-alive" not in self.comments[seen:]:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise TimeoutError("no keep-alive in time")
+            line = await asyncio.wait_for(self.response.content.readline(), left)
+            text = line.decode().rstrip("\r\n")
+            assert line and (text == "" or text.startswith(":")), f"not idle: {text!r}"
+            if text.startswith(":"):
+                self.comments.append(text[1:].strip())
+
+    async def ended(self, within: float = WITHIN) -> bool:
         """True once the server closes the stream (events before that are skipped)."""
         while True:
             event = await self.next_event(within)

@@ -445,7 +445,7 @@ async def test_send_does_not_wait_for_email_delivery(services: AppServices, fact
             recipient_user_id=user.id,
             payload={"reportName": "R", "rows": 1},
         ),
-        timeout=2,
+        timeout=30,  # the sender never answers before `release`: any bound tells the two apart
     )
     assert (await deliveries(services, outcome.notification_id))["email"] == ("pending", None)
     release.set()

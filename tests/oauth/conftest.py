@@ -10,8 +10,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 
+from tenantd.auth.oauth.client import EXTRAS_KEY, OidcClient
+from tenantd.services import SERVICES
 from tests.conftest import ORIGIN
 from tests.oauth.fake_idp import FakeIdP
 
@@ -48,6 +50,18 @@ def env(env: dict[str, str], idp: FakeIdP, request: pytest.FixtureRequest) -> di
     if marker is not None:
         env.update({k: v.format(issuer=idp.issuer) for k, v in marker.kwargs.items()})
     return env
+
+
+@pytest.fixture
+def server(server: TestServer) -> TestServer:
+    """The app, its provider client patient: the fake provider answers from this same busy
+    process, and the production 5 s connect bound is no rule these tests check (the
+    timeouts are: tests/oauth/test_provider_client.py)."""
+    services = server.app[SERVICES]
+    services.extras[EXTRAS_KEY] = OidcClient(
+        services.http, client_timeout=aiohttp.ClientTimeout(total=60)
+    )
+    return server
 
 
 @pytest.fixture

@@ -167,8 +167,10 @@ async def test_non_loopback_http_issuer_is_never_fetched(http: aiohttp.ClientSes
 
 
 async def test_slow_provider_times_out(aiohttp_server: Any) -> None:
+    release = asyncio.Event()
+
     async def hang(request: web.Request) -> web.Response:
-        await asyncio.sleep(5)
+        await release.wait()  # never answers while the client waits
         return web.json_response({})
 
     app = web.Application()
@@ -177,10 +179,13 @@ async def test_slow_provider_times_out(aiohttp_server: Any) -> None:
     issuer = str(server.make_url("")).rstrip("/")
     async with aiohttp.ClientSession() as session:
         cache = DiscoveryCache(session, client_timeout=aiohttp.ClientTimeout(total=0.2))
-        started = time.monotonic()
-        with pytest.raises(ProviderError, match="TimeoutError"):
-            await cache.get(issuer)
-        assert time.monotonic() - started < 2
+        try:
+            # Only the client's own timeout can end this; the outer bound is generous (the
+            # machine may be busy) and fails the test if that timeout does not work.
+            with pytest.raises(ProviderError, match="TimeoutError"):
+                await asyncio.wait_for(cache.get(issuer), 30)
+        finally:
+            release.set()
 
 
 # --- JWKS --------------------------------------------------------------------------------------

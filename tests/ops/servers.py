@@ -99,7 +99,7 @@ def start_server(name: str, env: dict[str, str], directory: Path) -> Server:
     return Server(name, port, process, log_path)
 
 
-async def wait_ready(server: Server, limit: float = 30.0) -> None:
+async def wait_ready(server: Server, limit: float = 60.0) -> None:
     deadline = time.monotonic() + limit
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
@@ -147,7 +147,7 @@ def server_env(database_url: str, data_dir: Path, secret: str, **extra: str) -> 
 
 
 async def read_sse(
-    response: aiohttp.ClientResponse, count: int, *, limit: float = 10.0
+    response: aiohttp.ClientResponse, count: int, *, limit: float = 30.0
 ) -> list[dict[str, Any]]:
     """Read SSE frames until `count` data frames arrived (comments are skipped)."""
     frames: list[dict[str, Any]] = []

@@ -91,7 +91,7 @@ class Sessions:
         return "; ".join(f"{name}={value}" for name, value in cookies.items())
 
 
-def wait_ready(server: Server, limit: float = 30.0) -> None:
+def wait_ready(server: Server, limit: float = 60.0) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         assert server.process.poll() is None, server.log()

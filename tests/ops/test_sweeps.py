@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 from typing import Any
 
 from sqlalchemy import func
@@ -14,6 +15,7 @@ from tenantd.db.tables import revoked_tokens
 from tenantd.ops.config import parse_ops_config
 from tenantd.ops.scheduler import SweepScheduler
 from tenantd.ops.sweeps import Sweep, SweepContext, delete_batches, run_sweep
+from tests.notifications.conftest import eventually
 
 
 def counting_sweep(name: str, calls: list[str], *, seconds: float = 0.0) -> Sweep:
@@ -44,10 +46,20 @@ async def test_two_concurrent_runners_run_a_sweep_once(
     services: AppServices, other_services: AppServices, db: Database
 ) -> None:
     calls: list[str] = []
-    sweep = counting_sweep("test-single", calls, seconds=0.5)
-    outcomes = await asyncio.gather(
-        run_sweep(services, sweep), run_sweep(other_services, sweep), run_sweep(services, sweep)
-    )
+    release = asyncio.Event()
+
+    async def held(ctx: SweepContext) -> dict[str, int]:
+        calls.append("test-single")
+        await release.wait()  # runs until the other two attempts have given up
+        return {"things": 1}
+
+    sweep = Sweep(name="test-single", description="test", run=held)
+    attempts = [
+        asyncio.create_task(run_sweep(s, sweep)) for s in (services, other_services, services)
+    ]
+    await eventually(lambda: asyncio.sleep(0, sum(task.done() for task in attempts) == 2))
+    release.set()
+    outcomes = await asyncio.gather(*attempts)
     assert calls == ["test-single"]
     assert sorted(o.status for o in outcomes) == ["locked", "locked", "ok"]
     row = await db.fetch_one("SELECT * FROM sweep_runs WHERE name = 'test-single'")
@@ -92,10 +104,22 @@ async def test_two_schedulers_run_each_sweep_once(
         SweepScheduler(services, config, sweeps=sweeps),
         SweepScheduler(other_services, config, sweeps=sweeps),
     ]
-    for scheduler in schedulers:
+    ticks: collections.Counter[tuple[int, str]] = collections.Counter()
+    for number, scheduler in enumerate(schedulers):
+
+        async def counted(sweep: Sweep, _tick: Any = scheduler.tick, _n: int = number) -> Any:
+            outcome = await _tick(sweep)
+            ticks[(_n, sweep.name)] += 1
+            return outcome
+
+        scheduler.tick = counted  # type: ignore[method-assign]
         scheduler.start()
-    # Both tick several times (first tick within min(tick, 5 s) jitter = 0.1 s).
-    await asyncio.sleep(1.5)
+
+    async def ticked_often() -> bool:
+        # Wait for events, not for time: both instances tick each sweep several times.
+        return len(ticks) == 4 and min(ticks.values()) >= 4
+
+    await eventually(ticked_often)
     for scheduler in schedulers:
         await scheduler.stop()
     assert sorted(calls) == ["test-a", "test-b"]

