@@ -12,7 +12,8 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from tenantd.auth.oauth.client import EXTRAS_KEY, OidcClient
+from tenantd.auth.oauth import client as oauth_client
+from tenantd.auth.oauth.client import OidcClient
 from tenantd.services import SERVICES
 from tests.conftest import ORIGIN
 from tests.oauth.fake_idp import FakeIdP
@@ -58,7 +59,7 @@ def server(server: TestServer) -> TestServer:
     process, and the production 5 s connect bound is no rule these tests check (the
     timeouts are: tests/oauth/test_provider_client.py)."""
     services = server.app[SERVICES]
-    services.extras[EXTRAS_KEY] = OidcClient(
+    oauth_client._CLIENTS[services.http] = OidcClient(
         services.http, client_timeout=aiohttp.ClientTimeout(total=60)
     )
     return server

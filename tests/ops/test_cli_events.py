@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from tenantd.cli.vapid import generate_keys
 from tenantd.db import Database
-from tenantd.notifications.channels.web_push import EXPIRED_EVENT
+from tenantd.notifications.channels.web_push.delivery import EXPIRED_EVENT
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT_MODULE = "tests.notifications.events_fixture"

@@ -84,37 +84,31 @@ class OidcClient:
             headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
         else:
             form["client_secret"] = provider.client_secret
-        try:
-            async with self.http.post(
-                metadata.token_endpoint,
-                data=form,
-                headers=headers,
-                timeout=self.client_timeout,
-                allow_redirects=False,
-            ) as response:
-                body = await read_capped(response)
-                status = response.status
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ProviderError(f"token request failed: {type(exc).__name__}") from None
+        status, body = await self._request(
+            "POST", metadata.token_endpoint, "token", data=form, headers=headers
+        )
         if status != 200:
             raise TokenRefused(f"token endpoint answered {status} {_error_code(body)}")
         return token_answer(parse_object(body, what="token answer"))
+
+    async def _request(self, method: str, url: str, what: str, **kw: Any) -> tuple[int, bytes]:
+        """One request to the provider: no redirects, a bounded body, transport errors named."""
+        try:
+            async with self.http.request(
+                method, url, timeout=self.client_timeout, allow_redirects=False, **kw
+            ) as response:
+                return response.status, await read_capped(response)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ProviderError(f"{what} request failed: {type(exc).__name__}") from None
 
     async def userinfo(self, metadata: ProviderMetadata, *, access_token: str) -> dict[str, Any]:
         """GET the UserInfo claims with the access token as Bearer (OIDC Core 5.3.1)."""
         if metadata.userinfo_endpoint is None:
             raise ProviderError("provider publishes no userinfo_endpoint")
-        try:
-            async with self.http.get(
-                metadata.userinfo_endpoint,
-                headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"},
-                timeout=self.client_timeout,
-                allow_redirects=False,
-            ) as response:
-                body = await read_capped(response)
-                status = response.status
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ProviderError(f"userinfo request failed: {type(exc).__name__}") from None
+        headers = {"Authorization": f"Bearer {access_token}", "Accept": "application/json"}
+        status, body = await self._request(
+            "GET", metadata.userinfo_endpoint, "userinfo", headers=headers
+        )
         if status != 200:
             raise ProviderError(f"userinfo endpoint answered {status}")
         return parse_object(body, what="userinfo answer")
