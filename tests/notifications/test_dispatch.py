@@ -269,6 +269,18 @@ class FailingSender:
         raise EmailSendError("provider answered 503", retryable=self.retryable)
 
 
+async def settled_email(services: AppServices, notification_id: Any) -> tuple[str, Any]:
+    """The email delivery once settled: the job row reads failed a moment before give-up
+    settles the delivery, so quiescing the queue alone can look too early."""
+
+    async def settled() -> bool:
+        row = (await deliveries(services, notification_id)).get("email")
+        return row is not None and row[0] != "pending"
+
+    await eventually(settled)
+    return (await deliveries(services, notification_id))["email"]
+
+
 @BOTH_MODES
 async def test_provider_errors_retry_then_settle_failed(
     services: AppServices, factory: Any, queues_enabled: bool
@@ -280,7 +292,7 @@ async def test_provider_errors_retry_then_settle_failed(
         services, "report.ready", recipient_user_id=user.id, payload={"reportName": "Q3", "rows": 3}
     )
     await quiesce(services)
-    status, reason = (await deliveries(services, outcome.notification_id))["email"]
+    status, reason = await settled_email(services, outcome.notification_id)
     assert status == "failed"
     assert "503" in reason
     assert failing.calls == 8  # EMAIL_ATTEMPTS
@@ -302,7 +314,7 @@ async def test_permanent_provider_error_fails_at_once(
         services, "report.ready", recipient_user_id=user.id, payload={"reportName": "Q3", "rows": 3}
     )
     await quiesce(services)
-    assert (await deliveries(services, outcome.notification_id))["email"][0] == "failed"
+    assert (await settled_email(services, outcome.notification_id))[0] == "failed"
     assert failing.calls == 1
 
 
