@@ -118,6 +118,20 @@ async def _new_user_token(
 ) -> str:
     """Rotate: older tokens of this purpose stop working; only the hash of the new one is kept."""
     await queries.delete_user_tokens(conn, user_id=user_id, purpose=purpose)
+    return await _insert_link(conn, settings, user_id=user_id, purpose=purpose, ttl=ttl)
+
+
+async def _insert_link(
+    conn: Conn,
+    settings: Settings,
+    *,
+    user_id: uuid.UUID,
+    purpose: str,
+    ttl: dt.timedelta,
+    password_hash: str | None = None,
+    binding_hash: bytes | None = None,
+) -> str:
+    """A new single-use link token; the database keeps only its keyed hash."""
     token = new_opaque_token()
     await queries.insert_user_token(
         conn,
@@ -125,6 +139,8 @@ async def _new_user_token(
         user_id=user_id,
         purpose=purpose,
         expires_at=_now() + ttl,
+        password_hash=password_hash,
+        binding_hash=binding_hash,
     )
     return token
 
@@ -138,17 +154,15 @@ async def _new_verification_link(
     binding_hash: bytes | None,
 ) -> str:
     """One more link carrying one sign-up's pending credential; earlier links keep working."""
-    token = new_opaque_token()
-    await queries.insert_user_token(
+    return await _insert_link(
         conn,
-        token_hash=token_hash(settings.secret_key, token),
+        settings,
         user_id=user_id,
         purpose=VERIFY,
-        expires_at=_now() + VERIFY_TTL,
+        ttl=VERIFY_TTL,
         password_hash=password_hash,
         binding_hash=binding_hash,
     )
-    return token
 
 
 async def register(
