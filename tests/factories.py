@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import email
 import itertools
+import os
+import sys
 import uuid
 from dataclasses import dataclass
 from email.message import Message
@@ -133,3 +135,24 @@ async def wait_until_heard(
             await heard.wait()
     finally:
         await hub.unsubscribe(subscription)
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CLI_WITHIN = 120.0  # seconds: generous, the machine may be busy
+
+
+async def run_tenantd(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    """Run the `tenantd` CLI as a separate process (this checkout's package): exit, out, err."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tenantd",
+        *args,
+        cwd=str(REPO_ROOT),
+        env={**os.environ, **env, "PYTHONPATH": str(REPO_ROOT)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), CLI_WITHIN)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()

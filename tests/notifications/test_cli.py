@@ -2,42 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import os
-import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from tenantd.notifications.channels.web_push.vapid import VapidSigner
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-async def tenantd(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tenantd",
-        *args,
-        cwd=str(ROOT),
-        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+from tests.factories import run_tenantd
 
 
 async def test_notify_send(env: dict[str, str], db: Any, factory: Any) -> None:
     user = await factory.user()
     payload = json.dumps({"actorId": str(uuid.uuid4()), "commentId": "cli", "text": "from cli"})
-    code, out, err = await tenantd(
+    code, out, err = await run_tenantd(
         env, "notify", "send", "comment.created", "--user", str(user.id), "--payload", payload
     )
     assert code == 0, err
@@ -59,7 +38,7 @@ async def test_notify_send(env: dict[str, str], db: Any, factory: Any) -> None:
 
 async def test_notify_send_refusals_exit_1(env: dict[str, str], db: Any, factory: Any) -> None:
     user = await factory.user()
-    code, out, err = await tenantd(
+    code, out, err = await run_tenantd(
         env,
         "notify",
         "send",
@@ -79,11 +58,11 @@ async def test_notify_send_refusals_exit_1(env: dict[str, str], db: Any, factory
         ["ping.simple", "--user", str(user.id), "--payload", "not json"],
         ["ping.simple", "--user", str(user.id), "--payload", "[1, 2]"],
     ]:
-        code, _, err = await tenantd(env, "notify", "send", *args)
+        code, _, err = await run_tenantd(env, "notify", "send", *args)
         assert code == 1, (args, err)
         assert err.startswith("error: ")
     assert await db.fetch_val("SELECT count(*) FROM notifications") == 0
-    code, _, _ = await tenantd(env, "notify", "send", "ping.simple")
+    code, _, _ = await run_tenantd(env, "notify", "send", "ping.simple")
     assert code == 2  # --user is required: usage error
 
 
@@ -92,7 +71,9 @@ def b64decode(value: str) -> bytes:
 
 
 async def test_vapid_generate_prints_a_usable_key_set(env: dict[str, str]) -> None:
-    code, out, err = await tenantd(env, "vapid", "generate", "--subject", "mailto:ops@example.com")
+    code, out, err = await run_tenantd(
+        env, "vapid", "generate", "--subject", "mailto:ops@example.com"
+    )
     assert code == 0, err
     lines = dict(line.split("=", 1) for line in out.strip().splitlines())
     assert list(lines) == [
@@ -114,5 +95,5 @@ async def test_vapid_generate_prints_a_usable_key_set(env: dict[str, str]) -> No
     assert signer.headers("https://fcm.googleapis.com/fcm/send/x")["Authorization"].startswith(
         "vapid t="
     )
-    code, _, _ = await tenantd(env, "vapid", "generate", "--subject", "ops@example.com")
+    code, _, _ = await run_tenantd(env, "vapid", "generate", "--subject", "ops@example.com")
     assert code == 2

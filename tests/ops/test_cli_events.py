@@ -3,13 +3,10 @@ while the rest of info stays quiet."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import os
-import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from tenantd.cli.vapid import generate_keys
 from tenantd.db import Database
 from tenantd.notifications.channels.web_push.delivery import EXPIRED_EVENT
+from tests.factories import run_tenantd
 
-ROOT = Path(__file__).resolve().parents[2]
 EVENT_MODULE = "tests.notifications.events_fixture"
 
 
@@ -48,22 +45,6 @@ async def push_service(aiohttp_server: Any) -> tuple[GonePushService, str]:
     app.router.add_post("/push/{name}", fake.handle)
     server = await aiohttp_server(app)
     return fake, f"http://127.0.0.1:{server.port}"
-
-
-async def run_cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tenantd",
-        *args,
-        cwd=str(ROOT),
-        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 async def test_notify_send_logs_an_expired_push_subscription(
@@ -93,7 +74,7 @@ async def test_notify_send_logs_an_expired_push_subscription(
         "WEB_PUSH_ALLOWED_HOSTS": base,
     }
     payload = json.dumps({"actorId": str(uuid.uuid4()), "commentId": "c1", "text": "hi"})
-    code, out, err = await run_cli(
+    code, out, err = await run_tenantd(
         cli_env, "notify", "send", "comment.created", "--user", str(user.id), "--payload", payload
     )
     assert code == 0, err
