@@ -22,9 +22,8 @@ from tenantd.db.embedded import EmbeddedCluster
 from tenantd.db.migrate import migrate
 from tenantd.settings import Settings, load_settings
 from tests.factories import Factory
+from tests.helpers import ORIGIN, SECRET
 
-ORIGIN = "http://127.0.0.1:8080"
-SECRET = "test-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
 KEEP_TABLES = {"plans", "schema_migrations"}
 
 

@@ -11,7 +11,7 @@ import pytest
 from tenantd.identity.tokens import decode_access_token
 from tests.accounts.conftest import Team
 from tests.accounts.helpers import audit_actions, data, error
-from tests.conftest import SECRET
+from tests.helpers import SECRET
 
 
 def cookie(client: Any, name: str) -> str | None:

@@ -15,8 +15,8 @@ from tenantd.accounts.sweeps import expire_invitations
 from tests.accounts.conftest import Team
 from tests.accounts.helpers import audit_actions, data, error
 from tests.auth.helpers import mail_sent
-from tests.conftest import ORIGIN, SECRET
 from tests.factories import mail_text, read_mails
+from tests.helpers import ORIGIN, SECRET
 
 
 def invitations_url(team: Team, suffix: str = "") -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from tenantd.identity.tokens import ACCESS_TTL_SECONDS, decode_access_token
 from tests.auth.helpers import last_token, register, set_cookies
-from tests.conftest import SECRET
+from tests.helpers import SECRET
 
 
 @pytest.fixture(params=["true", "false", None], ids=["secure", "insecure", "default"])

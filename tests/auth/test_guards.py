@@ -17,7 +17,7 @@ import pytest
 from tenantd.db import Database
 from tenantd.identity.tokens import issue_access_token
 from tests.auth.helpers import error_of
-from tests.conftest import SECRET
+from tests.helpers import SECRET
 
 REQUIRE_AUTH = [
     ("GET", "/test/required"),

@@ -10,7 +10,7 @@ from typing import Any
 from tenantd.db import Database
 from tenantd.identity.tokens import token_hash
 from tests.auth.helpers import PASSWORD, error_of, last_token, mail_sent, register, set_cookies
-from tests.conftest import SECRET
+from tests.helpers import SECRET
 
 ORIGIN = "http://127.0.0.1:8080"
 

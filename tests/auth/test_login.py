@@ -10,7 +10,7 @@ from tenantd.db import Database
 from tenantd.identity import passwords
 from tenantd.identity.tokens import decode_access_token
 from tests.auth.helpers import error_of, set_cookies
-from tests.conftest import SECRET
+from tests.helpers import SECRET
 
 
 async def test_login_sets_both_cookies_and_lands_in_the_owned_account(

@@ -15,7 +15,7 @@ from tenantd.notifications import registry
 from tenantd.notifications.schemas import EVENT_TYPE_PATTERN
 from tenantd.web.routing import ROUTE_SPEC
 from tenantd.web.spec import Access
-from tests.conftest import ORIGIN
+from tests.helpers import ORIGIN
 from tests.oauth.fake_idp import FakeIdP
 
 AUTH_PATHS = {

@@ -10,7 +10,7 @@ from tenantd.auth import service
 from tenantd.db import Database
 from tenantd.identity.tokens import token_hash
 from tests.auth.helpers import PASSWORD, error_of, last_token, mail_sent, mails_to, register
-from tests.conftest import SECRET
+from tests.helpers import SECRET
 
 RESET = "/reset-password"
 

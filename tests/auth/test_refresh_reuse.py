@@ -24,8 +24,8 @@ from tenantd.services import SERVICES
 from tenantd.settings import load_settings
 from tests.auth.conftest import probe_routes
 from tests.auth.helpers import error_of, mail_sent, mails_to, set_cookies
-from tests.conftest import ORIGIN, SECRET
 from tests.factories import mail_text
+from tests.helpers import ORIGIN, SECRET
 
 REUSE_NOTICE = "your session was ended because a sign-in token was reused"
 REFRESH = "/api/v1/auth/refresh"

@@ -23,8 +23,8 @@ from tests.auth.helpers import (
     register,
     set_cookies,
 )
-from tests.conftest import SECRET
 from tests.factories import mail_text
+from tests.helpers import SECRET
 
 
 async def test_register_creates_an_unverified_user_and_mails_a_link(

@@ -19,7 +19,7 @@ from tenantd.db.migrate import available_migrations, migrate
 from tenantd.identity.passwords import hash_password
 from tenantd.identity.tokens import token_hash
 from tests.auth.helpers import error_of, last_token, mail_sent, register, set_cookies
-from tests.conftest import SECRET
+from tests.helpers import SECRET
 from tests.ops.servers import fresh_database
 
 VICTIM = "victim@example.com"

@@ -9,7 +9,7 @@ import pytest
 from tenantd.db import Database
 from tenantd.identity.tokens import decode_access_token, token_hash
 from tests.auth.helpers import error_of, set_cookies
-from tests.conftest import SECRET
+from tests.helpers import SECRET
 
 
 @pytest.fixture

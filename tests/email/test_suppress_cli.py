@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tenantd.cli.main import app
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
-from tests.conftest import SECRET, truncate_all
+from tests.helpers import SECRET, truncate_all
 
 runner = CliRunner()
 

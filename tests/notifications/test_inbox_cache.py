@@ -12,7 +12,7 @@ from aiohttp import web
 
 from tenantd.app import AppServices, create_app
 from tenantd.notifications import send
-from tests.conftest import ORIGIN
+from tests.helpers import ORIGIN
 
 LIST = "/api/v1/notifications?limit=5"
 COUNT = "/api/v1/notifications/unread-count"

@@ -17,8 +17,8 @@ from tenantd.notifications import send
 from tenantd.notifications.channels.sse.feed import FEED_KEY, QUEUE_SIZE, StreamQueue
 from tenantd.pubsub.hub import PUBSUB
 from tenantd.services import SERVICES
-from tests.conftest import ORIGIN
 from tests.factories import wait_until_heard
+from tests.helpers import ORIGIN
 from tests.notifications.conftest import eventually
 from tests.notifications.sse_client import STREAM, open_stream
 

@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from tenantd.auth.oauth import client as oauth_client
 from tenantd.auth.oauth.client import OidcClient
 from tenantd.services import SERVICES
-from tests.conftest import ORIGIN
+from tests.helpers import ORIGIN
 from tests.oauth.fake_idp import FakeIdP
 
 PROVIDER = "fake"

@@ -13,8 +13,8 @@ from tenantd.app import create_app
 from tenantd.auth.oauth.flow import code_challenge, decode_state
 from tenantd.db import Database
 from tenantd.settings import load_settings
-from tests.conftest import ORIGIN, SECRET
 from tests.factories import Factory
+from tests.helpers import ORIGIN, SECRET
 from tests.oauth.conftest import (
     CALLBACK_PATH,
     CLIENT_ID,

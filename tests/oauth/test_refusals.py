@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives import serialization
 
 from tenantd.auth.oauth.flow import FlowState, encode_state
 from tenantd.db import Database
-from tests.conftest import SECRET
 from tests.factories import Factory
+from tests.helpers import SECRET
 from tests.oauth.conftest import CLIENT_SECRET, PROVIDER, Browser, login_error
 from tests.oauth.fake_idp import FakeIdP, FakeUser, SigningKey
 

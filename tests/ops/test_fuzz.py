@@ -47,8 +47,8 @@ from tenantd.web.schemas import (
     RequestBody,
 )
 from tenantd.web.spec import Access, Routes
-from tests.conftest import SECRET
 from tests.factories import Factory, UserRecord
+from tests.helpers import SECRET
 from tests.ops.servers import ORIGIN, Server, server_env, start_server
 
 T = TypeVar("T")

@@ -16,8 +16,8 @@ from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import available_migrations
 from tenantd.notifications import send
 from tenantd.settings import load_settings
-from tests.conftest import SECRET
 from tests.factories import Factory
+from tests.helpers import SECRET
 from tests.ops.servers import (
     ORIGIN,
     REPO,

@@ -23,8 +23,8 @@ from tenantd.ops.config import parse_ops_config
 from tenantd.ops.scheduler import STOP_WAIT_SECONDS
 from tenantd.ops.shutdown import Watchdog
 from tenantd.settings import load_settings
-from tests.conftest import SECRET
 from tests.factories import Factory
+from tests.helpers import SECRET
 from tests.ops.servers import REPO, read_sse, running, server_env, start_server
 
 EVENT_MODULE = "tests.notifications.events_fixture"

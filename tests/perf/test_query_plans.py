@@ -21,7 +21,7 @@ from tenantd.identity import queries as auth_queries
 from tenantd.identity.sessions import ROTATE
 from tenantd.jobs import queries as job_queries
 from tenantd.notifications import queries as notification_queries
-from tests.conftest import SECRET
+from tests.helpers import SECRET
 
 BIG_TABLES = {
     "users",

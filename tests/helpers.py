@@ -1,0 +1,50 @@
+"""What every test module may import: the test origin and secret, answer unwrapping and a
+poll-until-true helper. Fixtures live in conftest.py; nothing is imported from there."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+ORIGIN = "http://127.0.0.1:8080"
+SECRET = "test-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
+PASSWORD = "a long enough passphrase"
+
+
+async def data(response: Any, status: int = 200) -> Any:
+    """The `data` of a success envelope, after checking the status."""
+    body = await response.json()
+    assert response.status == status, body
+    assert body["success"] is True, body
+    return body["data"]
+
+
+async def error(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
+    """The `error` of a failure envelope, after checking the status (and code if given)."""
+    body = await response.json()
+    assert response.status == status, body
+    assert body["success"] is False, body
+    if code is not None:
+        assert body["error"]["code"] == code, body
+    result: dict[str, Any] = body["error"]
+    return result
+
+
+async def eventually(
+    check: Callable[[], Any | Awaitable[Any]], *, within: float = 30.0, interval: float = 0.02
+) -> Any:
+    """Poll `check` (sync or async) until it returns something truthy and return that. The
+    bound is generous because the machine is shared; a check that holds returns at once."""
+    deadline = time.monotonic() + within
+    while True:
+        value = check()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(interval)
