@@ -87,6 +87,9 @@ async def authenticate(request: web.Request, token: str) -> Principal:
 async def guard(request: web.Request, access: Access) -> None:
     if access in (Access.PUBLIC, Access.SIGNATURE):
         return
+    if access is Access.API_KEY:
+        # Server routes are the API-key guard's; a browser session never opens one.
+        raise Unauthorized("missing_api_key", "An API key is required")
     token = request.cookies.get(AUTH_COOKIE)
     if not token:
         if access is Access.TRY:

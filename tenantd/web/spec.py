@@ -26,6 +26,7 @@ class Access(enum.Enum):
     TRY = "tryAuth"  # anonymous is a legitimate state (only /me, /refresh, /mfa/status)
     PUBLIC = "public"  # no session needed (sign-up, sign-in, health)
     SIGNATURE = "signature"  # authenticated by a request signature (webhooks)
+    API_KEY = "apiKey"  # server routes: `Authorization: Bearer tdk_...` holding `RouteSpec.scope`
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class RouteSpec:
     rate_limit: str | None = None
     # Media type of the success answer (the OpenAPI document says so); JSON unless stated.
     produces: str = "application/json"
+    # The API-key scope a server route (Access.API_KEY) requires, e.g. "events:read".
+    scope: str | None = None
 
     @property
     def name(self) -> str:
@@ -78,7 +81,11 @@ class Routes:
         content_type: str = "application/json",
         rate_limit: str | None = None,
         produces: str = "application/json",
+        scope: str | None = None,
     ) -> Callable[[View], View]:
+        if (access is Access.API_KEY) != (scope is not None):
+            raise ValueError(f"{method} {path}: a scope goes with Access.API_KEY, and only there")
+
         def decorate(view: View) -> View:
             limit = body_limit or (
                 WEBHOOK_BODY_LIMIT if access is Access.SIGNATURE else API_BODY_LIMIT
@@ -101,6 +108,7 @@ class Routes:
                     content_type=content_type,
                     rate_limit=rate_limit,
                     produces=produces,
+                    scope=scope,
                 )
             )
             return view

@@ -1,0 +1,2 @@
+"""Server API keys (`tdk_<id>_<secret>`): creation, scopes, the cached check behind
+`Access.API_KEY` routes."""

@@ -1,0 +1,1 @@
+"""Multi-factor authentication: TOTP, recovery codes, passkeys, sign-in tickets, step-up."""

@@ -1,0 +1,1 @@
+"""The hosted pages (Jinja2, progressively enhanced) and the browser client tenantd.js."""

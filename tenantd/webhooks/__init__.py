@@ -1,0 +1,2 @@
+"""Outbound webhooks: operator-managed endpoints, Standard Webhooks deliveries of outbox
+events through the durable queue, and the events API."""
