@@ -9,8 +9,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestServer
 
-from tenantd.apikeys import service
-from tenantd.apikeys import queries
+from tenantd.apikeys import queries, service
 from tenantd.apikeys.cache import API_KEY_CACHE, ApiKeyCache
 from tenantd.cache.context import CHANNEL
 from tenantd.db import Database
@@ -67,7 +66,7 @@ async def test_a_cli_revocation_reaches_running_servers(
     key = await new_key(db)
     for client in clients:
         await warm(client, db, key.token, key.id)
-    code, out, err = await run_tenantd(env, "api-keys", "revoke", str(key.id))
+    code, _, err = await run_tenantd(env, "api-keys", "revoke", str(key.id))
     assert code == 0, err
     for client in clients:
         # The revoke committed before the process exited: the NOTIFY is on its way.
