@@ -22,9 +22,7 @@ from tenantd.db.embedded import EmbeddedCluster
 from tenantd.db.migrate import migrate
 from tenantd.settings import Settings, load_settings
 from tests.factories import Factory
-from tests.helpers import ORIGIN, SECRET
-
-KEEP_TABLES = {"plans", "schema_migrations"}
+from tests.helpers import ORIGIN, SECRET, truncate_all
 
 
 @pytest.fixture(scope="session")
@@ -53,13 +51,6 @@ def migrated(database_url: str) -> str:
 
     asyncio.run(run())
     return database_url
-
-
-async def truncate_all(db: Database) -> None:
-    rows = await db.fetch_all("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-    names = [r["tablename"] for r in rows if r["tablename"] not in KEEP_TABLES]
-    if names:
-        await db.execute(f"TRUNCATE {', '.join(names)} RESTART IDENTITY CASCADE")
 
 
 @pytest.fixture

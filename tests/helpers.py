@@ -9,9 +9,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tenantd.db import Database
+
 ORIGIN = "http://127.0.0.1:8080"
 SECRET = "test-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
 PASSWORD = "a long enough passphrase"
+# Reference data the migrations seed: kept when a test empties the database.
+KEEP_TABLES = {"plans", "schema_migrations"}
 
 
 async def data(response: Any, status: int = 200) -> Any:
@@ -48,3 +52,11 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+async def truncate_all(db: Database) -> None:
+    """Empty every table but the seeded reference data (each test starts from nothing)."""
+    rows = await db.fetch_all("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    names = [r["tablename"] for r in rows if r["tablename"] not in KEEP_TABLES]
+    if names:
+        await db.execute(f"TRUNCATE {', '.join(names)} RESTART IDENTITY CASCADE")
