@@ -37,6 +37,7 @@ IdempotencyKey = Annotated[
 # Payload text may span lines (a comment's body); other control characters are refused.
 Payload = Annotated[dict[str, Any], Multiline()]
 
+
 class SendItem(RequestBody):
     type: EventType
     recipient_user_id: uuid.UUID
