@@ -25,6 +25,7 @@ local path = os.getenv("BENCH_PATH") or "/"
 local method = os.getenv("BENCH_METHOD") or "GET"
 local origin = os.getenv("BENCH_ORIGIN") or "http://127.0.0.1:8080"
 local once = os.getenv("BENCH_ONCE") == "1"
+local bearer = os.getenv("BENCH_BEARER") == "1"  -- tokens as Authorization: Bearer (API keys)
 local next_id = 0
 
 function setup(thread)
@@ -51,7 +52,11 @@ function request()
     else
       index = counter % #tokens + 1
     end
-    headers["Cookie"] = cookie_name .. "=" .. tokens[index]
+    if bearer then
+      headers["Authorization"] = "Bearer " .. tokens[index]
+    else
+      headers["Cookie"] = cookie_name .. "=" .. tokens[index]
+    end
   end
   counter = counter + 1
   return wrk.format(method, path, headers)
@@ -118,6 +123,7 @@ def run_wrk(
     once: bool = False,
     cpu: int | None = 1,
     origin: str = "http://127.0.0.1:8080",
+    bearer: bool = False,
 ) -> LoadResult:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "bench.lua"
@@ -130,6 +136,7 @@ def run_wrk(
             BENCH_THREADS=str(threads),
             BENCH_ORIGIN=origin,
             BENCH_ONCE="1" if once else "0",
+            BENCH_BEARER="1" if bearer else "0",
         )
         if tokens:
             token_file = Path(tmp) / "tokens.txt"
@@ -169,6 +176,7 @@ async def _aiohttp_load(
     method: str,
     once: bool,
     origin: str,
+    bearer: bool = False,
 ) -> LoadResult:
     latencies: list[float] = []
     errors = 0
@@ -186,7 +194,11 @@ async def _aiohttp_load(
                 if tokens:
                     if once and counter >= len(tokens):
                         return
-                    headers["Cookie"] = f"{cookie}={tokens[counter % len(tokens)]}"
+                    token = tokens[counter % len(tokens)]
+                    if bearer:
+                        headers["Authorization"] = f"Bearer {token}"
+                    else:
+                        headers["Cookie"] = f"{cookie}={token}"
                 counter += 1
                 started = time.perf_counter()
                 try:
@@ -226,10 +238,16 @@ def run_load(
     cpu: int | None = 1,
     origin: str = "http://127.0.0.1:8080",
     warmup: int = 3,
+    bearer: bool = False,
 ) -> LoadResult:
     # What every pass shares: the same requests, from the same number of connections.
     shape: dict[str, Any] = dict(
-        connections=connections, tokens=tokens, cookie=cookie, method=method, origin=origin
+        connections=connections,
+        tokens=tokens,
+        cookie=cookie,
+        method=method,
+        origin=origin,
+        bearer=bearer,
     )
     first_pass = None
     if tokens and warmup and not once:

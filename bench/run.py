@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench import extra
+from bench import apikeys, extra
 from bench.loadgen import LoadResult, have_wrk, pin, run_load
 from bench.seed import SeedPlan, account_uuid, refresh_token, seed, user_uuid
 from tenantd.db.embedded import EmbeddedCluster
@@ -245,6 +245,10 @@ def main() -> None:
             )
             http("notifications_list", server.url, "/api/v1/notifications?limit=20", tokens=tokens)
             http("unread_count", server.url, "/api/v1/notifications/unread-count", tokens=tokens)
+            if wanted("api_key_check"):  # a trivial server route behind the API-key guard
+                key = [apikeys.create_key(env)]
+                path = "/api/v1/notifications/event-types"
+                http("api_key_check", server.url, path, tokens=key, bearer=True)
             for name, run in extra.service_benchmarks():
                 if wanted(name):
                     bench_env = {**env, "BENCH_SERVER_PID": str(server.pid)}

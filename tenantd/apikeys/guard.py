@@ -8,7 +8,7 @@ from aiohttp import web
 
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.apikeys.service import invalid_key, missing_key, require_scope, verify_token
-from tenantd.principal import ACTING_KEY
+from tenantd.principal import ACTING_KEY, ActingKey
 from tenantd.services import SERVICES
 from tenantd.web.spec import CURRENT_ROUTE
 
@@ -24,12 +24,19 @@ def bearer_token(request: web.Request) -> str:
     return token
 
 
-async def require_api_key(request: web.Request) -> None:
-    """401 without a valid key, 403 when the key lacks the route's scope; else the acting
-    key goes on the request (`principal.acting_key`)."""
-    spec = request[CURRENT_ROUTE]
+async def check_api_key(request: web.Request, scope: str) -> ActingKey:
+    """The request's key if it is valid and holds `scope` (401 / 403 otherwise); it also goes
+    on the request. For a route that takes a key or something else (introspection from an
+    allowed address): declare it PUBLIC and call this when there is an Authorization header."""
     token = bearer_token(request)
     key = await verify_token(request.app[SERVICES], request.app[API_KEY_CACHE], token)
-    assert spec.scope is not None  # RouteSpec insists: API_KEY routes name their scope
-    require_scope(key, spec.scope)
+    require_scope(key, scope)
     request[ACTING_KEY] = key
+    return key
+
+
+async def require_api_key(request: web.Request) -> None:
+    """The guard of `Access.API_KEY` routes: a key holding the route's scope."""
+    scope = request[CURRENT_ROUTE].scope
+    assert scope is not None  # RouteSpec insists: API_KEY routes name their scope
+    await check_api_key(request, scope)

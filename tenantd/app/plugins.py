@@ -6,6 +6,7 @@ from __future__ import annotations
 from tenantd.accounts import mail as account_mail
 from tenantd.accounts import sweeps as account_sweeps
 from tenantd.accounts import views as account_views
+from tenantd.apikeys import sweeps as apikey_sweeps
 from tenantd.auth import jobs as auth_jobs
 from tenantd.auth import views as auth_views
 from tenantd.auth.oauth import views as oauth_views
@@ -13,6 +14,7 @@ from tenantd.email.webhooks import views as email_webhook_views
 from tenantd.jobs import sweeps as job_sweeps
 from tenantd.jobs.kinds import JobKind
 from tenantd.notifications import jobs as notification_jobs
+from tenantd.notifications import server_views as notification_server_views
 from tenantd.notifications import sweeps as notification_sweeps
 from tenantd.notifications import views as notification_views
 from tenantd.ops.session_sweep import sessions_sweep
@@ -29,6 +31,7 @@ ROUTES: tuple[Routes, ...] = (
     oauth_views.routes,
     email_webhook_views.routes,
     notification_views.routes,
+    notification_server_views.routes,
 )
 
 JOB_KINDS: tuple[JobKind, ...] = (*auth_jobs.KINDS, *account_mail.KINDS, *notification_jobs.KINDS)
@@ -38,6 +41,7 @@ SWEEPS: tuple[Sweep, ...] = (
     *notification_sweeps.SWEEPS,
     sessions_sweep,
     job_sweeps.jobs_sweep,
+    *apikey_sweeps.SWEEPS,
 )
 
 

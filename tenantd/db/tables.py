@@ -430,6 +430,18 @@ api_keys = Table(  # sql/0115: server API keys (issue 15)
     Column("revoked_at", DateTime(timezone=True)),
 )
 
+api_idempotency_keys = Table(  # sql/0116: first answers of server routes, kept 24 h
+    "api_idempotency_keys",
+    metadata,
+    Column("api_key_id", UUID(as_uuid=True), primary_key=True),
+    Column("route", Text, primary_key=True),
+    Column("idempotency_key", Text, primary_key=True),
+    Column("request_hash", LargeBinary, nullable=False),
+    Column("response", JSONB),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("api_idempotency_keys_created_idx", "created_at"),
+)
+
 # Created by tenantd/db/migrate.py itself (the ledger of applied files), not by sql/.
 schema_migrations = Table(
     "schema_migrations",

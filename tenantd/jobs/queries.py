@@ -31,6 +31,17 @@ async def insert_job(
     return job_id
 
 
+async def insert_jobs(
+    conn: Conn, *, kind: str, payloads: Sequence[dict[str, Any]], max_attempts: int
+) -> int:
+    """Many jobs of one kind in one statement (a batch send); return how many."""
+    return await conn.execute(
+        "INSERT INTO jobs (kind, payload, max_attempts, run_at)"
+        " SELECT %(kind)s, p, %(max)s, now() FROM unnest(%(payloads)s::jsonb[]) AS p",
+        {"kind": kind, "payloads": [Json(p) for p in payloads], "max": max_attempts},
+    )
+
+
 # The claim and completion are planned at each call, not prepared: the jobs table swings
 # between empty and a large backlog, and a generic plan cached while it was empty (an idle
 # runner polls it twice a second) assumes no rows, joins the backlog against itself and

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import random
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -125,6 +125,33 @@ class JobQueue:
             )
         self.spawn_inline(services, job_kind, payload, after_lock=lock_key)
         return None
+
+    async def submit_many(
+        self,
+        services: JobHost,
+        kind: str,
+        payloads: Sequence[dict[str, Any]],
+        *,
+        conn: Conn | None = None,
+    ) -> None:
+        """`submit` for many payloads of one kind: one statement when queues are on."""
+        job_kind = self.kind(kind)
+        if not self.settings.queues_enabled:
+            for payload in payloads:
+                await self.submit(services, kind, payload, conn=conn)
+            return
+        if not payloads:
+            return
+        if conn is None:
+            async with services.db.connection() as own:
+                await queries.insert_jobs(
+                    own, kind=job_kind.name, payloads=payloads, max_attempts=job_kind.max_attempts
+                )
+        else:
+            await queries.insert_jobs(
+                conn, kind=job_kind.name, payloads=payloads, max_attempts=job_kind.max_attempts
+            )
+        self.wake()
 
     def spawn_inline(
         self,

@@ -126,6 +126,16 @@ async def user_exists(conn: Conn, *, user_id: uuid.UUID) -> bool:
     return found
 
 
+async def missing_users(conn: Conn, *, user_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of `user_ids` have no user row (one query for a whole batch)."""
+    rows = await conn.fetch_all(
+        "SELECT u.id FROM unnest(%(ids)s::uuid[]) AS u(id)"
+        " WHERE NOT EXISTS (SELECT 1 FROM users WHERE users.id = u.id)",
+        {"ids": list(set(user_ids))},
+    )
+    return {row["id"] for row in rows}
+
+
 async def delivery_context(conn: Conn, *, notification_id: uuid.UUID, channel: str) -> Row | None:
     """A notification with its recipient's address and the status of one channel's row."""
     return await conn.fetch_one(

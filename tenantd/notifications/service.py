@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -165,6 +165,109 @@ async def send(
         await services.jobs.submit(services, DISPATCH_KIND, job, conn=own)
     services.jobs.wake()
     return SendOutcome(notification_id=notification_id, status="queued")
+
+
+@dataclass(frozen=True, slots=True)
+class SendRequest:
+    """One notification of `send_many`: what `send` takes."""
+
+    event_type: str
+    recipient_user_id: uuid.UUID
+    payload: dict[str, Any]
+    account_id: uuid.UUID | None = None
+
+
+MAX_FIELD_ERRORS = 100  # a batch of 1,000 bad items names the first hundred problems
+
+
+def _batch_errors(
+    services: NotificationServices, requests: Sequence[SendRequest], prefix: Callable[[int], str]
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """Every item validated against its event's schema: field errors named by item, and the
+    payloads as the models dump them."""
+    errors: dict[str, str] = {}
+    payloads: list[dict[str, Any]] = []
+    for index, request in enumerate(requests):
+        if len(errors) >= MAX_FIELD_ERRORS:
+            break
+        if request.event_type not in services.registry:
+            errors[f"{prefix(index)}type"] = f"unknown event type {request.event_type!r}"
+            continue
+        definition = services.registry.get(request.event_type).definition
+        try:
+            model = definition.schema.model_validate(request.payload)
+        except ValidationError as error:
+            for item in error.errors():
+                location = ".".join(str(part) for part in item["loc"])
+                name = f"{prefix(index)}payload" + (f".{location}" if location else "")
+                errors.setdefault(name, item["msg"])
+            continue
+        payloads.append(model.model_dump(mode="json"))
+    return errors, payloads
+
+
+def _item(index: int) -> str:
+    return f"items.{index}."
+
+
+async def send_many(
+    app_or_services: Any,
+    requests: Sequence[SendRequest],
+    *,
+    conn: Conn | None = None,
+    field_prefix: Callable[[int], str] = _item,
+) -> list[SendOutcome]:
+    """`send` for many notifications, all or none: every item is validated first (one 422
+    naming each bad field as `items.<i>.payload.<field>`, `items.<i>.type`,
+    `items.<i>.recipientUserId`), the recipients are checked in one query, and with queues on
+    the dispatch jobs are written in one statement. Dispatch itself is `dispatch`, per item:
+    the same guard, dedup, preferences and channels as `send`."""
+    services = services_of(app_or_services)
+    errors, payloads = _batch_errors(services, requests, field_prefix)
+    if errors:
+        raise ValidationFailed(errors, "Invalid notifications")
+    queue = services.settings.queues_enabled
+    ids = [uuid.uuid4() for _ in requests]
+    async with _using(services, conn, transaction=True) as own:
+        missing = await queries.missing_users(own, user_ids=[r.recipient_user_id for r in requests])
+        if missing:
+            unknown = [i for i, r in enumerate(requests) if r.recipient_user_id in missing]
+            raise ValidationFailed(
+                {
+                    f"{field_prefix(i)}recipientUserId": "unknown user"
+                    for i in unknown[:MAX_FIELD_ERRORS]
+                },
+                "Unknown recipient user",
+            )
+        if queue:
+            jobs = [
+                {
+                    "notificationId": str(notification_id),
+                    "eventType": request.event_type,
+                    "recipientUserId": str(request.recipient_user_id),
+                    "accountId": str(request.account_id) if request.account_id else None,
+                    "payload": payload,
+                }
+                for notification_id, request, payload in zip(ids, requests, payloads, strict=True)
+            ]
+            await services.jobs.submit_many(services, DISPATCH_KIND, jobs, conn=own)
+            outcomes = [SendOutcome(notification_id=i, status="queued") for i in ids]
+        else:
+            outcomes = [
+                await dispatch(
+                    services,
+                    notification_id=notification_id,
+                    event_type=request.event_type,
+                    recipient_user_id=request.recipient_user_id,
+                    payload=payload,
+                    account_id=request.account_id,
+                    conn=own,
+                )
+                for notification_id, request, payload in zip(ids, requests, payloads, strict=True)
+            ]
+    if queue:
+        services.jobs.wake()
+    return outcomes
 
 
 async def dispatch(

@@ -185,7 +185,7 @@ async def test_a_cached_key_needs_no_query(client: Any, db: Database) -> None:
     assert (await client.get("/test/server/events", headers=bearer(key.token))).status == 200
     cache = client.server.app[API_KEY_CACHE]
     assert cache.get(key.id) is not None
-    await db.execute("TRUNCATE api_keys")
+    await db.execute("TRUNCATE api_keys CASCADE")
     assert (await client.get("/test/server/events", headers=bearer(key.token))).status == 200
     # The secret is still checked against the cached hash.
     wrong = key.token[:-2] + ("AA" if not key.token.endswith("AA") else "BB")
