@@ -10,6 +10,7 @@ from aiohttp import web
 from tenantd.app.plugins import SWEEPS
 from tenantd.cache.context import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
+from tenantd.identity.keys.feed import fed
 from tenantd.jobs.runner import running
 from tenantd.notifications.channels.sse.feed import FEED_KEY, sse_ctx
 from tenantd.ops.config import ops_config
@@ -53,6 +54,14 @@ async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
         cache.enabled = False
         cache.flush()
         await hub.unsubscribe(subscription)
+
+
+async def keyring_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The access-token keys: a signing key exists (created by the first instance), the
+    keyring holds them, and every change of signing_keys reloads it (NOTIFY, gap, timer)."""
+    services = app[SERVICES]
+    async with fed(services.db, services.settings, services.keyring, app[PUBSUB]):
+        yield
 
 
 def _sse_client_count(app: web.Application) -> Callable[[], int]:
@@ -113,6 +122,7 @@ async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
 HOOKS: tuple[Hook, ...] = (
     pubsub_ctx,
     context_cache_ctx,
+    keyring_ctx,
     shutdown_ctx,
     metrics_ctx,
     job_runner_ctx,

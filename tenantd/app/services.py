@@ -11,6 +11,7 @@ import aiohttp
 
 from tenantd.app.plugins import JOB_KINDS
 from tenantd.cache.context import ContextCache
+from tenantd.cache.keyring import Keyring
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
@@ -36,10 +37,18 @@ class AppServices:
     context_cache: ContextCache = field(default_factory=ContextCache)
     # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
     jobs: JobQueue = field(default=None)  # type: ignore[assignment]
+    # Access-token signing and verification keys (filled and kept fresh by the keyring hook).
+    keyring: Keyring = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.jobs is None:
             self.jobs = JobQueue(self.settings, JOB_KINDS)
+        if self.keyring is None:
+            self.keyring = Keyring(
+                algorithm=self.settings.access_token_alg,
+                secret_key=self.settings.secret_key,
+                audience=self.settings.access_token_audience,
+            )
 
 
 @contextlib.asynccontextmanager
