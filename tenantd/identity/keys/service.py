@@ -145,7 +145,7 @@ async def ensure(conn: Conn, settings: Settings, *, rotate_when_due: bool = True
             await queries.start_signing_now(conn, pending[-1]["kid"])
             return f"started {pending[-1]['kid']}"
         row = await _insert(conn, settings, alg=settings.access_token_alg, signing_from=None)
-        log.warning("signing key %s created; it signs from now", row["kid"])
+        log.info("signing key %s created; it signs from now", row["kid"])
         return f"created {row['kid']}"
     signing = max(current, key=lambda r: r["signing_from"])
     days = settings.access_token_key_rotation_days
