@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.app.plugins import SWEEPS
 from tenantd.cache.context import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
@@ -62,6 +63,24 @@ async def keyring_ctx(app: web.Application) -> AsyncIterator[None]:
     services = app[SERVICES]
     async with fed(services.db, services.settings, services.keyring, app[PUBSUB]):
         yield
+
+
+async def api_key_cache_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Feed the API-key cache from the same channel and listener as the context cache."""
+    cache = app[API_KEY_CACHE]
+    hub = app[PUBSUB]
+    subscription = await hub.subscribe(
+        CHANNEL, lambda _channel, payload: cache.apply(payload), on_gap=cache.flush
+    )
+    cache.flush()
+    cache.live = live_while_confirmed(hub)
+    cache.enabled = True
+    try:
+        yield
+    finally:
+        cache.enabled = False
+        cache.flush()
+        await hub.unsubscribe(subscription)
 
 
 def _sse_client_count(app: web.Application) -> Callable[[], int]:
@@ -123,6 +142,7 @@ HOOKS: tuple[Hook, ...] = (
     pubsub_ctx,
     context_cache_ctx,
     keyring_ctx,
+    api_key_cache_ctx,
     shutdown_ctx,
     metrics_ctx,
     job_runner_ctx,
