@@ -1,5 +1,5 @@
 """POST /api/v1/auth/introspect: the context cache's answer for server callers, admitted by
-address (TENANTD_INTROSPECT_ALLOWED_IPS) until the API-key guard lands."""
+an API key with scope sessions:introspect or by address (TENANTD_INTROSPECT_ALLOWED_IPS)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from tenantd.apikeys.service import create_key
+from tenantd.db import Database
 from tests.auth.helpers import error_of
-from tests.helpers import access_claims
+from tests.helpers import SECRET, access_claims
 
 INTROSPECT = "/api/v1/auth/introspect"
 
@@ -109,3 +111,34 @@ async def test_the_body_is_validated(make_client: Any) -> None:
     assert response.status == 422
     response = await server.post(INTROSPECT, json={"token": "x", "extra": 1})
     assert response.status == 422
+
+
+async def api_key(db: Database, *scopes: str) -> str:
+    async with db.connection() as conn:
+        created = await create_key(conn, secret_key=SECRET, name="verifier", scopes=list(scopes))
+    return created.token
+
+
+@pytest.mark.parametrize("allowed", [""])
+async def test_an_api_key_with_the_scope_admits_from_anywhere(
+    allowed: str, make_client: Any, factory: Any, db: Database
+) -> None:
+    user = await factory.user()
+    token = (await factory.cookies(user))["auth_token"]
+    server = await make_client(origin=None)
+    key = await api_key(db, "sessions:introspect")
+    body = await introspect(server, token, Authorization=f"Bearer {key}")
+    assert body["active"] is True and body["sub"] == str(user.id)
+
+    other = await api_key(db, "events:read")
+    response = await server.post(
+        INTROSPECT, json={"token": token}, headers={"Authorization": f"Bearer {other}"}
+    )
+    assert response.status == 403
+    assert (await response.json())["error"]["code"] == "INSUFFICIENT_SCOPE"
+    for bad in (f"Bearer {key}x", "Bearer tdk_nope", f"Basic {key}"):
+        response = await server.post(
+            INTROSPECT, json={"token": token}, headers={"Authorization": bad}
+        )
+        assert response.status == 401, bad
+        assert error_of(await response.json())["details"]["reason"] == "invalid_api_key"

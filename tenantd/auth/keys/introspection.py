@@ -13,10 +13,14 @@ from typing import Any
 
 from aiohttp import web
 
+from tenantd.apikeys.cache import API_KEY_CACHE
+from tenantd.apikeys.guard import bearer_token
+from tenantd.apikeys.service import require_scope, verify_token
 from tenantd.errors import Unauthorized
 from tenantd.identity.guards import recheck
 from tenantd.identity.tokens import decode_access_token
-from tenantd.services import Services
+from tenantd.principal import ACTING_KEY
+from tenantd.services import SERVICES, Services
 from tenantd.settings import SETTINGS
 from tenantd.web.ratelimit import request_ip
 
@@ -37,14 +41,15 @@ def allowed_address(request: web.Request) -> bool:
 
 
 async def admit(request: web.Request) -> None:
-    """The route's own guard: an allowed address, else an API key holding SCOPE.
-
-    The API-key check is not on this branch yet (another branch builds it): until it is,
-    a caller outside the allowlist gets 401 like a server route without a key.
-    """
+    """The route's own guard: an allowed address, else an API key holding SCOPE, checked as
+    the API-key guard checks server routes (no key or a bad one: 401; without the scope:
+    403). The route is declared public so that the address alone can admit."""
     if allowed_address(request):
         return
-    raise Unauthorized("missing_api_key", "An API key with scope sessions:introspect is required")
+    token = bearer_token(request)
+    key = await verify_token(request.app[SERVICES], request.app[API_KEY_CACHE], token)
+    require_scope(key, SCOPE)
+    request[ACTING_KEY] = key
 
 
 async def introspect(services: Services, token: str) -> dict[str, Any]:

@@ -32,11 +32,16 @@ async def jwks(request: web.Request) -> web.Response:
 
 @routes.post(
     "/api/v1/auth/introspect",
-    access=Access.PUBLIC,  # admitted by introspection.admit: allowlisted address or API key
+    # Admitted by introspection.admit: an API key with sessions:introspect, or an address in
+    # TENANTD_INTROSPECT_ALLOWED_IPS (which the API-key guard alone would refuse).
+    access=Access.PUBLIC,
     body=IntrospectBody,
     wrapped=False,
     response=Introspection,
-    responses={401: "Neither an allowed address nor an API key with sessions:introspect"},
+    responses={
+        401: "Neither an allowed address nor a valid API key (Authorization: Bearer tdk_...)",
+        403: "The API key lacks the scope sessions:introspect",
+    },
     summary="Whether an access token holds now (revocation included), for server callers",
 )
 async def introspect(request: web.Request, body: IntrospectBody) -> dict[str, Any]:
