@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -443,3 +444,19 @@ async def test_hs256_tokens_are_honoured_only_while_eddsa_begins(
     app = client.server.app
     await eventually(lambda: not app[SERVICES].keyring.trusts(None))
     assert await me_status(client, legacy) == 401
+
+
+async def test_a_changed_secret_key_gets_a_new_key_that_signs_at_once(
+    db: Database, settings: Settings
+) -> None:
+    first = Keyring(algorithm="EdDSA", secret_key=settings.secret_key)
+    await prepare(db, settings, first)
+    old_kid = first.signing_key().kid  # type: ignore[union-attr]
+    changed = dataclasses.replace(settings, secret_key="a-new-secret-key-" + "y" * 40)
+    second = Keyring(algorithm="EdDSA", secret_key=changed.secret_key)
+    await prepare(db, changed, second)
+    new_key = second.signing_key()
+    assert new_key is not None and new_key.kid != old_kid
+    states = {v.kid: v.state for v in await list_keys(db)}
+    assert states == {old_kid: "retired", new_key.kid: "current"}
+    assert second.trusts(old_kid)  # its tokens still verify until they expired

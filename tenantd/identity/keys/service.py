@@ -140,6 +140,13 @@ async def ensure(conn: Conn, settings: Settings, *, rotate_when_due: bool = True
     current = [r for r in rows if state_of(r) == "current" and _usable(r, settings)]
     pending = [r for r in rows if state_of(r) == "next" and _usable(r, settings)]
     if not current:
+        # A current key we cannot decrypt (SECRET_KEY changed) signs nothing from now on; it
+        # stays published until tokens it signed have expired.
+        for row in rows:
+            if state_of(row) == "current" and row["retired_at"] is None:
+                await queries.schedule_retirement(
+                    conn, kid=row["kid"], retired_at=row["now"], lifetime=TOKEN_LIFETIME
+                )
         if pending:
             # Nothing can sign: the next key starts now rather than leaving sign-ins broken.
             await queries.start_signing_now(conn, pending[-1]["kid"])
