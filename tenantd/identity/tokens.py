@@ -128,7 +128,7 @@ def decode_access_token(keyring: Keyring, token: str) -> AccessClaims:
     return claims
 
 
-MAX_TOKEN_LENGTH = 2048  # ours are ~300 bytes; do not let huge strings into the memo
+MAX_TOKEN_LENGTH = 2048  # ours are ~450 bytes; do not let huge strings into the memo
 REQUIRED_CLAIMS = ["sub", "jti", "iat", "exp", "iss"]
 
 
