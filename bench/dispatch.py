@@ -16,9 +16,11 @@ from typing import Any
 import aiohttp
 import orjson
 
+from bench import keys
 from bench.rounds import ROUNDS, median_of
 from bench.seed import account_uuid, user_uuid
 from tenantd.app.services import open_services
+from tenantd.cache.keyring import Keyring
 from tenantd.identity.tokens import issue_access_token
 from tenantd.notifications import send
 from tenantd.settings import load_settings
@@ -102,9 +104,8 @@ def dispatch_queued(server_url: str, dsn: str, env: dict[str, str], plan: Any) -
 
 
 async def _sse(
-    server_url: str, env: dict[str, str], clients: int, per_client: int
+    server_url: str, env: dict[str, str], keyring: Keyring, clients: int, per_client: int
 ) -> dict[str, Any]:
-    secret = env["SECRET_KEY"]
     latencies: list[float] = []
     received = 0
     ready = 0
@@ -119,7 +120,7 @@ async def _sse(
             nonlocal ready, received
             user = uuid.UUID(user_uuid(index))
             token, _ = issue_access_token(
-                secret, user_id=user, account_id=uuid.UUID(account_uuid(index))
+                keyring, user_id=user, account_id=uuid.UUID(account_uuid(index))
             )
             async with session.get(
                 f"{server_url}/api/v1/notifications/stream",
@@ -201,6 +202,14 @@ def sse_latency(server_url: str, dsn: str, env: dict[str, str], plan: Any) -> di
     gc.collect()
     gc.disable()
     try:
-        return asyncio.run(_sse(server_url, env, clients=min(1000, plan.accounts), per_client=3))
+        return asyncio.run(
+            _sse(
+                server_url,
+                env,
+                keys.keyring_for(env),
+                clients=min(1000, plan.accounts),
+                per_client=3,
+            )
+        )
     finally:
         gc.enable()

@@ -23,11 +23,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench import apikeys, extra
+from bench import apikeys, extra, keys
 from bench.loadgen import LoadResult, have_wrk, pin, run_load
-from bench.seed import SeedPlan, account_uuid, refresh_token, seed, user_uuid
+from bench.seed import SeedPlan, refresh_token, seed
 from tenantd.db.embedded import EmbeddedCluster
-from tenantd.identity.tokens import issue_access_token
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
@@ -98,6 +97,7 @@ def server_env(database_url: str, data_dir: Path, **overrides: str) -> dict[str,
         PUBLIC_BASE_URL=ORIGIN,
         COOKIE_SECURE="false",
         LOG_LEVEL="error",
+        TENANTD_INTROSPECT_ALLOWED_IPS="127.0.0.1",
         EMAIL_PROVIDER="file",
         DB_POOL_MAX="20",
         TENANTD_EVENT_MODULES="bench.events",
@@ -106,23 +106,6 @@ def server_env(database_url: str, data_dir: Path, **overrides: str) -> dict[str,
     )
     env.update(overrides)
     return env
-
-
-def access_tokens(count: int, accounts: int) -> list[str]:
-    tokens = []
-    for i in range(1, count + 1):
-        index = ((i * 37) % accounts) + 1  # owners of distinct accounts
-        token, _ = issue_access_token(
-            SECRET, user_id=_uuid(user_uuid(index)), account_id=_uuid(account_uuid(index))
-        )
-        tokens.append(token)
-    return tokens
-
-
-def _uuid(value: str) -> Any:
-    import uuid
-
-    return uuid.UUID(value)
 
 
 def main() -> None:
@@ -136,6 +119,12 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=10, help="seconds per HTTP measurement")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--only", default="", help="comma list of benchmarks to run")
+    parser.add_argument(
+        "--cold-tokens",
+        type=int,
+        default=100_000,
+        help="distinct never-used tokens for the cold /me figures (more than one run sends)",
+    )
     parser.add_argument("--no-seed", action="store_true", help="reuse the data already seeded")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results.json"))
     args = parser.parse_args()
@@ -230,7 +219,8 @@ def main() -> None:
         )
         try:
             wait_http(f"{server.url}/healthz")
-            tokens = access_tokens(2000, plan.accounts)
+            keyring = keys.keyring_for(env)  # EdDSA, the default: the server's own key
+            tokens = keys.access_tokens(keyring, 2000, plan.accounts)
             http("me_authenticated", server.url, "/api/v1/users/me", tokens=tokens)
             http("me_anonymous", server.url, "/api/v1/users/me")
             refresh = [refresh_token(SECRET, i) for i in range(1, plan.sessions + 1)]
@@ -243,6 +233,16 @@ def main() -> None:
                 method="POST",
                 once=True,
             )
+            if wanted("me_cold_eddsa"):
+                # A token's first request: signature verified (no memo), context cache miss.
+                cold = keys.access_tokens(keyring, args.cold_tokens, plan.accounts)
+                http("me_cold_eddsa", server.url, "/api/v1/users/me", tokens=cold, once=True)
+            http("jwks", server.url, "/.well-known/jwks.json")
+            if wanted("introspect"):
+                figures["introspect"] = keys.introspection(
+                    server.url, tokens, seconds=args.duration, in_flight=args.connections
+                )
+                console.print(f"  introspect: {figures['introspect']}")
             http("notifications_list", server.url, "/api/v1/notifications?limit=20", tokens=tokens)
             http("unread_count", server.url, "/api/v1/notifications/unread-count", tokens=tokens)
             if wanted("api_key_check"):  # a trivial server route behind the API-key guard
@@ -257,6 +257,23 @@ def main() -> None:
             results["server_peak_rss_mb"] = round(peak_rss_mb(server.pid), 1)
         finally:
             server.stop()
+
+        # 3. The same cold /me in the HS256 compatibility mode (a server of its own).
+        if wanted("me_cold_hs256"):
+            port = free_port()
+            hs_env = {**env, "ACCESS_TOKEN_ALG": "HS256"}
+            hs_server = Server(
+                [sys.executable, "-m", "tenantd", "serve", "--no-migrate", "--port", str(port)],
+                hs_env,
+                f"http://127.0.0.1:{port}",
+                server_cpu,
+            )
+            try:
+                wait_http(f"{hs_server.url}/healthz")
+                cold = keys.access_tokens(keys.keyring_for(hs_env), args.cold_tokens, plan.accounts)
+                http("me_cold_hs256", hs_server.url, "/api/v1/users/me", tokens=cold, once=True)
+            finally:
+                hs_server.stop()
     finally:
         if cluster is not None and os.environ.get("BENCH_KEEP_DB") != "1":
             cluster.stop()

@@ -9,6 +9,7 @@ import aiohttp
 from aiohttp import web
 
 from tenantd.cache.context import ContextCache
+from tenantd.cache.keyring import Keyring
 from tenantd.db import Database
 from tenantd.email.service import EmailService
 from tenantd.jobs.queue import JobQueue
@@ -33,6 +34,9 @@ class Services(Protocol):
 
     @property
     def context_cache(self) -> ContextCache: ...
+
+    @property
+    def keyring(self) -> Keyring: ...
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services")

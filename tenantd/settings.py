@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import os
@@ -95,6 +96,7 @@ class OAuthProviderSettings:
 
 
 TOKEN_AUTH_METHODS = ("client_secret_basic", "client_secret_post")
+ACCESS_TOKEN_ALGS = ("EdDSA", "ES256", "HS256")
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,13 @@ class Settings:
     db_pool_min: int = 2
     db_pool_max: int = 10
     oauth_providers: tuple[OAuthProviderSettings, ...] = ()
+    # Signed access tokens (issue 14): the algorithm (EdDSA, ES256, or HS256 with SECRET_KEY),
+    # an optional `aud`, the automatic key rotation interval (0: off) and the addresses that
+    # may call POST /api/v1/auth/introspect without an API key.
+    access_token_alg: str = "EdDSA"
+    access_token_audience: str | None = None
+    access_token_key_rotation_days: float = 30.0
+    introspect_allowed_ips: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -198,6 +207,26 @@ def _oauth_providers(env: dict[str, str]) -> tuple[OAuthProviderSettings, ...]:
             )
         )
     return tuple(providers)
+
+
+def _access_token_alg(env: Mapping[str, str]) -> str:
+    raw = env.get("ACCESS_TOKEN_ALG", "").strip() or "EdDSA"
+    for alg in ACCESS_TOKEN_ALGS:
+        if raw.lower() == alg.lower():
+            return alg
+    raise SettingsError(f"ACCESS_TOKEN_ALG must be EdDSA, ES256 or HS256, got {raw!r}")
+
+
+def _networks(
+    env: Mapping[str, str], name: str
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    networks = []
+    for item in _list(env.get(name, "")):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise SettingsError(f"{name}: not an address or CIDR: {item}") from None
+    return tuple(networks)
 
 
 def load_settings(
@@ -275,6 +304,10 @@ def load_settings(
         db_pool_min=env_int(env, "DB_POOL_MIN", 2, minimum=1),
         db_pool_max=env_int(env, "DB_POOL_MAX", 10, minimum=1),
         oauth_providers=_oauth_providers(env),
+        access_token_alg=_access_token_alg(env),
+        access_token_audience=opt("ACCESS_TOKEN_AUDIENCE"),
+        access_token_key_rotation_days=env_number(env, "ACCESS_TOKEN_KEY_ROTATION_DAYS", 30.0),
+        introspect_allowed_ips=_networks(env, "TENANTD_INTROSPECT_ALLOWED_IPS"),
         extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
     )
 

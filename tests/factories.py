@@ -13,7 +13,9 @@ from email.message import Message
 from pathlib import Path
 
 from tenantd.accounts.provisioning import create_account
+from tenantd.cache.keyring import Keyring
 from tenantd.db import Database
+from tenantd.identity.keys.feed import prepare
 from tenantd.identity.passwords import hash_password
 from tenantd.identity.sessions import IssuedTokens, issue_session
 from tenantd.pubsub.hub import PubSubHub
@@ -35,6 +37,13 @@ class Factory:
     def __init__(self, db: Database, settings: Settings):
         self.db = db
         self.settings = settings
+        # Signs with the keys of signing_keys, as every instance does (the first use creates
+        # the signing key if no app has yet).
+        self.keyring = Keyring(
+            algorithm=settings.access_token_alg,
+            secret_key=settings.secret_key,
+            audience=settings.access_token_audience,
+        )
 
     async def user(
         self,
@@ -85,9 +94,14 @@ class Factory:
         )
 
     async def tokens(self, user: UserRecord, account_id: uuid.UUID | None = None) -> IssuedTokens:
+        await prepare(self.db, self.settings, self.keyring)
         async with self.db.connection() as conn:
             return await issue_session(
-                conn, self.settings, user_id=user.id, account_id=account_id or user.account_id
+                conn,
+                self.settings,
+                keyring=self.keyring,
+                user_id=user.id,
+                account_id=account_id or user.account_id,
             )
 
     async def cookies(

@@ -6,10 +6,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import jwt
+
 from tenantd.db import Database
+from tenantd.principal import AccessClaims
+from tenantd.services import SERVICES
 
 ORIGIN = "http://127.0.0.1:8080"
 SECRET = "test-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
@@ -60,3 +65,24 @@ async def truncate_all(db: Database) -> None:
     names = [r["tablename"] for r in rows if r["tablename"] not in KEEP_TABLES]
     if names:
         await db.execute(f"TRUNCATE {', '.join(names)} RESTART IDENTITY CASCADE")
+
+
+def access_claims(app_or_client: Any, token: str) -> Any:
+    """The claims of an access token the server issued, verified as an outside service
+    would: PyJWT with the public key its JWKS publishes (SECRET in HS256 mode)."""
+    server = getattr(app_or_client, "server", None)
+    app = server.app if server is not None else app_or_client
+    header = jwt.get_unverified_header(token)
+    if header["alg"] == "HS256":
+        key: Any = SECRET
+    else:
+        key = jwt.PyJWKSet.from_dict(app[SERVICES].keyring.jwks())[header["kid"]]
+    payload = jwt.decode(token, key, algorithms=[header["alg"]], issuer="tenantd")
+    return AccessClaims(
+        user_id=uuid.UUID(payload["sub"]),
+        account_id=uuid.UUID(payload["aid"]) if payload.get("aid") else None,
+        jti=uuid.UUID(payload["jti"]),
+        issued_at=float(payload["iat"]),
+        expires_at=float(payload["exp"]),
+        session_id=uuid.UUID(payload["sid"]) if payload.get("sid") else None,
+    )

@@ -260,6 +260,7 @@ async def accept_invitation(
             activation = await activate(
                 conn,
                 services.settings,
+                keyring=services.keyring,
                 user_id=actor.user_id,
                 account_id=account["id"],
                 refresh_token=refresh_token,

@@ -114,7 +114,11 @@ async def leave_account(
             data={"role": own["role"], "reason": "left"},
         )
         activation = await activate_next_account(
-            conn, services.settings, user_id=actor.user_id, refresh_token=refresh_token
+            conn,
+            services.settings,
+            keyring=services.keyring,
+            user_id=actor.user_id,
+            refresh_token=refresh_token,
         )
     return Left(membership=revoked, activation=activation)
 

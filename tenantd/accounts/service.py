@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from tenantd.accounts import audit, permissions, queries
 from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
+from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Row
 from tenantd.errors import Forbidden, NotFound
 from tenantd.identity import queries as identity_queries
@@ -71,6 +72,7 @@ async def activate(
     conn: Conn,
     settings: Settings,
     *,
+    keyring: Keyring,
     user_id: uuid.UUID,
     account_id: uuid.UUID | None,
     refresh_token: str | None,
@@ -90,7 +92,7 @@ async def activate(
             access_jti=jti,
         )
     token, claims = issue_access_token(
-        settings.secret_key,
+        keyring,
         user_id=user_id,
         account_id=account_id,
         jti=jti,
@@ -128,6 +130,7 @@ async def create_account(
             activation = await activate(
                 conn,
                 services.settings,
+                keyring=services.keyring,
                 user_id=actor.user_id,
                 account_id=account_id,
                 refresh_token=refresh_token,
@@ -198,12 +201,22 @@ async def rename_account(
 
 
 async def activate_next_account(
-    conn: Conn, settings: Settings, *, user_id: uuid.UUID, refresh_token: str | None
+    conn: Conn,
+    settings: Settings,
+    *,
+    keyring: Keyring,
+    user_id: uuid.UUID,
+    refresh_token: str | None,
 ) -> Activation:
     """After leaving or deleting the active account: the session moves to the next one."""
     next_account = await queries.default_account_id(conn, user_id)
     return await activate(
-        conn, settings, user_id=user_id, account_id=next_account, refresh_token=refresh_token
+        conn,
+        settings,
+        keyring=keyring,
+        user_id=user_id,
+        account_id=next_account,
+        refresh_token=refresh_token,
     )
 
 
@@ -235,7 +248,11 @@ async def delete_account(
             data={"purgeAfter": purge_after.isoformat()},
         )
         activation = await activate_next_account(
-            conn, services.settings, user_id=actor.user_id, refresh_token=refresh_token
+            conn,
+            services.settings,
+            keyring=services.keyring,
+            user_id=actor.user_id,
+            refresh_token=refresh_token,
         )
     return Deleted(
         account_id=account_id,
@@ -266,6 +283,7 @@ async def switch_account(
         activation = await activate(
             conn,
             services.settings,
+            keyring=services.keyring,
             user_id=actor.user_id,
             account_id=account_id,
             refresh_token=refresh_token,

@@ -11,6 +11,7 @@ from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.app.plugins import SWEEPS
 from tenantd.cache.context import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
+from tenantd.identity.keys.feed import fed
 from tenantd.jobs.runner import running
 from tenantd.notifications.channels.sse.feed import FEED_KEY, sse_ctx
 from tenantd.ops.config import ops_config
@@ -54,6 +55,14 @@ async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
         cache.enabled = False
         cache.flush()
         await hub.unsubscribe(subscription)
+
+
+async def keyring_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The access-token keys: a signing key exists (created by the first instance), the
+    keyring holds them, and every change of signing_keys reloads it (NOTIFY, gap, timer)."""
+    services = app[SERVICES]
+    async with fed(services.db, services.settings, services.keyring, app[PUBSUB]):
+        yield
 
 
 async def api_key_cache_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -132,6 +141,7 @@ async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
 HOOKS: tuple[Hook, ...] = (
     pubsub_ctx,
     context_cache_ctx,
+    keyring_ctx,
     api_key_cache_ctx,
     shutdown_ctx,
     metrics_ctx,

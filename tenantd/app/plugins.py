@@ -9,8 +9,10 @@ from tenantd.accounts import views as account_views
 from tenantd.apikeys import sweeps as apikey_sweeps
 from tenantd.auth import jobs as auth_jobs
 from tenantd.auth import views as auth_views
+from tenantd.auth.keys import views as key_views
 from tenantd.auth.oauth import views as oauth_views
 from tenantd.email.webhooks import views as email_webhook_views
+from tenantd.identity.keys import sweeps as key_sweeps
 from tenantd.jobs import sweeps as job_sweeps
 from tenantd.jobs.kinds import JobKind
 from tenantd.notifications import jobs as notification_jobs
@@ -32,6 +34,7 @@ ROUTES: tuple[Routes, ...] = (
     email_webhook_views.routes,
     notification_views.routes,
     notification_server_views.routes,
+    key_views.routes,
 )
 
 JOB_KINDS: tuple[JobKind, ...] = (*auth_jobs.KINDS, *account_mail.KINDS, *notification_jobs.KINDS)
@@ -42,6 +45,7 @@ SWEEPS: tuple[Sweep, ...] = (
     sessions_sweep,
     job_sweeps.jobs_sweep,
     *apikey_sweeps.SWEEPS,
+    *key_sweeps.SWEEPS,
 )
 
 

@@ -12,6 +12,7 @@ import aiohttp
 from tenantd.apikeys.cache import ApiKeyCache
 from tenantd.app.plugins import JOB_KINDS
 from tenantd.cache.context import ContextCache
+from tenantd.cache.keyring import Keyring
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
@@ -39,10 +40,18 @@ class AppServices:
     api_key_cache: ApiKeyCache = field(default_factory=ApiKeyCache)
     # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
     jobs: JobQueue = field(default=None)  # type: ignore[assignment]
+    # Access-token signing and verification keys (filled and kept fresh by the keyring hook).
+    keyring: Keyring = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.jobs is None:
             self.jobs = JobQueue(self.settings, JOB_KINDS)
+        if self.keyring is None:
+            self.keyring = Keyring(
+                algorithm=self.settings.access_token_alg,
+                secret_key=self.settings.secret_key,
+                audience=self.settings.access_token_audience,
+            )
 
     def apply_notices(self, notices: list[str]) -> None:
         """Trigger notices of our own committed writes: every in-process cache hears them."""

@@ -345,6 +345,7 @@ async def verify_email(
             tokens = await issue_session(
                 conn,
                 settings,
+                keyring=services.keyring,
                 user_id=user_id,
                 account_id=outcome.account_id,
                 user_agent=client.user_agent,
@@ -382,6 +383,7 @@ async def login(services: Services, *, email: str, password: str, client: Client
         tokens = await issue_session(
             conn,
             settings,
+            keyring=services.keyring,
             user_id=user["id"],
             account_id=account_id,
             user_agent=client.user_agent,
@@ -478,6 +480,7 @@ async def change_password(
         tokens = await issue_session(
             conn,
             settings,
+            keyring=services.keyring,
             user_id=user_id,
             account_id=account_id,
             user_agent=client.user_agent,
@@ -499,6 +502,7 @@ async def refresh_session(
         renewed = await rotate_fast(
             conn,
             services.settings,
+            keyring=services.keyring,
             refresh_token=refresh_token,
             user_agent=client.user_agent,
             ip=client.ip,
@@ -511,6 +515,7 @@ async def refresh_session(
             renewal = await rotate(
                 conn,
                 services.settings,
+                keyring=services.keyring,
                 refresh_token=refresh_token,
                 user_agent=client.user_agent,
                 ip=client.ip,

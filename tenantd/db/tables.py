@@ -449,3 +449,19 @@ schema_migrations = Table(
     Column("version", Text, primary_key=True),
     Column("applied_at", DateTime(timezone=True), nullable=False),
 )
+
+# Access-token signing keys (sql/0100); states follow from the timestamps.
+signing_keys = Table(
+    "signing_keys",
+    metadata,
+    Column("kid", Text, primary_key=True),
+    Column("alg", Text, nullable=False),
+    Column("public_jwk", JSONB, nullable=False),
+    Column("private_key", LargeBinary),
+    Column("published_at", DateTime(timezone=True), nullable=False),
+    Column("signing_from", DateTime(timezone=True), nullable=False),
+    Column("retired_at", DateTime(timezone=True)),
+    Column("not_after", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("signing_keys_signing_from_idx", "signing_from"),
+)

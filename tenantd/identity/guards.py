@@ -80,7 +80,7 @@ async def recheck(services: Services, claims: AccessClaims) -> Principal:
 async def authenticate(request: web.Request, token: str) -> Principal:
     """Verify the token; its checked context comes from the cache when it is there."""
     services = request.app[SERVICES]
-    claims = decode_access_token(services.settings.secret_key, token)
+    claims = decode_access_token(services.keyring, token)
     return await recheck(services, claims)
 
 

@@ -18,6 +18,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 
+from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
 from tenantd.errors import Unauthorized
@@ -68,6 +69,7 @@ async def issue_session(
     conn: Conn,
     settings: Settings,
     *,
+    keyring: Keyring,
     user_id: uuid.UUID,
     account_id: uuid.UUID | None,
     user_agent: str | None = None,
@@ -78,6 +80,7 @@ async def issue_session(
     return await _insert_session(
         conn,
         settings,
+        keyring=keyring,
         family_id=family_id,
         refresh=new_refresh_token(settings.secret_key, family_id),
         user_id=user_id,
@@ -91,6 +94,7 @@ async def _insert_session(
     conn: Conn,
     settings: Settings,
     *,
+    keyring: Keyring,
     family_id: uuid.UUID,
     refresh: str,
     user_id: uuid.UUID,
@@ -99,7 +103,7 @@ async def _insert_session(
     ip: str | None,
 ) -> IssuedTokens:
     access_token, claims = issue_access_token(
-        settings.secret_key, user_id=user_id, account_id=account_id, session_id=family_id
+        keyring, user_id=user_id, account_id=account_id, session_id=family_id
     )
     expires_at = _utcnow() + dt.timedelta(days=settings.refresh_token_ttl_days)
     await queries.insert_session(
@@ -162,6 +166,7 @@ async def rotate_fast(
     conn: Conn,
     settings: Settings,
     *,
+    keyring: Keyring,
     refresh_token: str,
     user_agent: str | None = None,
     ip: str | None = None,
@@ -188,7 +193,7 @@ async def rotate_fast(
     if user is None:
         return None
     access_token, claims = issue_access_token(
-        settings.secret_key,
+        keyring,
         user_id=user["id"],
         account_id=user["account_id"],
         jti=jti,
@@ -201,6 +206,7 @@ async def rotate(
     conn: Conn,
     settings: Settings,
     *,
+    keyring: Keyring,
     refresh_token: str,
     user_agent: str | None = None,
     ip: str | None = None,
@@ -219,7 +225,7 @@ async def rotate(
         return Renewal(refusal="revoked")
     successor = successor_refresh_token(secret_key, refresh_token, row["family_id"])
     if row["rotated_at"] is not None:
-        return await _repeat_or_revoke(conn, settings, row, successor)
+        return await _repeat_or_revoke(conn, settings, row, successor, keyring=keyring)
     refusal = await _refusal(conn, row)
     if refusal is not None:
         return Renewal(refusal=refusal)
@@ -227,6 +233,7 @@ async def rotate(
     tokens = await _insert_session(
         conn,
         settings,
+        keyring=keyring,
         family_id=row["family_id"],
         refresh=successor,
         user_id=row["user_id"],
@@ -238,7 +245,7 @@ async def rotate(
 
 
 async def _repeat_or_revoke(
-    conn: Conn, settings: Settings, row: Row, successor_token: str
+    conn: Conn, settings: Settings, row: Row, successor_token: str, *, keyring: Keyring
 ) -> Renewal:
     """A rotated-out token: within the interval and with its successor unused, answer that
     successor again (a fresh access token, nothing revoked); otherwise it is reuse."""
@@ -255,7 +262,7 @@ async def _repeat_or_revoke(
         if refusal is not None:
             return Renewal(refusal=refusal)
         access_token, claims = issue_access_token(
-            settings.secret_key,
+            keyring,
             user_id=successor["user_id"],
             account_id=successor["account_id"],
             session_id=successor["family_id"],

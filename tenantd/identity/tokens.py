@@ -1,4 +1,5 @@
-"""Access tokens (JWT HS256 via PyJWT) and opaque tokens stored only as keyed hashes."""
+"""Access tokens (JWTs signed by the keyring: EdDSA, ES256 or HS256, via PyJWT) and opaque
+tokens stored only as keyed hashes."""
 
 from __future__ import annotations
 
@@ -11,13 +12,11 @@ import time
 import uuid
 from functools import lru_cache
 
-import jwt
-
+from tenantd.cache.keyring import Keyring, UntrustedToken
 from tenantd.errors import Unauthorized
 from tenantd.principal import AccessClaims
 
 ISSUER = "tenantd"
-ALGORITHM = "HS256"
 ACCESS_TTL_SECONDS = 15 * 60
 
 
@@ -82,7 +81,7 @@ def refresh_token_family(secret_key: str, token: str) -> uuid.UUID | None:
 
 
 def issue_access_token(
-    secret_key: str,
+    keyring: Keyring,
     *,
     user_id: uuid.UUID,
     account_id: uuid.UUID | None,
@@ -109,40 +108,37 @@ def issue_access_token(
         "exp": int(claims.expires_at),
         "iss": ISSUER,
     }
-    return jwt.encode(payload, secret_key, algorithm=ALGORITHM), claims
+    return keyring.sign(payload), claims
 
 
-def decode_access_token(secret_key: str, token: str) -> AccessClaims:
-    """Verify signature, algorithm, issuer and expiry; any failure is invalid_session.
+def decode_access_token(keyring: Keyring, token: str) -> AccessClaims:
+    """Verify signature (with the key its `kid` names, in that key's algorithm), issuer,
+    audience and expiry; any failure is invalid_session.
 
     A token string verified once means the same thing until it expires, so successful
-    verifications are memoised (bounded); expiry is still checked on every use, and
-    failures are never cached.
+    verifications are memoised (bounded, per keyring); expiry and the trust in its key
+    (a key withdrawn, or past its not_after) are still checked on every use, and failures
+    are never cached.
     """
     if len(token) > MAX_TOKEN_LENGTH:
         raise Unauthorized("invalid_session", "Session is invalid or expired")
-    claims = _verified(secret_key, token)
-    if claims.expires_at <= time.time():
+    claims, kid = _verified(keyring, token)
+    if claims.expires_at <= time.time() or not keyring.trusts(kid):
         raise Unauthorized("invalid_session", "Session is invalid or expired")
     return claims
 
 
-MAX_TOKEN_LENGTH = 2048  # ours are ~300 bytes; do not let huge strings into the memo
+MAX_TOKEN_LENGTH = 2048  # ours are ~450 bytes; do not let huge strings into the memo
+REQUIRED_CLAIMS = ["sub", "jti", "iat", "exp", "iss"]
 
 
 @lru_cache(maxsize=100_000)
-def _verified(secret_key: str, token: str) -> AccessClaims:
+def _verified(keyring: Keyring, token: str) -> tuple[AccessClaims, str | None]:
     try:
-        payload = jwt.decode(
-            token,
-            secret_key,
-            algorithms=[ALGORITHM],  # never "none", never an asymmetric algorithm
-            issuer=ISSUER,
-            options={"require": ["sub", "jti", "iat", "exp", "iss"]},
-        )
+        payload, kid = keyring.decode(token, issuer=ISSUER, require=REQUIRED_CLAIMS)
         aid = payload.get("aid")
         sid = payload.get("sid")
-        return AccessClaims(
+        claims = AccessClaims(
             user_id=uuid.UUID(str(payload["sub"])),
             account_id=uuid.UUID(str(aid)) if aid else None,
             jti=uuid.UUID(str(payload["jti"])),
@@ -150,5 +146,6 @@ def _verified(secret_key: str, token: str) -> AccessClaims:
             expires_at=float(payload["exp"]),
             session_id=uuid.UUID(str(sid)) if sid else None,
         )
-    except (jwt.PyJWTError, ValueError, TypeError, KeyError):
+        return claims, kid
+    except (UntrustedToken, ValueError, TypeError, KeyError):
         raise Unauthorized("invalid_session", "Session is invalid or expired") from None

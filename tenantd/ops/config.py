@@ -17,6 +17,7 @@ DEFAULT_SWEEP_INTERVALS = {
     "dedup": 3_600,
     "sessions": 3_600,
     "jobs": 3_600,
+    "keys": 3_600,  # access-token key rotation (ACCESS_TOKEN_KEY_ROTATION_DAYS)
 }
 
 # Scope -> (per IP, per email) within the window. 0 turns that counter off.

@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from tenantd.identity.tokens import decode_access_token
 from tests.accounts.conftest import Team
 from tests.accounts.helpers import audit_actions, data, error
-from tests.helpers import SECRET
+from tests.helpers import access_claims
 
 
 def cookie(client: Any, name: str) -> str | None:
@@ -24,7 +23,7 @@ def cookie(client: Any, name: str) -> str | None:
 def aid_of(client: Any) -> uuid.UUID | None:
     token = cookie(client, "auth_token")
     assert token is not None
-    return decode_access_token(SECRET, token).account_id
+    return access_claims(client, token).account_id
 
 
 async def test_list_my_accounts_with_role_and_active_flag(team: Team, factory: Any) -> None:

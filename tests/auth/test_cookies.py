@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tenantd.identity.tokens import ACCESS_TTL_SECONDS, decode_access_token
+from tenantd.identity.tokens import ACCESS_TTL_SECONDS
 from tests.auth.helpers import last_token, register, set_cookies
-from tests.helpers import SECRET
+from tests.helpers import access_claims
 
 
 @pytest.fixture(params=["true", "false", None], ids=["secure", "insecure", "default"])
@@ -49,7 +49,7 @@ async def test_session_cookie_attributes(
     cookies = set_cookies(response)
     for name in ("auth_token", "refresh_token"):
         check_attributes(cookies[name], secure)
-    claims = decode_access_token(SECRET, cookies["auth_token"]["value"])
+    claims = access_claims(client, cookies["auth_token"]["value"])
     max_age = int(cookies["auth_token"]["max-age"])
     # Max-Age is the token's remaining lifetime at some moment during the request.
     assert sent - 2 <= claims.expires_at - max_age <= answered + 2

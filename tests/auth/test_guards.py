@@ -1,4 +1,7 @@
-"""The guard table of SERVICE.md on requireAuth and tryAuth routes, with hostile tokens."""
+"""The guard table of SERVICE.md on requireAuth and tryAuth routes, with hostile tokens.
+
+Run in ACCESS_TOKEN_ALG=HS256 (the compatibility mode): its hostile tokens are the HS256
+ones. The asymmetric modes get theirs in tests/identity/test_signing_keys.py."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Any
 import jwt
 import pytest
 
+from tenantd.cache.keyring import Keyring
 from tenantd.db import Database
 from tenantd.identity.tokens import issue_access_token
 from tests.auth.helpers import error_of
@@ -30,6 +34,13 @@ TRY_AUTH = [
     ("POST", "/api/v1/auth/refresh"),
 ]
 ALL_GUARDED = REQUIRE_AUTH + TRY_AUTH
+HS256_KEYRING = Keyring(algorithm="HS256", secret_key=SECRET)
+
+
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    env["ACCESS_TOKEN_ALG"] = "HS256"
+    return env
 
 
 def b64(data: bytes) -> str:
@@ -59,13 +70,13 @@ def hs512(claims: dict[str, Any]) -> str:
 
 
 def hostile_tokens(user: Any) -> dict[str, str]:
-    good, _ = issue_access_token(SECRET, user_id=user.id, account_id=user.account_id)
+    good, _ = issue_access_token(HS256_KEYRING, user_id=user.id, account_id=user.account_id)
     header, payload, signature = good.split(".")
     flipped = signature[:-2] + ("AA" if signature[-2:] != "AA" else "BB")
     forged_payload = b64(json.dumps(claims_for(user, sub=str(uuid.uuid4()))).encode())
     none_header = b64(b'{"alg":"none","typ":"JWT"}')
     expired, _ = issue_access_token(
-        SECRET, user_id=user.id, account_id=user.account_id, now=time.time() - 3600
+        HS256_KEYRING, user_id=user.id, account_id=user.account_id, now=time.time() - 3600
     )
     return {
         "tampered signature": f"{header}.{payload}.{flipped}",

@@ -8,9 +8,8 @@ from argon2 import PasswordHasher
 
 from tenantd.db import Database
 from tenantd.identity import passwords
-from tenantd.identity.tokens import decode_access_token
 from tests.auth.helpers import error_of, set_cookies
-from tests.helpers import SECRET
+from tests.helpers import access_claims
 
 
 async def test_login_sets_both_cookies_and_lands_in_the_owned_account(
@@ -30,7 +29,7 @@ async def test_login_sets_both_cookies_and_lands_in_the_owned_account(
     assert body["data"]["user"]["firstName"] == "Ada"
     assert set(body["data"]) == {"user"}
     cookies = set_cookies(response)
-    claims = decode_access_token(SECRET, cookies["auth_token"]["value"])
+    claims = access_claims(browser, cookies["auth_token"]["value"])
     assert claims.user_id == owner.id
     assert claims.account_id == owner.account_id
     me = await (await browser.get("/api/v1/users/me")).json()
@@ -42,10 +41,11 @@ async def test_member_only_user_lands_in_its_only_account(make_client: Any, fact
     boss = await factory.user()
     member = await factory.user(account=False)
     await factory.member(boss.account_id, member.id, "member")
-    response = await (await make_client()).post(
+    browser = await make_client()
+    response = await browser.post(
         "/api/v1/auth/login", json={"email": member.email, "password": member.password}
     )
-    claims = decode_access_token(SECRET, set_cookies(response)["auth_token"]["value"])
+    claims = access_claims(browser, set_cookies(response)["auth_token"]["value"])
     assert claims.account_id == boss.account_id
 
 
@@ -149,7 +149,7 @@ async def test_verified_user_without_an_account_gets_a_session_without_aid(
         "/api/v1/auth/login", json={"email": user.email, "password": user.password}
     )
     assert response.status == 200
-    claims = decode_access_token(SECRET, set_cookies(response)["auth_token"]["value"])
+    claims = access_claims(browser, set_cookies(response)["auth_token"]["value"])
     assert claims.account_id is None
     me = await (await browser.get("/api/v1/users/me")).json()
     assert me["user"]["id"] == str(user.id)

@@ -18,14 +18,14 @@ from tenantd.app import create_app
 from tenantd.cache.context import ContextCache
 from tenantd.db import Database
 from tenantd.email import suppression
-from tenantd.identity.tokens import decode_access_token, new_refresh_token, refresh_token_family
+from tenantd.identity.tokens import new_refresh_token, refresh_token_family
 from tenantd.principal import Principal
 from tenantd.services import SERVICES
 from tenantd.settings import load_settings
 from tests.auth.conftest import probe_routes
 from tests.auth.helpers import error_of, mail_sent, mails_to, set_cookies
 from tests.factories import mail_text
-from tests.helpers import ORIGIN, SECRET
+from tests.helpers import ORIGIN, SECRET, access_claims
 
 REUSE_NOTICE = "your session was ended because a sign-in token was reused"
 REFRESH = "/api/v1/auth/refresh"
@@ -48,8 +48,8 @@ def env(env: dict[str, str], reuse_interval: str | None) -> dict[str, str]:
 long_interval = pytest.mark.parametrize("reuse_interval", ["300"])
 
 
-def sid_of(cookies: dict[str, dict[str, str]]) -> uuid.UUID | None:
-    return decode_access_token(SECRET, cookies["auth_token"]["value"]).session_id
+def sid_of(client: Any, cookies: dict[str, dict[str, str]]) -> uuid.UUID | None:
+    return access_claims(client, cookies["auth_token"]["value"]).session_id
 
 
 async def refresh_with(make_client: Any, refresh_token: str) -> Any:
@@ -108,7 +108,7 @@ async def test_parallel_refreshes_with_one_cookie_all_succeed_and_the_family_liv
 
     [family] = await family_rows(db)
     assert (family["total"], family["live"], family["revoked"]) == (2, 1, 0)
-    assert {sid_of(c) for c in issued} == {family["family_id"]}
+    assert {sid_of(tabs[0], c) for c in issued} == {family["family_id"]}
     for tab in tabs:
         assert (await tab.get("/test/required")).status == 200
 
@@ -126,7 +126,7 @@ async def test_parallel_refreshes_with_one_cookie_all_succeed_and_the_family_liv
 
 @long_interval
 async def test_a_repeat_within_the_interval_revokes_nothing(
-    make_client: Any, factory: Any, db: Database
+    make_client: Any, factory: Any, db: Database, app: web.Application
 ) -> None:
     user = await factory.user()
     cookies = await factory.cookies(user)
@@ -135,7 +135,7 @@ async def test_a_repeat_within_the_interval_revokes_nothing(
     assert (first.status, late_tab.status) == (200, 200)
     first_cookies, late_cookies = set_cookies(first), set_cookies(late_tab)
     assert first_cookies["refresh_token"]["value"] == late_cookies["refresh_token"]["value"]
-    assert sid_of(first_cookies) == sid_of(late_cookies)
+    assert sid_of(app, first_cookies) == sid_of(app, late_cookies)
     assert await db.fetch_val("SELECT count(*) FROM sessions WHERE revoked_at IS NOT NULL") == 0
 
 
@@ -264,7 +264,7 @@ async def test_logout_ends_every_access_token_of_the_session_at_once(
     tab = await make_client(cookies=cookies)
     refreshed = await tab.post(REFRESH)  # access token A1, same session
     assert refreshed.status == 200
-    a0_jti = decode_access_token(SECRET, cookies["auth_token"]).jti
+    a0_jti = access_claims(app, cookies["auth_token"]).jti
     await served_from_cache(before, app, a0_jti)
     assert (await tab.get("/api/v1/users/me")).status == 200
     cache = app[SERVICES].context_cache
@@ -276,7 +276,7 @@ async def test_logout_ends_every_access_token_of_the_session_at_once(
     assert error_of(await response.json())["details"]["reason"] == "invalid_session"
     assert (await before.get("/test/required")).status == 401
     a1 = set_cookies(refreshed)
-    assert sid_of(a1) == decode_access_token(SECRET, cookies["auth_token"]).session_id
+    assert sid_of(app, a1) == access_claims(app, cookies["auth_token"]).session_id
 
 
 def test_the_cache_drops_exactly_the_ended_sessions_tokens() -> None:
@@ -318,7 +318,7 @@ async def test_logout_ends_the_sessions_tokens_on_another_instance(
     user = await factory.user()
     cookies = await factory.cookies(user)
     other.session.cookie_jar.update_cookies({"auth_token": cookies["auth_token"]})
-    a0_jti = decode_access_token(SECRET, cookies["auth_token"]).jti
+    a0_jti = access_claims(other, cookies["auth_token"]).jti
     await served_from_cache(other, other.server.app, a0_jti)
     other_cache = other.server.app[SERVICES].context_cache
 

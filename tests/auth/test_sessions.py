@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from tenantd.db import Database
-from tenantd.identity.tokens import decode_access_token, token_hash
+from tenantd.identity.tokens import token_hash
 from tests.auth.helpers import error_of, set_cookies
-from tests.helpers import SECRET
+from tests.helpers import SECRET, access_claims
 
 
 @pytest.fixture
@@ -35,7 +36,9 @@ async def refresh_with(make_client: Any, refresh_token: str) -> Any:
 
 
 @strict_rotation
-async def test_refresh_rotates_both_cookies(make_client: Any, factory: Any, db: Database) -> None:
+async def test_refresh_rotates_both_cookies(
+    make_client: Any, factory: Any, db: Database, app: web.Application
+) -> None:
     user = await factory.user()
     cookies = await factory.cookies(user)
     response = await refresh_with(make_client, cookies["refresh_token"])
@@ -44,7 +47,7 @@ async def test_refresh_rotates_both_cookies(make_client: Any, factory: Any, db: 
     assert body["data"]["user"]["id"] == str(user.id)
     fresh = set_cookies(response)
     assert fresh["refresh_token"]["value"] != cookies["refresh_token"]
-    claims = decode_access_token(SECRET, fresh["auth_token"]["value"])
+    claims = access_claims(app, fresh["auth_token"]["value"])
     assert claims.user_id == user.id and claims.account_id == user.account_id
     rows = await db.fetch_all("SELECT * FROM sessions ORDER BY created_at")
     assert len(rows) == 2

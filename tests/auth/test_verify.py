@@ -12,10 +12,10 @@ from tenantd.accounts.provisioning import DomainConflict, Provisioned
 from tenantd.auth import service
 from tenantd.db import Conn, Database
 from tenantd.email import suppression
-from tenantd.identity.tokens import decode_access_token, new_opaque_token, token_hash
+from tenantd.identity.tokens import new_opaque_token, token_hash
 from tests.auth.helpers import error_of, last_token, mail_sent, mails_to, register, set_cookies
 from tests.factories import mail_text
-from tests.helpers import SECRET
+from tests.helpers import SECRET, access_claims
 
 
 async def test_verify_provisions_the_account_and_signs_in(
@@ -40,7 +40,7 @@ async def test_verify_provisions_the_account_and_signs_in(
     assert set(cookies) == {"auth_token", "refresh_token", "registration_binding"}
     assert cookies["registration_binding"]["max-age"] == "0"  # used up: cleared
     assert data["hasPasswordLogin"] is True
-    claims = decode_access_token(SECRET, cookies["auth_token"]["value"])
+    claims = access_claims(browser, cookies["auth_token"]["value"])
     assert str(claims.user_id) == data["user"]["id"]
     assert str(claims.account_id) == data["account"]["id"]
 

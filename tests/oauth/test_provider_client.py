@@ -29,6 +29,7 @@ from tenantd.auth.oauth.flow import (
     verify_id_token,
 )
 from tenantd.auth.oauth.jwks import JwksCache, parse_jwks
+from tenantd.cache.keyring import Keyring
 from tenantd.errors import Unauthorized
 from tenantd.identity.tokens import decode_access_token, issue_access_token
 from tenantd.settings import OAuthProviderSettings
@@ -377,10 +378,11 @@ def test_state_cookie_round_trip_and_purpose() -> None:
     with pytest.raises(OAuthRefused) as other_provider:
         decode_state(KEY, token, provider="google")
     assert other_provider.value.code == errors.STATE_INVALID
-    # Neither token passes for the other.
+    # Neither token passes for the other (access tokens in HS256 mode share the secret).
+    keyring = Keyring(algorithm="HS256", secret_key=KEY)
     with pytest.raises(Unauthorized):
-        decode_access_token(KEY, token)
-    access, _claims = issue_access_token(KEY, user_id=uuid.uuid4(), account_id=None)
+        decode_access_token(keyring, token)
+    access, _claims = issue_access_token(keyring, user_id=uuid.uuid4(), account_id=None)
     with pytest.raises(OAuthRefused):
         decode_state(KEY, access, provider="fake")
 

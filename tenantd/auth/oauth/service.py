@@ -339,6 +339,7 @@ async def _sign_in_once(
             tokens = await issue_session(
                 conn,
                 settings,
+                keyring=services.keyring,
                 user_id=user_id,
                 account_id=provisioned.account_id,
                 user_agent=client.user_agent,

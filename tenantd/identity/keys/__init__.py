@@ -1,0 +1,1 @@
+"""Access-token signing keys: material, storage, rotation and the keyring's loading."""

@@ -1,0 +1,161 @@
+"""The README's "Verify tenantd sessions in your own backend" snippets, run as written
+against a live server: Python (PyJWT's PyJWKClient) always, Node (jose's
+createRemoteJWKSet) when node and npm are there (skipped with the reason otherwise)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from aiohttp.test_utils import TestServer
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+SECTION = "## Verify tenantd sessions in your own backend"
+PLACEHOLDER = "https://auth.example.com"
+JOSE = "jose@6"
+
+
+def snippet(language: str) -> str:
+    text = README.read_text()
+    section = text[text.index(SECTION) :]
+    section = section[: section.index("\n## ", len(SECTION))]
+    match = re.search(rf"```{language}\n(.*?)```", section, re.S)
+    assert match is not None, f"no {language} block in the README section"
+    return match.group(1)
+
+
+def base_url(server: TestServer) -> str:
+    return str(server.make_url("")).rstrip("/")
+
+
+@pytest.fixture
+def alg() -> str | None:
+    return None
+
+
+@pytest.fixture
+def env(env: dict[str, str], alg: str | None) -> dict[str, str]:
+    if alg is not None:
+        env["ACCESS_TOKEN_ALG"] = alg
+    return env
+
+
+def tampered(token: str) -> str:
+    header, payload, signature = token.split(".")
+    return f"{header}.{payload}.{signature[:-4]}AAAA"
+
+
+@pytest.mark.parametrize("alg", [None, "ES256"])
+async def test_the_python_snippet_verifies_tenantd_tokens(
+    alg: str | None, server: TestServer, factory: Any
+) -> None:
+    code = snippet("python")
+    assert PLACEHOLDER in code
+    namespace: dict[str, Any] = {}
+    exec(compile(code.replace(PLACEHOLDER, base_url(server)), "README.md", "exec"), namespace)
+    user = await factory.user()
+    token = (await factory.cookies(user))["auth_token"]
+    claims = await asyncio.to_thread(namespace["verify_session"], token)
+    assert claims["sub"] == str(user.id) and claims["aid"] == str(user.account_id)
+    assert jwt.get_unverified_header(token)["alg"] == (alg or "EdDSA")
+    with pytest.raises(jwt.InvalidTokenError):
+        await asyncio.to_thread(namespace["verify_session"], tampered(token))
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def jose_dir() -> Path:
+    """A cache directory holding node_modules/jose (installed with npm on first use)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None:
+        pytest.skip("node is not on PATH: the Node snippet of the README is not run")
+    if npm is None:
+        pytest.skip("npm is not on PATH: cannot install jose for the README's Node snippet")
+    cache = Path(
+        os.environ.get("TENANTD_TEST_NODE_CACHE", Path(tempfile.gettempdir()) / "tenantd-node")
+    )
+    cache.mkdir(parents=True, exist_ok=True)
+    with locked(cache / ".lock"):
+        if not (cache / "node_modules" / "jose" / "package.json").exists():
+            try:
+                done = subprocess.run(
+                    [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", JOSE],
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                pytest.skip(f"npm install {JOSE} timed out: the Node snippet is not run")
+            if done.returncode != 0:
+                reason = (done.stderr or done.stdout).strip().splitlines()[-1:]
+                pytest.skip(f"npm install {JOSE} failed ({reason}): the Node snippet is not run")
+    return cache
+
+
+RUNNER = """
+import { verifySession } from "./%s";
+const results = [];
+for (const token of process.argv.slice(2)) {
+  try {
+    results.push({ ok: true, payload: await verifySession(token) });
+  } catch (error) {
+    results.push({ ok: false, code: error.code ?? String(error) });
+  }
+}
+console.log(JSON.stringify(results));
+"""
+
+
+@pytest.mark.parametrize("alg", [None, "ES256"])
+async def test_the_node_snippet_verifies_tenantd_tokens(
+    alg: str | None, server: TestServer, factory: Any
+) -> None:
+    cache = await asyncio.to_thread(jose_dir)
+    code = snippet("js")
+    assert PLACEHOLDER in code
+    name = f"verify-{uuid.uuid4().hex}"
+    module, runner = cache / f"{name}.mjs", cache / f"{name}-run.mjs"
+    module.write_text(code.replace(PLACEHOLDER, base_url(server)))
+    runner.write_text(RUNNER % module.name)
+    user = await factory.user()
+    token = (await factory.cookies(user))["auth_token"]
+    try:
+        process = await asyncio.create_subprocess_exec(
+            "node",
+            str(runner),
+            token,
+            tampered(token),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(process.communicate(), timeout=120)
+    finally:
+        module.unlink(missing_ok=True)
+        runner.unlink(missing_ok=True)
+    assert process.returncode == 0, err.decode()
+    good, bad = json.loads(out)
+    assert good["ok"] is True, good
+    assert good["payload"]["sub"] == str(user.id) and good["payload"]["iss"] == "tenantd"
+    assert bad == {"ok": False, "code": "ERR_JWS_SIGNATURE_VERIFICATION_FAILED"}
