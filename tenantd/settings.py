@@ -139,6 +139,11 @@ class Settings:
     db_pool_min: int = 2
     db_pool_max: int = 10
     oauth_providers: tuple[OAuthProviderSettings, ...] = ()
+    # Multi-factor authentication (issue 17): step-up age, WebAuthn relying party.
+    reauth_max_age_seconds: int = 600
+    webauthn_rp_id: str = "127.0.0.1"
+    webauthn_rp_name: str = "tenantd"
+    webauthn_origins: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -275,6 +280,11 @@ def load_settings(
         db_pool_min=env_int(env, "DB_POOL_MIN", 2, minimum=1),
         db_pool_max=env_int(env, "DB_POOL_MAX", 10, minimum=1),
         oauth_providers=_oauth_providers(env),
+        # Multi-factor authentication: WebAuthn's relying party defaults to PUBLIC_BASE_URL.
+        reauth_max_age_seconds=env_int(env, "REAUTH_MAX_AGE_SECONDS", 600, minimum=1),
+        webauthn_rp_id=env.get("WEBAUTHN_RP_ID", "").strip() or (origin_parts.hostname or ""),
+        webauthn_rp_name=env.get("WEBAUTHN_RP_NAME", "").strip() or "tenantd",
+        webauthn_origins=_list(env.get("WEBAUTHN_ORIGINS", "")) or (default_origin,),
         extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
     )
 

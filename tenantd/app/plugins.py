@@ -12,6 +12,9 @@ from tenantd.auth.oauth import views as oauth_views
 from tenantd.email.webhooks import views as email_webhook_views
 from tenantd.jobs import sweeps as job_sweeps
 from tenantd.jobs.kinds import JobKind
+from tenantd.mfa import mail as mfa_mail
+from tenantd.mfa import sweeps as mfa_sweeps
+from tenantd.mfa import views as mfa_views
 from tenantd.notifications import jobs as notification_jobs
 from tenantd.notifications import sweeps as notification_sweeps
 from tenantd.notifications import views as notification_views
@@ -29,15 +32,22 @@ ROUTES: tuple[Routes, ...] = (
     oauth_views.routes,
     email_webhook_views.routes,
     notification_views.routes,
+    mfa_views.routes,
 )
 
-JOB_KINDS: tuple[JobKind, ...] = (*auth_jobs.KINDS, *account_mail.KINDS, *notification_jobs.KINDS)
+JOB_KINDS: tuple[JobKind, ...] = (
+    *auth_jobs.KINDS,
+    *account_mail.KINDS,
+    *notification_jobs.KINDS,
+    *mfa_mail.KINDS,
+)
 
 SWEEPS: tuple[Sweep, ...] = (
     *account_sweeps.SWEEPS,
     *notification_sweeps.SWEEPS,
     sessions_sweep,
     job_sweeps.jobs_sweep,
+    *mfa_sweeps.SWEEPS,
 )
 
 
