@@ -430,3 +430,31 @@ async def reauthenticated(services: Services, principal: Principal, method: str)
 
 def with_auth(principal: Principal, reauth: Reauthenticated) -> Principal:
     return dataclasses.replace(principal, auth_time=reauth.claims.auth_time, amr=reauth.claims.amr)
+
+
+# -- operators --------------------------------------------------------------------------------
+
+
+async def reset_user(conn: Conn, *, email: str) -> uuid.UUID:
+    """Remove every factor and recovery code of a user (`tenantd users mfa-reset`); the
+    caller's transaction also records it in the audit log and the user is mailed after."""
+    user = await queries.user_by_email(conn, email)
+    if user is None:
+        raise NotFound("No user has this email address")
+    await queries.lock_user(conn, user["id"])
+    await queries.delete_totp(conn, user["id"])
+    await queries.delete_passkeys(conn, user["id"])
+    await queries.delete_recovery_codes(conn, user["id"])
+    await queries.clear_failures(conn, user["id"])
+    await queries.sync_mfa_enabled(conn, user["id"])
+    user_id: uuid.UUID = user["id"]
+    return user_id
+
+
+async def mail_reset_notice(services: Services, user_id: uuid.UUID) -> None:
+    """Tell the user their factors were reset (suppression checked by the send path)."""
+    async with services.db.connection() as conn:
+        to = await queries.user_email(conn, user_id)
+    if to is not None:
+        notice = mail.message(mail.MFA_RESET, to, {}, services.settings.public_base_url)
+        await services.email.send(notice)
