@@ -180,7 +180,9 @@ async def test_mfa_status(make_client: Any, factory: Any, client: Any) -> None:
     user = await factory.user()
     signed = await make_client(cookies=await factory.cookies(user))
     assert (await (await signed.get("/api/v1/auth/mfa/status")).json())["data"] == {
-        "enabled": False
+        "enabled": False,
+        "methods": [],
+        "recoveryCodesRemaining": 0,
     }
 
 
