@@ -34,9 +34,7 @@ async def test_only_the_owner_sets_the_policy(
     make_client: Any, factory: Factory, db: Database, settings: Settings
 ) -> None:
     owner, admin = await _team(factory)
-    await db.execute(
-        "UPDATE memberships SET role = 'admin' WHERE user_id = %(u)s", {"u": admin.id}
-    )
+    await db.execute("UPDATE memberships SET role = 'admin' WHERE user_id = %(u)s", {"u": admin.id})
     browser = await signed_in(make_client, db, settings, admin, account_id=owner.account_id)
     await error(
         await browser.patch(f"/api/v1/accounts/{owner.account_id}", json={"requireMfa": True}),
@@ -55,9 +53,7 @@ async def test_member_without_factor_cannot_switch_into_the_account(
 
     # Members without a factor are mailed (the owner has none either: mailed too).
     def notices() -> Any:
-        return {
-            m["To"] for m in read_mails(mail_dir) if "requires multi-factor" in m["Subject"]
-        }
+        return {m["To"] for m in read_mails(mail_dir) if "requires multi-factor" in m["Subject"]}
 
     assert await eventually(lambda: len(notices()) == 2)
     assert any(member.email in to for to in notices())

@@ -19,7 +19,9 @@ async def test_password_login_of_a_user_without_factor_is_unchanged(
 ) -> None:
     user = await factory.user()
     answer = await data(
-        await client.post("/api/v1/auth/login", json={"email": user.email, "password": user.password})
+        await client.post(
+            "/api/v1/auth/login", json={"email": user.email, "password": user.password}
+        )
     )
     assert answer["user"]["id"] == str(user.id)
     token = claims(client)
@@ -48,7 +50,9 @@ async def test_login_with_a_factor_answers_a_ticket_and_no_session(
     assert me == {"user": None}
     # A wrong password still says nothing about factors.
     await error(
-        await browser.post("/api/v1/auth/login", json={"email": user.email, "password": "nope-nope"}),
+        await browser.post(
+            "/api/v1/auth/login", json={"email": user.email, "password": "nope-nope"}
+        ),
         401,
         "INVALID_CREDENTIALS",
     )
@@ -193,7 +197,9 @@ async def test_recovery_code_works_once_and_the_user_is_mailed(
 
     def notice() -> Any:
         return [
-            m for m in read_mails(mail_dir) if user.email in m["To"] and "recovery code" in m["Subject"]
+            m
+            for m in read_mails(mail_dir)
+            if user.email in m["To"] and "recovery code" in m["Subject"]
         ]
 
     mails = await eventually(notice)

@@ -34,9 +34,7 @@ async def test_setup_confirm_enables_totp_and_gives_ten_recovery_codes(
     )
     assert (await data(await browser.get("/api/v1/auth/mfa/status")))["enabled"] is False
     code = pyotp.TOTP(setup["secret"]).now()
-    confirmed = await data(
-        await browser.post("/api/v1/auth/mfa/totp/confirm", json={"code": code})
-    )
+    confirmed = await data(await browser.post("/api/v1/auth/mfa/totp/confirm", json={"code": code}))
     codes = confirmed["recoveryCodes"]
     assert len(codes) == 10 and len(set(codes)) == 10
     status = await data(await browser.get("/api/v1/auth/mfa/status"))
@@ -67,7 +65,9 @@ async def test_setup_confirm_enables_totp_and_gives_ten_recovery_codes(
         "SELECT code_hash FROM mfa_recovery_codes WHERE user_id = %(u)s", {"u": user.id}
     )
     assert len(stored) == 10
-    assert not any(c.replace("-", "").encode() in bytes(r["code_hash"]) for c in codes for r in stored)
+    assert not any(
+        c.replace("-", "").encode() in bytes(r["code_hash"]) for c in codes for r in stored
+    )
 
     # A second setup while enabled is refused.
     await error(await browser.post("/api/v1/auth/mfa/totp/setup"), 409, "CONFLICT")
