@@ -220,7 +220,8 @@ async def test_recovery_code_mail_respects_suppression(
 ) -> None:
     user, enrolled = await user_with_totp(factory, make_client, db, settings)
     await db.execute(
-        "INSERT INTO email_suppressions (email, reason, provider) VALUES (%(e)s, 'manual', 'manual')",
+        "INSERT INTO email_suppressions (email, reason, provider)"
+        " VALUES (%(e)s, 'manual', 'manual')",
         {"e": user.email},
     )
     browser = await make_client()
