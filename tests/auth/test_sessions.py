@@ -223,7 +223,8 @@ async def test_me_signed_in_is_the_complete_union(
     assert body["user"]["email"] == user.email
     assert body["user"]["firstName"] == "Ada"
     assert body["account"]["id"] == str(user.account_id)
-    assert set(body["account"]) == {"id", "name"}
+    assert set(body["account"]) == {"id", "name", "requireMfa"}
+    assert body["account"]["requireMfa"] is False and body["user"]["mfaEnabled"] is False
     assert body["role"] == "owner"
     assert sorted((m["accountId"], m["role"]) for m in body["memberships"]) == sorted(
         [(str(user.account_id), "owner"), (str(other.account_id), "admin")]
