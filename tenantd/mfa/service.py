@@ -7,7 +7,6 @@ at least one; it is recomputed under the user row lock whenever a factor comes o
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import hmac
 import logging
@@ -426,10 +425,6 @@ async def reauthenticated(services: Services, principal: Principal, method: str)
         auth_time=auth_time,
     )
     return Reauthenticated(access_token=token, claims=claims)
-
-
-def with_auth(principal: Principal, reauth: Reauthenticated) -> Principal:
-    return dataclasses.replace(principal, auth_time=reauth.claims.auth_time, amr=reauth.claims.amr)
 
 
 # -- operators --------------------------------------------------------------------------------
