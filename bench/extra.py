@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench import apikeys, dispatch, webhooks
+from bench import apikeys, dispatch, mfa, webhooks
 
 Benchmark = Callable[[str, str, dict[str, str], Any], dict[str, Any]]
 
@@ -24,4 +24,6 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
         ("dispatch_queued", dispatch.dispatch_queued),
         # Last: it leaves its dispatch jobs to the server's runner.
         ("send_batch", apikeys.send_batch),
+        ("password_login", mfa.password_login),
+        ("mfa_verify", mfa.mfa_verify),
     ]

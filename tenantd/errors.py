@@ -145,3 +145,23 @@ class ServiceUnavailable(AppError):
     def __init__(self, retry_after: int, message: str | None = None):
         super().__init__(message, details={"retryAfter": retry_after})
         self.retry_after = retry_after
+
+
+class MfaRequired(AppError):
+    """The account requires multi-factor authentication and the user has no factor yet."""
+
+    status = 403
+    code = "MFA_REQUIRED"
+    message = "This account requires multi-factor authentication: enrol a factor first"
+
+
+class ReauthRequired(AppError):
+    """A dangerous action needs a recent authentication (POST /api/v1/auth/reauth)."""
+
+    status = 403
+    code = "REAUTH_REQUIRED"
+    message = "Confirm it is you: authenticate again to continue"
+
+    def __init__(self, methods: list[str], message: str | None = None):
+        super().__init__(message, details={"methods": methods})
+        self.methods = methods

@@ -16,6 +16,8 @@ class AccessClaims:
     issued_at: float
     expires_at: float
     session_id: uuid.UUID | None = None  # the `sid` claim: the refresh session (family)
+    amr: tuple[str, ...] = ()  # RFC 8176 methods of the sign-in (`pwd`, `otp`, `hwk`, ...)
+    auth_time: float | None = None  # when the session last proved who it is (step-up)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,8 @@ class Principal:
     issued_at: float
     expires_at: float
     session_id: uuid.UUID | None = None  # the token's sid: logout of that session ends it
+    amr: tuple[str, ...] = ()
+    auth_time: float | None = None
 
     @property
     def claims(self) -> AccessClaims:
@@ -38,6 +42,8 @@ class Principal:
             issued_at=self.issued_at,
             expires_at=self.expires_at,
             session_id=self.session_id,
+            amr=self.amr,
+            auth_time=self.auth_time,
         )
 
 

@@ -148,6 +148,11 @@ class Settings:
     access_token_audience: str | None = None
     access_token_key_rotation_days: float = 30.0
     introspect_allowed_ips: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    # Multi-factor authentication (issue 17): step-up age, WebAuthn relying party.
+    reauth_max_age_seconds: int = 600
+    webauthn_rp_id: str = "127.0.0.1"
+    webauthn_rp_name: str = "tenantd"
+    webauthn_origins: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -308,6 +313,11 @@ def load_settings(
         access_token_audience=opt("ACCESS_TOKEN_AUDIENCE"),
         access_token_key_rotation_days=env_number(env, "ACCESS_TOKEN_KEY_ROTATION_DAYS", 30.0),
         introspect_allowed_ips=_networks(env, "TENANTD_INTROSPECT_ALLOWED_IPS"),
+        # Multi-factor authentication: WebAuthn's relying party defaults to PUBLIC_BASE_URL.
+        reauth_max_age_seconds=env_int(env, "REAUTH_MAX_AGE_SECONDS", 600, minimum=1),
+        webauthn_rp_id=env.get("WEBAUTHN_RP_ID", "").strip() or (origin_parts.hostname or ""),
+        webauthn_rp_name=env.get("WEBAUTHN_RP_NAME", "").strip() or "tenantd",
+        webauthn_origins=_list(env.get("WEBAUTHN_ORIGINS", "")) or (default_origin,),
         extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
     )
 

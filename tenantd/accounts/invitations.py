@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 
 from tenantd.accounts import audit, mail, permissions, queries
 from tenantd.accounts.plans import entitlements
-from tenantd.accounts.service import Activation, activate, check_scope, lock_scoped
+from tenantd.accounts.service import (
+    Activation,
+    activate,
+    check_scope,
+    lock_scoped,
+    refuse_without_mfa,
+)
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.db import Conn, Row
 from tenantd.errors import (
@@ -227,6 +233,8 @@ async def accept_invitation(
         email = await queries.user_email(conn, actor.user_id)
         if email is None or normalize_email(email) != normalize_email(invitation["email"]):
             raise Forbidden("This invitation was sent to another email address")
+        # Enrol first: the invitation stays pending until then.
+        await refuse_without_mfa(conn, account, actor.user_id)
         seats = await queries.seat_state(conn, account_id=account["id"], user_id=actor.user_id)
         if seats["is_member"]:
             raise Conflict("You are already a member of this account")
@@ -264,5 +272,7 @@ async def accept_invitation(
                 user_id=actor.user_id,
                 account_id=account["id"],
                 refresh_token=refresh_token,
+                amr=actor.amr,
+                auth_time=actor.auth_time,
             )
     return Accepted(account=account, membership=membership, activation=activation)

@@ -15,6 +15,7 @@ from tenantd.accounts import audit, permissions, queries
 from tenantd.accounts.service import Activation, activate_next_account, check_scope, lock_scoped
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, OwnerCannotLeave, ValidationFailed
+from tenantd.mfa.stepup import require_recent_auth
 from tenantd.services import Services
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ async def leave_account(
             conn,
             services.settings,
             keyring=services.keyring,
-            user_id=actor.user_id,
+            actor=actor,
             refresh_token=refresh_token,
         )
     return Left(membership=revoked, activation=activation)
@@ -136,8 +137,9 @@ async def transfer_ownership(
 
     The caller's ownership and the target's membership are re-read under the account lock
     (bypassing the role resolved for the token), so concurrent transfers serialise and the
-    account never has zero or two owners.
+    account never has zero or two owners. Step-up required.
     """
+    await require_recent_auth(services, actor)
     async with services.db.transaction() as conn:
         await lock_scoped(conn, actor, account_id, "ownership.transfer")
         if user_id == actor.user_id:

@@ -19,6 +19,7 @@ ACTIONS: dict[str, str] = {
     "join_requests.decide": "admin",
     "ownership.transfer": "owner",
     "account.delete": "owner",
+    "account.mfa_policy": "owner",  # requireMfa
 }
 
 # capability name in /me -> (action, feature the action also needs)

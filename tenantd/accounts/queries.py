@@ -37,7 +37,7 @@ async def account_liveness(conn: Conn, account_id: uuid.UUID) -> bool | None:
 async def lock_account(conn: Conn, account_id: uuid.UUID) -> Row | None:
     """Lock a live account row (NO KEY UPDATE: serialises our writers, not FK inserts)."""
     return await conn.fetch_one(
-        "SELECT id, name, claimed_domain, created_at, deleted_at FROM accounts"
+        "SELECT id, name, claimed_domain, created_at, deleted_at, require_mfa FROM accounts"
         " WHERE id = %(a)s AND deleted_at IS NULL FOR NO KEY UPDATE",
         {"a": account_id},
     )
@@ -93,7 +93,7 @@ async def accounts_of_user(conn: Conn, user_id: uuid.UUID) -> list[Row]:
 
 
 ACCOUNT_DETAIL_SQL = """
-SELECT a.id, a.name, a.claimed_domain, a.created_at, a.deleted_at,
+SELECT a.id, a.name, a.claimed_domain, a.created_at, a.deleted_at, a.require_mfa,
        p.code AS plan, COALESCE(ap.seats, p.seats) AS seats, ap.seats AS seats_override,
        COALESCE(p.features, '{}') AS plan_features,
        COALESCE((SELECT jsonb_object_agg(o.feature, o.enabled)
@@ -127,6 +127,24 @@ async def all_accounts(conn: Conn, *, include_deleted: bool) -> list[Row]:
         " WHERE %(all)s OR a.deleted_at IS NULL ORDER BY a.created_at, a.id",
         {"all": include_deleted},
     )
+
+
+async def set_require_mfa(conn: Conn, *, account_id: uuid.UUID, required: bool) -> None:
+    await conn.execute(
+        "UPDATE accounts SET require_mfa = %(r)s, updated_at = now() WHERE id = %(a)s",
+        {"r": required, "a": account_id},
+    )
+
+
+async def members_without_mfa(conn: Conn, account_id: uuid.UUID) -> list[uuid.UUID]:
+    """Active members who have no second factor (told when the account starts requiring one)."""
+    rows = await conn.fetch_all(
+        "SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id"
+        " WHERE m.account_id = %(a)s AND m.revoked_at IS NULL AND NOT u.mfa_enabled"
+        " ORDER BY m.created_at, m.user_id",
+        {"a": account_id},
+    )
+    return [row["user_id"] for row in rows]
 
 
 async def rename_account(conn: Conn, *, account_id: uuid.UUID, name: str) -> None:

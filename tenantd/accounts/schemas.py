@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from typing import Annotated, Literal
 
-from pydantic import EmailStr, Field, StringConstraints
+from pydantic import EmailStr, Field, StringConstraints, model_validator
 
 from tenantd.db import Row
 from tenantd.web.schemas import ApiModel, RequestBody
@@ -27,7 +27,18 @@ class AccountCreate(RequestBody, json_schema_extra=_NAME):
 
 
 class AccountRename(RequestBody, json_schema_extra=_NAME):
-    name: AccountName
+    """PATCH /api/v1/accounts/{id}: `name` (admin+) and/or `requireMfa` (owner, step-up)."""
+
+    name: AccountName | None = None
+    require_mfa: bool | None = Field(
+        None, description="Members without a second factor cannot make the account active"
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> AccountRename:
+        if self.name is None and self.require_mfa is None:
+            raise ValueError("give name and/or requireMfa")
+        return self
 
 
 class SwitchBody(RequestBody, json_schema_extra={"examples": [{"accountId": _ID}]}):
@@ -90,6 +101,7 @@ class AccountDetail(ApiModel):
     seats: int
     seats_used: int
     features: dict[str, bool]
+    require_mfa: bool = False
 
 
 class AccountDeleted(ApiModel):

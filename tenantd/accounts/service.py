@@ -18,9 +18,12 @@ from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Row
-from tenantd.errors import Forbidden, NotFound
+from tenantd.errors import Forbidden, MfaRequired, NotFound
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.tokens import AccessClaims, issue_access_token, token_hash
+from tenantd.mfa import mail as mfa_mail
+from tenantd.mfa import service as mfa
+from tenantd.mfa.stepup import require_recent_auth
 from tenantd.services import Services
 from tenantd.settings import Settings
 
@@ -76,10 +79,13 @@ async def activate(
     user_id: uuid.UUID,
     account_id: uuid.UUID | None,
     refresh_token: str | None,
+    amr: tuple[str, ...] = (),
+    auth_time: float | None = None,
 ) -> Activation:
     """Issue an access token for `account_id` and point the caller's refresh session at it.
 
-    The old access token is not revoked: it keeps its old account until it expires.
+    The old access token is not revoked: it keeps its old account until it expires. The new
+    one keeps the caller's `amr` and `auth_time` (pass the principal's).
     """
     jti = uuid.uuid4()
     session_id = None
@@ -97,6 +103,8 @@ async def activate(
         account_id=account_id,
         jti=jti,
         session_id=session_id,  # logout of the session ends this token too
+        amr=amr,
+        auth_time=auth_time,
     )
     return Activation(account_id=account_id, access_token=token, claims=claims)
 
@@ -134,6 +142,8 @@ async def create_account(
                 user_id=actor.user_id,
                 account_id=account_id,
                 refresh_token=refresh_token,
+                amr=actor.amr,
+                auth_time=actor.auth_time,
             )
     account = next(row for row in rows if row["id"] == account_id)
     return Created(account=account, activation=activation)
@@ -152,6 +162,7 @@ class Detail:
     seats: int
     seats_used: int
     features: dict[str, bool]
+    require_mfa: bool = False
 
 
 def detail_of(row: Row, role: str | None) -> Detail:
@@ -165,6 +176,7 @@ def detail_of(row: Row, role: str | None) -> Detail:
         seats=row["seats"] if row["seats"] is not None else 1,
         seats_used=row["seats_used"],
         features=resolve_features(list(row["plan_features"] or []), row["overrides"]),
+        require_mfa=bool(row["require_mfa"]),
     )
 
 
@@ -205,19 +217,81 @@ async def activate_next_account(
     settings: Settings,
     *,
     keyring: Keyring,
-    user_id: uuid.UUID,
+    actor: Principal,
     refresh_token: str | None,
 ) -> Activation:
     """After leaving or deleting the active account: the session moves to the next one."""
-    next_account = await queries.default_account_id(conn, user_id)
+    next_account = await queries.default_account_id(conn, actor.user_id)
     return await activate(
         conn,
         settings,
         keyring=keyring,
-        user_id=user_id,
+        user_id=actor.user_id,
         account_id=next_account,
         refresh_token=refresh_token,
+        amr=actor.amr,
+        auth_time=actor.auth_time,
     )
+
+
+async def refuse_without_mfa(conn: Conn, account: Row, user_id: uuid.UUID) -> None:
+    """An account requiring MFA cannot become active for a user without a factor."""
+    if account["require_mfa"] and not await mfa.mfa_enabled(conn, user_id):
+        raise MfaRequired(details={"accountId": str(account["id"])})
+
+
+@dataclass(frozen=True)
+class PolicyChange:
+    required: bool
+    notified: int
+
+
+async def update_account(
+    services: Services,
+    actor: Principal,
+    account_id: uuid.UUID,
+    *,
+    name: str | None,
+    require_mfa: bool | None,
+) -> Detail:
+    """PATCH: rename (admin+) and/or set requireMfa (owner, step-up)."""
+    if require_mfa is not None:
+        await require_recent_auth(services, actor)
+        await set_require_mfa(services, actor, account_id, required=require_mfa)
+    if name is not None:
+        return await rename_account(services, actor, account_id, name=name)
+    return await read_account(services, actor, account_id)
+
+
+async def set_require_mfa(
+    services: Services, actor: Principal, account_id: uuid.UUID, *, required: bool
+) -> PolicyChange:
+    """Owner only: turn the MFA requirement on or off; switching it on mails every member
+    without a factor (after commit)."""
+    notified = 0
+    async with services.db.transaction() as conn:
+        account = await lock_scoped(conn, actor, account_id, "account.mfa_policy")
+        if bool(account["require_mfa"]) == required:
+            return PolicyChange(required=required, notified=0)
+        await queries.set_require_mfa(conn, account_id=account_id, required=required)
+        await audit.record(
+            conn,
+            account_id=account_id,
+            actor_user_id=actor.user_id,
+            action="account.mfa_required" if required else "account.mfa_not_required",
+            target=str(account_id),
+        )
+        if required:
+            for user_id in await queries.members_without_mfa(conn, account_id):
+                await mfa_mail.submit(
+                    services,
+                    conn,
+                    mfa_mail.ACCOUNT_REQUIRES_MFA,
+                    user_id=user_id,
+                    account_name=account["name"],
+                )
+                notified += 1
+    return PolicyChange(required=required, notified=notified)
 
 
 @dataclass(frozen=True)
@@ -233,8 +307,9 @@ async def delete_account(
 ) -> Deleted:
     """Soft delete (owner only): deleted_at set, claim released, purged after the grace window.
 
-    The caller's session moves to its next account (or to none).
+    The caller's session moves to its next account (or to none). Step-up required.
     """
+    await require_recent_auth(services, actor)
     async with services.db.transaction() as conn:
         await lock_scoped(conn, actor, account_id, "account.delete")
         deleted_at = await queries.soft_delete_account(conn, account_id)
@@ -251,7 +326,7 @@ async def delete_account(
             conn,
             services.settings,
             keyring=services.keyring,
-            user_id=actor.user_id,
+            actor=actor,
             refresh_token=refresh_token,
         )
     return Deleted(
@@ -280,6 +355,7 @@ async def switch_account(
         role = await queries.active_role(conn, account_id=account_id, user_id=actor.user_id)
         if role is None:
             raise Forbidden("You are not a member of this account")
+        await refuse_without_mfa(conn, account, actor.user_id)
         activation = await activate(
             conn,
             services.settings,
@@ -287,5 +363,7 @@ async def switch_account(
             user_id=actor.user_id,
             account_id=account_id,
             refresh_token=refresh_token,
+            amr=actor.amr,
+            auth_time=actor.auth_time,
         )
     return Switched(account=account, role=role, activation=activation)

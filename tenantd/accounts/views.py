@@ -126,10 +126,20 @@ async def read_account(request: web.Request) -> AccountDetail:
     return AccountDetail.model_validate(detail, from_attributes=True)
 
 
-@routes.patch(ACCOUNT, body=AccountRename, response=AccountDetail, summary="Rename (admin+)")
+@routes.patch(
+    ACCOUNT,
+    body=AccountRename,
+    response=AccountDetail,
+    responses={403: "FORBIDDEN, or REAUTH_REQUIRED (requireMfa needs a recent sign-in)"},
+    summary="Rename (admin+); requireMfa (owner, step-up)",
+)
 async def rename_account(request: web.Request, body: AccountRename) -> AccountDetail:
-    detail = await service.rename_account(
-        _services(request), current_principal(request), path_uuid(request, "id"), name=body.name
+    detail = await service.update_account(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        name=body.name,
+        require_mfa=body.require_mfa,
     )
     return AccountDetail.model_validate(detail, from_attributes=True)
 

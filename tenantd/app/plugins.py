@@ -15,6 +15,9 @@ from tenantd.email.webhooks import views as email_webhook_views
 from tenantd.identity.keys import sweeps as key_sweeps
 from tenantd.jobs import sweeps as job_sweeps
 from tenantd.jobs.kinds import JobKind
+from tenantd.mfa import mail as mfa_mail
+from tenantd.mfa import sweeps as mfa_sweeps
+from tenantd.mfa import views as mfa_views
 from tenantd.notifications import jobs as notification_jobs
 from tenantd.notifications import server_views as notification_server_views
 from tenantd.notifications import sweeps as notification_sweeps
@@ -35,9 +38,15 @@ ROUTES: tuple[Routes, ...] = (
     notification_views.routes,
     notification_server_views.routes,
     key_views.routes,
+    mfa_views.routes,
 )
 
-JOB_KINDS: tuple[JobKind, ...] = (*auth_jobs.KINDS, *account_mail.KINDS, *notification_jobs.KINDS)
+JOB_KINDS: tuple[JobKind, ...] = (
+    *auth_jobs.KINDS,
+    *account_mail.KINDS,
+    *notification_jobs.KINDS,
+    *mfa_mail.KINDS,
+)
 
 SWEEPS: tuple[Sweep, ...] = (
     *account_sweeps.SWEEPS,
@@ -46,6 +55,7 @@ SWEEPS: tuple[Sweep, ...] = (
     job_sweeps.jobs_sweep,
     *apikey_sweeps.SWEEPS,
     *key_sweeps.SWEEPS,
+    *mfa_sweeps.SWEEPS,
 )
 
 

@@ -35,12 +35,17 @@ async def current_user(conn: Conn, principal: Principal) -> dict[str, Any] | Non
             "firstName": row["first_name"],
             "lastName": row["last_name"],
             "emailVerifiedAt": row["email_verified_at"],
+            "mfaEnabled": bool(row["mfa_enabled"]),
         },
-        "account": {"id": uuid.UUID(active["accountId"]), "name": active["accountName"]}
+        "account": {
+            "id": uuid.UUID(active["accountId"]),
+            "name": active["accountName"],
+            "requireMfa": bool(active["requireMfa"]),
+        }
         if active
         else None,
         "role": role,
-        "memberships": memberships,
+        "memberships": [{k: v for k, v in m.items() if k != "requireMfa"} for m in memberships],
         "features": features if active else {},
         "capabilities": capabilities(role, features),
         "authProviders": providers,

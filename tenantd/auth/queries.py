@@ -15,7 +15,7 @@ from tenantd.db.core import Prepared
 ME = Prepared(
     "tenantd_me",
     """
-SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at,
+SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at, u.mfa_enabled,
        (p.user_id IS NOT NULL) AS has_password,
        p.created_at AS password_created_at,
        COALESCE((SELECT jsonb_agg(jsonb_build_object('provider', i.provider,
@@ -25,7 +25,8 @@ SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at,
        COALESCE((SELECT jsonb_agg(jsonb_build_object('accountId', m.account_id,
                                                     'accountName', a.name,
                                                     'role', m.role,
-                                                    'createdAt', m.created_at)
+                                                    'createdAt', m.created_at,
+                                                    'requireMfa', a.require_mfa)
                                   ORDER BY m.created_at, m.account_id)
                    FROM memberships m JOIN accounts a ON a.id = m.account_id
                   WHERE m.user_id = u.id AND m.revoked_at IS NULL AND a.deleted_at IS NULL),

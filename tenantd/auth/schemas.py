@@ -43,11 +43,19 @@ class AuthProviderOut(ApiModel):
     created_at: dt.datetime | None = None
 
 
+class MeUserOut(UserOut):
+    mfa_enabled: bool = Field(False, description="Whether the user has a second factor")
+
+
+class MeAccountRef(AccountRef):
+    require_mfa: bool = Field(False, description="Members need a second factor to use it")
+
+
 class CurrentUser(ApiModel):
     """GET /me when signed in."""
 
-    user: UserOut
-    account: AccountRef | None
+    user: MeUserOut
+    account: MeAccountRef | None
     role: str | None
     memberships: list[MembershipOut]
     features: dict[str, bool]

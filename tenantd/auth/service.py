@@ -45,11 +45,14 @@ from tenantd.identity.sessions import (
     rotate_fast,
 )
 from tenantd.identity.tokens import AccessClaims, new_opaque_token, token_hash
+from tenantd.mfa import service as mfa
+from tenantd.mfa.stepup import require_recent_auth
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import enforce
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
+    from tenantd.principal import Principal
     from tenantd.services import Services
 
 log = logging.getLogger(__name__)
@@ -72,6 +75,13 @@ class SignedIn:
 
     tokens: IssuedTokens
     user: Row | None  # None only when the user vanished during a refresh
+
+
+@dataclass(frozen=True)
+class MfaPending:
+    """A correct password of a user with a second factor: no session yet, a ticket."""
+
+    ticket: mfa.Ticket
 
 
 @dataclass(frozen=True)
@@ -350,6 +360,7 @@ async def verify_email(
                 account_id=outcome.account_id,
                 user_agent=client.user_agent,
                 ip=client.ip,
+                amr=("email",),  # the link proved the mailbox
             )
     if conflict is not None:
         # Committed above: the join request and its mail jobs survive the refusal.
@@ -360,8 +371,11 @@ async def verify_email(
     return Verified(tokens, user, account, has_password_login, binding_used=same_browser)
 
 
-async def login(services: Services, *, email: str, password: str, client: ClientMeta) -> SignedIn:
-    """Password sign-in; unknown email and wrong password are indistinguishable."""
+async def login(
+    services: Services, *, email: str, password: str, client: ClientMeta
+) -> SignedIn | MfaPending:
+    """Password sign-in; unknown email and wrong password are indistinguishable. A user with
+    a second factor gets a ticket for POST /api/v1/auth/mfa/verify instead of a session."""
     settings = services.settings
     async with services.db.connection() as conn:
         user = await queries.user_by_email(conn, normalize_email(email))
@@ -379,6 +393,11 @@ async def login(services: Services, *, email: str, password: str, client: Client
     async with services.db.transaction() as conn:
         if rehashed is not None:
             await queries.set_password(conn, user_id=user["id"], password_hash=rehashed)
+        if user["mfa_enabled"]:
+            ticket = await mfa.start_ticket(
+                conn, settings, user_id=user["id"], amr=[mfa.AMR_PASSWORD]
+            )
+            return MfaPending(ticket)
         account_id = await queries.default_account_id(conn, user["id"])
         tokens = await issue_session(
             conn,
@@ -388,6 +407,7 @@ async def login(services: Services, *, email: str, password: str, client: Client
             account_id=account_id,
             user_agent=client.user_agent,
             ip=client.ip,
+            amr=(mfa.AMR_PASSWORD,),
         )
     return SignedIn(tokens, user)
 
@@ -434,20 +454,24 @@ async def confirm_password_reset(services: Services, *, token: str, password: st
 
 async def change_password(
     services: Services,
+    principal: Principal,
     *,
-    user_id: uuid.UUID,
-    account_id: uuid.UUID | None,
     current_password: str | None,
     new_password: str,
     client: ClientMeta,
 ) -> SignedIn:
     """Set a password, or change it given the current one; every other session ends.
 
+    Step-up: the caller's authentication must be recent (REAUTH_REQUIRED otherwise); the new
+    session keeps the caller's amr and auth_time.
+
     The user-wide cutoff ends the other sessions and access tokens; the caller gets a new
     session issued after it, so this browser stays signed in. Attempts count against the
     login limit of the address, so the route is no faster a password oracle than login.
     """
     settings = services.settings
+    user_id, account_id = principal.user_id, principal.account_id
+    await require_recent_auth(services, principal)
     async with services.db.connection() as conn:
         user = await queries.user_credentials(conn, user_id)
         if user is None:
@@ -485,6 +509,8 @@ async def change_password(
             account_id=account_id,
             user_agent=client.user_agent,
             ip=client.ip,
+            amr=principal.amr or (mfa.AMR_PASSWORD,),
+            auth_time=principal.auth_time,
         )
         row = await queries.user_by_id(conn, user_id)
     assert row is not None

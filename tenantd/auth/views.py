@@ -31,13 +31,16 @@ from tenantd.identity.cookies import (
     clear_binding_cookie,
     clear_session_cookies,
     set_binding_cookie,
+    set_cookie,
     set_session_cookies,
 )
 from tenantd.identity.guards import invalid
 from tenantd.identity.tokens import refresh_token_family
+from tenantd.mfa import service as mfa
+from tenantd.mfa.schemas import MfaChallengeOut, MfaStatusOut
 from tenantd.principal import current_principal, optional_principal
 from tenantd.services import SERVICES
-from tenantd.settings import SETTINGS
+from tenantd.settings import SETTINGS, Settings
 from tenantd.web.json import json_response, ok
 from tenantd.web.ratelimit import rate_limit_request
 from tenantd.web.schemas import Empty, Message
@@ -137,9 +140,10 @@ async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Respo
     "/api/v1/auth/login",
     access=Access.PUBLIC,
     body=LoginBody,
-    response=SignedInUser,
+    response=SignedInUser | MfaChallengeOut,
     rate_limit="login",
-    summary="Sign in with email and password",
+    summary="Sign in with email and password; a user with a second factor gets"
+    " {mfaRequired, methods, ticket} and no session cookie (finish with /api/v1/auth/mfa/verify)",
 )
 async def login(request: web.Request, body: LoginBody) -> web.Response:
     result = await service.login(
@@ -148,7 +152,18 @@ async def login(request: web.Request, body: LoginBody) -> web.Response:
         password=body.password,
         client=client_meta(request),
     )
+    if isinstance(result, service.MfaPending):
+        return mfa_challenge(request.app[SETTINGS], result.ticket)
     return signed_in(request, result)
+
+
+def mfa_challenge(settings: Settings, ticket: mfa.Ticket) -> web.Response:
+    """The ticket in the answer, its browser binding in a cookie; no session cookie."""
+    response = ok(MfaChallengeOut(methods=ticket.methods, ticket=ticket.ticket))
+    set_cookie(
+        response, settings, mfa.BINDING_COOKIE, ticket.binding, max_age=mfa.TICKET_TTL_SECONDS
+    )
+    return response
 
 
 @routes.post(
@@ -184,6 +199,7 @@ async def password_reset_confirm(request: web.Request, body: PasswordResetConfir
     response=SignedInUser,
     responses={
         401: "INVALID_CREDENTIALS: currentPassword is wrong",
+        403: "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)",
         422: "VALIDATION_ERROR: newPassword invalid, or currentPassword missing",
         429: "RATE_LIMITED: too many attempts (the login limit)",
     },
@@ -194,8 +210,7 @@ async def change_password(request: web.Request, body: PasswordChangeBody) -> web
     principal = current_principal(request)
     result = await service.change_password(
         request.app[SERVICES],
-        user_id=principal.user_id,
-        account_id=principal.account_id,
+        principal,
         current_password=body.current_password,
         new_password=body.new_password,
         client=client_meta(request),
@@ -240,11 +255,17 @@ async def refresh(request: web.Request) -> web.Response:
     return signed_in(request, result)
 
 
-@routes.get("/api/v1/auth/mfa/status", access=Access.TRY, response=MfaStatus, summary="MFA status")
-async def mfa_status(request: web.Request) -> MfaStatus:
-    # MFA enrolment is not built yet: nobody has it, anonymous included.
-    optional_principal(request)
-    return MfaStatus(enabled=False)
+@routes.get(
+    "/api/v1/auth/mfa/status",
+    access=Access.TRY,
+    response=MfaStatusOut | MfaStatus,
+    summary="MFA status: {enabled, methods, recoveryCodesRemaining}; anonymous: {enabled: false}",
+)
+async def mfa_status(request: web.Request) -> MfaStatus | dict[str, object]:
+    principal = optional_principal(request)
+    if principal is None:
+        return MfaStatus(enabled=False)
+    return await mfa.status(request.app[SERVICES], principal.user_id)
 
 
 @routes.post("/api/v1/auth/logout", response=Empty, summary="End this session")

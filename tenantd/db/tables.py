@@ -40,6 +40,7 @@ users = Table(
     Column("tokens_valid_after", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("mfa_enabled", Boolean, nullable=False),  # sql/0125
 )
 Index("users_email_key", func.lower(users.c.email), unique=True)
 
@@ -89,6 +90,7 @@ accounts = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("deleted_at", DateTime(timezone=True)),
+    Column("require_mfa", Boolean, nullable=False),  # sql/0125
     Index("accounts_deleted_at_idx", "deleted_at", postgresql_where=text("deleted_at IS NOT NULL")),
 )
 Index(
@@ -440,6 +442,96 @@ api_idempotency_keys = Table(  # sql/0116: first answers of server routes, kept 
     Column("response", JSONB),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Index("api_idempotency_keys_created_idx", "created_at"),
+)
+
+# -- multi-factor authentication (sql/0125) ---------------------------------------------------
+
+mfa_totp = Table(
+    "mfa_totp",
+    metadata,
+    Column("user_id", UUID(as_uuid=True), primary_key=True),
+    Column("secret_encrypted", LargeBinary, nullable=False),
+    Column("confirmed_at", DateTime(timezone=True)),
+    Column("last_used_step", BigInteger),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+mfa_failures = Table(
+    "mfa_failures",
+    metadata,
+    Column("user_id", UUID(as_uuid=True), primary_key=True),
+    Column("window_start", DateTime(timezone=True), nullable=False),
+    Column("failures", Integer, nullable=False),
+    Column("locked_until", DateTime(timezone=True)),
+)
+
+mfa_recovery_codes = Table(
+    "mfa_recovery_codes",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("code_hash", LargeBinary, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
+    UniqueConstraint("code_hash", name="mfa_recovery_codes_code_hash_key"),
+    Index("mfa_recovery_codes_user_idx", "user_id"),
+)
+
+mfa_tickets = Table(
+    "mfa_tickets",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("token_hash", LargeBinary, nullable=False),
+    Column("binding_hash", LargeBinary, nullable=False),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("amr", ARRAY(Text), nullable=False),
+    Column("return_to", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
+    UniqueConstraint("token_hash", name="mfa_tickets_token_hash_key"),
+    Index("mfa_tickets_expires_idx", "expires_at"),
+)
+
+session_auth = Table(
+    "session_auth",
+    metadata,
+    Column("family_id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("amr", ARRAY(Text), nullable=False),
+    Column("auth_time", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("session_auth_user_idx", "user_id"),
+)
+
+passkeys = Table(
+    "passkeys",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("credential_id", LargeBinary, nullable=False),
+    Column("public_key", LargeBinary, nullable=False),
+    Column("sign_count", BigInteger, nullable=False),
+    Column("aaguid", Text),
+    Column("transports", ARRAY(Text), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("backed_up", Boolean, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("last_used_at", DateTime(timezone=True)),
+    UniqueConstraint("credential_id", name="passkeys_credential_id_key"),
+    Index("passkeys_user_idx", "user_id"),
+)
+
+webauthn_challenges = Table(
+    "webauthn_challenges",
+    metadata,
+    Column("challenge_hash", LargeBinary, primary_key=True),
+    Column("purpose", Text, nullable=False),
+    Column("user_id", UUID(as_uuid=True)),
+    Column("ticket_id", UUID(as_uuid=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index("webauthn_challenges_expires_idx", "expires_at"),
 )
 
 # Created by tenantd/db/migrate.py itself (the ledger of applied files), not by sql/.

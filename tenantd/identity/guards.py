@@ -52,6 +52,8 @@ async def check_claims(conn: Conn, claims: AccessClaims) -> Principal:
         issued_at=claims.issued_at,
         expires_at=claims.expires_at,
         session_id=claims.session_id,
+        amr=claims.amr,
+        auth_time=claims.auth_time,
     )
 
 

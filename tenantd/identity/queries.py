@@ -97,12 +97,54 @@ async def insert_session(
     )
 
 
+async def insert_session_auth(
+    conn: Conn,
+    *,
+    family_id: uuid.UUID,
+    user_id: uuid.UUID,
+    amr: list[str],
+    auth_time: dt.datetime,
+) -> None:
+    await conn.execute(
+        "INSERT INTO session_auth (family_id, user_id, amr, auth_time)"
+        " VALUES (%(f)s, %(u)s, %(amr)s, %(t)s)",
+        {"f": family_id, "u": user_id, "amr": amr, "t": auth_time},
+    )
+
+
+async def session_auth(conn: Conn, family_id: uuid.UUID) -> Row | None:
+    """How a session family signed in (amr) and when it last proved it (auth_time)."""
+    return await conn.fetch_one(
+        "SELECT amr, auth_time FROM session_auth WHERE family_id = %(f)s", {"f": family_id}
+    )
+
+
+async def refresh_auth_time(
+    conn: Conn, *, family_id: uuid.UUID, user_id: uuid.UUID, amr: list[str]
+) -> Row:
+    """Step-up: the family proved itself again now (`amr` adds the method used)."""
+    row = await conn.fetch_one(
+        "INSERT INTO session_auth (family_id, user_id, amr, auth_time)"
+        " VALUES (%(f)s, %(u)s, %(amr)s, now())"
+        " ON CONFLICT (family_id) DO UPDATE SET auth_time = now(),"
+        " amr = ARRAY(SELECT m FROM unnest(session_auth.amr || EXCLUDED.amr) WITH ORDINALITY"
+        " AS t(m, n) GROUP BY m ORDER BY min(n))"
+        " WHERE session_auth.user_id = EXCLUDED.user_id"
+        " RETURNING amr, auth_time",
+        {"f": family_id, "u": user_id, "amr": amr},
+    )
+    assert row is not None
+    return row
+
+
 # A session row with what renewing it depends on: the user's cutoff, whether its family was
 # ended (any revoked row ends the family), and how long ago it was rotated out (by the
 # database clock, like rotated_at itself; the wall clock, as now() is when the transaction
 # began, maybe before a concurrent rotation it waited for).
 _SESSION_STATE = (
     "SELECT s.*, u.tokens_valid_after, clock_timestamp() - s.rotated_at AS since_rotated,"
+    " u.mfa_enabled, (SELECT ra.require_mfa FROM accounts ra WHERE ra.id = s.account_id)"
+    " AS account_requires_mfa,"
     " EXISTS (SELECT 1 FROM sessions f WHERE f.family_id = s.family_id"
     " AND f.revoked_at IS NOT NULL) AS family_revoked"
     " FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = %(hash)s"
@@ -190,9 +232,12 @@ async def active_role(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID) 
 
 async def default_account_id(conn: Conn, user_id: uuid.UUID) -> uuid.UUID | None:
     """Where a user lands without a choice (sign-in, after leaving or deleting the active
-    account): the owned live account, else the oldest active membership (ties: account id)."""
+    account): the owned live account, else the oldest active membership (ties: account id).
+    An account requiring MFA is skipped while the user has no factor."""
     account_id: uuid.UUID | None = await conn.fetch_val(
         f"SELECT m.account_id FROM {ACTIVE_MEMBERSHIPS} AND m.user_id = %(u)s"
+        " AND (NOT a.require_mfa OR EXISTS (SELECT 1 FROM users mu WHERE mu.id = m.user_id"
+        " AND mu.mfa_enabled))"
         " ORDER BY (m.role = 'owner') DESC, m.created_at, m.account_id LIMIT 1",
         {"u": user_id},
     )

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
-from tenantd.errors import Unauthorized
+from tenantd.errors import MfaRequired, Unauthorized
 from tenantd.identity import queries
 from tenantd.identity.tokens import (
     AccessClaims,
@@ -57,6 +59,8 @@ class Renewal:
         """The new tokens; a refusal is raised as invalid_session."""
         if self.tokens is None:
             log.info("refresh refused", extra={"reason": self.refusal})
+            if self.refusal == "mfa_required":
+                raise MfaRequired()
             raise Unauthorized("invalid_session", "Session is invalid or expired")
         return self.tokens
 
@@ -74,9 +78,24 @@ async def issue_session(
     account_id: uuid.UUID | None,
     user_agent: str | None = None,
     ip: str | None = None,
+    amr: Sequence[str] = ("pwd",),
+    auth_time: float | None = None,
 ) -> IssuedTokens:
-    """Start a session family: its first refresh row and a matching access token."""
+    """Start a session family: its first refresh row and a matching access token.
+
+    `amr` says how the user signed in (RFC 8176) and `auth_time` when (default now); the
+    family keeps both (`session_auth`), so every token it is renewed with carries them.
+    """
     family_id = uuid.uuid4()
+    moment = time.time() if auth_time is None else auth_time
+    auth = SessionAuth(tuple(amr), moment)
+    await queries.insert_session_auth(
+        conn,
+        family_id=family_id,
+        user_id=user_id,
+        amr=list(auth.amr),
+        auth_time=dt.datetime.fromtimestamp(moment, dt.UTC),
+    )
     return await _insert_session(
         conn,
         settings,
@@ -87,7 +106,22 @@ async def issue_session(
         account_id=account_id,
         user_agent=user_agent,
         ip=ip,
+        auth=auth,
     )
+
+
+@dataclass(frozen=True)
+class SessionAuth:
+    """How a session family signed in (amr) and when it last proved it (epoch seconds)."""
+
+    amr: tuple[str, ...] = ()
+    auth_time: float | None = None
+
+    @classmethod
+    def of(cls, row: Row | None) -> SessionAuth:
+        if row is None or row["auth_time"] is None:
+            return cls()
+        return cls(tuple(row["amr"] or ()), row["auth_time"].timestamp())
 
 
 async def _insert_session(
@@ -101,9 +135,15 @@ async def _insert_session(
     account_id: uuid.UUID | None,
     user_agent: str | None,
     ip: str | None,
+    auth: SessionAuth,
 ) -> IssuedTokens:
     access_token, claims = issue_access_token(
-        keyring, user_id=user_id, account_id=account_id, session_id=family_id
+        keyring,
+        user_id=user_id,
+        account_id=account_id,
+        session_id=family_id,
+        amr=auth.amr,
+        auth_time=auth.auth_time,
     )
     expires_at = _utcnow() + dt.timedelta(days=settings.refresh_token_ttl_days)
     await queries.insert_session(
@@ -138,7 +178,8 @@ WITH old AS (
                         WHERE f.family_id = s.family_id AND f.revoked_at IS NOT NULL)
        AND (s.account_id IS NULL OR EXISTS (
             SELECT 1 FROM {queries.ACTIVE_MEMBERSHIPS}
-               AND m.user_id = s.user_id AND m.account_id = s.account_id))
+               AND m.user_id = s.user_id AND m.account_id = s.account_id
+               AND (u.mfa_enabled OR NOT a.require_mfa)))
        FOR UPDATE OF s
 ), rotated AS (
     UPDATE sessions SET rotated_at = now() FROM old WHERE sessions.id = old.id
@@ -154,10 +195,12 @@ WITH old AS (
     SELECT family_id, user_id, account_id, %(new)s::bytea, %(expires)s::timestamptz,
            %(jti)s::uuid, %(ua)s::text, %(ip)s::text
       FROM rotated
-    RETURNING user_id, account_id
+    RETURNING user_id, account_id, family_id
 )
-SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at, i.account_id
+SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at, i.account_id,
+       sa.amr, sa.auth_time
   FROM issued i JOIN users u ON u.id = i.user_id
+  LEFT JOIN session_auth sa ON sa.family_id = i.family_id
 """,
 )
 
@@ -192,12 +235,15 @@ async def rotate_fast(
     )
     if user is None:
         return None
+    auth = SessionAuth.of(user)
     access_token, claims = issue_access_token(
         keyring,
         user_id=user["id"],
         account_id=user["account_id"],
         jti=jti,
         session_id=family_id,
+        amr=auth.amr,
+        auth_time=auth.auth_time,
     )
     return IssuedTokens(access_token, claims, refresh, expires_at), user
 
@@ -240,6 +286,7 @@ async def rotate(
         account_id=row["account_id"],
         user_agent=user_agent,
         ip=ip,
+        auth=SessionAuth.of(await queries.session_auth(conn, row["family_id"])),
     )
     return Renewal(tokens=tokens)
 
@@ -261,11 +308,14 @@ async def _repeat_or_revoke(
         refusal = await _refusal(conn, successor)
         if refusal is not None:
             return Renewal(refusal=refusal)
+        auth = SessionAuth.of(await queries.session_auth(conn, successor["family_id"]))
         access_token, claims = issue_access_token(
             keyring,
             user_id=successor["user_id"],
             account_id=successor["account_id"],
             session_id=successor["family_id"],
+            amr=auth.amr,
+            auth_time=auth.auth_time,
         )
         tokens = IssuedTokens(access_token, claims, successor_token, successor["expires_at"])
         return Renewal(tokens=tokens)
@@ -296,6 +346,8 @@ async def _refusal(conn: Conn, row: Row) -> str | None:
         await queries.active_role(conn, user_id=row["user_id"], account_id=account_id) is None
     ):
         return "membership"
+    if row["account_requires_mfa"] and not row["mfa_enabled"]:
+        return "mfa_required"  # the account requires MFA and the user has no factor
     return None
 
 

@@ -88,6 +88,8 @@ def issue_access_token(
     now: float | None = None,
     jti: uuid.UUID | None = None,
     session_id: uuid.UUID | None = None,
+    amr: tuple[str, ...] = (),
+    auth_time: float | None = None,
 ) -> tuple[str, AccessClaims]:
     # Millisecond iat so a cutoff set earlier in the same second is still told apart.
     issued_at = round(now if now is not None else time.time(), 3)
@@ -98,8 +100,10 @@ def issue_access_token(
         issued_at=issued_at,
         expires_at=issued_at + ACCESS_TTL_SECONDS,
         session_id=session_id,
+        amr=tuple(amr),
+        auth_time=int(auth_time) if auth_time is not None else None,
     )
-    payload = {
+    payload: dict[str, object] = {
         "sub": str(user_id),
         "aid": str(account_id) if account_id else None,
         "sid": str(session_id) if session_id else None,
@@ -108,6 +112,10 @@ def issue_access_token(
         "exp": int(claims.expires_at),
         "iss": ISSUER,
     }
+    if claims.amr:
+        payload["amr"] = list(claims.amr)
+    if claims.auth_time is not None:
+        payload["auth_time"] = claims.auth_time
     return keyring.sign(payload), claims
 
 
@@ -138,6 +146,8 @@ def _verified(keyring: Keyring, token: str) -> tuple[AccessClaims, str | None]:
         payload, kid = keyring.decode(token, issuer=ISSUER, require=REQUIRED_CLAIMS)
         aid = payload.get("aid")
         sid = payload.get("sid")
+        amr = payload.get("amr") or []
+        auth_time = payload.get("auth_time")
         claims = AccessClaims(
             user_id=uuid.UUID(str(payload["sub"])),
             account_id=uuid.UUID(str(aid)) if aid else None,
@@ -145,6 +155,8 @@ def _verified(keyring: Keyring, token: str) -> tuple[AccessClaims, str | None]:
             issued_at=float(payload["iat"]),
             expires_at=float(payload["exp"]),
             session_id=uuid.UUID(str(sid)) if sid else None,
+            amr=tuple(str(method) for method in amr),
+            auth_time=float(auth_time) if auth_time is not None else None,
         )
         return claims, kid
     except (UntrustedToken, ValueError, TypeError, KeyError):

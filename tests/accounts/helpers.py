@@ -20,6 +20,8 @@ def principal(user: UserRecord, account_id: uuid.UUID | None, role: str | None =
         jti=uuid.uuid4(),
         issued_at=now,
         expires_at=now + 900,
+        amr=("pwd",),
+        auth_time=now,  # a fresh sign-in: step-up checks pass
     )
 
 

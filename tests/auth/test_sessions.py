@@ -183,7 +183,9 @@ async def test_mfa_status(make_client: Any, factory: Any, client: Any) -> None:
     user = await factory.user()
     signed = await make_client(cookies=await factory.cookies(user))
     assert (await (await signed.get("/api/v1/auth/mfa/status")).json())["data"] == {
-        "enabled": False
+        "enabled": False,
+        "methods": [],
+        "recoveryCodesRemaining": 0,
     }
 
 
@@ -224,7 +226,8 @@ async def test_me_signed_in_is_the_complete_union(
     assert body["user"]["email"] == user.email
     assert body["user"]["firstName"] == "Ada"
     assert body["account"]["id"] == str(user.account_id)
-    assert set(body["account"]) == {"id", "name"}
+    assert set(body["account"]) == {"id", "name", "requireMfa"}
+    assert body["account"]["requireMfa"] is False and body["user"]["mfaEnabled"] is False
     assert body["role"] == "owner"
     assert sorted((m["accountId"], m["role"]) for m in body["memberships"]) == sorted(
         [(str(user.account_id), "owner"), (str(other.account_id), "admin")]

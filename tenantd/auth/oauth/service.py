@@ -46,6 +46,7 @@ from tenantd.db import Database, Row
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
 from tenantd.identity.sessions import IssuedTokens, issue_session
+from tenantd.mfa import service as mfa
 from tenantd.settings import OAuthProviderSettings, Settings
 
 if TYPE_CHECKING:
@@ -106,10 +107,11 @@ class ClientMeta:
 
 @dataclass(frozen=True)
 class SignedIn:
-    tokens: IssuedTokens
+    tokens: IssuedTokens | None  # None: the user has a second factor, see `ticket`
     return_to: str
     user_id: uuid.UUID
     outcome: str  # returning | linked | created
+    ticket: mfa.Ticket | None = None
 
 
 def provider_settings(settings: Settings, name: str) -> OAuthProviderSettings:
@@ -300,6 +302,8 @@ async def _sign_in_once(
     settings = services.settings
     conflict: DomainConflict | None = None
     owner: Row | None = None
+    tokens: IssuedTokens | None = None
+    ticket: mfa.Ticket | None = None
     async with services.db.transaction() as conn:
         await queries.lock_sign_in(conn, provider=provider, subject=subject, email=email)
         found = await queries.sign_in_lookup(conn, provider=provider, subject=subject, email=email)
@@ -335,6 +339,11 @@ async def _sign_in_once(
             # Commit the user, identity and join request; no session (no account to enter).
             conflict = provisioned.conflict
             owner = await auth_queries.account_owner(conn, conflict.account_id)
+        elif await mfa.mfa_enabled(conn, user_id):
+            # The provider was the first factor; the second is asked on the MFA page.
+            ticket = await mfa.start_ticket(
+                conn, settings, user_id=user_id, amr=[mfa.AMR_FEDERATED], return_to=return_to
+            )
         else:
             tokens = await issue_session(
                 conn,
@@ -344,6 +353,7 @@ async def _sign_in_once(
                 account_id=provisioned.account_id,
                 user_agent=client.user_agent,
                 ip=client.ip,
+                amr=(mfa.AMR_FEDERATED,),
             )
     _log_outcome(provider, user_id, outcome if conflict is None else "domain_claimed")
     if conflict is not None:
@@ -366,7 +376,9 @@ async def _sign_in_once(
             "domain claimed by another account; join request pending",
             params={"domain": conflict.domain, "accountId": str(conflict.account_id)},
         )
-    return SignedIn(tokens=tokens, return_to=return_to, user_id=user_id, outcome=outcome)
+    return SignedIn(
+        tokens=tokens, return_to=return_to, user_id=user_id, outcome=outcome, ticket=ticket
+    )
 
 
 def _log_outcome(provider: str, user_id: uuid.UUID, outcome: str) -> None:

@@ -2,7 +2,9 @@
 and the list of configured providers.
 
 Callback outcomes are redirects, because the browser arrives here from the provider's page:
-success goes to the saved `returnTo` (or `/`); a refusal goes to `/login?error=<code>` (codes
+success goes to the saved `returnTo` (or `/`), or, for a user with a second factor, to
+`/login/mfa?ticket=T` (no session cookie yet; the `mfa_binding` cookie binds the ticket to
+this browser); a refusal goes to `/login?error=<code>` (codes
 in errors.py), with `domain` and `accountId` added for `domain_claimed`.
 """
 
@@ -20,6 +22,7 @@ from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, callback_path
 from tenantd.errors import NotFound
 from tenantd.identity.cookies import clear_cookie, set_cookie, set_session_cookies
+from tenantd.mfa import service as mfa
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
@@ -31,6 +34,7 @@ log = logging.getLogger(__name__)
 routes = Routes("auth")
 
 LOGIN_PATH = "/login"
+MFA_PATH = "/login/mfa"  # the hosted page asking for the second factor (?ticket=...)
 
 
 class StartQuery(ApiModel):
@@ -143,8 +147,21 @@ async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Resp
     except OAuthRefused as refused:
         response = _refused(refused, provider)
     else:
-        response = _redirect(signed.return_to)
-        set_session_cookies(response, services.settings, signed.tokens)
+        if signed.ticket is not None:
+            # A second factor is due: the MFA page finishes the sign-in and then goes to
+            # `returnTo` (POST /api/v1/auth/mfa/verify answers it).
+            response = _redirect(f"{MFA_PATH}?{urlencode({'ticket': signed.ticket.ticket})}")
+            set_cookie(
+                response,
+                services.settings,
+                mfa.BINDING_COOKIE,
+                signed.ticket.binding,
+                max_age=mfa.TICKET_TTL_SECONDS,
+            )
+        else:
+            assert signed.tokens is not None
+            response = _redirect(signed.return_to)
+            set_session_cookies(response, services.settings, signed.tokens)
     _clear_state(response, services.settings, provider)
     return response
 

@@ -1,0 +1,151 @@
+"""Sign-in figures: a password login, and the second step of an MFA sign-in (TOTP verify).
+
+Both are dominated by CPU on the server: the login by one argon2id verification (tenantd's
+parameters: argon2-cffi's RFC 9106 low-memory profile, t=3, m=64 MiB, p=4; its cost on this
+machine is measured here in-process and reported), the verify by ticket and TOTP checks, one
+AES-GCM decryption and the session insert (no argon2). Every request uses a different user
+(login) or a different ticket and user (verify), so no step-window replay or cache helps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import uuid
+from typing import Any
+
+import aiohttp
+import psycopg2
+import pyotp
+from argon2 import PasswordHasher
+
+from tenantd.identity.passwords import hasher
+from tenantd.identity.tokens import token_hash
+from tenantd.mfa import crypto
+
+SECRET = "bench-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
+PASSWORD = "bench password for sign-in figures"
+USERS = 400
+CONCURRENCY = 8
+
+
+def argon2_cost() -> dict[str, Any]:
+    """tenantd's argon2id parameters and the median time of one verification here."""
+    ph: PasswordHasher = hasher()
+    hashed = ph.hash(PASSWORD)
+    times = []
+    for _ in range(9):
+        started = time.perf_counter()
+        ph.verify(hashed, PASSWORD)
+        times.append((time.perf_counter() - started) * 1000)
+    return {
+        "type": "argon2id",
+        "time_cost": ph.time_cost,
+        "memory_cost_kib": ph.memory_cost,
+        "parallelism": ph.parallelism,
+        "verify_ms_median": round(statistics.median(times), 1),
+    }
+
+
+def _seed(dsn: str, *, with_totp: bool) -> list[dict[str, Any]]:
+    """USERS fresh verified users sharing one password hash; with TOTP: a secret each and a
+    live sign-in ticket (token and browser binding known to the bench)."""
+    password_hash = hasher().hash(PASSWORD)
+    run = uuid.uuid4().hex[:8]
+    users = []
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        for i in range(USERS):
+            email = f"signin-{run}-{i}@bench.example"
+            cur.execute(
+                "INSERT INTO users (email, email_verified_at, mfa_enabled)"
+                " VALUES (%s, now(), %s) RETURNING id",
+                (email, with_totp),
+            )
+            user_id = uuid.UUID(str(cur.fetchone()[0]))
+            cur.execute(
+                "INSERT INTO user_passwords (user_id, password_hash) VALUES (%s, %s)",
+                (str(user_id), password_hash),
+            )
+            user: dict[str, Any] = {"email": email}
+            if with_totp:
+                secret = pyotp.random_base32(32)
+                sealed = crypto.seal(
+                    SECRET, crypto.TOTP_SECRET_INFO, secret.encode(), associated=user_id.bytes
+                )
+                cur.execute(
+                    "INSERT INTO mfa_totp (user_id, secret_encrypted, confirmed_at)"
+                    " VALUES (%s, %s, now())",
+                    (str(user_id), psycopg2.Binary(sealed)),
+                )
+                ticket, binding = uuid.uuid4().hex * 2, uuid.uuid4().hex * 2
+                cur.execute(
+                    "INSERT INTO mfa_tickets (token_hash, binding_hash, user_id, amr, expires_at)"
+                    " VALUES (%s, %s, %s, ARRAY['pwd'], now() + interval '5 minutes')",
+                    (
+                        psycopg2.Binary(token_hash(SECRET, "mfa-ticket:" + ticket)),
+                        psycopg2.Binary(token_hash(SECRET, "mfa-binding:" + binding)),
+                        str(user_id),
+                    ),
+                )
+                user.update(secret=secret, ticket=ticket, binding=binding)
+            users.append(user)
+    return users
+
+
+async def _drive(url: str, requests: list[dict[str, Any]], origin: str) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors = 0
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    for item in requests:
+        queue.put_nowait(item)
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal errors
+        while not queue.empty():
+            item = queue.get_nowait()
+            started = time.perf_counter()
+            async with session.post(
+                url, json=item["body"], headers={"Origin": origin, **item.get("headers", {})}
+            ) as response:
+                await response.read()
+                if response.status != 200:
+                    errors += 1
+            latencies.append((time.perf_counter() - started) * 1000)
+
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session:
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(session) for _ in range(CONCURRENCY)))
+        elapsed = time.perf_counter() - started
+    latencies.sort()
+    return {
+        "rps": round(len(requests) / elapsed, 1),
+        "p50_ms": round(latencies[len(latencies) // 2], 2),
+        "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1], 2),
+        "requests": len(requests),
+        "concurrency": CONCURRENCY,
+        "errors": errors,
+    }
+
+
+def password_login(server_url: str, dsn: str, env: dict[str, str], plan: Any) -> dict[str, Any]:
+    users = _seed(dsn, with_totp=False)
+    requests = [{"body": {"email": u["email"], "password": PASSWORD}} for u in users]
+    result = asyncio.run(
+        _drive(f"{server_url}/api/v1/auth/login", requests, env["PUBLIC_BASE_URL"])
+    )
+    return {**result, "argon2": argon2_cost()}
+
+
+def mfa_verify(server_url: str, dsn: str, env: dict[str, str], plan: Any) -> dict[str, Any]:
+    users = _seed(dsn, with_totp=True)
+    requests = [
+        {
+            "body": {"ticket": u["ticket"], "totp": pyotp.TOTP(u["secret"]).now()},
+            "headers": {"Cookie": f"mfa_binding={u['binding']}"},
+        }
+        for u in users
+    ]
+    return asyncio.run(
+        _drive(f"{server_url}/api/v1/auth/mfa/verify", requests, env["PUBLIC_BASE_URL"])
+    )

@@ -1,0 +1,349 @@
+"""Passkeys (WebAuthn, py_webauthn): registration, assertions for passwordless sign-in, for
+the second factor of a sign-in ticket and for reauthentication.
+
+Challenges are single use and live 5 minutes: the server keeps a keyed hash of each one with
+its purpose (and user or ticket), and finds it again from the challenge the authenticator
+signed (clientDataJSON), so the client carries no extra state.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import webauthn
+from webauthn.helpers import bytes_to_base64url, parse_client_data_json
+from webauthn.helpers.exceptions import WebAuthnException
+from webauthn.helpers.parse_authentication_credential_json import (
+    parse_authentication_credential_json,
+)
+from webauthn.helpers.parse_registration_credential_json import (
+    parse_registration_credential_json,
+)
+from webauthn.helpers.structs import (
+    AuthenticatorSelectionCriteria,
+    AuthenticatorTransport,
+    PublicKeyCredentialDescriptor,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+from tenantd.db import Conn, Row
+from tenantd.errors import Conflict, InvalidCredentials, NotFound, Unauthorized, ValidationFailed
+from tenantd.identity import queries as identity_queries
+from tenantd.identity.sessions import issue_session
+from tenantd.identity.tokens import token_hash
+from tenantd.mfa import queries
+from tenantd.mfa.service import AMR_PASSKEY, Completed, after_factor_removed, first_factor_codes
+from tenantd.mfa.stepup import require_recent_auth
+from tenantd.settings import Settings
+
+if TYPE_CHECKING:
+    from tenantd.principal import Principal
+    from tenantd.services import Services
+
+log = logging.getLogger(__name__)
+
+REGISTER = "register"
+SIGN_IN = "sign_in"  # passwordless, discoverable credentials
+SECOND_FACTOR = "mfa"  # the second factor of a sign-in ticket
+REAUTH = "reauth"
+CHALLENGE_TTL_SECONDS = 300
+TIMEOUT_MS = 120_000
+MAX_PASSKEYS = 20
+
+# Authenticator names by AAGUID (a few well-known ones; the FIDO metadata service has all).
+AAGUID_NAMES = {
+    "fbfc3007-154e-4ecc-8c0b-6e020557d7bd": "iCloud Keychain",
+    "ea9b8d66-4d01-1d21-3ce4-b6b48cb575d4": "Google Password Manager",
+    "adce0002-35bc-c60a-648b-0b25f1f05503": "Chrome on Mac",
+    "08987058-cadc-4b81-b6e1-30de50dcbe96": "Windows Hello",
+    "9ddd1817-af5a-4672-a2b9-3e3dd95000a9": "Windows Hello",
+    "6028b017-b1d4-4c02-b4b3-afcdafc96bb2": "Windows Hello",
+    "bada5566-a7aa-401f-bd96-45619a55120d": "1Password",
+    "d548826e-79b4-db40-a3d8-11116f7e8349": "Bitwarden",
+    "531126d6-e717-415c-9320-3d9aa6981239": "Dashlane",
+    "cb69481e-8ff7-4039-93ec-0a2729a154a8": "YubiKey 5 Series",
+    "ee882879-721c-4913-9775-3dfcce97072a": "YubiKey 5 Series",
+    "01020304-0506-0708-0102-030405060708": "Chrome virtual authenticator",
+}
+NO_AAGUID = "00000000-0000-0000-0000-000000000000"
+
+
+def aaguid_name(aaguid: str | None) -> str | None:
+    return AAGUID_NAMES.get((aaguid or "").lower())
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _challenge_key(settings: Settings, challenge: bytes) -> bytes:
+    return token_hash(settings.secret_key, "webauthn-challenge:" + bytes_to_base64url(challenge))
+
+
+def _invalid(message: str = "The passkey could not be verified") -> InvalidCredentials:
+    return InvalidCredentials(message)
+
+
+async def _remember(
+    conn: Conn,
+    settings: Settings,
+    challenge: bytes,
+    *,
+    purpose: str,
+    user_id: uuid.UUID | None = None,
+    ticket_id: uuid.UUID | None = None,
+) -> None:
+    await queries.insert_challenge(
+        conn,
+        challenge_hash=_challenge_key(settings, challenge),
+        purpose=purpose,
+        user_id=user_id,
+        ticket_id=ticket_id,
+        expires_at=_now() + dt.timedelta(seconds=CHALLENGE_TTL_SECONDS),
+    )
+
+
+def _signed_challenge(client_data_json: bytes) -> bytes:
+    try:
+        return parse_client_data_json(client_data_json).challenge
+    except (WebAuthnException, ValueError, KeyError, TypeError):
+        raise _invalid() from None
+
+
+async def _take(conn: Conn, settings: Settings, challenge: bytes, *, purpose: str) -> Row:
+    row = await queries.take_challenge(
+        conn, challenge_hash=_challenge_key(settings, challenge), purpose=purpose
+    )
+    if row is None or not row["live"]:
+        raise _invalid("The passkey challenge is unknown, expired or already used")
+    return row
+
+
+def _options(options: Any) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(webauthn.options_to_json(options))
+    return result
+
+
+# -- registration -----------------------------------------------------------------------------
+
+
+async def registration_options(services: Services, user_id: uuid.UUID) -> dict[str, Any]:
+    """PublicKeyCredentialCreationOptions (JSON) for a new discoverable passkey."""
+    settings = services.settings
+    async with services.db.transaction() as conn:
+        user = await queries.lock_user(conn, user_id)
+        if user is None:
+            raise Unauthorized("invalid_session", "Session is invalid or expired")
+        existing = await queries.passkeys_of(conn, user_id)
+        if len(existing) >= MAX_PASSKEYS:
+            raise Conflict(f"At most {MAX_PASSKEYS} passkeys per user")
+        options = webauthn.generate_registration_options(
+            rp_id=settings.webauthn_rp_id,
+            rp_name=settings.webauthn_rp_name,
+            user_name=user["email"],
+            user_id=user_id.bytes,
+            timeout=TIMEOUT_MS,
+            authenticator_selection=AuthenticatorSelectionCriteria(
+                resident_key=ResidentKeyRequirement.REQUIRED,
+                user_verification=UserVerificationRequirement.PREFERRED,
+            ),
+            exclude_credentials=[
+                PublicKeyCredentialDescriptor(id=bytes(row["credential_id"])) for row in existing
+            ],
+        )
+        await _remember(conn, settings, options.challenge, purpose=REGISTER, user_id=user_id)
+    return _options(options)
+
+
+@dataclass(frozen=True)
+class Registered:
+    passkey: Row
+    recovery_codes: list[str]
+
+
+async def register(
+    services: Services, user_id: uuid.UUID, *, credential: dict[str, Any], name: str | None
+) -> Registered:
+    """Verify the browser's attestation and keep the credential (the first factor brings the
+    recovery codes, shown once)."""
+    settings = services.settings
+    try:
+        parsed = parse_registration_credential_json(credential)
+    except (WebAuthnException, ValueError, KeyError, TypeError):
+        raise ValidationFailed({"credential": "not a WebAuthn registration response"}) from None
+    challenge = _signed_challenge(parsed.response.client_data_json)
+    async with services.db.transaction() as conn:
+        await queries.lock_user(conn, user_id)
+        row = await _take(conn, settings, challenge, purpose=REGISTER)
+        if row["user_id"] != user_id:
+            raise _invalid()
+        try:
+            verified = webauthn.verify_registration_response(
+                credential=parsed,
+                expected_challenge=challenge,
+                expected_rp_id=settings.webauthn_rp_id,
+                expected_origin=list(settings.webauthn_origins),
+            )
+        except WebAuthnException as error:
+            log.info("passkey registration refused: %s", error)
+            raise _invalid() from None
+        aaguid = verified.aaguid if verified.aaguid != NO_AAGUID else None
+        label = (name or "").strip() or aaguid_name(aaguid) or "Passkey"
+        transports = [
+            t.value if isinstance(t, AuthenticatorTransport) else str(t)
+            for t in (parsed.response.transports or [])
+        ]
+        try:
+            passkey = await queries.insert_passkey(
+                conn,
+                user_id=user_id,
+                credential_id=verified.credential_id,
+                public_key=verified.credential_public_key,
+                sign_count=verified.sign_count,
+                aaguid=aaguid,
+                transports=transports,
+                name=label[:100],
+                backed_up=verified.credential_backed_up,
+            )
+        except LookupError:
+            raise Conflict("This passkey is already registered") from None
+        codes = await first_factor_codes(conn, settings, user_id)
+        await queries.sync_mfa_enabled(conn, user_id)
+    return Registered(passkey=passkey, recovery_codes=codes)
+
+
+# -- assertions -------------------------------------------------------------------------------
+
+
+async def authentication_options(
+    services: Services,
+    *,
+    purpose: str,
+    user_id: uuid.UUID | None = None,
+    ticket_id: uuid.UUID | None = None,
+) -> dict[str, Any]:
+    """PublicKeyCredentialRequestOptions (JSON): the user's passkeys when known (second
+    factor, reauthentication), none for passwordless sign-in (discoverable credentials)."""
+    settings = services.settings
+    async with services.db.transaction() as conn:
+        allow = []
+        if user_id is not None:
+            rows = await queries.passkeys_of(conn, user_id)
+            if not rows:
+                raise NotFound("No passkey is registered")
+            allow = [PublicKeyCredentialDescriptor(id=bytes(r["credential_id"])) for r in rows]
+        options = webauthn.generate_authentication_options(
+            rp_id=settings.webauthn_rp_id,
+            timeout=TIMEOUT_MS,
+            allow_credentials=allow,
+            user_verification=UserVerificationRequirement.PREFERRED
+            if purpose == SECOND_FACTOR
+            else UserVerificationRequirement.REQUIRED,
+        )
+        await _remember(
+            conn, settings, options.challenge, purpose=purpose, user_id=user_id, ticket_id=ticket_id
+        )
+    return _options(options)
+
+
+async def verify_assertion(
+    services: Services,
+    credential: dict[str, Any],
+    *,
+    purpose: str,
+    user_id: uuid.UUID | None = None,
+    ticket_id: uuid.UUID | None = None,
+) -> Row:
+    """Check an assertion against a challenge of `purpose` (and its user or ticket); the
+    passkey row (its counter and last use updated). Passwordless and reauthentication
+    require user verification (the passkey is the whole proof)."""
+    settings = services.settings
+    try:
+        parsed = parse_authentication_credential_json(credential)
+    except (WebAuthnException, ValueError, KeyError, TypeError):
+        raise ValidationFailed({"passkey": "not a WebAuthn authentication response"}) from None
+    challenge = _signed_challenge(parsed.response.client_data_json)
+    async with services.db.transaction() as conn:
+        row = await _take(conn, settings, challenge, purpose=purpose)
+        if user_id is not None and row["user_id"] != user_id:
+            raise _invalid()
+        if ticket_id is not None and row["ticket_id"] != ticket_id:
+            raise _invalid()
+        passkey = await queries.passkey_by_credential(conn, parsed.raw_id)
+        if passkey is None or (user_id is not None and passkey["user_id"] != user_id):
+            raise _invalid()
+        handle = parsed.response.user_handle
+        if handle and handle != passkey["user_id"].bytes:
+            raise _invalid()
+        try:
+            verified = webauthn.verify_authentication_response(
+                credential=parsed,
+                expected_challenge=challenge,
+                expected_rp_id=settings.webauthn_rp_id,
+                expected_origin=list(settings.webauthn_origins),
+                credential_public_key=bytes(passkey["public_key"]),
+                credential_current_sign_count=int(passkey["sign_count"]),
+                require_user_verification=purpose != SECOND_FACTOR,
+            )
+        except WebAuthnException as error:
+            log.info("passkey assertion refused: %s", error)
+            raise _invalid() from None
+        await queries.touch_passkey(
+            conn, passkey_id=passkey["id"], sign_count=verified.new_sign_count
+        )
+    return passkey
+
+
+# -- management -------------------------------------------------------------------------------
+
+
+async def list_passkeys(services: Services, user_id: uuid.UUID) -> list[Row]:
+    async with services.db.connection() as conn:
+        return await queries.passkeys_of(conn, user_id)
+
+
+async def rename(services: Services, user_id: uuid.UUID, passkey_id: uuid.UUID, name: str) -> Row:
+    async with services.db.connection() as conn:
+        row = await queries.rename_passkey(conn, user_id=user_id, passkey_id=passkey_id, name=name)
+    if row is None:
+        raise NotFound("Passkey not found")
+    return row
+
+
+async def delete(services: Services, principal: Principal, passkey_id: uuid.UUID) -> None:
+    """Remove a passkey (step-up); the last factor takes the recovery codes."""
+    await require_recent_auth(services, principal)
+    async with services.db.transaction() as conn:
+        await queries.lock_user(conn, principal.user_id)
+        if not await queries.delete_passkey(conn, user_id=principal.user_id, passkey_id=passkey_id):
+            raise NotFound("Passkey not found")
+        await after_factor_removed(conn, principal.user_id)
+
+
+async def sign_in(
+    services: Services, credential: dict[str, Any], *, user_agent: str | None, ip: str | None
+) -> Completed:
+    """Passwordless sign-in: a verified assertion of a discoverable passkey starts a session."""
+    passkey = await verify_assertion(services, credential, purpose=SIGN_IN)
+    async with services.db.transaction() as conn:
+        user = await identity_queries.user_by_id(conn, passkey["user_id"])
+        if user is None:
+            raise _invalid()
+        account_id = await identity_queries.default_account_id(conn, user["id"])
+        tokens = await issue_session(
+            conn,
+            services.settings,
+            keyring=services.keyring,
+            user_id=user["id"],
+            account_id=account_id,
+            user_agent=user_agent,
+            ip=ip,
+            amr=[AMR_PASSKEY],
+        )
+    return Completed(tokens=tokens, user=user, return_to=None)

@@ -1,0 +1,456 @@
+"""The rules of multi-factor authentication: TOTP enrolment and use (once per code, locked
+after 5 wrong codes in 15 minutes), recovery codes, sign-in tickets, reauthentication.
+
+Factors: a confirmed TOTP secret and passkeys. `users.mfa_enabled` says whether a user has
+at least one; it is recomputed under the user row lock whenever a factor comes or goes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+import logging
+import math
+import secrets
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tenantd.db import Conn, Row
+from tenantd.errors import Conflict, InvalidCredentials, NotFound, RateLimited, Unauthorized
+from tenantd.identity import queries as identity_queries
+from tenantd.identity.passwords import verify_password
+from tenantd.identity.sessions import IssuedTokens, issue_session
+from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
+from tenantd.mfa import crypto, mail, queries, totp
+from tenantd.mfa.stepup import require_recent_auth
+from tenantd.ops.config import ops_config
+from tenantd.ops.ratelimit import enforce
+from tenantd.settings import Settings
+
+if TYPE_CHECKING:
+    from tenantd.principal import Principal
+    from tenantd.services import Services
+
+log = logging.getLogger(__name__)
+
+RECOVERY_CODE_COUNT = 10
+RECOVERY_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i
+LOCK_LIMIT = 5  # wrong codes ...
+LOCK_WINDOW_SECONDS = 15 * 60  # ... inside this window ...
+LOCK_SECONDS = 15 * 60  # ... lock the codes for this long
+TICKET_TTL_SECONDS = 5 * 60
+BINDING_COOKIE = "mfa_binding"
+
+# RFC 8176 authentication method references carried in `amr`.
+AMR_PASSWORD = "pwd"
+AMR_OTP = "otp"  # a TOTP code or a recovery code (a one-time password either way)
+AMR_PASSKEY = "hwk"
+AMR_FEDERATED = "fed"  # an OpenID Connect provider vouched for the user
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+# -- status -----------------------------------------------------------------------------------
+
+
+def methods_of(summary: Row | None) -> list[str]:
+    """Second factors a user can answer with: totp, passkey, recoveryCode."""
+    if summary is None:
+        return []
+    methods = []
+    if summary["totp"]:
+        methods.append("totp")
+    if summary["passkeys"]:
+        methods.append("passkey")
+    if summary["recovery_codes"]:
+        methods.append("recoveryCode")
+    return methods
+
+
+async def status(services: Services, user_id: uuid.UUID) -> dict[str, Any]:
+    """{enabled, methods, recoveryCodesRemaining} of a signed-in user."""
+    async with services.db.connection() as conn:
+        summary = await queries.factor_summary(conn, user_id)
+    if summary is None:
+        raise Unauthorized("invalid_session", "Session is invalid or expired")
+    return {
+        "enabled": bool(summary["mfa_enabled"]),
+        "methods": methods_of(summary),
+        "recoveryCodesRemaining": int(summary["recovery_codes"]) if summary["mfa_enabled"] else 0,
+    }
+
+
+async def mfa_enabled(conn: Conn, user_id: uuid.UUID) -> bool:
+    """Whether the user has a second factor (its sign-ins go through a ticket)."""
+    return await queries.user_mfa_enabled(conn, user_id)
+
+
+# -- TOTP enrolment ---------------------------------------------------------------------------
+
+
+def _seal(settings: Settings, user_id: uuid.UUID, secret: str) -> bytes:
+    return crypto.seal(
+        settings.secret_key, crypto.TOTP_SECRET_INFO, secret.encode(), associated=user_id.bytes
+    )
+
+
+def _unseal(settings: Settings, user_id: uuid.UUID, blob: bytes) -> str:
+    return crypto.unseal(
+        settings.secret_key, crypto.TOTP_SECRET_INFO, blob, associated=user_id.bytes
+    ).decode()
+
+
+@dataclass(frozen=True)
+class TotpSetup:
+    secret: str
+    otpauth_uri: str
+    qr_svg: str
+
+
+async def setup_totp(services: Services, user_id: uuid.UUID) -> TotpSetup:
+    """A new secret, pending until a code from it is confirmed (replaces a pending one)."""
+    secret = totp.new_secret()
+    async with services.db.transaction() as conn:
+        user = await queries.lock_user(conn, user_id)
+        if user is None:
+            raise Unauthorized("invalid_session", "Session is invalid or expired")
+        current = await queries.totp(conn, user_id)
+        if current is not None and current["confirmed_at"] is not None:
+            raise Conflict("An authenticator app is already set up; remove it first")
+        await queries.put_pending_totp(
+            conn, user_id=user_id, secret=_seal(services.settings, user_id, secret)
+        )
+    uri = totp.provisioning_uri(
+        secret, account=user["email"], issuer=services.settings.webauthn_rp_name
+    )
+    return TotpSetup(secret=secret, otpauth_uri=uri, qr_svg=totp.qr_svg(uri))
+
+
+async def confirm_totp(services: Services, user_id: uuid.UUID, *, code: str) -> list[str]:
+    """Enable the pending secret with a current code from it; the recovery codes come with
+    the first factor (an empty list when the user already has codes)."""
+    await _refuse_if_locked(services, user_id)
+    async with services.db.transaction() as conn:
+        await queries.lock_user(conn, user_id)
+        row = await queries.totp(conn, user_id)
+        if row is None:
+            raise NotFound("Start with POST /api/v1/auth/mfa/totp/setup")
+        if row["confirmed_at"] is not None:
+            raise Conflict("The authenticator app is already confirmed")
+        step = totp.matching_step(
+            _unseal(services.settings, user_id, row["secret_encrypted"]), code
+        )
+        if step is not None:
+            await queries.confirm_totp(conn, user_id=user_id, step=step)
+            codes = await _first_factor_codes(conn, services.settings, user_id)
+            await queries.sync_mfa_enabled(conn, user_id)
+            await queries.clear_failures(conn, user_id)
+            return codes
+    await _wrong_code(services, user_id)
+    raise AssertionError("unreachable")
+
+
+async def disable_totp(services: Services, principal: Principal) -> None:
+    """Remove the authenticator app (step-up); the last factor takes the recovery codes."""
+    await require_recent_auth(services, principal)
+    async with services.db.transaction() as conn:
+        await queries.lock_user(conn, principal.user_id)
+        if not await queries.delete_totp(conn, principal.user_id):
+            raise NotFound("No authenticator app is set up")
+        await after_factor_removed(conn, principal.user_id)
+
+
+async def after_factor_removed(conn: Conn, user_id: uuid.UUID) -> None:
+    """Recompute mfa_enabled; with no factor left the recovery codes go too."""
+    if not await queries.sync_mfa_enabled(conn, user_id):
+        await queries.delete_recovery_codes(conn, user_id)
+
+
+# -- recovery codes ---------------------------------------------------------------------------
+
+
+def new_recovery_code() -> str:
+    raw = "".join(secrets.choice(RECOVERY_ALPHABET) for _ in range(10))
+    return f"{raw[:5]}-{raw[5:]}"
+
+
+def normalize_recovery_code(code: str) -> str:
+    return "".join(ch for ch in code.lower() if ch.isalnum())
+
+
+def recovery_code_hash(secret_key: str, user_id: uuid.UUID, code: str) -> bytes:
+    return token_hash(secret_key, f"mfa-recovery:{user_id}:{normalize_recovery_code(code)}")
+
+
+async def _new_codes(conn: Conn, settings: Settings, user_id: uuid.UUID) -> list[str]:
+    codes = [new_recovery_code() for _ in range(RECOVERY_CODE_COUNT)]
+    await queries.replace_recovery_codes(
+        conn,
+        user_id=user_id,
+        hashes=[recovery_code_hash(settings.secret_key, user_id, c) for c in codes],
+    )
+    return codes
+
+
+async def _first_factor_codes(conn: Conn, settings: Settings, user_id: uuid.UUID) -> list[str]:
+    summary = await queries.factor_summary(conn, user_id)
+    if summary is not None and summary["mfa_enabled"] and summary["recovery_codes"]:
+        return []  # not the first factor: the codes the user holds stay good
+    return await _new_codes(conn, settings, user_id)
+
+
+async def first_factor_codes(conn: Conn, settings: Settings, user_id: uuid.UUID) -> list[str]:
+    """For another factor's enrolment (passkeys): codes when it is the first factor."""
+    return await _first_factor_codes(conn, settings, user_id)
+
+
+async def regenerate_recovery_codes(services: Services, principal: Principal) -> list[str]:
+    """Ten new codes; the old ones stop working (step-up, MFA on)."""
+    await require_recent_auth(services, principal)
+    async with services.db.transaction() as conn:
+        user = await queries.lock_user(conn, principal.user_id)
+        if user is None or not user["mfa_enabled"]:
+            raise Conflict("Set up a second factor first")
+        return await _new_codes(conn, services.settings, principal.user_id)
+
+
+# -- checking a code (sign-in ticket, reauthentication) ---------------------------------------
+
+
+async def _refuse_if_locked(services: Services, user_id: uuid.UUID) -> None:
+    async with services.db.connection() as conn:
+        until = await queries.locked_until(conn, user_id)
+    if until is not None:
+        raise RateLimited(max(1, math.ceil((until - _now()).total_seconds())))
+
+
+async def _wrong_code(services: Services, user_id: uuid.UUID) -> None:
+    """Count a wrong code (in PostgreSQL: every instance counts together) and refuse."""
+    async with services.db.transaction() as conn:
+        until = await queries.record_failure(
+            conn,
+            user_id=user_id,
+            limit=LOCK_LIMIT,
+            window_seconds=LOCK_WINDOW_SECONDS,
+            lock_seconds=LOCK_SECONDS,
+        )
+    if until is not None:
+        log.warning("mfa codes locked after repeated wrong codes")
+        raise RateLimited(max(1, math.ceil((until - _now()).total_seconds())))
+    raise InvalidCredentials("The code is incorrect or was already used")
+
+
+async def check_code(
+    services: Services,
+    user_id: uuid.UUID,
+    *,
+    totp_code: str | None = None,
+    recovery_code: str | None = None,
+) -> str:
+    """Accept a TOTP code (once) or a recovery code (once; the user is mailed); the amr
+    method on success. Wrong codes count toward the lock; a locked user is refused."""
+    await _refuse_if_locked(services, user_id)
+    settings = services.settings
+    if totp_code is not None:
+        async with services.db.connection() as conn:
+            row = await queries.totp(conn, user_id)
+            if row is not None and row["confirmed_at"] is not None:
+                secret = _unseal(settings, user_id, row["secret_encrypted"])
+                step = totp.matching_step(secret, totp_code)
+                if step is not None and await queries.use_totp_step(
+                    conn, user_id=user_id, step=step
+                ):
+                    await queries.clear_failures(conn, user_id)
+                    return AMR_OTP
+    elif recovery_code is not None:
+        async with services.db.transaction() as conn:
+            digest = recovery_code_hash(settings.secret_key, user_id, recovery_code)
+            if await queries.use_recovery_code(conn, user_id=user_id, code_hash=digest):
+                await queries.clear_failures(conn, user_id)
+                summary = await queries.factor_summary(conn, user_id)
+                remaining = int(summary["recovery_codes"]) if summary else 0
+                await mail.submit(
+                    services, conn, mail.RECOVERY_CODE_USED, user_id=user_id, remaining=remaining
+                )
+                log.info("recovery code used", extra={"user_id": str(user_id)})
+                return AMR_OTP
+    await _wrong_code(services, user_id)
+    raise AssertionError("unreachable")
+
+
+# -- sign-in tickets --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A first factor passed; the second is pending. `binding` goes into a cookie."""
+
+    ticket: str
+    binding: str
+    methods: list[str]
+    expires_at: dt.datetime
+
+
+async def start_ticket(
+    conn: Conn,
+    settings: Settings,
+    *,
+    user_id: uuid.UUID,
+    amr: Sequence[str],
+    return_to: str | None = None,
+) -> Ticket:
+    """Issue a single-use, 5-minute ticket bound to this browser (binding cookie)."""
+    ticket, binding = new_opaque_token(), new_opaque_token()
+    expires_at = _now() + dt.timedelta(seconds=TICKET_TTL_SECONDS)
+    await queries.insert_ticket(
+        conn,
+        token_hash=token_hash(settings.secret_key, "mfa-ticket:" + ticket),
+        binding_hash=token_hash(settings.secret_key, "mfa-binding:" + binding),
+        user_id=user_id,
+        amr=list(amr),
+        return_to=return_to,
+        expires_at=expires_at,
+    )
+    methods = methods_of(await queries.factor_summary(conn, user_id))
+    return Ticket(ticket=ticket, binding=binding, methods=methods, expires_at=expires_at)
+
+
+def bad_ticket() -> Unauthorized:
+    # Unknown, expired, used, or another browser's: all look the same.
+    return Unauthorized("invalid_ticket", "The sign-in ticket is invalid, expired or used")
+
+
+async def live_ticket(services: Services, *, ticket: str, binding: str | None) -> Row:
+    """The ticket's row when it is live and this browser holds its binding."""
+    settings = services.settings
+    async with services.db.connection() as conn:
+        row = await queries.live_ticket(
+            conn, token_hash(settings.secret_key, "mfa-ticket:" + ticket)
+        )
+    if row is None or not binding:
+        raise bad_ticket()
+    expected = token_hash(settings.secret_key, "mfa-binding:" + binding)
+    if not hmac.compare_digest(bytes(row["binding_hash"]), expected):
+        raise bad_ticket()
+    return row
+
+
+@dataclass(frozen=True)
+class Completed:
+    tokens: IssuedTokens
+    user: Row
+    return_to: str | None
+
+
+async def complete_ticket(
+    services: Services,
+    ticket: Row,
+    *,
+    method: str,
+    user_agent: str | None,
+    ip: str | None,
+) -> Completed:
+    """Spend the ticket (once) and start the session: amr is the first factor's plus this."""
+    amr = list(dict.fromkeys([*ticket["amr"], method]))
+    async with services.db.transaction() as conn:
+        if not await queries.consume_ticket(conn, ticket["id"]):
+            raise bad_ticket()
+        user = await identity_queries.user_by_id(conn, ticket["user_id"])
+        if user is None:
+            raise bad_ticket()
+        account_id = await identity_queries.default_account_id(conn, user["id"])
+        tokens = await issue_session(
+            conn,
+            services.settings,
+            keyring=services.keyring,
+            user_id=user["id"],
+            account_id=account_id,
+            user_agent=user_agent,
+            ip=ip,
+            amr=amr,
+        )
+    return Completed(tokens=tokens, user=user, return_to=ticket["return_to"])
+
+
+# -- reauthentication (step-up) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reauthenticated:
+    access_token: str
+    claims: AccessClaims
+
+
+async def check_password(services: Services, user_id: uuid.UUID, password: str) -> str:
+    """The user's password (login limit counted per address); the amr method."""
+    settings = services.settings
+    async with services.db.connection() as conn:
+        user = await identity_queries.user_credentials(conn, user_id)
+        if user is None:
+            raise Unauthorized("invalid_session", "Session is invalid or expired")
+        await enforce(
+            conn,
+            ops_config(settings),
+            secret_key=settings.secret_key,
+            scope="login",
+            ip=None,
+            email=user["email"],
+        )
+    if user["password_hash"] is None or not await verify_password(user["password_hash"], password):
+        raise InvalidCredentials("The password is incorrect")
+    return AMR_PASSWORD
+
+
+async def reauthenticated(services: Services, principal: Principal, method: str) -> Reauthenticated:
+    """A new access token of the same session whose auth_time is now (the family keeps it)."""
+    auth_time = time.time()
+    amr = list(dict.fromkeys([*principal.amr, method]))
+    if principal.session_id is not None:
+        async with services.db.transaction() as conn:
+            row = await identity_queries.refresh_auth_time(
+                conn, family_id=principal.session_id, user_id=principal.user_id, amr=[method]
+            )
+        amr = list(row["amr"])
+        auth_time = row["auth_time"].timestamp()
+    token, claims = issue_access_token(
+        services.keyring,
+        user_id=principal.user_id,
+        account_id=principal.account_id,
+        session_id=principal.session_id,
+        amr=tuple(amr),
+        auth_time=auth_time,
+    )
+    return Reauthenticated(access_token=token, claims=claims)
+
+
+# -- operators --------------------------------------------------------------------------------
+
+
+async def reset_user(conn: Conn, *, email: str) -> uuid.UUID:
+    """Remove every factor and recovery code of a user (`tenantd users mfa-reset`); the
+    caller's transaction also records it in the audit log and the user is mailed after."""
+    user = await queries.user_by_email(conn, email)
+    if user is None:
+        raise NotFound("No user has this email address")
+    await queries.lock_user(conn, user["id"])
+    await queries.delete_totp(conn, user["id"])
+    await queries.delete_passkeys(conn, user["id"])
+    await queries.delete_recovery_codes(conn, user["id"])
+    await queries.clear_failures(conn, user["id"])
+    await queries.sync_mfa_enabled(conn, user["id"])
+    user_id: uuid.UUID = user["id"]
+    return user_id
+
+
+async def mail_reset_notice(services: Services, user_id: uuid.UUID) -> None:
+    """Tell the user their factors were reset (suppression checked by the send path)."""
+    async with services.db.connection() as conn:
+        to = await queries.user_email(conn, user_id)
+    if to is not None:
+        notice = mail.message(mail.MFA_RESET, to, {}, services.settings.public_base_url)
+        await services.email.send(notice)

@@ -1,0 +1,289 @@
+"""MFA and passkey routes: enrolment, the second step of a sign-in, reauthentication.
+
+The second step of a sign-in: POST /api/v1/auth/login (or the OpenID Connect callback) gave a
+ticket and set the `mfa_binding` cookie; POST /api/v1/auth/mfa/verify with the ticket and one
+factor sets the session cookies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from tenantd.identity.cookies import clear_cookie, set_access_cookie, set_session_cookies
+from tenantd.mfa import passkeys, service
+from tenantd.mfa.schemas import (
+    CodeBody,
+    CredentialBody,
+    MfaSignedIn,
+    PasskeyOut,
+    PasskeyRegistered,
+    ReauthBody,
+    ReauthOut,
+    RecoveryCodesOut,
+    RegisterPasskeyBody,
+    RenameBody,
+    SignedInUserOut,
+    TicketBody,
+    TotpSetupOut,
+    VerifyBody,
+)
+from tenantd.principal import current_principal
+from tenantd.services import SERVICES, Services
+from tenantd.web.json import ok
+from tenantd.web.routing import path_uuid
+from tenantd.web.schemas import Empty
+from tenantd.web.spec import Access, Routes
+
+routes = Routes("mfa")
+
+
+def _services(request: web.Request) -> Services:
+    return request.app[SERVICES]
+
+
+def _client(request: web.Request) -> dict[str, Any]:
+    return {"user_agent": request.headers.get("User-Agent"), "ip": request.remote}
+
+
+# -- TOTP and recovery codes ------------------------------------------------------------------
+
+
+@routes.post(
+    "/api/v1/auth/mfa/totp/setup",
+    response=TotpSetupOut,
+    responses={409: "An authenticator app is already set up"},
+    summary="Start TOTP enrolment: a secret, its otpauth URI and QR code (pending until confirmed)",
+)
+async def totp_setup(request: web.Request) -> TotpSetupOut:
+    setup = await service.setup_totp(_services(request), current_principal(request).user_id)
+    return TotpSetupOut(secret=setup.secret, otpauth_uri=setup.otpauth_uri, qr_svg=setup.qr_svg)
+
+
+@routes.post(
+    "/api/v1/auth/mfa/totp/confirm",
+    body=CodeBody,
+    response=RecoveryCodesOut,
+    responses={401: "INVALID_CREDENTIALS: wrong code", 429: "RATE_LIMITED: codes locked"},
+    summary="Enable TOTP with a current code; the first factor brings 10 recovery codes",
+)
+async def totp_confirm(request: web.Request, body: CodeBody) -> RecoveryCodesOut:
+    codes = await service.confirm_totp(
+        _services(request), current_principal(request).user_id, code=body.code
+    )
+    return RecoveryCodesOut(recovery_codes=codes)
+
+
+@routes.delete(
+    "/api/v1/auth/mfa/totp",
+    response=Empty,
+    responses={403: "REAUTH_REQUIRED"},
+    summary="Remove the authenticator app (step-up)",
+)
+async def totp_delete(request: web.Request) -> Empty:
+    await service.disable_totp(_services(request), current_principal(request))
+    return Empty()
+
+
+@routes.post(
+    "/api/v1/auth/mfa/recovery-codes/regenerate",
+    response=RecoveryCodesOut,
+    responses={403: "REAUTH_REQUIRED", 409: "No second factor"},
+    summary="Ten new recovery codes; the old ones stop working (step-up)",
+)
+async def recovery_regenerate(request: web.Request) -> RecoveryCodesOut:
+    codes = await service.regenerate_recovery_codes(_services(request), current_principal(request))
+    return RecoveryCodesOut(recovery_codes=codes)
+
+
+# -- the second step of a sign-in -------------------------------------------------------------
+
+
+def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Response:
+    services = _services(request)
+    response = ok(
+        MfaSignedIn(user=SignedInUserOut.of(completed.user), return_to=completed.return_to)
+    )
+    set_session_cookies(response, services.settings, completed.tokens)
+    clear_cookie(response, services.settings, service.BINDING_COOKIE)
+    return response
+
+
+@routes.post(
+    "/api/v1/auth/mfa/verify",
+    access=Access.PUBLIC,
+    body=VerifyBody,
+    response=MfaSignedIn,
+    rate_limit="mfa",
+    responses={
+        401: "INVALID_CREDENTIALS (wrong code) or UNAUTHORIZED invalid_ticket",
+        429: "RATE_LIMITED: 5 wrong codes in 15 minutes lock the codes for 15 minutes",
+    },
+    summary="Finish a sign-in with a second factor: sets the session cookies",
+)
+async def mfa_verify(request: web.Request, body: VerifyBody) -> web.Response:
+    services = _services(request)
+    ticket = await service.live_ticket(
+        services, ticket=body.ticket, binding=request.cookies.get(service.BINDING_COOKIE)
+    )
+    if body.passkey is not None:
+        await passkeys.verify_assertion(
+            services,
+            body.passkey,
+            purpose=passkeys.SECOND_FACTOR,
+            user_id=ticket["user_id"],
+            ticket_id=ticket["id"],
+        )
+        method = service.AMR_PASSKEY
+    else:
+        method = await service.check_code(
+            services, ticket["user_id"], totp_code=body.totp, recovery_code=body.recovery_code
+        )
+    completed = await service.complete_ticket(services, ticket, method=method, **_client(request))
+    return mfa_signed_in(request, completed)
+
+
+# -- reauthentication -------------------------------------------------------------------------
+
+
+@routes.post(
+    "/api/v1/auth/reauth",
+    body=ReauthBody,
+    response=ReauthOut,
+    rate_limit="mfa",
+    responses={401: "INVALID_CREDENTIALS", 429: "RATE_LIMITED"},
+    summary="Prove it is you again (password, TOTP or passkey): a new access token whose"
+    " auth_time is now",
+)
+async def reauth(request: web.Request, body: ReauthBody) -> web.Response:
+    services = _services(request)
+    principal = current_principal(request)
+    if body.password is not None:
+        method = await service.check_password(services, principal.user_id, body.password)
+    elif body.totp is not None:
+        method = await service.check_code(services, principal.user_id, totp_code=body.totp)
+    else:
+        assert body.passkey is not None
+        await passkeys.verify_assertion(
+            services, body.passkey, purpose=passkeys.REAUTH, user_id=principal.user_id
+        )
+        method = service.AMR_PASSKEY
+    done = await service.reauthenticated(services, principal, method)
+    assert done.claims.auth_time is not None
+    response = ok(ReauthOut(auth_time=int(done.claims.auth_time), amr=list(done.claims.amr)))
+    set_access_cookie(response, services.settings, done.access_token, done.claims)
+    return response
+
+
+@routes.post(
+    "/api/v1/auth/reauth/passkey-options",
+    response=dict[str, Any],
+    summary="WebAuthn request options for reauthenticating with a passkey",
+)
+async def reauth_options(request: web.Request) -> dict[str, Any]:
+    return await passkeys.authentication_options(
+        _services(request), purpose=passkeys.REAUTH, user_id=current_principal(request).user_id
+    )
+
+
+# -- passkeys ---------------------------------------------------------------------------------
+
+
+def _passkey_out(row: Any) -> PasskeyOut:
+    return PasskeyOut.of(row, passkeys.aaguid_name(row["aaguid"]))
+
+
+@routes.post(
+    "/api/v1/auth/passkeys/register/options",
+    response=dict[str, Any],
+    summary="WebAuthn creation options for a new passkey (discoverable)",
+)
+async def passkey_register_options(request: web.Request) -> dict[str, Any]:
+    return await passkeys.registration_options(
+        _services(request), current_principal(request).user_id
+    )
+
+
+@routes.post(
+    "/api/v1/auth/passkeys/register/verify",
+    body=RegisterPasskeyBody,
+    response=PasskeyRegistered,
+    status=201,
+    responses={401: "INVALID_CREDENTIALS: the attestation does not verify"},
+    summary="Keep a new passkey (the first factor brings 10 recovery codes)",
+)
+async def passkey_register_verify(request: web.Request, body: RegisterPasskeyBody) -> web.Response:
+    done = await passkeys.register(
+        _services(request),
+        current_principal(request).user_id,
+        credential=body.credential,
+        name=body.name,
+    )
+    data = PasskeyRegistered(passkey=_passkey_out(done.passkey), recovery_codes=done.recovery_codes)
+    return ok(data, status=201)
+
+
+@routes.get("/api/v1/auth/passkeys", response=list[PasskeyOut], summary="My passkeys")
+async def passkey_list(request: web.Request) -> list[PasskeyOut]:
+    rows = await passkeys.list_passkeys(_services(request), current_principal(request).user_id)
+    return [_passkey_out(row) for row in rows]
+
+
+@routes.patch(
+    "/api/v1/auth/passkeys/{id}", body=RenameBody, response=PasskeyOut, summary="Rename a passkey"
+)
+async def passkey_rename(request: web.Request, body: RenameBody) -> PasskeyOut:
+    row = await passkeys.rename(
+        _services(request),
+        current_principal(request).user_id,
+        path_uuid(request, "id"),
+        body.name,
+    )
+    return _passkey_out(row)
+
+
+@routes.delete(
+    "/api/v1/auth/passkeys/{id}",
+    response=Empty,
+    responses={403: "REAUTH_REQUIRED"},
+    summary="Remove a passkey (step-up)",
+)
+async def passkey_delete(request: web.Request) -> Empty:
+    await passkeys.delete(_services(request), current_principal(request), path_uuid(request, "id"))
+    return Empty()
+
+
+@routes.post(
+    "/api/v1/auth/passkeys/authenticate/options",
+    access=Access.PUBLIC,
+    body=TicketBody,
+    response=dict[str, Any],
+    rate_limit="mfa",
+    summary="WebAuthn request options: with a ticket, the second factor of that sign-in;"
+    " without, passwordless sign-in (discoverable passkeys)",
+)
+async def passkey_authenticate_options(request: web.Request, body: TicketBody) -> dict[str, Any]:
+    services = _services(request)
+    if body.ticket is None:
+        return await passkeys.authentication_options(services, purpose=passkeys.SIGN_IN)
+    ticket = await service.live_ticket(
+        services, ticket=body.ticket, binding=request.cookies.get(service.BINDING_COOKIE)
+    )
+    return await passkeys.authentication_options(
+        services, purpose=passkeys.SECOND_FACTOR, user_id=ticket["user_id"], ticket_id=ticket["id"]
+    )
+
+
+@routes.post(
+    "/api/v1/auth/passkeys/authenticate/verify",
+    access=Access.PUBLIC,
+    body=CredentialBody,
+    response=MfaSignedIn,
+    rate_limit="mfa",
+    responses={401: "INVALID_CREDENTIALS: the assertion does not verify"},
+    summary="Passwordless sign-in with a passkey: sets the session cookies (amr hwk)",
+)
+async def passkey_sign_in(request: web.Request, body: CredentialBody) -> web.Response:
+    completed = await passkeys.sign_in(_services(request), body.credential, **_client(request))
+    return mfa_signed_in(request, completed)

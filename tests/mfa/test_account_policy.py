@@ -1,0 +1,161 @@
+"""Accounts that require MFA: a member without a factor cannot make the account active
+(switch, refresh into it, invitation accept), is mailed when the policy is switched on, and
+/me tells the client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenantd.db import Database
+from tenantd.settings import Settings
+from tests.factories import Factory, UserRecord, read_mails
+from tests.helpers import data, error, eventually
+from tests.mfa.helpers import claims, enrol_totp, password_step, signed_in
+
+
+async def _team(factory: Factory) -> tuple[UserRecord, UserRecord]:
+    owner = await factory.user(plan="team")
+    member = await factory.user()
+    assert owner.account_id is not None
+    await factory.member(owner.account_id, member.id)
+    return owner, member
+
+
+async def _require(make_client: Any, db: Database, settings: Settings, owner: UserRecord) -> Any:
+    browser = await signed_in(make_client, db, settings, owner)
+    detail = await data(
+        await browser.patch(f"/api/v1/accounts/{owner.account_id}", json={"requireMfa": True})
+    )
+    assert detail["requireMfa"] is True
+    return browser
+
+
+async def test_only_the_owner_sets_the_policy(
+    make_client: Any, factory: Factory, db: Database, settings: Settings
+) -> None:
+    owner, admin = await _team(factory)
+    await db.execute("UPDATE memberships SET role = 'admin' WHERE user_id = %(u)s", {"u": admin.id})
+    browser = await signed_in(make_client, db, settings, admin, account_id=owner.account_id)
+    await error(
+        await browser.patch(f"/api/v1/accounts/{owner.account_id}", json={"requireMfa": True}),
+        403,
+        "FORBIDDEN",
+    )
+
+
+async def test_member_without_factor_cannot_switch_into_the_account(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Any
+) -> None:
+    owner, member = await _team(factory)
+    owner_browser = await _require(make_client, db, settings, owner)
+    me = await (await owner_browser.get("/api/v1/users/me")).json()
+    assert me["account"]["requireMfa"] is True
+
+    # Members without a factor are mailed (the owner has none either: mailed too).
+    def notices() -> Any:
+        return {m["To"] for m in read_mails(mail_dir) if "requires multi-factor" in m["Subject"]}
+
+    assert await eventually(lambda: len(notices()) == 2)
+    assert any(member.email in to for to in notices())
+
+    browser = await signed_in(make_client, db, settings, member)  # in their own account
+    switch = {"accountId": str(owner.account_id)}
+    refused = await error(
+        await browser.post("/api/v1/accounts/switch", json=switch), 403, "MFA_REQUIRED"
+    )
+    assert refused["details"]["accountId"] == str(owner.account_id)
+
+    # With a factor, the switch works.
+    await enrol_totp(browser)
+    switched = await data(await browser.post("/api/v1/accounts/switch", json=switch))
+    assert switched["account"]["id"] == str(owner.account_id)
+    me = await (await browser.get("/api/v1/users/me")).json()
+    assert me["account"]["requireMfa"] is True and me["user"]["mfaEnabled"] is True
+
+
+async def test_refresh_into_the_account_is_refused_without_a_factor(
+    make_client: Any, factory: Factory, db: Database, settings: Settings
+) -> None:
+    owner, member = await _team(factory)
+    # The member's session is in the team account before the policy is switched on.
+    browser = await signed_in(make_client, db, settings, member, account_id=owner.account_id)
+    await _require(make_client, db, settings, owner)
+    await error(await browser.post("/api/v1/auth/refresh"), 403, "MFA_REQUIRED")
+    # The refresh session was not consumed: once the member has a factor it renews.
+    # (Enrolling needs an access token; the current one is still valid.)
+    await enrol_totp(browser)
+    await data(await browser.post("/api/v1/auth/refresh"))
+    assert claims(browser)["aid"] == str(owner.account_id)
+
+
+async def test_sign_in_lands_outside_the_account_without_a_factor(
+    make_client: Any, factory: Factory, db: Database, settings: Settings
+) -> None:
+    owner = await factory.user(plan="team")
+    member = await factory.user(account=False)
+    assert owner.account_id is not None
+    await factory.member(owner.account_id, member.id)
+    await _require(make_client, db, settings, owner)
+    browser = await make_client()
+    await data(
+        await browser.post(
+            "/api/v1/auth/login", json={"email": member.email, "password": member.password}
+        )
+    )
+    assert claims(browser)["aid"] is None  # signed in, but the account is not active
+    me = await (await browser.get("/api/v1/users/me")).json()
+    assert me["user"]["mfaEnabled"] is False and me["account"] is None
+
+    # After enrolling, the next sign-in (with its second factor) lands in the account.
+    enrolled = await enrol_totp(browser)
+    fresh = await make_client()
+    ticket = (await password_step(fresh, member))["ticket"]
+    await data(
+        await fresh.post(
+            "/api/v1/auth/mfa/verify", json={"ticket": ticket, "totp": enrolled.code(+1)}
+        )
+    )
+    assert claims(fresh)["aid"] == str(owner.account_id)
+
+
+async def test_invitation_accept_without_a_factor_is_refused_and_stays_pending(
+    make_client: Any, factory: Factory, db: Database, settings: Settings
+) -> None:
+    owner = await factory.user(plan="team")
+    invitee = await factory.user()
+    owner_browser = await _require(make_client, db, settings, owner)
+    issued = await data(
+        await owner_browser.post(
+            f"/api/v1/accounts/{owner.account_id}/invitations",
+            json={"email": invitee.email, "role": "member"},
+        ),
+        201,
+    )
+    browser = await signed_in(make_client, db, settings, invitee)
+    await error(
+        await browser.post("/api/v1/invitations/accept", json={"token": issued["token"]}),
+        403,
+        "MFA_REQUIRED",
+    )
+    await enrol_totp(browser)
+    accepted = await data(
+        await browser.post("/api/v1/invitations/accept", json={"token": issued["token"]})
+    )
+    assert accepted["account"]["id"] == str(owner.account_id)
+
+
+async def test_switching_the_policy_off(
+    make_client: Any, factory: Factory, db: Database, settings: Settings
+) -> None:
+    owner, member = await _team(factory)
+    owner_browser = await _require(make_client, db, settings, owner)
+    detail = await data(
+        await owner_browser.patch(
+            f"/api/v1/accounts/{owner.account_id}", json={"requireMfa": False}
+        )
+    )
+    assert detail["requireMfa"] is False
+    browser = await signed_in(make_client, db, settings, member)
+    await data(
+        await browser.post("/api/v1/accounts/switch", json={"accountId": str(owner.account_id)})
+    )
