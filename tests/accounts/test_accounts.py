@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from tenantd.identity.tokens import decode_access_token
-from tests.accounts.conftest import Team
-from tests.accounts.helpers import audit_actions, data, error
-from tests.helpers import SECRET
+from tests.accounts.helpers import Team, audit_actions
+from tests.helpers import SECRET, data, error
 
 
 def cookie(client: Any, name: str) -> str | None:

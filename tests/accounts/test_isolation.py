@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tenantd.accounts.views import routes
-from tests.accounts.conftest import Team
-from tests.accounts.helpers import data, error
+from tests.accounts.helpers import Team
+from tests.helpers import data, error
 
 SCOPED = [spec for spec in routes.specs if "{id}" in spec.path]
 

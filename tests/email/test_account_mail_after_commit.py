@@ -16,8 +16,8 @@ from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import provision_personal_account
 from tenantd.services import SERVICES
 from tests.accounts.helpers import principal
-from tests.email.conftest import Start
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders
+from tests.email.support import Start
 from tests.factories import Factory
 
 QUEUES = pytest.mark.parametrize("queues", ["false", "true"])

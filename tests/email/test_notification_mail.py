@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from tenantd.app import AppServices
@@ -16,9 +17,8 @@ from tenantd.db import Database
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import send
 from tenantd.notifications.channels.email import run_email_job
-from tenantd.services import SERVICES
-from tests.email.conftest import Start
 from tests.email.fake_providers import RESEND_KEY, FakeProviders, Recorded
+from tests.email.support import Start
 from tests.factories import Factory
 
 BASE = "https://app.example.com/portal"
@@ -38,8 +38,9 @@ async def client(start: Start, fake: FakeProviders) -> TestClient[Any, Any]:
 
 
 @pytest.fixture
-def services(client: TestClient[Any, Any]) -> AppServices:
-    return client.server.app[SERVICES]
+def app(client: TestClient[Any, Any]) -> web.Application:
+    """The app under test is the one `client` started (so `services` are its services)."""
+    return client.server.app
 
 
 async def email_status(db: Database, notification_id: uuid.UUID) -> str | None:

@@ -15,7 +15,8 @@ from tenantd.errors import ValidationFailed
 from tenantd.notifications import InvalidPayload, UnknownEventType, UnknownRecipient, send
 from tenantd.notifications.service import dispatch
 from tests.factories import mail_text, read_mails
-from tests.notifications.conftest import deliveries, eventually, quiesce
+from tests.helpers import eventually
+from tests.notifications.support import deliveries, quiesce
 
 BOTH_MODES = pytest.mark.parametrize("queues_enabled", [False, True], ids=["inline", "queued"])
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg2.errors
 
+from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email
-from tenantd.auth import mail
 from tenantd.auth.oauth import errors, queries
 from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
@@ -42,7 +42,7 @@ from tenantd.auth.oauth.flow import (
     require_email,
     verify_id_token,
 )
-from tenantd.db import Database, Row
+from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
 from tenantd.identity.sessions import IssuedTokens, issue_session
@@ -299,7 +299,6 @@ async def _sign_in_once(
 ) -> SignedIn:
     settings = services.settings
     conflict: DomainConflict | None = None
-    owner: Row | None = None
     async with services.db.transaction() as conn:
         await queries.lock_sign_in(conn, provider=provider, subject=subject, email=email)
         found = await queries.sign_in_lookup(conn, provider=provider, subject=subject, email=email)
@@ -334,7 +333,11 @@ async def _sign_in_once(
         if provisioned.conflict is not None:
             # Commit the user, identity and join request; no session (no account to enter).
             conflict = provisioned.conflict
-            owner = await auth_queries.account_owner(conn, conflict.account_id)
+            if outcome != "returning":
+                # The owner and the requester are mailed after commit, with the join request.
+                await account_mail.submit_join_request(
+                    services, conn, join_request_id=conflict.join_request_id
+                )
         else:
             tokens = await issue_session(
                 conn,
@@ -346,20 +349,7 @@ async def _sign_in_once(
             )
     _log_outcome(provider, user_id, outcome if conflict is None else "domain_claimed")
     if conflict is not None:
-        if owner is not None and outcome != "returning":
-            await mail.deliver(
-                services,
-                mail.join_request(
-                    owner["email"],
-                    settings=settings,
-                    requester=email,
-                    domain=conflict.domain,
-                    account_id=conflict.account_id,
-                    account_name=owner["account_name"],
-                ),
-            )
-        if outcome != "returning":
-            await mail.deliver(services, mail.join_request_sent(email, domain=conflict.domain))
+        # Committed above: the join request and its mail jobs survive the refusal.
         raise OAuthRefused(
             errors.DOMAIN_CLAIMED,
             "domain claimed by another account; join request pending",

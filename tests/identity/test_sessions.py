@@ -8,8 +8,8 @@ import pytest
 
 from tenantd.db import Database
 from tenantd.identity.tokens import decode_access_token, token_hash
-from tests.auth.helpers import error_of, set_cookies
-from tests.helpers import SECRET
+from tests.auth.helpers import set_cookies
+from tests.helpers import SECRET, error_of
 
 
 @pytest.fixture
