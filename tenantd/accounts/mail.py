@@ -173,4 +173,4 @@ async def run_account_email(services: Services, payload: dict[str, Any], job: Jo
         await services.email.send_from_job(message)
 
 
-KINDS = (JobKind(name=ACCOUNT_EMAIL, run=run_account_email, max_attempts=5, timeout=60.0),)
+JOB_KINDS = (JobKind(name=ACCOUNT_EMAIL, run=run_account_email, max_attempts=5, timeout=60.0),)

@@ -32,4 +32,4 @@ SENDERS = {
     service.RESET: service.mail_reset_link,
     service.SESSION_REUSED: service.mail_session_reused,
 }
-KINDS = (JobKind(name=AUTH_EMAIL, run=run_auth_email, max_attempts=3, timeout=60.0),)
+JOB_KINDS = (JobKind(name=AUTH_EMAIL, run=run_auth_email, max_attempts=3, timeout=60.0),)

@@ -43,7 +43,7 @@ from tenantd.web.ratelimit import rate_limit_request
 from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes
 
-routes = Routes("auth")
+ROUTES = Routes("auth")
 
 
 def client_meta(request: web.Request) -> service.ClientMeta:
@@ -68,7 +68,7 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
     return response
 
 
-@routes.post(
+@ROUTES.post(
     "/auth/register",
     access=Access.PUBLIC,
     body=RegisterBody,
@@ -94,7 +94,7 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
     return response
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/resend-verification",
     access=Access.PUBLIC,
     body=EmailBody,
@@ -107,7 +107,7 @@ async def resend_verification(request: web.Request, body: EmailBody) -> Message:
     return Message(message=message)
 
 
-@routes.post(
+@ROUTES.post(
     "/auth/verify-email",
     access=Access.PUBLIC,
     body=VerifyEmailBody,
@@ -133,7 +133,7 @@ async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Respo
     return response
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/login",
     access=Access.PUBLIC,
     body=LoginBody,
@@ -151,7 +151,7 @@ async def login(request: web.Request, body: LoginBody) -> web.Response:
     return signed_in(request, result)
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/password-reset/request",
     access=Access.PUBLIC,
     body=EmailBody,
@@ -164,7 +164,7 @@ async def password_reset_request(request: web.Request, body: EmailBody) -> Messa
     return Message(message=message)
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/password-reset/confirm",
     access=Access.PUBLIC,
     body=PasswordResetConfirmBody,
@@ -178,7 +178,7 @@ async def password_reset_confirm(request: web.Request, body: PasswordResetConfir
     return Empty()
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/password",
     body=PasswordChangeBody,
     response=SignedInUser,
@@ -203,7 +203,7 @@ async def change_password(request: web.Request, body: PasswordChangeBody) -> web
     return signed_in(request, result)
 
 
-@routes.get(
+@ROUTES.get(
     "/api/v1/users/me",
     access=Access.TRY,
     response=CurrentUser | AnonymousUser,
@@ -221,7 +221,7 @@ async def me(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/refresh",
     access=Access.TRY,
     response=RefreshData,
@@ -240,14 +240,14 @@ async def refresh(request: web.Request) -> web.Response:
     return signed_in(request, result)
 
 
-@routes.get("/api/v1/auth/mfa/status", access=Access.TRY, response=MfaStatus, summary="MFA status")
+@ROUTES.get("/api/v1/auth/mfa/status", access=Access.TRY, response=MfaStatus, summary="MFA status")
 async def mfa_status(request: web.Request) -> MfaStatus:
     # MFA enrolment is not built yet: nobody has it, anonymous included.
     optional_principal(request)
     return MfaStatus(enabled=False)
 
 
-@routes.post("/api/v1/auth/logout", response=Empty, summary="End this session")
+@ROUTES.post("/api/v1/auth/logout", response=Empty, summary="End this session")
 async def logout(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]
@@ -259,7 +259,7 @@ async def logout(request: web.Request) -> web.Response:
     return response
 
 
-@routes.post("/api/v1/auth/logout-all", response=Empty, summary="End every session of the user")
+@ROUTES.post("/api/v1/auth/logout-all", response=Empty, summary="End every session of the user")
 async def logout_all(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]

@@ -119,13 +119,6 @@ async def persist_dispatch(
     return row
 
 
-async def user_exists(conn: Conn, *, user_id: uuid.UUID) -> bool:
-    found: bool = await conn.fetch_val(
-        "SELECT EXISTS (SELECT 1 FROM users WHERE id = %(uid)s::uuid)", {"uid": user_id}
-    )
-    return found
-
-
 async def delivery_context(conn: Conn, *, notification_id: uuid.UUID, channel: str) -> Row | None:
     """A notification with its recipient's address and the status of one channel's row."""
     return await conn.fetch_one(
