@@ -3,8 +3,6 @@ a mail client can follow, a text part without the HTML <title>."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from typing import Any
 
@@ -20,6 +18,7 @@ from tenantd.notifications.channels.email import run_email_job
 from tests.email.fake_providers import RESEND_KEY, FakeProviders, Recorded
 from tests.email.support import Start
 from tests.factories import Factory
+from tests.helpers import eventually
 
 BASE = "https://app.example.com/portal"
 TITLE = "Your weekly digest"
@@ -53,13 +52,14 @@ async def email_status(db: Database, notification_id: uuid.UUID) -> str | None:
 
 
 async def settled(db: Database, notification_id: uuid.UUID) -> str:
-    """Wait (generously) until the email delivery leaves `pending`."""
-    deadline = time.monotonic() + 30
-    while (status := await email_status(db, notification_id)) in (None, "pending"):
-        assert time.monotonic() < deadline, "email delivery never settled"
-        await asyncio.sleep(0.02)
-    assert status is not None
-    return status
+    """Wait until the email delivery leaves `pending`; its status."""
+
+    async def left_pending() -> str | None:
+        status = await email_status(db, notification_id)
+        return None if status in (None, "pending") else status
+
+    result: str = await eventually(left_pending)
+    return result
 
 
 async def mail_of(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -54,8 +53,6 @@ if TYPE_CHECKING:
     from tenantd.services import Services
 
 log = logging.getLogger(__name__)
-
-_PROVIDER_ERROR = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 class OidcTransport(Protocol):
@@ -169,7 +166,7 @@ async def complete(
     check_state(flow, params.state)
     await _consume(services.db, flow)
     if params.error is not None:
-        error = params.error if _PROVIDER_ERROR.match(params.error) else "(unreadable)"
+        error = params.error if errors.PROVIDER_ERROR_CODE.match(params.error) else "(unreadable)"
         raise OAuthRefused(errors.DENIED, f"provider answered error {error}")
     if not params.code:
         raise OAuthRefused(errors.FAILED, "callback carries no code")
