@@ -8,10 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.accounts.helpers import Team
+from tests.accounts.helpers import Login, Team
 from tests.factories import Factory, UserRecord
-
-Login = Callable[..., Awaitable[Any]]
 
 
 @pytest.fixture

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tenantd.principal import Principal
 from tests.factories import UserRecord
+
+# The `login` fixture: a browser signed in as a user (into an account, default its own).
+Login = Callable[..., Awaitable[Any]]
 
 
 def principal(user: UserRecord, account_id: uuid.UUID | None, role: str | None = None) -> Principal:
