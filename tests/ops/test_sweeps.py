@@ -143,11 +143,11 @@ async def test_deletes_work_in_bounded_batches(
             statements.append(rows)
             return rows
 
-        ctx.standalone_services.db.execute = counted  # type: ignore[method-assign]
+        ctx.services.db.execute = counted  # type: ignore[method-assign]
         try:
             await delete_batches(ctx, revoked_tokens, revoked_tokens.c.expires_at < func.now())
         finally:
-            del ctx.standalone_services.db.execute
+            del ctx.services.db.execute
 
     outcome = await run_sweep(
         standalone_services,
