@@ -117,6 +117,7 @@ class Settings:
     vapid_subject: str | None = None
     web_push_allowed_hosts: tuple[str, ...] = DEFAULT_PUSH_HOSTS
     web_push_max_subscriptions_per_user: int = 20
+    web_push_timeout_seconds: float = 10.0  # one delivery to a push service, whole request
     email_provider: str = "file"
     email_from: str = "tenantd <no-reply@localhost>"
     email_file_dir: Path = Path("var/mail")
@@ -286,6 +287,9 @@ def load_settings(
         web_push_allowed_hosts=_list(env.get("WEB_PUSH_ALLOWED_HOSTS", "")) or DEFAULT_PUSH_HOSTS,
         web_push_max_subscriptions_per_user=env_int(
             env, "WEB_PUSH_MAX_SUBSCRIPTIONS_PER_USER", 20, minimum=1
+        ),
+        web_push_timeout_seconds=env_number(
+            env, "TENANTD_WEB_PUSH_TIMEOUT_SECONDS", 10.0, minimum=0.01
         ),
         email_provider=provider,
         email_from=env.get("EMAIL_FROM", "tenantd <no-reply@localhost>"),

@@ -14,13 +14,15 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from tenantd.app import create_app
+from tenantd.app import AppServices, create_app
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.embedded import EmbeddedCluster
 from tenantd.db.migrate import migrate
+from tenantd.services import SERVICES
 from tenantd.settings import Settings, load_settings
+from tests.email.fake_providers import FakeProviders
 from tests.factories import Factory
 from tests.helpers import ORIGIN, SECRET, truncate_all
 
@@ -121,8 +123,23 @@ def app(server: TestServer) -> web.Application:
 
 
 @pytest.fixture
+def services(app: web.Application) -> AppServices:
+    """The running app's services (tests/ops has `standalone_services`, opened without an app)."""
+    return app[SERVICES]
+
+
+@pytest.fixture
 def factory(db: Database, settings: Settings) -> Factory:
     return Factory(db, settings)
+
+
+@pytest.fixture
+async def fake(aiohttp_server: Any) -> FakeProviders:
+    """Postmark, Resend and SendGrid on a local port (tests/email/fake_providers.py)."""
+    providers = FakeProviders()
+    server: TestServer = await aiohttp_server(providers.app)
+    providers.url = str(server.make_url("")).rstrip("/")
+    return providers
 
 
 @pytest.fixture

@@ -1,4 +1,8 @@
-"""Small factories with defaults: users (verified, with an account), sessions, memberships."""
+"""Small factories with defaults: users (verified, with an account), sessions, memberships.
+
+Rows are written by the functions of the packages that own them (identity's user queries,
+accounts' provisioning, plan and membership queries), not by copies of their SQL; they skip
+the services' side effects (audit entries, mails) that the tests would otherwise see."""
 
 from __future__ import annotations
 
@@ -12,9 +16,11 @@ from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
 
+from tenantd.accounts import queries as accounts_queries
 from tenantd.accounts.provisioning import create_account
 from tenantd.cache.keyring import Keyring
-from tenantd.db import Database
+from tenantd.db import Conn, Database
+from tenantd.identity import queries as identity_queries
 from tenantd.identity.keys.feed import prepare
 from tenantd.identity.passwords import hash_password
 from tenantd.identity.sessions import IssuedTokens, issue_session
@@ -58,15 +64,15 @@ class Factory:
     ) -> UserRecord:
         email = email or f"user{next(_counter)}-{uuid.uuid4().hex[:6]}@example.com"
         async with self.db.transaction() as conn:
-            user_id = await conn.fetch_val(
-                "INSERT INTO users (email, first_name, last_name, email_verified_at)"
-                " VALUES (%(e)s, %(f)s, %(l)s, CASE WHEN %(v)s THEN now() END) RETURNING id",
-                {"e": email, "f": first_name, "l": last_name, "v": verified},
+            user_id = await identity_queries.insert_user(
+                conn, email=email, first_name=first_name, last_name=last_name
             )
+            assert user_id is not None, f"{email} is taken"
+            if verified:
+                await identity_queries.mark_email_verified(conn, user_id)
             if password is not None:
-                await conn.execute(
-                    "INSERT INTO user_passwords (user_id, password_hash) VALUES (%(u)s, %(h)s)",
-                    {"u": user_id, "h": await hash_password(password)},
+                await identity_queries.set_password(
+                    conn, user_id=user_id, password_hash=await hash_password(password)
                 )
             account_id = None
             if account and verified:
@@ -78,20 +84,26 @@ class Factory:
         return UserRecord(id=user_id, email=email, password=password or "", account_id=account_id)
 
     async def set_plan(
-        self, account_id: uuid.UUID, plan: str, *, seats: int | None = None, conn=None
-    ) -> None:  # type: ignore[no-untyped-def]
-        sql = "UPDATE account_plans SET plan_code = %(p)s, seats = %(s)s WHERE account_id = %(a)s"
-        params = {"p": plan, "s": seats, "a": account_id}
-        if conn is not None:
-            await conn.execute(sql, params)
-        else:
-            await self.db.execute(sql, params)
+        self,
+        account_id: uuid.UUID,
+        plan: str,
+        *,
+        seats: int | None = None,
+        conn: Conn | None = None,
+    ) -> None:
+        """The plan row as `tenantd accounts set-plan` writes it, without its audit entry."""
+        if conn is None:
+            async with self.db.connection() as own:
+                await self.set_plan(account_id, plan, seats=seats, conn=own)
+            return
+        await accounts_queries.set_plan(conn, account_id=account_id, plan_code=plan, seats=seats)
 
     async def member(self, account_id: uuid.UUID, user_id: uuid.UUID, role: str = "member") -> None:
-        await self.db.execute(
-            "INSERT INTO memberships (account_id, user_id, role) VALUES (%(a)s, %(u)s, %(r)s)",
-            {"a": account_id, "u": user_id, "r": role},
-        )
+        """A membership as an accepted invitation writes it, without its audit entry."""
+        async with self.db.connection() as conn:
+            await accounts_queries.insert_membership(
+                conn, account_id=account_id, user_id=user_id, role=role
+            )
 
     async def tokens(self, user: UserRecord, account_id: uuid.UUID | None = None) -> IssuedTokens:
         await prepare(self.db, self.settings, self.keyring)

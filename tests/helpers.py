@@ -1,5 +1,6 @@
-"""What every test module may import: the test origin and secret, answer unwrapping and a
-poll-until-true helper. Fixtures live in conftest.py; nothing is imported from there."""
+"""What every test module may import: the test origin and secret, answer unwrapping, a
+poll-until-true helper and emptying the database. Fixtures live in conftest.py; nothing is
+imported from there."""
 
 from __future__ import annotations
 
@@ -31,14 +32,20 @@ async def data(response: Any, status: int = 200) -> Any:
     return body["data"]
 
 
+def error_of(body: dict[str, Any]) -> dict[str, Any]:
+    """The `error` of an already parsed failure envelope."""
+    assert body["success"] is False, body
+    result: dict[str, Any] = body["error"]
+    return result
+
+
 async def error(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
     """The `error` of a failure envelope, after checking the status (and code if given)."""
     body = await response.json()
     assert response.status == status, body
-    assert body["success"] is False, body
+    result = error_of(body)
     if code is not None:
-        assert body["error"]["code"] == code, body
-    result: dict[str, Any] = body["error"]
+        assert result["code"] == code, body
     return result
 
 
@@ -60,7 +67,7 @@ async def eventually(
 
 
 async def truncate_all(db: Database) -> None:
-    """Empty every table but the seeded reference data (each test starts from nothing)."""
+    """Empty every table but the seeded ones (plans, schema_migrations)."""
     rows = await db.fetch_all("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
     names = [r["tablename"] for r in rows if r["tablename"] not in KEEP_TABLES]
     if names:

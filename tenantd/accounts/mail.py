@@ -21,7 +21,7 @@ from tenantd.accounts import queries
 from tenantd.accounts.names import account_name
 from tenantd.db import Conn
 from tenantd.email import templates
-from tenantd.email.message import EmailMessage, EmailSendError
+from tenantd.email.message import EmailMessage
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 
 if TYPE_CHECKING:
@@ -169,14 +169,8 @@ async def run_account_email(services: Services, payload: dict[str, Any], job: Jo
             raise PermanentJobError(f"unknown account mail job: {sorted(payload)}")
     except (KeyError, ValueError) as error:
         raise PermanentJobError(f"malformed account mail job: {error}") from None
-    if message is None:
-        return
-    try:
-        await services.email.send(message)
-    except EmailSendError as error:
-        if not error.retryable:
-            raise PermanentJobError(str(error)) from error
-        raise
+    if message is not None:
+        await services.email.send_from_job(message)
 
 
-KINDS = (JobKind(name=ACCOUNT_EMAIL, run=run_account_email, max_attempts=5, timeout=60.0),)
+JOB_KINDS = (JobKind(name=ACCOUNT_EMAIL, run=run_account_email, max_attempts=5, timeout=60.0),)

@@ -38,7 +38,7 @@ from tenantd.web.json import ok
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Routes
 
-routes = Routes("accounts")
+ROUTES = Routes("accounts")
 
 ACCOUNT = "/api/v1/accounts/{id}"
 
@@ -64,14 +64,14 @@ def _answer(
 # -- accounts ---------------------------------------------------------------------------------
 
 
-@routes.get("/api/v1/accounts", response=list[AccountSummary], summary="My accounts with role")
+@ROUTES.get("/api/v1/accounts", response=list[AccountSummary], summary="My accounts with role")
 async def list_accounts(request: web.Request) -> list[AccountSummary]:
     principal = current_principal(request)
     rows = await service.list_accounts(_services(request), principal)
     return [AccountSummary.of(row, active_id=principal.account_id) for row in rows]
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/accounts",
     body=AccountCreate,
     response=AccountSummary,
@@ -97,7 +97,7 @@ async def create_account(request: web.Request, body: AccountCreate) -> web.Respo
     )
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/accounts/switch",
     body=SwitchBody,
     response=SwitchResult,
@@ -118,7 +118,7 @@ async def switch_account(request: web.Request, body: SwitchBody) -> web.Response
     return _answer(data, switched.activation, services)
 
 
-@routes.get(ACCOUNT, response=AccountDetail, summary="The active account (any member)")
+@ROUTES.get(ACCOUNT, response=AccountDetail, summary="The active account (any member)")
 async def read_account(request: web.Request) -> AccountDetail:
     detail = await service.read_account(
         _services(request), current_principal(request), path_uuid(request, "id")
@@ -126,7 +126,7 @@ async def read_account(request: web.Request) -> AccountDetail:
     return AccountDetail.model_validate(detail, from_attributes=True)
 
 
-@routes.patch(
+@ROUTES.patch(
     ACCOUNT,
     body=AccountRename,
     response=AccountDetail,
@@ -144,7 +144,7 @@ async def rename_account(request: web.Request, body: AccountRename) -> AccountDe
     return AccountDetail.model_validate(detail, from_attributes=True)
 
 
-@routes.delete(ACCOUNT, response=AccountDeletedOut, summary="Soft-delete the account (owner only)")
+@ROUTES.delete(ACCOUNT, response=AccountDeletedOut, summary="Soft-delete the account (owner only)")
 async def delete_account(request: web.Request) -> web.Response:
     services = _services(request)
     deleted = await service.delete_account(
@@ -164,7 +164,7 @@ async def delete_account(request: web.Request) -> web.Response:
 # -- memberships ------------------------------------------------------------------------------
 
 
-@routes.post(
+@ROUTES.post(
     ACCOUNT + "/transfer-ownership",
     body=TransferBody,
     response=TransferResult,
@@ -182,7 +182,7 @@ async def transfer_ownership(request: web.Request, body: TransferBody) -> Transf
     )
 
 
-@routes.get(ACCOUNT + "/members", response=list[MemberOut], summary="Active members")
+@ROUTES.get(ACCOUNT + "/members", response=list[MemberOut], summary="Active members")
 async def list_members(request: web.Request) -> list[MemberOut]:
     rows = await memberships.list_members(
         _services(request), current_principal(request), path_uuid(request, "id")
@@ -190,7 +190,7 @@ async def list_members(request: web.Request) -> list[MemberOut]:
     return [MemberOut.model_validate(row) for row in rows]
 
 
-@routes.patch(
+@ROUTES.patch(
     ACCOUNT + "/members/{userId}",
     body=RoleBody,
     response=MembershipOut,
@@ -207,7 +207,7 @@ async def change_role(request: web.Request, body: RoleBody) -> MembershipOut:
     return MembershipOut.of(row)
 
 
-@routes.delete(
+@ROUTES.delete(
     ACCOUNT + "/members/{userId}",
     response=MembershipOut,
     summary="Remove a member (admin+; never the owner); the row is kept as revoked",
@@ -222,7 +222,7 @@ async def remove_member(request: web.Request) -> MembershipOut:
     return MembershipOut.of(row)
 
 
-@routes.post(
+@ROUTES.post(
     ACCOUNT + "/leave",
     response=LeaveResult,
     summary="Leave the account (the owner cannot); the session moves to another account",
@@ -245,7 +245,7 @@ async def leave_account(request: web.Request) -> web.Response:
 # -- invitations ------------------------------------------------------------------------------
 
 
-@routes.get(ACCOUNT + "/invitations", response=list[InvitationOut], summary="Pending invitations")
+@ROUTES.get(ACCOUNT + "/invitations", response=list[InvitationOut], summary="Pending invitations")
 async def list_invitations(request: web.Request) -> list[InvitationOut]:
     rows = await invitations.list_invitations(
         _services(request), current_principal(request), path_uuid(request, "id")
@@ -253,7 +253,7 @@ async def list_invitations(request: web.Request) -> list[InvitationOut]:
     return [InvitationOut.of(row) for row in rows]
 
 
-@routes.post(
+@ROUTES.post(
     ACCOUNT + "/invitations",
     body=InvitationCreate,
     response=InvitationIssued,
@@ -271,7 +271,7 @@ async def create_invitation(request: web.Request, body: InvitationCreate) -> Inv
     return InvitationIssued(invitation=InvitationOut.of(issued.invitation), token=issued.token)
 
 
-@routes.post(
+@ROUTES.post(
     ACCOUNT + "/invitations/{iid}/resend",
     response=InvitationIssued,
     summary="Resend: the token is rotated, older links stop working",
@@ -286,7 +286,7 @@ async def resend_invitation(request: web.Request) -> InvitationIssued:
     return InvitationIssued(invitation=InvitationOut.of(issued.invitation), token=issued.token)
 
 
-@routes.delete(
+@ROUTES.delete(
     ACCOUNT + "/invitations/{iid}", response=InvitationOut, summary="Revoke (soft delete)"
 )
 async def revoke_invitation(request: web.Request) -> InvitationOut:
@@ -299,7 +299,7 @@ async def revoke_invitation(request: web.Request) -> InvitationOut:
     return InvitationOut.of(row)
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/invitations/accept",
     body=AcceptBody,
     response=AcceptResult,
@@ -320,7 +320,7 @@ async def accept_invitation(request: web.Request, body: AcceptBody) -> web.Respo
 # -- join requests ----------------------------------------------------------------------------
 
 
-@routes.get(
+@ROUTES.get(
     ACCOUNT + "/join-requests", response=list[JoinRequestOut], summary="Pending join requests"
 )
 async def list_join_requests(request: web.Request) -> list[JoinRequestOut]:
@@ -330,7 +330,7 @@ async def list_join_requests(request: web.Request) -> list[JoinRequestOut]:
     return [JoinRequestOut.of(row) for row in rows]
 
 
-@routes.post(
+@ROUTES.post(
     ACCOUNT + "/join-requests/{rid}/approve",
     response=JoinDecision,
     summary="Approve a join request (admin+; seat cap checked)",
@@ -348,7 +348,7 @@ async def approve_join_request(request: web.Request) -> JoinDecision:
     )
 
 
-@routes.post(
+@ROUTES.post(
     ACCOUNT + "/join-requests/{rid}/deny", response=JoinDecision, summary="Deny a join request"
 )
 async def deny_join_request(request: web.Request) -> JoinDecision:

@@ -22,37 +22,37 @@ from tenantd.notifications import jobs as notification_jobs
 from tenantd.notifications import server_views as notification_server_views
 from tenantd.notifications import sweeps as notification_sweeps
 from tenantd.notifications import views as notification_views
-from tenantd.ops.session_sweep import sessions_sweep
+from tenantd.ops import session_sweep
 from tenantd.ops.sweeps import Sweep
 from tenantd.web import health, openapi, probes
 from tenantd.web.spec import Routes
 
 ROUTES: tuple[Routes, ...] = (
-    health.routes,
-    probes.routes,
-    openapi.routes,
-    auth_views.routes,
-    account_views.routes,
-    oauth_views.routes,
-    email_webhook_views.routes,
-    notification_views.routes,
-    notification_server_views.routes,
-    key_views.routes,
-    mfa_views.routes,
+    health.ROUTES,
+    probes.ROUTES,
+    openapi.ROUTES,
+    auth_views.ROUTES,
+    account_views.ROUTES,
+    oauth_views.ROUTES,
+    email_webhook_views.ROUTES,
+    notification_views.ROUTES,
+    notification_server_views.ROUTES,
+    key_views.ROUTES,
+    mfa_views.ROUTES,
 )
 
 JOB_KINDS: tuple[JobKind, ...] = (
-    *auth_jobs.KINDS,
-    *account_mail.KINDS,
-    *notification_jobs.KINDS,
-    *mfa_mail.KINDS,
+    *auth_jobs.JOB_KINDS,
+    *account_mail.JOB_KINDS,
+    *notification_jobs.JOB_KINDS,
+    *mfa_mail.JOB_KINDS,
 )
 
 SWEEPS: tuple[Sweep, ...] = (
     *account_sweeps.SWEEPS,
     *notification_sweeps.SWEEPS,
-    sessions_sweep,
-    job_sweeps.jobs_sweep,
+    *session_sweep.SWEEPS,
+    *job_sweeps.SWEEPS,
     *apikey_sweeps.SWEEPS,
     *key_sweeps.SWEEPS,
     *mfa_sweeps.SWEEPS,

@@ -2,8 +2,9 @@
 
 The request only queues `{purpose, email}` (no token: links are minted when the job runs and
 stored hashed like every other), so the answer takes the same time whether or not the
-address belongs to anyone. Retried only on database errors: a provider failure is logged by
-`mail.deliver`, as it was on the request path.
+address belongs to anyone. A database error or a provider failure a retry may fix fails the
+job and the durable queue retries it; a permanent refusal or a suppressed recipient settles it
+(`mail.deliver_from_job`, the accounts.email rule).
 """
 
 from __future__ import annotations
@@ -31,4 +32,4 @@ SENDERS = {
     service.RESET: service.mail_reset_link,
     service.SESSION_REUSED: service.mail_session_reused,
 }
-KINDS = (JobKind(name=AUTH_EMAIL, run=run_auth_email, max_attempts=3, timeout=60.0),)
+JOB_KINDS = (JobKind(name=AUTH_EMAIL, run=run_auth_email, max_attempts=3, timeout=60.0),)

@@ -9,12 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-# The join-request mails are the accounts domain's (an `accounts.email` job sends them); the
-# OAuth callback still sends them inline from here.
-from tenantd.accounts.mail import join_request as join_request
-from tenantd.accounts.mail import join_request_sent as join_request_sent
 from tenantd.email import templates
-from tenantd.email.message import EmailMessage, EmailSendError
+from tenantd.email.message import EmailMessage, EmailSendError, SendResult
 
 if TYPE_CHECKING:
     from tenantd.services import Services
@@ -76,12 +72,23 @@ def session_reused(to: str, *, settings: Settings) -> EmailMessage:
 
 
 async def deliver(services: Services, message: EmailMessage) -> None:
-    """Send; a provider failure is logged, never shown (answers must not depend on it)."""
+    """Send on the request path; a provider failure is logged, never shown (answers must not
+    depend on it)."""
     try:
         result = await services.email.send(message)
     except EmailSendError:
         log.exception("transactional email not sent", extra={"tag": message.tag})
         return
+    _log_unsent(message, result)
+
+
+async def deliver_from_job(services: Services, message: EmailMessage) -> None:
+    """Send from the `auth.email` job: a provider failure a retry may fix fails the job, so the
+    durable queue retries it; a permanent refusal or a suppressed recipient settles it."""
+    _log_unsent(message, await services.email.send_from_job(message))
+
+
+def _log_unsent(message: EmailMessage, result: SendResult) -> None:
     if result.status != "sent":
         log.info(
             "transactional email %s: %s", result.status, result.reason, extra={"tag": message.tag}

@@ -255,7 +255,7 @@ async def mail_verification_link(services: Services, email: str) -> None:
                 first_name=user["first_name"],
             )
     if outgoing is not None:
-        await mail.deliver(services, outgoing)
+        await mail.deliver_from_job(services, outgoing)
 
 
 async def _submit_mail(services: Services, purpose: str, email: str) -> None:
@@ -434,7 +434,7 @@ async def mail_reset_link(services: Services, email: str) -> None:
                 ttl_minutes=int(RESET_TTL.total_seconds() // 60),
             )
     if outgoing is not None:
-        await mail.deliver(services, outgoing)
+        await mail.deliver_from_job(services, outgoing)
 
 
 async def confirm_password_reset(services: Services, *, token: str, password: str) -> None:
@@ -567,7 +567,7 @@ async def _submit_reuse_notice(services: Services, conn: Conn, user_id: uuid.UUI
 
 async def mail_session_reused(services: Services, email: str) -> None:
     """The job's half: tell the user a session was ended because its token was reused."""
-    await mail.deliver(services, mail.session_reused(email, settings=services.settings))
+    await mail.deliver_from_job(services, mail.session_reused(email, settings=services.settings))
 
 
 async def logout(

@@ -46,7 +46,7 @@ from tenantd.web.ratelimit import rate_limit_request
 from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes
 
-routes = Routes("auth")
+ROUTES = Routes("auth")
 
 
 def client_meta(request: web.Request) -> service.ClientMeta:
@@ -71,7 +71,7 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
     return response
 
 
-@routes.post(
+@ROUTES.post(
     "/auth/register",
     access=Access.PUBLIC,
     body=RegisterBody,
@@ -97,7 +97,7 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
     return response
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/resend-verification",
     access=Access.PUBLIC,
     body=EmailBody,
@@ -110,7 +110,7 @@ async def resend_verification(request: web.Request, body: EmailBody) -> Message:
     return Message(message=message)
 
 
-@routes.post(
+@ROUTES.post(
     "/auth/verify-email",
     access=Access.PUBLIC,
     body=VerifyEmailBody,
@@ -136,7 +136,7 @@ async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Respo
     return response
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/login",
     access=Access.PUBLIC,
     body=LoginBody,
@@ -166,7 +166,7 @@ def mfa_challenge(settings: Settings, ticket: mfa.Ticket) -> web.Response:
     return response
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/password-reset/request",
     access=Access.PUBLIC,
     body=EmailBody,
@@ -179,7 +179,7 @@ async def password_reset_request(request: web.Request, body: EmailBody) -> Messa
     return Message(message=message)
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/password-reset/confirm",
     access=Access.PUBLIC,
     body=PasswordResetConfirmBody,
@@ -193,7 +193,7 @@ async def password_reset_confirm(request: web.Request, body: PasswordResetConfir
     return Empty()
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/password",
     body=PasswordChangeBody,
     response=SignedInUser,
@@ -218,7 +218,7 @@ async def change_password(request: web.Request, body: PasswordChangeBody) -> web
     return signed_in(request, result)
 
 
-@routes.get(
+@ROUTES.get(
     "/api/v1/users/me",
     access=Access.TRY,
     response=CurrentUser | AnonymousUser,
@@ -236,7 +236,7 @@ async def me(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/refresh",
     access=Access.TRY,
     response=RefreshData,
@@ -255,7 +255,7 @@ async def refresh(request: web.Request) -> web.Response:
     return signed_in(request, result)
 
 
-@routes.get(
+@ROUTES.get(
     "/api/v1/auth/mfa/status",
     access=Access.TRY,
     response=MfaStatusOut | MfaStatus,
@@ -268,7 +268,7 @@ async def mfa_status(request: web.Request) -> MfaStatus | dict[str, object]:
     return await mfa.status(request.app[SERVICES], principal.user_id)
 
 
-@routes.post("/api/v1/auth/logout", response=Empty, summary="End this session")
+@ROUTES.post("/api/v1/auth/logout", response=Empty, summary="End this session")
 async def logout(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]
@@ -280,7 +280,7 @@ async def logout(request: web.Request) -> web.Response:
     return response
 
 
-@routes.post("/api/v1/auth/logout-all", response=Empty, summary="End every session of the user")
+@ROUTES.post("/api/v1/auth/logout-all", response=Empty, summary="End every session of the user")
 async def logout_all(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]

@@ -18,14 +18,12 @@ from pathlib import Path
 
 import aiopg
 
+from tenantd.db import queries
 from tenantd.db.core import Conn, Database
 
 log = logging.getLogger(__name__)
 
-# Any fixed 64-bit key; every instance uses the same one so only one migrates at a time.
-MIGRATION_LOCK_KEY = 7_354_120_001
 UNBOUNDED = float("inf")  # aiopg's operation timeout (asyncio.wait_for accepts infinity)
-NO_SERVER_TIMEOUTS = "SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0"
 
 
 def sql_dir() -> Path:
@@ -47,24 +45,9 @@ def available_migrations(directory: Path | None = None) -> list[Migration]:
     return [Migration(version=p.stem, path=p) for p in files]
 
 
-async def _ensure_table(conn: Conn) -> None:
-    await conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-    )
-
-
-async def applied_versions(conn: Conn) -> set[str]:
-    exists = await conn.fetch_val("SELECT to_regclass('schema_migrations') IS NOT NULL")
-    if not exists:
-        return set()
-    rows = await conn.fetch_all("SELECT version FROM schema_migrations")
-    return {row["version"] for row in rows}
-
-
 async def pending_migrations(db: Database) -> list[Migration]:
     async with db.connection() as conn:
-        done = await applied_versions(conn)
+        done = await queries.applied_versions(conn)
     return [m for m in available_migrations() if m.version not in done]
 
 
@@ -72,18 +55,17 @@ async def pending_migrations(db: Database) -> list[Migration]:
 async def _unbounded(conn: Conn) -> AsyncIterator[aiopg.Cursor]:
     """A transaction whose statements have no time bound, client or server side."""
     async with conn.transaction(), conn.raw.cursor(timeout=UNBOUNDED) as cur:
-        await cur.execute(NO_SERVER_TIMEOUTS)
+        await cur.execute(queries.NO_SERVER_TIMEOUTS)
         yield cur
 
 
 async def _lock(conn: Conn) -> None:
     """Take the migration lock (session level), waiting as long as another instance holds it."""
-    key = {"key": MIGRATION_LOCK_KEY}
-    if await conn.fetch_val("SELECT pg_try_advisory_lock(%(key)s)", key):
+    if await queries.try_lock(conn):
         return
     log.info("another instance is applying migrations; waiting for it")
     async with _unbounded(conn) as cur:  # the session lock outlives this transaction
-        await cur.execute("SELECT pg_advisory_lock(%(key)s)", key)
+        await cur.execute(queries.WAIT_FOR_LOCK, queries.LOCK_PARAMS)
 
 
 async def migrate(db: Database) -> list[str]:
@@ -92,19 +74,16 @@ async def migrate(db: Database) -> list[str]:
     async with db.connection() as conn:
         await _lock(conn)
         try:
-            await _ensure_table(conn)
-            done = await applied_versions(conn)
+            await queries.ensure_migrations_table(conn)
+            done = await queries.applied_versions(conn)
             for migration in available_migrations():
                 if migration.version in done:
                     continue
                 log.info("applying migration %s", migration.version)
                 async with _unbounded(conn) as cur:
                     await cur.execute(migration.path.read_text())
-                    await conn.execute(
-                        "INSERT INTO schema_migrations (version) VALUES (%(v)s)",
-                        {"v": migration.version},
-                    )
+                    await queries.record_migration(conn, migration.version)
                 applied.append(migration.version)
         finally:
-            await conn.execute("SELECT pg_advisory_unlock(%(key)s)", {"key": MIGRATION_LOCK_KEY})
+            await queries.unlock(conn)
     return applied

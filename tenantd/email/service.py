@@ -10,11 +10,12 @@ import aiohttp
 
 from tenantd.db import Database
 from tenantd.email import suppression, templates
-from tenantd.email.message import EmailMessage, RecipientSuppressed, SendResult
+from tenantd.email.message import EmailMessage, EmailSendError, RecipientSuppressed, SendResult
 from tenantd.email.providers import EmailSender
 from tenantd.email.providers.file import FileSender
 from tenantd.email.providers.http import build_http_sender
 from tenantd.email.webhooks import check_settings as check_webhook_settings
+from tenantd.jobs.kinds import PermanentJobError
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,17 @@ class EmailService:
             await self._mirror(refused, message.to)
             return SendResult(status="suppressed", reason=refused.reason)
         return SendResult(status="sent", message_id=message_id)
+
+    async def send_from_job(self, message: EmailMessage) -> SendResult:
+        """`send` for a mail job: a provider failure a retry may fix propagates, so the durable
+        queue retries the job; a permanent refusal ends the job (PermanentJobError); a
+        suppressed recipient is a result, and the job is done."""
+        try:
+            return await self.send(message)
+        except EmailSendError as error:
+            if not error.retryable:
+                raise PermanentJobError(str(error)) from error
+            raise
 
     async def _mirror(self, refused: RecipientSuppressed, recipient: str) -> None:
         """Record the provider's send-time verdict in the local list (one statement)."""

@@ -394,13 +394,3 @@ async def mark_email_verified(conn: Conn, user_id: uuid.UUID) -> Row:
 
 async def account_ref(conn: Conn, account_id: uuid.UUID) -> Row | None:
     return await conn.fetch_one("SELECT id, name FROM accounts WHERE id = %(a)s", {"a": account_id})
-
-
-async def account_owner(conn: Conn, account_id: uuid.UUID) -> Row | None:
-    """The active owner's email and the account name (to tell the owner of a join request)."""
-    return await conn.fetch_one(
-        "SELECT u.email, a.name AS account_name FROM memberships m"
-        " JOIN users u ON u.id = m.user_id JOIN accounts a ON a.id = m.account_id"
-        " WHERE m.account_id = %(a)s AND m.role = 'owner' AND m.revoked_at IS NULL",
-        {"a": account_id},
-    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -11,6 +12,7 @@ from psycopg2.extras import Json
 from sqlalchemy.sql import ColumnElement, Delete, Select
 
 from tenantd.db import Conn, Row
+from tenantd.db.core import Prepared
 from tenantd.db.tables import jobs
 
 
@@ -40,6 +42,27 @@ async def insert_jobs(
         " SELECT %(kind)s, p, %(max)s, now() FROM unnest(%(payloads)s::jsonb[]) AS p",
         {"kind": kind, "payloads": [Json(p) for p in payloads], "max": max_attempts},
     )
+
+
+# One statement on a hot path (notifications' queued send): the job row exists only if its
+# user does, so an unknown recipient writes nothing and costs no second round trip.
+INSERT_JOB_FOR_USER_SQL = Prepared(
+    "tenantd_job_insert_for_user",
+    "INSERT INTO jobs (kind, payload, max_attempts)"
+    " SELECT %(kind)s::text, %(payload)s::jsonb, %(max)s::int"
+    " WHERE EXISTS (SELECT 1 FROM users WHERE id = %(uid)s::uuid) RETURNING id",
+)
+
+
+async def insert_job_for_user(
+    conn: Conn, *, kind: str, payload: dict[str, Any], max_attempts: int, user_id: uuid.UUID
+) -> int | None:
+    """Insert the job only if user `user_id` exists; its id, or None (no such user)."""
+    job_id: int | None = await conn.fetch_val(
+        INSERT_JOB_FOR_USER_SQL,
+        {"kind": kind, "payload": Json(payload), "max": max_attempts, "uid": user_id},
+    )
+    return job_id
 
 
 # The claim and completion are planned at each call, not prepared: the jobs table swings

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import random
 import secrets
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -152,6 +153,23 @@ class JobQueue:
                 conn, kind=job_kind.name, payloads=payloads, max_attempts=job_kind.max_attempts
             )
         self.wake()
+
+    async def enqueue_for_user(
+        self, conn: Conn, kind: str, payload: dict[str, Any], *, user_id: uuid.UUID
+    ) -> int | None:
+        """Write a durable `kind` row in one statement, only if user `user_id` exists: its id,
+        or None when there is no such user (nothing written)."""
+        job_kind = self.kind(kind)
+        job_id = await queries.insert_job_for_user(
+            conn,
+            kind=job_kind.name,
+            payload=payload,
+            max_attempts=job_kind.max_attempts,
+            user_id=user_id,
+        )
+        if job_id is not None:
+            self.wake()
+        return job_id
 
     def spawn_inline(
         self,

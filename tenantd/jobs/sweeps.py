@@ -39,3 +39,6 @@ async def jobs_sweep(ctx: SweepContext) -> None:
         ctx.db, older_than_seconds=days * 86_400, dry_run=ctx.dry_run, batch_size=ctx.batch_size
     )
     ctx.report("jobs", count)
+
+
+SWEEPS = (jobs_sweep,)

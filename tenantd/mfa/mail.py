@@ -89,4 +89,4 @@ async def run_mfa_email(services: Services, payload: dict[str, Any], job: JobInf
         raise
 
 
-KINDS = (JobKind(name=MFA_EMAIL, run=run_mfa_email, max_attempts=5, timeout=60.0),)
+JOB_KINDS = (JobKind(name=MFA_EMAIL, run=run_mfa_email, max_attempts=5, timeout=60.0),)

@@ -36,7 +36,7 @@ from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import Empty
 from tenantd.web.spec import Access, Routes
 
-routes = Routes("mfa")
+ROUTES = Routes("mfa")
 
 
 def _services(request: web.Request) -> Services:
@@ -50,7 +50,7 @@ def _client(request: web.Request) -> dict[str, Any]:
 # -- TOTP and recovery codes ------------------------------------------------------------------
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/mfa/totp/setup",
     response=TotpSetupOut,
     responses={409: "An authenticator app is already set up"},
@@ -61,7 +61,7 @@ async def totp_setup(request: web.Request) -> TotpSetupOut:
     return TotpSetupOut(secret=setup.secret, otpauth_uri=setup.otpauth_uri, qr_svg=setup.qr_svg)
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/mfa/totp/confirm",
     body=CodeBody,
     response=RecoveryCodesOut,
@@ -75,7 +75,7 @@ async def totp_confirm(request: web.Request, body: CodeBody) -> RecoveryCodesOut
     return RecoveryCodesOut(recovery_codes=codes)
 
 
-@routes.delete(
+@ROUTES.delete(
     "/api/v1/auth/mfa/totp",
     response=Empty,
     responses={403: "REAUTH_REQUIRED"},
@@ -86,7 +86,7 @@ async def totp_delete(request: web.Request) -> Empty:
     return Empty()
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/mfa/recovery-codes/regenerate",
     response=RecoveryCodesOut,
     responses={403: "REAUTH_REQUIRED", 409: "No second factor"},
@@ -110,7 +110,7 @@ def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Res
     return response
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/mfa/verify",
     access=Access.PUBLIC,
     body=VerifyBody,
@@ -147,7 +147,7 @@ async def mfa_verify(request: web.Request, body: VerifyBody) -> web.Response:
 # -- reauthentication -------------------------------------------------------------------------
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/reauth",
     body=ReauthBody,
     response=ReauthOut,
@@ -176,7 +176,7 @@ async def reauth(request: web.Request, body: ReauthBody) -> web.Response:
     return response
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/reauth/passkey-options",
     response=dict[str, Any],
     summary="WebAuthn request options for reauthenticating with a passkey",
@@ -194,7 +194,7 @@ def _passkey_out(row: Any) -> PasskeyOut:
     return PasskeyOut.of(row, passkeys.aaguid_name(row["aaguid"]))
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/passkeys/register/options",
     response=dict[str, Any],
     summary="WebAuthn creation options for a new passkey (discoverable)",
@@ -205,7 +205,7 @@ async def passkey_register_options(request: web.Request) -> dict[str, Any]:
     )
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/passkeys/register/verify",
     body=RegisterPasskeyBody,
     response=PasskeyRegistered,
@@ -224,13 +224,13 @@ async def passkey_register_verify(request: web.Request, body: RegisterPasskeyBod
     return ok(data, status=201)
 
 
-@routes.get("/api/v1/auth/passkeys", response=list[PasskeyOut], summary="My passkeys")
+@ROUTES.get("/api/v1/auth/passkeys", response=list[PasskeyOut], summary="My passkeys")
 async def passkey_list(request: web.Request) -> list[PasskeyOut]:
     rows = await passkeys.list_passkeys(_services(request), current_principal(request).user_id)
     return [_passkey_out(row) for row in rows]
 
 
-@routes.patch(
+@ROUTES.patch(
     "/api/v1/auth/passkeys/{id}", body=RenameBody, response=PasskeyOut, summary="Rename a passkey"
 )
 async def passkey_rename(request: web.Request, body: RenameBody) -> PasskeyOut:
@@ -243,7 +243,7 @@ async def passkey_rename(request: web.Request, body: RenameBody) -> PasskeyOut:
     return _passkey_out(row)
 
 
-@routes.delete(
+@ROUTES.delete(
     "/api/v1/auth/passkeys/{id}",
     response=Empty,
     responses={403: "REAUTH_REQUIRED"},
@@ -254,7 +254,7 @@ async def passkey_delete(request: web.Request) -> Empty:
     return Empty()
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/passkeys/authenticate/options",
     access=Access.PUBLIC,
     body=TicketBody,
@@ -275,7 +275,7 @@ async def passkey_authenticate_options(request: web.Request, body: TicketBody) -
     )
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/passkeys/authenticate/verify",
     access=Access.PUBLIC,
     body=CredentialBody,

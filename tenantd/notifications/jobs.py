@@ -71,7 +71,7 @@ async def run_dispatch_batch(
     return results
 
 
-KINDS = (
+JOB_KINDS = (
     JobKind(
         name="notifications.dispatch",
         run=run_dispatch,

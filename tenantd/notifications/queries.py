@@ -119,13 +119,6 @@ async def persist_dispatch(
     return row
 
 
-async def user_exists(conn: Conn, *, user_id: uuid.UUID) -> bool:
-    found: bool = await conn.fetch_val(
-        "SELECT EXISTS (SELECT 1 FROM users WHERE id = %(uid)s::uuid)", {"uid": user_id}
-    )
-    return found
-
-
 async def missing_users(conn: Conn, *, user_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
     """Which of `user_ids` have no user row (one query for a whole batch)."""
     rows = await conn.fetch_all(

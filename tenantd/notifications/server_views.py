@@ -20,7 +20,7 @@ from tenantd.web.json import ok
 from tenantd.web.schemas import ApiModel, Matches, Multiline, RequestBody
 from tenantd.web.spec import API_BODY_LIMIT, Access, Routes
 
-routes = Routes("notifications (server)")
+ROUTES = Routes("notifications (server)")
 
 BASE = "/api/v1/notifications"
 SCOPE = "notifications:send"
@@ -100,7 +100,7 @@ def answer(accepted: server.Accepted) -> web.Response:
     return response
 
 
-@routes.get(
+@ROUTES.get(
     f"{BASE}/event-types",
     access=Access.API_KEY,
     scope=SCOPE,
@@ -112,7 +112,7 @@ async def event_types(request: web.Request) -> list[dict[str, Any]]:
     return server.event_types(services.registry, services.settings)
 
 
-@routes.post(
+@ROUTES.post(
     f"{BASE}/send",
     access=Access.API_KEY,
     scope=SCOPE,
@@ -136,7 +136,7 @@ async def send(request: web.Request, body: SendBody) -> web.Response:
     return answer(accepted)
 
 
-@routes.post(
+@ROUTES.post(
     f"{BASE}/send-batch",
     access=Access.API_KEY,
     scope=SCOPE,

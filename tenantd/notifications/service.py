@@ -160,10 +160,10 @@ async def send(
         "payload": model.model_dump(mode="json"),
     }
     async with _using(services, conn, transaction=False) as own:
-        if not await queries.user_exists(own, user_id=user_id):
-            raise UnknownRecipient(f"Unknown recipient user: {user_id}")
-        await services.jobs.submit(services, DISPATCH_KIND, job, conn=own)
-    services.jobs.wake()
+        # One statement: the job row, written only if the recipient exists.
+        job_id = await services.jobs.enqueue_for_user(own, DISPATCH_KIND, job, user_id=user_id)
+    if job_id is None:
+        raise UnknownRecipient(f"Unknown recipient user: {user_id}")
     return SendOutcome(notification_id=notification_id, status="queued")
 
 

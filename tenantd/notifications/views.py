@@ -35,7 +35,7 @@ from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import ApiModel
 from tenantd.web.spec import Access, Routes
 
-routes = Routes("notifications")
+ROUTES = Routes("notifications")
 
 BASE = "/api/v1/notifications"
 
@@ -44,7 +44,7 @@ class TokenQuery(ApiModel):
     token: str = Field(min_length=1, max_length=4000)
 
 
-@routes.get(BASE, query=ListQuery, response=NotificationPage, summary="List notifications")
+@ROUTES.get(BASE, query=ListQuery, response=NotificationPage, summary="List notifications")
 async def list_notifications(request: web.Request, query: ListQuery) -> Any:
     principal = current_principal(request)
     return await in_app.inbox_page(
@@ -56,7 +56,7 @@ async def list_notifications(request: web.Request, query: ListQuery) -> Any:
     )
 
 
-@routes.get(f"{BASE}/unread-count", response=UnreadCount, summary="Count unread notifications")
+@ROUTES.get(f"{BASE}/unread-count", response=UnreadCount, summary="Count unread notifications")
 async def unread_count(request: web.Request) -> UnreadCount:
     principal = current_principal(request)
     count = await in_app.cached_unread_count(
@@ -65,7 +65,7 @@ async def unread_count(request: web.Request) -> UnreadCount:
     return UnreadCount.model_validate(count)
 
 
-@routes.post(f"{BASE}/{{id}}/read", response=NotificationOut, summary="Mark one notification read")
+@ROUTES.post(f"{BASE}/{{id}}/read", response=NotificationOut, summary="Mark one notification read")
 async def mark_read(request: web.Request) -> NotificationOut:
     notification = await in_app.mark_read(
         request.app[NOTIFICATION_SERVICES],
@@ -75,7 +75,7 @@ async def mark_read(request: web.Request) -> NotificationOut:
     return NotificationOut.model_validate(notification)
 
 
-@routes.post(f"{BASE}/read-all", response=ReadAll, summary="Mark every notification read")
+@ROUTES.post(f"{BASE}/read-all", response=ReadAll, summary="Mark every notification read")
 async def mark_all_read(request: web.Request) -> ReadAll:
     updated = await in_app.mark_all_read(
         request.app[NOTIFICATION_SERVICES], user_id=current_principal(request).user_id
@@ -83,7 +83,7 @@ async def mark_all_read(request: web.Request) -> ReadAll:
     return ReadAll.model_validate(updated)
 
 
-@routes.get(
+@ROUTES.get(
     f"{BASE}/preferences",
     response=list[EventPreferences],
     summary="Every event type with its channels and the caller's setting",
@@ -95,7 +95,7 @@ async def get_preferences(request: web.Request) -> list[EventPreferences]:
     return [EventPreferences.model_validate(event) for event in events]
 
 
-@routes.put(
+@ROUTES.put(
     f"{BASE}/preferences",
     body=PreferenceBody,
     response=Preference,
@@ -112,7 +112,7 @@ async def put_preference(request: web.Request, body: PreferenceBody) -> Preferen
     return Preference.model_validate(preference)
 
 
-@routes.get(
+@ROUTES.get(
     f"{BASE}/stream",
     wrapped=False,
     produces="text/event-stream",
@@ -126,7 +126,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
     return await stream_notifications(request, current_principal(request))
 
 
-@routes.get(
+@ROUTES.get(
     f"{BASE}/push/vapid-public-key",
     response=VapidPublicKey,
     responses={404: "Web push is off"},
@@ -137,7 +137,7 @@ async def vapid_public_key(request: web.Request) -> VapidPublicKey:
     return VapidPublicKey.model_validate(public_key(request.app[NOTIFICATION_SERVICES].settings))
 
 
-@routes.post(
+@ROUTES.post(
     f"{BASE}/push/subscribe",
     body=PushSubscribeBody,
     response=PushSubscription,
@@ -157,7 +157,7 @@ async def push_subscribe(request: web.Request, body: PushSubscribeBody) -> PushS
     return PushSubscription.model_validate(subscription)
 
 
-@routes.delete(
+@ROUTES.delete(
     f"{BASE}/push/subscribe",
     body=PushUnsubscribeBody,
     response=Removed,
@@ -173,7 +173,7 @@ async def push_unsubscribe(request: web.Request, body: PushUnsubscribeBody) -> R
     return Removed.model_validate(removed)
 
 
-@routes.get(
+@ROUTES.get(
     f"{BASE}/push/subscriptions",
     response=list[PushSubscription],
     responses={404: "Web push is off"},
@@ -186,7 +186,7 @@ async def push_subscriptions(request: web.Request) -> list[PushSubscription]:
     return [PushSubscription.model_validate(row) for row in rows]
 
 
-@routes.get(
+@ROUTES.get(
     f"{BASE}/unsubscribe",
     access=Access.PUBLIC,
     query=TokenQuery,
@@ -200,7 +200,7 @@ async def unsubscribe_page(request: web.Request, query: TokenQuery) -> web.Respo
     return web.Response(text=page, content_type="text/html")
 
 
-@routes.post(
+@ROUTES.post(
     f"{BASE}/unsubscribe",
     access=Access.PUBLIC,
     query=TokenQuery,

@@ -33,3 +33,6 @@ async def sessions_sweep(ctx: SweepContext) -> None:
     await delete_batches(ctx, rate_limits, rate_limits.c.window_start < now - window)
     retention = timedelta(days=config.webhook_events_retention_days)
     await delete_batches(ctx, webhook_events, webhook_events.c.received_at < now - retention)
+
+
+SWEEPS = (sessions_sweep,)

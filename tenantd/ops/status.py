@@ -7,7 +7,8 @@ from typing import Any
 
 from tenantd import __version__
 from tenantd.db import Database
-from tenantd.db.migrate import applied_versions, available_migrations
+from tenantd.db.migrate import available_migrations
+from tenantd.db.queries import applied_versions
 from tenantd.ops import queries
 from tenantd.settings import Settings
 

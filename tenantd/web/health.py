@@ -10,10 +10,10 @@ from tenantd.db import DATABASE
 from tenantd.web.json import json_response
 from tenantd.web.spec import Access, Routes
 
-routes = Routes("health")
+ROUTES = Routes("health")
 
 
-@routes.get("/healthz", access=Access.PUBLIC, wrapped=False, summary="Liveness: database reachable")
+@ROUTES.get("/healthz", access=Access.PUBLIC, wrapped=False, summary="Liveness: database reachable")
 async def healthz(request: web.Request) -> web.Response:
     db = request.app[DATABASE]
     try:

@@ -14,7 +14,7 @@ from tenantd.web.routing import ROUTE_SPEC, path_params
 from tenantd.web.schemas import SINGLE_LINE_PATTERN, ErrorEnvelope, forbid_control_characters
 from tenantd.web.spec import Access, Routes, RouteSpec
 
-routes = Routes("meta")
+ROUTES = Routes("meta")
 
 REF = "#/components/schemas/{model}"
 
@@ -169,7 +169,7 @@ def build_openapi(specs: list[RouteSpec]) -> dict[str, Any]:
 _documents: weakref.WeakKeyDictionary[web.Application, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
-@routes.get("/api/v1/openapi.json", access=Access.PUBLIC, wrapped=False, summary="OpenAPI document")
+@ROUTES.get("/api/v1/openapi.json", access=Access.PUBLIC, wrapped=False, summary="OpenAPI document")
 async def openapi(request: web.Request) -> dict[str, Any]:
     document = _documents.get(request.app)
     if document is None:

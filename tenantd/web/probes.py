@@ -17,7 +17,7 @@ from tenantd.web.json import json_response
 from tenantd.web.schemas import ApiModel
 from tenantd.web.spec import Access, Routes
 
-routes = Routes("health")
+ROUTES = Routes("health")
 
 
 class ReadyStatus(ApiModel):
@@ -25,7 +25,7 @@ class ReadyStatus(ApiModel):
     checks: dict[str, object]
 
 
-@routes.get(
+@ROUTES.get(
     "/readyz",
     access=Access.PUBLIC,
     wrapped=False,
@@ -44,7 +44,7 @@ async def readyz(request: web.Request) -> web.Response:
     return json_response(body, status=200 if result.ready else 503)
 
 
-@routes.get(
+@ROUTES.get(
     "/metrics",
     access=Access.PUBLIC,
     wrapped=False,

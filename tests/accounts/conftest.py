@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
-from tenantd.services import SERVICES
+from tests.accounts.helpers import Login, Team
 from tests.factories import Factory, UserRecord
-
-Login = Callable[..., Awaitable[Any]]
 
 
 @pytest.fixture
@@ -29,22 +25,6 @@ def login(make_client: Any, factory: Factory) -> Login:
         return client
 
     return make
-
-
-@pytest.fixture
-def services(app: Any) -> AppServices:
-    return app[SERVICES]
-
-
-@dataclass
-class Team:
-    account_id: uuid.UUID
-    owner: UserRecord
-    admin: UserRecord
-    member: UserRecord
-    owner_client: Any
-    admin_client: Any
-    member_client: Any
 
 
 @pytest.fixture

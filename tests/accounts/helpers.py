@@ -1,13 +1,18 @@
-"""Assertions and builders shared by the tenancy tests."""
+"""Builders shared by the tenancy tests (answer unwrapping is in tests/helpers.py)."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tenantd.principal import Principal
 from tests.factories import UserRecord
+
+# The `login` fixture: a browser signed in as a user (into an account, default its own).
+Login = Callable[..., Awaitable[Any]]
 
 
 def principal(user: UserRecord, account_id: uuid.UUID | None, role: str | None = None) -> Principal:
@@ -25,20 +30,17 @@ def principal(user: UserRecord, account_id: uuid.UUID | None, role: str | None =
     )
 
 
-async def data(response: Any, status: int = 200) -> Any:
-    body = await response.json()
-    assert response.status == status, body
-    assert body["success"] is True, body
-    return body["data"]
+@dataclass
+class Team:
+    """An account with an owner, an admin and a member, each in a signed-in browser."""
 
-
-async def error(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
-    body = await response.json()
-    assert response.status == status, body
-    assert body["success"] is False, body
-    if code is not None:
-        assert body["error"]["code"] == code, body
-    return body["error"]
+    account_id: uuid.UUID
+    owner: UserRecord
+    admin: UserRecord
+    member: UserRecord
+    owner_client: Any
+    admin_client: Any
+    member_client: Any
 
 
 async def audit_actions(db: Any, account_id: uuid.UUID) -> list[str]:

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.accounts.conftest import Team
-from tests.accounts.helpers import audit_actions, data, error
-from tests.helpers import access_claims
+from tests.accounts.helpers import Team, audit_actions
+from tests.helpers import access_claims, data, error
 
 
 def cookie(client: Any, name: str) -> str | None:
@@ -322,11 +321,11 @@ async def test_switch_requires_auth_and_same_origin(
 
 
 async def test_every_tenancy_route_is_in_the_openapi_document(client: Any) -> None:
-    from tenantd.accounts.views import routes
+    from tenantd.accounts.views import ROUTES
 
     response = await client.get("/api/v1/openapi.json")
     assert response.status == 200
     document = await response.json()
-    for spec in routes.specs:
+    for spec in ROUTES.specs:
         operation = document["paths"][spec.path][spec.method.lower()]
         assert str(spec.status) in operation["responses"], spec.name

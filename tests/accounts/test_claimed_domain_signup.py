@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.accounts.helpers import data, error
 from tests.auth.helpers import mail_sent
 from tests.factories import Factory, mail_text, read_mails
+from tests.helpers import data, error
 
 PASSWORD = "a long enough passphrase"
 TOKEN = re.compile(r"/verify-email\?token=([\w-]+)")

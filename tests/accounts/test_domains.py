@@ -12,9 +12,10 @@ import pytest
 from tenantd.accounts.domains import PUBLIC_EMAIL_DOMAINS, claimable_domain
 from tenantd.accounts.provisioning import provision_personal_account
 from tenantd.settings import Settings
-from tests.accounts.helpers import audit_actions, data, error
+from tests.accounts.helpers import audit_actions
 from tests.auth.helpers import mail_sent
 from tests.factories import Factory, mail_text, read_mails
+from tests.helpers import data, error
 
 INTERFACE_LIST = """
 gmail.com googlemail.com yahoo.com yahoo.co.uk yahoo.fr ymail.com outlook.com

@@ -12,11 +12,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tenantd.accounts.sweeps import expire_invitations
-from tests.accounts.conftest import Team
-from tests.accounts.helpers import audit_actions, data, error
+from tests.accounts.helpers import Team, audit_actions
 from tests.auth.helpers import mail_sent
 from tests.factories import mail_text, read_mails
-from tests.helpers import ORIGIN, SECRET
+from tests.helpers import ORIGIN, SECRET, data, error
 
 
 def invitations_url(team: Team, suffix: str = "") -> str:

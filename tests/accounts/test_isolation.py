@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from tenantd.accounts.views import routes
-from tests.accounts.conftest import Team
-from tests.accounts.helpers import data, error
+from tenantd.accounts.views import ROUTES
+from tests.accounts.helpers import Team
+from tests.helpers import data, error
 
-SCOPED = [spec for spec in routes.specs if "{id}" in spec.path]
+SCOPED = [spec for spec in ROUTES.specs if "{id}" in spec.path]
 
 # Lowest role each route needs (INTERFACE.md "Roles").
 NEEDS = {

@@ -9,8 +9,8 @@ from typing import Any
 import psycopg2
 import pytest
 
-from tests.accounts.conftest import Team
-from tests.accounts.helpers import audit_actions, data, error
+from tests.accounts.helpers import Team, audit_actions
+from tests.helpers import data, error
 
 
 def members_url(team: Team, user_id: uuid.UUID | None = None) -> str:

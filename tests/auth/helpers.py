@@ -9,9 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from tenantd.services import SERVICES
 from tests.factories import mail_text, read_mails
+from tests.helpers import PASSWORD
 
-ORIGIN = "http://127.0.0.1:8080"
-PASSWORD = "a long enough passphrase"
 LINK = re.compile(r"(http://\S+\?token=\S+)")
 
 
@@ -69,9 +68,3 @@ async def signed_up(make_client: Any, mail_dir: Path, email: str) -> tuple[Any, 
     body = await response.json()
     assert response.status == 200, body
     return browser, body["data"]
-
-
-def error_of(body: dict[str, Any]) -> dict[str, Any]:
-    assert body["success"] is False, body
-    error: dict[str, Any] = body["error"]
-    return error

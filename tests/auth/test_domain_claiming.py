@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from tenantd.db import Database
-from tests.auth.helpers import error_of, last_token, mail_sent, mails_to, register, set_cookies
+from tests.auth.helpers import last_token, mail_sent, mails_to, register, set_cookies
 from tests.factories import mail_text
+from tests.helpers import error_of
 
 
 @pytest.fixture

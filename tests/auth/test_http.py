@@ -9,10 +9,8 @@ from typing import Any
 
 from tenantd.db import Database
 from tenantd.identity.tokens import token_hash
-from tests.auth.helpers import PASSWORD, error_of, last_token, mail_sent, register, set_cookies
-from tests.helpers import SECRET
-
-ORIGIN = "http://127.0.0.1:8080"
+from tests.auth.helpers import last_token, mail_sent, register, set_cookies
+from tests.helpers import ORIGIN, PASSWORD, SECRET, error_of
 
 
 async def test_cookie_carrying_mutation_from_a_foreign_origin_is_refused(

@@ -8,8 +8,8 @@ from argon2 import PasswordHasher
 
 from tenantd.db import Database
 from tenantd.identity import passwords
-from tests.auth.helpers import error_of, set_cookies
-from tests.helpers import access_claims
+from tests.auth.helpers import set_cookies
+from tests.helpers import access_claims, error_of
 
 
 async def test_login_sets_both_cookies_and_lands_in_the_owned_account(

@@ -15,8 +15,8 @@ from tenantd.notifications import registry
 from tenantd.notifications.schemas import EVENT_TYPE_PATTERN
 from tenantd.web.routing import ROUTE_SPEC
 from tenantd.web.spec import Access
+from tests.auth.oauth.fake_idp import FakeIdP
 from tests.helpers import ORIGIN
-from tests.oauth.fake_idp import FakeIdP
 
 AUTH_PATHS = {
     ("post", "/auth/register"),

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from tenantd.db import Database
-from tests.auth.helpers import error_of, last_token, register, set_cookies
+from tests.auth.helpers import last_token, register, set_cookies
+from tests.helpers import error_of
 
 NEW_PASSWORD = "a brand new passphrase"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.auth.helpers import error_of
+from tests.helpers import error_of
 
 NEW_PASSWORD = "a brand new passphrase"
 

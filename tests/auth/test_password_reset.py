@@ -9,8 +9,8 @@ from typing import Any
 from tenantd.auth import service
 from tenantd.db import Database
 from tenantd.identity.tokens import token_hash
-from tests.auth.helpers import PASSWORD, error_of, last_token, mail_sent, mails_to, register
-from tests.helpers import SECRET
+from tests.auth.helpers import last_token, mail_sent, mails_to, register
+from tests.helpers import PASSWORD, SECRET, error_of
 
 RESET = "/reset-password"
 

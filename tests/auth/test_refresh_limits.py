@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tenantd.db import Database
-from tests.auth.helpers import error_of
+from tests.helpers import error_of
 
 REFRESH = "/api/v1/auth/refresh"
 

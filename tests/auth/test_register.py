@@ -13,18 +13,9 @@ from tenantd.auth import service
 from tenantd.db import Database
 from tenantd.identity.tokens import token_hash
 from tenantd.web.routing import ROUTE_SPEC
-from tests.auth.helpers import (
-    PASSWORD,
-    error_of,
-    last_token,
-    link_token,
-    mail_sent,
-    mails_to,
-    register,
-    set_cookies,
-)
+from tests.auth.helpers import last_token, link_token, mail_sent, mails_to, register, set_cookies
 from tests.factories import mail_text
-from tests.helpers import SECRET
+from tests.helpers import PASSWORD, SECRET, error_of
 
 
 async def test_register_creates_an_unverified_user_and_mails_a_link(

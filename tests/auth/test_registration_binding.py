@@ -18,8 +18,8 @@ from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import available_migrations, migrate
 from tenantd.identity.passwords import hash_password
 from tenantd.identity.tokens import token_hash
-from tests.auth.helpers import error_of, last_token, mail_sent, register, set_cookies
-from tests.helpers import SECRET
+from tests.auth.helpers import last_token, mail_sent, register, set_cookies
+from tests.helpers import SECRET, error_of
 from tests.ops.servers import fresh_database
 
 VICTIM = "victim@example.com"

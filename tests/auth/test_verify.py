@@ -13,9 +13,9 @@ from tenantd.auth import service
 from tenantd.db import Conn, Database
 from tenantd.email import suppression
 from tenantd.identity.tokens import new_opaque_token, token_hash
-from tests.auth.helpers import error_of, last_token, mail_sent, mails_to, register, set_cookies
+from tests.auth.helpers import last_token, mail_sent, mails_to, register, set_cookies
 from tests.factories import mail_text
-from tests.helpers import SECRET, access_claims
+from tests.helpers import SECRET, access_claims, error_of
 
 
 async def test_verify_provisions_the_account_and_signs_in(

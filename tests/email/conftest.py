@@ -1,39 +1,20 @@
-"""Fixtures of the email tests: the fake providers, an HTTP client, an app built from env."""
+"""Fixtures of the email tests: an HTTP client, retry policies, an app built from env (the
+fake providers are the `fake` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from tenantd.app import create_app
 from tenantd.db import Database
 from tenantd.email.providers.retry import RetryPolicy
 from tenantd.settings import load_settings
-from tests.email.fake_providers import FakeProviders
-
-Start = Callable[..., Awaitable[TestClient[Any, Any]]]
-
-
-class Sleeps:
-    """Records backoff delays instead of sleeping, so retry tests run fast."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-
-
-@pytest.fixture
-async def fake(aiohttp_server: Any) -> AsyncIterator[FakeProviders]:
-    providers = FakeProviders()
-    server: TestServer = await aiohttp_server(providers.app)
-    providers.url = str(server.make_url("")).rstrip("/")
-    yield providers
+from tests.email.support import Sleeps, Start
 
 
 @pytest.fixture

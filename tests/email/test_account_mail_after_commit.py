@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,9 +15,10 @@ from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import provision_personal_account
 from tenantd.services import SERVICES
 from tests.accounts.helpers import principal
-from tests.email.conftest import Start
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders
+from tests.email.support import Start
 from tests.factories import Factory
+from tests.helpers import eventually
 
 QUEUES = pytest.mark.parametrize("queues", ["false", "true"])
 
@@ -35,13 +35,6 @@ async def postmark_app(start: Start, fake: FakeProviders, queues: str, **env: st
         **env,
     )
     return client.server.app[SERVICES]
-
-
-async def settled(check: Callable[[], bool], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "never happened"
-        await asyncio.sleep(0.05)
 
 
 def to(fake: FakeProviders, address: str) -> list[Any]:
@@ -73,7 +66,7 @@ async def test_a_rolled_back_invitation_mails_nothing(
     monkeypatch.undo()
     # A committed invitation after it is mailed: the mail path was alive all along.
     await invite(services, owner, "committed@example.com")
-    await settled(lambda: bool(to(fake, "committed@example.com")))
+    await eventually(lambda: bool(to(fake, "committed@example.com")))
     await services.jobs.drain(5)
     await asyncio.sleep(0.3)
     assert [r.json["To"] for r in fake.sent("postmark")] == ["committed@example.com"]
@@ -90,7 +83,7 @@ async def test_a_provider_failure_is_retried_and_the_invitation_arrives(
 
     issued = await invite(services, owner, "retried@example.com")
 
-    await settled(lambda: len(to(fake, "retried@example.com")) == 4)
+    await eventually(lambda: len(to(fake, "retried@example.com")) == 4)
     await services.jobs.drain(5)
     # The mail of the second attempt carries the token the API answered with.
     assert issued.token in to(fake, "retried@example.com")[-1]["TextBody"]
@@ -122,7 +115,7 @@ async def test_the_job_payload_holds_no_token(
         assert set(row["payload"]) == {"purpose", "invitationId", "seed", "inviterId"}
         for token in (issued.token, resent.token):
             assert token not in str(row["payload"])
-    await settled(lambda: len(to(fake, "payload@example.com")) == 2)
+    await eventually(lambda: len(to(fake, "payload@example.com")) == 2)
     texts = [m["TextBody"] for m in to(fake, "payload@example.com")]
     assert sorted(t for t in (issued.token, resent.token) if any(t in x for x in texts)) == sorted(
         (issued.token, resent.token)
@@ -149,7 +142,7 @@ async def test_join_request_notices_survive_a_provider_failure(
             services, conn, join_request_id=outcome.conflict.join_request_id
         )
 
-    await settled(lambda: len(fake.sent("postmark")) == 5)
+    await eventually(lambda: len(fake.sent("postmark")) == 5)
     await services.jobs.drain(5)
     (notice,) = {m["Subject"]: m for m in to(fake, "boss@claimed.io")}.values()
     assert "new@claimed.io" in notice["Subject"]

@@ -12,7 +12,7 @@ from tenantd.db import Database
 from tenantd.db.migrate import sql_dir
 from tenantd.email.message import EmailMessage
 from tenantd.services import SERVICES
-from tests.email.conftest import Start
+from tests.email.support import Start
 from tests.email.test_resend_webhook import SECRET as RESEND_SECRET
 from tests.email.test_resend_webhook import URL as RESEND_URL
 from tests.email.test_resend_webhook import event, svix_headers

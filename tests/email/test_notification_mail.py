@@ -3,12 +3,11 @@ a mail client can follow, a text part without the HTML <title>."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from typing import Any
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from tenantd.app import AppServices
@@ -16,10 +15,10 @@ from tenantd.db import Database
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import send
 from tenantd.notifications.channels.email import run_email_job
-from tenantd.services import SERVICES
-from tests.email.conftest import Start
 from tests.email.fake_providers import RESEND_KEY, FakeProviders, Recorded
+from tests.email.support import Start
 from tests.factories import Factory
+from tests.helpers import eventually
 
 BASE = "https://app.example.com/portal"
 TITLE = "Your weekly digest"
@@ -38,8 +37,9 @@ async def client(start: Start, fake: FakeProviders) -> TestClient[Any, Any]:
 
 
 @pytest.fixture
-def services(client: TestClient[Any, Any]) -> AppServices:
-    return client.server.app[SERVICES]
+def app(client: TestClient[Any, Any]) -> web.Application:
+    """The app under test is the one `client` started (so `services` are its services)."""
+    return client.server.app
 
 
 async def email_status(db: Database, notification_id: uuid.UUID) -> str | None:
@@ -52,13 +52,14 @@ async def email_status(db: Database, notification_id: uuid.UUID) -> str | None:
 
 
 async def settled(db: Database, notification_id: uuid.UUID) -> str:
-    """Wait (generously) until the email delivery leaves `pending`."""
-    deadline = time.monotonic() + 30
-    while (status := await email_status(db, notification_id)) in (None, "pending"):
-        assert time.monotonic() < deadline, "email delivery never settled"
-        await asyncio.sleep(0.02)
-    assert status is not None
-    return status
+    """Wait until the email delivery leaves `pending`; its status."""
+
+    async def left_pending() -> str | None:
+        status = await email_status(db, notification_id)
+        return None if status in (None, "pending") else status
+
+    result: str = await eventually(left_pending)
+    return result
 
 
 async def mail_of(

@@ -10,8 +10,8 @@ import pytest
 from tenantd.db import Database
 from tenantd.email.message import EmailMessage, EmailSendError
 from tenantd.services import SERVICES
-from tests.email.conftest import Start
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders
+from tests.email.support import Start
 
 
 async def postmark_app(start: Start, fake: FakeProviders) -> Any:

@@ -20,7 +20,7 @@ from svix.webhooks import Webhook, WebhookVerificationError
 
 from tenantd.db import Database
 from tenantd.email.webhooks import resend
-from tests.email.conftest import Start
+from tests.email.support import Start
 
 URL = "/api/v1/webhooks/resend"
 SECRET = "whsec_" + base64.b64encode(os.urandom(24)).decode()

@@ -15,13 +15,13 @@ from tenantd.email.providers.retry import RetryPolicy
 from tenantd.email.providers.sendgrid import SendGridSender
 from tenantd.email.service import build_sender
 from tenantd.settings import Settings, SettingsError, load_settings
-from tests.email.conftest import Sleeps
 from tests.email.fake_providers import (
     POSTMARK_TOKEN,
     RESEND_KEY,
     SENDGRID_KEY,
     FakeProviders,
 )
+from tests.email.support import Sleeps
 
 SENDER = "tenantd <no-reply@example.com>"
 MESSAGE = EmailMessage(

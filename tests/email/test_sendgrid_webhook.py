@@ -22,7 +22,7 @@ from sendgrid.helpers.eventwebhook import EventWebhook
 from tenantd.db import Database
 from tenantd.db.core import Conn
 from tenantd.email.webhooks import sendgrid
-from tests.email.conftest import Start
+from tests.email.support import Start
 
 URL = "/api/v1/webhooks/sendgrid"
 SIGNATURE = "X-Twilio-Email-Event-Webhook-Signature"

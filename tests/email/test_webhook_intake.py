@@ -8,7 +8,6 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,10 +16,11 @@ from aiohttp.test_utils import TestClient
 
 from tenantd.db import Database
 from tenantd.email.webhooks.views import BUSY_RETRY_AFTER, BodyGate, body_gate
-from tests.email.conftest import Start
+from tests.email.support import Start
 from tests.email.test_resend_webhook import SECRET, event, svix_headers
 from tests.email.test_sendgrid_webhook import PUBLIC_DER_B64, SIGNATURE, TIMESTAMP, batch, sg_event
 from tests.email.test_sendgrid_webhook import sign as sendgrid_sign
+from tests.helpers import eventually
 
 RESEND = "/api/v1/webhooks/resend"
 SENDGRID = "/api/v1/webhooks/sendgrid"
@@ -90,18 +90,6 @@ class RawConnection:
             raw = await self.reader.read()  # until EOF
         self.writer.close()
         return parse(raw)
-
-
-async def eventually(check: Callable[[], bool | Awaitable[bool]]) -> None:
-    deadline = time.monotonic() + BOUND
-    while True:
-        outcome = check()
-        if not isinstance(outcome, bool):
-            outcome = await outcome
-        if outcome:
-            return
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 def gate_of(client: TestClient[Any, Any]) -> BodyGate:

@@ -1,14 +1,6 @@
-"""Identity test fixtures: a cheap argon2id cost (these tests sign in over HTTP a lot)."""
+"""Identity test fixtures: the probe server, no abuse limiter and a cheap argon2id, all
+defined in tests/identity/probes.py."""
 
-from __future__ import annotations
+from tests.identity.probes import cheap_argon2, env, server
 
-import pytest
-from argon2 import PasswordHasher
-
-from tenantd.identity import passwords
-
-
-@pytest.fixture(autouse=True)
-def cheap_argon2(monkeypatch: pytest.MonkeyPatch) -> None:
-    cheap = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
-    monkeypatch.setattr(passwords, "hasher", lambda: cheap)
+__all__ = ["cheap_argon2", "env", "server"]

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from aiohttp import web
 
-from tenantd.app import AppServices
-from tenantd.services import SERVICES
-
-EVENT_MODULE = "tests.notifications.events_fixture"
+from tests.notifications.support import EVENT_MODULE
 
 
 @pytest.fixture
@@ -21,8 +17,3 @@ def env(env: dict[str, str]) -> dict[str, str]:
     env["TENANTD_JOB_STOP_TIMEOUT_SECONDS"] = "0.3"
     env["TENANTD_SCHEDULER_ENABLED"] = "false"
     return env
-
-
-@pytest.fixture
-def services(app: web.Application) -> AppServices:
-    return app[SERVICES]

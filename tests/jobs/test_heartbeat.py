@@ -14,7 +14,7 @@ from tenantd.db import Database
 from tenantd.jobs import JobInfo, JobKind, enqueue
 from tenantd.jobs import queries as jobs
 from tenantd.services import SERVICES
-from tests.notifications.conftest import eventually
+from tests.helpers import eventually
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from tenantd.jobs.sweeps import cleanup_finished_jobs
 from tenantd.notifications import send
 from tenantd.notifications.sweeps import cleanup_dedup
 from tenantd.settings import load_settings
-from tests.notifications.conftest import eventually
+from tests.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from aiohttp import web
 
 from tenantd.web.spec import Access, Routes
 
-routes = Routes("passkey-test-page")
+ROUTES = Routes("passkey-test-page")
 
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>passkeys</title></head><body>
@@ -87,7 +87,7 @@ window.passkeyReauth = async () => {
 """
 
 
-@routes.get(
+@ROUTES.get(
     "/test/passkeys", access=Access.PUBLIC, wrapped=False, summary="passkey test page (tests)"
 )
 async def page(request: web.Request) -> web.Response:

@@ -59,7 +59,7 @@ def env(env: dict[str, str], port: int) -> dict[str, str]:
 async def server(
     db: Database, settings: Settings, migrated: str, aiohttp_server: Any, port: int
 ) -> TestServer:
-    app = create_app(settings, migrated, extra_routes=[passkey_page.routes])
+    app = create_app(settings, migrated, extra_routes=[passkey_page.ROUTES])
     return await aiohttp_server(app, port=port)
 
 

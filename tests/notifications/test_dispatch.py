@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 
 from tenantd.app import AppServices
+from tenantd.db import Conn
 from tenantd.email.message import EmailSendError
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import InvalidPayload, UnknownEventType, UnknownRecipient, send
 from tenantd.notifications.service import dispatch
 from tests.factories import mail_text, read_mails
-from tests.notifications.conftest import deliveries, eventually, quiesce
+from tests.helpers import eventually
+from tests.notifications.support import deliveries, quiesce
 
 BOTH_MODES = pytest.mark.parametrize("queues_enabled", [False, True], ids=["inline", "queued"])
 
@@ -101,6 +103,35 @@ async def test_unknown_event_type_and_recipient(
     with pytest.raises(ValidationFailed):
         await send(services, "comment.created", recipient_user_id="not-a-uuid", payload=comment())
     assert await count(services, "SELECT count(*) FROM jobs") == 0
+
+
+@pytest.mark.parametrize("queues_enabled", [True], ids=["queued"])
+async def test_a_queued_send_is_one_statement_known_recipient_or_not(
+    services: AppServices, factory: Any, monkeypatch: pytest.MonkeyPatch, queues_enabled: bool
+) -> None:
+    user = await factory.user(password=None)
+    statements: list[str] = []
+    sender = asyncio.current_task()  # the job runner polls from tasks of its own
+    for name in ("execute", "fetch_all", "fetch_one", "fetch_val"):
+        original = getattr(Conn, name)
+
+        def spy(self: Conn, stmt: Any, params: Any = None, *, _original: Any = original) -> Any:
+            if asyncio.current_task() is sender:
+                statements.append(str(getattr(stmt, "sql", stmt))[:40])
+            return _original(self, stmt, params)
+
+        monkeypatch.setattr(Conn, name, spy)
+    outcome = await send(services, "comment.created", recipient_user_id=user.id, payload=comment())
+    assert outcome.status == "queued"
+    assert len(statements) == 1, statements  # the job row, written only if the user exists
+    with pytest.raises(UnknownRecipient):
+        await send(services, "comment.created", recipient_user_id=uuid.uuid4(), payload=comment())
+    assert len(statements) == 2, statements
+    monkeypatch.undo()
+    rows = await services.db.fetch_all(
+        "SELECT payload FROM jobs WHERE kind = 'notifications.dispatch'"
+    )
+    assert [r["payload"]["recipientUserId"] for r in rows] == [str(user.id)]
 
 
 @BOTH_MODES

@@ -23,7 +23,7 @@ from tenantd.notifications import (
 from tenantd.notifications.registry import load_registry
 from tenantd.notifications.unsubscribe import make_token
 from tests.factories import mail_text, read_mails
-from tests.notifications.conftest import quiesce
+from tests.notifications.support import quiesce
 
 HERE = Path(__file__).parent
 
@@ -194,7 +194,7 @@ def test_load_registry_imports_modules() -> None:
     with pytest.raises(RegistryError, match="cannot import"):
         load_registry(["tests.notifications.no_such_module"])
     with pytest.raises(RegistryError, match="has no list EVENTS"):
-        load_registry(["tests.notifications.conftest"])
+        load_registry(["tests.notifications.support"])
 
 
 async def test_app_start_up_fails_on_a_bad_event_module(

@@ -10,6 +10,7 @@ import pytest
 
 from tenantd.app import AppServices
 from tenantd.notifications import send
+from tests.helpers import data, error
 
 BASE = "/api/v1/notifications"
 FIELDS = {"id", "eventType", "title", "body", "ctaUrl", "ctaLabel", "status", "readAt", "createdAt"}
@@ -19,15 +20,6 @@ async def ping(services: AppServices, user_id: uuid.UUID, n: int) -> uuid.UUID:
     outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": n})
     assert outcome.notification_id is not None
     return outcome.notification_id
-
-
-async def data(response: Any, status: int = 200) -> Any:
-    body = await response.json()
-    assert response.status == status, body
-    if status >= 400:
-        return body
-    assert body["success"] is True
-    return body["data"]
 
 
 async def test_list_is_newest_first_with_cursor_pagination(
@@ -79,15 +71,15 @@ async def test_list_is_private_and_filters_by_status(
     foreign = await services.db.fetch_val(
         "SELECT id FROM notifications WHERE user_id = %(u)s", {"u": other.id}
     )
-    body = await data(await client.post(f"{BASE}/{foreign}/read"), 404)
-    assert body["error"]["code"] == "NOT_FOUND"
+    refused = await error(await client.post(f"{BASE}/{foreign}/read"), 404)
+    assert refused["code"] == "NOT_FOUND"
     assert (
         await services.db.fetch_val(
             "SELECT status FROM notifications WHERE id = %(id)s", {"id": foreign}
         )
         == "unread"
     )
-    await data(await client.post(f"{BASE}/not-a-uuid/read"), 404)
+    await error(await client.post(f"{BASE}/not-a-uuid/read"), 404)
 
 
 async def test_read_is_kept_and_read_all_marks_everything(
@@ -107,12 +99,12 @@ async def test_read_is_kept_and_read_all_marks_everything(
 async def test_bad_list_parameters(factory: Any, make_client: Any) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
-    body = await data(await client.get(f"{BASE}?limit=0"), 422)
-    assert "limit" in body["error"]["details"]["fields"]
-    body = await data(await client.get(f"{BASE}?cursor=garbage!"), 422)
-    assert "cursor" in body["error"]["details"]["fields"]
-    body = await data(await client.get(f"{BASE}?status=archived"), 422)
-    assert "status" in body["error"]["details"]["fields"]
+    body = await error(await client.get(f"{BASE}?limit=0"), 422)
+    assert "limit" in body["details"]["fields"]
+    body = await error(await client.get(f"{BASE}?cursor=garbage!"), 422)
+    assert "cursor" in body["details"]["fields"]
+    body = await error(await client.get(f"{BASE}?status=archived"), 422)
+    assert "status" in body["details"]["fields"]
 
 
 async def test_inbox_requires_a_session(client: Any) -> None:
@@ -206,8 +198,8 @@ async def test_preference_validation(
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
     response = await client.put(f"{BASE}/preferences", json=body)
-    payload = await data(response, 422)
-    assert field in payload["error"]["details"]["fields"]
+    payload = await error(response, 422)
+    assert field in payload["details"]["fields"]
 
 
 async def test_sql_rendered_inbox_items_match_the_python_rendering(

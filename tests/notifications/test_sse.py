@@ -18,8 +18,7 @@ from tenantd.notifications.channels.sse.feed import FEED_KEY, QUEUE_SIZE, Stream
 from tenantd.pubsub.hub import PUBSUB
 from tenantd.services import SERVICES
 from tests.factories import wait_until_heard
-from tests.helpers import ORIGIN
-from tests.notifications.conftest import eventually
+from tests.helpers import ORIGIN, eventually
 from tests.notifications.sse_client import STREAM, open_stream
 
 FIELDS = {"id", "eventType", "title", "body", "ctaUrl", "ctaLabel", "status", "readAt", "createdAt"}

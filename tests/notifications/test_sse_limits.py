@@ -14,7 +14,7 @@ from tenantd.app import AppServices, create_app
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.feed import FEED_KEY
 from tenantd.settings import Settings
-from tests.notifications.conftest import eventually
+from tests.helpers import eventually
 from tests.notifications.sse_client import STREAM, ServeLikeTestServer, open_stream
 
 

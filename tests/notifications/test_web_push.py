@@ -27,7 +27,7 @@ from tenantd.notifications.channels.web_push import vapid
 from tenantd.notifications.channels.web_push.delivery import EXPIRED_EVENT
 from tenantd.notifications.channels.web_push.vapid import VapidSigner
 from tenantd.settings import Settings
-from tests.notifications.conftest import EVENT_MODULE, deliveries, quiesce
+from tests.notifications.support import EVENT_MODULE, deliveries, quiesce
 
 BASE = "/api/v1/notifications/push"
 VAPID_PUBLIC, VAPID_PRIVATE = generate_keys()

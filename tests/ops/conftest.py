@@ -1,4 +1,5 @@
-"""Fixtures of the ops tests: open AppServices (as `tenantd serve` and the CLI do)."""
+"""Fixtures of the ops tests: AppServices opened without an app (as `tenantd serve` and the CLI
+do); the app's own services are the `services` fixture of tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from tenantd.settings import Settings
 
 
 @pytest.fixture
-async def services(db: Database, settings: Settings, migrated: str) -> AsyncIterator[AppServices]:
+async def standalone_services(
+    db: Database, settings: Settings, migrated: str
+) -> AsyncIterator[AppServices]:
     async with open_services(settings, migrated) as opened:
         yield opened
 

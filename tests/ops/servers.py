@@ -23,10 +23,10 @@ import aiohttp
 import psycopg2
 
 from tenantd.db.dsn import url_to_dsn
+from tests.helpers import ORIGIN
 
 TENANTD = str(Path(sys.executable).with_name("tenantd"))
 REPO = Path(__file__).resolve().parents[2]
-ORIGIN = "http://127.0.0.1:8080"
 
 
 def free_port() -> int:

@@ -10,7 +10,7 @@ from tests.factories import Factory
 
 
 async def test_accounts_sweep_purges_only_past_the_grace_window(
-    services: AppServices, db: Database, factory: Factory
+    standalone_services: AppServices, db: Database, factory: Factory
 ) -> None:
     old = await factory.user()
     recent = await factory.user()
@@ -23,11 +23,11 @@ async def test_accounts_sweep_purges_only_past_the_grace_window(
         {"a": recent.account_id},
     )
     sweep = registered_sweeps()["accounts"]
-    dry = await run_sweep(services, sweep, dry_run=True)
+    dry = await run_sweep(standalone_services, sweep, dry_run=True)
     assert (dry.status, dry.counts) == ("dry_run", {"accounts": 1})
     assert await db.fetch_val("SELECT count(*) FROM accounts") == 2
 
-    outcome = await run_sweep(services, sweep)
+    outcome = await run_sweep(standalone_services, sweep)
     assert (outcome.status, outcome.counts) == ("ok", {"accounts": 1})
     remaining = await db.fetch_all("SELECT id FROM accounts")
     assert remaining == [{"id": recent.account_id}]
@@ -37,7 +37,7 @@ async def test_accounts_sweep_purges_only_past_the_grace_window(
 
 
 async def test_invitations_sweep_revokes_expired_pending_ones(
-    services: AppServices, db: Database, factory: Factory
+    standalone_services: AppServices, db: Database, factory: Factory
 ) -> None:
     owner = await factory.user(plan="team")
     await db.execute(
@@ -46,7 +46,7 @@ async def test_invitations_sweep_revokes_expired_pending_ones(
         " (%(a)s, 'fresh@example.com', 'member', '\\x02', now() + interval '1 hour')",
         {"a": owner.account_id},
     )
-    outcome = await run_sweep(services, registered_sweeps()["invitations"])
+    outcome = await run_sweep(standalone_services, registered_sweeps()["invitations"])
     assert (outcome.status, outcome.counts) == ("ok", {"invitations": 1})
     rows = await db.fetch_all(
         "SELECT email, revoked_at IS NOT NULL AS revoked FROM invitations ORDER BY email"
@@ -57,7 +57,9 @@ async def test_invitations_sweep_revokes_expired_pending_ones(
     ]
 
 
-async def test_dedup_sweep_deletes_expired_keys(services: AppServices, db: Database) -> None:
+async def test_dedup_sweep_deletes_expired_keys(
+    standalone_services: AppServices, db: Database
+) -> None:
     await db.execute(
         "INSERT INTO notification_dedup (dedup_key, expires_at)"
         " SELECT 'old' || g, now() - interval '1 s' FROM generate_series(1, 30) g"
@@ -66,13 +68,13 @@ async def test_dedup_sweep_deletes_expired_keys(services: AppServices, db: Datab
         "INSERT INTO notification_dedup (dedup_key, expires_at) VALUES"
         " ('live', now() + interval '5 minutes')"
     )
-    outcome = await run_sweep(services, registered_sweeps()["dedup"], batch_size=7)
+    outcome = await run_sweep(standalone_services, registered_sweeps()["dedup"], batch_size=7)
     assert (outcome.status, outcome.counts) == ("ok", {"notification_dedup": 30})
     assert await db.fetch_val("SELECT dedup_key FROM notification_dedup") == "live"
 
 
 async def test_jobs_sweep_deletes_finished_jobs_past_retention(
-    services: AppServices, db: Database
+    standalone_services: AppServices, db: Database
 ) -> None:
     await db.execute(
         "INSERT INTO jobs (kind, status, finished_at) VALUES"
@@ -80,9 +82,9 @@ async def test_jobs_sweep_deletes_finished_jobs_past_retention(
         " ('x', 'done', now() - interval '6 days'), ('x', 'queued', NULL),"
         " ('x', 'running', NULL)"
     )
-    dry = await run_sweep(services, registered_sweeps()["jobs"], dry_run=True)
+    dry = await run_sweep(standalone_services, registered_sweeps()["jobs"], dry_run=True)
     assert dry.counts == {"jobs": 2}
-    outcome = await run_sweep(services, registered_sweeps()["jobs"])
+    outcome = await run_sweep(standalone_services, registered_sweeps()["jobs"])
     assert (outcome.status, outcome.counts) == ("ok", {"jobs": 2})
     rows = await db.fetch_all("SELECT status FROM jobs ORDER BY status")
     assert [r["status"] for r in rows] == ["done", "queued", "running"]

@@ -48,8 +48,8 @@ from tenantd.web.schemas import (
 )
 from tenantd.web.spec import Access, Routes
 from tests.factories import Factory, UserRecord
-from tests.helpers import SECRET
-from tests.ops.servers import ORIGIN, Server, server_env, start_server
+from tests.helpers import ORIGIN, SECRET
+from tests.ops.servers import Server, server_env, start_server
 
 T = TypeVar("T")
 

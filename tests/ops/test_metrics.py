@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tenantd.db import Database
 from tenantd.db.migrate import sql_dir
-from tests.notifications.conftest import eventually
+from tests.helpers import eventually
 
 Samples = dict[tuple[str, tuple[Any, ...]], float]
 

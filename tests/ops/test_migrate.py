@@ -9,8 +9,9 @@ import aiopg
 
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
-from tenantd.db.migrate import MIGRATION_LOCK_KEY, available_migrations, migrate
-from tests.notifications.conftest import eventually
+from tenantd.db.migrate import available_migrations, migrate
+from tenantd.db.queries import MIGRATION_LOCK_KEY
+from tests.helpers import eventually
 from tests.ops.servers import fresh_database
 
 BOUND_SECONDS = 0.5  # this instance's statement bounds, server and client side

@@ -15,7 +15,7 @@ from tenantd.app import create_app
 from tenantd.db import Database
 from tenantd.settings import Settings
 from tenantd.web.parser_log import PARSER_WARNINGS_PER_WINDOW, ServerLog
-from tests.notifications.conftest import eventually
+from tests.helpers import eventually
 
 SECRET_VALUE = "sekrit-token-0123456789"
 MALFORMED = [

@@ -10,7 +10,7 @@ from tests.factories import Factory
 
 
 async def test_session_sweep_deletes_only_expired_rows(
-    services: AppServices, db: Database, factory: Factory
+    standalone_services: AppServices, db: Database, factory: Factory
 ) -> None:
     user = await factory.user()
     live = await factory.tokens(user)
@@ -45,7 +45,7 @@ async def test_session_sweep_deletes_only_expired_rows(
         " ('resend', 'new', now() - interval '29 days')"
     )
 
-    outcome = await run_sweep(services, registered_sweeps()["sessions"], batch_size=10)
+    outcome = await run_sweep(standalone_services, registered_sweeps()["sessions"], batch_size=10)
 
     assert outcome.status == "ok"
     assert outcome.counts == {

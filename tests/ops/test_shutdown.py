@@ -7,7 +7,6 @@ import asyncio
 import configparser
 import time
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -24,7 +23,7 @@ from tenantd.ops.scheduler import STOP_WAIT_SECONDS
 from tenantd.ops.shutdown import Watchdog
 from tenantd.settings import load_settings
 from tests.factories import Factory
-from tests.helpers import SECRET
+from tests.helpers import SECRET, eventually
 from tests.ops.servers import REPO, read_sse, running, server_env, start_server
 
 EVENT_MODULE = "tests.notifications.events_fixture"
@@ -45,17 +44,6 @@ class FakePostmark:
             await asyncio.sleep(60)
         self.accepted.append(body["To"])
         return web.json_response({"ErrorCode": 0, "MessageID": f"m-{self.calls}"})
-
-
-async def eventually(check: Any, limit: float = 30.0) -> Any:
-    deadline = time.monotonic() + limit
-    while True:
-        result = await check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.slow

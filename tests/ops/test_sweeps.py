@@ -15,7 +15,7 @@ from tenantd.db.tables import revoked_tokens
 from tenantd.ops.config import parse_ops_config
 from tenantd.ops.scheduler import SweepScheduler
 from tenantd.ops.sweeps import Sweep, SweepContext, delete_batches, run_sweep
-from tests.notifications.conftest import eventually
+from tests.helpers import eventually
 
 
 def counting_sweep(name: str, calls: list[str], *, seconds: float = 0.0) -> Sweep:
@@ -43,7 +43,7 @@ async def insert_revoked(db: Database, *, expired: int, live: int) -> None:
 
 
 async def test_two_concurrent_runners_run_a_sweep_once(
-    services: AppServices, other_services: AppServices, db: Database
+    standalone_services: AppServices, other_services: AppServices, db: Database
 ) -> None:
     calls: list[str] = []
     release = asyncio.Event()
@@ -55,7 +55,8 @@ async def test_two_concurrent_runners_run_a_sweep_once(
 
     sweep = Sweep(name="test-single", description="test", run=held)
     attempts = [
-        asyncio.create_task(run_sweep(s, sweep)) for s in (services, other_services, services)
+        asyncio.create_task(run_sweep(s, sweep))
+        for s in (standalone_services, other_services, standalone_services)
     ]
     await eventually(lambda: asyncio.sleep(0, sum(task.done() for task in attempts) == 2))
     release.set()
@@ -73,11 +74,11 @@ async def test_two_concurrent_runners_run_a_sweep_once(
 
 
 async def test_interval_runs_once_per_interval_across_instances(
-    services: AppServices, other_services: AppServices, db: Database
+    standalone_services: AppServices, other_services: AppServices, db: Database
 ) -> None:
     calls: list[str] = []
     sweep = counting_sweep("test-interval", calls)
-    first = await run_sweep(services, sweep, interval=3600)
+    first = await run_sweep(standalone_services, sweep, interval=3600)
     second = await run_sweep(other_services, sweep, interval=3600)
     assert (first.status, second.status) == ("ok", "not_due")
     assert calls == ["test-interval"]
@@ -87,13 +88,13 @@ async def test_interval_runs_once_per_interval_across_instances(
         " WHERE name = 'test-interval'"
     )
     assert (await run_sweep(other_services, sweep, interval=3600)).status == "ok"
-    assert (await run_sweep(services, sweep)).status == "ok"
+    assert (await run_sweep(standalone_services, sweep)).status == "ok"
     assert len(calls) == 3
     assert await db.fetch_val("SELECT run_count FROM sweep_runs WHERE name = 'test-interval'") == 3
 
 
 async def test_two_schedulers_run_each_sweep_once(
-    services: AppServices, other_services: AppServices, db: Database
+    standalone_services: AppServices, other_services: AppServices, db: Database
 ) -> None:
     calls: list[str] = []
     sweeps = [counting_sweep("test-a", calls, seconds=0.05), counting_sweep("test-b", calls)]
@@ -101,7 +102,7 @@ async def test_two_schedulers_run_each_sweep_once(
         {"TENANTD_SCHEDULER_TICK_SECONDS": "0.1", "TENANTD_SCHEDULER_ENABLED": "true"}
     )
     schedulers = [
-        SweepScheduler(services, config, sweeps=sweeps),
+        SweepScheduler(standalone_services, config, sweeps=sweeps),
         SweepScheduler(other_services, config, sweeps=sweeps),
     ]
     ticks: collections.Counter[tuple[int, str]] = collections.Counter()
@@ -127,7 +128,9 @@ async def test_two_schedulers_run_each_sweep_once(
     assert rows == [{"name": "test-a", "run_count": 1}, {"name": "test-b", "run_count": 1}]
 
 
-async def test_deletes_work_in_bounded_batches(services: AppServices, db: Database) -> None:
+async def test_deletes_work_in_bounded_batches(
+    standalone_services: AppServices, db: Database
+) -> None:
     await insert_revoked(db, expired=5000, live=7)
     batches: list[tuple[str, int]] = []
     statements: list[int] = []
@@ -147,7 +150,7 @@ async def test_deletes_work_in_bounded_batches(services: AppServices, db: Databa
             del ctx.services.db.execute
 
     outcome = await run_sweep(
-        services,
+        standalone_services,
         Sweep("test-batches", "", sweep_fn),
         batch_size=500,
         on_batch=lambda sweep, table, rows: batches.append((table, rows)),
@@ -161,10 +164,12 @@ async def test_deletes_work_in_bounded_batches(services: AppServices, db: Databa
     assert await db.fetch_val("SELECT count(*) FROM revoked_tokens") == 7
 
 
-async def test_dry_run_counts_and_deletes_nothing(services: AppServices, db: Database) -> None:
+async def test_dry_run_counts_and_deletes_nothing(
+    standalone_services: AppServices, db: Database
+) -> None:
     await insert_revoked(db, expired=1200, live=3)
     sweep = registered_sweeps()["sessions"]
-    outcome = await run_sweep(services, sweep, dry_run=True, batch_size=100)
+    outcome = await run_sweep(standalone_services, sweep, dry_run=True, batch_size=100)
     assert outcome.status == "dry_run"
     assert outcome.counts["revoked_tokens"] == 1200
     assert await db.fetch_val("SELECT count(*) FROM revoked_tokens") == 1203
@@ -173,21 +178,23 @@ async def test_dry_run_counts_and_deletes_nothing(services: AppServices, db: Dat
 
 
 async def test_failing_sweep_is_recorded_and_releases_the_lock(
-    services: AppServices, db: Database
+    standalone_services: AppServices, db: Database
 ) -> None:
     async def broken(ctx: SweepContext) -> None:
         raise RuntimeError("boom")
 
     sweep = Sweep("test-broken", "", broken)
-    outcome = await run_sweep(services, sweep)
+    outcome = await run_sweep(standalone_services, sweep)
     assert outcome.status == "failed"
     assert outcome.error == "RuntimeError: boom"
     row = await db.fetch_one("SELECT last_status, last_error FROM sweep_runs")
     assert row == {"last_status": "failed", "last_error": "RuntimeError: boom"}
-    assert (await run_sweep(services, sweep)).status == "failed"  # not stuck "locked"
+    assert (await run_sweep(standalone_services, sweep)).status == "failed"  # not stuck "locked"
 
 
-async def test_stopping_interrupts_between_batches(services: AppServices, db: Database) -> None:
+async def test_stopping_interrupts_between_batches(
+    standalone_services: AppServices, db: Database
+) -> None:
     await insert_revoked(db, expired=1000, live=0)
     stopping = asyncio.Event()
     seen: list[int] = []
@@ -202,7 +209,9 @@ async def test_stopping_interrupts_between_batches(services: AppServices, db: Da
         "",
         lambda ctx: delete_batches(ctx, revoked_tokens, revoked_tokens.c.expires_at < func.now()),
     )
-    outcome = await run_sweep(services, sweep, batch_size=100, stopping=stopping, on_batch=on_batch)
+    outcome = await run_sweep(
+        standalone_services, sweep, batch_size=100, stopping=stopping, on_batch=on_batch
+    )
     assert outcome.status == "interrupted"
     assert outcome.counts == {"revoked_tokens": 300}
     assert await db.fetch_val("SELECT count(*) FROM revoked_tokens") == 700

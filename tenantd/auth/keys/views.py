@@ -13,12 +13,12 @@ from tenantd.services import SERVICES
 from tenantd.web.json import json_response
 from tenantd.web.spec import Access, Routes
 
-routes = Routes("keys")
+ROUTES = Routes("keys")
 
 CACHE_CONTROL = f"public, max-age={JWKS_MAX_AGE_SECONDS}"
 
 
-@routes.get(
+@ROUTES.get(
     "/.well-known/jwks.json",
     access=Access.PUBLIC,
     wrapped=False,
@@ -30,7 +30,7 @@ async def jwks(request: web.Request) -> web.Response:
     return json_response(body, headers={"Cache-Control": CACHE_CONTROL})
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/auth/introspect",
     # Admitted by introspection.admit: an API key with sessions:introspect, or an address in
     # TENANTD_INTROSPECT_ALLOWED_IPS (which the API-key guard alone would refuse).

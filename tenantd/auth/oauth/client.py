@@ -23,7 +23,7 @@ from tenantd.auth.oauth.discovery import (
     parse_object,
     read_capped,
 )
-from tenantd.auth.oauth.errors import ProviderError, TokenRefused
+from tenantd.auth.oauth.errors import PROVIDER_ERROR_CODE, ProviderError, TokenRefused
 from tenantd.auth.oauth.flow import TokenAnswer
 from tenantd.auth.oauth.jwks import JwksCache
 from tenantd.settings import OAuthProviderSettings
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")  # RFC 6750 b64token
 MAX_ACCESS_TOKEN = 16 * 1024
 
@@ -144,7 +143,9 @@ def _error_code(body: bytes) -> str:
     except ProviderError:
         return "(no error code)"
     error = data.get("error")
-    return error if isinstance(error, str) and _ERROR_CODE.match(error) else "(no error code)"
+    return (
+        error if isinstance(error, str) and PROVIDER_ERROR_CODE.match(error) else "(no error code)"
+    )
 
 
 _CLIENTS: weakref.WeakKeyDictionary[aiohttp.ClientSession, OidcClient] = weakref.WeakKeyDictionary()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 # Codes a login page can show (the `error` query parameter of the redirect).
 STATE_INVALID = "oauth_state_invalid"  # missing, expired, tampered, mismatched or reused state
 DENIED = "oauth_denied"  # the provider answered with an error (the user cancelled, ...)
@@ -11,6 +13,9 @@ EMAIL_MISSING = "email_missing"  # the ID token carries no email (scope `email` 
 EMAIL_NOT_VERIFIED = "email_not_verified"  # the provider does not vouch for the email
 DOMAIN_CLAIMED = "domain_claimed"  # the domain belongs to another account; join request sent
 IDENTITY_CONFLICT = "identity_conflict"  # the user already links another identity there
+
+# A provider's `error` code as we repeat it in a log or a reason (anything else is unreadable).
+PROVIDER_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 class OAuthRefused(Exception):

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg2.errors
 
+from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email
-from tenantd.auth import mail
 from tenantd.auth.oauth import errors, queries
 from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
@@ -42,7 +41,7 @@ from tenantd.auth.oauth.flow import (
     require_email,
     verify_id_token,
 )
-from tenantd.db import Database, Row
+from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
 from tenantd.identity.sessions import IssuedTokens, issue_session
@@ -55,8 +54,6 @@ if TYPE_CHECKING:
     from tenantd.services import Services
 
 log = logging.getLogger(__name__)
-
-_PROVIDER_ERROR = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 class OidcTransport(Protocol):
@@ -171,7 +168,7 @@ async def complete(
     check_state(flow, params.state)
     await _consume(services.db, flow)
     if params.error is not None:
-        error = params.error if _PROVIDER_ERROR.match(params.error) else "(unreadable)"
+        error = params.error if errors.PROVIDER_ERROR_CODE.match(params.error) else "(unreadable)"
         raise OAuthRefused(errors.DENIED, f"provider answered error {error}")
     if not params.code:
         raise OAuthRefused(errors.FAILED, "callback carries no code")
@@ -301,7 +298,6 @@ async def _sign_in_once(
 ) -> SignedIn:
     settings = services.settings
     conflict: DomainConflict | None = None
-    owner: Row | None = None
     tokens: IssuedTokens | None = None
     ticket: mfa.Ticket | None = None
     async with services.db.transaction() as conn:
@@ -338,7 +334,11 @@ async def _sign_in_once(
         if provisioned.conflict is not None:
             # Commit the user, identity and join request; no session (no account to enter).
             conflict = provisioned.conflict
-            owner = await auth_queries.account_owner(conn, conflict.account_id)
+            if outcome != "returning":
+                # The owner and the requester are mailed after commit, with the join request.
+                await account_mail.submit_join_request(
+                    services, conn, join_request_id=conflict.join_request_id
+                )
         elif await mfa.mfa_enabled(conn, user_id):
             # The provider was the first factor; the second is asked on the MFA page.
             ticket = await mfa.start_ticket(
@@ -357,20 +357,7 @@ async def _sign_in_once(
             )
     _log_outcome(provider, user_id, outcome if conflict is None else "domain_claimed")
     if conflict is not None:
-        if owner is not None and outcome != "returning":
-            await mail.deliver(
-                services,
-                mail.join_request(
-                    owner["email"],
-                    settings=settings,
-                    requester=email,
-                    domain=conflict.domain,
-                    account_id=conflict.account_id,
-                    account_name=owner["account_name"],
-                ),
-            )
-        if outcome != "returning":
-            await mail.deliver(services, mail.join_request_sent(email, domain=conflict.domain))
+        # Committed above: the join request and its mail jobs survive the refusal.
         raise OAuthRefused(
             errors.DOMAIN_CLAIMED,
             "domain claimed by another account; join request pending",

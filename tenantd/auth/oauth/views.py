@@ -31,7 +31,7 @@ from tenantd.web.spec import Access, Routes
 
 log = logging.getLogger(__name__)
 
-routes = Routes("auth")
+ROUTES = Routes("auth")
 
 LOGIN_PATH = "/login"
 MFA_PATH = "/login/mfa"  # the hosted page asking for the second factor (?ticket=...)
@@ -79,7 +79,7 @@ def _refused(refused: OAuthRefused, provider: str) -> web.Response:
     return _redirect(f"{LOGIN_PATH}?{urlencode({'error': refused.code, **refused.params})}")
 
 
-@routes.get(
+@ROUTES.get(
     "/api/v1/auth/oauth/providers",
     access=Access.PUBLIC,
     response=list[ProviderOut],
@@ -89,7 +89,7 @@ async def oauth_providers(request: web.Request) -> list[dict[str, str]]:
     return service.configured_providers(request.app[SETTINGS])
 
 
-@routes.get(
+@ROUTES.get(
     "/api/v1/auth/oauth/{provider}/start",
     access=Access.PUBLIC,
     query=StartQuery,
@@ -119,7 +119,7 @@ async def oauth_start(request: web.Request, query: StartQuery) -> web.Response:
     return response
 
 
-@routes.get(
+@ROUTES.get(
     "/api/v1/auth/oauth/{provider}/callback",
     access=Access.PUBLIC,
     query=CallbackQuery,
@@ -166,7 +166,7 @@ async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Resp
     return response
 
 
-@routes.delete(
+@ROUTES.delete(
     "/api/v1/auth/oauth/{provider}",
     response=Empty,
     responses={409: "The last way to sign in cannot be removed"},

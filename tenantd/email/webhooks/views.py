@@ -29,7 +29,7 @@ from tenantd.web.middlewares import REQUEST_ID
 from tenantd.web.schemas import ApiModel
 from tenantd.web.spec import CURRENT_ROUTE, Access, Routes
 
-routes = Routes("webhooks")
+ROUTES = Routes("webhooks")
 
 RESPONSES = {
     401: "Signature, timestamp or headers invalid (refused before the body is read)",
@@ -156,7 +156,7 @@ class WebhookReceipt(ApiModel):
     malformed: int
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/webhooks/resend",
     access=Access.SIGNATURE,
     response=WebhookReceipt,
@@ -175,7 +175,7 @@ async def resend_webhook(request: web.Request) -> dict[str, int] | web.Response:
     )
 
 
-@routes.post(
+@ROUTES.post(
     "/api/v1/webhooks/sendgrid",
     access=Access.SIGNATURE,
     response=WebhookReceipt,

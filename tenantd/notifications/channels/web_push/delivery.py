@@ -29,7 +29,6 @@ from tenantd.notifications.channels import settle_delivery
 from tenantd.notifications.channels.web_push.hosts import endpoint_problem
 from tenantd.notifications.channels.web_push.vapid import signer
 from tenantd.notifications.schemas import envelope, notification_json
-from tenantd.settings import Settings
 
 if TYPE_CHECKING:
     from tenantd.notifications.services import NotificationServices
@@ -39,20 +38,11 @@ log = logging.getLogger(__name__)
 CHANNEL = "web_push"
 EXPIRED_EVENT = "notifications.web_push.subscription_expired"
 PUSH_TTL_SECONDS = 24 * 3600
-DEFAULT_SEND_TIMEOUT = 10.0
 # RFC 8291: one aes128gcm record of a 4096-byte message holds 4096 - 86 (salt, record size,
 # key id = our 65-byte public key) - 16 (tag) - 1 (padding delimiter) bytes of plaintext.
 MAX_PUSH_PLAINTEXT = 4096 - 86 - 16 - 1
 # Shortened in this order when the envelope is too big; the CTA URL is dropped, never cut.
 SHORTENED_FIELDS = ("body", "title", "ctaLabel")
-
-
-def send_timeout(settings: Settings) -> float:
-    raw = settings.extra.get("TENANTD_WEB_PUSH_TIMEOUT_SECONDS", "").strip()
-    try:
-        return float(raw) if raw else DEFAULT_SEND_TIMEOUT
-    except ValueError:
-        return DEFAULT_SEND_TIMEOUT
 
 
 def _encoded(message: dict[str, Any]) -> bytes:
@@ -150,7 +140,7 @@ async def push_one(
             data=body,
             headers=headers,
             allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(total=send_timeout(settings)),
+            timeout=aiohttp.ClientTimeout(total=settings.web_push_timeout_seconds),
         ) as response:
             status = response.status
             await response.read()

@@ -9,8 +9,8 @@ from aiohttp import web
 
 from tenantd.db import Database
 from tenantd.identity.tokens import token_hash
-from tests.auth.helpers import error_of, set_cookies
-from tests.helpers import SECRET, access_claims
+from tests.auth.helpers import set_cookies
+from tests.helpers import SECRET, access_claims, error_of
 
 
 @pytest.fixture

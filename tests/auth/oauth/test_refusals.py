@@ -15,10 +15,10 @@ from cryptography.hazmat.primitives import serialization
 
 from tenantd.auth.oauth.flow import FlowState, encode_state
 from tenantd.db import Database
+from tests.auth.oauth.fake_idp import FakeIdP, FakeUser, SigningKey
+from tests.auth.oauth.support import CLIENT_SECRET, PROVIDER, Browser, login_error
 from tests.factories import Factory
 from tests.helpers import SECRET
-from tests.oauth.conftest import CLIENT_SECRET, PROVIDER, Browser, login_error
-from tests.oauth.fake_idp import FakeIdP, FakeUser, SigningKey
 
 TABLES = ("users", "user_identities", "accounts", "memberships", "sessions", "join_requests")
 
@@ -257,7 +257,7 @@ def _hs256_with_public_key(idp: FakeIdP) -> Any:
     import hmac
     import json
 
-    from tests.oauth.fake_idp import b64url
+    from tests.auth.oauth.fake_idp import b64url
 
     def sign(claims: dict[str, Any]) -> str:
         header = {"alg": "HS256", "typ": "JWT", "kid": idp.signing.kid}

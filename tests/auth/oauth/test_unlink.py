@@ -8,8 +8,8 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 
 from tenantd.db import Database
+from tests.auth.oauth.support import PROVIDER, Browser
 from tests.factories import Factory, UserRecord
-from tests.oauth.conftest import PROVIDER, Browser
 
 
 async def link(db: Database, user: UserRecord, provider: str) -> None:

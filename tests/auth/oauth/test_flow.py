@@ -13,9 +13,9 @@ from tenantd.app import create_app
 from tenantd.auth.oauth.flow import code_challenge, decode_state
 from tenantd.db import Database
 from tenantd.settings import load_settings
-from tests.factories import Factory
-from tests.helpers import ORIGIN, SECRET
-from tests.oauth.conftest import (
+from tests.auth.helpers import mail_sent
+from tests.auth.oauth.fake_idp import FakeIdP, FakeUser
+from tests.auth.oauth.support import (
     CALLBACK_PATH,
     CLIENT_ID,
     CLIENT_SECRET,
@@ -24,7 +24,8 @@ from tests.oauth.conftest import (
     Browser,
     login_error,
 )
-from tests.oauth.fake_idp import FakeIdP, FakeUser
+from tests.factories import Factory, mail_text, read_mails
+from tests.helpers import ORIGIN, SECRET
 
 
 async def count(db: Database, table: str) -> int:
@@ -220,8 +221,6 @@ async def test_concurrent_callbacks_of_two_subjects_for_one_address_make_one_use
 async def test_claimed_domain_commits_join_request_and_refuses_the_session(
     browser: Browser, idp: FakeIdP, factory: Factory, db: Database, mail_dir: Any
 ) -> None:
-    from tests.factories import mail_text, read_mails
-
     owner = await factory.user(email="owner@acme.test")
     await db.execute(
         "UPDATE accounts SET claimed_domain = 'acme.test' WHERE id = %(a)s",
@@ -247,6 +246,7 @@ async def test_claimed_domain_commits_join_request_and_refuses_the_session(
     )
     assert await count(db, "accounts") == 1
     assert await count(db, "sessions") == 0
+    await mail_sent(browser.client)  # the join-request mails leave from a job after the commit
     mails = {m["To"]: m for m in read_mails(mail_dir)}
     assert sorted(mails) == ["bob@acme.test", "owner@acme.test"]  # the requester is told too
     assert "bob@acme.test" in mail_text(mails["owner@acme.test"])

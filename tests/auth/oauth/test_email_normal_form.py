@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from tenantd.db import Database
+from tests.auth.helpers import mail_sent
+from tests.auth.oauth.fake_idp import FakeIdP, FakeUser
+from tests.auth.oauth.support import Browser, login_error
 from tests.factories import mail_text, read_mails
-from tests.oauth.conftest import Browser, login_error
-from tests.oauth.fake_idp import FakeIdP, FakeUser
 
 PASSWORD = "a long enough passphrase"
 TOKEN = re.compile(r"/verify-email\?token=([\w-]+)")
@@ -77,7 +78,9 @@ async def test_a_new_provider_user_on_a_claimed_idn_domain_is_a_join_request(
     assert await db.fetch_val("SELECT count(*) FROM accounts") == 1
     request = await db.fetch_one("SELECT domain, status FROM join_requests")
     assert request == {"domain": "xn--exmple-cua.com", "status": "pending"}
-    # The requester is told that its address is shown to the owner and admins.
+    # The requester is told that its address is shown to the owner and admins (a job after
+    # the commit sends it).
+    await mail_sent(other_browser.client)
     (told,) = [m for m in read_mails(mail_dir) if m["To"] == "bob@xn--exmple-cua.com"]
     assert "shown to that account's owner and admins" in " ".join(mail_text(told).split())
 

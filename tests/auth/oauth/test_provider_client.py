@@ -33,8 +33,8 @@ from tenantd.cache.keyring import Keyring
 from tenantd.errors import Unauthorized
 from tenantd.identity.tokens import decode_access_token, issue_access_token
 from tenantd.settings import OAuthProviderSettings
-from tests.oauth.conftest import CLIENT_ID, CLIENT_SECRET, REDIRECT_URI, Browser
-from tests.oauth.fake_idp import FakeIdP, IssuedCode, SigningKey, b64url
+from tests.auth.oauth.fake_idp import FakeIdP, IssuedCode, SigningKey, b64url
+from tests.auth.oauth.support import CLIENT_ID, CLIENT_SECRET, REDIRECT_URI, Browser
 
 KEY = "unit-test-secret-key-0123456789-abcdefghijklmnop"
 

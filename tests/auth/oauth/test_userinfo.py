@@ -15,9 +15,9 @@ from tenantd.auth.oauth.client import token_answer
 from tenantd.auth.oauth.errors import TokenRefused
 from tenantd.db import Database
 from tenantd.settings import SettingsError, load_settings
+from tests.auth.oauth.fake_idp import FakeIdP, FakeUser
+from tests.auth.oauth.support import CLIENT_SECRET, PROVIDER, Browser, login_error
 from tests.factories import Factory
-from tests.oauth.conftest import CLIENT_SECRET, PROVIDER, Browser, login_error
-from tests.oauth.fake_idp import FakeIdP, FakeUser
 
 TABLES = ("users", "user_identities", "accounts", "memberships", "sessions")
 

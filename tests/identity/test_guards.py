@@ -20,8 +20,7 @@ import pytest
 from tenantd.cache.keyring import Keyring
 from tenantd.db import Database
 from tenantd.identity.tokens import issue_access_token
-from tests.auth.helpers import error_of
-from tests.helpers import SECRET
+from tests.helpers import SECRET, error_of
 
 REQUIRE_AUTH = [
     ("GET", "/test/required"),

@@ -22,10 +22,10 @@ from tenantd.identity.tokens import new_refresh_token, refresh_token_family
 from tenantd.principal import Principal
 from tenantd.services import SERVICES
 from tenantd.settings import load_settings
-from tests.auth.conftest import probe_routes
-from tests.auth.helpers import error_of, mail_sent, mails_to, set_cookies
+from tests.auth.helpers import mail_sent, mails_to, set_cookies
 from tests.factories import mail_text
-from tests.helpers import ORIGIN, SECRET, access_claims
+from tests.helpers import ORIGIN, SECRET, access_claims, error_of
+from tests.identity.probes import probe_routes
 
 REUSE_NOTICE = "your session was ended because a sign-in token was reused"
 REFRESH = "/api/v1/auth/refresh"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.auth.helpers import last_token, register, set_cookies
+from tests.auth.oauth.support import CALLBACK_PATH, PROVIDER, Browser
 from tests.factories import Factory
-from tests.oauth.conftest import CALLBACK_PATH, PROVIDER, Browser
 
 
 @pytest.fixture(params=["true", "false"], ids=["secure", "insecure"])
