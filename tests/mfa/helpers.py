@@ -13,6 +13,7 @@ import pyotp
 
 from tenantd.db import Database
 from tenantd.identity.sessions import issue_session
+from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tests.factories import Factory, UserRecord
 from tests.helpers import data
@@ -54,16 +55,17 @@ async def signed_in(
     amr: tuple[str, ...] = ("pwd",),
 ) -> Any:
     """A browser holding a fresh session of `user` that authenticated `auth_age` seconds ago."""
+    client = await make_client()
     async with db.connection() as conn:
         issued = await issue_session(
             conn,
             settings,
+            keyring=client.server.app[SERVICES].keyring,
             user_id=user.id,
             account_id=account_id or user.account_id,
             amr=amr,
             auth_time=time.time() - auth_age,
         )
-    client = await make_client()
     client.session.cookie_jar.update_cookies(
         {"auth_token": issued.access_token, "refresh_token": issued.refresh_token},
         response_url=client.make_url("/"),
