@@ -33,7 +33,6 @@ from tenantd.ui.session import ACCESS, ISSUED, STALE, client_meta, load_viewer
 from tenantd.ui.strings import done_text, oauth_error_text, text
 from tenantd.web.ratelimit import rate_limit_request
 
-
 # Where a sign-up started (an invitation, say): the verified browser goes back there.
 NEXT_COOKIE = "tenantd_next"
 

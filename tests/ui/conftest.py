@@ -7,7 +7,14 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
-from tests.ui.live import CHROMIUM, CHROMIUM_ARGS, DESKTOP, MISSING_CHROMIUM, LiveServer, start_server
+from tests.ui.live import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DESKTOP,
+    MISSING_CHROMIUM,
+    LiveServer,
+    start_server,
+)
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +24,9 @@ def live_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def live(migrated: str, tmp_path_factory: pytest.TempPathFactory, live_env: dict[str, str]) -> Iterator[LiveServer]:
+def live(
+    migrated: str, tmp_path_factory: pytest.TempPathFactory, live_env: dict[str, str]
+) -> Iterator[LiveServer]:
     server = start_server(migrated, tmp_path_factory.mktemp("live"), **live_env)
     try:
         yield server
@@ -30,7 +39,9 @@ def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.fail(MISSING_CHROMIUM, pytrace=False)
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
         try:
             yield chromium
         finally:

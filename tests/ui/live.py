@@ -73,7 +73,9 @@ class LiveServer:
         if cookies:
             headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
+        request = urllib.request.Request(
+            self.base + path, data=data, method=method, headers=headers
+        )
         try:
             with urllib.request.urlopen(request, timeout=WAIT) as response:
                 return response.status, json.loads(response.read() or b"null")
@@ -97,7 +99,9 @@ class LiveServer:
     def mail_to(self, address: str, contains: str, *, seen: int = 0) -> str:
         """The first link containing `contains` in a mail to `address` beyond the `seen`th."""
         deadline = time.monotonic() + WAIT
-        pattern = re.compile(re.escape(self.base) + r"[^\s\"'<>]*" + re.escape(contains) + r"[^\s\"'<>]*")
+        pattern = re.compile(
+            re.escape(self.base) + r"[^\s\"'<>]*" + re.escape(contains) + r"[^\s\"'<>]*"
+        )
         while True:
             links: list[str] = []
             for path in sorted(self.mail_dir.glob("*.eml"), key=lambda p: p.stat().st_mtime):
@@ -146,13 +150,25 @@ def start_server(database_url: str, tmp: Path, **extra_env: str) -> LiveServer:
     log_path = tmp / "serve.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tenantd", "serve", "--host", "127.0.0.1", "--port", str(port), "--no-migrate"],
+            [
+                sys.executable,
+                "-m",
+                "tenantd",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-migrate",
+            ],
             cwd=REPO_ROOT,
             env={**os.environ, **env},
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    server = LiveServer(base=base, env=env, mail_dir=tmp / "mail", process=process, log_path=log_path)
+    server = LiveServer(
+        base=base, env=env, mail_dir=tmp / "mail", process=process, log_path=log_path
+    )
     deadline = time.monotonic() + 60
     while True:
         try:

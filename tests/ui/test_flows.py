@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from tests.helpers import PASSWORD
 from tests.ui.live import DESKTOP, LiveServer, shoot, sign_up, unique_email
@@ -77,7 +77,9 @@ def test_a_form_posted_from_another_site_is_refused(page: Page, live: LiveServer
         live.url("/accounts"), form={"name": "Evil"}, headers={"Origin": "https://evil.example"}
     )
     assert response.status == 403
-    response = page.request.post(live.url("/accounts"), form={"name": "Evil", "csrf": "x"}, headers={"Origin": live.base})
+    response = page.request.post(
+        live.url("/accounts"), form={"name": "Evil", "csrf": "x"}, headers={"Origin": live.base}
+    )
     assert response.status == 403
     page.goto("/accounts")
     expect(page.get_by_text("Evil")).to_have_count(0)

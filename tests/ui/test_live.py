@@ -18,7 +18,9 @@ def _user_id(page: Page) -> str:
 
 def _send(live: LiveServer, user_id: str, text: str, n: int = 1) -> None:
     payload = {"actorId": "someone-else", "commentId": f"c-{text}-{n}", "text": text}
-    live.cli("notify", "send", "comment.created", "--user", user_id, "--payload", json.dumps(payload))
+    live.cli(
+        "notify", "send", "comment.created", "--user", user_id, "--payload", json.dumps(payload)
+    )
 
 
 def test_a_new_notification_appears_live_then_logout_all_shows_signed_out(
@@ -63,7 +65,8 @@ def test_two_tabs_racing_a_refresh_stay_signed_in(
     page.goto("/account")
     refreshes: list[str] = []
     context.on(
-        "request", lambda r: refreshes.append(r.url) if r.url.endswith("/api/v1/auth/refresh") else None
+        "request",
+        lambda r: refreshes.append(r.url) if r.url.endswith("/api/v1/auth/refresh") else None,
     )
     # The access token expired: the browser stops sending it (Max-Age); the refresh cookie
     # still holds, so the API answers 401 missing_session and both tabs want a refresh.
