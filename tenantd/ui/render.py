@@ -3,6 +3,7 @@ TENANTD_UI_TEMPLATES_DIR, with the brand, the viewer, the catalog and CSRF token
 
 from __future__ import annotations
 
+import datetime as dt
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,12 +41,18 @@ def environment(override: Path | None) -> jinja2.Environment:
     return env
 
 
-def _date(value: Any) -> str:
+def _date(value: Any, with_time: bool = False) -> str:
+    """A date as people read it (ui.js rewrites <time> elements into local time)."""
     if value is None:
         return ""
-    if hasattr(value, "strftime"):
-        return str(value.strftime("%d %b %Y"))
-    return str(value)[:10]
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value[:10]
+    if not hasattr(value, "strftime"):
+        return str(value)
+    return str(value.strftime("%d %b %Y, %H:%M" if with_time else "%d %b %Y"))
 
 
 def page(

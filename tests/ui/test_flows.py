@@ -164,6 +164,10 @@ def test_invite_then_accept_in_a_second_browser(
 
     page.reload()
     expect(page.get_by_test_id("members")).to_contain_text(invitee)
+    shoot(page, "members-team")
+    page.get_by_role("link", name="Join requests").click()
+    expect(page.get_by_role("heading", name="Join requests")).to_be_visible()
+    shoot(page, "join-requests")
 
 
 def test_a_wrong_address_invitation_explains_itself(

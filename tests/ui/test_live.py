@@ -4,10 +4,13 @@ shows signed-out, and two tabs racing to refresh one expired session both stay s
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from playwright.sync_api import BrowserContext, Page, expect
 
+from tenantd.notifications.unsubscribe import make_token
+from tests.helpers import SECRET
 from tests.ui.live import LiveServer, cookies_of, shoot, sign_up, unique_email
 
 
@@ -104,3 +107,30 @@ def test_a_failed_refresh_reports_signed_out(
     )
     assert result == "401:refresh_failed"
     expect(page.get_by_test_id("signed-out")).to_be_visible()
+
+
+def test_preferences_and_the_unsubscribe_page(page: Page, live: LiveServer) -> None:
+    sign_up(page, live, unique_email("prefs"))
+    user_id = _user_id(page)
+    page.goto("/notifications")
+    page.get_by_role("link", name="Preferences").click()
+    live_box = page.get_by_label("ping.simple: Live")
+    expect(live_box).to_be_checked()
+    live_box.uncheck()
+    shoot(page, "preferences")
+    page.get_by_role("button", name="Save preferences").click()
+    expect(page.get_by_test_id("notice")).to_contain_text("Preferences saved")
+    expect(page.get_by_label("ping.simple: Live")).not_to_be_checked()
+    expect(page.get_by_label("comment.created: Email")).to_be_checked()
+
+    # The email's unsubscribe link: a confirmation page, one button, then done.
+    token = make_token(SECRET, user_id=uuid.UUID(user_id), event_type="comment.created")
+    page.goto("/unsubscribe?token=" + token)
+    expect(page.get_by_text("Stop emails about comment.created?")).to_be_visible()
+    shoot(page, "unsubscribe")
+    page.get_by_role("button", name="Unsubscribe").click()
+    expect(page.get_by_test_id("notice")).to_contain_text("no more emails about comment.created")
+    page.goto("/notifications/preferences")
+    expect(page.get_by_label("comment.created: Email")).not_to_be_checked()
+    page.goto("/unsubscribe?token=forged")
+    expect(page.get_by_test_id("error")).to_be_visible()

@@ -30,7 +30,6 @@ PAGES = [
     "/static/tenantd.js",
     "/static/tenantd.d.ts",
 ]
-TOKEN = re.compile(r'name="csrf" value="([0-9a-f]+)"')
 Maker = Callable[..., Awaitable[Any]]
 
 
@@ -45,11 +44,16 @@ def make(env: dict[str, str], migrated: str, db: Any, aiohttp_client: Any) -> Ma
     return build
 
 
-async def form_token(client: Any, path: str) -> str:
+async def form_token(client: Any, path: str, action: str | None = None) -> str:
+    """The token of the form posting to `action` (default: the page's own path)."""
     response = await client.get(path)
     assert response.status == 200, path
-    found = TOKEN.search(await response.text())
-    assert found
+    form = re.compile(
+        rf'action="{re.escape(action or path)}"[^>]*>\s*<input type="hidden" name="csrf"'
+        r' value="([0-9a-f]+)"'
+    )
+    found = form.search(await response.text())
+    assert found, (path, action)
     return found.group(1)
 
 
@@ -215,3 +219,41 @@ def test_every_done_and_oauth_code_has_words() -> None:
         from_templates.update(prefix + value for value in values)
     missing = sorted(key for key in from_templates if key not in EN)
     assert not missing, missing
+
+
+def test_env_example_documents_every_ui_knob() -> None:
+    example = (Path(__file__).parents[2] / "config" / "tenantd.env.example").read_text()
+    for name in (
+        "TENANTD_UI",
+        "TENANTD_UI_BRAND_NAME",
+        "TENANTD_UI_LOGO_URL",
+        "TENANTD_UI_ACCENT_COLOR",
+        "TENANTD_UI_TEMPLATES_DIR",
+    ):
+        assert re.search(rf"^#? ?{name}=", example, re.M), name
+
+
+async def test_change_password_from_the_profile_page(make: Maker, factory: Any) -> None:
+    user = await factory.user(password=PASSWORD)
+    client = await make()
+    token = await form_token(client, "/login")
+    response = await client.post(
+        "/login", data={"email": user.email, "password": PASSWORD, "csrf": token}
+    )
+    assert response.status == 200 and str(response.url).endswith("/notifications")
+    token = await form_token(client, "/account", "/account/password")
+    new = "another long passphrase"
+    wrong = await client.post(
+        "/account/password",
+        data={"currentPassword": "not it", "newPassword": new, "csrf": token},
+    )
+    assert wrong.status == 401
+    assert 'class="alert error" role="alert"' in await wrong.text()
+    done = await client.post(
+        "/account/password",
+        data={"currentPassword": PASSWORD, "newPassword": new, "csrf": token},
+    )
+    assert done.status == 200 and str(done.url).endswith("/account?done=password")
+    assert EN["done.password"] in await done.text()
+    api = await client.post("/api/v1/auth/login", json={"email": user.email, "password": new})
+    assert api.status == 200

@@ -57,6 +57,13 @@ for (const form of $$("form[data-validate]")) {
   });
 }
 
+const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const when = (iso) => dateFormat.format(new Date(iso));
+for (const time of $$("time[datetime]")) {
+  const parsed = new Date(time.dateTime);
+  if (!Number.isNaN(parsed.getTime())) time.textContent = when(time.dateTime);
+}
+
 function setUnread(count) {
   for (const badge of $$("[data-unread-count]")) { badge.textContent = String(count); badge.dataset.count = String(count); }
   const label = $("[data-unread-text]");
@@ -86,7 +93,7 @@ function renderItem(item) {
   meta.className = "row";
   const time = document.createElement("time");
   time.dateTime = item.createdAt;
-  time.textContent = new Date(item.createdAt).toLocaleString();
+  time.textContent = when(item.createdAt);
   meta.append(time);
   if (item.ctaUrl && /^(\/(?!\/)|https:\/\/)/.test(item.ctaUrl)) {
     const link = document.createElement("a");
