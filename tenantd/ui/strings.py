@@ -11,6 +11,7 @@ from typing import Any
 
 EN: dict[str, str] = {
     # chrome
+    "nav.label": "Main",
     "nav.notifications": "Notifications",
     "nav.accounts": "Accounts",
     "nav.account": "Your profile",
