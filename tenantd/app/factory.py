@@ -16,6 +16,7 @@ from tenantd.identity.guards import guard as session_guard
 from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
+from tenantd.ui.routes import install_pages
 from tenantd.web.middlewares import request_middleware
 from tenantd.web.parser_log import ServerLog
 from tenantd.web.routing import register
@@ -58,4 +59,5 @@ def create_app(
     app.cleanup_ctx.append(services_ctx)
     app.cleanup_ctx.extend(HOOKS)
     register(app, *ROUTES, *(extra_routes or []), guard=guard)
+    install_pages(app, settings)  # hosted pages and /static (TENANTD_UI)
     return app

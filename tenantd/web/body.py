@@ -10,7 +10,7 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from tenantd.errors import Forbidden, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
-from tenantd.settings import SETTINGS
+from tenantd.settings import SETTINGS, Settings
 from tenantd.web.schemas import control_character_fields
 from tenantd.web.spec import Access, RouteSpec
 
@@ -96,11 +96,16 @@ def check_csrf(request: web.Request, spec: RouteSpec) -> None:
         return
     if not any(name in request.cookies for name in SESSION_COOKIES):
         return
-    allowed = {o.lower().rstrip("/") for o in request.app[SETTINGS].allowed_origins}
+    if not origin_allowed(request, request.app[SETTINGS]):
+        raise Forbidden("Cross-site request refused: Origin is not allowed")
+
+
+def origin_allowed(request: web.Request, settings: Settings) -> bool:
+    """The request's Origin (or, without one, its Referer) is one of ALLOWED_ORIGINS."""
+    allowed = {o.lower().rstrip("/") for o in settings.allowed_origins}
     origin = request.headers.get("Origin")
     candidate = _origin_of(origin) if origin and origin != "null" else None
     if candidate is None and not origin:
         referer = request.headers.get("Referer")
         candidate = _origin_of(referer) if referer else None
-    if candidate is None or candidate not in allowed:
-        raise Forbidden("Cross-site request refused: Origin is not allowed")
+    return candidate is not None and candidate in allowed

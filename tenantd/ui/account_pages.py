@@ -1,0 +1,385 @@
+"""Pages of the profile, the account switcher, members and invitations, and join requests."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from tenantd.accounts import invitations, join_requests, memberships
+from tenantd.accounts import service as accounts
+from tenantd.accounts.schemas import AccountCreate, InvitationCreate, RoleBody, TransferBody
+from tenantd.auth import service as auth_service
+from tenantd.auth.schemas import PasswordChangeBody
+from tenantd.errors import AppError, NotFound
+from tenantd.identity.cookies import REFRESH_COOKIE
+from tenantd.services import SERVICES
+from tenantd.ui.forms import Problem, field, parse, problem, read_form
+from tenantd.ui.render import page, redirect
+from tenantd.ui.session import ACCESS, ISSUED, Viewer, client_meta, load_viewer
+from tenantd.ui.strings import done_text, text
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def signed_in(handler: Callable[[web.Request, Viewer], Awaitable[web.StreamResponse]]) -> Handler:
+    """Pages for signed-in users: anyone else is sent to /login and comes back after."""
+
+    async def wrapper(request: web.Request) -> web.StreamResponse:
+        viewer = await load_viewer(request)
+        if viewer is None:
+            if request.method == "GET":
+                target = request.path_qs
+                return redirect(request, "/login?" + urlencode({"next": target}))
+            return redirect(request, "/login")
+        return await handler(request, viewer)
+
+    wrapper.__name__ = handler.__name__
+    return wrapper
+
+
+def _uuid(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise NotFound() from None
+
+
+def _refresh(request: web.Request) -> str | None:
+    return request.cookies.get(REFRESH_COOKIE)
+
+
+def _activate(request: web.Request, activation: accounts.Activation | None) -> None:
+    if activation is not None:
+        request[ACCESS] = (activation.access_token, activation.claims)
+
+
+# -- profile ------------------------------------------------------------------------------------
+
+
+async def _profile(
+    request: web.Request, viewer: Viewer, *, issue: Problem | None = None
+) -> web.Response:
+    return page(
+        request,
+        "account.html",
+        status=issue.status if issue else 200,
+        title=text("account.title"),
+        notice=done_text(request.query.get("done")),
+        problem=issue,
+    )
+
+
+@signed_in
+async def account_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    return await _profile(request, viewer)
+
+
+@signed_in
+async def password_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        form = await read_form(request)
+        current = field(form, "currentPassword") or None
+        body = parse(
+            PasswordChangeBody,
+            {"currentPassword": current, "newPassword": field(form, "newPassword")},
+        )
+        result = await auth_service.change_password(
+            request.app[SERVICES],
+            viewer.principal,
+            current_password=body.current_password,
+            new_password=body.new_password,
+            client=client_meta(request),
+        )
+    except AppError as exc:
+        return await _profile(request, viewer, issue=problem(exc))
+    request[ISSUED] = result.tokens
+    return redirect(request, "/account?done=password")
+
+
+# -- accounts -----------------------------------------------------------------------------------
+
+
+async def _accounts(
+    request: web.Request,
+    viewer: Viewer,
+    *,
+    issue: Problem | None = None,
+    name: str = "",
+) -> web.Response:
+    rows = await accounts.list_accounts(request.app[SERVICES], viewer.principal)
+    return page(
+        request,
+        "accounts.html",
+        status=issue.status if issue else 200,
+        title=text("accounts.title"),
+        accounts=rows,
+        active_id=viewer.principal.account_id,
+        notice=done_text(request.query.get("done")),
+        problem=issue,
+        name=name,
+    )
+
+
+@signed_in
+async def accounts_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    return await _accounts(request, viewer)
+
+
+@signed_in
+async def create_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    name = ""
+    services = request.app[SERVICES]
+    try:
+        form = await read_form(request)
+        name = field(form, "name").strip()
+        body = parse(AccountCreate, {"name": name})
+        created = await accounts.create_account(
+            services, viewer.principal, name=body.name, refresh_token=_refresh(request)
+        )
+        activation = created.activation
+        if activation is None:  # work in the new account at once
+            switched = await accounts.switch_account(
+                services,
+                viewer.principal,
+                account_id=created.account["id"],
+                refresh_token=_refresh(request),
+            )
+            activation = switched.activation
+    except AppError as exc:
+        return await _accounts(request, viewer, issue=problem(exc), name=name)
+    _activate(request, activation)
+    return redirect(request, "/accounts?done=created")
+
+
+@signed_in
+async def switch_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        form = await read_form(request, "/accounts/switch")
+        switched = await accounts.switch_account(
+            request.app[SERVICES],
+            viewer.principal,
+            account_id=_uuid(field(form, "accountId")),
+            refresh_token=_refresh(request),
+        )
+    except AppError as exc:
+        return await _accounts(request, viewer, issue=problem(exc))
+    _activate(request, switched.activation)
+    back = field(form, "back")
+    if back == "members":
+        return redirect(request, f"/accounts/{switched.account['id']}/members?done=switched")
+    return redirect(request, "/accounts?done=switched")
+
+
+# -- members --------------------------------------------------------------------------------------
+
+
+async def _members(
+    request: web.Request, viewer: Viewer, *, issue: Problem | None = None
+) -> web.Response:
+    account_id = _uuid(request.match_info["id"])
+    services = request.app[SERVICES]
+    context: dict[str, Any] = {
+        "account_id": account_id,
+        "notice": done_text(request.query.get("done")),
+        "problem": issue,
+        "members": [],
+        "invitations": [],
+        "invitations_error": None,
+        "active": account_id == viewer.principal.account_id,
+        "account_name": "",
+    }
+    membership = next(
+        (m for m in viewer.me["memberships"] if m["accountId"] == str(account_id)), None
+    )
+    if membership is None:
+        raise NotFound("Account not found")
+    context["account_name"] = membership["accountName"]
+    if context["active"]:
+        context["members"] = await memberships.list_members(services, viewer.principal, account_id)
+        if viewer.role in ("owner", "admin"):
+            try:
+                context["invitations"] = await invitations.list_invitations(
+                    services, viewer.principal, account_id
+                )
+            except AppError as exc:
+                context["invitations_error"] = problem(exc).message
+    return page(
+        request,
+        "members.html",
+        status=issue.status if issue else 200,
+        title=text("members.title", account=context["account_name"]),
+        **context,
+    )
+
+
+@signed_in
+async def members_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    return await _members(request, viewer)
+
+
+MemberAction = Callable[[web.Request, Viewer, uuid.UUID, Any], Awaitable[str]]
+
+
+def member_action(action: MemberAction) -> Handler:
+    """A form on the members page: run it, then back to the page with its `done=` (or the
+    page again with the error in words)."""
+
+    @signed_in
+    async def handler(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        account_id = _uuid(request.match_info["id"])
+        try:
+            form = await read_form(request)
+            done = await action(request, viewer, account_id, form)
+        except AppError as exc:
+            return await _members(request, viewer, issue=problem(exc))
+        if done in ("left", "deleted"):
+            return redirect(request, f"/accounts?done={done}")
+        return redirect(request, f"/accounts/{account_id}/members?done={done}")
+
+    handler.__name__ = action.__name__
+    return handler
+
+
+@member_action
+async def invite(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
+    body = parse(
+        InvitationCreate,
+        {"email": field(form, "email").strip(), "role": field(form, "role") or "member"},
+    )
+    await invitations.create_invitation(
+        request.app[SERVICES], viewer.principal, account_id, email=str(body.email), role=body.role
+    )
+    return "invited"
+
+
+@member_action
+async def resend(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
+    await invitations.resend_invitation(
+        request.app[SERVICES],
+        viewer.principal,
+        account_id,
+        invitation_id=_uuid(request.match_info["iid"]),
+    )
+    return "resent"
+
+
+@member_action
+async def revoke(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
+    await invitations.revoke_invitation(
+        request.app[SERVICES],
+        viewer.principal,
+        account_id,
+        invitation_id=_uuid(request.match_info["iid"]),
+    )
+    return "revoked"
+
+
+@member_action
+async def change_role(
+    request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any
+) -> str:
+    body = parse(RoleBody, {"role": field(form, "role")})
+    await memberships.change_role(
+        request.app[SERVICES],
+        viewer.principal,
+        account_id,
+        user_id=_uuid(request.match_info["userId"]),
+        role=body.role,
+    )
+    return "role"
+
+
+@member_action
+async def remove(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
+    await memberships.remove_member(
+        request.app[SERVICES],
+        viewer.principal,
+        account_id,
+        user_id=_uuid(request.match_info["userId"]),
+    )
+    return "removed"
+
+
+@member_action
+async def transfer(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
+    body = parse(TransferBody, {"userId": field(form, "userId")})
+    await memberships.transfer_ownership(
+        request.app[SERVICES], viewer.principal, account_id, user_id=body.user_id
+    )
+    return "transferred"
+
+
+@member_action
+async def leave(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
+    left = await memberships.leave_account(
+        request.app[SERVICES], viewer.principal, account_id, refresh_token=_refresh(request)
+    )
+    _activate(request, left.activation)
+    return "left"
+
+
+@member_action
+async def delete(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
+    deleted = await accounts.delete_account(
+        request.app[SERVICES], viewer.principal, account_id, refresh_token=_refresh(request)
+    )
+    _activate(request, deleted.activation)
+    return "deleted"
+
+
+# -- join requests --------------------------------------------------------------------------------
+
+
+async def _join_requests(
+    request: web.Request, viewer: Viewer, *, issue: Problem | None = None
+) -> web.Response:
+    rows: list[Any] = []
+    account_id = viewer.principal.account_id
+    allowed = account_id is not None and viewer.role in ("owner", "admin")
+    if allowed and account_id is not None:
+        rows = await join_requests.list_join_requests(
+            request.app[SERVICES], viewer.principal, account_id
+        )
+    return page(
+        request,
+        "join_requests.html",
+        status=issue.status if issue else 200,
+        title=text("join.title"),
+        requests=rows,
+        allowed=allowed,
+        notice=done_text(request.query.get("done")),
+        problem=issue,
+    )
+
+
+@signed_in
+async def join_requests_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    return await _join_requests(request, viewer)
+
+
+@signed_in
+async def join_decision_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    decision = request.match_info["decision"]
+    account_id = viewer.principal.account_id
+    try:
+        await read_form(request)
+        if account_id is None:
+            raise NotFound()
+        request_id = _uuid(request.match_info["rid"])
+        if decision == "approve":
+            await join_requests.approve_join_request(
+                request.app[SERVICES], viewer.principal, account_id, request_id=request_id
+            )
+        else:
+            await join_requests.deny_join_request(
+                request.app[SERVICES], viewer.principal, account_id, request_id=request_id
+            )
+    except AppError as exc:
+        return await _join_requests(request, viewer, issue=problem(exc))
+    return redirect(
+        request, "/join-requests?done=" + ("approved" if decision == "approve" else "denied")
+    )

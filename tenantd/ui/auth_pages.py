@@ -1,0 +1,374 @@
+"""Pages of signing up, verifying, signing in and out, password reset and invitations."""
+
+from __future__ import annotations
+
+from urllib.parse import quote, unquote, urlencode
+
+from aiohttp import web
+
+from tenantd.accounts import invitations
+from tenantd.accounts import service as accounts
+from tenantd.accounts.schemas import AcceptBody
+from tenantd.auth import service as auth_service
+from tenantd.auth.schemas import (
+    EmailBody,
+    LoginBody,
+    PasswordResetConfirmBody,
+    RegisterBody,
+    VerifyEmailBody,
+)
+from tenantd.errors import AppError
+from tenantd.identity.cookies import (
+    BINDING_COOKIE,
+    REFRESH_COOKIE,
+    clear_binding_cookie,
+    clear_cookie,
+    set_binding_cookie,
+    set_cookie,
+)
+from tenantd.mfa import service as mfa
+from tenantd.services import SERVICES
+from tenantd.ui.forms import field, parse, problem, read_form, safe_next
+from tenantd.ui.render import page, redirect
+from tenantd.ui.session import ACCESS, ISSUED, STALE, client_meta, load_viewer
+from tenantd.ui.strings import done_text, oauth_error_text, text
+from tenantd.web.ratelimit import rate_limit_request
+
+# Where a sign-up started (an invitation, say): the verified browser goes back there.
+NEXT_COOKIE = "tenantd_next"
+
+
+def _notice(request: web.Request) -> str | None:
+    return done_text(request.query.get("done"))
+
+
+async def signup_page(request: web.Request) -> web.Response:
+    if await load_viewer(request):
+        return redirect(request, safe_next(request.query.get("next")))
+    return page(
+        request,
+        "signup.html",
+        title=text("signup.title"),
+        values={"email": request.query.get("email", "")},
+        next=safe_next(request.query.get("next"), ""),
+        problem=None,
+    )
+
+
+async def signup_post(request: web.Request) -> web.Response:
+    values: dict[str, str] = {}
+    next_path = ""
+    try:
+        form = await read_form(request)
+        values = {
+            "email": field(form, "email").strip(),
+            "firstName": field(form, "firstName").strip(),
+            "lastName": field(form, "lastName").strip(),
+        }
+        next_path = safe_next(field(form, "next"), "")
+        body = parse(RegisterBody, {**values, "password": field(form, "password")})
+        await rate_limit_request(request, "register", body)
+        result = await auth_service.register(
+            request.app[SERVICES],
+            email=body.email,
+            password=body.password,
+            first_name=body.first_name,
+            last_name=body.last_name,
+        )
+    except AppError as exc:
+        issue = problem(exc)
+        return page(
+            request,
+            "signup.html",
+            status=issue.status,
+            title=text("signup.title"),
+            values=values,
+            next=next_path,
+            problem=issue,
+        )
+    response = redirect(request, f"/check-inbox?email={quote(str(body.email))}")
+    settings = request.app[SERVICES].settings
+    ttl = int(auth_service.VERIFY_TTL.total_seconds())
+    set_binding_cookie(response, settings, result.binding, max_age=ttl)
+    if next_path:
+        set_cookie(response, settings, NEXT_COOKIE, quote(next_path, safe=""), max_age=ttl)
+    return response
+
+
+async def check_inbox_page(request: web.Request) -> web.Response:
+    return page(
+        request,
+        "check_inbox.html",
+        title=text("inbox.title"),
+        email=request.query.get("email", "")[:320],
+        resent=request.query.get("resent") == "1",
+        problem=None,
+    )
+
+
+async def check_inbox_post(request: web.Request) -> web.Response:
+    email = ""
+    try:
+        form = await read_form(request)
+        email = field(form, "email").strip()
+        body = parse(EmailBody, {"email": email})
+        await rate_limit_request(request, "resend_verification", body)
+        await auth_service.resend_verification(request.app[SERVICES], email=body.email)
+    except AppError as exc:
+        issue = problem(exc)
+        return page(
+            request,
+            "check_inbox.html",
+            status=issue.status,
+            title=text("inbox.title"),
+            email=email,
+            resent=False,
+            problem=issue,
+        )
+    return redirect(request, f"/check-inbox?email={quote(email)}&resent=1")
+
+
+async def verify_page(request: web.Request) -> web.Response:
+    return page(
+        request,
+        "verify.html",
+        title=text("verify.title"),
+        token=request.query.get("token", "")[:4000],
+        problem=None,
+    )
+
+
+async def verify_post(request: web.Request) -> web.Response:
+    token = ""
+    services = request.app[SERVICES]
+    try:
+        form = await read_form(request)
+        token = field(form, "token")
+        body = parse(VerifyEmailBody, {"token": token})
+        result = await auth_service.verify_email(
+            services,
+            token=body.token,
+            binding=request.cookies.get(BINDING_COOKIE),
+            client=client_meta(request),
+        )
+    except AppError as exc:
+        issue = problem(exc)
+        return page(
+            request,
+            "verify.html",
+            status=issue.status,
+            title=text("verify.title"),
+            token=token,
+            problem=issue,
+        )
+    request[ISSUED] = result.tokens
+    started = safe_next(unquote(request.cookies.get(NEXT_COOKIE, "")), "")
+    response = redirect(request, started or "/notifications?done=welcome")
+    if result.binding_used:
+        clear_binding_cookie(response, services.settings)
+    if started:
+        clear_cookie(response, services.settings, NEXT_COOKIE)
+    return response
+
+
+async def login_page(request: web.Request) -> web.Response:
+    next_path = safe_next(request.query.get("next"), "")
+    if await load_viewer(request):
+        return redirect(request, next_path or "/notifications")
+    code = request.query.get("error")
+    return page(
+        request,
+        "login.html",
+        title=text("login.title"),
+        values={"email": request.query.get("email", "")[:320]},
+        next=next_path,
+        notice=_notice(request),
+        problem=None,
+        oauth_error=oauth_error_text(code) if code else None,
+    )
+
+
+async def login_post(request: web.Request) -> web.Response:
+    values: dict[str, str] = {}
+    next_path = ""
+    try:
+        form = await read_form(request)
+        values = {"email": field(form, "email").strip()}
+        next_path = safe_next(field(form, "next"), "")
+        body = parse(LoginBody, {**values, "password": field(form, "password")})
+        await rate_limit_request(request, "login", body)
+        result = await auth_service.login(
+            request.app[SERVICES],
+            email=body.email,
+            password=body.password,
+            client=client_meta(request),
+        )
+    except AppError as exc:
+        issue = problem(exc)
+        return page(
+            request,
+            "login.html",
+            status=issue.status,
+            title=text("login.title"),
+            values=values,
+            next=next_path,
+            notice=None,
+            problem=issue,
+            oauth_error=None,
+            unverified=exc.code == "EMAIL_NOT_VERIFIED",
+        )
+    if isinstance(result, auth_service.MfaPending):
+        # Password right, second factor still to come: the MFA step, bound to this browser.
+        ticket = result.ticket
+        query = urlencode({"ticket": ticket.ticket, **({"next": next_path} if next_path else {})})
+        response = redirect(request, f"/login/mfa?{query}")
+        set_cookie(
+            response,
+            request.app[SERVICES].settings,
+            mfa.BINDING_COOKIE,
+            ticket.binding,
+            max_age=mfa.TICKET_TTL_SECONDS,
+        )
+        return response
+    request[ISSUED] = result.tokens
+    return redirect(request, next_path or "/notifications")
+
+
+async def logout_post(request: web.Request) -> web.Response:
+    await read_form(request)
+    viewer = await load_viewer(request)
+    if viewer is not None:
+        await auth_service.logout(
+            request.app[SERVICES],
+            refresh_token=request.cookies.get(REFRESH_COOKIE),
+            access=viewer.principal.claims,
+        )
+    request.pop(ISSUED, None)
+    request[STALE] = True
+    return redirect(request, "/login?done=signed_out")
+
+
+async def logout_all_post(request: web.Request) -> web.Response:
+    await read_form(request)
+    viewer = await load_viewer(request)
+    if viewer is not None:
+        await auth_service.logout_all(request.app[SERVICES], user_id=viewer.principal.user_id)
+    request.pop(ISSUED, None)
+    request[STALE] = True
+    return redirect(request, "/login?done=signed_out")
+
+
+async def reset_page(request: web.Request) -> web.Response:
+    token = request.query.get("token", "")[:4000]
+    return page(
+        request,
+        "reset_confirm.html" if token else "reset_request.html",
+        title=text("reset.confirm_title" if token else "reset.title"),
+        token=token,
+        sent=request.query.get("sent") == "1",
+        values={"email": ""},
+        problem=None,
+    )
+
+
+async def reset_post(request: web.Request) -> web.Response:
+    email = ""
+    try:
+        form = await read_form(request)
+        email = field(form, "email").strip()
+        body = parse(EmailBody, {"email": email})
+        await rate_limit_request(request, "password_reset", body)
+        await auth_service.request_password_reset(request.app[SERVICES], email=body.email)
+    except AppError as exc:
+        issue = problem(exc)
+        return page(
+            request,
+            "reset_request.html",
+            status=issue.status,
+            title=text("reset.title"),
+            token="",
+            sent=False,
+            values={"email": email},
+            problem=issue,
+        )
+    return redirect(request, "/reset-password?sent=1")
+
+
+async def reset_confirm_post(request: web.Request) -> web.Response:
+    token = ""
+    try:
+        form = await read_form(request)
+        token = field(form, "token")
+        body = parse(
+            PasswordResetConfirmBody, {"token": token, "password": field(form, "password")}
+        )
+        await auth_service.confirm_password_reset(
+            request.app[SERVICES], token=body.token, password=body.password
+        )
+    except AppError as exc:
+        issue = problem(exc)
+        return page(
+            request,
+            "reset_confirm.html",
+            status=issue.status,
+            title=text("reset.confirm_title"),
+            token=token,
+            sent=False,
+            values={},
+            problem=issue,
+        )
+    request[STALE] = True  # the reset ended every session, this browser's too
+    return redirect(request, "/login?done=password_reset")
+
+
+async def invitation_page(request: web.Request) -> web.Response:
+    token = request.query.get("token", "")[:4000]
+    await load_viewer(request)
+    here = f"/invitations/accept?token={quote(token)}"
+    return page(
+        request,
+        "invitation.html",
+        title=text("invite.title"),
+        token=token,
+        here=here,
+        problem=None,
+    )
+
+
+async def invitation_post(request: web.Request) -> web.Response:
+    token = ""
+    viewer = await load_viewer(request)
+    try:
+        form = await read_form(request)
+        token = field(form, "token")
+        if viewer is None:
+            return redirect(request, "/login?next=" + quote(f"/invitations/accept?token={token}"))
+        body = parse(AcceptBody, {"token": token})
+        accepted = await invitations.accept_invitation(
+            request.app[SERVICES],
+            viewer.principal,
+            token=body.token,
+            refresh_token=request.cookies.get(REFRESH_COOKIE),
+        )
+    except AppError as exc:
+        issue = problem(exc)
+        return page(
+            request,
+            "invitation.html",
+            status=issue.status,
+            title=text("invite.title"),
+            token=token,
+            here=f"/invitations/accept?token={quote(token)}",
+            problem=issue,
+        )
+    activation = accepted.activation
+    if activation is None:  # work in the account just joined
+        switched = await accounts.switch_account(
+            request.app[SERVICES],
+            viewer.principal,
+            account_id=accepted.account["id"],
+            refresh_token=request.cookies.get(REFRESH_COOKIE),
+        )
+        activation = switched.activation
+    request[ACCESS] = (activation.access_token, activation.claims)
+    return redirect(request, f"/accounts/{accepted.account['id']}/members?done=joined")

@@ -1,0 +1,81 @@
+"""Form posts of the pages: size cap, same-origin and per-form token checks, pydantic
+validation with the API's own body models, and errors in words."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from aiohttp import web
+from multidict import MultiDictProxy
+from pydantic import BaseModel
+
+from tenantd.errors import AppError, Forbidden, PayloadTooLarge
+from tenantd.settings import SETTINGS
+from tenantd.ui import csrf
+from tenantd.ui.strings import error_text, text
+from tenantd.web.body import validate
+
+Model = TypeVar("Model", bound=BaseModel)
+FORM_LIMIT = 64 * 1024
+
+
+class FormRefused(Forbidden):
+    """A post without a valid token or from another origin."""
+
+
+async def read_form(request: web.Request, action: str | None = None) -> MultiDictProxy[Any]:
+    """The posted fields, after the same-origin check and the form token of `action`."""
+    if request.content_length is not None and request.content_length > FORM_LIMIT:
+        raise PayloadTooLarge()
+    settings = request.app[SETTINGS]
+    if not csrf.same_origin(request, settings):
+        raise FormRefused(text("error.cross_site"))
+    form = await request.post()
+    token = form.get(csrf.FIELD)
+    if not isinstance(token, str) or not csrf.valid_token(
+        request, settings, action or request.path, token
+    ):
+        raise FormRefused(text("error.form_expired"))
+    return form
+
+
+def field(form: MultiDictProxy[Any], name: str) -> str:
+    value = form.get(name, "")
+    return value if isinstance(value, str) else ""
+
+
+def parse(model: type[Model], data: dict[str, Any]) -> Model:
+    """Validate with the API's body model (same rules as the JSON routes)."""
+    return validate(model, data)
+
+
+@dataclass
+class Problem:
+    """What went wrong, in words: one sentence and per-field notes."""
+
+    message: str
+    fields: dict[str, str] = dataclasses.field(default_factory=dict)
+    status: int = 400
+
+
+def problem(exc: AppError) -> Problem:
+    generic = exc.message == type(exc).message
+    fields: dict[str, str] = {}
+    if exc.details and isinstance(exc.details.get("fields"), dict):
+        fields = {str(k): str(v) for k, v in exc.details["fields"].items()}
+    return Problem(
+        message=error_text(exc.code, exc.message, generic=generic),
+        fields=fields,
+        status=exc.status,
+    )
+
+
+def safe_next(value: str | None, default: str = "/notifications") -> str:
+    """A same-origin path to go to after signing in (never another host)."""
+    if not value or not value.startswith("/") or value.startswith(("//", "/\\")):
+        return default
+    if any(ch in value for ch in "\r\n\t\\") or len(value) > 1000:
+        return default
+    return value

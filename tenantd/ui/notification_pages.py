@@ -1,0 +1,198 @@
+"""Pages of the inbox, notification preferences and the email unsubscribe confirmation."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tenantd.errors import AppError, NotFound
+from tenantd.notifications import preferences as prefs
+from tenantd.notifications import unsubscribe as unsub
+from tenantd.notifications.channels import in_app
+from tenantd.notifications.services import NOTIFICATION_SERVICES
+from tenantd.ui.account_pages import signed_in
+from tenantd.ui.forms import Problem, problem, read_form
+from tenantd.ui.render import page, redirect
+from tenantd.ui.session import Viewer, load_viewer
+from tenantd.ui.strings import done_text, text
+
+PAGE_SIZE = 30
+
+
+async def _inbox(
+    request: web.Request, viewer: Viewer, *, issue: Problem | None = None
+) -> web.Response:
+    services = request.app[NOTIFICATION_SERVICES]
+    cursor = request.query.get("cursor") or None
+    try:
+        fragment = await in_app.inbox_page(
+            services, user_id=viewer.principal.user_id, status="all", limit=PAGE_SIZE, cursor=cursor
+        )
+    except AppError:
+        fragment = await in_app.inbox_page(
+            services, user_id=viewer.principal.user_id, status="all", limit=PAGE_SIZE, cursor=None
+        )
+    data: dict[str, Any] = orjson.loads(orjson.dumps(fragment))
+    unread = await in_app.cached_unread_count(services, user_id=viewer.principal.user_id)
+    return page(
+        request,
+        "notifications.html",
+        status=issue.status if issue else 200,
+        title=text("notifications.title"),
+        items=data["items"],
+        next_cursor=data.get("nextCursor"),
+        unread=unread["count"],
+        notice=done_text(request.query.get("done")),
+        problem=issue,
+    )
+
+
+@signed_in
+async def inbox_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    return await _inbox(request, viewer)
+
+
+@signed_in
+async def read_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        await read_form(request)
+        try:
+            notification_id = uuid.UUID(request.match_info["id"])
+        except ValueError:
+            raise NotFound() from None
+        await in_app.mark_read(
+            request.app[NOTIFICATION_SERVICES],
+            user_id=viewer.principal.user_id,
+            notification_id=notification_id,
+        )
+    except AppError as exc:
+        return await _inbox(request, viewer, issue=problem(exc))
+    return redirect(request, "/notifications?done=read")
+
+
+@signed_in
+async def read_all_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        await read_form(request)
+        await in_app.mark_all_read(
+            request.app[NOTIFICATION_SERVICES], user_id=viewer.principal.user_id
+        )
+    except AppError as exc:
+        return await _inbox(request, viewer, issue=problem(exc))
+    return redirect(request, "/notifications?done=all_read")
+
+
+async def _preferences(
+    request: web.Request, viewer: Viewer, *, issue: Problem | None = None
+) -> web.Response:
+    events = await prefs.effective_preferences(
+        request.app[NOTIFICATION_SERVICES], user_id=viewer.principal.user_id
+    )
+    channels: list[str] = []
+    for event in events:
+        for setting in event["channels"]:
+            if setting["channel"] not in channels:
+                channels.append(setting["channel"])
+    return page(
+        request,
+        "preferences.html",
+        status=issue.status if issue else 200,
+        title=text("preferences.title"),
+        events=events,
+        channels=channels,
+        notice=done_text(request.query.get("done")),
+        problem=issue,
+    )
+
+
+@signed_in
+async def preferences_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    return await _preferences(request, viewer)
+
+
+@signed_in
+async def preferences_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    services = request.app[NOTIFICATION_SERVICES]
+    try:
+        form = await read_form(request)
+        checked = set(form.getall("on", []))
+        events = await prefs.effective_preferences(services, user_id=viewer.principal.user_id)
+        for event in events:
+            for setting in event["channels"]:
+                wanted = f"{event['eventType']}:{setting['channel']}" in checked
+                if wanted != setting["enabled"]:
+                    await prefs.set_preference(
+                        services,
+                        user_id=viewer.principal.user_id,
+                        event_type=event["eventType"],
+                        channel=setting["channel"],
+                        enabled=wanted,
+                    )
+    except AppError as exc:
+        return await _preferences(request, viewer, issue=problem(exc))
+    return redirect(request, "/notifications/preferences?done=preferences")
+
+
+async def unsubscribe_page(request: web.Request) -> web.Response:
+    await load_viewer(request)
+    token = request.query.get("token", "")[:4000]
+    settings = request.app[NOTIFICATION_SERVICES].settings
+    try:
+        claims = unsub.read_token(settings.secret_key, token)
+    except AppError as exc:
+        issue = problem(exc)
+        return page(
+            request,
+            "unsubscribe.html",
+            status=issue.status,
+            title=text("unsubscribe.title"),
+            token="",
+            event="",
+            done=False,
+            problem=issue,
+        )
+    return page(
+        request,
+        "unsubscribe.html",
+        title=text("unsubscribe.title"),
+        token=token,
+        event=claims.event_type,
+        done=False,
+        problem=None,
+    )
+
+
+async def unsubscribe_post(request: web.Request) -> web.Response:
+    await load_viewer(request)
+    services = request.app[NOTIFICATION_SERVICES]
+    token = ""
+    try:
+        form = await read_form(request)
+        token = form.get("token", "") if isinstance(form.get("token"), str) else ""
+        claims = await unsub.unsubscribe(
+            services.db, secret_key=services.settings.secret_key, token=str(token)
+        )
+    except AppError as exc:
+        issue = problem(exc)
+        return page(
+            request,
+            "unsubscribe.html",
+            status=issue.status,
+            title=text("unsubscribe.title"),
+            token="",
+            event="",
+            done=False,
+            problem=issue,
+        )
+    return page(
+        request,
+        "unsubscribe.html",
+        title=text("unsubscribe.title"),
+        token="",
+        event=claims.event_type,
+        done=True,
+        problem=None,
+    )

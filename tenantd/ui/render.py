@@ -1,0 +1,110 @@
+"""Jinja2 rendering of the pages: the shipped templates, overridable one by one from
+TENANTD_UI_TEMPLATES_DIR, with the brand, the viewer, the catalog and CSRF tokens in scope."""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from aiohttp import web
+
+from tenantd.settings import SETTINGS
+from tenantd.ui import csrf
+from tenantd.ui.config import UiConfig, ui_config
+from tenantd.ui.session import VIEWER, apply_session
+from tenantd.ui.strings import text
+
+TEMPLATES = Path(__file__).parent / "templates"
+STATIC = Path(__file__).parent / "static"
+ROLES = ("owner", "admin", "member")
+
+
+@cache
+def environment(override: Path | None) -> jinja2.Environment:
+    loaders: list[jinja2.BaseLoader] = []
+    if override is not None:
+        loaders.append(jinja2.FileSystemLoader(override))
+    loaders.append(jinja2.FileSystemLoader(TEMPLATES))
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals["t"] = text
+    env.globals["ROLES"] = ROLES
+    return env
+
+
+def _date(value: Any, with_time: bool = False) -> str:
+    """A date as people read it (ui.js rewrites <time> elements into local time)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value[:10]
+    if not hasattr(value, "strftime"):
+        return str(value)
+    return str(value.strftime("%d %b %Y, %H:%M" if with_time else "%d %b %Y"))
+
+
+def page(
+    request: web.Request,
+    template: str,
+    *,
+    status: int = 200,
+    title: str = "",
+    **context: Any,
+) -> web.Response:
+    """Render one page with the chrome's context; set the cookies the request decided on."""
+    settings = request.app[SETTINGS]
+    config: UiConfig = ui_config(settings)
+
+    def token(action: str) -> str:
+        return csrf.form_token(request, settings, action)
+
+    env = environment(config.templates_dir)
+    env.filters.setdefault("date", _date)
+    body = env.get_template(template).render(
+        brand=config,
+        viewer=request.get(VIEWER),
+        title=title,
+        path=request.path,
+        csrf_token=token,
+        csrf_field=csrf.FIELD,
+        web_push=settings.web_push_enabled,
+        sse=settings.notifications_sse_enabled,
+        providers=[p.name for p in settings.oauth_providers],
+        urlencode=urlencode,
+        **context,
+    )
+    response = web.Response(text=body, content_type="text/html", status=status)
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Referrer-Policy"] = "same-origin"
+    response.headers["Content-Security-Policy"] = (
+        "default-src 'self'; img-src 'self' data: https:; style-src 'self' 'unsafe-inline';"
+        " script-src 'self'; connect-src 'self'; frame-ancestors 'none'; form-action 'self'"
+    )
+    finish(request, response)
+    return response
+
+
+def finish(request: web.Request, response: web.StreamResponse) -> None:
+    settings = request.app[SETTINGS]
+    csrf.remember(request, response, settings)
+    apply_session(request, response, settings)
+
+
+def redirect(request: web.Request, location: str) -> web.Response:
+    """303 See Other after a form post (the browser follows with a GET)."""
+    response = web.Response(status=303, headers={"Location": location, "Cache-Control": "no-store"})
+    finish(request, response)
+    return response

@@ -1,0 +1,114 @@
+"""The hosted pages' routes and static files, added to the application when TENANTD_UI is on
+(off: none of these paths exist, so they answer the API's 404)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from tenantd.errors import AppError
+from tenantd.settings import Settings
+from tenantd.ui import account_pages as accounts
+from tenantd.ui import auth_pages as auth
+from tenantd.ui import notification_pages as notifications
+from tenantd.ui.config import ui_config
+from tenantd.ui.forms import problem
+from tenantd.ui.render import STATIC, page, redirect
+from tenantd.ui.session import load_viewer
+from tenantd.ui.strings import text
+
+MEMBERS = "/accounts/{id}/members"
+
+
+async def home(request: web.Request) -> web.Response:
+    viewer = await load_viewer(request)
+    return redirect(request, "/notifications" if viewer else "/login")
+
+
+async def service_worker(request: web.Request) -> web.FileResponse:
+    """The push service worker, served from the root so its scope is the whole site."""
+    response = web.FileResponse(STATIC / "sw.js")
+    response.headers["Content-Type"] = "text/javascript"
+    response.headers["Cache-Control"] = "no-cache"
+    return response
+
+
+PAGES: list[tuple[str, str, Any]] = [
+    ("GET", "/", home),
+    ("GET", "/signup", auth.signup_page),
+    ("POST", "/signup", auth.signup_post),
+    ("GET", "/check-inbox", auth.check_inbox_page),
+    ("POST", "/check-inbox", auth.check_inbox_post),
+    ("GET", "/verify-email", auth.verify_page),
+    ("POST", "/verify-email", auth.verify_post),
+    ("GET", "/login", auth.login_page),
+    ("POST", "/login", auth.login_post),
+    ("POST", "/logout", auth.logout_post),
+    ("POST", "/logout-all", auth.logout_all_post),
+    ("GET", "/reset-password", auth.reset_page),
+    ("POST", "/reset-password", auth.reset_post),
+    ("POST", "/reset-password/confirm", auth.reset_confirm_post),
+    ("GET", "/invitations/accept", auth.invitation_page),
+    ("POST", "/invitations/accept", auth.invitation_post),
+    ("GET", "/account", accounts.account_page),
+    ("POST", "/account/password", accounts.password_post),
+    ("GET", "/accounts", accounts.accounts_page),
+    ("POST", "/accounts", accounts.create_post),
+    ("POST", "/accounts/switch", accounts.switch_post),
+    ("GET", MEMBERS, accounts.members_page),
+    ("POST", MEMBERS + "/invite", accounts.invite),
+    ("POST", MEMBERS + "/{userId}/role", accounts.change_role),
+    ("POST", MEMBERS + "/{userId}/remove", accounts.remove),
+    ("POST", "/accounts/{id}/invitations/{iid}/resend", accounts.resend),
+    ("POST", "/accounts/{id}/invitations/{iid}/revoke", accounts.revoke),
+    ("POST", "/accounts/{id}/transfer", accounts.transfer),
+    ("POST", "/accounts/{id}/leave", accounts.leave),
+    ("POST", "/accounts/{id}/delete", accounts.delete),
+    ("GET", "/join-requests", accounts.join_requests_page),
+    ("POST", "/join-requests/{rid}/{decision:approve|deny}", accounts.join_decision_post),
+    ("GET", "/notifications", notifications.inbox_page),
+    ("POST", "/notifications/read-all", notifications.read_all_post),
+    ("POST", "/notifications/{id}/read", notifications.read_post),
+    ("GET", "/notifications/preferences", notifications.preferences_page),
+    ("POST", "/notifications/preferences", notifications.preferences_post),
+    ("GET", "/unsubscribe", notifications.unsubscribe_page),
+    ("POST", "/unsubscribe", notifications.unsubscribe_post),
+    ("GET", "/tenantd-sw.js", service_worker),
+]
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def in_words(handler: Handler) -> Handler:
+    """A page's own errors (not found, refused form) as a page, never the API's JSON."""
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except AppError as exc:
+            issue = problem(exc)
+            heading = text("error.not_found_title" if exc.status == 404 else "error.title")
+            message = text("error.not_found") if exc.status == 404 else issue.message
+            return page(
+                request,
+                "error.html",
+                status=exc.status,
+                title=heading,
+                heading=heading,
+                message=message,
+            )
+
+    wrapped.__name__ = getattr(handler, "__name__", "page")
+    return wrapped
+
+
+def install_pages(app: web.Application, settings: Settings) -> None:
+    """Add the pages and /static when TENANTD_UI is on."""
+    if not ui_config(settings).enabled:
+        return
+    for method, path, handler in PAGES:
+        app.router.add_route(method, path, in_words(handler))
+    app.router.add_static("/static", STATIC, append_version=False)

@@ -1,0 +1,284 @@
+"""Every word the hosted pages show, in one catalog per language (English shipped).
+
+A translation is one more dict with the same keys; `text(key, **values)` formats one entry,
+and templates call it as `t("key")`. Error codes of the API and the `error=` codes of the
+OpenID Connect redirect are words here too, so a page never shows a bare code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EN: dict[str, str] = {
+    # chrome
+    "nav.label": "Main",
+    "nav.notifications": "Notifications",
+    "nav.accounts": "Accounts",
+    "nav.account": "Your profile",
+    "nav.members": "Members",
+    "nav.join_requests": "Join requests",
+    "nav.preferences": "Preferences",
+    "header.signed_in_as": "Signed in as {email}",
+    "header.in_account": "in account {account}",
+    "header.no_account": "no active account",
+    "header.switch": "Switch account",
+    "header.switch_button": "Switch",
+    "header.sign_out": "Sign out",
+    "header.sign_in": "Sign in",
+    "header.sign_up": "Sign up",
+    "skip": "Skip to content",
+    "footer.powered": "Accounts and notifications by tenantd",
+    "unread.badge": "{count} unread",
+    # forms
+    "field.email": "Email",
+    "field.password": "Password",
+    "field.new_password": "New password",
+    "field.current_password": "Current password",
+    "field.first_name": "First name",
+    "field.last_name": "Last name",
+    "field.account_name": "Account name",
+    "field.role": "Role",
+    "field.optional": "optional",
+    "hint.password": "At least 8 characters. A passphrase is easiest to remember.",
+    "role.owner": "Owner",
+    "role.admin": "Admin",
+    "role.member": "Member",
+    "common.or": "or",
+    "common.back": "Back",
+    "common.cancel": "Cancel",
+    # sign up / check inbox / verify
+    "signup.title": "Create your account",
+    "signup.lead": "Start free. You can invite your team later.",
+    "signup.submit": "Sign up",
+    "signup.have_account": "Already have an account?",
+    "inbox.title": "Check your inbox",
+    "inbox.lead": "We sent a link to {email}. Open it on this device to finish signing up.",
+    "inbox.lead_generic": "We sent you a link. Open it on this device to finish signing up.",
+    "inbox.resend_lead": "No email after a minute? Check your spam folder or send it again.",
+    "inbox.resend": "Send the link again",
+    "inbox.resent": "If that address is waiting for verification, a new link is on its way.",
+    "verify.title": "Confirm your email address",
+    "verify.lead": "One click and you are in.",
+    "verify.submit": "Confirm email address",
+    "verify.missing": "This page needs the link from your email. Request a new one below.",
+    # login
+    "login.title": "Sign in",
+    "login.lead": "Welcome back.",
+    "login.submit": "Sign in",
+    "login.with": "Sign in with {provider}",
+    "login.forgot": "Forgot your password?",
+    "login.no_account": "New here?",
+    "login.create": "Create an account",
+    "logout.done": "You are signed out.",
+    "signed_out.title": "You are signed out",
+    "signed_out.lead": "Your session ended. Sign in again to continue.",
+    # reset password
+    "reset.title": "Reset your password",
+    "reset.lead": "Enter your email and we will send you a link to choose a new password.",
+    "reset.submit": "Send reset link",
+    "reset.sent": "If an account uses that address, a reset link is on its way.",
+    "reset.confirm_title": "Choose a new password",
+    "reset.confirm_lead": "Every other device will be signed out.",
+    "reset.confirm_submit": "Set new password",
+    "reset.done": "Your password is changed. Sign in with it now.",
+    # invitations
+    "invite.title": "You are invited",
+    "invite.lead_signed_out": "Sign in or create an account with the invited address, then"
+    " accept the invitation.",
+    "invite.lead": "Join the account as {email}.",
+    "invite.accept": "Accept invitation",
+    "invite.missing": "This page needs the link from your invitation email.",
+    "invite.accepted": "Welcome to {account}.",
+    # account (profile)
+    "account.title": "Your profile",
+    "account.profile": "Profile",
+    "account.verified": "Email verified",
+    "account.password": "Password",
+    "account.password_set_lead": "You sign in with a provider only. Set a password to also"
+    " sign in with your email.",
+    "account.password_submit": "Change password",
+    "account.password_set_submit": "Set password",
+    "account.password_done": "Password saved. Your other devices were signed out.",
+    "account.providers": "Sign-in methods",
+    "account.provider_password": "Email and password",
+    "account.sessions": "Where you are signed in",
+    "account.sessions_current": "This device",
+    "account.sessions_end": "Sign out",
+    "account.sessions_end_others": "Sign out every other device",
+    "account.sign_out_all": "Sign out everywhere",
+    "account.sign_out_all_lead": "Ends every session of yours, on every device, including"
+    " this one.",
+    # accounts
+    "accounts.title": "Your accounts",
+    "accounts.lead": "Switch between the teams you belong to, or start a new one.",
+    "accounts.active": "Active",
+    "accounts.switch": "Switch to this account",
+    "accounts.manage": "Members",
+    "accounts.create": "Create an account",
+    "accounts.create_submit": "Create account",
+    "accounts.created": "Account {account} created. You are now working in it.",
+    "accounts.switched": "You are now working in {account}.",
+    "accounts.none": "You do not belong to any account yet.",
+    # members
+    "members.title": "Members of {account}",
+    "members.not_active": "This is not your active account. Switch to it to manage its members.",
+    "members.list": "Members",
+    "members.you": "you",
+    "members.role_submit": "Change role",
+    "members.remove": "Remove",
+    "members.removed": "Member removed.",
+    "members.role_changed": "Role changed.",
+    "members.invite": "Invite someone",
+    "members.invite_submit": "Send invitation",
+    "members.invited": "Invitation sent to {email}.",
+    "members.invitations": "Pending invitations",
+    "members.no_invitations": "No pending invitations.",
+    "members.invitation_expires": "expires {date}",
+    "members.resend": "Resend",
+    "members.resent": "Invitation sent again.",
+    "members.revoke": "Revoke",
+    "members.revoked": "Invitation revoked.",
+    "members.transfer": "Transfer ownership",
+    "members.transfer_lead": "The new owner can delete the account; you become an admin.",
+    "members.transfer_to": "New owner",
+    "members.transfer_submit": "Transfer ownership",
+    "members.transferred": "Ownership transferred.",
+    "members.leave": "Leave account",
+    "members.leave_lead": "You lose access to this account's data. An admin can invite you again.",
+    "members.leave_submit": "Leave account",
+    "members.left": "You left the account.",
+    "members.delete": "Delete account",
+    "members.delete_lead": "The account is deleted now and purged for good after 30 days;"
+    " until then support can restore it.",
+    "members.delete_submit": "Delete account",
+    "members.deleted": "The account is deleted. It is purged for good after 30 days.",
+    "members.danger": "Danger zone",
+    "members.invitations_off": "Invitations need a plan with team invitations.",
+    # join requests
+    "join.title": "Join requests",
+    "join.lead": "People whose email domain belongs to {account} asked to join.",
+    "join.none": "No pending join requests.",
+    "join.approve": "Approve",
+    "join.deny": "Deny",
+    "join.approved": "Request approved.",
+    "join.denied": "Request denied.",
+    "join.no_account": "Switch to an account you administer to see its join requests.",
+    # notifications
+    "notifications.title": "Notifications",
+    "notifications.empty": "You are all caught up.",
+    "notifications.mark_read": "Mark read",
+    "notifications.mark_all_read": "Mark all read",
+    "notifications.all_read": "Everything is marked read.",
+    "notifications.live": "Live",
+    "notifications.reconnecting": "Reconnecting…",
+    "notifications.new": "New",
+    "notifications.more": "Older notifications",
+    "notifications.push": "Browser notifications",
+    "notifications.push_lead": "Get notified on this device even when this page is closed.",
+    "notifications.push_enable": "Turn on browser notifications",
+    "notifications.push_on": "Browser notifications are on for this device.",
+    "notifications.push_denied": "Your browser blocks notifications for this site.",
+    "notifications.preferences": "Preferences",
+    "preferences.title": "Notification preferences",
+    "preferences.lead": "Choose how you hear about each kind of event.",
+    "preferences.event": "Event",
+    "preferences.none": "This application defines no notification types yet.",
+    "preferences.save": "Save preferences",
+    "preferences.saved": "Preferences saved.",
+    "channel.in_app": "In app",
+    "channel.email": "Email",
+    "channel.sse": "Live",
+    "channel.web_push": "Browser push",
+    # unsubscribe
+    "unsubscribe.title": "Unsubscribe",
+    "unsubscribe.lead": "Stop emails about {event}?",
+    "unsubscribe.submit": "Unsubscribe",
+    "unsubscribe.done": "Done. You will get no more emails about {event}.",
+    "unsubscribe.manage": "Manage all notification preferences",
+    # after an action (the `done=` of the page a form redirects to)
+    "done.welcome": "Your email address is confirmed. Welcome!",
+    "done.signed_in": "You are signed in.",
+    "done.signed_out": "You are signed out.",
+    "done.password_reset": "Your password is changed. Sign in with it now.",
+    "done.password": "Password saved. Your other devices were signed out.",
+    "done.created": "Account created. You are now working in it.",
+    "done.switched": "Switched account.",
+    "done.joined": "Invitation accepted. Welcome to the team!",
+    "done.invited": "Invitation sent.",
+    "done.resent": "Invitation sent again.",
+    "done.revoked": "Invitation revoked.",
+    "done.role": "Role changed.",
+    "done.removed": "Member removed.",
+    "done.transferred": "Ownership transferred.",
+    "done.left": "You left the account.",
+    "done.deleted": "The account is deleted. It is purged for good after 30 days.",
+    "done.approved": "Request approved.",
+    "done.denied": "Request denied.",
+    "done.all_read": "Everything is marked read.",
+    "done.read": "Marked read.",
+    "done.preferences": "Preferences saved.",
+    # generic errors
+    "error.title": "Something went wrong",
+    "error.form_expired": "This form expired. Please try again.",
+    "error.cross_site": "This request did not come from this site.",
+    "error.not_found": "There is nothing here.",
+    "error.not_found_title": "Page not found",
+    # API error codes in words
+    "code.INVALID_CREDENTIALS": "That email and password do not match.",
+    "code.EMAIL_NOT_VERIFIED": "Confirm your email address first: open the link we sent you.",
+    "code.FORBIDDEN": "You are not allowed to do this.",
+    "code.FEATURE_NOT_ENABLED": "This account's plan does not include this feature.",
+    "code.NOT_FOUND": "We could not find that.",
+    "code.CONFLICT": "That conflicts with the current state.",
+    "code.DOMAIN_CLAIMED": "Your email domain belongs to an existing account; we asked its"
+    " owner to let you in.",
+    "code.SEAT_LIMIT_REACHED": "The account has no free seat left.",
+    "code.OWNER_CANNOT_LEAVE": "The owner cannot leave. Transfer ownership first.",
+    "code.INVITATION_REVOKED": "This invitation was revoked. Ask for a new one.",
+    "code.INVITATION_EXPIRED": "This invitation expired. Ask for a new one.",
+    "code.INVITATION_ALREADY_USED": "This invitation was already used.",
+    "code.VALIDATION_ERROR": "Please check the highlighted fields.",
+    "code.RATE_LIMITED": "Too many attempts. Wait a few minutes and try again.",
+    "code.UNAUTHORIZED": "Please sign in again.",
+    "code.INTERNAL": "Something went wrong on our side. Please try again.",
+    # OpenID Connect refusals (the `error=` of /login)
+    "oauth.oauth_state_invalid": "That sign-in took too long or was opened twice. Try again.",
+    "oauth.oauth_denied": "The provider did not let you in (perhaps you cancelled).",
+    "oauth.oauth_failed": "The provider's answer could not be verified. Try again.",
+    "oauth.oauth_unavailable": "The provider cannot be reached right now.",
+    "oauth.email_missing": "The provider did not share your email address.",
+    "oauth.email_not_verified": "The provider has not verified your email address.",
+    "oauth.domain_claimed": "Your email domain belongs to an existing account; we asked its"
+    " owner to let you in.",
+    "oauth.identity_conflict": "Your account is already linked to another identity there.",
+    "oauth.unknown": "Sign-in did not complete. Try again.",
+}
+
+CATALOGS: dict[str, dict[str, str]] = {"en": EN}
+
+
+def text(key: str, language: str = "en", **values: Any) -> str:
+    """One catalog entry, formatted; a missing key shows itself (easy to spot, never a 500)."""
+    template = CATALOGS.get(language, EN).get(key) or EN.get(key) or key
+    return template.format(**values) if values else template
+
+
+def error_text(code: str, message: str, *, generic: bool, language: str = "en") -> str:
+    """An API error in words: the catalog's sentence for its code when the service said
+    nothing more specific than the code's default, else the service's own sentence."""
+    key = f"code.{code}"
+    if (generic or code == "VALIDATION_ERROR") and key in EN:
+        return text(key, language)
+    return message
+
+
+def done_text(key: str | None, language: str = "en") -> str | None:
+    """The confirmation of a `done=` key, or None for an unknown one (never echoes input)."""
+    if not key or f"done.{key}" not in EN:
+        return None
+    return text(f"done.{key}", language)
+
+
+def oauth_error_text(code: str, language: str = "en") -> str:
+    key = f"oauth.{code}"
+    return text(key if key in EN else "oauth.unknown", language)
