@@ -139,6 +139,11 @@ class Settings:
     db_pool_min: int = 2
     db_pool_max: int = 10
     oauth_providers: tuple[OAuthProviderSettings, ...] = ()
+    # Outbox, events API and outbound webhooks (issue 15).
+    events_retention_days: int = 30
+    outbox_poll_seconds: float = 0.1
+    webhook_retry_base_seconds: float = 30.0
+    webhook_timeout_seconds: float = 10.0
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -275,6 +280,15 @@ def load_settings(
         db_pool_min=env_int(env, "DB_POOL_MIN", 2, minimum=1),
         db_pool_max=env_int(env, "DB_POOL_MAX", 10, minimum=1),
         oauth_providers=_oauth_providers(env),
+        # Outbox, events API and outbound webhooks (issue 15).
+        events_retention_days=env_int(env, "TENANTD_EVENTS_RETENTION_DAYS", 30, minimum=1),
+        outbox_poll_seconds=env_number(env, "TENANTD_OUTBOX_POLL_SECONDS", 0.1, minimum=0.005),
+        webhook_retry_base_seconds=env_number(
+            env, "TENANTD_WEBHOOK_RETRY_BASE_SECONDS", 30.0, minimum=0.0
+        ),
+        webhook_timeout_seconds=env_number(
+            env, "TENANTD_WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.1
+        ),
         extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
     )
 

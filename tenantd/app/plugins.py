@@ -17,8 +17,11 @@ from tenantd.notifications import sweeps as notification_sweeps
 from tenantd.notifications import views as notification_views
 from tenantd.ops.session_sweep import sessions_sweep
 from tenantd.ops.sweeps import Sweep
+from tenantd.outbox import sweeps as outbox_sweeps
 from tenantd.web import health, openapi, probes
 from tenantd.web.spec import Routes
+from tenantd.webhooks import jobs as webhook_jobs
+from tenantd.webhooks import views as webhook_views
 
 ROUTES: tuple[Routes, ...] = (
     health.routes,
@@ -29,15 +32,22 @@ ROUTES: tuple[Routes, ...] = (
     oauth_views.routes,
     email_webhook_views.routes,
     notification_views.routes,
+    webhook_views.routes,
 )
 
-JOB_KINDS: tuple[JobKind, ...] = (*auth_jobs.KINDS, *account_mail.KINDS, *notification_jobs.KINDS)
+JOB_KINDS: tuple[JobKind, ...] = (
+    *auth_jobs.KINDS,
+    *account_mail.KINDS,
+    *notification_jobs.KINDS,
+    *webhook_jobs.KINDS,
+)
 
 SWEEPS: tuple[Sweep, ...] = (
     *account_sweeps.SWEEPS,
     *notification_sweeps.SWEEPS,
     sessions_sweep,
     job_sweeps.jobs_sweep,
+    *outbox_sweeps.SWEEPS,
 )
 
 

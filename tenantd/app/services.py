@@ -18,6 +18,7 @@ from tenantd.email.service import EmailService
 from tenantd.jobs.queue import JobQueue
 from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.settings import Settings
+from tenantd.webhooks.delivery import WebhookSender
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,14 @@ class AppServices:
     context_cache: ContextCache = field(default_factory=ContextCache)
     # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
     jobs: JobQueue = field(default=None)  # type: ignore[assignment]
+    # Outbound webhook deliveries: one HTTP session (no redirects, metadata refused).
+    webhook_sender: WebhookSender = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.jobs is None:
             self.jobs = JobQueue(self.settings, JOB_KINDS)
+        if self.webhook_sender is None:
+            self.webhook_sender = WebhookSender(self.settings)
 
 
 @contextlib.asynccontextmanager
@@ -60,6 +65,7 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
             yield services
         finally:
             await services.jobs.drain(INLINE_DRAIN_SECONDS)
+            await services.webhook_sender.close()
     finally:
         await http.close()
         await db.close()

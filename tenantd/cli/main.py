@@ -14,6 +14,7 @@ from tenantd.cli import status as status_cmd
 from tenantd.cli import suppress as suppress_cmd
 from tenantd.cli import sweep as sweep_cmd
 from tenantd.cli import vapid as vapid_cmd
+from tenantd.cli import webhooks as webhooks_cmd
 from tenantd.cli.common import state
 
 app = typer.Typer(
@@ -43,6 +44,7 @@ app.add_typer(notify_cmd.app, name="notify")
 app.add_typer(vapid_cmd.app, name="vapid")
 app.add_typer(accounts_cmd.app, name="accounts")
 app.add_typer(invitations_cmd.app, name="invitations")
+app.add_typer(webhooks_cmd.app, name="webhooks")
 
 
 def main() -> None:

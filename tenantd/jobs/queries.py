@@ -31,6 +31,35 @@ async def insert_job(
     return job_id
 
 
+async def insert_jobs(
+    conn: Conn,
+    *,
+    kind: str,
+    payloads: Sequence[dict[str, Any]],
+    max_attempts: int,
+    delays: Sequence[float],
+) -> list[int]:
+    """Many job rows in one statement; their ids in the order of `payloads`."""
+    if not payloads:
+        return []
+    rows = await conn.fetch_all(
+        "INSERT INTO jobs (kind, payload, max_attempts, run_at)"
+        " SELECT %(kind)s, p.payload, %(max)s, now() + make_interval(secs => p.delay)"
+        " FROM unnest(%(payloads)s::jsonb[], %(delays)s::float8[]) WITH ORDINALITY"
+        " AS p(payload, delay, n) ORDER BY p.n"
+        " RETURNING id",
+        {
+            "kind": kind,
+            "payloads": [Json(payload) for payload in payloads],
+            "delays": list(delays),
+            "max": max_attempts,
+        },
+    )
+    ids = [row["id"] for row in rows]
+    # Ids come from a sequence in insertion order (ORDER BY p.n); sort to pair them safely.
+    return sorted(ids)
+
+
 # The claim and completion are planned at each call, not prepared: the jobs table swings
 # between empty and a large backlog, and a generic plan cached while it was empty (an idle
 # runner polls it twice a second) assumes no rows, joins the backlog against itself and
