@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tenantd.accounts import events as outbox_events
 from tenantd.accounts import audit, mail, permissions, queries
 from tenantd.accounts.plans import entitlements
 from tenantd.accounts.service import Activation, activate, check_scope, lock_scoped
@@ -88,6 +89,9 @@ async def create_invitation(
             action="invitation.created",
             target=str(invitation["id"]),
             data={"email": email, "role": role},
+        )
+        await outbox_events.invitation(
+            conn, "invitation.created", invitation, outbox_events.actor_of(actor.user_id)
         )
         await mail.submit_invitation(
             services, conn, invitation_id=invitation["id"], seed=seed, inviter_id=actor.user_id
@@ -185,6 +189,9 @@ async def revoke_locked(
         target=str(invitation_id),
         data={"email": revoked["email"], "reason": "revoked"},
     )
+    await outbox_events.invitation(
+        conn, "invitation.revoked", revoked, outbox_events.actor_of(actor_id)
+    )
     return revoked
 
 
@@ -255,6 +262,11 @@ async def accept_invitation(
             target=str(actor.user_id),
             data={"role": invitation["role"], "via": "invitation"},
         )
+        who = outbox_events.actor_of(actor.user_id)
+        accepted = await queries.lock_invitation(conn, invitation_id=invitation["id"])
+        assert accepted is not None
+        await outbox_events.invitation(conn, "invitation.accepted", accepted, who)
+        await outbox_events.membership(conn, "membership.created", membership, who)
         activation = None
         if actor.account_id is None:
             activation = await activate(
