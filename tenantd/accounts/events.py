@@ -63,15 +63,15 @@ def invitation_data(row: Row) -> dict[str, Any]:
     data["status"] = (
         "accepted"
         if row["accepted_at"] is not None
-        else "revoked" if row["revoked_at"] is not None else "pending"
+        else "revoked"
+        if row["revoked_at"] is not None
+        else "pending"
     )
     return data
 
 
 async def invitation(conn: Conn, type_: str, row: Row, actor: Actor) -> None:
-    await emit(
-        conn, type_, account_id=row["account_id"], actor=actor, data=invitation_data(row)
-    )
+    await emit(conn, type_, account_id=row["account_id"], actor=actor, data=invitation_data(row))
 
 
 async def join_request(conn: Conn, type_: str, request_id: uuid.UUID, actor: Actor) -> None:

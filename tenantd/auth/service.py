@@ -36,7 +36,6 @@ from tenantd.errors import (
 )
 from tenantd.identity import queries
 from tenantd.identity.events import user_changed
-from tenantd.outbox import Actor
 from tenantd.identity.passwords import hash_password, needs_rehash, verify_password
 from tenantd.identity.sessions import (
     IssuedTokens,
@@ -49,6 +48,7 @@ from tenantd.identity.sessions import (
 from tenantd.identity.tokens import AccessClaims, new_opaque_token, token_hash
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import enforce
+from tenantd.outbox import Actor
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
@@ -481,9 +481,7 @@ async def change_password(
             raise InvalidCredentials("Current password is incorrect")
         await queries.set_password(conn, user_id=user_id, password_hash=password_hash)
         if stored is None:
-            await user_changed(
-                conn, "user.updated", user_id, previous={"hasPasswordLogin": False}
-            )
+            await user_changed(conn, "user.updated", user_id, previous={"hasPasswordLogin": False})
         # A pending verification link must not later overwrite the password chosen here.
         await queries.forget_token_passwords(conn, user_id=user_id)
         await revoke_all(conn, user_id=user_id)

@@ -101,8 +101,11 @@ def rotate_secret(endpoint_id: str = typer.Argument(..., metavar="ENDPOINT_ID"))
     key = parse_id(endpoint_id, "endpoint id")
     created = run(lambda s: endpoints.rotate_secret(s, key))  # type: ignore[arg-type]
     console.print(f"secret {created.secret}")
-    console.print("the previous secret also signs until " + _iso(
-        created.endpoint["previous_secret_expires_at"]) + " UTC")
+    console.print(
+        "the previous secret also signs until "
+        + _iso(created.endpoint["previous_secret_expires_at"])
+        + " UTC"
+    )
 
 
 @app.command()

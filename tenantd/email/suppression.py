@@ -73,7 +73,7 @@ async def add_many(
     if not emails:
         return []
     async with conn.transaction():
-        rows = await conn.fetch_all(
+        added = await conn.fetch_all(
             queries.SUPPRESSION_ADD_MANY,
             {"provider": provider, "emails": emails, "reasons": reasons, "details": details},
         )
@@ -87,10 +87,10 @@ async def add_many(
                     {"email": row["email"], "reason": row["reason"], "provider": provider},
                     subject=_subject(row["email"]),
                 )
-                for row in rows
+                for row in added
             ],
         )
-    return rows
+    return added
 
 
 async def remove(conn: Conn, email: str, *, actor: Actor = SYSTEM) -> bool:

@@ -111,7 +111,9 @@ def _params(event: Event, event_id: str) -> dict[str, Any]:
         "actor_type": event.actor.type,
         "actor_id": event.actor.id,
         "data": orjson.dumps(data).decode(),
-        "previous": None if event.previous is None else orjson.dumps(_plain(event.previous)).decode(),
+        "previous": None
+        if event.previous is None
+        else orjson.dumps(_plain(event.previous)).decode(),
     }
 
 

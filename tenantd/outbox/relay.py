@@ -95,9 +95,7 @@ class Relay:
                 await self._task
 
 
-async def read(
-    conn: Conn, *, after: int, types: Sequence[str] | None, limit: int
-) -> list[Row]:
+async def read(conn: Conn, *, after: int, types: Sequence[str] | None, limit: int) -> list[Row]:
     """Numbered events after the cursor `after`, in commit order."""
     return await conn.fetch_all(
         queries.READ_EVENTS,

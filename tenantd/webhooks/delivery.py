@@ -170,9 +170,7 @@ async def run_deliveries(
         async with services.db.connection() as conn:
             blockers = {
                 b["id"]: b["until"]
-                for b in await conn.fetch_all(
-                    queries.BLOCKERS, {"ids": [r["id"] for r in live]}
-                )
+                for b in await conn.fetch_all(queries.BLOCKERS, {"ids": [r["id"] for r in live]})
             }
         disabled = [r["id"] for r in live if r["disabled_at"] is not None]
         groups: dict[tuple[Any, str], list[Row]] = defaultdict(list)

@@ -31,8 +31,9 @@ def new_secret() -> str:
 def _types(events: Sequence[str] | None) -> list[str]:
     types = sorted({item.strip() for item in events or () if item.strip()})
     for item in types:
-        if not all(part and (part.replace("_", "").isalnum() or part == "*")
-                   for part in item.split(".")):
+        if not all(
+            part and (part.replace("_", "").isalnum() or part == "*") for part in item.split(".")
+        ):
             raise ValidationFailed({"events": f"not an event type: {item!r}"})
     return types
 
@@ -53,7 +54,10 @@ class Created:
 
 
 async def add_endpoint(
-    services: WebhookServices, *, url: str, events: Sequence[str] | None = None,
+    services: WebhookServices,
+    *,
+    url: str,
+    events: Sequence[str] | None = None,
     description: str = "",
 ) -> Created:
     """A new endpoint with a fresh `whsec_` secret (shown once here)."""

@@ -9,11 +9,11 @@ from aiohttp import web
 from tenantd.db import Row
 from tenantd.outbox import Actor, public_event, read
 from tenantd.services import SERVICES
+from tenantd.web.routing import path_uuid
+from tenantd.web.spec import Access, Routes
 from tenantd.webhooks import endpoints
 from tenantd.webhooks.delivery import WebhookServices
 from tenantd.webhooks.schemas import DeliveriesQuery, EndpointBody, EventsQuery, ReplayBody
-from tenantd.web.routing import path_uuid
-from tenantd.web.spec import Access, Routes
 
 routes = Routes("events")
 
@@ -77,13 +77,17 @@ async def list_events(request: web.Request, query: EventsQuery) -> Any:
     return {"items": [public_event(row) for row in rows], "nextCursor": cursor, "hasMore": more}
 
 
-@routes.get(ENDPOINTS, summary="Webhook endpoints", **MANAGE)  # type: ignore[arg-type]
+@routes.get(ENDPOINTS, summary="Webhook endpoints", **MANAGE)
 async def list_endpoints(request: web.Request) -> Any:
     return [endpoint_json(row) for row in await endpoints.list_endpoints(_services(request))]
 
 
 @routes.post(
-    ENDPOINTS, body=EndpointBody, status=201, summary="Add a webhook endpoint", **MANAGE  # type: ignore[arg-type]
+    ENDPOINTS,
+    body=EndpointBody,
+    status=201,
+    summary="Add a webhook endpoint",
+    **MANAGE,
 )
 async def add_endpoint(request: web.Request, body: EndpointBody) -> Any:
     created = await endpoints.add_endpoint(
@@ -92,19 +96,19 @@ async def add_endpoint(request: web.Request, body: EndpointBody) -> Any:
     return {"endpoint": endpoint_json(created.endpoint), "secret": created.secret}
 
 
-@routes.delete(ENDPOINT, summary="Remove a webhook endpoint", **MANAGE)  # type: ignore[arg-type]
+@routes.delete(ENDPOINT, summary="Remove a webhook endpoint", **MANAGE)
 async def remove_endpoint(request: web.Request) -> Any:
     await endpoints.remove_endpoint(_services(request), path_uuid(request, "id"))
     return {}
 
 
-@routes.post(f"{ENDPOINT}/rotate-secret", summary="Rotate the signing secret", **MANAGE)  # type: ignore[arg-type]
+@routes.post(f"{ENDPOINT}/rotate-secret", summary="Rotate the signing secret", **MANAGE)
 async def rotate_secret(request: web.Request) -> Any:
     created = await endpoints.rotate_secret(_services(request), path_uuid(request, "id"))
     return {"endpoint": endpoint_json(created.endpoint), "secret": created.secret}
 
 
-@routes.post(f"{ENDPOINT}/test", summary="Send a webhook.test event", **MANAGE)  # type: ignore[arg-type]
+@routes.post(f"{ENDPOINT}/test", summary="Send a webhook.test event", **MANAGE)
 async def send_test(request: web.Request) -> Any:
     event_id = await endpoints.send_test(
         _services(request), path_uuid(request, "id"), actor=Actor("api_key", None)
@@ -113,7 +117,10 @@ async def send_test(request: web.Request) -> Any:
 
 
 @routes.get(
-    f"{ENDPOINT}/deliveries", query=DeliveriesQuery, summary="Recent deliveries", **MANAGE  # type: ignore[arg-type]
+    f"{ENDPOINT}/deliveries",
+    query=DeliveriesQuery,
+    summary="Recent deliveries",
+    **MANAGE,
 )
 async def list_deliveries(request: web.Request, query: DeliveriesQuery) -> Any:
     rows = await endpoints.list_deliveries(
@@ -122,7 +129,7 @@ async def list_deliveries(request: web.Request, query: DeliveriesQuery) -> Any:
     return [delivery_json(row) for row in rows]
 
 
-@routes.post(f"{ENDPOINT}/replay", body=ReplayBody, summary="Deliver events again", **MANAGE)  # type: ignore[arg-type]
+@routes.post(f"{ENDPOINT}/replay", body=ReplayBody, summary="Deliver events again", **MANAGE)
 async def replay(request: web.Request, body: ReplayBody) -> Any:
     count = await endpoints.replay(_services(request), path_uuid(request, "id"), since=body.since)
     return {"deliveries": count}

@@ -50,7 +50,9 @@ async def test_sign_up_and_verification(make_client: Any, mail_dir: Path, db: An
     ]
     created, confirmed, account, membership = found
     user_id = verified["user"]["id"]
-    assert created["data"]["emailVerified"] is False and created["data"]["email"] == "ada@example.com"
+    assert (
+        created["data"]["emailVerified"] is False and created["data"]["email"] == "ada@example.com"
+    )
     assert confirmed["previous"] == {"emailVerified": False}
     assert confirmed["data"]["emailVerified"] is True
     assert confirmed["actor"] == {"type": "user", "id": user_id}
@@ -168,7 +170,9 @@ async def test_sessions_and_suppressions(app: web.Application, factory: Factory,
         assert await suppression.add(
             conn, "Bob@Example.com", reason="manual", provider="manual", actor=Actor.operator("ops")
         )
-        assert not await suppression.add(conn, "bob@example.com", reason="manual", provider="manual")
+        assert not await suppression.add(
+            conn, "bob@example.com", reason="manual", provider="manual"
+        )
         await suppression.add_many(
             conn, [("c@example.com", "hard_bounce", {})], provider="sendgrid"
         )
@@ -183,7 +187,11 @@ async def test_sessions_and_suppressions(app: web.Application, factory: Factory,
     ]
     assert found[0]["data"] == {"userId": str(user.id)}
     assert found[1]["actor"] == {"type": "operator", "id": "ops"}
-    assert found[1]["data"] == {"email": "bob@example.com", "reason": "manual", "provider": "manual"}
+    assert found[1]["data"] == {
+        "email": "bob@example.com",
+        "reason": "manual",
+        "provider": "manual",
+    }
     assert found[2]["actor"]["type"] == "system"
 
 

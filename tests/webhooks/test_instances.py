@@ -110,9 +110,7 @@ async def test_a_killed_instance_loses_no_delivery(
                 await asyncio.sleep(0.3)  # more requests are hanging in the receiver now
                 first.terminate(signal.SIGKILL)
                 await asyncio.to_thread(first.wait, 10)
-            in_flight = await db.fetch_val(
-                "SELECT count(*) FROM jobs WHERE status = 'running'"
-            )
+            in_flight = await db.fetch_val("SELECT count(*) FROM jobs WHERE status = 'running'")
             assert in_flight > 0, "deliveries were in flight at the kill"
             release.set()
             second = start_server("second", env, tmp_path)
