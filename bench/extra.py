@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench import dispatch, webhooks
+from bench import dispatch, outbox, webhooks
 
 Benchmark = Callable[[str, str, dict[str, str], Any], dict[str, Any]]
 
@@ -22,4 +22,6 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
         ("sendgrid_ingestion", webhooks.sendgrid_ingestion),
         ("dispatch_inline", dispatch.dispatch_inline),
         ("dispatch_queued", dispatch.dispatch_queued),
+        ("webhook_deliveries", outbox.webhook_deliveries),
+        ("outbox_overhead", outbox.outbox_overhead),
     ]

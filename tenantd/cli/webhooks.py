@@ -51,8 +51,8 @@ def add(
             description=description,
         )
     )
-    console.print(f"id     {created.endpoint['id']}")
-    console.print(f"secret {created.secret}")
+    typer.echo(f"id     {created.endpoint['id']}")
+    typer.echo(f"secret {created.secret}")
 
 
 @app.command("list")
@@ -100,7 +100,7 @@ def rotate_secret(endpoint_id: str = typer.Argument(..., metavar="ENDPOINT_ID"))
     """
     key = parse_id(endpoint_id, "endpoint id")
     created = run(lambda s: endpoints.rotate_secret(s, key))  # type: ignore[arg-type]
-    console.print(f"secret {created.secret}")
+    typer.echo(f"secret {created.secret}")
     console.print(
         "the previous secret also signs until "
         + _iso(created.endpoint["previous_secret_expires_at"])
