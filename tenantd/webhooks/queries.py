@@ -67,15 +67,18 @@ SELECT d.id, d.job_id, d.status, d.attempts, d.endpoint_id, d.subject, d.seq,
 """
 
 # An earlier open delivery of the same (endpoint, subject) outside this batch holds a
-# delivery back; its next attempt time says when to look again.
+# delivery back; its next attempt time says when to look again. LATERAL keeps the plan to one
+# probe of the open-deliveries index per delivery, whatever the statistics say (a join the
+# planner may turn around walks every open delivery: seconds with a backlog).
 BLOCKERS = """
-SELECT d.id, max(p.next_attempt_at) AS until
+SELECT d.id, b.until
   FROM webhook_deliveries d
-  JOIN webhook_deliveries p
-    ON p.endpoint_id = d.endpoint_id AND p.subject = d.subject AND p.seq < d.seq
-   AND p.status = 'pending'
- WHERE d.id = ANY(%(ids)s::bigint[]) AND p.id <> ALL(%(ids)s::bigint[])
- GROUP BY d.id
+ CROSS JOIN LATERAL (
+       SELECT max(p.next_attempt_at) AS until
+         FROM webhook_deliveries p
+        WHERE p.endpoint_id = d.endpoint_id AND p.subject = d.subject AND p.seq < d.seq
+          AND p.status = 'pending' AND p.id <> ALL(%(ids)s::bigint[])) AS b
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND b.until IS NOT NULL
 """
 
 SETTLE_DELIVERED = """
