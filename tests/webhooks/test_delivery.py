@@ -15,6 +15,7 @@ from aiohttp import web
 
 from tenantd.app import AppServices
 from tenantd.errors import ValidationFailed
+from tenantd.ops.metrics import METRICS
 from tenantd.outbox import Actor, emit
 from tenantd.services import SERVICES
 from tenantd.webhooks import endpoints
@@ -230,7 +231,10 @@ async def test_redirects_are_not_followed(services: AppServices, aiohttp_server:
 
 
 async def test_a_delivery_gives_up_after_three_days_and_an_endpoint_is_disabled_after_five(
-    services: AppServices, aiohttp_server: Any, caplog: pytest.LogCaptureFixture
+    app: web.Application,
+    services: AppServices,
+    aiohttp_server: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     receiver.answer = lambda r: 500
@@ -253,6 +257,7 @@ async def test_a_delivery_gives_up_after_three_days_and_an_endpoint_is_disabled_
     assert row["disabled_at"] is not None
     assert any(r.getMessage() == "webhooks.endpoint_disabled" for r in caplog.records)
     assert services.webhook_sender.disabled_endpoints == 1
+    assert b"tenantd_webhook_endpoints_disabled_total 1.0" in app[METRICS].render()
     report = await endpoints.status_report(services.db)
     assert report["endpoints"][0]["enabled"] is False
     assert report["endpoints"][0]["failed"] == 1
