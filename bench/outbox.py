@@ -96,6 +96,8 @@ async def _drained(db: Any, started: float, limit: float = 300.0) -> None:
 async def _deliveries(dsn: str, receiver: Receiver) -> dict[str, Any]:
     db = await create_database(dsn, minsize=1, maxsize=4)
     try:
+        # A kept database (BENCH_KEEP_DB, --no-seed) may hold an earlier run's endpoints.
+        await db.execute("DELETE FROM webhook_endpoints")
         endpoint = await _add_endpoint(db, receiver)
         actor = Actor.system("bench")
         rounds = []
