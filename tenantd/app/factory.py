@@ -6,18 +6,29 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
+from tenantd.apikeys.cache import API_KEY_CACHE
+from tenantd.apikeys.guard import require_api_key
 from tenantd.app.hooks import HOOKS
 from tenantd.app.plugins import ROUTES
 from tenantd.app.services import open_services
 from tenantd.db import DATABASE
-from tenantd.identity.guards import guard
+from tenantd.identity.guards import guard as session_guard
 from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.web.middlewares import request_middleware
 from tenantd.web.parser_log import ServerLog
 from tenantd.web.routing import register
-from tenantd.web.spec import WEBHOOK_BODY_LIMIT, Routes
+from tenantd.web.spec import WEBHOOK_BODY_LIMIT, Access, Routes
+
+
+async def guard(request: web.Request, access: Access) -> None:
+    """Server routes take an API key and nothing else; every other route the session guards
+    (which never read an API key)."""
+    if access is Access.API_KEY:
+        await require_api_key(request)
+    else:
+        await session_guard(request, access)
 
 
 def create_app(
@@ -39,6 +50,7 @@ def create_app(
             app[SERVICES] = services
             app[NOTIFICATION_SERVICES] = services
             app[DATABASE] = services.db
+            app[API_KEY_CACHE] = services.api_key_cache
             if on_services is not None:
                 await on_services(app)
             yield

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.app.plugins import SWEEPS
 from tenantd.cache.context import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
@@ -41,6 +42,24 @@ async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
     A reconnect may have missed invalidations, so the hub's gap signal flushes everything.
     """
     cache = app[SERVICES].context_cache
+    hub = app[PUBSUB]
+    subscription = await hub.subscribe(
+        CHANNEL, lambda _channel, payload: cache.apply(payload), on_gap=cache.flush
+    )
+    cache.flush()
+    cache.live = live_while_confirmed(hub)
+    cache.enabled = True
+    try:
+        yield
+    finally:
+        cache.enabled = False
+        cache.flush()
+        await hub.unsubscribe(subscription)
+
+
+async def api_key_cache_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Feed the API-key cache from the same channel and listener as the context cache."""
+    cache = app[API_KEY_CACHE]
     hub = app[PUBSUB]
     subscription = await hub.subscribe(
         CHANNEL, lambda _channel, payload: cache.apply(payload), on_gap=cache.flush
@@ -126,6 +145,7 @@ async def outbox_relay_ctx(app: web.Application) -> AsyncIterator[None]:
 HOOKS: tuple[Hook, ...] = (
     pubsub_ctx,
     context_cache_ctx,
+    api_key_cache_ctx,
     shutdown_ctx,
     metrics_ctx,
     job_runner_ctx,

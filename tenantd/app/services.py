@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from tenantd.apikeys.cache import ApiKeyCache
 from tenantd.app.plugins import JOB_KINDS
 from tenantd.cache.context import ContextCache
 from tenantd.db import Database
@@ -35,6 +36,8 @@ class AppServices:
     registry: EventRegistry = field(default_factory=EventRegistry)
     # Resolved request contexts (token -> principal, /me bodies); off until its listener runs.
     context_cache: ContextCache = field(default_factory=ContextCache)
+    # Verified server API keys (issue 15), invalidated like the context cache.
+    api_key_cache: ApiKeyCache = field(default_factory=ApiKeyCache)
     # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
     jobs: JobQueue = field(default=None)  # type: ignore[assignment]
     # Outbound webhook deliveries: one HTTP session (no redirects, metadata refused).
@@ -45,6 +48,11 @@ class AppServices:
             self.jobs = JobQueue(self.settings, JOB_KINDS)
         if self.webhook_sender is None:
             self.webhook_sender = WebhookSender(self.settings)
+
+    def apply_notices(self, notices: list[str]) -> None:
+        """Trigger notices of our own committed writes: every in-process cache hears them."""
+        self.context_cache.apply_notices(notices)
+        self.api_key_cache.apply_notices(notices)
 
 
 @contextlib.asynccontextmanager
@@ -60,7 +68,7 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
         email = EmailService.from_settings(settings, db=db, http=http)
         services = AppServices(settings=settings, db=db, http=http, email=email, registry=registry)
         # Trigger notices seen by our own writes invalidate the cache before we answer.
-        db.notice_sink = services.context_cache.apply_notices
+        db.notice_sink = services.apply_notices
         try:
             yield services
         finally:

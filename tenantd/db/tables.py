@@ -492,6 +492,19 @@ webhook_deliveries = Table(
     ),
 )
 
+api_keys = Table(  # sql/0115: server API keys (issue 15)
+    "api_keys",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("scopes", ARRAY(Text), nullable=False),
+    Column("secret_hash", LargeBinary, nullable=False),
+    Column("created_by", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("last_used_at", DateTime(timezone=True)),
+    Column("revoked_at", DateTime(timezone=True)),
+)
+
 # Created by tenantd/db/migrate.py itself (the ledger of applied files), not by sql/.
 schema_migrations = Table(
     "schema_migrations",

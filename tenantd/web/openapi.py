@@ -96,6 +96,9 @@ def _operation(spec: RouteSpec, index: int, schemas: Schemas) -> dict[str, Any]:
         operation["security"] = (
             [{"cookieAuth": []}] if spec.access is Access.AUTH else [{"cookieAuth": []}, {}]
         )
+    if spec.access is Access.API_KEY:
+        # Server routes: a `tdk_` key holding the route's scope (issue 15).
+        operation["security"] = [{"apiKeyAuth": [spec.scope]}]
     data_schema = schemas.response(index)
     if spec.wrapped:
         data_schema = {
@@ -151,7 +154,12 @@ def build_openapi(specs: list[RouteSpec]) -> dict[str, Any]:
         "components": {
             "schemas": schemas.components,
             "securitySchemes": {
-                "cookieAuth": {"type": "apiKey", "in": "cookie", "name": "auth_token"}
+                "cookieAuth": {"type": "apiKey", "in": "cookie", "name": "auth_token"},
+                "apiKeyAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "tdk_<id>_<secret>",
+                },
             },
         },
     }

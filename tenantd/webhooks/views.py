@@ -8,6 +8,7 @@ from aiohttp import web
 
 from tenantd.db import Row
 from tenantd.outbox import Actor, public_event, read
+from tenantd.principal import acting_key
 from tenantd.services import SERVICES
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Access, Routes
@@ -111,7 +112,7 @@ async def rotate_secret(request: web.Request) -> Any:
 @routes.post(f"{ENDPOINT}/test", summary="Send a webhook.test event", **MANAGE)
 async def send_test(request: web.Request) -> Any:
     event_id = await endpoints.send_test(
-        _services(request), path_uuid(request, "id"), actor=Actor("api_key", None)
+        _services(request), path_uuid(request, "id"), actor=Actor.api_key(acting_key(request).id)
     )
     return {"eventId": event_id}
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from aiohttp import web
 
+from tenantd.apikeys import service as apikeys
 from tenantd.outbox import Actor, emit
 from tenantd.services import SERVICES
 from tests.helpers import SECRET, data, eventually
-
-apikeys = pytest.importorskip("tenantd.apikeys.service", reason="the API-key guard is not merged")
 
 
 async def key(app: web.Application, *scopes: str) -> dict[str, str]:
@@ -89,6 +87,11 @@ async def test_endpoint_management_over_http(app: web.Application, client: Any) 
         await client.post(f"/api/v1/webhook-endpoints/{endpoint_id}/test", headers=headers)
     )
     assert tested["eventId"].startswith("evt_")
+    actor = await app[SERVICES].db.fetch_one(
+        "SELECT actor_type, actor_id FROM outbox_events WHERE event_id = %(e)s",
+        {"e": tested["eventId"]},
+    )
+    assert actor is not None and actor["actor_type"] == "api_key" and actor["actor_id"]
     rows = await data(
         await client.get(f"/api/v1/webhook-endpoints/{endpoint_id}/deliveries", headers=headers)
     )

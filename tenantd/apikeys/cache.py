@@ -1,0 +1,103 @@
+"""In-process cache of API keys looked up by the guard, kept correct like the context cache.
+
+A key's row (name, scopes, secret hash, revoked) is cached by its id after one lookup; the
+guard then checks a token with one HMAC and no query. sql/0115 announces every revocation,
+change of scopes or secret, and delete as `apikey:<id>` on the context-cache channel:
+ * the writing process gets it as a NOTICE on its own connection after commit and drops the
+   key before it answers (`apply_notices`), so the instance that revoked refuses at once;
+ * every other process gets it through its LISTEN connection (the pub/sub hub) on commit.
+The cache serves only while that listener is confirmed alive (`live`, the same staleness
+rule as the context cache), is flushed when the listener reconnects, and a lookup that raced
+an invalidation is not stored (generation check).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from tenantd.cache.context import CHANNEL, PSYCOPG_NOTICE_LIMIT
+from tenantd.principal import ActingKey
+
+MAX_KEYS = 10_000
+_NOTICE = re.compile(r"apikey:([0-9a-f-]{36})")
+
+
+@dataclass(frozen=True, slots=True)
+class KnownKey:
+    """What the guard needs of one api_keys row."""
+
+    key: ActingKey
+    secret_hash: bytes
+    revoked: bool
+
+
+class ApiKeyCache:
+    def __init__(self, max_entries: int = MAX_KEYS):
+        self.max_entries = max_entries
+        self.enabled = False
+        # Whether invalidations are reaching us right now (the listener's connection is up).
+        self.live: Callable[[], bool] = lambda: True
+        self.generation = 0
+        self._keys: OrderedDict[uuid.UUID, KnownKey] = OrderedDict()
+        # When this process last wrote each key's last_used_at (time.monotonic()).
+        self._touched: dict[uuid.UUID, float] = {}
+
+    @property
+    def serving(self) -> bool:
+        return self.enabled and self.live()
+
+    def get(self, key_id: uuid.UUID) -> KnownKey | None:
+        if not self.serving:
+            return None
+        return self._keys.get(key_id)
+
+    def store(self, known: KnownKey, generation: int) -> None:
+        """Keep a looked-up key unless something was invalidated since the lookup began."""
+        if not self.serving or generation != self.generation:
+            return
+        if len(self._keys) >= self.max_entries:
+            self._keys.popitem(last=False)
+        self._keys[known.key.id] = known
+
+    def due(self, key_id: uuid.UUID, now: float, every_seconds: float) -> bool:
+        """Whether this process should write the key's last_used_at now (then marks it)."""
+        last = self._touched.get(key_id)
+        if last is not None and now - last < every_seconds:
+            return False
+        if len(self._touched) >= self.max_entries:
+            self._touched.clear()
+        self._touched[key_id] = now
+        return True
+
+    def invalidate(self, key_id: uuid.UUID) -> None:
+        self.generation += 1
+        self._keys.pop(key_id, None)
+
+    def flush(self) -> None:
+        self.generation += 1
+        self._keys.clear()
+
+    def apply(self, payload: str) -> None:
+        """A payload of the context-cache channel; only `apikey:<id>` concerns us."""
+        match = _NOTICE.search(payload)
+        if match is not None:
+            self.invalidate(uuid.UUID(match.group(1)))
+
+    def apply_notices(self, notices: Iterable[str]) -> None:
+        """Notices the writing connection received from the invalidation triggers."""
+        notices = list(notices)
+        if len(notices) >= PSYCOPG_NOTICE_LIMIT:
+            self.flush()  # some may have been dropped
+            return
+        for notice in notices:
+            if CHANNEL in notice:
+                self.apply(notice)
+
+
+API_KEY_CACHE = web.AppKey("api_key_cache", ApiKeyCache)
