@@ -41,16 +41,19 @@ SELECT 1, coalesce(max(seq), 0) FROM outbox_events
 ON CONFLICT (id) DO NOTHING
 """
 
+# The rows are picked by the partial index of unnumbered rows and then reached by primary
+# key only (= ANY of an array computed once): a plan driven by stale statistics (the table
+# looked empty at the last analyze) cannot turn this into a join that rescans the backlog
+# once per row (seconds per batch with a backlog of thousands).
 SEQUENCE = """
-WITH next AS (
-    SELECT id, row_number() OVER (ORDER BY id) AS n
-      FROM (SELECT id FROM outbox_events WHERE seq IS NULL ORDER BY id
-             LIMIT %(limit)s::int) AS pick
+WITH pick AS MATERIALIZED (
+    SELECT ARRAY(SELECT id FROM outbox_events WHERE seq IS NULL ORDER BY id
+                 LIMIT %(limit)s::int) AS ids
 )
 UPDATE outbox_events e
-   SET seq = %(last)s::bigint + next.n
-  FROM next
- WHERE e.id = next.id AND e.seq IS NULL
+   SET seq = %(last)s::bigint + p.n
+  FROM pick, unnest(pick.ids) WITH ORDINALITY AS p(id, n)
+ WHERE e.id = ANY(pick.ids) AND e.id = p.id
 RETURNING e.id, e.seq, e.event_id, e.type, e.account_id, e.subject, e.actor_type,
           e.actor_id, e.data, e.previous, e.occurred_at
 """

@@ -51,7 +51,7 @@ RETURNING id
 SET_JOBS = """
 UPDATE webhook_deliveries d SET job_id = j.job_id
   FROM unnest(%(ids)s::bigint[], %(jobs)s::bigint[]) AS j(id, job_id)
- WHERE d.id = j.id
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = j.id
 """
 
 # Everything one batch of delivery jobs needs, in one round trip.
@@ -87,7 +87,7 @@ UPDATE webhook_deliveries d
        last_attempt_at = now(), first_attempt_at = coalesce(d.first_attempt_at, now()),
        last_status_code = r.code, last_error = NULL, job_id = NULL
   FROM unnest(%(ids)s::bigint[], %(codes)s::int[]) AS r(id, code)
- WHERE d.id = r.id AND d.status = 'pending'
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = r.id AND d.status = 'pending'
 """
 
 SETTLE_FAILED = """
@@ -100,13 +100,13 @@ UPDATE webhook_deliveries d
        job_id = CASE WHEN r.final THEN NULL ELSE d.job_id END
   FROM unnest(%(ids)s::bigint[], %(codes)s::int[], %(errors)s::text[], %(finals)s::bool[],
               %(delays)s::float8[]) AS r(id, code, error, final, delay)
- WHERE d.id = r.id AND d.status = 'pending'
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = r.id AND d.status = 'pending'
 """
 
 DEFER = """
 UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => r.delay)
   FROM unnest(%(ids)s::bigint[], %(delays)s::float8[]) AS r(id, delay)
- WHERE d.id = r.id
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = r.id
 """
 
 FAIL_DISABLED = """
