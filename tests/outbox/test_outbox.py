@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from tenantd.db import Database
+from tenantd.ops.sweeps import SweepContext
 from tenantd.outbox import Actor, Event, emit, emit_many, pump, read
 from tenantd.outbox import sequence as number
+from tenantd.outbox.sweeps import events_sweep
 
 
 async def _types(db: Database, after: int = 0) -> list[str]:
@@ -137,3 +140,25 @@ async def test_emit_many_and_type_filter(db: Database) -> None:
         rows = await read(conn, after=0, types=["account.purged"], limit=10)
     assert [r["type"] for r in rows] == ["account.purged"]
     assert rows[0]["actor_type"] == "operator" and rows[0]["actor_id"] == "ops"
+
+
+async def test_the_retention_sweep_deletes_old_events_only(db: Database, settings: Any) -> None:
+    actor = Actor.system("test")
+    async with db.transaction() as conn:
+        for name in ("old", "new"):
+            await emit(conn, "user.updated", account_id=None, actor=actor, data={"id": name})
+    await pump(db)
+    await db.execute(
+        "UPDATE outbox_events SET occurred_at = now() - interval '31 days'"
+        " WHERE data->>'id' = 'old'"
+    )
+    services = SimpleNamespace(db=db, settings=settings)
+    context = SweepContext(services=services, sweep="events")  # type: ignore[arg-type]
+    await events_sweep.run(context)
+    assert context.counts == {"outbox_events": 1}
+    assert [r["data"]["id"] for r in await _rows(db)] == ["new"]
+
+
+async def _rows(db: Database) -> list[dict[str, Any]]:
+    async with db.connection() as conn:
+        return await read(conn, after=0, types=None, limit=10)
