@@ -71,6 +71,8 @@ async def test_openapi_document_is_valid_and_lists_every_route(client: Any, app:
             assert operation["security"] == [{"cookieAuth": []}], spec.name
         elif spec.access is Access.TRY:
             assert operation["security"] == [{"cookieAuth": []}, {}], spec.name
+        elif spec.access is Access.API_KEY:
+            assert operation["security"] == [{"apiKeyAuth": [spec.scope]}], spec.name
         else:
             assert "security" not in operation, spec.name
         if spec.body is None:
