@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench import apikeys, dispatch, mfa, webhooks
+from bench import apikeys, dispatch, mfa, outbox, webhooks
 
 Benchmark = Callable[[str, str, dict[str, str], Any], dict[str, Any]]
 
@@ -26,4 +26,6 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
         ("send_batch", apikeys.send_batch),
         ("password_login", mfa.password_login),
         ("mfa_verify", mfa.mfa_verify),
+        ("webhook_deliveries", outbox.webhook_deliveries),
+        ("outbox_overhead", outbox.outbox_overhead),
     ]

@@ -154,6 +154,11 @@ class Settings:
     webauthn_rp_id: str = "127.0.0.1"
     webauthn_rp_name: str = "tenantd"
     webauthn_origins: tuple[str, ...] = ()
+    # Outbox, events API and outbound webhooks (issue 15).
+    events_retention_days: int = 30
+    outbox_poll_seconds: float = 0.1
+    webhook_retry_base_seconds: float = 30.0
+    webhook_timeout_seconds: float = 10.0
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -322,6 +327,15 @@ def load_settings(
         webauthn_rp_id=env.get("WEBAUTHN_RP_ID", "").strip() or (origin_parts.hostname or ""),
         webauthn_rp_name=env.get("WEBAUTHN_RP_NAME", "").strip() or "tenantd",
         webauthn_origins=_list(env.get("WEBAUTHN_ORIGINS", "")) or (default_origin,),
+        # Outbox, events API and outbound webhooks (issue 15).
+        events_retention_days=env_int(env, "TENANTD_EVENTS_RETENTION_DAYS", 30, minimum=1),
+        outbox_poll_seconds=env_number(env, "TENANTD_OUTBOX_POLL_SECONDS", 0.1, minimum=0.005),
+        webhook_retry_base_seconds=env_number(
+            env, "TENANTD_WEBHOOK_RETRY_BASE_SECONDS", 30.0, minimum=0.0
+        ),
+        webhook_timeout_seconds=env_number(
+            env, "TENANTD_WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.1
+        ),
         extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
     )
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenantd.accounts import audit, mail, permissions, queries
+from tenantd.accounts import events as outbox_events
 from tenantd.accounts.plans import entitlements
 from tenantd.accounts.service import (
     Activation,
@@ -94,6 +95,9 @@ async def create_invitation(
             action="invitation.created",
             target=str(invitation["id"]),
             data={"email": email, "role": role},
+        )
+        await outbox_events.invitation(
+            conn, "invitation.created", invitation, outbox_events.actor_of(actor.user_id)
         )
         await mail.submit_invitation(
             services, conn, invitation_id=invitation["id"], seed=seed, inviter_id=actor.user_id
@@ -191,6 +195,9 @@ async def revoke_locked(
         target=str(invitation_id),
         data={"email": revoked["email"], "reason": "revoked"},
     )
+    await outbox_events.invitation(
+        conn, "invitation.revoked", revoked, outbox_events.actor_of(actor_id)
+    )
     return revoked
 
 
@@ -263,6 +270,11 @@ async def accept_invitation(
             target=str(actor.user_id),
             data={"role": invitation["role"], "via": "invitation"},
         )
+        who = outbox_events.actor_of(actor.user_id)
+        accepted = await queries.lock_invitation(conn, invitation_id=invitation["id"])
+        assert accepted is not None
+        await outbox_events.invitation(conn, "invitation.accepted", accepted, who)
+        await outbox_events.membership(conn, "membership.created", membership, who)
         activation = None
         if actor.account_id is None:
             activation = await activate(

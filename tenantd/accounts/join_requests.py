@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenantd.accounts import audit, permissions, queries
+from tenantd.accounts import events as outbox_events
 from tenantd.accounts.service import check_scope, lock_scoped
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, SeatLimitReached
@@ -79,6 +80,9 @@ async def approve_join_request(
             target=str(request["user_id"]),
             data={"role": "member", "via": "join_request"},
         )
+        who = outbox_events.actor_of(actor.user_id)
+        await outbox_events.join_request(conn, "join_request.approved", request_id, who)
+        await outbox_events.membership(conn, "membership.created", membership, who)
     return Decision(join_request=decided, membership=membership)
 
 
@@ -99,5 +103,8 @@ async def deny_join_request(
             action="join_request.denied",
             target=str(request_id),
             data={"userId": str(request["user_id"]), "domain": request["domain"]},
+        )
+        await outbox_events.join_request(
+            conn, "join_request.denied", request_id, outbox_events.actor_of(actor.user_id)
         )
     return Decision(join_request=decided, membership=None)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenantd.accounts import audit, permissions, queries
+from tenantd.accounts import events as outbox_events
 from tenantd.accounts.service import Activation, activate_next_account, check_scope, lock_scoped
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, OwnerCannotLeave, ValidationFailed
@@ -60,6 +61,13 @@ async def change_role(
             target=str(user_id),
             data={"from": target["role"], "to": role},
         )
+        await outbox_events.membership(
+            conn,
+            "membership.role_changed",
+            updated,
+            outbox_events.actor_of(actor.user_id),
+            previous={"role": target["role"]},
+        )
         return updated
 
 
@@ -78,6 +86,13 @@ async def remove_member(
             action="membership.revoked",
             target=str(user_id),
             data={"role": target["role"], "reason": "removed"},
+        )
+        await outbox_events.membership(
+            conn,
+            "membership.revoked",
+            revoked,
+            outbox_events.actor_of(actor.user_id),
+            previous={"revokedAt": None},
         )
         return revoked
 
@@ -113,6 +128,13 @@ async def leave_account(
             action="membership.revoked",
             target=str(actor.user_id),
             data={"role": own["role"], "reason": "left"},
+        )
+        await outbox_events.membership(
+            conn,
+            "membership.revoked",
+            revoked,
+            outbox_events.actor_of(actor.user_id),
+            previous={"revokedAt": None},
         )
         activation = await activate_next_account(
             conn,
@@ -167,5 +189,12 @@ async def transfer_ownership(
                 "to": str(user_id),
                 "targetPreviousRole": target["role"],
             },
+        )
+        await outbox_events.ownership_transferred(
+            conn,
+            account_id=account_id,
+            previous_owner=previous,
+            owner=owner,
+            actor=outbox_events.actor_of(actor.user_id),
         )
         return Transferred(owner=owner, previous_owner=previous)

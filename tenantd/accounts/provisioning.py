@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 
 from tenantd.accounts import audit, queries
+from tenantd.accounts import events as outbox_events
 from tenantd.accounts.domains import claimable_domain
 from tenantd.accounts.names import account_name
 from tenantd.db import Conn
@@ -79,7 +80,9 @@ async def _populate(
     conn: Conn, settings: Settings, *, account_id: uuid.UUID, owner_id: uuid.UUID, name: str
 ) -> None:
     """Owner membership, default plan and audit rows of a freshly inserted account."""
-    await queries.insert_membership(conn, account_id=account_id, user_id=owner_id, role="owner")
+    membership = await queries.insert_membership(
+        conn, account_id=account_id, user_id=owner_id, role="owner"
+    )
     await queries.insert_account_plan(conn, account_id=account_id, plan_code=settings.default_plan)
     await audit.record(
         conn,
@@ -97,6 +100,9 @@ async def _populate(
         target=str(owner_id),
         data={"role": "owner"},
     )
+    actor = outbox_events.actor_of(owner_id)
+    await outbox_events.account(conn, "account.created", account_id, actor)
+    await outbox_events.membership(conn, "membership.created", membership, actor)
 
 
 async def provision_personal_account(
@@ -146,6 +152,9 @@ async def _domain_conflict(
             action="join_request.created",
             target=str(request_id),
             data={"userId": str(user_id), "domain": domain},
+        )
+        await outbox_events.join_request(
+            conn, "join_request.created", request_id, outbox_events.actor_of(user_id)
         )
     log.info("verified signup on a claimed domain; join request pending")
     return Provisioned(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenantd.accounts import audit, permissions, queries
+from tenantd.accounts import events as outbox_events
 from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.cache.keyring import Keyring
@@ -207,6 +208,13 @@ async def rename_account(
                 target=str(account_id),
                 data={"from": account["name"], "to": name},
             )
+            await outbox_events.account(
+                conn,
+                "account.updated",
+                account_id,
+                outbox_events.actor_of(actor.user_id),
+                previous={"name": account["name"]},
+            )
         row = await queries.account_detail(conn, account_id)
     assert row is not None
     return detail_of(row, account["role"])
@@ -321,6 +329,14 @@ async def delete_account(
             action="account.soft_deleted",
             target=str(account_id),
             data={"purgeAfter": purge_after.isoformat()},
+        )
+        await outbox_events.account(
+            conn,
+            "account.deleted",
+            account_id,
+            outbox_events.actor_of(actor.user_id),
+            previous={"deletedAt": None},
+            extra={"purgeAfter": purge_after},
         )
         activation = await activate_next_account(
             conn,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from tenantd.accounts import audit, queries
+from tenantd.accounts import events as outbox_events
 from tenantd.accounts.audit import AuditEntry
 from tenantd.accounts.service import GRACE_DAYS
 from tenantd.db import Database
@@ -61,6 +62,7 @@ async def purge_deleted_accounts(
                     for row in batch
                 ],
             )
+            await outbox_events.purged(conn, batch)
             total += await queries.delete_accounts(conn, [row["id"] for row in batch])
         if len(batch) < batch_size:
             break
@@ -107,6 +109,7 @@ async def expire_invitations(
                     for row in batch
                 ],
             )
+            await outbox_events.expired(conn, batch)
         total += len(batch)
         if len(batch) < batch_size:
             break

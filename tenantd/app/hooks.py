@@ -21,6 +21,7 @@ from tenantd.ops.shutdown import shutdown_ctx
 from tenantd.pubsub.hub import PUBSUB, PubSubHub
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS
+from tenantd.webhooks.relay import WebhookCollector, relaying
 
 Hook = Callable[[web.Application], AsyncIterator[None]]
 
@@ -107,9 +108,11 @@ async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def job_runner_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Run the worker pool in this process when QUEUES_ENABLED is on."""
+    """Run the worker pool in this process when QUEUES_ENABLED is on (with it off, for the
+    durable kinds only, e.g. webhook deliveries)."""
     services = app[SERVICES]
-    if not services.settings.queues_enabled:
+    durable = any(kind.durable for kind in services.jobs.kinds.values())
+    if not services.settings.queues_enabled and not durable:
         yield
         return
     async with running(services):
@@ -138,6 +141,16 @@ async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
         await scheduler.stop()
 
 
+async def outbox_relay_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Number committed outbox events and fan them out to webhook endpoints."""
+    services = app[SERVICES]
+    metrics = app.get(METRICS)
+    if metrics is not None:
+        metrics.registry.register(WebhookCollector(services.webhook_sender))  # type: ignore[attr-defined]
+    async with relaying(services):  # type: ignore[arg-type]
+        yield
+
+
 HOOKS: tuple[Hook, ...] = (
     pubsub_ctx,
     context_cache_ctx,
@@ -146,6 +159,7 @@ HOOKS: tuple[Hook, ...] = (
     shutdown_ctx,
     metrics_ctx,
     job_runner_ctx,
+    outbox_relay_ctx,
     scheduler_ctx,
     sse_ctx,
 )

@@ -24,8 +24,11 @@ from tenantd.notifications import sweeps as notification_sweeps
 from tenantd.notifications import views as notification_views
 from tenantd.ops import session_sweep
 from tenantd.ops.sweeps import Sweep
+from tenantd.outbox import sweeps as outbox_sweeps
 from tenantd.web import health, openapi, probes
 from tenantd.web.spec import Routes
+from tenantd.webhooks import jobs as webhook_jobs
+from tenantd.webhooks import views as webhook_views
 
 ROUTES: tuple[Routes, ...] = (
     health.ROUTES,
@@ -39,6 +42,7 @@ ROUTES: tuple[Routes, ...] = (
     notification_server_views.ROUTES,
     key_views.ROUTES,
     mfa_views.ROUTES,
+    webhook_views.ROUTES,
 )
 
 JOB_KINDS: tuple[JobKind, ...] = (
@@ -46,6 +50,7 @@ JOB_KINDS: tuple[JobKind, ...] = (
     *account_mail.JOB_KINDS,
     *notification_jobs.JOB_KINDS,
     *mfa_mail.JOB_KINDS,
+    *webhook_jobs.JOB_KINDS,
 )
 
 SWEEPS: tuple[Sweep, ...] = (
@@ -56,6 +61,7 @@ SWEEPS: tuple[Sweep, ...] = (
     *apikey_sweeps.SWEEPS,
     *key_sweeps.SWEEPS,
     *mfa_sweeps.SWEEPS,
+    *outbox_sweeps.SWEEPS,
 )
 
 

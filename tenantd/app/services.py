@@ -20,6 +20,7 @@ from tenantd.email.service import EmailService
 from tenantd.jobs.queue import JobQueue
 from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.settings import Settings
+from tenantd.webhooks.delivery import WebhookSender
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,8 @@ class AppServices:
     jobs: JobQueue = field(default=None)  # type: ignore[assignment]
     # Access-token signing and verification keys (filled and kept fresh by the keyring hook).
     keyring: Keyring = field(default=None)  # type: ignore[assignment]
+    # Outbound webhook deliveries: one HTTP session (no redirects, metadata refused).
+    webhook_sender: WebhookSender = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.jobs is None:
@@ -52,6 +55,8 @@ class AppServices:
                 secret_key=self.settings.secret_key,
                 audience=self.settings.access_token_audience,
             )
+        if self.webhook_sender is None:
+            self.webhook_sender = WebhookSender(self.settings)
 
     def apply_notices(self, notices: list[str]) -> None:
         """Trigger notices of our own committed writes: every in-process cache hears them."""
@@ -77,6 +82,7 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
             yield services
         finally:
             await services.jobs.drain(INLINE_DRAIN_SECONDS)
+            await services.webhook_sender.close()
     finally:
         await http.close()
         await db.close()

@@ -35,6 +35,7 @@ from tenantd.errors import (
     ValidationFailed,
 )
 from tenantd.identity import queries
+from tenantd.identity.events import user_changed
 from tenantd.identity.passwords import hash_password, needs_rehash, verify_password
 from tenantd.identity.sessions import (
     IssuedTokens,
@@ -49,6 +50,7 @@ from tenantd.mfa import service as mfa
 from tenantd.mfa.stepup import require_recent_auth
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import enforce
+from tenantd.outbox import Actor
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
@@ -193,6 +195,8 @@ async def register(
         user_id = await queries.insert_user(
             conn, email=email, first_name=first_name.strip(), last_name=last_name.strip()
         )
+        if user_id is not None:
+            await user_changed(conn, "user.created", user_id)
         # The new row, or the one the insert conflicted on.
         user = await (
             queries.lock_user(conn, user_id)
@@ -339,8 +343,13 @@ async def verify_email(
         pending = link["password_hash"]
         if pending is not None and (same_browser or proven == pending):
             await queries.set_password(conn, user_id=user_id, password_hash=pending)
+        was_verified = locked["user"]["email_verified_at"] is not None
         user = await queries.mark_email_verified(conn, user_id)
-        await suppression.remove(conn, user["email"])
+        if not was_verified:
+            await user_changed(
+                conn, "user.email_verified", user_id, previous={"emailVerified": False}
+            )
+        await suppression.remove(conn, user["email"], actor=Actor.user(user_id))
         outcome = await provision_personal_account(conn, settings, user_id=user_id)
         if outcome.conflict is not None:
             conflict = outcome.conflict
@@ -497,6 +506,8 @@ async def change_password(
             # Set or changed since it was checked (a concurrent change or reset).
             raise InvalidCredentials("Current password is incorrect")
         await queries.set_password(conn, user_id=user_id, password_hash=password_hash)
+        if stored is None:
+            await user_changed(conn, "user.updated", user_id, previous={"hasPasswordLogin": False})
         # A pending verification link must not later overwrite the password chosen here.
         await queries.forget_token_passwords(conn, user_id=user_id)
         await revoke_all(conn, user_id=user_id)

@@ -17,6 +17,7 @@ from tenantd.cli import suppress as suppress_cmd
 from tenantd.cli import sweep as sweep_cmd
 from tenantd.cli import users as users_cmd
 from tenantd.cli import vapid as vapid_cmd
+from tenantd.cli import webhooks as webhooks_cmd
 from tenantd.cli.common import state
 
 app = typer.Typer(
@@ -47,6 +48,7 @@ app.add_typer(vapid_cmd.app, name="vapid")
 app.add_typer(accounts_cmd.app, name="accounts")
 app.add_typer(invitations_cmd.app, name="invitations")
 app.add_typer(keys_cmd.app, name="keys")
+app.add_typer(webhooks_cmd.app, name="webhooks")
 app.add_typer(apikeys_cmd.app, name="api-keys")
 app.add_typer(users_cmd.app, name="users")
 

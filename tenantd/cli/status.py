@@ -13,6 +13,7 @@ from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.provide import provided_database
 from tenantd.ops.status import gather_status
+from tenantd.webhooks.endpoints import status_report
 
 
 def _onoff(value: Any) -> str:
@@ -46,7 +47,13 @@ def status(
             report["error"] = f"{type(error).__name__}: {error}".strip()[:300]
             return report
         try:
-            return await gather_status(db, config)
+            report = await gather_status(db, config)
+            if report["database"] == "ok" and not report["migrations"]["pending"]:
+                try:
+                    report["webhooks"] = await status_report(db)
+                except Exception as error:
+                    report["webhooks"] = {"error": f"{type(error).__name__}: {error}"[:300]}
+            return report
         finally:
             await db.close()
 
@@ -89,6 +96,21 @@ def status(
                     f" ({run_row['run_count']} runs)",
                 )
             )
+        hooks = report.get("webhooks") or {}
+        if "outboxBacklog" in hooks:
+            rows.append(("outbox", f"{hooks['outboxBacklog']} event(s) not yet relayed"))
+            for endpoint in hooks["endpoints"]:
+                state = "enabled" if endpoint["enabled"] else "DISABLED (failing 5 days)"
+                failing = endpoint["failingSince"]
+                if endpoint["enabled"] and failing is not None:
+                    state += f", failing since {failing.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
+                rows.append(
+                    (
+                        f"webhook {endpoint['url']}",
+                        f"{state}; backlog {endpoint['backlog']} ({endpoint['retrying']} retrying),"
+                        f" {endpoint['failed']} failed",
+                    )
+                )
         print_table("tenantd status", ("", ""), rows)
         if report.get("error"):
             console.print(f"[red]{report['error']}[/red]")

@@ -10,6 +10,7 @@ from tenantd.addresses import InvalidEmail, canonical_email
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.db import Row
 from tenantd.email import suppression
+from tenantd.outbox import Actor
 from tenantd.services import Services
 
 app = typer.Typer(
@@ -64,7 +65,9 @@ def add(
 
     async def work(services: Services) -> Row | None:
         async with services.db.connection() as conn:
-            if await suppression.add(conn, address, reason=reason, provider="manual"):
+            if await suppression.add(
+                conn, address, reason=reason, provider="manual", actor=Actor.operator()
+            ):
                 return None
             return await suppression.find(conn, address)
 
@@ -87,7 +90,7 @@ def remove(email: str = typer.Argument(..., help="Address to let mail through ag
 
     async def work(services: Services) -> bool:
         async with services.db.connection() as conn:
-            return await suppression.remove(conn, address)
+            return await suppression.remove(conn, address, actor=Actor.operator())
 
     if not with_services(work):
         fail(f"{address} is not suppressed")

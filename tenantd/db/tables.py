@@ -419,6 +419,81 @@ sweep_runs = Table(
     Column("last_success_at", DateTime(timezone=True)),
 )
 
+# sql/0110: the transactional outbox (tenantd/outbox).
+outbox_events = Table(
+    "outbox_events",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("seq", BigInteger),
+    Column("event_id", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("account_id", UUID(as_uuid=True)),
+    Column("subject", Text, nullable=False),
+    Column("actor_type", Text, nullable=False),
+    Column("actor_id", Text),
+    Column("data", JSONB, nullable=False),
+    Column("previous", JSONB),
+    Column("occurred_at", DateTime(timezone=True), nullable=False),
+    Index("outbox_events_unsequenced_idx", "id", postgresql_where=text("seq IS NULL")),
+    Index("outbox_events_occurred_idx", "occurred_at"),
+    UniqueConstraint("seq", name="outbox_events_seq_key"),
+    UniqueConstraint("event_id", name="outbox_events_event_id_key"),
+)
+
+outbox_sequencer = Table(
+    "outbox_sequencer",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("last_seq", BigInteger, nullable=False),
+)
+
+# sql/0111: outbound webhooks (tenantd/webhooks).
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("url", Text, nullable=False),
+    Column("description", Text, nullable=False),
+    Column("event_types", ARRAY(Text), nullable=False),
+    Column("secret", Text, nullable=False),
+    Column("previous_secret", Text),
+    Column("previous_secret_expires_at", DateTime(timezone=True)),
+    Column("failing_since", DateTime(timezone=True)),
+    Column("disabled_at", DateTime(timezone=True)),
+    Column("disabled_reason", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("endpoint_id", UUID(as_uuid=True), nullable=False),
+    Column("event_row", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("subject", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("job_id", BigInteger),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    Column("first_attempt_at", DateTime(timezone=True)),
+    Column("last_attempt_at", DateTime(timezone=True)),
+    Column("last_status_code", Integer),
+    Column("last_error", Text),
+    Column("delivered_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("webhook_deliveries_endpoint_idx", "endpoint_id", "id"),
+    Index("webhook_deliveries_event_idx", "event_row"),
+    Index(
+        "webhook_deliveries_open_idx",
+        "endpoint_id",
+        "subject",
+        "seq",
+        postgresql_where=text("status = 'pending'"),
+    ),
+)
+
 api_keys = Table(  # sql/0115: server API keys (issue 15)
     "api_keys",
     metadata,

@@ -10,9 +10,15 @@ import orjson
 from tenantd.addresses import normalize_email
 from tenantd.db import Conn, Row
 from tenantd.email import queries
+from tenantd.outbox import Actor, Event, emit, emit_many
 
 REASONS = ("manual", "inactive", "hard_bounce", "complaint", "dropped")
 PROVIDERS = ("manual", "postmark", "resend", "sendgrid")
+SYSTEM = Actor.system("email")
+
+
+def _subject(email: str) -> str:
+    return f"email:{email}"
 
 
 async def find(conn: Conn, email: str) -> Row | None:
@@ -29,17 +35,24 @@ async def add(
     reason: str,
     provider: str,
     details: dict[str, Any] | None = None,
+    actor: Actor = SYSTEM,
 ) -> bool:
     """Suppress an address; return False when it already had a row (kept as it was)."""
-    inserted = await conn.execute(
-        queries.SUPPRESSION_ADD,
-        {
-            "email": normalize_email(email),
-            "reason": reason,
-            "provider": provider,
-            "details": details or {},
-        },
-    )
+    address = normalize_email(email)
+    async with conn.transaction():
+        inserted = await conn.execute(
+            queries.SUPPRESSION_ADD,
+            {"email": address, "reason": reason, "provider": provider, "details": details or {}},
+        )
+        if inserted == 1:
+            await emit(
+                conn,
+                "email.suppressed",
+                account_id=None,
+                actor=actor,
+                data={"email": address, "reason": reason, "provider": provider},
+                subject=_subject(address),
+            )
     return inserted == 1
 
 
@@ -59,18 +72,41 @@ async def add_many(
     details = [orjson.dumps(first[e][1]).decode() for e in emails]
     if not emails:
         return []
-    return await conn.fetch_all(
-        queries.SUPPRESSION_ADD_MANY,
-        {"provider": provider, "emails": emails, "reasons": reasons, "details": details},
-    )
+    async with conn.transaction():
+        added = await conn.fetch_all(
+            queries.SUPPRESSION_ADD_MANY,
+            {"provider": provider, "emails": emails, "reasons": reasons, "details": details},
+        )
+        await emit_many(
+            conn,
+            [
+                Event(
+                    "email.suppressed",
+                    None,
+                    SYSTEM,
+                    {"email": row["email"], "reason": row["reason"], "provider": provider},
+                    subject=_subject(row["email"]),
+                )
+                for row in added
+            ],
+        )
+    return added
 
 
-async def remove(conn: Conn, email: str) -> bool:
+async def remove(conn: Conn, email: str, *, actor: Actor = SYSTEM) -> bool:
     """Delete the address's row (operator delete, verified signup); False when there was none."""
-    deleted = await conn.execute(
-        queries.SUPPRESSION_REMOVE,
-        {"email": normalize_email(email)},
-    )
+    address = normalize_email(email)
+    async with conn.transaction():
+        deleted = await conn.execute(queries.SUPPRESSION_REMOVE, {"email": address})
+        if deleted:
+            await emit(
+                conn,
+                "email.unsuppressed",
+                account_id=None,
+                actor=actor,
+                data={"email": address},
+                subject=_subject(address),
+            )
     return deleted > 0
 
 

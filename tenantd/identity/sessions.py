@@ -25,6 +25,7 @@ from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
 from tenantd.errors import MfaRequired, Unauthorized
 from tenantd.identity import queries
+from tenantd.identity.events import sessions_revoked
 from tenantd.identity.tokens import (
     AccessClaims,
     issue_access_token,
@@ -379,6 +380,7 @@ async def revoke_session(
 async def revoke_all(conn: Conn, *, user_id: uuid.UUID) -> None:
     """User-wide cutoff: every access token issued before now and every session ends."""
     async with conn.transaction():
+        await sessions_revoked(conn, user_id)
         await conn.execute(
             "UPDATE users SET tokens_valid_after = now(), updated_at = now() WHERE id = %(u)s",
             {"u": user_id},

@@ -41,6 +41,9 @@ class JobKind:
     timeout: float = 60.0  # per attempt; the runner extends the lease meanwhile
     run_batch: BatchFn | None = None
     batch_size: int = 16  # jobs handed to run_batch at once
+    # Always a durable row, even with QUEUES_ENABLED off (the runner then claims only these):
+    # for promises made to the outside that must survive a crash (webhook deliveries).
+    durable: bool = False
 
 
 class PermanentJobError(Exception):

@@ -34,14 +34,35 @@ async def insert_job(
 
 
 async def insert_jobs(
-    conn: Conn, *, kind: str, payloads: Sequence[dict[str, Any]], max_attempts: int
-) -> int:
-    """Many jobs of one kind in one statement (a batch send); return how many."""
-    return await conn.execute(
+    conn: Conn,
+    *,
+    kind: str,
+    payloads: Sequence[dict[str, Any]],
+    max_attempts: int,
+    delays: Sequence[float] | None = None,
+) -> list[int]:
+    """Many job rows in one statement (a batch send, webhook deliveries), each due after its
+    delay (none: now); their ids in the order of `payloads`."""
+    if not payloads:
+        return []
+    if delays is None:
+        delays = [0.0] * len(payloads)
+    rows = await conn.fetch_all(
         "INSERT INTO jobs (kind, payload, max_attempts, run_at)"
-        " SELECT %(kind)s, p, %(max)s, now() FROM unnest(%(payloads)s::jsonb[]) AS p",
-        {"kind": kind, "payloads": [Json(p) for p in payloads], "max": max_attempts},
+        " SELECT %(kind)s, p.payload, %(max)s, now() + make_interval(secs => p.delay)"
+        " FROM unnest(%(payloads)s::jsonb[], %(delays)s::float8[]) WITH ORDINALITY"
+        " AS p(payload, delay, n) ORDER BY p.n"
+        " RETURNING id",
+        {
+            "kind": kind,
+            "payloads": [Json(payload) for payload in payloads],
+            "delays": list(delays),
+            "max": max_attempts,
+        },
     )
+    ids = [row["id"] for row in rows]
+    # Ids come from a sequence in insertion order (ORDER BY p.n); sort to pair them safely.
+    return sorted(ids)
 
 
 # One statement on a hot path (notifications' queued send): the job row exists only if its

@@ -114,7 +114,7 @@ class JobQueue:
     ) -> int | None:
         """Run `kind` later: a durable row (queues on) or an in-process task (queues off)."""
         job_kind = self.kind(kind)
-        if self.settings.queues_enabled:
+        if self.settings.queues_enabled or job_kind.durable:
             return await enqueue(conn or services.db, job_kind, payload, queue=self)
         lock_key = None
         if conn is not None and conn.in_transaction:
@@ -255,6 +255,27 @@ async def enqueue(
     if queue is not None:
         queue.wake()
     return job_id
+
+
+async def enqueue_many(
+    conn: Conn,
+    kind: JobKind,
+    payloads: list[dict[str, Any]],
+    *,
+    delays: list[float] | None = None,
+    queue: JobQueue | None = None,
+) -> list[int]:
+    """Write many durable job rows of one kind in the caller's transaction; their ids in order."""
+    ids = await queries.insert_jobs(
+        conn,
+        kind=kind.name,
+        payloads=payloads,
+        max_attempts=kind.max_attempts,
+        delays=delays if delays is not None else [0.0] * len(payloads),
+    )
+    if queue is not None and ids:
+        queue.wake()
+    return ids
 
 
 def describe(error: BaseException) -> str:

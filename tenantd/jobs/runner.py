@@ -59,7 +59,10 @@ class JobRunner:
 
     @property
     def kinds(self) -> dict[str, JobKind]:
-        return self.queue.kinds
+        """What this runner claims: every kind, or only the durable ones with queues off."""
+        if self.services.settings.queues_enabled:
+            return self.queue.kinds
+        return {name: kind for name, kind in self.queue.kinds.items() if kind.durable}
 
     async def start(self) -> None:
         self._scheduler = aiojobs.Scheduler(limit=None, pending_limit=0)

@@ -44,6 +44,7 @@ from tenantd.auth.oauth.flow import (
 from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
+from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import IssuedTokens, issue_session
 from tenantd.mfa import service as mfa
 from tenantd.settings import OAuthProviderSettings, Settings
@@ -317,8 +318,12 @@ async def _sign_in_once(
                 )
             user_id = found["email_user_id"]
             outcome = "linked"
-            if found["email_verified_at"] is None:
-                await queries.claim_unverified_user(conn, user_id)
+            if found["email_verified_at"] is None and await queries.claim_unverified_user(
+                conn, user_id
+            ):
+                await user_changed(
+                    conn, "user.email_verified", user_id, previous={"emailVerified": False}
+                )
             await queries.insert_identity(
                 conn, user_id=user_id, provider=provider, subject=subject, email=email
             )
@@ -327,6 +332,7 @@ async def _sign_in_once(
             user_id = await queries.insert_verified_user(
                 conn, email=email, first_name=names[0], last_name=names[1]
             )
+            await user_changed(conn, "user.created", user_id)
             await queries.insert_identity(
                 conn, user_id=user_id, provider=provider, subject=subject, email=email
             )

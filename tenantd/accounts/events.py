@@ -1,0 +1,135 @@
+"""The tenancy events of the outbox (account.*, membership.*, ownership.*, invitation.*,
+join_request.*): one call per change, in the change's transaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from tenantd.db import Conn, Row
+from tenantd.outbox import Actor, Event, emit, emit_many, payload
+
+ACCOUNT_FIELDS = ("id", "name", "claimed_domain", "created_at", "deleted_at")
+MEMBERSHIP_FIELDS = ("id", "account_id", "user_id", "role", "created_at", "revoked_at")
+INVITATION_FIELDS = (
+    "id", "account_id", "email", "role", "created_at", "expires_at", "accepted_at", "revoked_at"
+)  # fmt: skip
+
+
+def actor_of(user_id: uuid.UUID | None) -> Actor:
+    """A user, or the operator at the CLI when there is none."""
+    return Actor.user(user_id) if user_id is not None else Actor.operator()
+
+
+async def account_row(conn: Conn, account_id: uuid.UUID) -> Row:
+    row = await conn.fetch_one(
+        "SELECT id, name, claimed_domain, created_at, deleted_at FROM accounts WHERE id = %(a)s",
+        {"a": account_id},
+    )
+    assert row is not None
+    return row
+
+
+async def account(
+    conn: Conn,
+    type_: str,
+    account_id: uuid.UUID,
+    actor: Actor,
+    *,
+    previous: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    data = payload(await account_row(conn, account_id), ACCOUNT_FIELDS)
+    data.update(extra or {})
+    await emit(conn, type_, account_id=account_id, actor=actor, data=data, previous=previous)
+
+
+async def membership(
+    conn: Conn, type_: str, row: Row, actor: Actor, *, previous: dict[str, Any] | None = None
+) -> None:
+    await emit(
+        conn,
+        type_,
+        account_id=row["account_id"],
+        actor=actor,
+        data=payload(row, MEMBERSHIP_FIELDS),
+        previous=previous,
+    )
+
+
+def invitation_data(row: Row) -> dict[str, Any]:
+    data = payload(row, INVITATION_FIELDS)
+    data["status"] = (
+        "accepted"
+        if row["accepted_at"] is not None
+        else "revoked"
+        if row["revoked_at"] is not None
+        else "pending"
+    )
+    return data
+
+
+async def invitation(conn: Conn, type_: str, row: Row, actor: Actor) -> None:
+    await emit(conn, type_, account_id=row["account_id"], actor=actor, data=invitation_data(row))
+
+
+async def join_request(conn: Conn, type_: str, request_id: uuid.UUID, actor: Actor) -> None:
+    row = await conn.fetch_one(
+        "SELECT id, account_id, user_id, domain, status, created_at FROM join_requests"
+        " WHERE id = %(id)s",
+        {"id": request_id},
+    )
+    assert row is not None
+    await emit(conn, type_, account_id=row["account_id"], actor=actor, data=payload(row))
+
+
+async def ownership_transferred(
+    conn: Conn, *, account_id: uuid.UUID, previous_owner: Row, owner: Row, actor: Actor
+) -> None:
+    await emit(
+        conn,
+        "ownership.transferred",
+        account_id=account_id,
+        actor=actor,
+        data={
+            "accountId": str(account_id),
+            "ownerUserId": str(owner["user_id"]),
+            "previousOwnerUserId": str(previous_owner["user_id"]),
+        },
+        previous={"ownerUserId": str(previous_owner["user_id"])},
+        subject=f"account:{account_id}",
+    )
+
+
+async def purged(conn: Conn, rows: list[Row]) -> None:
+    """account.purged for each hard-deleted account (the sweep's batch)."""
+    now = dt.datetime.now(dt.UTC)
+    await emit_many(
+        conn,
+        [
+            Event(
+                "account.purged",
+                row["id"],
+                Actor.system("accounts-sweep"),
+                {**payload(row, ("id", "name", "claimed_domain", "deleted_at")), "purgedAt": now},
+            )
+            for row in rows
+        ],
+    )
+
+
+async def expired(conn: Conn, rows: list[Row]) -> None:
+    """invitation.expired for each invitation the sweep revoked."""
+    await emit_many(
+        conn,
+        [
+            Event(
+                "invitation.expired",
+                row["account_id"],
+                Actor.system("invitations-sweep"),
+                {**payload(row, ("id", "account_id", "email")), "status": "expired"},
+            )
+            for row in rows
+        ],
+    )

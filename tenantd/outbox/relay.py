@@ -1,0 +1,103 @@
+"""The sequencer: numbers committed events in commit order and hands each new batch to the
+consumers (webhook fan-out) in the same transaction, so a consumer sees every event once.
+
+Every `tenantd serve` runs a relay; the row lock on outbox_sequencer (taken with SKIP LOCKED)
+lets one of them work at a time while the others skip their turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from tenantd.db import Conn, Database, Row
+from tenantd.outbox import queries
+
+log = logging.getLogger(__name__)
+
+# Called with the sequencing transaction's connection and the events just numbered.
+Consumer = Callable[[Conn, list[Row]], Awaitable[None]]
+
+BATCH = 1000
+
+
+async def sequence(conn: Conn, *, limit: int = BATCH) -> list[Row] | None:
+    """Number up to `limit` committed events (caller's transaction); None when another
+    sequencer holds the turn."""
+    last = await conn.fetch_val(queries.LOCK_SEQUENCER)
+    if last is None:
+        if await conn.fetch_val("SELECT count(*) FROM outbox_sequencer"):
+            return None  # another sequencer has the turn
+        await conn.execute(queries.SEED_SEQUENCER)
+        last = await conn.fetch_val(queries.LOCK_SEQUENCER)
+        if last is None:
+            return None
+    rows = await conn.fetch_all(queries.SEQUENCE, {"last": last, "limit": limit})
+    if rows:
+        rows.sort(key=lambda row: row["seq"])
+        await conn.execute(queries.SAVE_SEQUENCER, {"last": rows[-1]["seq"]})
+    return rows
+
+
+async def pump(db: Database, consumers: Sequence[Consumer] = (), *, limit: int = BATCH) -> int:
+    """Sequence until nothing is left (or another sequencer has the turn); return how many
+    events this call numbered."""
+    total = 0
+    while True:
+        async with db.transaction() as conn:
+            rows = await sequence(conn, limit=limit)
+            if rows:
+                for consumer in consumers:
+                    await consumer(conn, rows)
+        if not rows:
+            return total
+        total += len(rows)
+        if len(rows) < limit:
+            return total
+
+
+class Relay:
+    """This process's sequencer loop: pumps every `poll_seconds`, or at once when woken."""
+
+    def __init__(self, db: Database, consumers: Sequence[Consumer], *, poll_seconds: float):
+        self.db = db
+        self.consumers = list(consumers)
+        self.poll_seconds = poll_seconds
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                await pump(self.db, self.consumers)
+            except Exception:
+                log.exception("outbox relay failed; retrying")
+            if self._stopping:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+async def read(conn: Conn, *, after: int, types: Sequence[str] | None, limit: int) -> list[Row]:
+    """Numbered events after the cursor `after`, in commit order."""
+    return await conn.fetch_all(
+        queries.READ_EVENTS,
+        {"after": after, "types": list(types) if types else None, "limit": limit},
+    )

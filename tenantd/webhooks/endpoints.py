@@ -1,0 +1,186 @@
+"""Endpoint management (the CLI and the webhooks:manage routes call these): add, list,
+remove, rotate the secret, enable, send a test event, list deliveries, replay."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import secrets
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tenantd.db import Database, Row
+from tenantd.errors import NotFound, ValidationFailed
+from tenantd.outbox import Actor, emit
+from tenantd.outbox import queries as outbox_queries
+from tenantd.webhooks import queries
+from tenantd.webhooks.addresses import ForbiddenAddress, check_url
+from tenantd.webhooks.delivery import WebhookServices, schedule
+from tenantd.webhooks.fanout import create_deliveries
+
+ROTATION_OVERLAP_SECONDS = 24 * 3600  # the old secret keeps signing this long
+TEST_EVENT = "webhook.test"
+
+
+def new_secret() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def _types(events: Sequence[str] | None) -> list[str]:
+    types = sorted({item.strip() for item in events or () if item.strip()})
+    for item in types:
+        if not all(
+            part and (part.replace("_", "").isalnum() or part == "*") for part in item.split(".")
+        ):
+            raise ValidationFailed({"events": f"not an event type: {item!r}"})
+    return types
+
+
+def _url(url: str) -> str:
+    try:
+        return check_url(url.strip())
+    except ForbiddenAddress as error:
+        raise ValidationFailed({"url": str(error)}) from None
+    except ValueError as error:
+        raise ValidationFailed({"url": str(error)}) from None
+
+
+@dataclass(frozen=True)
+class Created:
+    endpoint: Row
+    secret: str
+
+
+async def add_endpoint(
+    services: WebhookServices,
+    *,
+    url: str,
+    events: Sequence[str] | None = None,
+    description: str = "",
+) -> Created:
+    """A new endpoint with a fresh `whsec_` secret (shown once here)."""
+    secret = new_secret()
+    row = await services.db.fetch_one(
+        queries.INSERT_ENDPOINT,
+        {"url": _url(url), "description": description, "types": _types(events), "secret": secret},
+    )
+    assert row is not None
+    return Created(row, secret)
+
+
+async def list_endpoints(services: WebhookServices) -> list[Row]:
+    return await services.db.fetch_all(queries.LIST_ENDPOINTS)
+
+
+async def get_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> Row:
+    row = await services.db.fetch_one(queries.GET_ENDPOINT, {"id": endpoint_id})
+    if row is None:
+        raise NotFound(f"no webhook endpoint {endpoint_id}")
+    return row
+
+
+async def remove_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> None:
+    """Delete the endpoint and its deliveries (pending ones are never sent)."""
+    if not await services.db.execute(queries.DELETE_ENDPOINT, {"id": endpoint_id}):
+        raise NotFound(f"no webhook endpoint {endpoint_id}")
+
+
+async def rotate_secret(services: WebhookServices, endpoint_id: uuid.UUID) -> Created:
+    """A new secret; the old one keeps signing alongside it for 24 hours."""
+    secret = new_secret()
+    row = await services.db.fetch_one(
+        queries.ROTATE_SECRET,
+        {"id": endpoint_id, "secret": secret, "overlap": ROTATION_OVERLAP_SECONDS},
+    )
+    if row is None:
+        raise NotFound(f"no webhook endpoint {endpoint_id}")
+    return Created(row, secret)
+
+
+async def enable_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> Row:
+    """Turn a disabled endpoint back on (new events only; `replay` sends the missed ones)."""
+    row = await services.db.fetch_one(queries.ENABLE_ENDPOINT, {"id": endpoint_id})
+    if row is None:
+        raise NotFound(f"no webhook endpoint {endpoint_id}")
+    return row
+
+
+async def send_test(services: WebhookServices, endpoint_id: uuid.UUID, *, actor: Actor) -> str:
+    """Queue a `webhook.test` event to this endpoint only; return the event id."""
+    async with services.db.transaction() as conn:
+        endpoint = await conn.fetch_one(queries.GET_ENDPOINT, {"id": endpoint_id})
+        if endpoint is None:
+            raise NotFound(f"no webhook endpoint {endpoint_id}")
+        subject = f"webhook_endpoint:{endpoint_id}:{uuid.uuid4().hex}"
+        event_id = await emit(
+            conn,
+            TEST_EVENT,
+            account_id=None,
+            actor=actor,
+            data={"endpointId": str(endpoint_id), "message": "This is a test event."},
+            subject=subject,
+        )
+        event = await conn.fetch_one(
+            "SELECT id, subject FROM outbox_events WHERE event_id = %(e)s", {"e": event_id}
+        )
+        assert event is not None
+        delivery = await conn.fetch_val(
+            "INSERT INTO webhook_deliveries (endpoint_id, event_row, seq, subject)"
+            " VALUES (%(ep)s, %(ev)s, 0, %(s)s) RETURNING id",
+            {"ep": endpoint_id, "ev": event["id"], "s": subject},
+        )
+        await schedule(services, conn, [(delivery, 0.0)])
+    return event_id
+
+
+async def list_deliveries(
+    services: WebhookServices, endpoint_id: uuid.UUID, *, failed: bool = False, limit: int = 100
+) -> list[Row]:
+    await get_endpoint(services, endpoint_id)
+    return await services.db.fetch_all(
+        queries.LIST_DELIVERIES, {"endpoint": endpoint_id, "failed": failed, "limit": limit}
+    )
+
+
+async def replay(services: WebhookServices, endpoint_id: uuid.UUID, *, since: dt.datetime) -> int:
+    """Deliver again every retained event since `since` that the endpoint subscribes to."""
+    async with services.db.transaction() as conn:
+        endpoint = await conn.fetch_one(
+            "SELECT id, event_types FROM webhook_endpoints WHERE id = %(id)s FOR UPDATE",
+            {"id": endpoint_id},
+        )
+        if endpoint is None:
+            raise NotFound(f"no webhook endpoint {endpoint_id}")
+        events = await conn.fetch_all(outbox_queries.EVENTS_SINCE, {"since": since})
+        return await create_deliveries(services, conn, events, [endpoint])
+
+
+async def endpoint_status(services: WebhookServices) -> list[Row]:
+    """Per endpoint: enabled or disabled, backlog, retrying and failed deliveries."""
+    return await services.db.fetch_all(queries.STATUS)
+
+
+async def status_report(db: Database) -> dict[str, Any]:
+    """What `tenantd status` shows: each endpoint's state, backlog and failures, and the
+    events not yet numbered by a relay."""
+    async with db.connection() as conn:
+        rows = await conn.fetch_all(queries.STATUS)
+        unsequenced = await conn.fetch_val(outbox_queries.BACKLOG)
+    return {
+        "outboxBacklog": unsequenced,
+        "endpoints": [
+            {
+                "id": str(row["id"]),
+                "url": row["url"],
+                "enabled": row["disabled_at"] is None,
+                "disabledAt": row["disabled_at"],
+                "failingSince": row["failing_since"],
+                "backlog": row["backlog"],
+                "retrying": row["retrying"],
+                "failed": row["failed"],
+            }
+            for row in rows
+        ],
+    }

@@ -1,0 +1,153 @@
+"""Statements of outbound webhooks: endpoints and deliveries (hot paths hand-written)."""
+
+from __future__ import annotations
+
+ENDPOINT_COLUMNS = (
+    "id, url, description, event_types, previous_secret_expires_at, failing_since,"
+    " disabled_at, disabled_reason, created_at, updated_at"
+)
+
+INSERT_ENDPOINT = f"""
+INSERT INTO webhook_endpoints (url, description, event_types, secret)
+VALUES (%(url)s, %(description)s, %(types)s::text[], %(secret)s)
+RETURNING {ENDPOINT_COLUMNS}
+"""
+
+LIST_ENDPOINTS = f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints ORDER BY created_at, id"
+
+GET_ENDPOINT = f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = %(id)s"
+
+DELETE_ENDPOINT = "DELETE FROM webhook_endpoints WHERE id = %(id)s"
+
+# The old secret keeps signing next to the new one until it expires.
+ROTATE_SECRET = f"""
+UPDATE webhook_endpoints
+   SET previous_secret = secret,
+       previous_secret_expires_at = now() + make_interval(secs => %(overlap)s::float8),
+       secret = %(secret)s, updated_at = now()
+ WHERE id = %(id)s
+RETURNING {ENDPOINT_COLUMNS}
+"""
+
+ENABLE_ENDPOINT = f"""
+UPDATE webhook_endpoints
+   SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, updated_at = now()
+ WHERE id = %(id)s
+RETURNING {ENDPOINT_COLUMNS}
+"""
+
+# Fan-out: the enabled endpoints (a handful of rows) with their type filters.
+ENABLED_ENDPOINTS = (
+    "SELECT id, event_types FROM webhook_endpoints WHERE disabled_at IS NULL ORDER BY id"
+)
+
+INSERT_DELIVERIES = """
+INSERT INTO webhook_deliveries (endpoint_id, event_row, seq, subject)
+SELECT * FROM unnest(%(endpoints)s::uuid[], %(events)s::bigint[], %(seqs)s::bigint[],
+                     %(subjects)s::text[])
+RETURNING id
+"""
+
+SET_JOBS = """
+UPDATE webhook_deliveries d SET job_id = j.job_id
+  FROM unnest(%(ids)s::bigint[], %(jobs)s::bigint[]) AS j(id, job_id)
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = j.id
+"""
+
+# Everything one batch of delivery jobs needs, in one round trip.
+LOAD_DELIVERIES = """
+SELECT d.id, d.job_id, d.status, d.attempts, d.endpoint_id, d.subject, d.seq,
+       d.first_attempt_at, e.event_id, e.type, e.account_id, e.actor_type, e.actor_id,
+       e.data, e.previous, e.occurred_at, ep.url, ep.secret, ep.previous_secret,
+       ep.previous_secret_expires_at > now() AS previous_secret_live, ep.disabled_at
+  FROM webhook_deliveries d
+  JOIN outbox_events e ON e.id = d.event_row
+  JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+ WHERE d.id = ANY(%(ids)s::bigint[])
+"""
+
+# An earlier open delivery of the same (endpoint, subject) outside this batch holds a
+# delivery back; its next attempt time says when to look again. LATERAL keeps the plan to one
+# probe of the open-deliveries index per delivery, whatever the statistics say (a join the
+# planner may turn around walks every open delivery: seconds with a backlog).
+BLOCKERS = """
+SELECT d.id, b.until
+  FROM webhook_deliveries d
+ CROSS JOIN LATERAL (
+       SELECT max(p.next_attempt_at) AS until
+         FROM webhook_deliveries p
+        WHERE p.endpoint_id = d.endpoint_id AND p.subject = d.subject AND p.seq < d.seq
+          AND p.status = 'pending' AND p.id <> ALL(%(ids)s::bigint[])) AS b
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND b.until IS NOT NULL
+"""
+
+SETTLE_DELIVERED = """
+UPDATE webhook_deliveries d
+   SET status = 'delivered', attempts = d.attempts + 1, delivered_at = now(),
+       last_attempt_at = now(), first_attempt_at = coalesce(d.first_attempt_at, now()),
+       last_status_code = r.code, last_error = NULL, job_id = NULL
+  FROM unnest(%(ids)s::bigint[], %(codes)s::int[]) AS r(id, code)
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = r.id AND d.status = 'pending'
+"""
+
+SETTLE_FAILED = """
+UPDATE webhook_deliveries d
+   SET status = CASE WHEN r.final THEN 'failed' ELSE 'pending' END,
+       attempts = d.attempts + 1, last_attempt_at = now(),
+       first_attempt_at = coalesce(d.first_attempt_at, now()),
+       next_attempt_at = now() + make_interval(secs => r.delay),
+       last_status_code = r.code, last_error = r.error,
+       job_id = CASE WHEN r.final THEN NULL ELSE d.job_id END
+  FROM unnest(%(ids)s::bigint[], %(codes)s::int[], %(errors)s::text[], %(finals)s::bool[],
+              %(delays)s::float8[]) AS r(id, code, error, final, delay)
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = r.id AND d.status = 'pending'
+"""
+
+DEFER = """
+UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => r.delay)
+  FROM unnest(%(ids)s::bigint[], %(delays)s::float8[]) AS r(id, delay)
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = r.id
+"""
+
+FAIL_DISABLED = """
+UPDATE webhook_deliveries SET status = 'failed', last_error = 'endpoint disabled', job_id = NULL
+ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending'
+"""
+
+ENDPOINTS_SUCCEEDED = """
+UPDATE webhook_endpoints SET failing_since = NULL
+ WHERE id = ANY(%(ids)s::uuid[]) AND failing_since IS NOT NULL
+"""
+
+# An endpoint failing for `disable_after` seconds with no success in between is disabled.
+ENDPOINTS_FAILED = """
+UPDATE webhook_endpoints
+   SET failing_since = coalesce(failing_since, now()),
+       disabled_at = CASE WHEN failing_since < now() - make_interval(secs => %(after)s::float8)
+                          THEN now() END,
+       disabled_reason = CASE WHEN failing_since < now() - make_interval(secs => %(after)s::float8)
+                              THEN 'failing since ' || failing_since::text END,
+       updated_at = now()
+ WHERE id = ANY(%(ids)s::uuid[]) AND disabled_at IS NULL
+RETURNING id, url, disabled_at, failing_since
+"""
+
+LIST_DELIVERIES = """
+SELECT d.id, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at, d.last_status_code,
+       d.last_error, d.delivered_at, d.created_at, e.event_id, e.type
+  FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_row
+ WHERE d.endpoint_id = %(endpoint)s AND (NOT %(failed)s OR d.status = 'failed')
+ ORDER BY d.id DESC
+ LIMIT %(limit)s
+"""
+
+STATUS = """
+SELECT ep.id, ep.url, ep.disabled_at, ep.failing_since,
+       count(d.id) FILTER (WHERE d.status = 'pending') AS backlog,
+       count(d.id) FILTER (WHERE d.status = 'pending' AND d.attempts > 0) AS retrying,
+       count(d.id) FILTER (WHERE d.status = 'failed') AS failed
+  FROM webhook_endpoints ep
+  LEFT JOIN webhook_deliveries d ON d.endpoint_id = ep.id
+ GROUP BY ep.id
+ ORDER BY ep.created_at, ep.id
+"""

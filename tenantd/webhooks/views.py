@@ -1,0 +1,136 @@
+"""Server routes (API key): the events API and webhook endpoint management."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from tenantd.db import Row
+from tenantd.outbox import Actor, public_event, read
+from tenantd.principal import acting_key
+from tenantd.services import SERVICES
+from tenantd.web.routing import path_uuid
+from tenantd.web.spec import Access, Routes
+from tenantd.webhooks import endpoints
+from tenantd.webhooks.delivery import WebhookServices
+from tenantd.webhooks.schemas import DeliveriesQuery, EndpointBody, EventsQuery, ReplayBody
+
+ROUTES = Routes("events")
+
+EVENTS = "/api/v1/events"
+ENDPOINTS = "/api/v1/webhook-endpoints"
+ENDPOINT = ENDPOINTS + "/{id}"
+MANAGE = {"access": Access.API_KEY, "scope": "webhooks:manage"}
+
+
+def _services(request: web.Request) -> WebhookServices:
+    services: Any = request.app[SERVICES]
+    return services  # the concrete bundle carries the webhook sender
+
+
+def endpoint_json(row: Row) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "url": row["url"],
+        "description": row["description"],
+        "events": list(row["event_types"]),
+        "enabled": row["disabled_at"] is None,
+        "disabledAt": row["disabled_at"],
+        "disabledReason": row["disabled_reason"],
+        "failingSince": row["failing_since"],
+        "createdAt": row["created_at"],
+    }
+
+
+def delivery_json(row: Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "eventId": row["event_id"],
+        "type": row["type"],
+        "status": row["status"],
+        "attempts": row["attempts"],
+        "nextAttemptAt": row["next_attempt_at"] if row["status"] == "pending" else None,
+        "lastAttemptAt": row["last_attempt_at"],
+        "lastStatusCode": row["last_status_code"],
+        "lastError": row["last_error"],
+        "deliveredAt": row["delivered_at"],
+    }
+
+
+@ROUTES.get(
+    EVENTS,
+    query=EventsQuery,
+    access=Access.API_KEY,
+    scope="events:read",
+    summary="Events in commit order after a cursor",
+)
+async def list_events(request: web.Request, query: EventsQuery) -> Any:
+    """`{items, nextCursor, hasMore}`; pass nextCursor as `after` to go on (it stays put
+    while nothing new happened)."""
+    types = [t.strip() for t in (query.types or "").split(",") if t.strip()] or None
+    after = int(query.after or 0)
+    async with request.app[SERVICES].db.connection() as conn:
+        rows = await read(conn, after=after, types=types, limit=query.limit + 1)
+    more = len(rows) > query.limit
+    rows = rows[: query.limit]
+    cursor = str(rows[-1]["seq"]) if rows else str(after)
+    return {"items": [public_event(row) for row in rows], "nextCursor": cursor, "hasMore": more}
+
+
+@ROUTES.get(ENDPOINTS, summary="Webhook endpoints", **MANAGE)
+async def list_endpoints(request: web.Request) -> Any:
+    return [endpoint_json(row) for row in await endpoints.list_endpoints(_services(request))]
+
+
+@ROUTES.post(
+    ENDPOINTS,
+    body=EndpointBody,
+    status=201,
+    summary="Add a webhook endpoint",
+    **MANAGE,
+)
+async def add_endpoint(request: web.Request, body: EndpointBody) -> Any:
+    created = await endpoints.add_endpoint(
+        _services(request), url=body.url, events=body.events, description=body.description
+    )
+    return {"endpoint": endpoint_json(created.endpoint), "secret": created.secret}
+
+
+@ROUTES.delete(ENDPOINT, summary="Remove a webhook endpoint", **MANAGE)
+async def remove_endpoint(request: web.Request) -> Any:
+    await endpoints.remove_endpoint(_services(request), path_uuid(request, "id"))
+    return {}
+
+
+@ROUTES.post(f"{ENDPOINT}/rotate-secret", summary="Rotate the signing secret", **MANAGE)
+async def rotate_secret(request: web.Request) -> Any:
+    created = await endpoints.rotate_secret(_services(request), path_uuid(request, "id"))
+    return {"endpoint": endpoint_json(created.endpoint), "secret": created.secret}
+
+
+@ROUTES.post(f"{ENDPOINT}/test", summary="Send a webhook.test event", **MANAGE)
+async def send_test(request: web.Request) -> Any:
+    event_id = await endpoints.send_test(
+        _services(request), path_uuid(request, "id"), actor=Actor.api_key(acting_key(request).id)
+    )
+    return {"eventId": event_id}
+
+
+@ROUTES.get(
+    f"{ENDPOINT}/deliveries",
+    query=DeliveriesQuery,
+    summary="Recent deliveries",
+    **MANAGE,
+)
+async def list_deliveries(request: web.Request, query: DeliveriesQuery) -> Any:
+    rows = await endpoints.list_deliveries(
+        _services(request), path_uuid(request, "id"), failed=query.failed, limit=query.limit
+    )
+    return [delivery_json(row) for row in rows]
+
+
+@ROUTES.post(f"{ENDPOINT}/replay", body=ReplayBody, summary="Deliver events again", **MANAGE)
+async def replay(request: web.Request, body: ReplayBody) -> Any:
+    count = await endpoints.replay(_services(request), path_uuid(request, "id"), since=body.since)
+    return {"deliveries": count}
