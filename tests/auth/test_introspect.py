@@ -10,8 +10,7 @@ import pytest
 
 from tenantd.apikeys.service import create_key
 from tenantd.db import Database
-from tests.auth.helpers import error_of
-from tests.helpers import SECRET, access_claims
+from tests.helpers import SECRET, access_claims, error_of
 
 INTROSPECT = "/api/v1/auth/introspect"
 
