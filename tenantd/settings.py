@@ -139,6 +139,8 @@ class Settings:
     db_pool_min: int = 2
     db_pool_max: int = 10
     oauth_providers: tuple[OAuthProviderSettings, ...] = ()
+    # Sessions (issue 14): mail the user when they sign in from a browser never seen for them.
+    new_signin_email: bool = True
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -275,6 +277,8 @@ def load_settings(
         db_pool_min=env_int(env, "DB_POOL_MIN", 2, minimum=1),
         db_pool_max=env_int(env, "DB_POOL_MAX", 10, minimum=1),
         oauth_providers=_oauth_providers(env),
+        # Sessions (issue 14): the "new sign-in" mail.
+        new_signin_email=_bool(env.get("NEW_SIGNIN_EMAIL", "true"), "NEW_SIGNIN_EMAIL"),
         extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
     )
 

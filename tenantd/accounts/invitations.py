@@ -15,7 +15,8 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tenantd.accounts import audit, mail, permissions, queries
+from tenantd import audit
+from tenantd.accounts import mail, permissions, queries
 from tenantd.accounts.plans import entitlements
 from tenantd.accounts.service import Activation, activate, check_scope, lock_scoped
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email

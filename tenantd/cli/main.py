@@ -7,6 +7,7 @@ import sys
 import typer
 
 from tenantd.cli import accounts as accounts_cmd
+from tenantd.cli import audit as audit_cmd
 from tenantd.cli import invitations as invitations_cmd
 from tenantd.cli import notify as notify_cmd
 from tenantd.cli import serve as serve_cmd
@@ -43,6 +44,7 @@ app.add_typer(notify_cmd.app, name="notify")
 app.add_typer(vapid_cmd.app, name="vapid")
 app.add_typer(accounts_cmd.app, name="accounts")
 app.add_typer(invitations_cmd.app, name="invitations")
+app.add_typer(audit_cmd.app, name="audit")
 
 
 def main() -> None:
