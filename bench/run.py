@@ -245,6 +245,7 @@ def main() -> None:
             )
             http("notifications_list", server.url, "/api/v1/notifications?limit=20", tokens=tokens)
             http("unread_count", server.url, "/api/v1/notifications/unread-count", tokens=tokens)
+            http("sessions_list", server.url, "/api/v1/auth/sessions", tokens=tokens)
             for name, run in extra.service_benchmarks():
                 if wanted(name):
                     bench_env = {**env, "BENCH_SERVER_PID": str(server.pid)}
