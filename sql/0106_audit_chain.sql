@@ -65,25 +65,27 @@ BEGIN
     RAISE EXCEPTION 'audit_log is append-only' USING ERRCODE = 'insufficient_privilege';
 END $$;
 
--- Chain the rows written before this migration, in id order per account.
+-- Chain the rows written before this migration, in id order per account (one pass, sorted by
+-- account: each row is updated once).
 DO $$
 DECLARE
     r record;
-    heads jsonb := '{}';
     previous bytea;
-    key text;
+    chain_account uuid;
+    started boolean := false;
 BEGIN
-    FOR r IN SELECT * FROM audit_log ORDER BY id LOOP
-        key := COALESCE(r.account_id::text, '-');
-        previous := COALESCE(decode(heads ->> key, 'hex'),
-                             '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea);
+    FOR r IN SELECT * FROM audit_log ORDER BY account_id NULLS FIRST, id LOOP
+        IF NOT started OR r.account_id IS DISTINCT FROM chain_account THEN
+            previous := '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea;
+            chain_account := r.account_id;
+            started := true;
+        END IF;
         UPDATE audit_log SET prev_hash = previous,
                row_hash = sha256(previous || tenantd_audit_canonical(
                    r.id, r.account_id, r.actor_user_id, r.action, r.target, r.data,
                    r.created_at))
          WHERE id = r.id
         RETURNING row_hash INTO previous;
-        heads := heads || jsonb_build_object(key, encode(previous, 'hex'));
     END LOOP;
 END $$;
 
