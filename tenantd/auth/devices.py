@@ -32,12 +32,16 @@ def _named(family: str | None, major: str | None) -> str | None:
     return f"{family} {major}" if major else family
 
 
-@lru_cache(maxsize=4096)
 def describe(user_agent: str | None) -> Agent:
     """Browser and OS of a User-Agent header ("Chrome 120", "Windows 10"); None when unknown."""
     if not user_agent:
         return Agent(None, None)
-    result = parse(user_agent[:512])
+    return _describe(user_agent[:512])  # bounded keys: the cache stays small
+
+
+@lru_cache(maxsize=4096)
+def _describe(user_agent: str) -> Agent:
+    result = parse(user_agent)
     browser = result.user_agent
     system = result.os
     return Agent(
