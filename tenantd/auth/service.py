@@ -434,7 +434,9 @@ async def mail_reset_link(services: Services, email: str) -> None:
         await mail.deliver(services, outgoing)
 
 
-async def confirm_password_reset(services: Services, *, token: str, password: str) -> None:
+async def confirm_password_reset(
+    services: Services, *, token: str, password: str, client: ClientMeta | None = None
+) -> None:
     """Single-use token: set the new password and end every session and token of the user."""
     settings = services.settings
     password_hash = await hash_password(password)  # before any lock is taken
@@ -447,7 +449,13 @@ async def confirm_password_reset(services: Services, *, token: str, password: st
         # A pending verification link must not later overwrite the password chosen here.
         await queries.forget_token_passwords(conn, user_id=user_id)
         await revoke_all(conn, user_id=user_id)
-        await security.record(conn, user_id=user_id, kind=security.PASSWORD_RESET)
+        await security.record(
+            conn,
+            user_id=user_id,
+            kind=security.PASSWORD_RESET,
+            ip=client.ip if client else None,
+            user_agent=client.user_agent if client else None,
+        )
 
 
 async def change_password(

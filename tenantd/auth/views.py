@@ -190,7 +190,7 @@ async def password_reset_request(request: web.Request, body: EmailBody) -> Messa
 )
 async def password_reset_confirm(request: web.Request, body: PasswordResetConfirmBody) -> Empty:
     await service.confirm_password_reset(
-        request.app[SERVICES], token=body.token, password=body.password
+        request.app[SERVICES], token=body.token, password=body.password, client=client_meta(request)
     )
     return Empty()
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tenantd.db import Database
+from tests.auth.helpers import last_token, mail_sent
 from tests.factories import DEFAULT_PASSWORD
 from tests.helpers import data, error
 
@@ -116,3 +117,26 @@ async def test_logout_everywhere_and_pagination(make_client: Any, factory: Any) 
     assert (await types(again))[:2] == ["signed_in", "signed_out_everywhere"]
     anonymous = await make_client()
     await error(await anonymous.get("/api/v1/users/me/security-events"), 401)
+
+
+async def test_password_reset_is_recorded(
+    make_client: Any, factory: Any, db: Database, mail_dir: Any
+) -> None:
+    user = await factory.user()
+    browser = await make_client()
+    requested = await browser.post(
+        "/api/v1/auth/password-reset/request", json={"email": user.email}
+    )
+    assert requested.status == 200
+    await mail_sent(browser)
+    token = last_token(mail_dir, user.email, "/reset-password")
+    confirmed = await browser.post(
+        "/api/v1/auth/password-reset/confirm",
+        json={"token": token, "password": "a brand new passphrase"},
+        headers={"User-Agent": CHROME},
+    )
+    assert confirmed.status == 200, await confirmed.text()
+    row = await db.fetch_one(
+        "SELECT type, ip, user_agent FROM security_events WHERE user_id = %(u)s", {"u": user.id}
+    )
+    assert row == {"type": "password_reset", "ip": "127.0.0.1", "user_agent": CHROME}
