@@ -249,6 +249,7 @@ def main() -> None:
                 key = [apikeys.create_key(env)]
                 path = "/api/v1/notifications/event-types"
                 http("api_key_check", server.url, path, tokens=key, bearer=True)
+            http("sessions_list", server.url, "/api/v1/auth/sessions", tokens=tokens)
             for name, run in extra.service_benchmarks():
                 if wanted(name):
                     bench_env = {**env, "BENCH_SERVER_PID": str(server.pid)}

@@ -159,6 +159,8 @@ class Settings:
     outbox_poll_seconds: float = 0.1
     webhook_retry_base_seconds: float = 30.0
     webhook_timeout_seconds: float = 10.0
+    # Sessions (issue 14): mail the user when they sign in from a browser never seen for them.
+    new_signin_email: bool = True
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -336,6 +338,8 @@ def load_settings(
         webhook_timeout_seconds=env_number(
             env, "TENANTD_WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.1
         ),
+        # Sessions (issue 14): the "new sign-in" mail.
+        new_signin_email=_bool(env.get("NEW_SIGNIN_EMAIL", "true"), "NEW_SIGNIN_EMAIL"),
         extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
     )
 

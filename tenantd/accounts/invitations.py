@@ -15,8 +15,9 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tenantd.accounts import audit, mail, permissions, queries
+from tenantd import audit
 from tenantd.accounts import events as outbox_events
+from tenantd.accounts import mail, permissions, queries
 from tenantd.accounts.plans import entitlements
 from tenantd.accounts.service import (
     Activation,

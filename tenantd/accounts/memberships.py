@@ -11,8 +11,9 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tenantd.accounts import audit, permissions, queries
+from tenantd import audit
 from tenantd.accounts import events as outbox_events
+from tenantd.accounts import permissions, queries
 from tenantd.accounts.service import Activation, activate_next_account, check_scope, lock_scoped
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, OwnerCannotLeave, ValidationFailed

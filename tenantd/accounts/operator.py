@@ -8,7 +8,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tenantd.accounts import audit, invitations, queries
+from tenantd import audit
+from tenantd.accounts import invitations, queries
 from tenantd.accounts.plans import KNOWN_FEATURES, resolve_features
 from tenantd.db import Row
 from tenantd.errors import NotFound, ValidationFailed

@@ -17,6 +17,7 @@ ACTIONS: dict[str, str] = {
     "invitations.manage": "admin",
     "members.manage": "admin",
     "join_requests.decide": "admin",
+    "audit.read": "admin",
     "ownership.transfer": "owner",
     "account.delete": "owner",
     "account.mfa_policy": "owner",  # requireMfa

@@ -10,8 +10,9 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from tenantd.accounts import audit, queries
+from tenantd import audit
 from tenantd.accounts import events as outbox_events
+from tenantd.accounts import queries
 from tenantd.accounts.domains import claimable_domain
 from tenantd.accounts.names import account_name
 from tenantd.db import Conn

@@ -10,9 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Sequence
-from typing import Any
-
-from psycopg2.extras import Json
 
 from tenantd.db import Conn, Row
 
@@ -547,49 +544,6 @@ async def revoke_expired_invitations(conn: Conn, *, ttl_hours: int | None, limit
         " ORDER BY expires_at, id LIMIT %(n)s FOR UPDATE SKIP LOCKED)"
         " RETURNING id, account_id, email",
         {"ttl": ttl_hours, "n": limit},
-    )
-
-
-# -- audit log (rows have no foreign key: they survive the hard delete) ----------------------
-
-
-async def insert_audit(
-    conn: Conn,
-    *,
-    account_id: uuid.UUID | None,
-    actor_user_id: uuid.UUID | None,
-    action: str,
-    target: str | None,
-    data: dict[str, Any],
-) -> None:
-    await conn.execute(
-        "INSERT INTO audit_log (account_id, actor_user_id, action, target, data)"
-        " VALUES (%(a)s, %(u)s, %(action)s, %(target)s, %(data)s)",
-        {"a": account_id, "u": actor_user_id, "action": action, "target": target, "data": data},
-    )
-
-
-async def insert_audit_many(
-    conn: Conn,
-    *,
-    account_ids: Sequence[uuid.UUID | None],
-    actor_user_ids: Sequence[uuid.UUID | None],
-    actions: Sequence[str],
-    targets: Sequence[str | None],
-    data: Sequence[dict[str, Any]],
-) -> None:
-    """Many audit rows in one statement (the sequences are parallel)."""
-    await conn.execute(
-        "INSERT INTO audit_log (account_id, actor_user_id, action, target, data)"
-        " SELECT * FROM unnest(%(a)s::uuid[], %(u)s::uuid[], %(action)s::text[],"
-        " %(target)s::text[], %(data)s::jsonb[])",
-        {
-            "a": list(account_ids),
-            "u": list(actor_user_ids),
-            "action": list(actions),
-            "target": list(targets),
-            "data": [Json(d) for d in data],
-        },
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import EmailStr, Field, StringConstraints, model_validator
 
@@ -201,3 +201,41 @@ class JoinRequestOut(ApiModel):
 class JoinDecision(ApiModel):
     join_request: JoinRequestOut
     membership: MembershipOut | None = None
+
+
+# -- the audit log (issue 14) ------------------------------------------------------------------
+
+
+class AuditLogQuery(ApiModel):
+    """`action`: one action name (`member.removed`); `actor`: a user id, or `system` for rows
+    written by sweeps and operators; `cursor`: the `nextCursor` of the previous page."""
+
+    cursor: Annotated[str, Field(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")] | None = None
+    action: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    actor: (
+        Annotated[
+            str,
+            Field(
+                max_length=36,
+                pattern=r"^(system|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$",
+            ),
+        ]
+        | None
+    ) = None
+    limit: int = Field(default=50, ge=1, le=100)
+
+
+class AuditEntryOut(ApiModel):
+    id: int
+    action: str
+    actor_user_id: uuid.UUID | None
+    actor_email: str | None
+    target: str | None
+    data: dict[str, Any]
+    created_at: dt.datetime
+
+
+class AuditLogPage(ApiModel):
+    items: list[AuditEntryOut]
+    next_cursor: str | None

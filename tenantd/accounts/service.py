@@ -13,8 +13,9 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tenantd.accounts import audit, permissions, queries
+from tenantd import audit
 from tenantd.accounts import events as outbox_events
+from tenantd.accounts import permissions, queries
 from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.cache.keyring import Keyring

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from tenantd.accounts import audit, queries
+from tenantd import audit
 from tenantd.accounts import events as outbox_events
-from tenantd.accounts.audit import AuditEntry
+from tenantd.accounts import queries
 from tenantd.accounts.service import GRACE_DAYS
 from tenantd.db import Database
 from tenantd.ops.sweeps import SweepContext, sweep
@@ -48,7 +48,7 @@ async def purge_deleted_accounts(
             await audit.record_many(
                 conn,
                 [
-                    AuditEntry(
+                    audit.AuditEntry(
                         account_id=row["id"],
                         actor_user_id=None,
                         action="account.hard_deleted",
@@ -99,7 +99,7 @@ async def expire_invitations(
             await audit.record_many(
                 conn,
                 [
-                    AuditEntry(
+                    audit.AuditEntry(
                         account_id=row["account_id"],
                         actor_user_id=None,
                         action="invitation.revoked",

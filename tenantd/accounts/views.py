@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.accounts import invitations, join_requests, memberships, service
+from tenantd.accounts import audit_log, invitations, join_requests, memberships, service
 from tenantd.accounts.schemas import (
     AcceptBody,
     AcceptResult,
@@ -17,6 +17,9 @@ from tenantd.accounts.schemas import (
     AccountRef,
     AccountRename,
     AccountSummary,
+    AuditEntryOut,
+    AuditLogPage,
+    AuditLogQuery,
     InvitationCreate,
     InvitationIssued,
     InvitationOut,
@@ -359,3 +362,29 @@ async def deny_join_request(request: web.Request) -> JoinDecision:
         request_id=path_uuid(request, "rid"),
     )
     return JoinDecision(join_request=JoinRequestOut.of(decision.join_request), membership=None)
+
+
+# -- the audit log ----------------------------------------------------------------------------
+
+
+@ROUTES.get(
+    ACCOUNT + "/audit-log",
+    query=AuditLogQuery,
+    response=AuditLogPage,
+    responses={403: "FORBIDDEN: members may not read the audit log"},
+    summary="The account's audit log, newest first (owner and admin)",
+)
+async def read_audit_log(request: web.Request, query: AuditLogQuery) -> AuditLogPage:
+    page = await audit_log.read_audit_log(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        cursor=query.cursor,
+        action=query.action,
+        by=query.actor,
+        limit=query.limit,
+    )
+    return AuditLogPage(
+        items=[AuditEntryOut.model_validate(row) for row in page.rows],
+        next_cursor=page.next_cursor,
+    )

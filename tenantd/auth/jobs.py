@@ -1,4 +1,5 @@
-"""The auth job kind: verification, password-reset and session-reuse mail, off the request path.
+"""The auth job kind: verification, password-reset, session-reuse and new sign-in mail, off
+the request path.
 
 The request only queues `{purpose, email}` (no token: links are minted when the job runs and
 stored hashed like every other), so the answer takes the same time whether or not the
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tenantd.auth import service
-from tenantd.auth.service import AUTH_EMAIL
+from tenantd.auth.signin import AUTH_EMAIL, NEW_SIGNIN
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 
 if TYPE_CHECKING:
@@ -20,6 +21,12 @@ if TYPE_CHECKING:
 
 
 async def run_auth_email(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
+    if payload.get("purpose") == NEW_SIGNIN:
+        session_id = payload.get("sessionId")
+        if not isinstance(session_id, str):
+            raise PermanentJobError("new sign-in mail job without a session id")
+        await service.mail_new_signin(services, session_id)
+        return
     send = SENDERS.get(payload.get("purpose", ""))
     email = payload.get("email")
     if send is None or not isinstance(email, str):

@@ -71,6 +71,27 @@ def session_reused(to: str, *, settings: Settings) -> EmailMessage:
     )
 
 
+def new_signin(
+    to: str, *, settings: Settings, device: str, ip: str, time: str, method: str
+) -> EmailMessage:
+    env = _own_templates()
+    variables = {
+        "base_url": settings.public_base_url,
+        "sessions_url": f"{settings.public_base_url.rstrip('/')}/account",
+        "device": device,
+        "ip": ip,
+        "time": time,
+        "method": method,
+    }
+    return EmailMessage(
+        to=to,
+        subject=env.get_template("new_signin.subject.txt").render(**variables).strip(),
+        text=env.get_template("new_signin.txt").render(**variables),
+        html=env.get_template("new_signin.html").render(**variables),
+        tag="new_signin",
+    )
+
+
 async def deliver(services: Services, message: EmailMessage) -> None:
     """Send on the request path; a provider failure is logged, never shown (answers must not
     depend on it)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, EmailStr, Field
 from pydantic.alias_generators import to_camel
@@ -164,3 +164,49 @@ class VerifiedUser(ApiModel):
     has_password_login: bool = Field(
         description="False: no password yet (set one with POST /api/v1/auth/password)"
     )
+
+
+# -- sessions and the security log (issue 14) -------------------------------------------------
+
+# An opaque cursor is the unpadded base64url the server handed out as nextCursor.
+Cursor = Annotated[str, Field(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class SessionOut(ApiModel):
+    """A live session (refresh family). `lastUsedAt` is its last refresh (or the sign-in);
+    `ip`, `browser`, `os` are those of that request. `method`: password, email_link or the
+    OpenID Connect provider's name; null for sessions from before this was recorded."""
+
+    id: uuid.UUID
+    current: bool
+    created_at: dt.datetime
+    last_used_at: dt.datetime
+    ip: str | None
+    browser: str | None
+    os: str | None
+    method: str | None
+
+
+class RevokedSessions(ApiModel):
+    revoked: int
+
+
+class SecurityEventOut(ApiModel):
+    id: int
+    type: str
+    created_at: dt.datetime
+    session_id: uuid.UUID | None
+    ip: str | None
+    browser: str | None
+    os: str | None
+    data: dict[str, Any]
+
+
+class SecurityEventPage(ApiModel):
+    items: list[SecurityEventOut]
+    next_cursor: str | None
+
+
+class SecurityEventsQuery(ApiModel):
+    limit: int = Field(default=50, ge=1, le=100)
+    cursor: Cursor | None = None

@@ -24,13 +24,23 @@ from urllib.parse import quote
 from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
+from tenantd.audit import security
 from tenantd.auth import mail
+from tenantd.auth.devices import describe
+from tenantd.auth.signin import (
+    AUTH_EMAIL,
+    EMAIL_LINK,
+    PASSWORD,
+    ClientMeta,
+    start_session,
+)
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
 from tenantd.errors import (
     DomainClaimed,
     EmailNotVerified,
     InvalidCredentials,
+    NotFound,
     Unauthorized,
     ValidationFailed,
 )
@@ -62,7 +72,6 @@ log = logging.getLogger(__name__)
 VERIFY = "verify_email"
 RESET = "password_reset"
 SESSION_REUSED = "session_reused"
-AUTH_EMAIL = "auth.email"  # the job kind that sends these mails (tenantd/auth/jobs.py)
 VERIFY_TTL = dt.timedelta(hours=mail.VERIFY_TTL_HOURS)
 RESET_TTL = dt.timedelta(hours=1)
 
@@ -77,6 +86,7 @@ class SignedIn:
 
     tokens: IssuedTokens
     user: Row | None  # None only when the user vanished during a refresh
+    device: str | None = None  # a sign-in's device cookie value (the view sets it)
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,7 @@ class Verified:
     account: Row
     has_password_login: bool
     binding_used: bool = False
+    device: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,12 +115,6 @@ class Registered:
 
     message: str
     binding: str
-
-
-@dataclass(frozen=True)
-class ClientMeta:
-    user_agent: str | None = None
-    ip: str | None = None
 
 
 def _now() -> dt.datetime:
@@ -343,6 +348,14 @@ async def verify_email(
         pending = link["password_hash"]
         if pending is not None and (same_browser or proven == pending):
             await queries.set_password(conn, user_id=user_id, password_hash=pending)
+            await security.record(
+                conn,
+                user_id=user_id,
+                kind=security.PASSWORD_SET,
+                ip=client.ip,
+                user_agent=client.user_agent,
+                data={"via": "sign_up"},
+            )
         was_verified = locked["user"]["email_verified_at"] is not None
         user = await queries.mark_email_verified(conn, user_id)
         if not was_verified:
@@ -361,14 +374,13 @@ async def verify_email(
             assert outcome.account_id is not None
             account = await queries.account_ref(conn, outcome.account_id)
             has_password_login = await queries.has_password(conn, user_id)
-            tokens = await issue_session(
+            started = await start_session(
+                services,
                 conn,
-                settings,
-                keyring=services.keyring,
                 user_id=user_id,
                 account_id=outcome.account_id,
-                user_agent=client.user_agent,
-                ip=client.ip,
+                client=client,
+                method=EMAIL_LINK,
                 amr=("email",),  # the link proved the mailbox
             )
     if conflict is not None:
@@ -377,7 +389,14 @@ async def verify_email(
             details={"accountId": str(conflict.account_id), "domain": conflict.domain}
         )
     assert account is not None  # provisioned in this transaction
-    return Verified(tokens, user, account, has_password_login, binding_used=same_browser)
+    return Verified(
+        started.tokens,
+        user,
+        account,
+        has_password_login,
+        binding_used=same_browser,
+        device=started.device,
+    )
 
 
 async def login(
@@ -408,17 +427,16 @@ async def login(
             )
             return MfaPending(ticket)
         account_id = await queries.default_account_id(conn, user["id"])
-        tokens = await issue_session(
+        started = await start_session(
+            services,
             conn,
-            settings,
-            keyring=services.keyring,
             user_id=user["id"],
             account_id=account_id,
-            user_agent=client.user_agent,
-            ip=client.ip,
+            client=client,
+            method=PASSWORD,
             amr=(mfa.AMR_PASSWORD,),
         )
-    return SignedIn(tokens, user)
+    return SignedIn(started.tokens, user, device=started.device)
 
 
 async def request_password_reset(services: Services, *, email: str) -> str:
@@ -446,7 +464,9 @@ async def mail_reset_link(services: Services, email: str) -> None:
         await mail.deliver_from_job(services, outgoing)
 
 
-async def confirm_password_reset(services: Services, *, token: str, password: str) -> None:
+async def confirm_password_reset(
+    services: Services, *, token: str, password: str, client: ClientMeta | None = None
+) -> None:
     """Single-use token: set the new password and end every session and token of the user."""
     settings = services.settings
     password_hash = await hash_password(password)  # before any lock is taken
@@ -459,6 +479,13 @@ async def confirm_password_reset(services: Services, *, token: str, password: st
         # A pending verification link must not later overwrite the password chosen here.
         await queries.forget_token_passwords(conn, user_id=user_id)
         await revoke_all(conn, user_id=user_id)
+        await security.record(
+            conn,
+            user_id=user_id,
+            kind=security.PASSWORD_RESET,
+            ip=client.ip if client else None,
+            user_agent=client.user_agent if client else None,
+        )
 
 
 async def change_password(
@@ -512,6 +539,7 @@ async def change_password(
         await queries.forget_token_passwords(conn, user_id=user_id)
         await revoke_all(conn, user_id=user_id)
         await queries.set_cutoff_to_the_millisecond(conn, user_id=user_id)
+        # This browser's session continues as a new family (the cutoff ended the old one).
         tokens = await issue_session(
             conn,
             settings,
@@ -522,6 +550,15 @@ async def change_password(
             ip=client.ip,
             amr=principal.amr or (mfa.AMR_PASSWORD,),
             auth_time=principal.auth_time,
+            method=PASSWORD,
+        )
+        await security.record(
+            conn,
+            user_id=user_id,
+            kind=security.PASSWORD_CHANGED if stored is not None else security.PASSWORD_SET,
+            session_id=tokens.access.session_id,
+            ip=client.ip,
+            user_agent=client.user_agent,
         )
         row = await queries.user_by_id(conn, user_id)
     assert row is not None
@@ -559,6 +596,14 @@ async def refresh_session(
             )
             if renewal.revoked_user_id is not None:
                 await _submit_reuse_notice(services, conn, renewal.revoked_user_id)
+                await security.record(
+                    conn,
+                    user_id=renewal.revoked_user_id,
+                    kind=security.SESSION_REUSE_DETECTED,
+                    session_id=renewal.family_id,
+                    ip=client.ip,
+                    user_agent=client.user_agent,
+                )
         tokens = renewal.issued()
         row = await queries.user_by_id(conn, tokens.access.user_id)
     return SignedIn(tokens, row)
@@ -582,14 +627,142 @@ async def mail_session_reused(services: Services, email: str) -> None:
 
 
 async def logout(
-    services: Services, *, refresh_token: str | None, access: AccessClaims | None
+    services: Services,
+    *,
+    refresh_token: str | None,
+    access: AccessClaims | None,
+    client: ClientMeta | None = None,
 ) -> None:
     """End this session family, and with it every access token issued to it."""
+    client = client or ClientMeta()
     async with services.db.transaction() as conn:
         await revoke_session(conn, services.settings, refresh_token=refresh_token, access=access)
+        if access is not None:
+            await security.record(
+                conn,
+                user_id=access.user_id,
+                kind=security.SIGNED_OUT,
+                session_id=access.session_id,
+                ip=client.ip,
+                user_agent=client.user_agent,
+            )
 
 
-async def logout_all(services: Services, *, user_id: uuid.UUID) -> None:
+async def logout_all(
+    services: Services, *, user_id: uuid.UUID, client: ClientMeta | None = None
+) -> None:
     """End every session and access token of the user (the user-wide cutoff)."""
-    async with services.db.connection() as conn:  # revoke_all holds its own transaction
+    client = client or ClientMeta()
+    async with services.db.transaction() as conn:
         await revoke_all(conn, user_id=user_id)
+        await security.record(
+            conn,
+            user_id=user_id,
+            kind=security.SIGNED_OUT_EVERYWHERE,
+            ip=client.ip,
+            user_agent=client.user_agent,
+        )
+
+
+# -- sessions the user can see and end --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionView:
+    id: uuid.UUID
+    current: bool
+    created_at: dt.datetime
+    last_used_at: dt.datetime
+    ip: str | None
+    browser: str | None
+    os: str | None
+    method: str | None
+
+
+async def list_sessions(
+    services: Services, *, user_id: uuid.UUID, current: uuid.UUID | None
+) -> list[SessionView]:
+    """The caller's live sessions (one per refresh family), the most recently used first."""
+    async with services.db.connection() as conn:
+        rows = await queries.live_sessions(conn, user_id)
+    views = []
+    for row in rows:
+        agent = describe(row["user_agent"])
+        views.append(
+            SessionView(
+                id=row["id"],
+                current=row["id"] == current,
+                created_at=row["created_at"],
+                last_used_at=row["last_used_at"],
+                ip=row["ip"],
+                browser=agent.browser,
+                os=agent.os,
+                method=row["method"],
+            )
+        )
+    return views
+
+
+async def end_session(
+    services: Services, *, user_id: uuid.UUID, session_id: uuid.UUID, client: ClientMeta
+) -> None:
+    """End one of the caller's live sessions: its refresh token and every access token issued
+    to it (`sid`) stop working at once on every instance; its SSE streams end. 404 when it is
+    not a live session of the caller's (another user's id included)."""
+    async with services.db.transaction() as conn:
+        if not await queries.revoke_user_family(conn, user_id=user_id, family_id=session_id):
+            raise NotFound("No live session of yours has this id")
+        await security.record(
+            conn,
+            user_id=user_id,
+            kind=security.SESSION_REVOKED,
+            session_id=session_id,
+            ip=client.ip,
+            user_agent=client.user_agent,
+        )
+
+
+async def end_other_sessions(
+    services: Services, *, user_id: uuid.UUID, current: uuid.UUID | None, client: ClientMeta
+) -> int:
+    """End every session of the caller but this one; how many live sessions ended."""
+    async with services.db.transaction() as conn:
+        count = await queries.revoke_other_families(conn, user_id=user_id, keep=current)
+        await security.record(
+            conn,
+            user_id=user_id,
+            kind=security.OTHER_SESSIONS_REVOKED,
+            session_id=current,
+            ip=client.ip,
+            user_agent=client.user_agent,
+            data={"count": count},
+        )
+    return count
+
+
+async def security_events(
+    services: Services, *, user_id: uuid.UUID, before_id: int | None, limit: int
+) -> tuple[list[Row], int | None]:
+    """The user's security log, newest first: the rows and the id the next page starts before."""
+    async with services.db.connection() as conn:
+        return await security.page(conn, user_id=user_id, before_id=before_id, limit=limit)
+
+
+async def mail_new_signin(services: Services, session_id: str) -> None:
+    """The job's half: tell the user about a sign-in from a new browser (skipped when the
+    session is gone: a rolled-back sign-in)."""
+    async with services.db.connection() as conn:
+        row = await queries.session_sign_in(conn, uuid.UUID(session_id))
+    if row is None:
+        return
+    agent = describe(row["user_agent"])
+    device = " on ".join(part for part in (agent.browser, agent.os) if part) or "Unknown browser"
+    message = mail.new_signin(
+        row["email"],
+        settings=services.settings,
+        device=device,
+        ip=row["ip"] or "unknown",
+        time=row["signed_in_at"].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        method=row["method"] or "unknown",
+    )
+    await mail.deliver(services, message)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from tenantd.audit import cursors
 from tenantd.auth import service
+from tenantd.auth.devices import DEVICE_COOKIE_MAX_AGE, describe
 from tenantd.auth.me import current_user_json
 from tenantd.auth.schemas import (
     AccountRef,
@@ -20,6 +22,11 @@ from tenantd.auth.schemas import (
     PasswordResetConfirmBody,
     RefreshData,
     RegisterBody,
+    RevokedSessions,
+    SecurityEventOut,
+    SecurityEventPage,
+    SecurityEventsQuery,
+    SessionOut,
     SignedInUser,
     UserOut,
     VerifiedUser,
@@ -27,11 +34,13 @@ from tenantd.auth.schemas import (
 )
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
+    DEVICE_COOKIE,
     REFRESH_COOKIE,
     clear_binding_cookie,
     clear_session_cookies,
     set_binding_cookie,
     set_cookie,
+    set_device_cookie,
     set_session_cookies,
 )
 from tenantd.identity.guards import invalid
@@ -43,6 +52,7 @@ from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.web.json import json_response, ok
 from tenantd.web.ratelimit import rate_limit_request
+from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes
 
@@ -50,7 +60,11 @@ ROUTES = Routes("auth")
 
 
 def client_meta(request: web.Request) -> service.ClientMeta:
-    return service.ClientMeta(user_agent=request.headers.get("User-Agent"), ip=request.remote)
+    return service.ClientMeta(
+        user_agent=request.headers.get("User-Agent"),
+        ip=request.remote,
+        device=request.cookies.get(DEVICE_COOKIE),
+    )
 
 
 def signed_in(request: web.Request, result: service.SignedIn | service.Verified) -> web.Response:
@@ -67,7 +81,10 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
     else:
         data = SignedInUser(user=UserOut.of(result.user))
     response = ok(data)
-    set_session_cookies(response, request.app[SETTINGS], result.tokens)
+    settings = request.app[SETTINGS]
+    set_session_cookies(response, settings, result.tokens)
+    if result.device is not None:
+        set_device_cookie(response, settings, result.device, max_age=DEVICE_COOKIE_MAX_AGE)
     return response
 
 
@@ -188,7 +205,7 @@ async def password_reset_request(request: web.Request, body: EmailBody) -> Messa
 )
 async def password_reset_confirm(request: web.Request, body: PasswordResetConfirmBody) -> Empty:
     await service.confirm_password_reset(
-        request.app[SERVICES], token=body.token, password=body.password
+        request.app[SERVICES], token=body.token, password=body.password, client=client_meta(request)
     )
     return Empty()
 
@@ -273,7 +290,10 @@ async def logout(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]
     await service.logout(
-        services, refresh_token=request.cookies.get(REFRESH_COOKIE), access=principal.claims
+        services,
+        refresh_token=request.cookies.get(REFRESH_COOKIE),
+        access=principal.claims,
+        client=client_meta(request),
     )
     response = ok(Empty())
     clear_session_cookies(response, services.settings)
@@ -284,7 +304,90 @@ async def logout(request: web.Request) -> web.Response:
 async def logout_all(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]
-    await service.logout_all(services, user_id=principal.user_id)
+    await service.logout_all(services, user_id=principal.user_id, client=client_meta(request))
     response = ok(Empty())
     clear_session_cookies(response, services.settings)
     return response
+
+
+# -- sessions the user can see and end; the security log --------------------------------------
+
+
+@ROUTES.get(
+    "/api/v1/auth/sessions",
+    response=list[SessionOut],
+    summary="My live sessions (one per sign-in), the one of this request marked current",
+)
+async def list_sessions(request: web.Request) -> list[SessionOut]:
+    principal = current_principal(request)
+    views = await service.list_sessions(
+        request.app[SERVICES], user_id=principal.user_id, current=principal.session_id
+    )
+    return [SessionOut.model_validate(view, from_attributes=True) for view in views]
+
+
+@ROUTES.delete(
+    "/api/v1/auth/sessions/{id}",
+    response=Empty,
+    responses={404: "NOT_FOUND: not a live session of the caller's"},
+    summary="End one of my sessions: its tokens stop working at once on every instance",
+)
+async def end_session(request: web.Request) -> web.Response:
+    principal = current_principal(request)
+    services = request.app[SERVICES]
+    session_id = path_uuid(request, "id")
+    await service.end_session(
+        services, user_id=principal.user_id, session_id=session_id, client=client_meta(request)
+    )
+    response = ok(Empty())
+    if session_id == principal.session_id:
+        clear_session_cookies(response, services.settings)  # this browser signed itself out
+    return response
+
+
+@ROUTES.post(
+    "/api/v1/auth/sessions/revoke-others",
+    response=RevokedSessions,
+    summary="End every session of mine except this one",
+)
+async def revoke_other_sessions(request: web.Request) -> RevokedSessions:
+    principal = current_principal(request)
+    count = await service.end_other_sessions(
+        request.app[SERVICES],
+        user_id=principal.user_id,
+        current=principal.session_id,
+        client=client_meta(request),
+    )
+    return RevokedSessions(revoked=count)
+
+
+@ROUTES.get(
+    "/api/v1/users/me/security-events",
+    query=SecurityEventsQuery,
+    response=SecurityEventPage,
+    summary="My security log (sign-ins, sign-outs, password and session changes), newest first",
+)
+async def security_events(request: web.Request, query: SecurityEventsQuery) -> SecurityEventPage:
+    principal = current_principal(request)
+    rows, last_id = await service.security_events(
+        request.app[SERVICES],
+        user_id=principal.user_id,
+        before_id=cursors.decode(query.cursor),
+        limit=query.limit,
+    )
+    items = []
+    for row in rows:
+        agent = describe(row["user_agent"])
+        items.append(
+            SecurityEventOut(
+                id=row["id"],
+                type=row["type"],
+                created_at=row["created_at"],
+                session_id=row["session_id"],
+                ip=row["ip"],
+                browser=agent.browser,
+                os=agent.os,
+                data=row["data"],
+            )
+        )
+    return SecurityEventPage(items=items, next_cursor=cursors.encode(last_id))

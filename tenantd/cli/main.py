@@ -8,6 +8,7 @@ import typer
 
 from tenantd.cli import accounts as accounts_cmd
 from tenantd.cli import apikeys as apikeys_cmd
+from tenantd.cli import audit as audit_cmd
 from tenantd.cli import invitations as invitations_cmd
 from tenantd.cli import keys as keys_cmd
 from tenantd.cli import notify as notify_cmd
@@ -51,6 +52,7 @@ app.add_typer(keys_cmd.app, name="keys")
 app.add_typer(webhooks_cmd.app, name="webhooks")
 app.add_typer(apikeys_cmd.app, name="api-keys")
 app.add_typer(users_cmd.app, name="users")
+app.add_typer(audit_cmd.app, name="audit")
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tenantd.accounts import audit
+from tenantd import audit
 from tenantd.cli.accounts import run
 from tenantd.cli.common import console
 from tenantd.mfa import service as mfa

@@ -115,6 +115,8 @@ sessions = Table(
     Column("access_jti", UUID(as_uuid=True)),
     Column("user_agent", Text),
     Column("ip", Text),
+    Column("signed_in_at", DateTime(timezone=True)),
+    Column("method", Text),
     UniqueConstraint("token_hash", name="sessions_token_hash_key"),
     Index("sessions_expires_idx", "expires_at"),
     Index("sessions_family_idx", "family_id"),
@@ -263,7 +265,11 @@ audit_log = Table(
     Column("target", Text),
     Column("data", JSONB, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("prev_hash", LargeBinary, nullable=False),
+    Column("row_hash", LargeBinary, nullable=False),
     Index("audit_log_account_idx", "account_id", "created_at"),
+    Index("audit_log_account_id_idx", "account_id", "id"),
+    Index("audit_log_chain_key", "account_id", "prev_hash", unique=True),
 )
 
 email_suppressions = Table(
@@ -631,4 +637,32 @@ signing_keys = Table(
     Column("not_after", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Index("signing_keys_signing_from_idx", "signing_from"),
+)
+
+# -- sessions users can see and end; the per-user security log (issue 14) -------------------
+
+known_devices = Table(
+    "known_devices",
+    metadata,
+    Column("user_id", UUID(as_uuid=True), primary_key=True),
+    Column("device_hash", LargeBinary, primary_key=True),
+    Column("browser", Text),
+    Column("os", Text),
+    Column("first_seen_at", DateTime(timezone=True), nullable=False),
+    Column("last_seen_at", DateTime(timezone=True), nullable=False),
+    Index("known_devices_seen_idx", "last_seen_at"),
+)
+
+security_events = Table(
+    "security_events",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("type", Text, nullable=False),
+    Column("session_id", UUID(as_uuid=True)),
+    Column("ip", Text),
+    Column("user_agent", Text),
+    Column("data", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("security_events_user_idx", "user_id", "id"),
 )

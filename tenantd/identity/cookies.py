@@ -16,6 +16,8 @@ AUTH_COOKIE = "auth_token"
 REFRESH_COOKIE = "refresh_token"
 # The browser that signed up: lets its own verification link install its password.
 BINDING_COOKIE = "registration_binding"
+# The browser, across sign-ins: a random id whose keyed hash per user says "seen before".
+DEVICE_COOKIE = "device_id"
 
 
 def set_cookie(
@@ -80,3 +82,9 @@ def set_binding_cookie(
 
 def clear_binding_cookie(response: web.StreamResponse, settings: Settings) -> None:
     clear_cookie(response, settings, BINDING_COOKIE)
+
+
+def set_device_cookie(
+    response: web.StreamResponse, settings: Settings, device: str, *, max_age: int
+) -> None:
+    set_cookie(response, settings, DEVICE_COOKIE, device, max_age=max_age)

@@ -79,12 +79,19 @@ async def insert_session(
     access_jti: uuid.UUID,
     user_agent: str | None,
     ip: str | None,
+    method: str | None = None,
+    signed_in_at: dt.datetime | None = None,
 ) -> None:
+    """A session row; a family's first row is signed in now, a successor keeps the family's
+    sign-in time and method."""
     await conn.execute(
         "INSERT INTO sessions (family_id, user_id, account_id, token_hash, expires_at,"
-        " access_jti, user_agent, ip) VALUES (%(family)s, %(user)s, %(account)s, %(hash)s,"
-        " %(expires)s, %(jti)s, %(ua)s, %(ip)s)",
+        " access_jti, user_agent, ip, method, signed_in_at) VALUES (%(family)s, %(user)s,"
+        " %(account)s, %(hash)s, %(expires)s, %(jti)s, %(ua)s, %(ip)s, %(method)s,"
+        " COALESCE(%(signed_in_at)s, now()))",
         {
+            "method": method,
+            "signed_in_at": signed_in_at,
             "family": family_id,
             "user": user_id,
             "account": account_id,
@@ -218,6 +225,70 @@ async def move_session(
         {"a": account_id, "jti": access_jti, "h": token_hash, "u": user_id},
     )
     return family_id
+
+
+# -- the sessions a user can see and end -----------------------------------------------------
+
+# One row per live family: its live row (not rotated out, not revoked, not expired), in a
+# family with no revoked row, created after the user's cutoff. Newest use first.
+LIVE_SESSIONS = Prepared(
+    "tenantd_live_sessions",
+    """
+SELECT s.family_id AS id, COALESCE(s.signed_in_at, s.created_at) AS created_at,
+       s.created_at AS last_used_at, s.ip, s.user_agent, s.method
+  FROM sessions s JOIN users u ON u.id = s.user_id
+ WHERE s.user_id = %(u)s::uuid AND s.revoked_at IS NULL AND s.rotated_at IS NULL
+   AND s.expires_at > now()
+   AND (u.tokens_valid_after IS NULL OR s.created_at >= u.tokens_valid_after)
+   AND NOT EXISTS (SELECT 1 FROM sessions f
+                    WHERE f.family_id = s.family_id AND f.revoked_at IS NOT NULL)
+ ORDER BY s.created_at DESC, s.family_id
+""",
+)
+
+
+async def live_sessions(conn: Conn, user_id: uuid.UUID) -> list[Row]:
+    return await conn.fetch_all(LIVE_SESSIONS, {"u": user_id})
+
+
+async def revoke_user_family(conn: Conn, *, user_id: uuid.UUID, family_id: uuid.UUID) -> bool:
+    """End one live session family of this user; False when it is not a live one of theirs."""
+    ended = await conn.fetch_val(
+        "WITH live AS (SELECT 1 FROM sessions s JOIN users u ON u.id = s.user_id"
+        " WHERE s.family_id = %(f)s AND s.user_id = %(u)s AND s.revoked_at IS NULL"
+        " AND s.rotated_at IS NULL AND s.expires_at > now()"
+        " AND (u.tokens_valid_after IS NULL OR s.created_at >= u.tokens_valid_after)"
+        " AND NOT EXISTS (SELECT 1 FROM sessions f WHERE f.family_id = s.family_id"
+        " AND f.revoked_at IS NOT NULL)),"
+        " ended AS (UPDATE sessions SET revoked_at = now() WHERE family_id = %(f)s"
+        " AND user_id = %(u)s AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM live)"
+        " RETURNING 1) SELECT count(*) FROM ended",
+        {"f": family_id, "u": user_id},
+    )
+    return bool(ended)
+
+
+async def revoke_other_families(conn: Conn, *, user_id: uuid.UUID, keep: uuid.UUID | None) -> int:
+    """End every session family of the user but `keep`; how many live families ended."""
+    count: int = await conn.fetch_val(
+        "WITH ended AS (UPDATE sessions SET revoked_at = now() WHERE user_id = %(u)s"
+        " AND revoked_at IS NULL AND family_id IS DISTINCT FROM %(keep)s"
+        " RETURNING family_id, rotated_at, expires_at)"
+        " SELECT count(DISTINCT family_id) FILTER (WHERE rotated_at IS NULL"
+        " AND expires_at > now()) FROM ended",
+        {"u": user_id, "keep": keep},
+    )
+    return count
+
+
+async def session_sign_in(conn: Conn, family_id: uuid.UUID) -> Row | None:
+    """How and from where a family signed in (its oldest row left): the new sign-in mail."""
+    return await conn.fetch_one(
+        "SELECT COALESCE(s.signed_in_at, s.created_at) AS signed_in_at, s.ip, s.user_agent,"
+        " s.method, u.email FROM sessions s JOIN users u ON u.id = s.user_id"
+        " WHERE s.family_id = %(f)s ORDER BY s.created_at LIMIT 1",
+        {"f": family_id},
+    )
 
 
 async def active_role(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID) -> str | None:

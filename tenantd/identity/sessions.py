@@ -55,6 +55,7 @@ class Renewal:
     refusal: str | None = None
     # Set when this renewal revoked a live family for reuse: the user to tell.
     revoked_user_id: uuid.UUID | None = None
+    family_id: uuid.UUID | None = None  # the family revoked for reuse
 
     def issued(self) -> IssuedTokens:
         """The new tokens; a refusal is raised as invalid_session."""
@@ -81,11 +82,13 @@ async def issue_session(
     ip: str | None = None,
     amr: Sequence[str] = ("pwd",),
     auth_time: float | None = None,
+    method: str | None = None,
 ) -> IssuedTokens:
     """Start a session family: its first refresh row and a matching access token.
 
     `amr` says how the user signed in (RFC 8176) and `auth_time` when (default now); the
     family keeps both (`session_auth`), so every token it is renewed with carries them.
+    `method` names the sign-in for the sessions list (password, email_link, a provider).
     """
     family_id = uuid.uuid4()
     moment = time.time() if auth_time is None else auth_time
@@ -108,6 +111,7 @@ async def issue_session(
         user_agent=user_agent,
         ip=ip,
         auth=auth,
+        method=method,
     )
 
 
@@ -137,6 +141,8 @@ async def _insert_session(
     user_agent: str | None,
     ip: str | None,
     auth: SessionAuth,
+    method: str | None = None,
+    signed_in_at: dt.datetime | None = None,
 ) -> IssuedTokens:
     access_token, claims = issue_access_token(
         keyring,
@@ -157,6 +163,8 @@ async def _insert_session(
         access_jti=claims.jti,
         user_agent=user_agent,
         ip=ip,
+        method=method,
+        signed_in_at=signed_in_at,
     )
     return IssuedTokens(access_token, claims, refresh, expires_at)
 
@@ -170,7 +178,8 @@ ROTATE = Prepared(
     "tenantd_rotate_session",
     f"""
 WITH old AS (
-    SELECT s.id, s.family_id, s.user_id, s.account_id
+    SELECT s.id, s.family_id, s.user_id, s.account_id,
+           COALESCE(s.signed_in_at, s.created_at) AS signed_in_at, s.method
       FROM sessions s JOIN users u ON u.id = s.user_id
      WHERE s.token_hash = %(old)s::bytea AND s.family_id = %(family)s::uuid
        AND s.revoked_at IS NULL AND s.rotated_at IS NULL AND s.expires_at > now()
@@ -184,7 +193,7 @@ WITH old AS (
        FOR UPDATE OF s
 ), rotated AS (
     UPDATE sessions SET rotated_at = now() FROM old WHERE sessions.id = old.id
-    RETURNING old.id, old.family_id, old.user_id, old.account_id
+    RETURNING old.id, old.family_id, old.user_id, old.account_id, old.signed_in_at, old.method
 ), pruned AS (
     DELETE FROM sessions WHERE id IN (
         SELECT p.id FROM sessions p JOIN rotated r ON p.family_id = r.family_id
@@ -192,9 +201,9 @@ WITH old AS (
            FOR UPDATE OF p SKIP LOCKED)
 ), issued AS (
     INSERT INTO sessions (family_id, user_id, account_id, token_hash, expires_at, access_jti,
-                          user_agent, ip)
+                          user_agent, ip, signed_in_at, method)
     SELECT family_id, user_id, account_id, %(new)s::bytea, %(expires)s::timestamptz,
-           %(jti)s::uuid, %(ua)s::text, %(ip)s::text
+           %(jti)s::uuid, %(ua)s::text, %(ip)s::text, signed_in_at, method
       FROM rotated
     RETURNING user_id, account_id, family_id
 )
@@ -288,6 +297,8 @@ async def rotate(
         user_agent=user_agent,
         ip=ip,
         auth=SessionAuth.of(await queries.session_auth(conn, row["family_id"])),
+        method=row["method"],
+        signed_in_at=row["signed_in_at"] or row["created_at"],
     )
     return Renewal(tokens=tokens)
 
@@ -328,7 +339,7 @@ async def _revoke_for_reuse(conn: Conn, family_id: uuid.UUID) -> Renewal:
     if user_id is None:
         return Renewal(refusal="revoked")  # ended already: nothing new to tell anyone
     log.warning("rotated refresh token reused; session family revoked")
-    return Renewal(refusal="reused", revoked_user_id=user_id)
+    return Renewal(refusal="reused", revoked_user_id=user_id, family_id=family_id)
 
 
 async def _refusal(conn: Conn, row: Row) -> str | None:

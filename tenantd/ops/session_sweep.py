@@ -8,6 +8,7 @@
 - `rate_limits`: counters whose window ended longer ago than the longest window.
 - `webhook_events`: provider event ids older than TENANTD_WEBHOOK_EVENTS_RETENTION_DAYS
   (providers stop retrying, and signatures stop verifying, long before that).
+- `known_devices`: browsers not seen for longer than their device cookie lives (400 days).
 """
 
 from __future__ import annotations
@@ -16,9 +17,18 @@ from datetime import timedelta
 
 from sqlalchemy import func
 
-from tenantd.db.tables import rate_limits, revoked_tokens, sessions, user_tokens, webhook_events
+from tenantd.db.tables import (
+    known_devices,
+    rate_limits,
+    revoked_tokens,
+    sessions,
+    user_tokens,
+    webhook_events,
+)
 from tenantd.ops.config import ops_config
 from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
+
+DEVICE_KEPT = timedelta(days=400)  # the device_id cookie's lifetime (tenantd/auth/devices.py)
 
 
 @sweep("sessions", "Expired sessions, revoked tokens, user tokens, rate limits, webhook ids")
@@ -33,6 +43,8 @@ async def sessions_sweep(ctx: SweepContext) -> None:
     await delete_batches(ctx, rate_limits, rate_limits.c.window_start < now - window)
     retention = timedelta(days=config.webhook_events_retention_days)
     await delete_batches(ctx, webhook_events, webhook_events.c.received_at < now - retention)
+    # A browser unseen for longer than its device cookie lives has lost the cookie anyway.
+    await delete_batches(ctx, known_devices, known_devices.c.last_seen_at < now - DEVICE_KEPT)
 
 
 SWEEPS = (sessions_sweep,)

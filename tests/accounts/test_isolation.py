@@ -35,6 +35,7 @@ NEEDS = {
     ("GET", "/api/v1/accounts/{id}/join-requests"): "admin",
     ("POST", "/api/v1/accounts/{id}/join-requests/{rid}/approve"): "admin",
     ("POST", "/api/v1/accounts/{id}/join-requests/{rid}/deny"): "admin",
+    ("GET", "/api/v1/accounts/{id}/audit-log"): "admin",
 }
 RANK = {"member": 1, "admin": 2, "owner": 3}
 
@@ -236,5 +237,5 @@ async def test_members_without_the_needed_role_get_403(role: str, victim: Victim
         assert response.status == 403, (spec.name, payload)
         assert payload["error"]["code"] == "FORBIDDEN"
         refused += 1
-    assert refused == (12 if role == "member" else 2)
+    assert refused == (13 if role == "member" else 2)
     assert await snapshot(db, victim.team.account_id) == before

@@ -37,7 +37,8 @@ async def test_verify_provisions_the_account_and_signs_in(
     assert data["account"]["name"] == "Grace Hopper"
 
     cookies = set_cookies(response)
-    assert set(cookies) == {"auth_token", "refresh_token", "registration_binding"}
+    # device_id: the browser, for the new sign-in mail (test_new_signin_mail.py)
+    assert set(cookies) == {"auth_token", "refresh_token", "registration_binding", "device_id"}
     assert cookies["registration_binding"]["max-age"] == "0"  # used up: cleared
     assert data["hasPasswordLogin"] is True
     claims = access_claims(browser, cookies["auth_token"]["value"])

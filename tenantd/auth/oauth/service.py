@@ -21,6 +21,7 @@ import psycopg2.errors
 from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email
+from tenantd.audit import security
 from tenantd.auth.oauth import errors, queries
 from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
@@ -41,11 +42,12 @@ from tenantd.auth.oauth.flow import (
     require_email,
     verify_id_token,
 )
+from tenantd.auth.signin import ClientMeta, Started, start_session
 from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
 from tenantd.identity.events import user_changed
-from tenantd.identity.sessions import IssuedTokens, issue_session
+from tenantd.identity.sessions import IssuedTokens
 from tenantd.mfa import service as mfa
 from tenantd.settings import OAuthProviderSettings, Settings
 
@@ -98,18 +100,13 @@ class CallbackParams:
 
 
 @dataclass(frozen=True)
-class ClientMeta:
-    user_agent: str | None = None
-    ip: str | None = None
-
-
-@dataclass(frozen=True)
 class SignedIn:
     tokens: IssuedTokens | None  # None: the user has a second factor, see `ticket`
     return_to: str
     user_id: uuid.UUID
     outcome: str  # returning | linked | created
     ticket: mfa.Ticket | None = None
+    device: str | None = None  # the browser's device cookie value (the view sets it)
 
 
 def provider_settings(settings: Settings, name: str) -> OAuthProviderSettings:
@@ -299,7 +296,7 @@ async def _sign_in_once(
 ) -> SignedIn:
     settings = services.settings
     conflict: DomainConflict | None = None
-    tokens: IssuedTokens | None = None
+    started: Started | None = None
     ticket: mfa.Ticket | None = None
     async with services.db.transaction() as conn:
         await queries.lock_sign_in(conn, provider=provider, subject=subject, email=email)
@@ -336,6 +333,15 @@ async def _sign_in_once(
             await queries.insert_identity(
                 conn, user_id=user_id, provider=provider, subject=subject, email=email
             )
+        if outcome != "returning":
+            await security.record(
+                conn,
+                user_id=user_id,
+                kind=security.OAUTH_LINKED,
+                ip=client.ip,
+                user_agent=client.user_agent,
+                data={"provider": provider, "newUser": outcome == "created"},
+            )
         provisioned = await provision_personal_account(conn, settings, user_id=user_id)
         if provisioned.conflict is not None:
             # Commit the user, identity and join request; no session (no account to enter).
@@ -351,14 +357,13 @@ async def _sign_in_once(
                 conn, settings, user_id=user_id, amr=[mfa.AMR_FEDERATED], return_to=return_to
             )
         else:
-            tokens = await issue_session(
+            started = await start_session(
+                services,
                 conn,
-                settings,
-                keyring=services.keyring,
                 user_id=user_id,
                 account_id=provisioned.account_id,
-                user_agent=client.user_agent,
-                ip=client.ip,
+                client=client,
+                method=provider,
                 amr=(mfa.AMR_FEDERATED,),
             )
     _log_outcome(provider, user_id, outcome if conflict is None else "domain_claimed")
@@ -370,7 +375,12 @@ async def _sign_in_once(
             params={"domain": conflict.domain, "accountId": str(conflict.account_id)},
         )
     return SignedIn(
-        tokens=tokens, return_to=return_to, user_id=user_id, outcome=outcome, ticket=ticket
+        tokens=started.tokens if started is not None else None,
+        return_to=return_to,
+        user_id=user_id,
+        outcome=outcome,
+        ticket=ticket,
+        device=started.device if started is not None else None,
     )
 
 
@@ -379,12 +389,23 @@ def _log_outcome(provider: str, user_id: uuid.UUID, outcome: str) -> None:
     log.info("oauth sign-in %s", outcome, extra={"oauth": fields})
 
 
-async def unlink(db: Database, *, user_id: uuid.UUID, provider: str) -> None:
+async def unlink(
+    db: Database, *, user_id: uuid.UUID, provider: str, client: ClientMeta | None = None
+) -> None:
     """Remove the caller's identity at a provider while another way to sign in remains."""
     async with db.transaction() as conn:
         # The user row lock makes two concurrent unlinks see each other's deletion.
         await auth_queries.lock_user(conn, user_id)
         result = await queries.unlink_identity(conn, user_id=user_id, provider=provider)
+        if result["removed"]:
+            await security.record(
+                conn,
+                user_id=user_id,
+                kind=security.OAUTH_UNLINKED,
+                ip=client.ip if client else None,
+                user_agent=client.user_agent if client else None,
+                data={"provider": provider},
+            )
     if not result["found"]:
         raise NotFound("No identity of this provider is linked")
     if not result["removed"]:

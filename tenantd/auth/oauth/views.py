@@ -16,12 +16,19 @@ from urllib.parse import urlencode
 from aiohttp import web
 from pydantic import Field
 
+from tenantd.auth.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.auth.oauth import service
 from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, callback_path
 from tenantd.errors import NotFound
-from tenantd.identity.cookies import clear_cookie, set_cookie, set_session_cookies
+from tenantd.identity.cookies import (
+    DEVICE_COOKIE,
+    clear_cookie,
+    set_cookie,
+    set_device_cookie,
+    set_session_cookies,
+)
 from tenantd.mfa import service as mfa
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES
@@ -141,7 +148,9 @@ async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Resp
             ),
             state_cookie=request.cookies.get(STATE_COOKIE),
             client=service.ClientMeta(
-                user_agent=request.headers.get("User-Agent"), ip=request.remote
+                user_agent=request.headers.get("User-Agent"),
+                ip=request.remote,
+                device=request.cookies.get(DEVICE_COOKIE),
             ),
         )
     except OAuthRefused as refused:
@@ -162,6 +171,10 @@ async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Resp
             assert signed.tokens is not None
             response = _redirect(signed.return_to)
             set_session_cookies(response, services.settings, signed.tokens)
+            if signed.device is not None:
+                set_device_cookie(
+                    response, services.settings, signed.device, max_age=DEVICE_COOKIE_MAX_AGE
+                )
     _clear_state(response, services.settings, provider)
     return response
 
@@ -177,5 +190,10 @@ async def oauth_unlink(request: web.Request) -> dict[str, str]:
     if len(provider) > 64:
         raise NotFound()
     principal = current_principal(request)
-    await service.unlink(request.app[SERVICES].db, user_id=principal.user_id, provider=provider)
+    await service.unlink(
+        request.app[SERVICES].db,
+        user_id=principal.user_id,
+        provider=provider,
+        client=service.ClientMeta(user_agent=request.headers.get("User-Agent"), ip=request.remote),
+    )
     return {}

@@ -46,7 +46,7 @@ async def test_every_set_cookie_carries_the_policy(
     browser.set_state_cookie(check(start)["oauth_state"]["value"])
     callback = await browser.callback(await browser.authorize(start.headers["Location"]))
     assert callback.status == 302 and callback.headers["Location"] == "/"
-    assert set(check(callback)) == {"oauth_state", "auth_token", "refresh_token"}
+    assert set(check(callback)) == {"oauth_state", "auth_token", "refresh_token", "device_id"}
 
     # Sign-up: the binding cookie, cleared with the session set by its verification link.
     binding = check(await register(browser.client, "policy@example.com"))
@@ -57,7 +57,12 @@ async def test_every_set_cookie_carries_the_policy(
         "/auth/verify-email", json={"token": last_token(mail_dir, "policy@example.com")}
     )
     assert verified.status == 200
-    assert set(check(verified)) == {"registration_binding", "auth_token", "refresh_token"}
+    assert set(check(verified)) == {
+        "registration_binding",
+        "auth_token",
+        "refresh_token",
+        "device_id",
+    }
 
     # Login, refresh, account switch (auth_token only), logout (both cleared).
     user = await factory.user()
@@ -90,6 +95,9 @@ async def test_every_set_cookie_carries_the_policy(
     assert set(check(logged_out)) == {"auth_token", "refresh_token"}
 
     assert seen == {
-        name: {"set", "cleared"}
-        for name in ("oauth_state", "auth_token", "refresh_token", "registration_binding")
+        **{
+            name: {"set", "cleared"}
+            for name in ("oauth_state", "auth_token", "refresh_token", "registration_binding")
+        },
+        "device_id": {"set"},  # the browser stays known after sign-out
     }

@@ -73,7 +73,9 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
     tick = feed.config.tick_seconds
     claims = principal.claims
     user_id = principal.user_id
-    queue = StreamQueue(feed.config.queue_size, _connection_gone(request))
+    queue = StreamQueue(
+        feed.config.queue_size, _connection_gone(request), session_id=principal.session_id
+    )
     last_sent = _last_event_id(request)
     recent: collections.deque[uuid.UUID] = collections.deque(maxlen=RECENT_IDS)
     # Subscribe before replaying, so nothing published in between is lost.
@@ -100,6 +102,7 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
                         with contextlib.suppress(ConnectionError, RuntimeError):
                             await response.write(SUPERSEDED_FRAME)
                     break
+                queue.recheck = False
                 if await _revoked(services, claims):
                     break
                 if not active:

@@ -31,6 +31,7 @@ from typing import Literal
 
 from aiohttp import web
 
+from tenantd.cache.context import CHANNEL as CACHE_CHANNEL
 from tenantd.errors import ServiceUnavailable
 from tenantd.notifications import queries
 from tenantd.notifications.schemas import envelope
@@ -75,8 +76,16 @@ def feed_config(settings: Settings) -> FeedConfig:
 class StreamQueue:
     """What one stream has yet to send; overflow marks it for disconnection."""
 
-    def __init__(self, maxsize: int, connection_gone: Callable[[], bool] | None = None):
+    def __init__(
+        self,
+        maxsize: int,
+        connection_gone: Callable[[], bool] | None = None,
+        session_id: uuid.UUID | None = None,
+    ):
         self.maxsize = maxsize
+        # The stream's session (the token's sid): ending that session re-checks it at once.
+        self.session_id = session_id
+        self.recheck = False
         self.connection_gone = connection_gone or (lambda: False)
         self.items: collections.deque[tuple[uuid.UUID, bytes]] = collections.deque()
         self.overflowed = False
@@ -98,6 +107,12 @@ class StreamQueue:
         self.gap = True
         self._event.set()
 
+    def recheck_now(self) -> None:
+        """Its token may have been revoked (a session ended, a user-wide change): wake the
+        stream to re-check it now instead of at the next idle tick."""
+        self.recheck = True
+        self._event.set()
+
     def close(self, reason: CloseReason = "shutdown") -> None:
         if self.closing:
             return
@@ -107,7 +122,7 @@ class StreamQueue:
 
     async def wait(self, seconds: float) -> bool:
         """True when something happened, False on an idle tick."""
-        if self.items or self.overflowed or self.gap or self.closing:
+        if self.items or self.overflowed or self.gap or self.closing or self.recheck:
             return True
         self._event.clear()
         try:
@@ -135,6 +150,7 @@ class NotificationFeed:
         self._user_locks: dict[uuid.UUID, asyncio.Lock] = {}
         self._loads: set[asyncio.Task[None]] = set()
         self._watcher: asyncio.Task[None] | None = None
+        self._revocations: Subscription | None = None
 
     @property
     def stream_count(self) -> int:
@@ -175,6 +191,26 @@ class NotificationFeed:
             await self.detach(user_id, queue)
             raise
 
+    async def watch_revocations(self) -> None:
+        """Hear the context cache's invalidations too (the same NOTIFY channel): an ended
+        session or a user-wide change wakes the affected streams to re-check their token."""
+        self._revocations = await self.hub.subscribe(CACHE_CHANNEL, self._on_invalidation)
+
+    def _on_invalidation(self, _channel: str, payload: str) -> None:
+        kind, _, value = payload.partition(":")
+        try:
+            key = uuid.UUID(value)
+        except ValueError:
+            return
+        if kind == "user":
+            for queue in self._streams.get(key, ()):
+                queue.recheck_now()
+        elif kind == "session":
+            for streams in self._streams.values():
+                for queue in streams:
+                    if queue.session_id == key:
+                        queue.recheck_now()
+
     async def detach(self, user_id: uuid.UUID, queue: StreamQueue) -> None:
         lock = self._user_locks.setdefault(user_id, asyncio.Lock())
         async with lock:
@@ -207,6 +243,8 @@ class NotificationFeed:
 
     async def close(self) -> None:
         self.close_all()
+        if self._revocations is not None:
+            await self.hub.unsubscribe(self._revocations)
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -261,6 +299,7 @@ async def sse_ctx(app: web.Application) -> AsyncIterator[None]:
     feed = NotificationFeed(services, app[PUBSUB])
     app[FEED_KEY] = feed
     feed.start()
+    await feed.watch_revocations()
 
     async def end_streams(_app: web.Application) -> None:
         feed.close_all()

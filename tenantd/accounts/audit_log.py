@@ -1,0 +1,54 @@
+"""Reading an account's audit log (owner and admin): newest first, filtered, keyset pages."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tenantd.accounts import permissions
+from tenantd.accounts.service import check_scope
+from tenantd.audit import cursors
+from tenantd.audit import queries as audit_queries
+from tenantd.db import Row
+
+if TYPE_CHECKING:
+    from tenantd.principal import Principal
+    from tenantd.services import Services
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    rows: list[Row]
+    next_cursor: str | None
+
+
+async def read_audit_log(
+    services: Services,
+    actor: Principal,
+    account_id: uuid.UUID,
+    *,
+    cursor: str | None,
+    action: str | None,
+    by: str | None,
+    limit: int,
+) -> AuditPage:
+    """One page of the active account's audit log; members are refused (403)."""
+    before_id = cursors.decode(cursor)
+    async with services.db.connection() as conn:
+        await check_scope(conn, actor, account_id)
+        permissions.require(actor.role, "audit.read")
+        rows = await audit_queries.fetch(
+            conn,
+            audit_queries.audit_page(
+                account_id=account_id,
+                before_id=before_id,
+                action=action,
+                actor=uuid.UUID(by) if by and by != "system" else None,
+                system_actor=by == "system",
+                limit=limit,
+            ),
+        )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return AuditPage(rows, cursors.encode(rows[-1]["id"]) if more and rows else None)

@@ -1,0 +1,99 @@
+"""Starting a session at sign-in (password, email link, OpenID Connect), the one place that
+also records the security event and, for a browser never seen for the user, queues the "new
+sign-in" mail, all in the sign-in's transaction (a rolled-back sign-in leaves nothing)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tenantd.audit import security
+from tenantd.auth import queries
+from tenantd.auth.devices import describe, usable_device_id
+from tenantd.db import Conn
+from tenantd.identity.sessions import IssuedTokens, issue_session
+from tenantd.identity.tokens import new_opaque_token, token_hash
+
+if TYPE_CHECKING:
+    from tenantd.services import Services
+
+AUTH_EMAIL = "auth.email"  # the job kind that sends the auth mails (tenantd/auth/jobs.py)
+NEW_SIGNIN = "new_signin"
+
+# How a session began (the `method` of GET /api/v1/auth/sessions); an OpenID Connect sign-in
+# is named by its provider ("google").
+PASSWORD = "password"
+EMAIL_LINK = "email_link"
+
+
+@dataclass(frozen=True)
+class ClientMeta:
+    """What the request tells about the browser: User-Agent, address, device cookie."""
+
+    user_agent: str | None = None
+    ip: str | None = None
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class Started:
+    tokens: IssuedTokens
+    device: str  # the browser's device cookie value (to set again: its lifetime renews)
+    new_browser: bool
+
+
+async def start_session(
+    services: Services,
+    conn: Conn,
+    *,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    client: ClientMeta,
+    method: str,
+    amr: Sequence[str] = ("pwd",),
+) -> Started:
+    """Issue the session, remember the browser, record `signed_in`, queue the new-browser mail.
+    `amr` says how the user proved who they are (RFC 8176), carried by the access tokens."""
+    settings = services.settings
+    tokens = await issue_session(
+        conn,
+        settings,
+        keyring=services.keyring,
+        user_id=user_id,
+        account_id=account_id,
+        user_agent=client.user_agent,
+        ip=client.ip,
+        method=method,
+        amr=amr,
+    )
+    device = usable_device_id(client.device) or new_opaque_token()
+    agent = describe(client.user_agent)
+    seen = await queries.remember_device(
+        conn,
+        user_id=user_id,
+        device_hash=token_hash(settings.secret_key, device),
+        browser=agent.browser,
+        os=agent.os,
+    )
+    # The user's first recorded browser (their sign-up) is not news to them.
+    new_browser = bool(seen["inserted"] and seen["any_known"])
+    session_id = tokens.access.session_id
+    await security.record(
+        conn,
+        user_id=user_id,
+        kind=security.SIGNED_IN,
+        session_id=session_id,
+        ip=client.ip,
+        user_agent=client.user_agent,
+        data={"method": method, "newBrowser": new_browser},
+    )
+    if new_browser and settings.new_signin_email:
+        await services.jobs.submit(
+            services,
+            AUTH_EMAIL,
+            {"purpose": NEW_SIGNIN, "sessionId": str(session_id)},
+            conn=conn,
+        )
+    return Started(tokens, device, new_browser)
