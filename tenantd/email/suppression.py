@@ -12,7 +12,7 @@ from tenantd.db import Conn, Row
 from tenantd.email import queries
 
 REASONS = ("manual", "inactive", "hard_bounce", "complaint", "dropped")
-PROVIDERS = ("manual", "postmark", "resend", "sendgrid")
+PROVIDERS = ("manual", "postmark", "resend", "sendgrid", "smtp", "ses")
 
 
 async def find(conn: Conn, email: str) -> Row | None:
