@@ -215,12 +215,14 @@ def ses_events(message_id: str, text: str, *, outcome: Outcome) -> list[Provider
     reason: str | None = None
     emails: tuple[str, ...] = ()
     if kind == "Bounce":
-        bounce = data.get("bounce") if isinstance(data.get("bounce"), dict) else {}
+        bounce = data.get("bounce")
+        bounce = bounce if isinstance(bounce, dict) else {}
         if bounce.get("bounceType") == "Permanent":
             reason = "hard_bounce"
             emails = _recipients(bounce.get("bouncedRecipients"), "emailAddress")
     elif kind == "Complaint":
-        complaint = data.get("complaint") if isinstance(data.get("complaint"), dict) else {}
+        complaint = data.get("complaint")
+        complaint = complaint if isinstance(complaint, dict) else {}
         if complaint.get("complaintFeedbackType") != "not-spam":
             reason = "complaint"
             emails = _recipients(complaint.get("complainedRecipients"), "emailAddress")
