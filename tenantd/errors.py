@@ -145,3 +145,24 @@ class ServiceUnavailable(AppError):
     def __init__(self, retry_after: int, message: str | None = None):
         super().__init__(message, details={"retryAfter": retry_after})
         self.retry_after = retry_after
+
+
+# -- Beyond (issue 18): account restore -------------------------------------------------------
+
+
+class AccountPurged(AppError):
+    status = 410
+    code = "ACCOUNT_PURGED"
+    message = "The account's grace period is over; it was (or is being) deleted for good"
+
+
+class DomainTaken(AppError):
+    status = 409
+    code = "DOMAIN_TAKEN"
+    message = "Another account claimed this account's email domain after it was deleted"
+
+
+class AccountNotDeleted(AppError):
+    status = 409
+    code = "ACCOUNT_NOT_DELETED"
+    message = "The account is not deleted"

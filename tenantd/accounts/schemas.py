@@ -189,3 +189,14 @@ class JoinRequestOut(ApiModel):
 class JoinDecision(ApiModel):
     join_request: JoinRequestOut
     membership: MembershipOut | None = None
+
+
+class AccountRestored(ApiModel):
+    id: uuid.UUID
+    name: str
+    claimed_domain: str | None = None
+    created_at: dt.datetime
+
+
+class AccountRestoredOut(ApiModel):
+    account: AccountRestored
