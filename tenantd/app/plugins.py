@@ -7,6 +7,7 @@ from tenantd.accounts import mail as account_mail
 from tenantd.accounts import sweeps as account_sweeps
 from tenantd.accounts import views as account_views
 from tenantd.auth import jobs as auth_jobs
+from tenantd.auth import user_views
 from tenantd.auth import views as auth_views
 from tenantd.auth.oauth import views as oauth_views
 from tenantd.email.webhooks import views as email_webhook_views
@@ -29,6 +30,7 @@ ROUTES: tuple[Routes, ...] = (
     oauth_views.routes,
     email_webhook_views.routes,
     notification_views.routes,
+    user_views.routes,
 )
 
 JOB_KINDS: tuple[JobKind, ...] = (*auth_jobs.KINDS, *account_mail.KINDS, *notification_jobs.KINDS)

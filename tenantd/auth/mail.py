@@ -86,3 +86,14 @@ async def deliver(services: Services, message: EmailMessage) -> None:
         log.info(
             "transactional email %s: %s", result.status, result.reason, extra={"tag": message.tag}
         )
+
+
+def own_text(to: str, name: str, variables: dict[str, Any]) -> EmailMessage:
+    """A plain-text mail from this package's templates (`name.subject.txt`, `name.txt`)."""
+    env = _own_templates()
+    return EmailMessage(
+        to=to,
+        subject=env.get_template(f"{name}.subject.txt").render(**variables).strip(),
+        text=env.get_template(f"{name}.txt").render(**variables),
+        tag=name,
+    )

@@ -156,3 +156,25 @@ class VerifiedUser(ApiModel):
     has_password_login: bool = Field(
         description="False: no password yet (set one with POST /api/v1/auth/password)"
     )
+
+
+# -- Beyond (issue 18): email change, delete my user, export -----------------------------------
+
+
+class EmailChangeBody(
+    RequestBody, json_schema_extra={"examples": [{"newEmail": "new@example.com"}]}
+):
+    new_email: str = Field(min_length=3, max_length=320)
+
+
+class LinkTokenBody(RequestBody, json_schema_extra={"examples": [{"token": _TOKEN}]}):
+    token: Token
+
+
+class UserRef(ApiModel):
+    id: uuid.UUID
+    email: str
+
+
+class EmailChanged(ApiModel):
+    user: UserRef

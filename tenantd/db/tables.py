@@ -424,3 +424,24 @@ schema_migrations = Table(
     Column("version", Text, primary_key=True),
     Column("applied_at", DateTime(timezone=True), nullable=False),
 )
+
+# --- Beyond (issue 18) ---------------------------------------------------------------------
+
+email_changes = Table(
+    "email_changes",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("old_email", Text, nullable=False),
+    Column("new_email", Text, nullable=False),
+    Column("confirm_hash", LargeBinary, nullable=False),
+    Column("cancel_hash", LargeBinary, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("cancel_until", DateTime(timezone=True), nullable=False),
+    Column("confirmed_at", DateTime(timezone=True)),
+    Column("cancelled_at", DateTime(timezone=True)),
+    Index("email_changes_confirm_key", "confirm_hash", unique=True),
+    Index("email_changes_cancel_key", "cancel_hash", unique=True),
+    Index("email_changes_user_idx", "user_id"),
+)
