@@ -166,3 +166,9 @@ class AccountNotDeleted(AppError):
     status = 409
     code = "ACCOUNT_NOT_DELETED"
     message = "The account is not deleted"
+
+
+class TransferOwnershipFirst(AppError):
+    status = 409
+    code = "TRANSFER_OWNERSHIP_FIRST"
+    message = "You own an account with other members: transfer its ownership or delete it first"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from tenantd.accounts import mail as account_mail
 from tenantd.accounts import sweeps as account_sweeps
 from tenantd.accounts import views as account_views
+from tenantd.auth import deletion as user_deletion
 from tenantd.auth import jobs as auth_jobs
 from tenantd.auth import user_views
 from tenantd.auth import views as auth_views
@@ -40,6 +41,7 @@ SWEEPS: tuple[Sweep, ...] = (
     *notification_sweeps.SWEEPS,
     sessions_sweep,
     job_sweeps.jobs_sweep,
+    *user_deletion.SWEEPS,
 )
 
 

@@ -178,3 +178,9 @@ class UserRef(ApiModel):
 
 class EmailChanged(ApiModel):
     user: UserRef
+
+
+class UserDeletedOut(ApiModel):
+    deleted_at: dt.datetime
+    anonymize_after: dt.datetime
+    accounts_deleted: list[uuid.UUID]

@@ -1,13 +1,22 @@
-"""The user's own record: change of email address (and its "this wasn't me" link)."""
+"""The user's own record: change of email address (and its "this wasn't me" link), delete
+my user, export my data."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from tenantd.auth import email_change
-from tenantd.auth.schemas import EmailChangeBody, EmailChanged, LinkTokenBody, UserRef
+from tenantd.auth import deletion, email_change
+from tenantd.auth.schemas import (
+    EmailChangeBody,
+    EmailChanged,
+    LinkTokenBody,
+    UserDeletedOut,
+    UserRef,
+)
+from tenantd.identity.cookies import clear_session_cookies
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES
+from tenantd.web.json import ok
 from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes
 
@@ -54,3 +63,41 @@ async def confirm_email_change(request: web.Request, body: LinkTokenBody) -> Ema
 async def cancel_email_change(request: web.Request, body: LinkTokenBody) -> Empty:
     await email_change.cancel_change(request.app[SERVICES], token=body.token)
     return Empty()
+
+
+@routes.delete(
+    "/api/v1/users/me",
+    response=UserDeletedOut,
+    responses={
+        409: "TRANSFER_OWNERSHIP_FIRST (details.accountIds): you own an account with other members"
+    },
+    summary="Delete my user: memberships revoked, accounts I own alone soft-deleted, "
+    "anonymised after 30 days",
+)
+async def delete_me(request: web.Request) -> web.Response:
+    # TODO(mfa): step-up (REAUTH_REQUIRED) once the mfa helper's check is on main.
+    services = request.app[SERVICES]
+    done = await deletion.delete_user(services, user_id=current_principal(request).user_id)
+    response = ok(
+        UserDeletedOut(
+            deleted_at=done.deleted_at,
+            anonymize_after=done.anonymize_after,
+            accounts_deleted=done.accounts_deleted,
+        ).model_dump(mode="json", by_alias=True)
+    )
+    clear_session_cookies(response, services.settings)
+    return response
+
+
+@routes.get(
+    "/api/v1/users/me/export",
+    summary="Export my data (user, identities, memberships, sessions, notifications, "
+    "preferences, push subscriptions, email changes, my audit entries) as JSON",
+)
+async def export_me(request: web.Request) -> web.Response:
+    exported = await deletion.export_user(
+        request.app[SERVICES], user_id=current_principal(request).user_id
+    )
+    response = ok(exported)
+    response.headers["Content-Disposition"] = 'attachment; filename="tenantd-export.json"'
+    return response

@@ -40,8 +40,17 @@ users = Table(
     Column("tokens_valid_after", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # Beyond (issue 18): delete my user
+    Column("deleted_at", DateTime(timezone=True)),
+    Column("deleted_email", Text),
+    Column("anonymized_at", DateTime(timezone=True)),
 )
 Index("users_email_key", func.lower(users.c.email), unique=True)
+Index(
+    "users_deleted_idx",
+    users.c.deleted_at,
+    postgresql_where=text("deleted_at IS NOT NULL AND anonymized_at IS NULL"),
+)
 
 user_passwords = Table(
     "user_passwords",

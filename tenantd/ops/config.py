@@ -17,6 +17,7 @@ DEFAULT_SWEEP_INTERVALS = {
     "dedup": 3_600,
     "sessions": 3_600,
     "jobs": 3_600,
+    "users": 86_400,  # Beyond (issue 18): anonymise users deleted more than 30 days ago
 }
 
 # Scope -> (per IP, per email) within the window. 0 turns that counter off.
