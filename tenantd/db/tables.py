@@ -454,3 +454,30 @@ email_changes = Table(
     Index("email_changes_cancel_key", "cancel_hash", unique=True),
     Index("email_changes_user_idx", "user_id"),
 )
+
+notification_throttles = Table(
+    "notification_throttles",
+    metadata,
+    Column("throttle_key", Text, primary_key=True),
+    Column("window_start", DateTime(timezone=True), nullable=False),
+    Column("count", Integer, nullable=False),
+)
+
+scheduled_notifications = Table(
+    "scheduled_notifications",
+    metadata,
+    Column("notification_id", UUID(as_uuid=True), primary_key=True),
+    Column("idempotency_key", Text),
+    Column("job_id", BigInteger, nullable=False),
+    Column("event_type", Text, nullable=False),
+    Column("recipient_user_id", UUID(as_uuid=True), nullable=False),
+    Column("deliver_at", DateTime(timezone=True), nullable=False),
+    Column("cancelled_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index(
+        "scheduled_notifications_idempotency_key",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
+)

@@ -39,7 +39,9 @@ WITH u AS (
      WHERE notification_dedup.expires_at <= now()
     RETURNING 1
 ), ch AS (
-    SELECT c.channel, c.ord, coalesce(p.enabled, true) AS enabled
+    SELECT c.channel, c.ord,
+           (coalesce(p.enabled, true) OR %(critical)s::boolean)
+           AND %(forced_reason)s::text IS NULL AS enabled
       FROM unnest(%(channels)s::text[]) WITH ORDINALITY AS c(channel, ord)
       LEFT JOIN notification_preferences p
         ON p.user_id = %(uid)s::uuid AND p.event_type = %(type)s::text
@@ -60,7 +62,8 @@ WITH u AS (
            CASE WHEN NOT ch.enabled THEN 'suppressed'
                 WHEN ch.channel IN ('in_app', 'sse') THEN 'sent'
                 ELSE 'pending' END,
-           CASE WHEN NOT ch.enabled THEN 'preference_disabled' END
+           CASE WHEN NOT ch.enabled
+                THEN coalesce(%(forced_reason)s::text, 'preference_disabled') END
       FROM n CROSS JOIN ch
      ORDER BY ch.ord
     RETURNING channel, status
@@ -96,10 +99,18 @@ async def persist_dispatch(
     dedup_key: str | None,
     window_seconds: int,
     channels: Sequence[str],
+    forced_reason: str | None = None,
+    critical: bool = False,
 ) -> Row:
+    """Persist a notification with one delivery row per channel (idempotent on its id).
+
+    `forced_reason`: every row `suppressed` with this reason (a throttled send); `critical`:
+    the user's disabled preferences do not apply."""
     row = await conn.fetch_one(
         DISPATCH_SQL,
         {
+            "forced_reason": forced_reason,
+            "critical": critical,
             "id": notification_id,
             "uid": user_id,
             "aid": account_id,
@@ -421,4 +432,88 @@ async def delete_expired_dedup(conn: Conn, *, batch_size: int) -> int:
         " SELECT dedup_key FROM notification_dedup WHERE expires_at < now()"
         " LIMIT %(batch)s FOR UPDATE SKIP LOCKED) AND expires_at < now()",
         {"batch": batch_size},
+    )
+
+
+# -- throttle and scheduled sends (issue 18) ---------------------------------------------------
+
+
+async def count_throttled(conn: Conn, *, key: str, window_seconds: int) -> int:
+    """Count one send against the key's fixed window (a new window starts when it ran out)."""
+    count: int = await conn.fetch_val(
+        "INSERT INTO notification_throttles AS t (throttle_key, window_start, count)"
+        " VALUES (%(k)s, now(), 1)"
+        " ON CONFLICT (throttle_key) DO UPDATE SET"
+        " count = CASE WHEN t.window_start <= now() - make_interval(secs => %(w)s)"
+        "   THEN 1 ELSE t.count + 1 END,"
+        " window_start = CASE WHEN t.window_start <= now() - make_interval(secs => %(w)s)"
+        "   THEN now() ELSE t.window_start END"
+        " RETURNING count",
+        {"k": key, "w": window_seconds},
+    )
+    return count
+
+
+async def notification_exists(conn: Conn, notification_id: uuid.UUID) -> bool:
+    found: bool = await conn.fetch_val(
+        "SELECT EXISTS (SELECT 1 FROM notifications WHERE id = %(id)s)", {"id": notification_id}
+    )
+    return found
+
+
+async def scheduled_by_key(conn: Conn, idempotency_key: str) -> Row | None:
+    return await conn.fetch_one(
+        "SELECT notification_id, job_id, cancelled_at FROM scheduled_notifications"
+        " WHERE idempotency_key = %(k)s",
+        {"k": idempotency_key},
+    )
+
+
+async def insert_scheduled(
+    conn: Conn,
+    *,
+    notification_id: uuid.UUID,
+    idempotency_key: str | None,
+    job_id: int,
+    event_type: str,
+    user_id: uuid.UUID,
+    delay_seconds: float,
+) -> None:
+    await conn.execute(
+        "INSERT INTO scheduled_notifications (notification_id, idempotency_key, job_id,"
+        " event_type, recipient_user_id, deliver_at) VALUES (%(id)s, %(k)s, %(j)s, %(t)s,"
+        " %(u)s, now() + make_interval(secs => %(d)s))",
+        {
+            "id": notification_id,
+            "k": idempotency_key,
+            "j": job_id,
+            "t": event_type,
+            "u": user_id,
+            "d": delay_seconds,
+        },
+    )
+
+
+async def lock_scheduled(
+    conn: Conn, *, notification_id: uuid.UUID | None, idempotency_key: str | None
+) -> Row | None:
+    return await conn.fetch_one(
+        "SELECT notification_id, job_id, cancelled_at FROM scheduled_notifications"
+        " WHERE notification_id = %(id)s OR (%(k)s::text IS NOT NULL AND idempotency_key = %(k)s)"
+        " FOR UPDATE",
+        {"id": notification_id, "k": idempotency_key},
+    )
+
+
+async def mark_scheduled_cancelled(conn: Conn, notification_id: uuid.UUID) -> None:
+    await conn.execute(
+        "UPDATE scheduled_notifications SET cancelled_at = now() WHERE notification_id = %(id)s",
+        {"id": notification_id},
+    )
+
+
+async def lock_idempotency_key(conn: Conn, idempotency_key: str) -> None:
+    """Serialise schedulers of one key until the transaction ends."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtext(%(k)s))", {"k": "notif:" + idempotency_key}
     )

@@ -18,6 +18,7 @@ rolled-back dispatch queues nothing.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -28,7 +29,9 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from tenantd.db import Conn
-from tenantd.errors import NotFound, ValidationFailed
+from tenantd.errors import Conflict, NotFound, ValidationFailed
+from tenantd.jobs import queries as job_queries
+from tenantd.jobs.queue import enqueue
 from tenantd.notifications import queries
 from tenantd.notifications.registry import EventDefinition
 from tenantd.notifications.services import NOTIFICATION_SERVICES
@@ -45,7 +48,8 @@ PUSH_ATTEMPTS = 3
 DISPATCH_KIND = "notifications.dispatch"
 FOLLOW_UP_KINDS = {"email": "notifications.email", "web_push": "notifications.web_push"}
 
-Status = Literal["queued", "created", "duplicate", "self_action"]
+Status = Literal["queued", "created", "duplicate", "self_action", "scheduled"]
+MAX_DELAY_SECONDS = 366 * 86_400  # a scheduled send is at most a year ahead
 
 
 class InvalidPayload(ValidationFailed):
@@ -134,14 +138,35 @@ async def send(
     payload: dict[str, Any],
     account_id: uuid.UUID | str | None = None,
     conn: Conn | None = None,
+    deliver_at: dt.datetime | None = None,
+    delay_seconds: float | None = None,
+    idempotency_key: str | None = None,
 ) -> SendOutcome:
-    """Validate and accept a notification; never waits for email or push delivery."""
+    """Validate and accept a notification; never waits for email or push delivery.
+
+    `deliver_at` (aware datetime) or `delay_seconds` schedule it through the durable queue
+    (QUEUES_ENABLED on); until it is due, `cancel_scheduled` takes it back by id or by
+    `idempotency_key` (a second scheduled send with the same key returns the first's id).
+    """
     services = services_of(app_or_services)
     event = services.registry.get(event_type)
     model = validate_payload(event.definition, payload)
     user_id = as_uuid(recipient_user_id, "recipientUserId")
     account = as_uuid(account_id, "accountId") if account_id is not None else None
     notification_id = uuid.uuid4()
+    delay = schedule_delay(deliver_at=deliver_at, delay_seconds=delay_seconds)
+    if delay is not None or idempotency_key is not None:
+        return await _schedule(
+            services,
+            notification_id=notification_id,
+            event_type=event_type,
+            user_id=user_id,
+            account=account,
+            payload=model.model_dump(mode="json"),
+            delay=delay or 0.0,
+            idempotency_key=idempotency_key,
+            conn=conn,
+        )
     if not services.settings.queues_enabled:
         return await dispatch(
             services,
@@ -189,6 +214,9 @@ async def dispatch(
     if definition.dedup is not None:
         dedup_key = f"{definition.type}:{definition.dedup.key(recipient, model)}"
         window = int(definition.dedup.window_seconds)
+    throttle_key = None
+    if definition.throttle is not None:
+        throttle_key = f"{definition.type}:{definition.throttle.key(recipient, model)}"
     assert definition.in_app is not None  # the registry insists
     content = definition.in_app(recipient, model)
     channels = live_channels(services.settings, definition.default_channels)
@@ -206,10 +234,19 @@ async def dispatch(
         "dedup_key": dedup_key,
         "window_seconds": window,
         "channels": channels,
+        "critical": definition.critical,
     }
     # With queues on, the follow-up jobs commit with the notification or not at all.
     follow_ups = queue and any(channel in FOLLOW_UP_KINDS for channel in channels)
-    async with _using(services, conn, transaction=follow_ups) as own:
+    counted = follow_ups or throttle_key is not None
+    async with _using(services, conn, transaction=counted) as own:
+        if throttle_key is not None and not await queries.notification_exists(own, notification_id):
+            assert definition.throttle is not None
+            sent = await queries.count_throttled(
+                own, key=throttle_key, window_seconds=int(definition.throttle.window_seconds)
+            )
+            if sent > int(definition.throttle.limit):
+                arguments["forced_reason"] = "throttled"
         row = await queries.persist_dispatch(own, **arguments)
         if queue and row["id"] is not None:
             for channel in row["pending"]:
@@ -235,3 +272,98 @@ async def dispatch(
                 conn=conn,
             )
     return SendOutcome(notification_id=notification_id, status="created")
+
+
+# -- scheduled and delayed sends (issue 18) ----------------------------------------------------
+
+
+def schedule_delay(*, deliver_at: dt.datetime | None, delay_seconds: float | None) -> float | None:
+    """Seconds from now until the send is due (None: not scheduled); a past time is now."""
+    if deliver_at is not None and delay_seconds is not None:
+        raise ValidationFailed({"deliverAt": "give deliverAt or delaySeconds, not both"})
+    if deliver_at is not None:
+        if deliver_at.tzinfo is None:
+            raise ValidationFailed({"deliverAt": "must carry a time zone"})
+        delay = (deliver_at - dt.datetime.now(dt.UTC)).total_seconds()
+    elif delay_seconds is not None:
+        delay = float(delay_seconds)
+        if delay != delay or delay < 0:  # NaN or negative
+            raise ValidationFailed({"delaySeconds": "must be a number >= 0"})
+    else:
+        return None
+    if delay > MAX_DELAY_SECONDS:
+        raise ValidationFailed({"deliverAt": "at most 366 days ahead"})
+    return max(delay, 0.0)
+
+
+async def _schedule(
+    services: NotificationServices,
+    *,
+    notification_id: uuid.UUID,
+    event_type: str,
+    user_id: uuid.UUID,
+    account: uuid.UUID | None,
+    payload: dict[str, Any],
+    delay: float,
+    idempotency_key: str | None,
+    conn: Conn | None,
+) -> SendOutcome:
+    """A dispatch job due in `delay` seconds plus the row that finds it for a cancel."""
+    if not services.settings.queues_enabled:
+        raise ValidationFailed(
+            {"deliverAt": "scheduled sends and idempotency keys need QUEUES_ENABLED=true"}
+        )
+    if idempotency_key is not None and not 1 <= len(idempotency_key) <= 255:
+        raise ValidationFailed({"idempotencyKey": "1 to 255 characters"})
+    job = {
+        "notificationId": str(notification_id),
+        "eventType": event_type,
+        "recipientUserId": str(user_id),
+        "accountId": str(account) if account else None,
+        "payload": payload,
+    }
+    async with _using(services, conn, transaction=True) as own:
+        if idempotency_key is not None:
+            # One scheduler of a key at a time; the second finds the first's row.
+            await queries.lock_idempotency_key(own, idempotency_key)
+            existing = await queries.scheduled_by_key(own, idempotency_key)
+            if existing is not None:
+                return SendOutcome(notification_id=existing["notification_id"], status="scheduled")
+        if not await queries.user_exists(own, user_id=user_id):
+            raise UnknownRecipient(f"Unknown recipient user: {user_id}")
+        job_id = await enqueue(own, DISPATCH_KIND, job, delay_seconds=delay, queue=services.jobs)
+        await queries.insert_scheduled(
+            own,
+            notification_id=notification_id,
+            idempotency_key=idempotency_key,
+            job_id=job_id,
+            event_type=event_type,
+            user_id=user_id,
+            delay_seconds=delay,
+        )
+    return SendOutcome(notification_id=notification_id, status="scheduled")
+
+
+async def cancel_scheduled(
+    app_or_services: Any,
+    *,
+    notification_id: uuid.UUID | str | None = None,
+    idempotency_key: str | None = None,
+) -> uuid.UUID:
+    """Take back a scheduled send before it is due; 404 unknown, 409 once it started."""
+    services = services_of(app_or_services)
+    if notification_id is None and idempotency_key is None:
+        raise ValidationFailed({"id": "give a notification id or an idempotency key"})
+    wanted = as_uuid(notification_id, "id") if notification_id is not None else None
+    async with services.db.transaction() as conn:
+        row = await queries.lock_scheduled(
+            conn, notification_id=wanted, idempotency_key=idempotency_key
+        )
+        if row is None:
+            raise NotFound("No scheduled notification with this id or key")
+        if row["cancelled_at"] is None:
+            if not await job_queries.cancel_queued_job(conn, row["job_id"]):
+                raise Conflict("The notification is already being delivered")
+            await queries.mark_scheduled_cancelled(conn, row["notification_id"])
+    cancelled: uuid.UUID = row["notification_id"]
+    return cancelled
