@@ -481,3 +481,31 @@ scheduled_notifications = Table(
         postgresql_where=text("idempotency_key IS NOT NULL"),
     ),
 )
+
+notification_digests = Table(
+    "notification_digests",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("digest_key", Text, nullable=False),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("account_id", UUID(as_uuid=True)),
+    Column("event_type", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("flushed_at", DateTime(timezone=True)),
+    Index(
+        "notification_digests_open_key",
+        "digest_key",
+        unique=True,
+        postgresql_where=text("flushed_at IS NULL"),
+    ),
+)
+
+notification_digest_items = Table(
+    "notification_digest_items",
+    metadata,
+    Column("item_id", UUID(as_uuid=True), primary_key=True),
+    Column("digest_id", UUID(as_uuid=True), nullable=False),
+    Column("payload", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("notification_digest_items_digest_idx", "digest_id"),
+)

@@ -517,3 +517,57 @@ async def lock_idempotency_key(conn: Conn, idempotency_key: str) -> None:
     await conn.execute(
         "SELECT pg_advisory_xact_lock(hashtext(%(k)s))", {"k": "notif:" + idempotency_key}
     )
+
+
+# -- digests (tenantd/notifications/digests.py) -------------------------------------------------
+
+
+async def join_digest(
+    conn: Conn,
+    *,
+    digest_key: str,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    event_type: str,
+) -> Row:
+    """The open digest of the key (created if none: `created` true), row-locked until commit,
+    so a flush waits for this item and an item never joins a flushed digest."""
+    row = await conn.fetch_one(
+        "INSERT INTO notification_digests AS d (digest_key, user_id, account_id, event_type)"
+        " VALUES (%(k)s, %(u)s, %(a)s, %(t)s)"
+        " ON CONFLICT (digest_key) WHERE flushed_at IS NULL"
+        " DO UPDATE SET event_type = d.event_type"
+        " RETURNING id, (xmax = 0) AS created",
+        {"k": digest_key, "u": user_id, "a": account_id, "t": event_type},
+    )
+    assert row is not None
+    return row
+
+
+async def add_digest_item(
+    conn: Conn, *, digest_id: uuid.UUID, item_id: uuid.UUID, payload: dict[str, Any]
+) -> None:
+    await conn.execute(
+        # clock_timestamp: items added in one transaction (a dispatch batch) keep their order.
+        "INSERT INTO notification_digest_items (item_id, digest_id, payload, created_at)"
+        " VALUES (%(i)s, %(d)s, %(p)s, clock_timestamp()) ON CONFLICT (item_id) DO NOTHING",
+        {"i": item_id, "d": digest_id, "p": Json(payload)},
+    )
+
+
+async def close_digest(conn: Conn, digest_id: uuid.UUID) -> Row | None:
+    """Lock and mark the digest flushed; None when it was flushed already (a re-run)."""
+    return await conn.fetch_one(
+        "UPDATE notification_digests SET flushed_at = now()"
+        " WHERE id = %(d)s AND flushed_at IS NULL"
+        " RETURNING id, user_id, account_id, event_type",
+        {"d": digest_id},
+    )
+
+
+async def digest_items(conn: Conn, digest_id: uuid.UUID) -> list[Row]:
+    return await conn.fetch_all(
+        "SELECT payload FROM notification_digest_items WHERE digest_id = %(d)s"
+        " ORDER BY created_at, item_id",
+        {"d": digest_id},
+    )

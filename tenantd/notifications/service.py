@@ -48,7 +48,8 @@ PUSH_ATTEMPTS = 3
 DISPATCH_KIND = "notifications.dispatch"
 FOLLOW_UP_KINDS = {"email": "notifications.email", "web_push": "notifications.web_push"}
 
-Status = Literal["queued", "created", "duplicate", "self_action", "scheduled"]
+Status = Literal["queued", "created", "duplicate", "self_action", "scheduled", "digested"]
+DIGEST_KIND = "notifications.digest"
 MAX_DELAY_SECONDS = 366 * 86_400  # a scheduled send is at most a year ahead
 
 
@@ -214,6 +215,20 @@ async def dispatch(
     if definition.dedup is not None:
         dedup_key = f"{definition.type}:{definition.dedup.key(recipient, model)}"
         window = int(definition.dedup.window_seconds)
+    if (
+        definition.digest is not None
+        and not definition.critical
+        and services.settings.queues_enabled
+    ):
+        return await _add_to_digest(
+            services,
+            notification_id=notification_id,
+            definition=definition,
+            recipient_user_id=recipient_user_id,
+            model=model,
+            account_id=account_id,
+            conn=conn,
+        )
     throttle_key = None
     if definition.throttle is not None:
         throttle_key = f"{definition.type}:{definition.throttle.key(recipient, model)}"
@@ -367,3 +382,104 @@ async def cancel_scheduled(
             await queries.mark_scheduled_cancelled(conn, row["notification_id"])
     cancelled: uuid.UUID = row["notification_id"]
     return cancelled
+
+
+# -- digests (issue 18) --------------------------------------------------------------------------
+
+
+async def _add_to_digest(
+    services: NotificationServices,
+    *,
+    notification_id: uuid.UUID,
+    definition: EventDefinition,
+    recipient_user_id: uuid.UUID,
+    model: BaseModel,
+    account_id: uuid.UUID | None,
+    conn: Conn | None,
+) -> SendOutcome:
+    """Add the send to the open digest of its key; the first item also queues the flush job,
+    due when the window closes (idempotent on the send's id)."""
+    assert definition.digest is not None
+    recipient = str(recipient_user_id)
+    key = f"{definition.type}:{recipient}:{definition.digest.key(recipient, model)}"
+    async with _using(services, conn, transaction=True) as own:
+        if not await queries.user_exists(own, user_id=recipient_user_id):
+            raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
+        digest = await queries.join_digest(
+            own,
+            digest_key=key,
+            user_id=recipient_user_id,
+            account_id=account_id,
+            event_type=definition.type,
+        )
+        await queries.add_digest_item(
+            own,
+            digest_id=digest["id"],
+            item_id=notification_id,
+            payload=model.model_dump(mode="json"),
+        )
+        if digest["created"]:
+            await enqueue(
+                own,
+                DIGEST_KIND,
+                {"digestId": str(digest["id"])},
+                delay_seconds=float(definition.digest.window_seconds),
+                queue=services.jobs,
+            )
+    return SendOutcome(notification_id=digest["id"], status="digested")
+
+
+def digest_content(
+    definition: EventDefinition, recipient: str, payloads: list[dict[str, Any]], *, limit: int
+) -> tuple[str, str, str, str]:
+    """(title, body, cta_url, cta_label) of a digest: the latest item's content, titled with
+    the count, the body listing the first `limit` items' titles."""
+    assert definition.in_app is not None
+    contents = [definition.in_app(recipient, validate_payload(definition, p)) for p in payloads]
+    latest = contents[-1]
+    if len(contents) == 1:
+        return latest.title, latest.body, latest.cta_url, latest.cta_label
+    shown = contents[:limit]
+    body = "\n".join(content.title for content in shown)
+    if len(contents) > len(shown):
+        body += f"\n... and {len(contents) - len(shown)} more"
+    return f"{len(contents)} new: {latest.title}", body, latest.cta_url, latest.cta_label
+
+
+async def flush_digest(services: NotificationServices, *, digest_id: uuid.UUID) -> uuid.UUID | None:
+    """The window closed: one notification (its id is the digest's) with one delivery row per
+    channel, carrying the batched items in its payload under `_digest`."""
+    async with services.db.transaction() as conn:
+        digest = await queries.close_digest(conn, digest_id)
+        if digest is None:
+            return None  # flushed by an earlier run
+        items = [row["payload"] for row in await queries.digest_items(conn, digest_id)]
+        if not items:
+            return None
+        definition = services.registry.get(digest["event_type"]).definition
+        assert definition.digest is not None
+        limit = int(definition.digest.max_items)
+        recipient = str(digest["user_id"])
+        title, body, cta_url, cta_label = digest_content(definition, recipient, items, limit=limit)
+        payload = {**items[-1], "_digest": {"count": len(items), "items": items[:limit]}}
+        row = await queries.persist_dispatch(
+            conn,
+            notification_id=digest_id,
+            user_id=digest["user_id"],
+            account_id=digest["account_id"],
+            event_type=definition.type,
+            title=title,
+            body=body,
+            cta_url=cta_url,
+            cta_label=cta_label,
+            payload=payload,
+            dedup_key=None,
+            window_seconds=0,
+            channels=live_channels(services.settings, definition.default_channels),
+        )
+        for channel in row["pending"] if row["id"] is not None else []:
+            await services.jobs.submit(
+                services, FOLLOW_UP_KINDS[channel], {"notificationId": str(digest_id)}, conn=conn
+            )
+    services.jobs.wake()
+    return digest_id
