@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from tenantd.notifications import Digest, EventDefinition, InAppContent, Throttle
+from tenantd.notifications import Digest, EmailContent, EventDefinition, InAppContent, Throttle
 
 
 class Alert(BaseModel):
@@ -35,5 +35,15 @@ EVENTS = [
         default_channels=("in_app",),
         digest=Digest(key=lambda recipient, p: p.topic, window_seconds=3600, max_items=50),
         in_app=lambda recipient, p: InAppContent(title=f"Digest {p.topic}"),
+    ),
+    EventDefinition(
+        type="alert.mailed_digest",
+        schema=Alert,
+        default_channels=("in_app", "email"),
+        digest=Digest(key=lambda recipient, p: "all", window_seconds=3600, max_items=2),
+        in_app=lambda recipient, p: InAppContent(title=f"Mailed {p.topic}"),
+        email=lambda recipient, p: EmailContent(
+            subject="Alerts", template_path="templates/digest.txt", variables={"topic": p.topic}
+        ),
     ),
 ]

@@ -14,6 +14,7 @@ from tenantd.app import AppServices
 from tenantd.app.services import open_services
 from tenantd.jobs.runner import JobRunner
 from tenantd.notifications import send
+from tests.factories import mail_text, read_mails
 from tests.notifications.conftest import EVENT_MODULE, deliveries, eventually, quiesce
 
 
@@ -152,3 +153,25 @@ async def quiesce_dispatch(db: Any) -> None:
         return left == 0
 
     await eventually(done)
+
+
+@pytest.mark.parametrize("queues_enabled", [True])
+async def test_one_email_renders_the_batch_up_to_max_items(
+    services: AppServices, factory: Any, mail_dir: Any
+) -> None:
+    user = await factory.user(password=None)
+    for n in range(3):
+        await send(
+            services,
+            "alert.mailed_digest",
+            recipient_user_id=user.id,
+            payload={"topic": "disk", "n": n},
+        )
+    await quiesce_dispatch(services.db)
+    await close_windows(services.db)
+    await quiesce(services)
+    [mail] = read_mails(mail_dir)
+    assert mail["Subject"] == "Alerts"
+    assert mail_text(mail).split() == ["3", "alerts:", "-", "disk", "0", "-", "disk", "1"]
+    [row] = await notifications_of(services.db, user.id)
+    assert row["body"].splitlines() == ["Mailed disk", "Mailed disk", "... and 1 more"]
