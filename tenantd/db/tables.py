@@ -509,3 +509,13 @@ notification_digest_items = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Index("notification_digest_items_digest_idx", "digest_id"),
 )
+
+notification_account_defaults = Table(
+    "notification_account_defaults",
+    metadata,
+    Column("account_id", UUID(as_uuid=True), primary_key=True),
+    Column("event_type", Text, primary_key=True),
+    Column("channel", Text, primary_key=True),
+    Column("enabled", Boolean, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)

@@ -40,12 +40,15 @@ WITH u AS (
     RETURNING 1
 ), ch AS (
     SELECT c.channel, c.ord,
-           (coalesce(p.enabled, true) OR %(critical)s::boolean)
+           (coalesce(p.enabled, ad.enabled, true) OR %(critical)s::boolean)
            AND %(forced_reason)s::text IS NULL AS enabled
       FROM unnest(%(channels)s::text[]) WITH ORDINALITY AS c(channel, ord)
       LEFT JOIN notification_preferences p
         ON p.user_id = %(uid)s::uuid AND p.event_type = %(type)s::text
        AND p.channel = c.channel
+      LEFT JOIN notification_account_defaults ad
+        ON ad.account_id = %(aid)s::uuid AND ad.event_type = %(type)s::text
+       AND ad.channel = c.channel
 ), n AS (
     INSERT INTO notifications
         (id, user_id, account_id, event_type, title, body, cta_url, cta_label, payload, in_app)
@@ -570,4 +573,34 @@ async def digest_items(conn: Conn, digest_id: uuid.UUID) -> list[Row]:
         "SELECT payload FROM notification_digest_items WHERE digest_id = %(d)s"
         " ORDER BY created_at, item_id",
         {"d": digest_id},
+    )
+
+
+# -- account-level defaults (tenantd/notifications/preferences.py) -------------------------------
+
+
+async def account_defaults(conn: Conn, *, account_id: uuid.UUID) -> list[Row]:
+    return await conn.fetch_all(
+        "SELECT event_type, channel, enabled FROM notification_account_defaults"
+        " WHERE account_id = %(a)s",
+        {"a": account_id},
+    )
+
+
+async def set_account_default(
+    conn: Conn, *, account_id: uuid.UUID, event_type: str, channel: str, enabled: bool | None
+) -> None:
+    """Set the account's default for one event type x channel; None removes it."""
+    if enabled is None:
+        await conn.execute(
+            "DELETE FROM notification_account_defaults WHERE account_id = %(a)s"
+            " AND event_type = %(t)s AND channel = %(c)s",
+            {"a": account_id, "t": event_type, "c": channel},
+        )
+        return
+    await conn.execute(
+        "INSERT INTO notification_account_defaults (account_id, event_type, channel, enabled)"
+        " VALUES (%(a)s, %(t)s, %(c)s, %(on)s) ON CONFLICT (account_id, event_type, channel)"
+        " DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = now()",
+        {"a": account_id, "t": event_type, "c": channel, "on": enabled},
     )

@@ -100,6 +100,9 @@ class ListQuery(ApiModel):
 class ChannelSetting(ApiModel):
     channel: Channel
     enabled: bool
+    source: str = Field(
+        "default", description="user, account (the active account's default) or default"
+    )
 
 
 class EventPreferences(ApiModel):
@@ -204,3 +207,20 @@ def envelope(row: Row) -> bytes:
         {"type": "notification.created", "notification": notification_json(row)},
         option=orjson.OPT_UTC_Z,
     )
+
+
+class AccountDefaultBody(
+    RequestBody,
+    json_schema_extra={
+        "examples": [{"eventType": "comment.created", "channel": "email", "enabled": False}]
+    },
+):
+    event_type: EventType
+    channel: Channel
+    enabled: StrictBool | None = Field(description="null removes the account's default")
+
+
+class AccountDefault(ApiModel):
+    event_type: str
+    channel: str
+    enabled: bool | None
