@@ -20,6 +20,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    Time,
     UniqueConstraint,
     func,
     text,
@@ -44,6 +45,10 @@ users = Table(
     Column("deleted_at", DateTime(timezone=True)),
     Column("deleted_email", Text),
     Column("anonymized_at", DateTime(timezone=True)),
+    # Beyond (issue 18): quiet hours
+    Column("time_zone", Text),
+    Column("quiet_hours_start", Time),
+    Column("quiet_hours_end", Time),
 )
 Index("users_email_key", func.lower(users.c.email), unique=True)
 Index(

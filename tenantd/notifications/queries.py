@@ -29,7 +29,7 @@ DISPATCH_SQL = Prepared(
     "tenantd_notification_dispatch",
     """
 WITH u AS (
-    SELECT id FROM users WHERE id = %(uid)s::uuid
+    SELECT id, time_zone, quiet_hours_start, quiet_hours_end FROM users WHERE id = %(uid)s::uuid
 ), dd AS (
     INSERT INTO notification_dedup (dedup_key, expires_at)
     SELECT %(dedup_key)s::text, now() + make_interval(secs => %(window)s::float8)
@@ -72,6 +72,9 @@ WITH u AS (
     RETURNING channel, status
 )
 SELECT (SELECT count(*) FROM u) > 0 AS user_found,
+       (SELECT time_zone FROM u) AS time_zone,
+       (SELECT quiet_hours_start FROM u) AS quiet_hours_start,
+       (SELECT quiet_hours_end FROM u) AS quiet_hours_end,
        n.id, n.created_at,
        ARRAY(SELECT d.channel FROM d WHERE d.status = 'pending') AS pending,
        (SELECT count(*) FROM d
@@ -603,4 +606,29 @@ async def set_account_default(
         " VALUES (%(a)s, %(t)s, %(c)s, %(on)s) ON CONFLICT (account_id, event_type, channel)"
         " DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = now()",
         {"a": account_id, "t": event_type, "c": channel, "on": enabled},
+    )
+
+
+# -- quiet hours (tenantd/notifications/quiet.py) --------------------------------------------------
+
+
+async def quiet_hours(conn: Conn, *, user_id: uuid.UUID) -> Row | None:
+    return await conn.fetch_one(
+        "SELECT time_zone, quiet_hours_start, quiet_hours_end FROM users WHERE id = %(u)s",
+        {"u": user_id},
+    )
+
+
+async def set_quiet_hours(
+    conn: Conn,
+    *,
+    user_id: uuid.UUID,
+    time_zone: str | None,
+    start: dt.time | None,
+    end: dt.time | None,
+) -> None:
+    await conn.execute(
+        "UPDATE users SET time_zone = %(z)s, quiet_hours_start = %(s)s, quiet_hours_end = %(e)s,"
+        " updated_at = now() WHERE id = %(u)s",
+        {"u": user_id, "z": time_zone, "s": start, "e": end},
     )

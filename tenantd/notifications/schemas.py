@@ -224,3 +224,22 @@ class AccountDefault(ApiModel):
     event_type: str
     channel: str
     enabled: bool | None
+
+
+class NotificationSettingsBody(
+    RequestBody,
+    json_schema_extra={
+        "examples": [
+            {"timeZone": "Europe/Paris", "quietHoursStart": "22:00", "quietHoursEnd": "07:00"}
+        ]
+    },
+):
+    time_zone: str | None = Field(None, max_length=64)
+    quiet_hours_start: str | None = Field(None, max_length=8)
+    quiet_hours_end: str | None = Field(None, max_length=8)
+
+
+class NotificationSettings(ApiModel):
+    time_zone: str | None
+    quiet_hours_start: str | None
+    quiet_hours_end: str | None

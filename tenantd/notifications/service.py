@@ -33,6 +33,7 @@ from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.jobs import queries as job_queries
 from tenantd.jobs.queue import enqueue
 from tenantd.notifications import queries
+from tenantd.notifications.quiet import DELAYED_CHANNELS, quiet_delay
 from tenantd.notifications.registry import EventDefinition
 from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.settings import Settings
@@ -264,13 +265,27 @@ async def dispatch(
                 arguments["forced_reason"] = "throttled"
         row = await queries.persist_dispatch(own, **arguments)
         if queue and row["id"] is not None:
-            for channel in row["pending"]:
-                await services.jobs.submit(
-                    services,
-                    FOLLOW_UP_KINDS[channel],
-                    {"notificationId": str(notification_id)},
-                    conn=own,
+            wait = 0.0
+            if not definition.critical:
+                wait = quiet_delay(
+                    dt.datetime.now(dt.UTC),
+                    time_zone=row["time_zone"],
+                    start=row["quiet_hours_start"],
+                    end=row["quiet_hours_end"],
                 )
+            for channel in row["pending"]:
+                follow_up = {"notificationId": str(notification_id)}
+                if wait > 0 and channel in DELAYED_CHANNELS:
+                    # Quiet hours: the delivery job is due when they end.
+                    await enqueue(
+                        own,
+                        FOLLOW_UP_KINDS[channel],
+                        follow_up,
+                        delay_seconds=wait,
+                        queue=services.jobs,
+                    )
+                    continue
+                await services.jobs.submit(services, FOLLOW_UP_KINDS[channel], follow_up, conn=own)
     if not row["user_found"]:
         raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
     if row["id"] is None:

@@ -8,6 +8,7 @@ from aiohttp import web
 from pydantic import Field
 
 from tenantd.notifications import preferences as prefs
+from tenantd.notifications import quiet
 from tenantd.notifications import unsubscribe as unsub
 from tenantd.notifications.channels import in_app
 from tenantd.notifications.channels.sse.endpoint import stream_notifications
@@ -19,6 +20,8 @@ from tenantd.notifications.schemas import (
     EventPreferences,
     ListQuery,
     NotificationPage,
+    NotificationSettings,
+    NotificationSettingsBody,
     Preference,
     PreferenceBody,
     PushSubscribeBody,
@@ -255,3 +258,34 @@ async def put_account_default(request: web.Request, body: AccountDefaultBody) ->
         enabled=body.enabled,
     )
     return AccountDefault.model_validate(row)
+
+
+@routes.get(
+    f"{BASE}/settings",
+    response=NotificationSettings,
+    summary="My time zone and quiet hours",
+)
+async def get_notification_settings(request: web.Request) -> NotificationSettings:
+    found = await quiet.settings_of(
+        request.app[NOTIFICATION_SERVICES], user_id=current_principal(request).user_id
+    )
+    return NotificationSettings.model_validate(found)
+
+
+@routes.put(
+    f"{BASE}/settings",
+    body=NotificationSettingsBody,
+    response=NotificationSettings,
+    summary="Set my time zone and quiet hours (non-critical email and push wait until they end)",
+)
+async def put_notification_settings(
+    request: web.Request, body: NotificationSettingsBody
+) -> NotificationSettings:
+    saved = await quiet.set_settings(
+        request.app[NOTIFICATION_SERVICES],
+        user_id=current_principal(request).user_id,
+        time_zone=body.time_zone,
+        start=body.quiet_hours_start,
+        end=body.quiet_hours_end,
+    )
+    return NotificationSettings.model_validate(saved)
