@@ -36,19 +36,28 @@ def _own_templates() -> jinja2.Environment:
     )
 
 
-def _shipped(to: str, name: str, variables: dict[str, Any]) -> EmailMessage:
-    subject, text, html = templates.render(name, variables)
+def _shipped(
+    to: str, name: str, variables: dict[str, Any], *, locale: str | None = None
+) -> EmailMessage:
+    subject, text, html = templates.render(name, variables, locale=locale)
     return EmailMessage(to=to, subject=subject, text=text, html=html, tag=name)
 
 
-def verification(to: str, *, link: str, first_name: str = "") -> EmailMessage:
+def verification(
+    to: str, *, link: str, first_name: str = "", locale: str | None = None
+) -> EmailMessage:
     return _shipped(
-        to, "verify_email", {"link": link, "first_name": first_name, "ttl_hours": VERIFY_TTL_HOURS}
+        to,
+        "verify_email",
+        {"link": link, "first_name": first_name, "ttl_hours": VERIFY_TTL_HOURS},
+        locale=locale,
     )
 
 
-def password_reset(to: str, *, link: str, ttl_minutes: int) -> EmailMessage:
-    return _shipped(to, "password_reset", {"link": link, "ttl_minutes": ttl_minutes})
+def password_reset(
+    to: str, *, link: str, ttl_minutes: int, locale: str | None = None
+) -> EmailMessage:
+    return _shipped(to, "password_reset", {"link": link, "ttl_minutes": ttl_minutes}, locale=locale)
 
 
 def account_exists(to: str, *, settings: Settings) -> EmailMessage:

@@ -49,6 +49,7 @@ users = Table(
     Column("time_zone", Text),
     Column("quiet_hours_start", Time),
     Column("quiet_hours_end", Time),
+    Column("locale", Text),  # Beyond (issue 18): languages
 )
 Index("users_email_key", func.lower(users.c.email), unique=True)
 Index(

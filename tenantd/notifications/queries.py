@@ -614,7 +614,7 @@ async def set_account_default(
 
 async def quiet_hours(conn: Conn, *, user_id: uuid.UUID) -> Row | None:
     return await conn.fetch_one(
-        "SELECT time_zone, quiet_hours_start, quiet_hours_end FROM users WHERE id = %(u)s",
+        "SELECT time_zone, quiet_hours_start, quiet_hours_end, locale FROM users WHERE id = %(u)s",
         {"u": user_id},
     )
 
@@ -631,4 +631,11 @@ async def set_quiet_hours(
         "UPDATE users SET time_zone = %(z)s, quiet_hours_start = %(s)s, quiet_hours_end = %(e)s,"
         " updated_at = now() WHERE id = %(u)s",
         {"u": user_id, "z": time_zone, "s": start, "e": end},
+    )
+
+
+async def set_locale(conn: Conn, *, user_id: uuid.UUID, locale: str) -> None:
+    await conn.execute(
+        "UPDATE users SET locale = %(l)s, updated_at = now() WHERE id = %(u)s",
+        {"u": user_id, "l": locale},
     )

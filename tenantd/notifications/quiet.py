@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from tenantd.email.templates import SUPPORTED_LOCALES
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import queries
 from tenantd.notifications.services import NotificationServices
@@ -65,6 +66,7 @@ async def settings_of(services: NotificationServices, *, user_id: uuid.UUID) -> 
     row = row or {}
     start, end = row.get("quiet_hours_start"), row.get("quiet_hours_end")
     return {
+        "locale": row.get("locale"),
         "timeZone": row.get("time_zone"),
         "quietHoursStart": start.strftime("%H:%M") if start else None,
         "quietHoursEnd": end.strftime("%H:%M") if end else None,
@@ -78,8 +80,12 @@ async def set_settings(
     time_zone: str | None,
     start: str | None,
     end: str | None,
+    locale: str | None = None,
 ) -> dict[str, Any]:
-    """Set the time zone and quiet hours (both ends, or neither)."""
+    """Set the time zone and quiet hours (both ends, or neither); a locale given replaces
+    the user's (emails use it where a translation ships)."""
+    if locale is not None and locale not in SUPPORTED_LOCALES:
+        raise ValidationFailed({"locale": f"one of {', '.join(SUPPORTED_LOCALES)}"})
     if time_zone is not None:
         zone(time_zone)
     begins, ends = _time(start, "quietHoursStart"), _time(end, "quietHoursEnd")
@@ -91,4 +97,6 @@ async def set_settings(
         await queries.set_quiet_hours(
             conn, user_id=user_id, time_zone=time_zone, start=begins, end=ends
         )
+        if locale is not None:
+            await queries.set_locale(conn, user_id=user_id, locale=locale)
     return await settings_of(services, user_id=user_id)

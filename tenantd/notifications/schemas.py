@@ -237,9 +237,11 @@ class NotificationSettingsBody(
     time_zone: str | None = Field(None, max_length=64)
     quiet_hours_start: str | None = Field(None, max_length=8)
     quiet_hours_end: str | None = Field(None, max_length=8)
+    locale: str | None = Field(None, max_length=8, description="en or fr; omitted: unchanged")
 
 
 class NotificationSettings(ApiModel):
+    locale: str | None = None
     time_zone: str | None
     quiet_hours_start: str | None
     quiet_hours_end: str | None

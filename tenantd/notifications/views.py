@@ -287,5 +287,6 @@ async def put_notification_settings(
         time_zone=body.time_zone,
         start=body.quiet_hours_start,
         end=body.quiet_hours_end,
+        locale=body.locale,
     )
     return NotificationSettings.model_validate(saved)

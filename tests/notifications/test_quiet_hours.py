@@ -74,7 +74,12 @@ async def test_email_waits_until_the_quiet_hours_end(
             json={"timeZone": PARIS, "quietHoursStart": start, "quietHoursEnd": end},
         )
     )
-    assert saved == {"timeZone": PARIS, "quietHoursStart": start, "quietHoursEnd": end}
+    assert saved == {
+        "locale": None,
+        "timeZone": PARIS,
+        "quietHoursStart": start,
+        "quietHoursEnd": end,
+    }
     outcome = await send(
         services, "report.ready", recipient_user_id=user.id, payload={"reportName": "Q", "rows": 1}
     )
@@ -102,7 +107,18 @@ async def test_settings_validation(factory: Factory, make_client: Any) -> None:
         await client.put(url, json={"quietHoursStart": "22:00", "quietHoursEnd": "07:00"}), 422
     )
     assert await data(await client.get(url)) == {
+        "locale": None,
         "timeZone": None,
         "quietHoursStart": None,
         "quietHoursEnd": None,
     }
+
+
+async def test_the_locale_is_changeable(factory: Factory, make_client: Any) -> None:
+    user = await factory.user(password=None)
+    client = await signed_in(make_client, factory, user)
+    url = "/api/v1/notifications/settings"
+    saved = await data(await client.put(url, json={"locale": "fr"}))
+    assert saved["locale"] == "fr"
+    await error(await client.put(url, json={"locale": "xx"}), 422)
+    assert (await data(await client.put(url, json={})))["locale"] == "fr"  # omitted: unchanged
