@@ -165,3 +165,30 @@ class ReauthRequired(AppError):
     def __init__(self, methods: list[str], message: str | None = None):
         super().__init__(message, details={"methods": methods})
         self.methods = methods
+
+
+# -- Beyond (issue 18): account restore -------------------------------------------------------
+
+
+class AccountPurged(AppError):
+    status = 410
+    code = "ACCOUNT_PURGED"
+    message = "The account's grace period is over; it was (or is being) deleted for good"
+
+
+class DomainTaken(AppError):
+    status = 409
+    code = "DOMAIN_TAKEN"
+    message = "Another account claimed this account's email domain after it was deleted"
+
+
+class AccountNotDeleted(AppError):
+    status = 409
+    code = "ACCOUNT_NOT_DELETED"
+    message = "The account is not deleted"
+
+
+class TransferOwnershipFirst(AppError):
+    status = 409
+    code = "TRANSFER_OWNERSHIP_FIRST"
+    message = "You own an account with other members: transfer its ownership or delete it first"

@@ -161,6 +161,13 @@ class Settings:
     webhook_timeout_seconds: float = 10.0
     # Sessions (issue 14): mail the user when they sign in from a browser never seen for them.
     new_signin_email: bool = True
+    # --- Beyond (issue 18): SMTP provider, Postmark and Amazon SES (SNS) webhooks ---
+    smtp_url: str | None = None
+    smtp_starttls: bool = True
+    smtp_ca_file: str | None = None
+    postmark_webhook_username: str | None = None
+    postmark_webhook_password: str | None = None
+    ses_sns_topic_arns: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -256,9 +263,9 @@ def load_settings(
     origin_parts = urlsplit(public_base_url)
     default_origin = f"{origin_parts.scheme}://{origin_parts.netloc}"
     provider = env.get("EMAIL_PROVIDER", "file").strip().lower()
-    if provider not in {"file", "postmark", "resend", "sendgrid"}:
+    if provider not in {"file", "postmark", "resend", "sendgrid", "smtp"}:
         raise SettingsError(
-            f"EMAIL_PROVIDER must be file, postmark, resend or sendgrid: {provider}"
+            f"EMAIL_PROVIDER must be file, postmark, resend, sendgrid or smtp: {provider}"
         )
     log_format = env.get("LOG_FORMAT", "console").lower()
     if log_format not in {"console", "json"}:
@@ -340,6 +347,13 @@ def load_settings(
         ),
         # Sessions (issue 14): the "new sign-in" mail.
         new_signin_email=_bool(env.get("NEW_SIGNIN_EMAIL", "true"), "NEW_SIGNIN_EMAIL"),
+        # Beyond (issue 18): SMTP provider, Postmark and Amazon SES (SNS) webhooks
+        smtp_url=opt("SMTP_URL"),
+        smtp_starttls=_bool(env.get("SMTP_STARTTLS", "true"), "SMTP_STARTTLS"),
+        smtp_ca_file=opt("SMTP_CA_FILE"),
+        postmark_webhook_username=opt("POSTMARK_WEBHOOK_USERNAME"),
+        postmark_webhook_password=opt("POSTMARK_WEBHOOK_PASSWORD"),
+        ses_sns_topic_arns=_list(env.get("SES_SNS_TOPIC_ARNS", "")),
         extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
     )
 

@@ -569,3 +569,69 @@ async def join_request_mail(conn: Conn, request_id: uuid.UUID) -> Row | None:
         " JOIN accounts a ON a.id = j.account_id WHERE j.id = %(id)s",
         {"id": request_id},
     )
+
+
+# -- restore within the grace window (tenantd/accounts/restore.py) -----------------------------
+
+
+async def lock_account_any(conn: Conn, account_id: uuid.UUID) -> Row | None:
+    """Lock an account row live or soft-deleted (the purge sweep skips it while held)."""
+    return await conn.fetch_one(
+        "SELECT id, name, claimed_domain, created_at, deleted_at,"
+        " deleted_at < now() - make_interval(days => %(d)s) AS past_grace"
+        " FROM accounts WHERE id = %(a)s FOR NO KEY UPDATE",
+        {"a": account_id, "d": RESTORE_GRACE_DAYS},
+    )
+
+
+RESTORE_GRACE_DAYS = 30  # as accounts.service.GRACE_DAYS (the purge sweep's window)
+
+
+async def owner_of_any(conn: Conn, account_id: uuid.UUID) -> uuid.UUID | None:
+    """The active owner membership of an account, live or soft-deleted (the owner at deletion
+    time: a soft-deleted account keeps its memberships and cannot change owner)."""
+    owner: uuid.UUID | None = await conn.fetch_val(
+        "SELECT user_id FROM memberships WHERE account_id = %(a)s AND role = 'owner'"
+        " AND revoked_at IS NULL",
+        {"a": account_id},
+    )
+    return owner
+
+
+async def is_member_of_any(conn: Conn, account_id: uuid.UUID, user_id: uuid.UUID) -> bool:
+    return bool(
+        await conn.fetch_val(
+            "SELECT EXISTS (SELECT 1 FROM memberships WHERE account_id = %(a)s"
+            " AND user_id = %(u)s AND revoked_at IS NULL)",
+            {"a": account_id, "u": user_id},
+        )
+    )
+
+
+async def deleted_by(conn: Conn, account_id: uuid.UUID, user_id: uuid.UUID) -> bool:
+    """Whether the audit log says this user soft-deleted the account (it outlives the purge)."""
+    return bool(
+        await conn.fetch_val(
+            "SELECT EXISTS (SELECT 1 FROM audit_log WHERE account_id = %(a)s"
+            " AND action = 'account.soft_deleted' AND actor_user_id = %(u)s)",
+            {"a": account_id, "u": user_id},
+        )
+    )
+
+
+async def was_purged(conn: Conn, account_id: uuid.UUID) -> bool:
+    return bool(
+        await conn.fetch_val(
+            "SELECT EXISTS (SELECT 1 FROM audit_log WHERE account_id = %(a)s"
+            " AND action = 'account.hard_deleted')",
+            {"a": account_id},
+        )
+    )
+
+
+async def undelete_account(conn: Conn, account_id: uuid.UUID) -> None:
+    """Clear deleted_at; the partial claim index refuses it if a live account took the domain."""
+    await conn.execute(
+        "UPDATE accounts SET deleted_at = NULL, updated_at = now() WHERE id = %(a)s",
+        {"a": account_id},
+    )

@@ -239,3 +239,14 @@ class AuditEntryOut(ApiModel):
 class AuditLogPage(ApiModel):
     items: list[AuditEntryOut]
     next_cursor: str | None
+
+
+class AccountRestored(ApiModel):
+    id: uuid.UUID
+    name: str
+    claimed_domain: str | None = None
+    created_at: dt.datetime
+
+
+class AccountRestoredOut(ApiModel):
+    account: AccountRestored

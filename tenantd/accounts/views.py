@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.accounts import audit_log, invitations, join_requests, memberships, service
+from tenantd.accounts import audit_log, invitations, join_requests, memberships, restore, service
 from tenantd.accounts.schemas import (
     AcceptBody,
     AcceptResult,
@@ -16,6 +16,8 @@ from tenantd.accounts.schemas import (
     AccountDetail,
     AccountRef,
     AccountRename,
+    AccountRestored,
+    AccountRestoredOut,
     AccountSummary,
     AuditEntryOut,
     AuditLogPage,
@@ -162,6 +164,35 @@ async def delete_account(request: web.Request) -> web.Response:
         )
     )
     return _answer(data, deleted.activation, services)
+
+
+@ROUTES.post(
+    ACCOUNT + "/restore",
+    response=AccountRestoredOut,
+    responses={
+        403: "FORBIDDEN: a member who is not the owner",
+        404: "NOT_FOUND: no such account, or not yours",
+        409: "ACCOUNT_NOT_DELETED, or DOMAIN_TAKEN (details.domain): another live account "
+        "claimed the domain meanwhile",
+        410: "ACCOUNT_PURGED: the grace period is over",
+    },
+    summary="Restore a soft-deleted account within the grace period (owner at deletion time)",
+)
+async def restore_account(request: web.Request) -> AccountRestoredOut:
+    # TODO(mfa): step-up (REAUTH_REQUIRED) when the caller has a factor, once mfa is on main.
+    row = await restore.restore_account(
+        _services(request),
+        path_uuid(request, "id"),
+        actor_id=current_principal(request).user_id,
+    )
+    return AccountRestoredOut(
+        account=AccountRestored(
+            id=row["id"],
+            name=row["name"],
+            claimed_domain=row["claimed_domain"],
+            created_at=row["created_at"],
+        )
+    )
 
 
 # -- memberships ------------------------------------------------------------------------------

@@ -7,7 +7,9 @@ from tenantd.accounts import mail as account_mail
 from tenantd.accounts import sweeps as account_sweeps
 from tenantd.accounts import views as account_views
 from tenantd.apikeys import sweeps as apikey_sweeps
+from tenantd.auth import deletion as user_deletion
 from tenantd.auth import jobs as auth_jobs
+from tenantd.auth import user_views
 from tenantd.auth import views as auth_views
 from tenantd.auth.keys import views as key_views
 from tenantd.auth.oauth import views as oauth_views
@@ -43,6 +45,7 @@ ROUTES: tuple[Routes, ...] = (
     key_views.ROUTES,
     mfa_views.ROUTES,
     webhook_views.ROUTES,
+    user_views.ROUTES,
 )
 
 JOB_KINDS: tuple[JobKind, ...] = (
@@ -62,6 +65,7 @@ SWEEPS: tuple[Sweep, ...] = (
     *key_sweeps.SWEEPS,
     *mfa_sweeps.SWEEPS,
     *outbox_sweeps.SWEEPS,
+    *user_deletion.SWEEPS,
 )
 
 

@@ -32,19 +32,28 @@ def _own_templates() -> jinja2.Environment:
     )
 
 
-def _shipped(to: str, name: str, variables: dict[str, Any]) -> EmailMessage:
-    subject, text, html = templates.render(name, variables)
+def _shipped(
+    to: str, name: str, variables: dict[str, Any], *, locale: str | None = None
+) -> EmailMessage:
+    subject, text, html = templates.render(name, variables, locale=locale)
     return EmailMessage(to=to, subject=subject, text=text, html=html, tag=name)
 
 
-def verification(to: str, *, link: str, first_name: str = "") -> EmailMessage:
+def verification(
+    to: str, *, link: str, first_name: str = "", locale: str | None = None
+) -> EmailMessage:
     return _shipped(
-        to, "verify_email", {"link": link, "first_name": first_name, "ttl_hours": VERIFY_TTL_HOURS}
+        to,
+        "verify_email",
+        {"link": link, "first_name": first_name, "ttl_hours": VERIFY_TTL_HOURS},
+        locale=locale,
     )
 
 
-def password_reset(to: str, *, link: str, ttl_minutes: int) -> EmailMessage:
-    return _shipped(to, "password_reset", {"link": link, "ttl_minutes": ttl_minutes})
+def password_reset(
+    to: str, *, link: str, ttl_minutes: int, locale: str | None = None
+) -> EmailMessage:
+    return _shipped(to, "password_reset", {"link": link, "ttl_minutes": ttl_minutes}, locale=locale)
 
 
 def account_exists(to: str, *, settings: Settings) -> EmailMessage:
@@ -114,3 +123,14 @@ def _log_unsent(message: EmailMessage, result: SendResult) -> None:
         log.info(
             "transactional email %s: %s", result.status, result.reason, extra={"tag": message.tag}
         )
+
+
+def own_text(to: str, name: str, variables: dict[str, Any]) -> EmailMessage:
+    """A plain-text mail from this package's templates (`name.subject.txt`, `name.txt`)."""
+    env = _own_templates()
+    return EmailMessage(
+        to=to,
+        subject=env.get_template(f"{name}.subject.txt").render(**variables).strip(),
+        text=env.get_template(f"{name}.txt").render(**variables),
+        tag=name,
+    )

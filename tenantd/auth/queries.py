@@ -77,3 +77,189 @@ async def remember_device(
     )
     assert row is not None
     return row
+
+
+# -- email change (tenantd/auth/email_change.py) ----------------------------------------------
+
+
+async def drop_pending_email_changes(conn: Conn, *, user_id: uuid.UUID) -> None:
+    """A new request replaces the pending one (its notice was mailed again)."""
+    await conn.execute(
+        "DELETE FROM email_changes WHERE user_id = %(u)s"
+        " AND confirmed_at IS NULL AND cancelled_at IS NULL",
+        {"u": user_id},
+    )
+
+
+async def insert_email_change(
+    conn: Conn,
+    *,
+    user_id: uuid.UUID,
+    old_email: str,
+    new_email: str,
+    confirm_hash: bytes,
+    cancel_hash: bytes,
+    ttl_hours: int,
+    cancel_days: int,
+) -> uuid.UUID:
+    change_id: uuid.UUID = await conn.fetch_val(
+        "INSERT INTO email_changes (user_id, old_email, new_email, confirm_hash, cancel_hash,"
+        " expires_at, cancel_until) VALUES (%(u)s, %(o)s, %(n)s, %(c)s, %(x)s,"
+        " now() + make_interval(hours => %(t)s), now() + make_interval(days => %(d)s))"
+        " RETURNING id",
+        {
+            "u": user_id,
+            "o": old_email,
+            "n": new_email,
+            "c": confirm_hash,
+            "x": cancel_hash,
+            "t": ttl_hours,
+            "d": cancel_days,
+        },
+    )
+    return change_id
+
+
+async def lock_email_change(conn: Conn, *, column: str, token_hash: bytes) -> Row | None:
+    """The change a link names (`confirm_hash` or `cancel_hash`), locked, with its timing."""
+    assert column in ("confirm_hash", "cancel_hash")
+    return await conn.fetch_one(
+        "SELECT id, user_id, old_email, new_email, confirmed_at, cancelled_at,"
+        " expires_at > now() AS confirmable, cancel_until > now() AS cancellable"
+        f" FROM email_changes WHERE {column} = %(h)s FOR UPDATE",
+        {"h": token_hash},
+    )
+
+
+async def finish_email_change(conn: Conn, *, change_id: uuid.UUID, outcome: str) -> None:
+    assert outcome in ("confirmed_at", "cancelled_at")
+    await conn.execute(
+        f"UPDATE email_changes SET {outcome} = now() WHERE id = %(i)s", {"i": change_id}
+    )
+
+
+async def cancel_open_email_changes(conn: Conn, *, user_id: uuid.UUID) -> None:
+    await conn.execute(
+        "UPDATE email_changes SET cancelled_at = now() WHERE user_id = %(u)s"
+        " AND confirmed_at IS NULL AND cancelled_at IS NULL",
+        {"u": user_id},
+    )
+
+
+async def email_in_use(conn: Conn, email: str) -> bool:
+    return bool(
+        await conn.fetch_val(
+            "SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower(%(e)s))", {"e": email}
+        )
+    )
+
+
+async def set_user_email(conn: Conn, *, user_id: uuid.UUID, email: str) -> None:
+    """The address changes and counts as verified (its owner clicked the link)."""
+    await conn.execute(
+        "UPDATE users SET email = %(e)s, email_verified_at = now(), updated_at = now()"
+        " WHERE id = %(u)s",
+        {"e": email, "u": user_id},
+    )
+
+
+async def drop_user_links(conn: Conn, *, user_id: uuid.UUID) -> None:
+    """Verification and reset links mailed to the previous address stop working."""
+    await conn.execute("DELETE FROM user_tokens WHERE user_id = %(u)s", {"u": user_id})
+
+
+# -- delete my user, export (tenantd/auth/deletion.py) ----------------------------------------
+
+
+async def lock_owned_accounts(conn: Conn, user_id: uuid.UUID) -> list[Row]:
+    """The live accounts the user owns, locked (a concurrent join waits), with their other
+    active members counted."""
+    return await conn.fetch_all(
+        "SELECT a.id, (SELECT count(*) FROM memberships o WHERE o.account_id = a.id"
+        "   AND o.revoked_at IS NULL AND o.user_id <> %(u)s) AS others"
+        " FROM memberships m JOIN accounts a ON a.id = m.account_id"
+        " WHERE m.user_id = %(u)s AND m.role = 'owner' AND m.revoked_at IS NULL"
+        " AND a.deleted_at IS NULL ORDER BY a.id FOR UPDATE OF a",
+        {"u": user_id},
+    )
+
+
+async def revoke_memberships_of(conn: Conn, user_id: uuid.UUID) -> list[Row]:
+    return await conn.fetch_all(
+        "UPDATE memberships SET revoked_at = now(), updated_at = now()"
+        " WHERE user_id = %(u)s AND revoked_at IS NULL RETURNING account_id, role",
+        {"u": user_id},
+    )
+
+
+async def tombstone_user(conn: Conn, user_id: uuid.UUID) -> Row:
+    """The address is released at once (kept aside in deleted_email for the grace window)."""
+    row = await conn.fetch_one(
+        "UPDATE users SET deleted_email = email, email = 'deleted+' || id::text || '@invalid',"
+        " deleted_at = now(), updated_at = now() WHERE id = %(u)s RETURNING deleted_at",
+        {"u": user_id},
+    )
+    assert row is not None
+    return row
+
+
+async def drop_credentials(conn: Conn, user_id: uuid.UUID) -> None:
+    """Password, identities, links, push subscriptions and pending email changes go."""
+    for table in (
+        "user_passwords",
+        "user_identities",
+        "user_tokens",
+        "push_subscriptions",
+        "email_changes",
+    ):
+        await conn.execute(f"DELETE FROM {table} WHERE user_id = %(u)s", {"u": user_id})
+
+
+async def lock_users_to_anonymize(conn: Conn, *, older_than_days: int, limit: int) -> list[Row]:
+    return await conn.fetch_all(
+        "SELECT id FROM users WHERE deleted_at IS NOT NULL AND anonymized_at IS NULL"
+        " AND deleted_at < now() - make_interval(days => %(d)s)"
+        " ORDER BY deleted_at, id LIMIT %(n)s FOR UPDATE SKIP LOCKED",
+        {"d": older_than_days, "n": limit},
+    )
+
+
+async def anonymize_users(conn: Conn, user_ids: list[uuid.UUID]) -> None:
+    """Names and the kept address cleared; the user's notifications, preferences and
+    sessions deleted. The row stays (audit rows and memberships point at its id)."""
+    ids = {"ids": user_ids}
+    await conn.execute(
+        "UPDATE users SET first_name = '', last_name = '', deleted_email = NULL,"
+        " anonymized_at = now(), updated_at = now() WHERE id = ANY(%(ids)s)",
+        ids,
+    )
+    for table in ("notifications", "notification_preferences", "sessions"):
+        await conn.execute(f"DELETE FROM {table} WHERE user_id = ANY(%(ids)s)", ids)
+
+
+EXPORT_QUERIES = {
+    "user": "SELECT id, email, first_name, last_name, email_verified_at, created_at, updated_at,"
+    " (SELECT created_at FROM user_passwords p WHERE p.user_id = u.id) AS password_set_at"
+    " FROM users u WHERE id = %(u)s",
+    "identities": "SELECT provider, email, created_at FROM user_identities WHERE user_id = %(u)s"
+    " ORDER BY created_at",
+    "memberships": "SELECT m.account_id, a.name AS account_name, m.role, m.created_at,"
+    " m.revoked_at FROM memberships m JOIN accounts a ON a.id = m.account_id"
+    " WHERE m.user_id = %(u)s ORDER BY m.created_at",
+    "sessions": "SELECT id, created_at, expires_at, revoked_at, user_agent, ip FROM sessions"
+    " WHERE user_id = %(u)s ORDER BY created_at",
+    "notifications": "SELECT id, account_id, event_type, title, body, cta_url, cta_label, status,"
+    " read_at, created_at FROM notifications WHERE user_id = %(u)s ORDER BY created_at",
+    "notification_preferences": "SELECT event_type, channel, enabled, updated_at"
+    " FROM notification_preferences WHERE user_id = %(u)s ORDER BY event_type, channel",
+    "push_subscriptions": "SELECT endpoint, user_agent, created_at, last_used_at"
+    " FROM push_subscriptions WHERE user_id = %(u)s ORDER BY created_at",
+    "email_changes": "SELECT old_email, new_email, created_at, confirmed_at, cancelled_at"
+    " FROM email_changes WHERE user_id = %(u)s ORDER BY created_at",
+    "audit_log": "SELECT account_id, action, target, data, created_at FROM audit_log"
+    " WHERE actor_user_id = %(u)s ORDER BY created_at, id",
+}
+
+
+async def export_rows(conn: Conn, user_id: uuid.UUID) -> dict[str, list[Row]]:
+    return {name: await conn.fetch_all(sql, {"u": user_id}) for name, sql in EXPORT_QUERIES.items()}

@@ -210,3 +210,31 @@ class SecurityEventPage(ApiModel):
 class SecurityEventsQuery(ApiModel):
     limit: int = Field(default=50, ge=1, le=100)
     cursor: Cursor | None = None
+
+
+# -- Beyond (issue 18): email change, delete my user, export -----------------------------------
+
+
+class EmailChangeBody(
+    RequestBody, json_schema_extra={"examples": [{"newEmail": "new@example.com"}]}
+):
+    new_email: str = Field(min_length=3, max_length=320)
+
+
+class LinkTokenBody(RequestBody, json_schema_extra={"examples": [{"token": _TOKEN}]}):
+    token: Token
+
+
+class UserRef(ApiModel):
+    id: uuid.UUID
+    email: str
+
+
+class EmailChanged(ApiModel):
+    user: UserRef
+
+
+class UserDeletedOut(ApiModel):
+    deleted_at: dt.datetime
+    anonymize_after: dt.datetime
+    accounts_deleted: list[uuid.UUID]

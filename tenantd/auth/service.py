@@ -183,7 +183,13 @@ async def _new_verification_link(
 
 
 async def register(
-    services: Services, *, email: str, password: str, first_name: str = "", last_name: str = ""
+    services: Services,
+    *,
+    email: str,
+    password: str,
+    first_name: str = "",
+    last_name: str = "",
+    locale: str | None = None,
 ) -> Registered:
     """Mail a link that carries this sign-up's own password; same answer for a known email."""
     settings = services.settings
@@ -198,7 +204,11 @@ async def register(
     outgoing: mail.Outgoing
     async with services.db.transaction() as conn:
         user_id = await queries.insert_user(
-            conn, email=email, first_name=first_name.strip(), last_name=last_name.strip()
+            conn,
+            email=email,
+            first_name=first_name.strip(),
+            last_name=last_name.strip(),
+            locale=locale,
         )
         if user_id is not None:
             await user_changed(conn, "user.created", user_id)
@@ -224,6 +234,7 @@ async def register(
                 user["email"],
                 link=_link(settings, "/verify-email", token),
                 first_name=user["first_name"],
+                locale=user.get("locale"),
             )
     await mail.deliver(services, outgoing)
     return Registered(REGISTER_MESSAGE, binding)
@@ -262,6 +273,7 @@ async def mail_verification_link(services: Services, email: str) -> None:
                 user["email"],
                 link=_link(settings, "/verify-email", token),
                 first_name=user["first_name"],
+                locale=user.get("locale"),
             )
     if outgoing is not None:
         await mail.deliver_from_job(services, outgoing)
@@ -459,6 +471,7 @@ async def mail_reset_link(services: Services, email: str) -> None:
                 user["email"],
                 link=_link(settings, "/reset-password", token),
                 ttl_minutes=int(RESET_TTL.total_seconds() // 60),
+                locale=user.get("locale"),
             )
     if outgoing is not None:
         await mail.deliver_from_job(services, outgoing)

@@ -32,6 +32,7 @@ from tenantd.auth.schemas import (
     VerifiedUser,
     VerifyEmailBody,
 )
+from tenantd.email.templates import best_locale
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
     DEVICE_COOKIE,
@@ -103,6 +104,7 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
         password=body.password,
         first_name=body.first_name,
         last_name=body.last_name,
+        locale=best_locale(request.headers.get("Accept-Language")),
     )
     response = ok(Message(message=result.message))
     set_binding_cookie(

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from tenantd.accounts import operator
+from tenantd.accounts import operator, restore
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.errors import AppError, ValidationFailed
 from tenantd.services import Services
@@ -173,3 +173,17 @@ def set_feature(
     enabled = state == "on"
     run(lambda s: operator.set_feature(s, key, feature=feature, enabled=enabled))
     console.print(f"feature {feature} is {state} for account {key}")
+
+
+@app.command("restore")
+def restore_account(
+    account_id: str = typer.Argument(..., metavar="ID", help="Account id (UUID)."),
+) -> None:
+    """Restore a soft-deleted account within its grace period. Exit 1 when it is live, purged
+    or its email domain was claimed by another account meanwhile.
+
+    Example: tenantd accounts restore 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80
+    """
+    key = parse_id(account_id)
+    row = run(lambda s: restore.restore_account(s, key, actor_id=None))
+    console.print(f"account {key} ({row['name']}) is restored")

@@ -20,6 +20,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    Time,
     UniqueConstraint,
     func,
     text,
@@ -41,8 +42,22 @@ users = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("mfa_enabled", Boolean, nullable=False),  # sql/0125
+    # Beyond (issue 18): delete my user
+    Column("deleted_at", DateTime(timezone=True)),
+    Column("deleted_email", Text),
+    Column("anonymized_at", DateTime(timezone=True)),
+    # Beyond (issue 18): quiet hours
+    Column("time_zone", Text),
+    Column("quiet_hours_start", Time),
+    Column("quiet_hours_end", Time),
+    Column("locale", Text),  # Beyond (issue 18): languages
 )
 Index("users_email_key", func.lower(users.c.email), unique=True)
+Index(
+    "users_deleted_idx",
+    users.c.deleted_at,
+    postgresql_where=text("deleted_at IS NOT NULL AND anonymized_at IS NULL"),
+)
 
 user_passwords = Table(
     "user_passwords",
@@ -665,4 +680,90 @@ security_events = Table(
     Column("data", JSONB, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Index("security_events_user_idx", "user_id", "id"),
+)
+
+# --- Beyond (issue 18) ---------------------------------------------------------------------
+
+email_changes = Table(
+    "email_changes",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("old_email", Text, nullable=False),
+    Column("new_email", Text, nullable=False),
+    Column("confirm_hash", LargeBinary, nullable=False),
+    Column("cancel_hash", LargeBinary, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("cancel_until", DateTime(timezone=True), nullable=False),
+    Column("confirmed_at", DateTime(timezone=True)),
+    Column("cancelled_at", DateTime(timezone=True)),
+    Index("email_changes_confirm_key", "confirm_hash", unique=True),
+    Index("email_changes_cancel_key", "cancel_hash", unique=True),
+    Index("email_changes_user_idx", "user_id"),
+)
+
+notification_throttles = Table(
+    "notification_throttles",
+    metadata,
+    Column("throttle_key", Text, primary_key=True),
+    Column("window_start", DateTime(timezone=True), nullable=False),
+    Column("count", Integer, nullable=False),
+)
+
+scheduled_notifications = Table(
+    "scheduled_notifications",
+    metadata,
+    Column("notification_id", UUID(as_uuid=True), primary_key=True),
+    Column("idempotency_key", Text),
+    Column("job_id", BigInteger, nullable=False),
+    Column("event_type", Text, nullable=False),
+    Column("recipient_user_id", UUID(as_uuid=True), nullable=False),
+    Column("deliver_at", DateTime(timezone=True), nullable=False),
+    Column("cancelled_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index(
+        "scheduled_notifications_idempotency_key",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
+)
+
+notification_digests = Table(
+    "notification_digests",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("digest_key", Text, nullable=False),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("account_id", UUID(as_uuid=True)),
+    Column("event_type", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("flushed_at", DateTime(timezone=True)),
+    Index(
+        "notification_digests_open_key",
+        "digest_key",
+        unique=True,
+        postgresql_where=text("flushed_at IS NULL"),
+    ),
+)
+
+notification_digest_items = Table(
+    "notification_digest_items",
+    metadata,
+    Column("item_id", UUID(as_uuid=True), primary_key=True),
+    Column("digest_id", UUID(as_uuid=True), nullable=False),
+    Column("payload", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("notification_digest_items_digest_idx", "digest_id"),
+)
+
+notification_account_defaults = Table(
+    "notification_account_defaults",
+    metadata,
+    Column("account_id", UUID(as_uuid=True), primary_key=True),
+    Column("event_type", Text, primary_key=True),
+    Column("channel", Text, primary_key=True),
+    Column("enabled", Boolean, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )

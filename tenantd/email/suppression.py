@@ -13,7 +13,7 @@ from tenantd.email import queries
 from tenantd.outbox import Actor, Event, emit, emit_many
 
 REASONS = ("manual", "inactive", "hard_bounce", "complaint", "dropped")
-PROVIDERS = ("manual", "postmark", "resend", "sendgrid")
+PROVIDERS = ("manual", "postmark", "resend", "sendgrid", "smtp", "ses")
 SYSTEM = Actor.system("email")
 
 

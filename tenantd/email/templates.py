@@ -27,13 +27,53 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render(name: str, variables: dict[str, Any]) -> tuple[str, str, str]:
-    """Return (subject, text, html) of templates/<name>.{subject,txt,html}."""
+def render(
+    name: str, variables: dict[str, Any], *, locale: str | None = None
+) -> tuple[str, str, str]:
+    """Return (subject, text, html) of templates/<name>.{subject,txt,html}; with a locale,
+    each part is `<name>.<locale>.<ext>` when shipped, else the English `<name>.<ext>`."""
     env = environment()
-    subject = env.get_template(f"{name}.subject.txt").render(**variables).strip()
-    text = env.get_template(f"{name}.txt").render(**variables)
-    html = env.get_template(f"{name}.html").render(**variables)
+
+    def part(ext: str) -> jinja2.Template:
+        names = [f"{name}.{ext}"]
+        if locale and _LOCALE.fullmatch(locale):
+            names.insert(0, f"{name}.{locale}.{ext}")
+        return env.select_template(names)
+
+    subject = part("subject.txt").render(**variables).strip()
+    text = part("txt").render(**variables)
+    html = part("html").render(**variables)
     return subject, text, html
+
+
+# --- languages (issue 18) ---------------------------------------------------------------
+
+SUPPORTED_LOCALES = ("en", "fr")  # the transactional emails ship in these
+_LOCALE = re.compile(r"[a-z]{2,3}")
+_LANGUAGE_RANGE = re.compile(
+    r"^\s*([A-Za-z]{1,8})(?:-[A-Za-z0-9]{1,8})*\s*(?:;\s*q\s*=\s*([0-9.]+))?\s*$"
+)
+
+
+def best_locale(
+    accept_language: str | None, supported: tuple[str, ...] = SUPPORTED_LOCALES
+) -> str | None:
+    """The supported language the header prefers most (its primary subtag), or None."""
+    if not accept_language or len(accept_language) > 1024:
+        return None
+    ranked: list[tuple[float, int, str]] = []
+    for index, item in enumerate(accept_language.split(",")[:32]):
+        match = _LANGUAGE_RANGE.match(item)
+        if match is None:
+            continue
+        try:
+            weight = float(match.group(2)) if match.group(2) is not None else 1.0
+        except ValueError:
+            continue
+        language = match.group(1).lower()
+        if weight > 0 and language in supported:
+            ranked.append((-weight, index, language))
+    return min(ranked)[2] if ranked else None
 
 
 def absolute_url(url: str, base_url: str) -> str:

@@ -319,13 +319,14 @@ async def default_account_id(conn: Conn, user_id: uuid.UUID) -> uuid.UUID | None
 
 
 async def insert_user(
-    conn: Conn, *, email: str, first_name: str, last_name: str
+    conn: Conn, *, email: str, first_name: str, last_name: str, locale: str | None = None
 ) -> uuid.UUID | None:
     """A new unverified user; None when the address is taken (even by a concurrent sign-up)."""
     return await conn.fetch_val(
-        "INSERT INTO users (email, first_name, last_name) VALUES (%(e)s, %(f)s, %(l)s)"
+        "INSERT INTO users (email, first_name, last_name, locale)"
+        " VALUES (%(e)s, %(f)s, %(l)s, %(loc)s)"
         " ON CONFLICT (lower(email)) DO NOTHING RETURNING id",
-        {"e": email, "f": first_name, "l": last_name},
+        {"e": email, "f": first_name, "l": last_name, "loc": locale},
     )
 
 

@@ -212,3 +212,13 @@ def delete_jobs_batch(where: ColumnElement[bool], batch_size: int) -> Delete:
     FOR UPDATE SKIP LOCKED): a row a runner holds is left for the next sweep."""
     batch = sa.select(jobs.c.id).where(where).limit(batch_size).with_for_update(skip_locked=True)
     return sa.delete(jobs).where(jobs.c.id.in_(batch.scalar_subquery()))
+
+
+async def cancel_queued_job(conn: Conn, job_id: int) -> bool:
+    """Take a job that has not started yet out of the queue (False: running or finished)."""
+    count = await conn.execute(
+        "UPDATE jobs SET status = 'failed', last_error = 'cancelled', finished_at = now(),"
+        " updated_at = now() WHERE id = %(id)s AND status = 'queued'",
+        {"id": job_id},
+    )
+    return count > 0

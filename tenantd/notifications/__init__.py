@@ -7,17 +7,26 @@ Applications define events with these names and call `send`:
 
 from tenantd.notifications.registry import (
     Dedup,
+    Digest,
     EmailContent,
     EventDefinition,
     EventRegistry,
     InAppContent,
     RegistryError,
+    Throttle,
     UnknownEventType,
 )
-from tenantd.notifications.service import InvalidPayload, SendOutcome, UnknownRecipient, send
+from tenantd.notifications.service import (
+    InvalidPayload,
+    SendOutcome,
+    UnknownRecipient,
+    cancel_scheduled,
+    send,
+)
 
 __all__ = [
     "Dedup",
+    "Digest",
     "EmailContent",
     "EventDefinition",
     "EventRegistry",
@@ -25,7 +34,9 @@ __all__ = [
     "InvalidPayload",
     "RegistryError",
     "SendOutcome",
+    "Throttle",
     "UnknownEventType",
     "UnknownRecipient",
+    "cancel_scheduled",
     "send",
 ]

@@ -15,6 +15,7 @@ from tenantd.notifications.service import (
     EMAIL_ATTEMPTS,
     PUSH_ATTEMPTS,
     dispatch,
+    flush_digest,
 )
 
 if TYPE_CHECKING:
@@ -71,6 +72,16 @@ async def run_dispatch_batch(
     return results
 
 
+async def run_digest_job(
+    services: NotificationServices, payload: dict[str, Any], job: JobInfo
+) -> None:
+    """A digest's window closed: one notification per channel (idempotent)."""
+    try:
+        await flush_digest(services, digest_id=uuid.UUID(str(payload["digestId"])))
+    except (NotFound, ValidationFailed) as error:
+        raise PermanentJobError(error.message) from error
+
+
 JOB_KINDS = (
     JobKind(
         name="notifications.dispatch",
@@ -85,6 +96,7 @@ JOB_KINDS = (
         max_attempts=EMAIL_ATTEMPTS,
         timeout=60.0,
     ),
+    JobKind(name="notifications.digest", run=run_digest_job, max_attempts=DISPATCH_ATTEMPTS),
     JobKind(
         name="notifications.web_push",
         run=run_web_push_job,

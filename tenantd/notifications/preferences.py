@@ -5,25 +5,37 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tenantd.errors import ValidationFailed
+from tenantd.errors import Forbidden, ValidationFailed
 from tenantd.notifications import queries
 from tenantd.notifications.service import live_channels
 from tenantd.notifications.services import NotificationServices
 
 
 async def effective_preferences(
-    services: NotificationServices, *, user_id: uuid.UUID
+    services: NotificationServices, *, user_id: uuid.UUID, account_id: uuid.UUID | None = None
 ) -> list[dict[str, Any]]:
-    """Every registered event type with its channels and the caller's effective setting."""
+    """Every registered event type with its channels, the caller's effective setting and
+    where it comes from: `user` (their own choice), `account` (the active account's default)
+    or `default` (on)."""
     registry, settings = services.registry, services.settings
     async with services.db.connection() as conn:
         rows = await queries.preferences(conn, user_id=user_id)
+        defaults = await queries.account_defaults(conn, account_id=account_id) if account_id else []
     stored = {(row["event_type"], row["channel"]): row["enabled"] for row in rows}
+    by_account = {(row["event_type"], row["channel"]): row["enabled"] for row in defaults}
+
+    def setting(key: tuple[str, str]) -> dict[str, Any]:
+        if key in stored:
+            return {"enabled": stored[key], "source": "user"}
+        if key in by_account:
+            return {"enabled": by_account[key], "source": "account"}
+        return {"enabled": True, "source": "default"}
+
     return [
         {
             "eventType": event.type,
             "channels": [
-                {"channel": channel, "enabled": stored.get((event.type, channel), True)}
+                {"channel": channel, **setting((event.type, channel))}
                 for channel in live_channels(settings, event.definition.default_channels)
             ],
         }
@@ -49,5 +61,59 @@ async def set_preference(
     async with services.db.connection() as conn:
         await queries.set_preference(
             conn, user_id=user_id, event_type=event_type, channel=channel, enabled=enabled
+        )
+    return {"eventType": event_type, "channel": channel, "enabled": enabled}
+
+
+def _check_channel(services: NotificationServices, event_type: str, channel: str) -> None:
+    registry, settings = services.registry, services.settings
+    if event_type not in registry:
+        raise ValidationFailed({"eventType": "unknown event type"})
+    channels = live_channels(settings, registry.get(event_type).definition.default_channels)
+    if channel not in channels:
+        raise ValidationFailed({"channel": f"not a channel of {event_type}"})
+
+
+def _scoped(actor_account: uuid.UUID | None, account_id: uuid.UUID) -> None:
+    """The URL account must be the token's active account (as every account route)."""
+    if actor_account != account_id:
+        raise Forbidden("This is not your active account; switch to it first")
+
+
+async def account_defaults(
+    services: NotificationServices,
+    *,
+    actor_account: uuid.UUID | None,
+    account_id: uuid.UUID,
+) -> list[dict[str, Any]]:
+    """The account's defaults (any member may read them)."""
+    _scoped(actor_account, account_id)
+    async with services.db.connection() as conn:
+        rows = await queries.account_defaults(conn, account_id=account_id)
+    return [
+        {"eventType": r["event_type"], "channel": r["channel"], "enabled": r["enabled"]}
+        for r in rows
+    ]
+
+
+async def set_account_default(
+    services: NotificationServices,
+    *,
+    actor_account: uuid.UUID | None,
+    actor_role: str | None,
+    account_id: uuid.UUID,
+    event_type: str,
+    channel: str,
+    enabled: bool | None,
+) -> dict[str, Any]:
+    """Owner or admin: the default of one event type x channel for everyone in the account
+    (None removes it); a user's own preference still wins."""
+    _scoped(actor_account, account_id)
+    if actor_role not in ("owner", "admin"):
+        raise Forbidden("Only the owner or an admin sets the account's defaults")
+    _check_channel(services, event_type, channel)
+    async with services.db.connection() as conn:
+        await queries.set_account_default(
+            conn, account_id=account_id, event_type=event_type, channel=channel, enabled=enabled
         )
     return {"eventType": event_type, "channel": channel, "enabled": enabled}

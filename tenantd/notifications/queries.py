@@ -29,7 +29,7 @@ DISPATCH_SQL = Prepared(
     "tenantd_notification_dispatch",
     """
 WITH u AS (
-    SELECT id FROM users WHERE id = %(uid)s::uuid
+    SELECT id, time_zone, quiet_hours_start, quiet_hours_end FROM users WHERE id = %(uid)s::uuid
 ), dd AS (
     INSERT INTO notification_dedup (dedup_key, expires_at)
     SELECT %(dedup_key)s::text, now() + make_interval(secs => %(window)s::float8)
@@ -39,11 +39,16 @@ WITH u AS (
      WHERE notification_dedup.expires_at <= now()
     RETURNING 1
 ), ch AS (
-    SELECT c.channel, c.ord, coalesce(p.enabled, true) AS enabled
+    SELECT c.channel, c.ord,
+           (coalesce(p.enabled, ad.enabled, true) OR %(critical)s::boolean)
+           AND %(forced_reason)s::text IS NULL AS enabled
       FROM unnest(%(channels)s::text[]) WITH ORDINALITY AS c(channel, ord)
       LEFT JOIN notification_preferences p
         ON p.user_id = %(uid)s::uuid AND p.event_type = %(type)s::text
        AND p.channel = c.channel
+      LEFT JOIN notification_account_defaults ad
+        ON ad.account_id = %(aid)s::uuid AND ad.event_type = %(type)s::text
+       AND ad.channel = c.channel
 ), n AS (
     INSERT INTO notifications
         (id, user_id, account_id, event_type, title, body, cta_url, cta_label, payload, in_app)
@@ -60,12 +65,16 @@ WITH u AS (
            CASE WHEN NOT ch.enabled THEN 'suppressed'
                 WHEN ch.channel IN ('in_app', 'sse') THEN 'sent'
                 ELSE 'pending' END,
-           CASE WHEN NOT ch.enabled THEN 'preference_disabled' END
+           CASE WHEN NOT ch.enabled
+                THEN coalesce(%(forced_reason)s::text, 'preference_disabled') END
       FROM n CROSS JOIN ch
      ORDER BY ch.ord
     RETURNING channel, status
 )
 SELECT (SELECT count(*) FROM u) > 0 AS user_found,
+       (SELECT time_zone FROM u) AS time_zone,
+       (SELECT quiet_hours_start FROM u) AS quiet_hours_start,
+       (SELECT quiet_hours_end FROM u) AS quiet_hours_end,
        n.id, n.created_at,
        ARRAY(SELECT d.channel FROM d WHERE d.status = 'pending') AS pending,
        (SELECT count(*) FROM d
@@ -96,10 +105,18 @@ async def persist_dispatch(
     dedup_key: str | None,
     window_seconds: int,
     channels: Sequence[str],
+    forced_reason: str | None = None,
+    critical: bool = False,
 ) -> Row:
+    """Persist a notification with one delivery row per channel (idempotent on its id).
+
+    `forced_reason`: every row `suppressed` with this reason (a throttled send); `critical`:
+    the user's disabled preferences do not apply."""
     row = await conn.fetch_one(
         DISPATCH_SQL,
         {
+            "forced_reason": forced_reason,
+            "critical": critical,
             "id": notification_id,
             "uid": user_id,
             "aid": account_id,
@@ -117,6 +134,13 @@ async def persist_dispatch(
     )
     assert row is not None
     return row
+
+
+async def user_exists(conn: Conn, *, user_id: uuid.UUID) -> bool:
+    found: bool = await conn.fetch_val(
+        "SELECT EXISTS (SELECT 1 FROM users WHERE id = %(uid)s::uuid)", {"uid": user_id}
+    )
+    return found
 
 
 async def missing_users(conn: Conn, *, user_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
@@ -424,4 +448,204 @@ async def delete_expired_dedup(conn: Conn, *, batch_size: int) -> int:
         " SELECT dedup_key FROM notification_dedup WHERE expires_at < now()"
         " LIMIT %(batch)s FOR UPDATE SKIP LOCKED) AND expires_at < now()",
         {"batch": batch_size},
+    )
+
+
+# -- throttle and scheduled sends (issue 18) ---------------------------------------------------
+
+
+async def count_throttled(conn: Conn, *, key: str, window_seconds: int) -> int:
+    """Count one send against the key's fixed window (a new window starts when it ran out)."""
+    count: int = await conn.fetch_val(
+        "INSERT INTO notification_throttles AS t (throttle_key, window_start, count)"
+        " VALUES (%(k)s, now(), 1)"
+        " ON CONFLICT (throttle_key) DO UPDATE SET"
+        " count = CASE WHEN t.window_start <= now() - make_interval(secs => %(w)s)"
+        "   THEN 1 ELSE t.count + 1 END,"
+        " window_start = CASE WHEN t.window_start <= now() - make_interval(secs => %(w)s)"
+        "   THEN now() ELSE t.window_start END"
+        " RETURNING count",
+        {"k": key, "w": window_seconds},
+    )
+    return count
+
+
+async def notification_exists(conn: Conn, notification_id: uuid.UUID) -> bool:
+    found: bool = await conn.fetch_val(
+        "SELECT EXISTS (SELECT 1 FROM notifications WHERE id = %(id)s)", {"id": notification_id}
+    )
+    return found
+
+
+async def scheduled_by_key(conn: Conn, idempotency_key: str) -> Row | None:
+    return await conn.fetch_one(
+        "SELECT notification_id, job_id, cancelled_at FROM scheduled_notifications"
+        " WHERE idempotency_key = %(k)s",
+        {"k": idempotency_key},
+    )
+
+
+async def insert_scheduled(
+    conn: Conn,
+    *,
+    notification_id: uuid.UUID,
+    idempotency_key: str | None,
+    job_id: int,
+    event_type: str,
+    user_id: uuid.UUID,
+    delay_seconds: float,
+) -> None:
+    await conn.execute(
+        "INSERT INTO scheduled_notifications (notification_id, idempotency_key, job_id,"
+        " event_type, recipient_user_id, deliver_at) VALUES (%(id)s, %(k)s, %(j)s, %(t)s,"
+        " %(u)s, now() + make_interval(secs => %(d)s))",
+        {
+            "id": notification_id,
+            "k": idempotency_key,
+            "j": job_id,
+            "t": event_type,
+            "u": user_id,
+            "d": delay_seconds,
+        },
+    )
+
+
+async def lock_scheduled(
+    conn: Conn, *, notification_id: uuid.UUID | None, idempotency_key: str | None
+) -> Row | None:
+    return await conn.fetch_one(
+        "SELECT notification_id, job_id, cancelled_at FROM scheduled_notifications"
+        " WHERE notification_id = %(id)s OR (%(k)s::text IS NOT NULL AND idempotency_key = %(k)s)"
+        " FOR UPDATE",
+        {"id": notification_id, "k": idempotency_key},
+    )
+
+
+async def mark_scheduled_cancelled(conn: Conn, notification_id: uuid.UUID) -> None:
+    await conn.execute(
+        "UPDATE scheduled_notifications SET cancelled_at = now() WHERE notification_id = %(id)s",
+        {"id": notification_id},
+    )
+
+
+async def lock_idempotency_key(conn: Conn, idempotency_key: str) -> None:
+    """Serialise schedulers of one key until the transaction ends."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtext(%(k)s))", {"k": "notif:" + idempotency_key}
+    )
+
+
+# -- digests (tenantd/notifications/digests.py) -------------------------------------------------
+
+
+async def join_digest(
+    conn: Conn,
+    *,
+    digest_key: str,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    event_type: str,
+) -> Row:
+    """The open digest of the key (created if none: `created` true), row-locked until commit,
+    so a flush waits for this item and an item never joins a flushed digest."""
+    row = await conn.fetch_one(
+        "INSERT INTO notification_digests AS d (digest_key, user_id, account_id, event_type)"
+        " VALUES (%(k)s, %(u)s, %(a)s, %(t)s)"
+        " ON CONFLICT (digest_key) WHERE flushed_at IS NULL"
+        " DO UPDATE SET event_type = d.event_type"
+        " RETURNING id, (xmax = 0) AS created",
+        {"k": digest_key, "u": user_id, "a": account_id, "t": event_type},
+    )
+    assert row is not None
+    return row
+
+
+async def add_digest_item(
+    conn: Conn, *, digest_id: uuid.UUID, item_id: uuid.UUID, payload: dict[str, Any]
+) -> None:
+    await conn.execute(
+        # clock_timestamp: items added in one transaction (a dispatch batch) keep their order.
+        "INSERT INTO notification_digest_items (item_id, digest_id, payload, created_at)"
+        " VALUES (%(i)s, %(d)s, %(p)s, clock_timestamp()) ON CONFLICT (item_id) DO NOTHING",
+        {"i": item_id, "d": digest_id, "p": Json(payload)},
+    )
+
+
+async def close_digest(conn: Conn, digest_id: uuid.UUID) -> Row | None:
+    """Lock and mark the digest flushed; None when it was flushed already (a re-run)."""
+    return await conn.fetch_one(
+        "UPDATE notification_digests SET flushed_at = now()"
+        " WHERE id = %(d)s AND flushed_at IS NULL"
+        " RETURNING id, user_id, account_id, event_type",
+        {"d": digest_id},
+    )
+
+
+async def digest_items(conn: Conn, digest_id: uuid.UUID) -> list[Row]:
+    return await conn.fetch_all(
+        "SELECT payload FROM notification_digest_items WHERE digest_id = %(d)s"
+        " ORDER BY created_at, item_id",
+        {"d": digest_id},
+    )
+
+
+# -- account-level defaults (tenantd/notifications/preferences.py) -------------------------------
+
+
+async def account_defaults(conn: Conn, *, account_id: uuid.UUID) -> list[Row]:
+    return await conn.fetch_all(
+        "SELECT event_type, channel, enabled FROM notification_account_defaults"
+        " WHERE account_id = %(a)s",
+        {"a": account_id},
+    )
+
+
+async def set_account_default(
+    conn: Conn, *, account_id: uuid.UUID, event_type: str, channel: str, enabled: bool | None
+) -> None:
+    """Set the account's default for one event type x channel; None removes it."""
+    if enabled is None:
+        await conn.execute(
+            "DELETE FROM notification_account_defaults WHERE account_id = %(a)s"
+            " AND event_type = %(t)s AND channel = %(c)s",
+            {"a": account_id, "t": event_type, "c": channel},
+        )
+        return
+    await conn.execute(
+        "INSERT INTO notification_account_defaults (account_id, event_type, channel, enabled)"
+        " VALUES (%(a)s, %(t)s, %(c)s, %(on)s) ON CONFLICT (account_id, event_type, channel)"
+        " DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = now()",
+        {"a": account_id, "t": event_type, "c": channel, "on": enabled},
+    )
+
+
+# -- quiet hours (tenantd/notifications/quiet.py) --------------------------------------------------
+
+
+async def quiet_hours(conn: Conn, *, user_id: uuid.UUID) -> Row | None:
+    return await conn.fetch_one(
+        "SELECT time_zone, quiet_hours_start, quiet_hours_end, locale FROM users WHERE id = %(u)s",
+        {"u": user_id},
+    )
+
+
+async def set_quiet_hours(
+    conn: Conn,
+    *,
+    user_id: uuid.UUID,
+    time_zone: str | None,
+    start: dt.time | None,
+    end: dt.time | None,
+) -> None:
+    await conn.execute(
+        "UPDATE users SET time_zone = %(z)s, quiet_hours_start = %(s)s, quiet_hours_end = %(e)s,"
+        " updated_at = now() WHERE id = %(u)s",
+        {"u": user_id, "z": time_zone, "s": start, "e": end},
+    )
+
+
+async def set_locale(conn: Conn, *, user_id: uuid.UUID, locale: str) -> None:
+    await conn.execute(
+        "UPDATE users SET locale = %(l)s, updated_at = now() WHERE id = %(u)s",
+        {"u": user_id, "l": locale},
     )

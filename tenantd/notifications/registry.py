@@ -36,6 +36,27 @@ class Dedup:
 
 
 @dataclass(frozen=True)
+class Throttle:
+    """At most `limit` notifications per key in a fixed window of `window_seconds`; the ones
+    over it are kept with every delivery row `suppressed`, reason `throttled`."""
+
+    key: Callable[[str, Any], str]
+    limit: int
+    window_seconds: int
+
+
+@dataclass(frozen=True)
+class Digest:
+    """Sends with the same key inside `window_seconds` become one notification per channel
+    when the window closes (at most `max_items` items). Declared here; batching is not
+    implemented yet (see README): a digest event is delivered like any other."""
+
+    key: Callable[[str, Any], str]
+    window_seconds: int
+    max_items: int = 50
+
+
+@dataclass(frozen=True)
 class InAppContent:
     title: str
     body: str = ""
@@ -60,6 +81,10 @@ class EventDefinition:
     self_action_guard: Callable[[str, Any], bool] | None = None
     in_app: Callable[[str, Any], InAppContent] | None = None
     email: Callable[[str, Any], EmailContent] | None = None
+    # Beyond (issue 18)
+    digest: Digest | None = None
+    throttle: Throttle | None = None
+    critical: bool = False  # bypasses preferences, quiet hours and digests, never suppression
 
 
 class RegistryError(ValueError):
@@ -129,6 +154,24 @@ class EventRegistry:
             not callable(definition.dedup.key) or int(definition.dedup.window_seconds) <= 0
         ):
             raise RegistryError(f"event {name}: dedup needs a key function and a positive window")
+        throttle = definition.throttle
+        if throttle is not None and (
+            not callable(throttle.key)
+            or int(throttle.limit) <= 0
+            or int(throttle.window_seconds) <= 0
+        ):
+            raise RegistryError(
+                f"event {name}: throttle needs a key function, a positive limit and window"
+            )
+        digest = definition.digest
+        if digest is not None and (
+            not callable(digest.key)
+            or int(digest.window_seconds) <= 0
+            or int(digest.max_items) <= 0
+        ):
+            raise RegistryError(
+                f"event {name}: digest needs a key function, a positive window and max_items"
+            )
         base = Path(base_dir)
         if "email" in channels:
             if definition.email is None:

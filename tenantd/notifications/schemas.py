@@ -100,6 +100,9 @@ class ListQuery(ApiModel):
 class ChannelSetting(ApiModel):
     channel: Channel
     enabled: bool
+    source: str = Field(
+        "default", description="user, account (the active account's default) or default"
+    )
 
 
 class EventPreferences(ApiModel):
@@ -204,3 +207,41 @@ def envelope(row: Row) -> bytes:
         {"type": "notification.created", "notification": notification_json(row)},
         option=orjson.OPT_UTC_Z,
     )
+
+
+class AccountDefaultBody(
+    RequestBody,
+    json_schema_extra={
+        "examples": [{"eventType": "comment.created", "channel": "email", "enabled": False}]
+    },
+):
+    event_type: EventType
+    channel: Channel
+    enabled: StrictBool | None = Field(description="null removes the account's default")
+
+
+class AccountDefault(ApiModel):
+    event_type: str
+    channel: str
+    enabled: bool | None
+
+
+class NotificationSettingsBody(
+    RequestBody,
+    json_schema_extra={
+        "examples": [
+            {"timeZone": "Europe/Paris", "quietHoursStart": "22:00", "quietHoursEnd": "07:00"}
+        ]
+    },
+):
+    time_zone: str | None = Field(None, max_length=64)
+    quiet_hours_start: str | None = Field(None, max_length=8)
+    quiet_hours_end: str | None = Field(None, max_length=8)
+    locale: str | None = Field(None, max_length=8, description="en or fr; omitted: unchanged")
+
+
+class NotificationSettings(ApiModel):
+    locale: str | None = None
+    time_zone: str | None
+    quiet_hours_start: str | None
+    quiet_hours_end: str | None

@@ -18,6 +18,7 @@ rolled-back dispatch queues nothing.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -28,8 +29,11 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from tenantd.db import Conn
-from tenantd.errors import NotFound, ValidationFailed
+from tenantd.errors import Conflict, NotFound, ValidationFailed
+from tenantd.jobs import queries as job_queries
+from tenantd.jobs.queue import enqueue
 from tenantd.notifications import queries
+from tenantd.notifications.quiet import DELAYED_CHANNELS, quiet_delay
 from tenantd.notifications.registry import EventDefinition
 from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.settings import Settings
@@ -45,7 +49,9 @@ PUSH_ATTEMPTS = 3
 DISPATCH_KIND = "notifications.dispatch"
 FOLLOW_UP_KINDS = {"email": "notifications.email", "web_push": "notifications.web_push"}
 
-Status = Literal["queued", "created", "duplicate", "self_action"]
+Status = Literal["queued", "created", "duplicate", "self_action", "scheduled", "digested"]
+DIGEST_KIND = "notifications.digest"
+MAX_DELAY_SECONDS = 366 * 86_400  # a scheduled send is at most a year ahead
 
 
 class InvalidPayload(ValidationFailed):
@@ -134,14 +140,35 @@ async def send(
     payload: dict[str, Any],
     account_id: uuid.UUID | str | None = None,
     conn: Conn | None = None,
+    deliver_at: dt.datetime | None = None,
+    delay_seconds: float | None = None,
+    idempotency_key: str | None = None,
 ) -> SendOutcome:
-    """Validate and accept a notification; never waits for email or push delivery."""
+    """Validate and accept a notification; never waits for email or push delivery.
+
+    `deliver_at` (aware datetime) or `delay_seconds` schedule it through the durable queue
+    (QUEUES_ENABLED on); until it is due, `cancel_scheduled` takes it back by id or by
+    `idempotency_key` (a second scheduled send with the same key returns the first's id).
+    """
     services = services_of(app_or_services)
     event = services.registry.get(event_type)
     model = validate_payload(event.definition, payload)
     user_id = as_uuid(recipient_user_id, "recipientUserId")
     account = as_uuid(account_id, "accountId") if account_id is not None else None
     notification_id = uuid.uuid4()
+    delay = schedule_delay(deliver_at=deliver_at, delay_seconds=delay_seconds)
+    if delay is not None or idempotency_key is not None:
+        return await _schedule(
+            services,
+            notification_id=notification_id,
+            event_type=event_type,
+            user_id=user_id,
+            account=account,
+            payload=model.model_dump(mode="json"),
+            delay=delay or 0.0,
+            idempotency_key=idempotency_key,
+            conn=conn,
+        )
     if not services.settings.queues_enabled:
         return await dispatch(
             services,
@@ -292,6 +319,23 @@ async def dispatch(
     if definition.dedup is not None:
         dedup_key = f"{definition.type}:{definition.dedup.key(recipient, model)}"
         window = int(definition.dedup.window_seconds)
+    if (
+        definition.digest is not None
+        and not definition.critical
+        and services.settings.queues_enabled
+    ):
+        return await _add_to_digest(
+            services,
+            notification_id=notification_id,
+            definition=definition,
+            recipient_user_id=recipient_user_id,
+            model=model,
+            account_id=account_id,
+            conn=conn,
+        )
+    throttle_key = None
+    if definition.throttle is not None:
+        throttle_key = f"{definition.type}:{definition.throttle.key(recipient, model)}"
     assert definition.in_app is not None  # the registry insists
     content = definition.in_app(recipient, model)
     channels = live_channels(services.settings, definition.default_channels)
@@ -309,19 +353,42 @@ async def dispatch(
         "dedup_key": dedup_key,
         "window_seconds": window,
         "channels": channels,
+        "critical": definition.critical,
     }
     # With queues on, the follow-up jobs commit with the notification or not at all.
     follow_ups = queue and any(channel in FOLLOW_UP_KINDS for channel in channels)
-    async with _using(services, conn, transaction=follow_ups) as own:
+    counted = follow_ups or throttle_key is not None
+    async with _using(services, conn, transaction=counted) as own:
+        if throttle_key is not None and not await queries.notification_exists(own, notification_id):
+            assert definition.throttle is not None
+            sent = await queries.count_throttled(
+                own, key=throttle_key, window_seconds=int(definition.throttle.window_seconds)
+            )
+            if sent > int(definition.throttle.limit):
+                arguments["forced_reason"] = "throttled"
         row = await queries.persist_dispatch(own, **arguments)
         if queue and row["id"] is not None:
-            for channel in row["pending"]:
-                await services.jobs.submit(
-                    services,
-                    FOLLOW_UP_KINDS[channel],
-                    {"notificationId": str(notification_id)},
-                    conn=own,
+            wait = 0.0
+            if not definition.critical:
+                wait = quiet_delay(
+                    dt.datetime.now(dt.UTC),
+                    time_zone=row["time_zone"],
+                    start=row["quiet_hours_start"],
+                    end=row["quiet_hours_end"],
                 )
+            for channel in row["pending"]:
+                follow_up = {"notificationId": str(notification_id)}
+                if wait > 0 and channel in DELAYED_CHANNELS:
+                    # Quiet hours: the delivery job is due when they end.
+                    await enqueue(
+                        own,
+                        FOLLOW_UP_KINDS[channel],
+                        follow_up,
+                        delay_seconds=wait,
+                        queue=services.jobs,
+                    )
+                    continue
+                await services.jobs.submit(services, FOLLOW_UP_KINDS[channel], follow_up, conn=own)
     if not row["user_found"]:
         raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
     if row["id"] is None:
@@ -338,3 +405,199 @@ async def dispatch(
                 conn=conn,
             )
     return SendOutcome(notification_id=notification_id, status="created")
+
+
+# -- scheduled and delayed sends (issue 18) ----------------------------------------------------
+
+
+def schedule_delay(*, deliver_at: dt.datetime | None, delay_seconds: float | None) -> float | None:
+    """Seconds from now until the send is due (None: not scheduled); a past time is now."""
+    if deliver_at is not None and delay_seconds is not None:
+        raise ValidationFailed({"deliverAt": "give deliverAt or delaySeconds, not both"})
+    if deliver_at is not None:
+        if deliver_at.tzinfo is None:
+            raise ValidationFailed({"deliverAt": "must carry a time zone"})
+        delay = (deliver_at - dt.datetime.now(dt.UTC)).total_seconds()
+    elif delay_seconds is not None:
+        delay = float(delay_seconds)
+        if delay != delay or delay < 0:  # NaN or negative
+            raise ValidationFailed({"delaySeconds": "must be a number >= 0"})
+    else:
+        return None
+    if delay > MAX_DELAY_SECONDS:
+        raise ValidationFailed({"deliverAt": "at most 366 days ahead"})
+    return max(delay, 0.0)
+
+
+async def _schedule(
+    services: NotificationServices,
+    *,
+    notification_id: uuid.UUID,
+    event_type: str,
+    user_id: uuid.UUID,
+    account: uuid.UUID | None,
+    payload: dict[str, Any],
+    delay: float,
+    idempotency_key: str | None,
+    conn: Conn | None,
+) -> SendOutcome:
+    """A dispatch job due in `delay` seconds plus the row that finds it for a cancel."""
+    if not services.settings.queues_enabled:
+        raise ValidationFailed(
+            {"deliverAt": "scheduled sends and idempotency keys need QUEUES_ENABLED=true"}
+        )
+    if idempotency_key is not None and not 1 <= len(idempotency_key) <= 255:
+        raise ValidationFailed({"idempotencyKey": "1 to 255 characters"})
+    job = {
+        "notificationId": str(notification_id),
+        "eventType": event_type,
+        "recipientUserId": str(user_id),
+        "accountId": str(account) if account else None,
+        "payload": payload,
+    }
+    async with _using(services, conn, transaction=True) as own:
+        if idempotency_key is not None:
+            # One scheduler of a key at a time; the second finds the first's row.
+            await queries.lock_idempotency_key(own, idempotency_key)
+            existing = await queries.scheduled_by_key(own, idempotency_key)
+            if existing is not None:
+                return SendOutcome(notification_id=existing["notification_id"], status="scheduled")
+        if not await queries.user_exists(own, user_id=user_id):
+            raise UnknownRecipient(f"Unknown recipient user: {user_id}")
+        job_id = await enqueue(own, DISPATCH_KIND, job, delay_seconds=delay, queue=services.jobs)
+        await queries.insert_scheduled(
+            own,
+            notification_id=notification_id,
+            idempotency_key=idempotency_key,
+            job_id=job_id,
+            event_type=event_type,
+            user_id=user_id,
+            delay_seconds=delay,
+        )
+    return SendOutcome(notification_id=notification_id, status="scheduled")
+
+
+async def cancel_scheduled(
+    app_or_services: Any,
+    *,
+    notification_id: uuid.UUID | str | None = None,
+    idempotency_key: str | None = None,
+) -> uuid.UUID:
+    """Take back a scheduled send before it is due; 404 unknown, 409 once it started."""
+    services = services_of(app_or_services)
+    if notification_id is None and idempotency_key is None:
+        raise ValidationFailed({"id": "give a notification id or an idempotency key"})
+    wanted = as_uuid(notification_id, "id") if notification_id is not None else None
+    async with services.db.transaction() as conn:
+        row = await queries.lock_scheduled(
+            conn, notification_id=wanted, idempotency_key=idempotency_key
+        )
+        if row is None:
+            raise NotFound("No scheduled notification with this id or key")
+        if row["cancelled_at"] is None:
+            if not await job_queries.cancel_queued_job(conn, row["job_id"]):
+                raise Conflict("The notification is already being delivered")
+            await queries.mark_scheduled_cancelled(conn, row["notification_id"])
+    cancelled: uuid.UUID = row["notification_id"]
+    return cancelled
+
+
+# -- digests (issue 18) --------------------------------------------------------------------------
+
+
+async def _add_to_digest(
+    services: NotificationServices,
+    *,
+    notification_id: uuid.UUID,
+    definition: EventDefinition,
+    recipient_user_id: uuid.UUID,
+    model: BaseModel,
+    account_id: uuid.UUID | None,
+    conn: Conn | None,
+) -> SendOutcome:
+    """Add the send to the open digest of its key; the first item also queues the flush job,
+    due when the window closes (idempotent on the send's id)."""
+    assert definition.digest is not None
+    recipient = str(recipient_user_id)
+    key = f"{definition.type}:{recipient}:{definition.digest.key(recipient, model)}"
+    async with _using(services, conn, transaction=True) as own:
+        if not await queries.user_exists(own, user_id=recipient_user_id):
+            raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
+        digest = await queries.join_digest(
+            own,
+            digest_key=key,
+            user_id=recipient_user_id,
+            account_id=account_id,
+            event_type=definition.type,
+        )
+        await queries.add_digest_item(
+            own,
+            digest_id=digest["id"],
+            item_id=notification_id,
+            payload=model.model_dump(mode="json"),
+        )
+        if digest["created"]:
+            await enqueue(
+                own,
+                DIGEST_KIND,
+                {"digestId": str(digest["id"])},
+                delay_seconds=float(definition.digest.window_seconds),
+                queue=services.jobs,
+            )
+    return SendOutcome(notification_id=digest["id"], status="digested")
+
+
+def digest_content(
+    definition: EventDefinition, recipient: str, payloads: list[dict[str, Any]], *, limit: int
+) -> tuple[str, str, str, str]:
+    """(title, body, cta_url, cta_label) of a digest: the latest item's content, titled with
+    the count, the body listing the first `limit` items' titles."""
+    assert definition.in_app is not None
+    contents = [definition.in_app(recipient, validate_payload(definition, p)) for p in payloads]
+    latest = contents[-1]
+    if len(contents) == 1:
+        return latest.title, latest.body, latest.cta_url, latest.cta_label
+    shown = contents[:limit]
+    body = "\n".join(content.title for content in shown)
+    if len(contents) > len(shown):
+        body += f"\n... and {len(contents) - len(shown)} more"
+    return f"{len(contents)} new: {latest.title}", body, latest.cta_url, latest.cta_label
+
+
+async def flush_digest(services: NotificationServices, *, digest_id: uuid.UUID) -> uuid.UUID | None:
+    """The window closed: one notification (its id is the digest's) with one delivery row per
+    channel, carrying the batched items in its payload under `_digest`."""
+    async with services.db.transaction() as conn:
+        digest = await queries.close_digest(conn, digest_id)
+        if digest is None:
+            return None  # flushed by an earlier run
+        items = [row["payload"] for row in await queries.digest_items(conn, digest_id)]
+        if not items:
+            return None
+        definition = services.registry.get(digest["event_type"]).definition
+        assert definition.digest is not None
+        limit = int(definition.digest.max_items)
+        recipient = str(digest["user_id"])
+        title, body, cta_url, cta_label = digest_content(definition, recipient, items, limit=limit)
+        payload = {**items[-1], "_digest": {"count": len(items), "items": items[:limit]}}
+        row = await queries.persist_dispatch(
+            conn,
+            notification_id=digest_id,
+            user_id=digest["user_id"],
+            account_id=digest["account_id"],
+            event_type=definition.type,
+            title=title,
+            body=body,
+            cta_url=cta_url,
+            cta_label=cta_label,
+            payload=payload,
+            dedup_key=None,
+            window_seconds=0,
+            channels=live_channels(services.settings, definition.default_channels),
+        )
+        for channel in row["pending"] if row["id"] is not None else []:
+            await services.jobs.submit(
+                services, FOLLOW_UP_KINDS[channel], {"notificationId": str(digest_id)}, conn=conn
+            )
+    services.jobs.wake()
+    return digest_id

@@ -8,15 +8,20 @@ from aiohttp import web
 from pydantic import Field
 
 from tenantd.notifications import preferences as prefs
+from tenantd.notifications import quiet
 from tenantd.notifications import unsubscribe as unsub
 from tenantd.notifications.channels import in_app
 from tenantd.notifications.channels.sse.endpoint import stream_notifications
 from tenantd.notifications.channels.web_push import subscriptions as push
 from tenantd.notifications.channels.web_push.vapid import public_key
 from tenantd.notifications.schemas import (
+    AccountDefault,
+    AccountDefaultBody,
     EventPreferences,
     ListQuery,
     NotificationPage,
+    NotificationSettings,
+    NotificationSettingsBody,
     Preference,
     PreferenceBody,
     PushSubscribeBody,
@@ -89,8 +94,11 @@ async def mark_all_read(request: web.Request) -> ReadAll:
     summary="Every event type with its channels and the caller's setting",
 )
 async def get_preferences(request: web.Request) -> list[EventPreferences]:
+    principal = current_principal(request)
     events = await prefs.effective_preferences(
-        request.app[NOTIFICATION_SERVICES], user_id=current_principal(request).user_id
+        request.app[NOTIFICATION_SERVICES],
+        user_id=principal.user_id,
+        account_id=principal.account_id,
     )
     return [EventPreferences.model_validate(event) for event in events]
 
@@ -213,3 +221,72 @@ async def unsubscribe(request: web.Request, query: TokenQuery) -> Unsubscribed:
         services.db, secret_key=services.settings.secret_key, token=query.token
     )
     return Unsubscribed(event_type=claims.event_type, channel="email", enabled=False)
+
+
+ACCOUNT_DEFAULTS = "/api/v1/accounts/{id}/notification-defaults"
+
+
+@ROUTES.get(
+    ACCOUNT_DEFAULTS,
+    response=list[AccountDefault],
+    summary="The account's notification defaults (event type x channel)",
+)
+async def get_account_defaults(request: web.Request) -> list[AccountDefault]:
+    rows = await prefs.account_defaults(
+        request.app[NOTIFICATION_SERVICES],
+        actor_account=current_principal(request).account_id,
+        account_id=path_uuid(request, "id"),
+    )
+    return [AccountDefault.model_validate(row) for row in rows]
+
+
+@ROUTES.put(
+    ACCOUNT_DEFAULTS,
+    body=AccountDefaultBody,
+    response=AccountDefault,
+    summary="Owner or admin: default of one event type x channel for everyone in the account",
+)
+async def put_account_default(request: web.Request, body: AccountDefaultBody) -> AccountDefault:
+    principal = current_principal(request)
+    row = await prefs.set_account_default(
+        request.app[NOTIFICATION_SERVICES],
+        actor_account=principal.account_id,
+        actor_role=principal.role,
+        account_id=path_uuid(request, "id"),
+        event_type=body.event_type,
+        channel=body.channel,
+        enabled=body.enabled,
+    )
+    return AccountDefault.model_validate(row)
+
+
+@ROUTES.get(
+    f"{BASE}/settings",
+    response=NotificationSettings,
+    summary="My time zone and quiet hours",
+)
+async def get_notification_settings(request: web.Request) -> NotificationSettings:
+    found = await quiet.settings_of(
+        request.app[NOTIFICATION_SERVICES], user_id=current_principal(request).user_id
+    )
+    return NotificationSettings.model_validate(found)
+
+
+@ROUTES.put(
+    f"{BASE}/settings",
+    body=NotificationSettingsBody,
+    response=NotificationSettings,
+    summary="Set my time zone and quiet hours (non-critical email and push wait until they end)",
+)
+async def put_notification_settings(
+    request: web.Request, body: NotificationSettingsBody
+) -> NotificationSettings:
+    saved = await quiet.set_settings(
+        request.app[NOTIFICATION_SERVICES],
+        user_id=current_principal(request).user_id,
+        time_zone=body.time_zone,
+        start=body.quiet_hours_start,
+        end=body.quiet_hours_end,
+        locale=body.locale,
+    )
+    return NotificationSettings.model_validate(saved)

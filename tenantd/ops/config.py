@@ -18,6 +18,7 @@ DEFAULT_SWEEP_INTERVALS = {
     "sessions": 3_600,
     "jobs": 3_600,
     "keys": 3_600,  # access-token key rotation (ACCESS_TOKEN_KEY_ROTATION_DAYS)
+    "users": 86_400,  # Beyond (issue 18): anonymise users deleted more than 30 days ago
 }
 
 # Scope -> (per IP, per email) within the window. 0 turns that counter off.

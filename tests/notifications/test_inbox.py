@@ -129,23 +129,23 @@ async def test_preferences_list_every_event_with_effective_settings(
         {
             "eventType": "comment.created",
             "channels": [
-                {"channel": "in_app", "enabled": True},
-                {"channel": "email", "enabled": True},
-                {"channel": "sse", "enabled": True},
+                {"channel": "in_app", "enabled": True, "source": "default"},
+                {"channel": "email", "enabled": True, "source": "default"},
+                {"channel": "sse", "enabled": True, "source": "default"},
             ],
         },
         {
             "eventType": "report.ready",
             "channels": [
-                {"channel": "in_app", "enabled": True},
-                {"channel": "email", "enabled": True},
+                {"channel": "in_app", "enabled": True, "source": "default"},
+                {"channel": "email", "enabled": True, "source": "default"},
             ],
         },
         {
             "eventType": "ping.simple",
             "channels": [
-                {"channel": "in_app", "enabled": True},
-                {"channel": "sse", "enabled": True},
+                {"channel": "in_app", "enabled": True, "source": "default"},
+                {"channel": "sse", "enabled": True, "source": "default"},
             ],
         },
     ]
@@ -157,7 +157,7 @@ async def test_preferences_list_every_event_with_effective_settings(
     )
     assert changed == {"eventType": "comment.created", "channel": "email", "enabled": False}
     listing = await data(await client.get(f"{BASE}/preferences"))
-    assert listing[0]["channels"][1] == {"channel": "email", "enabled": False}
+    assert listing[0]["channels"][1] == {"channel": "email", "enabled": False, "source": "user"}
     # The setting is used by dispatch.
     outcome = await send(
         services,
@@ -179,7 +179,7 @@ async def test_preferences_list_every_event_with_effective_settings(
         )
     )
     listing = await data(await client.get(f"{BASE}/preferences"))
-    assert listing[0]["channels"][1] == {"channel": "email", "enabled": True}
+    assert listing[0]["channels"][1] == {"channel": "email", "enabled": True, "source": "user"}
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""HTTP email providers (Postmark, Resend, SendGrid) are chosen here by EMAIL_PROVIDER."""
+"""The network email providers (Postmark, Resend, SendGrid, SMTP) are chosen here by
+EMAIL_PROVIDER."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from tenantd.email.providers.postmark import PostmarkSender
 from tenantd.email.providers.resend import ResendSender
 from tenantd.email.providers.retry import RetryPolicy
 from tenantd.email.providers.sendgrid import SendGridSender
+from tenantd.email.providers.smtp import SmtpSender, parse_url
 from tenantd.settings import Settings, SettingsError
 
 
@@ -40,5 +42,15 @@ def build_http_sender(
             api_key=settings.sendgrid_api_key,
             base_url=settings.sendgrid_api_url,
             retry=retry,
+        )
+    if provider == "smtp":
+        if not settings.smtp_url:
+            raise SettingsError("EMAIL_PROVIDER=smtp requires SMTP_URL")
+        try:
+            target = parse_url(settings.smtp_url)
+        except ValueError as error:
+            raise SettingsError(str(error)) from None
+        return SmtpSender(
+            target, starttls=settings.smtp_starttls, ca_file=settings.smtp_ca_file, retry=retry
         )
     raise SettingsError(f"unknown EMAIL_PROVIDER {provider!r}")

@@ -1,4 +1,5 @@
-"""The two signed provider webhooks. The raw body is read once, here, and verified as is.
+"""The provider webhooks (Resend, SendGrid, Postmark, Amazon SES through SNS). The raw body
+is read once, here, and verified as is.
 
 Order: the signature headers are checked before a byte of the body is read (a request that
 could never verify gets 401 at once and its connection is closed, so its body is never
@@ -19,7 +20,7 @@ from typing import TypeVar
 from aiohttp import web
 
 from tenantd.db import DATABASE
-from tenantd.email.webhooks import resend, sendgrid
+from tenantd.email.webhooks import postmark, resend, sendgrid, ses
 from tenantd.email.webhooks.ingest import Outcome
 from tenantd.errors import AppError, NotFound, Unauthorized
 from tenantd.settings import SETTINGS, Settings, env_int
@@ -192,5 +193,49 @@ async def sendgrid_webhook(request: web.Request) -> dict[str, int] | web.Respons
         check=lambda headers: sendgrid.signed_headers(headers, now=time.time()),
         apply=lambda signed, body: sendgrid.receive(
             db, public_key_text=key, signed=signed, body=body
+        ),
+    )
+
+
+@ROUTES.post(
+    "/api/v1/webhooks/postmark",
+    access=Access.SIGNATURE,
+    response=WebhookReceipt,
+    responses=RESPONSES,
+    summary="Postmark bounce / spam-complaint webhook (HTTP Basic auth from the webhook URL)",
+)
+async def postmark_webhook(request: web.Request) -> dict[str, int] | web.Response:
+    settings = request.app[SETTINGS]
+    username, password = settings.postmark_webhook_username, settings.postmark_webhook_password
+    db = request.app[DATABASE]
+    if not username or not password:
+        raise NotFound()
+    return await take_delivery(
+        request,
+        check=lambda headers: postmark.check_credentials(
+            headers, username=username, password=password
+        ),
+        apply=lambda _, body: postmark.receive(db, body=body),
+    )
+
+
+@ROUTES.post(
+    "/api/v1/webhooks/ses",
+    access=Access.SIGNATURE,
+    response=WebhookReceipt,
+    responses=RESPONSES,
+    summary="Amazon SES bounce / complaint notifications through SNS (signature verified)",
+)
+async def ses_webhook(request: web.Request) -> dict[str, int] | web.Response:
+    topics = request.app[SETTINGS].ses_sns_topic_arns
+    db = request.app[DATABASE]
+    if not topics:
+        raise NotFound()
+    certificates = ses.certificates_of(request.app)
+    return await take_delivery(
+        request,
+        check=lambda headers: ses.signed_headers(headers, topics=topics),
+        apply=lambda signed, body: ses.receive(
+            db, certificates=certificates, signed=signed, body=body
         ),
     )

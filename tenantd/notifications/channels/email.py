@@ -75,7 +75,9 @@ def build_message(services: NotificationServices, row: Row) -> EmailMessage:
     definition = event.definition
     if definition.email is None:
         raise TemplateProblem(f"event {event.type} has no email render function")
-    model = validate_payload(definition, row["payload"])
+    payload = dict(row["payload"])
+    digest = payload.pop("_digest", None)  # a digest: the latest item plus the batch
+    model = validate_payload(definition, payload)
     recipient = str(row["user_id"])
     content = definition.email(recipient, model)
     settings = services.settings
@@ -88,6 +90,7 @@ def build_message(services: NotificationServices, row: Row) -> EmailMessage:
         content,
         {
             "unsubscribe_url": link,
+            "digest": digest,
             "notification": {
                 "id": str(row["id"]),
                 "title": row["title"],

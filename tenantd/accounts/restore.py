@@ -1,0 +1,69 @@
+"""Restore a soft-deleted account within the grace window (owner at deletion time, or an
+operator). Refused once purged or past the window (410 ACCOUNT_PURGED), when the account is live
+(409 ACCOUNT_NOT_DELETED) and when another live account claimed its domain meanwhile (409
+DOMAIN_TAKEN): the claim is never taken back."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import psycopg2.errors
+
+from tenantd import audit
+from tenantd.accounts import queries
+from tenantd.db import Conn, Row
+from tenantd.errors import AccountNotDeleted, AccountPurged, DomainTaken, Forbidden, NotFound
+from tenantd.services import Services
+
+log = logging.getLogger(__name__)
+
+
+async def restore_locked(conn: Conn, account_id: uuid.UUID, *, actor_id: uuid.UUID | None) -> Row:
+    """The rule, inside the caller's transaction; `actor_id` None is an operator."""
+    account = await queries.lock_account_any(conn, account_id)
+    if account is None:
+        purged = await queries.was_purged(conn, account_id)
+        if purged and (actor_id is None or await queries.deleted_by(conn, account_id, actor_id)):
+            raise AccountPurged()
+        raise NotFound("Account not found")
+    if actor_id is not None:
+        owner = await queries.owner_of_any(conn, account_id)
+        if owner != actor_id:
+            if await queries.is_member_of_any(conn, account_id, actor_id):
+                raise Forbidden("Only the account's owner can restore it")
+            raise NotFound("Account not found")
+    if account["deleted_at"] is None:
+        raise AccountNotDeleted()
+    if account["past_grace"]:
+        raise AccountPurged()
+    domain = account["claimed_domain"]
+    if domain:
+        holder = await queries.claim_holder(conn, domain)
+        if holder is not None:
+            raise DomainTaken(details={"domain": domain})
+    try:
+        await queries.undelete_account(conn, account_id)
+    except psycopg2.errors.UniqueViolation:
+        # A signup claimed the domain between our check and our update.
+        raise DomainTaken(details={"domain": domain}) from None
+    await audit.record(
+        conn,
+        account_id=account_id,
+        actor_user_id=actor_id,
+        action="account.restored",
+        target=str(account_id),
+        data={"deletedAt": account["deleted_at"].isoformat()},
+    )
+    # TODO(outbox): emit account.restored once tenantd/outbox has its emit on main.
+    log.info("account restored", extra={"account_id": str(account_id)})
+    account["deleted_at"] = None
+    return account
+
+
+async def restore_account(
+    services: Services, account_id: uuid.UUID, *, actor_id: uuid.UUID | None
+) -> Row:
+    """Restore a soft-deleted account (owner at deletion time; None: operator)."""
+    async with services.db.transaction() as conn:
+        return await restore_locked(conn, account_id, actor_id=actor_id)

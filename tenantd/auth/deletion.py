@@ -1,0 +1,165 @@
+"""Delete my user (GDPR) and export my data.
+
+`DELETE /api/v1/users/me`: refused (409 TRANSFER_OWNERSHIP_FIRST) while the user owns a live
+account with other active members. Otherwise, in one transaction: the accounts the user owns
+alone are soft-deleted (the accounts grace window applies), every membership is revoked, the
+address is released at once (a tombstone takes its place; the real one is kept aside for the
+grace window), password, identities, links and push subscriptions are deleted and every session
+ends. The `users` sweep anonymises the row after GRACE_DAYS: names and the kept address
+cleared, notifications, preferences and sessions deleted. The row itself stays (audit rows and
+revoked memberships point at its id).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from tenantd import audit
+from tenantd.accounts import queries as account_queries
+from tenantd.audit import AuditEntry
+from tenantd.auth import queries
+from tenantd.db import Database
+from tenantd.errors import NotFound, TransferOwnershipFirst
+from tenantd.identity import queries as identity_queries
+from tenantd.identity.sessions import revoke_all
+from tenantd.ops.sweeps import SweepContext, sweep
+from tenantd.services import Services
+
+log = logging.getLogger(__name__)
+
+GRACE_DAYS = 30
+
+
+@dataclass(frozen=True)
+class UserDeleted:
+    deleted_at: dt.datetime
+    anonymize_after: dt.datetime
+    accounts_deleted: list[uuid.UUID]
+
+
+async def delete_user(services: Services, *, user_id: uuid.UUID) -> UserDeleted:
+    """The rule of `DELETE /api/v1/users/me` (see the module docstring)."""
+    async with services.db.transaction() as conn:
+        user = await identity_queries.lock_user(conn, user_id)
+        if user is None or user.get("deleted_at") is not None:
+            raise NotFound("User not found")
+        owned = await queries.lock_owned_accounts(conn, user_id)
+        shared = [str(row["id"]) for row in owned if row["others"] > 0]
+        if shared:
+            raise TransferOwnershipFirst(details={"accountIds": shared})
+        entries: list[AuditEntry] = []
+        for row in owned:
+            await account_queries.soft_delete_account(conn, row["id"])
+            entries.append(
+                AuditEntry(
+                    account_id=row["id"],
+                    actor_user_id=user_id,
+                    action="account.soft_deleted",
+                    target=str(row["id"]),
+                    data={"reason": "user_deleted"},
+                )
+            )
+        for membership in await queries.revoke_memberships_of(conn, user_id):
+            entries.append(
+                AuditEntry(
+                    account_id=membership["account_id"],
+                    actor_user_id=user_id,
+                    action="membership.revoked",
+                    target=str(user_id),
+                    data={"role": membership["role"], "reason": "user_deleted"},
+                )
+            )
+        tombstone = await queries.tombstone_user(conn, user_id)
+        await queries.drop_credentials(conn, user_id)
+        entries.append(
+            AuditEntry(
+                account_id=None,
+                actor_user_id=user_id,
+                action="user.deleted",
+                target=str(user_id),
+            )
+        )
+        await audit.record_many(conn, entries)
+        await revoke_all(conn, user_id=user_id)
+    # TODO(outbox): emit user.deleted once tenantd/outbox has its emit on main.
+    deleted_at: dt.datetime = tombstone["deleted_at"]
+    log.info("user deleted", extra={"user_id": str(user_id)})
+    return UserDeleted(
+        deleted_at=deleted_at,
+        anonymize_after=deleted_at + dt.timedelta(days=GRACE_DAYS),
+        accounts_deleted=[row["id"] for row in owned],
+    )
+
+
+async def export_user(services: Services, *, user_id: uuid.UUID) -> dict[str, Any]:
+    """Everything tenantd keeps about the user, as JSON-ready rows (camelCase keys)."""
+    async with services.db.connection() as conn:
+        sections = await queries.export_rows(conn, user_id)
+    user_rows = sections.pop("user")
+    if not user_rows:
+        raise NotFound("User not found")
+    return {
+        "exportedAt": dt.datetime.now(dt.UTC),
+        "user": _camel(user_rows[0]),
+        **{_camel_key(name): [_camel(row) for row in rows] for name, rows in sections.items()},
+    }
+
+
+def _camel_key(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _camel(row: dict[str, Any]) -> dict[str, Any]:
+    return {_camel_key(key): value for key, value in row.items()}
+
+
+async def anonymize_deleted_users(
+    db: Database, *, batch_size: int = 100, dry_run: bool = False
+) -> int:
+    """Anonymise users deleted more than GRACE_DAYS ago, in small locked batches."""
+    total = 0
+    while True:
+        async with db.transaction() as conn:
+            batch = await queries.lock_users_to_anonymize(
+                conn, older_than_days=GRACE_DAYS, limit=batch_size
+            )
+            if dry_run:
+                return len(batch)
+            ids = [row["id"] for row in batch]
+            if ids:
+                await queries.anonymize_users(conn, ids)
+                await audit.record_many(
+                    conn,
+                    [
+                        AuditEntry(
+                            account_id=None,
+                            actor_user_id=None,
+                            action="user.anonymized",
+                            target=str(i),
+                        )
+                        for i in ids
+                    ],
+                )
+        total += len(ids)
+        if len(ids) < batch_size:
+            break
+    if total:
+        log.info("anonymised deleted users", extra={"count": total})
+    return total
+
+
+@sweep("users", "Anonymise users deleted more than 30 days ago")
+async def users_sweep(ctx: SweepContext) -> None:
+    ctx.check_stopping()
+    count = await anonymize_deleted_users(
+        ctx.db, batch_size=max(1, min(ctx.batch_size, 100)), dry_run=ctx.dry_run
+    )
+    ctx.report("users", count)
+
+
+SWEEPS = (users_sweep,)

@@ -1,0 +1,205 @@
+"""Change of a user's email address: requested by the signed-in user, confirmed by the new
+address, announced to the old one with a "this wasn't me" link.
+
+- The address changes only on confirmation (`POST /api/v1/users/me/email/confirm {token}`, by
+  the same user, within EMAIL_CHANGE_TTL_HOURS).
+- The old address is told at once; its link (`POST /api/v1/auth/email-change/cancel {token}`,
+  no session needed) cancels a pending change or, within CANCEL_DAYS, changes the address back,
+  and ends every session of the user either way.
+- Addresses compare in their normalised form: an address another user has is never taken
+  (the requester learns nothing: the same answer, and that address is told instead), invitations
+  and suppression rows follow the address (they are keyed on it), and the new address's own
+  suppression row is cleared as a verified sign-up's is. Domain claims stay with accounts.
+- Links mailed to the old address (verification, password reset) stop working on the change.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import psycopg2.errors
+
+from tenantd import audit
+from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
+from tenantd.auth import mail, queries
+from tenantd.db import Conn
+from tenantd.email import suppression
+from tenantd.email.message import EmailMessage
+from tenantd.errors import Conflict, NotFound, ValidationFailed
+from tenantd.identity import queries as identity_queries
+from tenantd.identity.sessions import revoke_all
+from tenantd.identity.tokens import new_opaque_token, token_hash
+from tenantd.services import Services
+from tenantd.settings import Settings
+
+log = logging.getLogger(__name__)
+
+EMAIL_CHANGE_TTL_HOURS = 24
+CANCEL_DAYS = 7
+REQUESTED = "If the address can be used, a confirmation link is on its way to it."
+
+
+def _link(settings: Settings, path: str, token: str) -> str:
+    return f"{settings.public_base_url.rstrip('/')}{path}?token={quote(token)}"
+
+
+def bad_link() -> ValidationFailed:
+    return ValidationFailed({"token": "This link is invalid, expired or already used"})
+
+
+async def request_change(services: Services, *, user_id: uuid.UUID, new_email: str) -> str:
+    """Start a change: mail the confirmation to the new address and a notice to the old one."""
+    try:
+        new = canonical_email(new_email)
+    except InvalidEmail as error:
+        raise ValidationFailed({"newEmail": error.reason}) from None
+    settings = services.settings
+    outgoing: list[EmailMessage] = []
+    async with services.db.transaction() as conn:
+        user = await identity_queries.lock_user(conn, user_id)
+        if user is None:
+            raise NotFound("User not found")
+        old = user["email"]
+        if normalize_email(old) == new:
+            raise ValidationFailed({"newEmail": "this is already your address"})
+        if await queries.email_in_use(conn, new):
+            outgoing.append(
+                mail.own_text(
+                    new,
+                    "email_change_taken",
+                    {"new_email": new, "base_url": settings.public_base_url},
+                )
+            )
+        else:
+            confirm, cancel = new_opaque_token(), new_opaque_token()
+            await queries.drop_pending_email_changes(conn, user_id=user_id)
+            await queries.insert_email_change(
+                conn,
+                user_id=user_id,
+                old_email=old,
+                new_email=new,
+                confirm_hash=token_hash(settings.secret_key, confirm),
+                cancel_hash=token_hash(settings.secret_key, cancel),
+                ttl_hours=EMAIL_CHANGE_TTL_HOURS,
+                cancel_days=CANCEL_DAYS,
+            )
+            await audit.record(
+                conn,
+                account_id=None,
+                actor_user_id=user_id,
+                action="user.email_change_requested",
+                target=str(user_id),
+                data={"newEmail": new},
+            )
+            outgoing.append(
+                mail.own_text(
+                    new,
+                    "email_change_confirm",
+                    {
+                        "new_email": new,
+                        "link": _link(settings, "/confirm-email", confirm),
+                        "ttl_hours": EMAIL_CHANGE_TTL_HOURS,
+                    },
+                )
+            )
+            outgoing.append(
+                mail.own_text(
+                    old,
+                    "email_change_notice",
+                    {
+                        "old_email": old,
+                        "new_email": new,
+                        "cancel_link": _link(settings, "/cancel-email-change", cancel),
+                        "cancel_days": CANCEL_DAYS,
+                    },
+                )
+            )
+    for message in outgoing:  # after commit: a link in a mail always exists
+        await mail.deliver(services, message)
+    return REQUESTED
+
+
+@dataclass(frozen=True)
+class Changed:
+    user_id: uuid.UUID
+    email: str
+
+
+async def confirm_change(services: Services, *, user_id: uuid.UUID, token: str) -> Changed:
+    """The new address confirmed: the user's email becomes it (verified)."""
+    digest = token_hash(services.settings.secret_key, token)
+    async with services.db.transaction() as conn:
+        change = await queries.lock_email_change(conn, column="confirm_hash", token_hash=digest)
+        if (
+            change is None
+            or change["user_id"] != user_id
+            or change["confirmed_at"] is not None
+            or change["cancelled_at"] is not None
+            or not change["confirmable"]
+        ):
+            raise bad_link()
+        user = await identity_queries.lock_user(conn, user_id)
+        if user is None or normalize_email(user["email"]) != normalize_email(change["old_email"]):
+            raise bad_link()  # the address changed some other way meanwhile
+        new = change["new_email"]
+        if await queries.email_in_use(conn, new):
+            raise Conflict("Another account uses this address now")
+        try:
+            await queries.set_user_email(conn, user_id=user_id, email=new)
+        except psycopg2.errors.UniqueViolation:
+            raise Conflict("Another account uses this address now") from None
+        await queries.finish_email_change(conn, change_id=change["id"], outcome="confirmed_at")
+        await queries.drop_user_links(conn, user_id=user_id)
+        await suppression.remove(conn, new)  # the mailbox just proved it works
+        await audit.record(
+            conn,
+            account_id=None,
+            actor_user_id=user_id,
+            action="user.email_changed",
+            target=str(user_id),
+            data={"oldEmail": change["old_email"], "newEmail": new},
+        )
+    log.info("user email changed", extra={"user_id": str(user_id)})
+    return Changed(user_id=user_id, email=new)
+
+
+async def _undo(conn: Conn, *, user_id: uuid.UUID, old: str, new: str) -> bool:
+    """Change a confirmed address back, unless something else changed it or took `old`."""
+    user = await identity_queries.lock_user(conn, user_id)
+    if user is None or normalize_email(user["email"]) != normalize_email(new):
+        return False
+    if await queries.email_in_use(conn, old):
+        return False
+    await queries.set_user_email(conn, user_id=user_id, email=old)
+    await queries.drop_user_links(conn, user_id=user_id)
+    return True
+
+
+async def cancel_change(services: Services, *, token: str) -> None:
+    """ "This wasn't me": cancel (or undo) the change and end every session of the user."""
+    digest = token_hash(services.settings.secret_key, token)
+    async with services.db.transaction() as conn:
+        change = await queries.lock_email_change(conn, column="cancel_hash", token_hash=digest)
+        if change is None or change["cancelled_at"] is not None or not change["cancellable"]:
+            raise bad_link()
+        user_id = change["user_id"]
+        reverted = False
+        if change["confirmed_at"] is not None:
+            reverted = await _undo(
+                conn, user_id=user_id, old=change["old_email"], new=change["new_email"]
+            )
+        await queries.finish_email_change(conn, change_id=change["id"], outcome="cancelled_at")
+        await queries.cancel_open_email_changes(conn, user_id=user_id)
+        await audit.record(
+            conn,
+            account_id=None,
+            actor_user_id=None,
+            action="user.email_change_cancelled",
+            target=str(user_id),
+            data={"reverted": reverted, "newEmail": change["new_email"]},
+        )
+        await revoke_all(conn, user_id=user_id)
+    log.warning("email change cancelled from the old address", extra={"user_id": str(user_id)})

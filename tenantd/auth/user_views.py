@@ -1,0 +1,103 @@
+"""The user's own record: change of email address (and its "this wasn't me" link), delete
+my user, export my data."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from tenantd.auth import deletion, email_change
+from tenantd.auth.schemas import (
+    EmailChangeBody,
+    EmailChanged,
+    LinkTokenBody,
+    UserDeletedOut,
+    UserRef,
+)
+from tenantd.identity.cookies import clear_session_cookies
+from tenantd.principal import current_principal
+from tenantd.services import SERVICES
+from tenantd.web.json import ok
+from tenantd.web.schemas import Empty, Message
+from tenantd.web.spec import Access, Routes
+
+ROUTES = Routes("users")
+
+
+@ROUTES.post(
+    "/api/v1/users/me/email",
+    body=EmailChangeBody,
+    response=Message,
+    status=202,
+    summary="Change my email: a link goes to the new address, a notice to the old one",
+)
+async def request_email_change(request: web.Request, body: EmailChangeBody) -> Message:
+    # TODO(mfa): step-up (REAUTH_REQUIRED) once the mfa helper's check is on main.
+    message = await email_change.request_change(
+        request.app[SERVICES], user_id=current_principal(request).user_id, new_email=body.new_email
+    )
+    return Message(message=message)
+
+
+@ROUTES.post(
+    "/api/v1/users/me/email/confirm",
+    body=LinkTokenBody,
+    response=EmailChanged,
+    responses={409: "CONFLICT: another account took the address meanwhile"},
+    summary="Confirm the new address with the token of its link; only then the email changes",
+)
+async def confirm_email_change(request: web.Request, body: LinkTokenBody) -> EmailChanged:
+    changed = await email_change.confirm_change(
+        request.app[SERVICES], user_id=current_principal(request).user_id, token=body.token
+    )
+    return EmailChanged(user=UserRef(id=changed.user_id, email=changed.email))
+
+
+@ROUTES.post(
+    "/api/v1/auth/email-change/cancel",
+    access=Access.PUBLIC,
+    body=LinkTokenBody,
+    response=Empty,
+    summary='"This wasn\'t me" (link mailed to the old address): cancel or undo the change and '
+    "end every session",
+)
+async def cancel_email_change(request: web.Request, body: LinkTokenBody) -> Empty:
+    await email_change.cancel_change(request.app[SERVICES], token=body.token)
+    return Empty()
+
+
+@ROUTES.delete(
+    "/api/v1/users/me",
+    response=UserDeletedOut,
+    responses={
+        409: "TRANSFER_OWNERSHIP_FIRST (details.accountIds): you own an account with other members"
+    },
+    summary="Delete my user: memberships revoked, accounts I own alone soft-deleted, "
+    "anonymised after 30 days",
+)
+async def delete_me(request: web.Request) -> web.Response:
+    # TODO(mfa): step-up (REAUTH_REQUIRED) once the mfa helper's check is on main.
+    services = request.app[SERVICES]
+    done = await deletion.delete_user(services, user_id=current_principal(request).user_id)
+    response = ok(
+        UserDeletedOut(
+            deleted_at=done.deleted_at,
+            anonymize_after=done.anonymize_after,
+            accounts_deleted=done.accounts_deleted,
+        ).model_dump(mode="json", by_alias=True)
+    )
+    clear_session_cookies(response, services.settings)
+    return response
+
+
+@ROUTES.get(
+    "/api/v1/users/me/export",
+    summary="Export my data (user, identities, memberships, sessions, notifications, "
+    "preferences, push subscriptions, email changes, my audit entries) as JSON",
+)
+async def export_me(request: web.Request) -> web.Response:
+    exported = await deletion.export_user(
+        request.app[SERVICES], user_id=current_principal(request).user_id
+    )
+    response = ok(exported)
+    response.headers["Content-Disposition"] = 'attachment; filename="tenantd-export.json"'
+    return response

@@ -1,0 +1,114 @@
+"""Provider A, Postmark: bounce and spam-complaint webhooks, authenticated by HTTP Basic auth.
+
+Postmark signs nothing; it sends the credentials written in the webhook URL
+(`https://user:password@host/api/v1/webhooks/postmark`) as an `Authorization: Basic` header.
+They are compared in constant time with POSTMARK_WEBHOOK_USERNAME / _PASSWORD before the body is
+read. One event per delivery:
+
+- `RecordType: Bounce`, `Type: HardBounce` or `BadEmailAddress`: reason `hard_bounce`;
+  another bounce type that made Postmark deactivate the address (`Inactive: true`): `inactive`;
+  soft bounces and the rest create nothing.
+- `RecordType: SpamComplaint`: reason `complaint`.
+
+The event id is `<RecordType>:<ID>`, so a retried delivery is applied once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from tenantd.addresses import is_plausible, normalize_email
+from tenantd.db import Database
+from tenantd.email.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
+from tenantd.errors import Unauthorized, ValidationFailed
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "postmark"
+HARD_BOUNCE_TYPES = {"HardBounce", "BadEmailAddress"}
+MAX_AUTHORIZATION = 1024
+
+
+def refused(why: str) -> Unauthorized:
+    log.warning("webhook credentials refused", extra={"provider": PROVIDER, "cause": why})
+    return Unauthorized("invalid_credentials", "Webhook credentials are missing or wrong")
+
+
+def basic_authorization(username: str, password: str) -> str:
+    """The header value Postmark sends for credentials written into the webhook URL."""
+    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+
+
+def check_credentials(headers: Mapping[str, str], *, username: str, password: str) -> None:
+    """`Authorization: Basic` carrying the configured user and password; else 401."""
+    header = headers.get("Authorization", "")
+    if not header or len(header) > MAX_AUTHORIZATION:
+        raise refused("missing or oversized Authorization header")
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic":
+        raise refused("not Basic authorization")
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise refused("malformed Basic credentials") from None
+    expected = f"{username}:{password}".encode()
+    if not hmac.compare_digest(decoded, expected):
+        raise refused("wrong user or password")
+
+
+def parse_event(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
+    """The verdict of one Postmark webhook event (or none)."""
+    try:
+        data: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ValidationFailed({"body": "malformed JSON"}) from None
+    if not isinstance(data, dict):
+        raise ValidationFailed({"body": "expected a JSON object"})
+    outcome.events = 1
+    record = data.get("RecordType")
+    kind = data.get("Type")
+    reason: str | None = None
+    if record == "SpamComplaint":
+        reason = "complaint"
+    elif record == "Bounce" and kind in HARD_BOUNCE_TYPES:
+        reason = "hard_bounce"
+    elif record == "Bounce" and data.get("Inactive") is True:
+        reason = "inactive"
+    if reason is None:
+        outcome.ignored = 1
+        return []
+    raw = data.get("Email")
+    address = normalize_email(raw) if isinstance(raw, str) else ""
+    if not is_plausible(address):
+        outcome.malformed = 1
+        log.warning("postmark event without a recipient", extra={"provider": PROVIDER})
+        return []
+    ident = data.get("ID")
+    event_id = f"{record}:{ident}" if isinstance(ident, int | str) and ident != "" else None
+    if event_id is not None and len(event_id) > MAX_EVENT_ID:
+        event_id = None
+    return [
+        ProviderEvent(
+            event_id=event_id,
+            kind=f"{record}:{kind}" if isinstance(kind, str) else str(record),
+            reason=reason,
+            emails=(address,),
+        )
+    ]
+
+
+async def receive(db: Database, *, body: bytes) -> Outcome:
+    """Record the bounce or complaint verdict of one (authenticated) delivery."""
+    outcome = Outcome()
+    events = parse_event(body, outcome=outcome)
+    if events:
+        async with db.transaction() as conn:
+            await apply_events(conn, provider=PROVIDER, events=events, outcome=outcome)
+    return outcome

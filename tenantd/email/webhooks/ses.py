@@ -1,0 +1,289 @@
+"""Amazon SES bounce and complaint notifications, delivered by Amazon SNS over HTTPS.
+
+Order of checks (the cheap ones before the body is read, see views.take_delivery):
+1. headers: `x-amz-sns-message-type` is Notification, SubscriptionConfirmation or
+   UnsubscribeConfirmation and `x-amz-sns-topic-arn` is one of SES_SNS_TOPIC_ARNS; else 401;
+2. the body's `TopicArn` equals the header, `SigningCertURL` is `https://sns.<region>.
+   amazonaws.com/...pem` (any other host, scheme or port: 401, nothing is fetched);
+3. the certificate is fetched (and cached) and the signature checked: SignatureVersion 1 is
+   RSA PKCS#1 v1.5 over SHA-1, version 2 over SHA-256, of AWS's canonical string;
+4. SubscriptionConfirmation: the SubscribeURL (same host rule) is fetched, which confirms the
+   subscription; Notification: the SES message inside is read, the SNS MessageId skips
+   deliveries applied before, and `Bounce` with `bounceType: Permanent` records `hard_bounce`,
+   `Complaint` records `complaint` (provider `ses`). Transient bounces create nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import logging
+import re
+import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import orjson
+from aiohttp import web
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from tenantd.addresses import is_plausible, normalize_email
+from tenantd.db import Database
+from tenantd.email.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
+from tenantd.errors import Unauthorized, ValidationFailed
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "ses"
+TYPE_HEADER = "x-amz-sns-message-type"
+TOPIC_HEADER = "x-amz-sns-topic-arn"
+MESSAGE_TYPES = ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation")
+NOTIFICATION_KEYS = ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type")
+CONFIRMATION_KEYS = (
+    "Message",
+    "MessageId",
+    "SubscribeURL",
+    "Timestamp",
+    "Token",
+    "TopicArn",
+    "Type",
+)
+HASHES: dict[str, Callable[[], hashes.HashAlgorithm]] = {"1": hashes.SHA1, "2": hashes.SHA256}
+AMAZON_HOST = re.compile(r"sns\.[a-z0-9-]{1,40}\.amazonaws\.com(\.cn)?")
+MAX_CERTIFICATE = 64 * 1024
+FETCH_TIMEOUT_SECONDS = 10.0
+CACHED_CERTIFICATES = 16
+
+Fetch = Callable[[str], Awaitable[bytes]]
+
+
+def refused(why: str) -> Unauthorized:
+    log.warning("webhook signature refused", extra={"provider": PROVIDER, "cause": why})
+    return Unauthorized("invalid_signature", "SNS message signature verification failed")
+
+
+@dataclass(frozen=True)
+class SnsHeaders:
+    message_type: str
+    topic_arn: str
+
+
+def signed_headers(headers: Mapping[str, str], *, topics: tuple[str, ...]) -> SnsHeaders:
+    """An SNS delivery from a configured topic; anything else 401 before the body is read."""
+    message_type = headers.get(TYPE_HEADER, "")
+    topic = headers.get(TOPIC_HEADER, "")
+    if message_type not in MESSAGE_TYPES:
+        raise refused("missing or unknown x-amz-sns-message-type")
+    if topic not in topics:
+        raise refused("topic not in SES_SNS_TOPIC_ARNS")
+    return SnsHeaders(message_type=message_type, topic_arn=topic)
+
+
+def amazon_url(url: str) -> str:
+    """`https://sns.<region>.amazonaws.com/...` on the default port; else 401 (never fetched)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise refused("malformed Amazon URL") from None
+    host = parts.hostname or ""
+    if (
+        parts.scheme != "https"
+        or port not in (None, 443)
+        or parts.username is not None
+        or parts.password is not None
+        or not AMAZON_HOST.fullmatch(host)
+    ):
+        raise refused("URL is not https://sns.<region>.amazonaws.com")
+    return url
+
+
+def string_to_sign(message: Mapping[str, Any]) -> bytes:
+    """AWS's canonical form: `key\\nvalue\\n` for the type's keys present, in this order."""
+    keys = NOTIFICATION_KEYS if message.get("Type") == "Notification" else CONFIRMATION_KEYS
+    lines: list[str] = []
+    for key in keys:
+        value = message.get(key)
+        if value is None:
+            if key == "Subject":
+                continue
+            raise refused(f"missing {key}")
+        if not isinstance(value, str):
+            raise refused(f"{key} is not a string")
+        lines += [key, value]
+    return ("\n".join(lines) + "\n").encode()
+
+
+async def https_fetch(url: str) -> bytes:
+    """GET an Amazon URL (already checked); at most MAX_CERTIFICATE bytes; 401 if it fails.
+    A client of its own: certificates are cached, so this runs a few times a day."""
+    timeout = aiohttp.ClientTimeout(total=FETCH_TIMEOUT_SECONDS)
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as http,
+            http.get(url, allow_redirects=False) as response,
+        ):
+            body = await response.content.read(MAX_CERTIFICATE + 1)
+            status = response.status
+    except (aiohttp.ClientError, TimeoutError) as error:
+        raise refused(f"fetching from Amazon failed: {type(error).__name__}") from None
+    if status != 200 or len(body) > MAX_CERTIFICATE:
+        raise refused(f"Amazon answered {status}")
+    return body
+
+
+class SnsCertificates:
+    """Signing certificates by URL (a few, least recently used dropped), fetched by `fetch`."""
+
+    def __init__(self, fetch: Fetch):
+        self.fetch = fetch
+        self._keys: OrderedDict[str, rsa.RSAPublicKey] = OrderedDict()
+
+    async def public_key(self, url: str) -> rsa.RSAPublicKey:
+        cached = self._keys.get(amazon_url(url))
+        if cached is not None:
+            self._keys.move_to_end(url)
+            return cached
+        pem = await self.fetch(url)
+        try:
+            certificate = x509.load_pem_x509_certificate(pem)
+        except ValueError:
+            raise refused("signing certificate is not PEM") from None
+        now = datetime.datetime.now(datetime.UTC)
+        if not certificate.not_valid_before_utc <= now <= certificate.not_valid_after_utc:
+            raise refused("signing certificate expired or not yet valid")
+        key = certificate.public_key()
+        if not isinstance(key, rsa.RSAPublicKey):
+            raise refused("signing certificate has no RSA key")
+        self._keys[url] = key
+        while len(self._keys) > CACHED_CERTIFICATES:
+            self._keys.popitem(last=False)
+        return key
+
+
+async def verify(certificates: SnsCertificates, message: Mapping[str, Any]) -> None:
+    """The SNS signature of the message, with the certificate from its Amazon URL; else 401."""
+    algorithm = HASHES.get(str(message.get("SignatureVersion")))
+    if algorithm is None:
+        raise refused("unknown SignatureVersion")
+    url = message.get("SigningCertURL")
+    if not isinstance(url, str):
+        raise refused("missing SigningCertURL")
+    amazon_url(url)
+    canonical = string_to_sign(message)
+    encoded = message.get("Signature")
+    try:
+        signature = base64.b64decode(encoded if isinstance(encoded, str) else "", validate=True)
+    except (binascii.Error, ValueError):
+        raise refused("malformed Signature") from None
+    key = await certificates.public_key(url)
+    try:
+        key.verify(signature, canonical, padding.PKCS1v15(), algorithm())
+    except InvalidSignature:
+        raise refused("signature does not match") from None
+
+
+def _recipients(items: Any, field: str) -> tuple[str, ...]:
+    found: list[str] = []
+    for item in items if isinstance(items, list) else []:
+        raw = item.get(field) if isinstance(item, dict) else None
+        address = normalize_email(raw) if isinstance(raw, str) else ""
+        if is_plausible(address) and address not in found:
+            found.append(address)
+    return tuple(found)
+
+
+def ses_events(message_id: str, text: str, *, outcome: Outcome) -> list[ProviderEvent]:
+    """The verdict of one SES notification (bounce or complaint; event publishing too)."""
+    try:
+        data: Any = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        outcome.malformed = 1
+        return []
+    if not isinstance(data, dict):
+        outcome.malformed = 1
+        return []
+    kind = data.get("notificationType") or data.get("eventType")
+    reason: str | None = None
+    emails: tuple[str, ...] = ()
+    if kind == "Bounce":
+        bounce = data.get("bounce")
+        bounce = bounce if isinstance(bounce, dict) else {}
+        if bounce.get("bounceType") == "Permanent":
+            reason = "hard_bounce"
+            emails = _recipients(bounce.get("bouncedRecipients"), "emailAddress")
+    elif kind == "Complaint":
+        complaint = data.get("complaint")
+        complaint = complaint if isinstance(complaint, dict) else {}
+        if complaint.get("complaintFeedbackType") != "not-spam":
+            reason = "complaint"
+            emails = _recipients(complaint.get("complainedRecipients"), "emailAddress")
+    if reason is None:
+        outcome.ignored = 1
+        return []
+    if not emails:
+        outcome.malformed = 1
+        log.warning("ses notification without recipients", extra={"provider": PROVIDER})
+        return []
+    assert isinstance(kind, str)
+    event_id = message_id if len(message_id) <= MAX_EVENT_ID else None
+    return [ProviderEvent(event_id=event_id, kind=kind, reason=reason, emails=emails)]
+
+
+async def receive(
+    db: Database,
+    *,
+    certificates: SnsCertificates,
+    signed: SnsHeaders,
+    body: bytes,
+) -> Outcome:
+    """Verify one SNS delivery, then confirm a subscription or record the SES verdict."""
+    try:
+        message: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ValidationFailed({"body": "malformed JSON"}) from None
+    if not isinstance(message, dict):
+        raise ValidationFailed({"body": "expected a JSON object"})
+    if message.get("Type") != signed.message_type or message.get("TopicArn") != signed.topic_arn:
+        raise refused("body Type or TopicArn differs from the headers")
+    await verify(certificates, message)
+    outcome = Outcome(events=1)
+    if signed.message_type == "SubscriptionConfirmation":
+        url = message.get("SubscribeURL")
+        await certificates.fetch(amazon_url(url if isinstance(url, str) else ""))
+        log.info("sns subscription confirmed", extra={"provider": PROVIDER})
+        outcome.ignored = 1
+        return outcome
+    if signed.message_type == "UnsubscribeConfirmation":
+        log.warning("sns subscription ended", extra={"provider": PROVIDER})
+        outcome.ignored = 1
+        return outcome
+    events = ses_events(str(message.get("MessageId")), str(message.get("Message")), outcome=outcome)
+    if events:
+        async with db.transaction() as conn:
+            await apply_events(conn, provider=PROVIDER, events=events, outcome=outcome)
+    return outcome
+
+
+SNS_CERTIFICATES: web.AppKey[SnsCertificates] = web.AppKey("sns_certificates", SnsCertificates)
+_DEFAULTS: weakref.WeakKeyDictionary[web.Application, SnsCertificates] = weakref.WeakKeyDictionary()
+
+
+def certificates_of(app: web.Application) -> SnsCertificates:
+    """The app's certificate cache: one set before start-up (tests point it at a local fake
+    Amazon, after the URL checks), else one fetching over HTTPS."""
+    given = app.get(SNS_CERTIFICATES)
+    if given is not None:
+        return given
+    found = _DEFAULTS.get(app)
+    if found is None:
+        found = _DEFAULTS[app] = SnsCertificates(https_fetch)
+    return found
