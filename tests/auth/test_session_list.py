@@ -11,9 +11,8 @@ from aiohttp import web
 from tenantd.app import create_app
 from tenantd.auth.devices import describe
 from tenantd.db import Database
-from tenantd.identity.tokens import decode_access_token
 from tests.factories import DEFAULT_PASSWORD
-from tests.helpers import ORIGIN, SECRET, data, error, eventually
+from tests.helpers import ORIGIN, access_claims, data, error, eventually
 
 CHROME = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko)"
@@ -39,7 +38,7 @@ async def sign_in(make_client: Any, user: Any, agent: str = CHROME) -> Any:
 
 def sid_of(browser: Any) -> uuid.UUID:
     token = browser.session.cookie_jar.filter_cookies(browser.make_url("/"))["auth_token"].value
-    sid = decode_access_token(SECRET, token).session_id
+    sid = access_claims(browser, token).session_id
     assert sid is not None
     return sid
 

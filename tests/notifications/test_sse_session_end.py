@@ -11,10 +11,9 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices
-from tenantd.identity.tokens import decode_access_token
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.feed import FEED_KEY
-from tests.helpers import SECRET, data, eventually
+from tests.helpers import access_claims, data, eventually
 from tests.notifications.sse_client import open_stream
 
 PROMPTLY = 5.0  # seconds: far below the idle tick
@@ -40,7 +39,7 @@ async def test_ending_a_session_ends_its_stream_only(
     laptop = await make_client(cookies=laptop_cookies)
     laptop_stream = await open_stream(await make_client(cookies=laptop_cookies))
     await eventually(lambda: listening(app, user.id))
-    phone_sid = decode_access_token(SECRET, phone_cookies["auth_token"]).session_id
+    phone_sid = access_claims(app, phone_cookies["auth_token"]).session_id
     await data(await laptop.delete(f"/api/v1/auth/sessions/{phone_sid}"))
     assert await phone_stream.ended(within=PROMPTLY)
     # The laptop's stream still delivers.
