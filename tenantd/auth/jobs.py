@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tenantd.auth import service
-from tenantd.auth.signin import AUTH_EMAIL, NEW_SIGNIN
+from tenantd.identity.signin import AUTH_EMAIL, NEW_SIGNIN
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 
 if TYPE_CHECKING:

@@ -48,37 +48,6 @@ async def me(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID | None) ->
     return await conn.fetch_one(ME, {"uid": user_id, "aid": account_id})
 
 
-# -- browsers a user signed in from (the new sign-in mail) ------------------------------------
-
-REMEMBER_DEVICE = Prepared(
-    "tenantd_remember_device",
-    """
-WITH before AS (
-    SELECT EXISTS (SELECT 1 FROM known_devices WHERE user_id = %(u)s::uuid) AS any_known
-), seen AS (
-    INSERT INTO known_devices (user_id, device_hash, browser, os)
-    VALUES (%(u)s::uuid, %(h)s::bytea, %(b)s::text, %(o)s::text)
-    ON CONFLICT (user_id, device_hash) DO UPDATE
-       SET last_seen_at = now(), browser = EXCLUDED.browser, os = EXCLUDED.os
-    RETURNING (xmax = 0) AS inserted
-)
-SELECT seen.inserted, before.any_known FROM seen, before
-""",
-)
-
-
-async def remember_device(
-    conn: Conn, *, user_id: uuid.UUID, device_hash: bytes, browser: str | None, os: str | None
-) -> Row:
-    """Record a sign-in's browser: {inserted (first time for this user), any_known (the user
-    had a browser recorded before)}."""
-    row = await conn.fetch_one(
-        REMEMBER_DEVICE, {"u": user_id, "h": device_hash, "b": browser, "o": os}
-    )
-    assert row is not None
-    return row
-
-
 # -- email change (tenantd/auth/email_change.py) ----------------------------------------------
 
 

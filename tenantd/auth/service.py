@@ -26,14 +26,6 @@ from tenantd.accounts.provisioning import DomainConflict, provision_personal_acc
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.audit import security
 from tenantd.auth import mail
-from tenantd.auth.devices import describe
-from tenantd.auth.signin import (
-    AUTH_EMAIL,
-    EMAIL_LINK,
-    PASSWORD,
-    ClientMeta,
-    start_session,
-)
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
 from tenantd.errors import (
@@ -45,6 +37,7 @@ from tenantd.errors import (
     ValidationFailed,
 )
 from tenantd.identity import queries
+from tenantd.identity.devices import describe
 from tenantd.identity.events import user_changed
 from tenantd.identity.passwords import hash_password, needs_rehash, verify_password
 from tenantd.identity.sessions import (
@@ -54,6 +47,13 @@ from tenantd.identity.sessions import (
     revoke_session,
     rotate,
     rotate_fast,
+)
+from tenantd.identity.signin import (
+    AUTH_EMAIL,
+    EMAIL_LINK,
+    PASSWORD,
+    ClientMeta,
+    start_session,
 )
 from tenantd.identity.tokens import AccessClaims, new_opaque_token, token_hash
 from tenantd.mfa import service as mfa

@@ -9,7 +9,6 @@ from aiohttp import web
 
 from tenantd.audit import cursors
 from tenantd.auth import service
-from tenantd.auth.devices import DEVICE_COOKIE_MAX_AGE, describe
 from tenantd.auth.me import current_user_json
 from tenantd.auth.schemas import (
     AccountRef,
@@ -44,6 +43,7 @@ from tenantd.identity.cookies import (
     set_device_cookie,
     set_session_cookies,
 )
+from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE, describe
 from tenantd.identity.guards import invalid
 from tenantd.identity.tokens import refresh_token_family
 from tenantd.mfa import service as mfa

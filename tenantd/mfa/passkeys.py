@@ -35,7 +35,7 @@ from webauthn.helpers.structs import (
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, InvalidCredentials, NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries as identity_queries
-from tenantd.identity.sessions import issue_session
+from tenantd.identity.signin import ClientMeta, start_session
 from tenantd.identity.tokens import token_hash
 from tenantd.mfa import queries
 from tenantd.mfa.service import AMR_PASSKEY, Completed, after_factor_removed, first_factor_codes
@@ -327,7 +327,7 @@ async def delete(services: Services, principal: Principal, passkey_id: uuid.UUID
 
 
 async def sign_in(
-    services: Services, credential: dict[str, Any], *, user_agent: str | None, ip: str | None
+    services: Services, credential: dict[str, Any], *, client: ClientMeta
 ) -> Completed:
     """Passwordless sign-in: a verified assertion of a discoverable passkey starts a session."""
     passkey = await verify_assertion(services, credential, purpose=SIGN_IN)
@@ -336,14 +336,13 @@ async def sign_in(
         if user is None:
             raise _invalid()
         account_id = await identity_queries.default_account_id(conn, user["id"])
-        tokens = await issue_session(
+        started = await start_session(
+            services,
             conn,
-            services.settings,
-            keyring=services.keyring,
             user_id=user["id"],
             account_id=account_id,
-            user_agent=user_agent,
-            ip=ip,
+            client=client,
+            method="passkey",
             amr=[AMR_PASSKEY],
         )
-    return Completed(tokens=tokens, user=user, return_to=None)
+    return Completed(tokens=started.tokens, user=user, return_to=None, device=started.device)

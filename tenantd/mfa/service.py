@@ -22,7 +22,8 @@ from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, InvalidCredentials, NotFound, RateLimited, Unauthorized
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.passwords import verify_password
-from tenantd.identity.sessions import IssuedTokens, issue_session
+from tenantd.identity.sessions import IssuedTokens
+from tenantd.identity.signin import PASSWORD, ClientMeta, start_session
 from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
 from tenantd.mfa import crypto, mail, queries, totp
 from tenantd.mfa.stepup import require_recent_auth
@@ -345,6 +346,16 @@ class Completed:
     tokens: IssuedTokens
     user: Row
     return_to: str | None
+    device: str | None = None  # the browser's device cookie value (the view sets it)
+
+
+def sign_in_method(amr: Sequence[str]) -> str:
+    """The sessions list's `method` of a sign-in finished with a second factor: its first."""
+    if AMR_PASSWORD in amr:
+        return PASSWORD
+    if AMR_FEDERATED in amr:
+        return "oidc"
+    return "passkey" if AMR_PASSKEY in amr else "mfa"
 
 
 async def complete_ticket(
@@ -352,10 +363,10 @@ async def complete_ticket(
     ticket: Row,
     *,
     method: str,
-    user_agent: str | None,
-    ip: str | None,
+    client: ClientMeta,
 ) -> Completed:
-    """Spend the ticket (once) and start the session: amr is the first factor's plus this."""
+    """Spend the ticket (once) and start the session: amr is the first factor's plus this.
+    The session starts like every sign-in (security event, new-browser mail)."""
     amr = list(dict.fromkeys([*ticket["amr"], method]))
     async with services.db.transaction() as conn:
         if not await queries.consume_ticket(conn, ticket["id"]):
@@ -364,17 +375,18 @@ async def complete_ticket(
         if user is None:
             raise bad_ticket()
         account_id = await identity_queries.default_account_id(conn, user["id"])
-        tokens = await issue_session(
+        started = await start_session(
+            services,
             conn,
-            services.settings,
-            keyring=services.keyring,
             user_id=user["id"],
             account_id=account_id,
-            user_agent=user_agent,
-            ip=ip,
+            client=client,
+            method=sign_in_method(ticket["amr"]),
             amr=amr,
         )
-    return Completed(tokens=tokens, user=user, return_to=ticket["return_to"])
+    return Completed(
+        tokens=started.tokens, user=user, return_to=ticket["return_to"], device=started.device
+    )
 
 
 # -- reauthentication (step-up) ---------------------------------------------------------------

@@ -11,7 +11,15 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.identity.cookies import clear_cookie, set_access_cookie, set_session_cookies
+from tenantd.identity.cookies import (
+    DEVICE_COOKIE,
+    clear_cookie,
+    set_access_cookie,
+    set_device_cookie,
+    set_session_cookies,
+)
+from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
+from tenantd.identity.signin import ClientMeta
 from tenantd.mfa import passkeys, service
 from tenantd.mfa.schemas import (
     CodeBody,
@@ -43,8 +51,12 @@ def _services(request: web.Request) -> Services:
     return request.app[SERVICES]
 
 
-def _client(request: web.Request) -> dict[str, Any]:
-    return {"user_agent": request.headers.get("User-Agent"), "ip": request.remote}
+def _client(request: web.Request) -> ClientMeta:
+    return ClientMeta(
+        user_agent=request.headers.get("User-Agent"),
+        ip=request.remote,
+        device=request.cookies.get(DEVICE_COOKIE),
+    )
 
 
 # -- TOTP and recovery codes ------------------------------------------------------------------
@@ -106,6 +118,10 @@ def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Res
         MfaSignedIn(user=SignedInUserOut.of(completed.user), return_to=completed.return_to)
     )
     set_session_cookies(response, services.settings, completed.tokens)
+    if completed.device is not None:
+        set_device_cookie(
+            response, services.settings, completed.device, max_age=DEVICE_COOKIE_MAX_AGE
+        )
     clear_cookie(response, services.settings, service.BINDING_COOKIE)
     return response
 
@@ -140,7 +156,9 @@ async def mfa_verify(request: web.Request, body: VerifyBody) -> web.Response:
         method = await service.check_code(
             services, ticket["user_id"], totp_code=body.totp, recovery_code=body.recovery_code
         )
-    completed = await service.complete_ticket(services, ticket, method=method, **_client(request))
+    completed = await service.complete_ticket(
+        services, ticket, method=method, client=_client(request)
+    )
     return mfa_signed_in(request, completed)
 
 
@@ -285,5 +303,5 @@ async def passkey_authenticate_options(request: web.Request, body: TicketBody) -
     summary="Passwordless sign-in with a passkey: sets the session cookies (amr hwk)",
 )
 async def passkey_sign_in(request: web.Request, body: CredentialBody) -> web.Response:
-    completed = await passkeys.sign_in(_services(request), body.credential, **_client(request))
+    completed = await passkeys.sign_in(_services(request), body.credential, client=_client(request))
     return mfa_signed_in(request, completed)

@@ -28,7 +28,7 @@ from tenantd.db.tables import (
 from tenantd.ops.config import ops_config
 from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
 
-DEVICE_KEPT = timedelta(days=400)  # the device_id cookie's lifetime (tenantd/auth/devices.py)
+DEVICE_KEPT = timedelta(days=400)  # the device_id cookie's lifetime (tenantd/identity/devices.py)
 
 
 @sweep("sessions", "Expired sessions, revoked tokens, user tokens, rate limits, webhook ids")

@@ -9,8 +9,8 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app import create_app
-from tenantd.auth.devices import describe
 from tenantd.db import Database
+from tenantd.identity.devices import describe
 from tests.factories import DEFAULT_PASSWORD
 from tests.helpers import ORIGIN, access_claims, data, error, eventually
 

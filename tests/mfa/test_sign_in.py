@@ -263,3 +263,25 @@ async def test_regenerating_recovery_codes_needs_step_up_and_retires_the_old_one
             "/api/v1/auth/mfa/verify", json={"ticket": ticket, "recoveryCode": new_codes[0]}
         )
     )
+
+
+async def test_a_second_factor_sign_in_starts_its_session_like_every_sign_in(
+    make_client: Any, factory: Factory, db: Database, settings: Settings
+) -> None:
+    """The session is listed with its method, the browser gets its device cookie and the
+    sign-in lands in the user's security log (as a password-only sign-in would)."""
+    user, enrolled = await user_with_totp(factory, make_client, db, settings)
+    browser = await make_client()
+    ticket = (await password_step(browser, user))["ticket"]
+    await data(
+        await browser.post(
+            "/api/v1/auth/mfa/verify", json={"ticket": ticket, "totp": enrolled.code(+1)}
+        )
+    )
+    assert cookie(browser, "device_id")
+    sessions = await data(await browser.get("/api/v1/auth/sessions"))
+    current = next(s for s in sessions if s["current"])
+    assert current["method"] == "password"
+    events = await data(await browser.get("/api/v1/users/me/security-events"))
+    signed_in_events = [e for e in events["items"] if e["type"] == "signed_in"]
+    assert signed_in_events and signed_in_events[0]["sessionId"] == str(claims(browser)["sid"])

@@ -42,12 +42,12 @@ from tenantd.auth.oauth.flow import (
     require_email,
     verify_id_token,
 )
-from tenantd.auth.signin import ClientMeta, Started, start_session
 from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import IssuedTokens
+from tenantd.identity.signin import ClientMeta, Started, start_session
 from tenantd.mfa import service as mfa
 from tenantd.settings import OAuthProviderSettings, Settings
 

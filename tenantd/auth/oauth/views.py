@@ -16,7 +16,6 @@ from urllib.parse import urlencode
 from aiohttp import web
 from pydantic import Field
 
-from tenantd.auth.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.auth.oauth import service
 from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
@@ -29,6 +28,7 @@ from tenantd.identity.cookies import (
     set_device_cookie,
     set_session_cookies,
 )
+from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.mfa import service as mfa
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES

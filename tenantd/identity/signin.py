@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenantd.audit import security
-from tenantd.auth import queries
-from tenantd.auth.devices import describe, usable_device_id
 from tenantd.db import Conn
+from tenantd.identity import queries
+from tenantd.identity.devices import describe, usable_device_id
 from tenantd.identity.sessions import IssuedTokens, issue_session
 from tenantd.identity.tokens import new_opaque_token, token_hash
 
