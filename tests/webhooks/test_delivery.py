@@ -270,6 +270,13 @@ async def test_a_delivery_gives_up_after_three_days_and_an_endpoint_is_disabled_
 async def test_test_event_and_replay(services: AppServices, aiohttp_server: Any) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     await change(services, "user.updated", "before")  # before the endpoint existed
+    # Fan-out happens when the relay numbers an event: wait for that, or the endpoint made
+    # next would already receive it (and the replay below would send it a second time).
+    await eventually(
+        lambda: services.db.fetch_val(
+            "SELECT count(*) > 0 AND bool_and(seq IS NOT NULL) FROM outbox_events"
+        )
+    )
     endpoint_id = await endpoint(services, receiver)
     event_id = await endpoints.send_test(services, endpoint_id, actor=Actor.operator("ops"))
     await eventually(lambda: receiver.accepted)
