@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pyotp
 
+from tenantd.mfa import queries as mfa_queries
 from tests.auth.test_email_change import link_token, mails_to, user_email
 from tests.factories import Factory, UserRecord
 from tests.mfa.helpers import claims, cookie, signed_in, user_with_totp
@@ -307,3 +308,46 @@ async def test_owner_requires_mfa_on_the_members_page(
     assert required is True
     page = await (await stale.get(members)).text()
     assert ">Turn off</button>" in page
+
+
+async def test_passkeys_are_listed_renamed_and_removed_on_the_profile_page(
+    make_client: Any, factory: Factory, db: Any, settings: Any
+) -> None:
+    user = await factory.user()
+    async with db.transaction() as conn:
+        row = await mfa_queries.insert_passkey(
+            conn,
+            user_id=user.id,
+            credential_id=b"credential-1",
+            public_key=b"key",
+            sign_count=0,
+            aaguid=None,
+            transports=["internal"],
+            name="Old laptop",
+            backed_up=False,
+        )
+    browser = await signed_in(make_client, db, settings, user)
+    page = await (await browser.get("/account")).text()
+    assert "<strong>Old laptop</strong>" in page
+    rename = f"/account/passkeys/{row['id']}/rename"
+    response = await post_form(browser, "/account", rename, name="Work laptop")
+    assert response.status == 303
+    assert response.headers["Location"].startswith("/account?done=passkey_renamed")
+    page = await (await browser.get("/account")).text()
+    assert "<strong>Work laptop</strong>" in page
+    assert "Passkey renamed." in await (await browser.get("/account?done=passkey_renamed")).text()
+
+    # Another user's passkey id is not theirs to rename.
+    other = await factory.user()
+    stranger = await signed_in(make_client, db, settings, other)
+    page = await (await stranger.get("/account")).text()
+    response = await stranger.post(
+        rename, data={"csrf": token_in(page, "/account/email"), "name": "Mine"}
+    )
+    assert response.status == 403  # the form token is for another form
+    remove = f"/account/passkeys/{row['id']}/delete"
+    response = await post_form(browser, "/account", remove)
+    assert response.status == 303
+    page = await (await browser.get("/account")).text()
+    assert "Work laptop" not in page
+    assert "No passkey yet." in page
