@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from tenantd.accounts import invitations, join_requests, memberships
+from tenantd.accounts import invitations, join_requests, memberships, restore
 from tenantd.accounts import service as accounts
 from tenantd.accounts.schemas import AccountCreate, InvitationCreate, RoleBody, TransferBody
 from tenantd.auth import service as auth_service
@@ -137,17 +137,34 @@ async def _accounts(
     name: str = "",
 ) -> web.Response:
     rows = await accounts.list_accounts(request.app[SERVICES], viewer.principal)
+    deleted = await restore.restorable(request.app[SERVICES], viewer.principal.user_id)
     return page(
         request,
         "accounts.html",
         status=issue.status if issue else 200,
         title=text("accounts.title"),
         accounts=rows,
+        deleted=deleted,
         active_id=viewer.principal.account_id,
         notice=done_text(request.query.get("done")),
         problem=issue,
         name=name,
     )
+
+
+@signed_in
+async def restore_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    """Restore a deleted account (its owner, inside the 30 days)."""
+    try:
+        await read_form(request)
+        await restore.restore_account(
+            request.app[SERVICES],
+            _uuid(request.match_info["id"]),
+            actor_id=viewer.principal.user_id,
+        )
+    except AppError as exc:
+        return await _accounts(request, viewer, issue=problem(exc))
+    return redirect(request, "/accounts?done=restored")
 
 
 @signed_in

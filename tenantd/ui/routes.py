@@ -93,6 +93,7 @@ PAGES: list[tuple[str, str, Any]] = [
     ("GET", "/cancel-email-change", mfa.cancel_email_page),
     ("POST", "/cancel-email-change", mfa.cancel_email_post),
     ("POST", MEMBERS.removesuffix("/members") + "/require-mfa", mfa.require_mfa_post),
+    ("POST", "/accounts/{id}/restore", accounts.restore_post),
 ]
 
 

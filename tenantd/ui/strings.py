@@ -321,6 +321,8 @@ EN: dict[str, str] = {
     "members.require_mfa_on": "Turn on",
     "members.require_mfa_off": "Turn off",
     "accounts.restore": "Restore",
+    "accounts.deleted": "Deleted accounts",
+    "accounts.purge_after": "Deleted for good on {date} unless restored.",
     "done.mfa_signed_in": "You are signed in.",
     "done.totp_off": "The authenticator app is removed.",
     "done.reauthed": "Confirmed. You can go on now.",

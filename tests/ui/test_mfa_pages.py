@@ -351,3 +351,33 @@ async def test_passkeys_are_listed_renamed_and_removed_on_the_profile_page(
     page = await (await browser.get("/account")).text()
     assert "Work laptop" not in page
     assert "No passkey yet." in page
+
+
+async def test_a_deleted_account_is_restored_from_the_accounts_page(
+    make_client: Any, factory: Factory, db: Any, settings: Any
+) -> None:
+    owner = await factory.user()
+    browser = await signed_in(make_client, db, settings, owner)
+    created = await post_form(browser, "/accounts", "/accounts", name="Side project")
+    assert created.status == 303
+    account_id = await db.fetch_val("SELECT id FROM accounts WHERE name = 'Side project'", {})
+    members = f"/accounts/{account_id}/members"
+    response = await post_form(browser, members, f"/accounts/{account_id}/delete")
+    assert response.status == 303, await response.text()
+    page = await (await browser.get("/accounts")).text()
+    assert 'data-testid="deleted-accounts"' in page
+    assert "Side project" in page
+    # Someone else sees no such button and cannot restore it.
+    other = await signed_in(make_client, db, settings, await factory.user())
+    assert "Side project" not in await (await other.get("/accounts")).text()
+
+    response = await post_form(browser, "/accounts", f"/accounts/{account_id}/restore")
+    assert response.status == 303
+    assert response.headers["Location"] == "/accounts?done=restored"
+    deleted_at = await db.fetch_val(
+        "SELECT deleted_at FROM accounts WHERE id = %(a)s", {"a": account_id}
+    )
+    assert deleted_at is None
+    page = await (await browser.get("/accounts?done=restored")).text()
+    assert "The account is restored." in page
+    assert 'data-testid="deleted-accounts"' not in page
