@@ -327,6 +327,7 @@ EN: dict[str, str] = {
     "done.totp_off": "The authenticator app is removed.",
     "done.reauthed": "Confirmed. You can go on now.",
     "done.passkey_renamed": "Passkey renamed.",
+    "done.passkey_added": "Passkey added.",
     "done.passkey_removed": "Passkey removed.",
     "done.email_sent": "If the address can be used, a confirmation link is on its way to it.",
     "done.email_changed": "Your email address is changed.",

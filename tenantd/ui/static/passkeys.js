@@ -85,6 +85,8 @@ for (const button of document.querySelectorAll("[data-passkey-verify]")) {
 for (const button of document.querySelectorAll("[data-passkey-add]")) {
   if (!supported) continue;
   button.hidden = false;
+  const nameInput = document.querySelector("[data-passkey-name]");
+  if (nameInput) nameInput.hidden = false;
   button.addEventListener("click", async () => {
     button.disabled = true;
     try {
@@ -109,7 +111,7 @@ for (const button of document.querySelectorAll("[data-passkey-add]")) {
           return;
         }
       }
-      location.assign("/account#mfa");
+      location.assign("/account?done=passkey_added#mfa");
     } catch {
       fail(button);
       button.disabled = false;
