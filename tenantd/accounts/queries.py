@@ -598,6 +598,20 @@ async def owner_of_any(conn: Conn, account_id: uuid.UUID) -> uuid.UUID | None:
     return owner
 
 
+async def restorable_accounts(conn: Conn, user_id: uuid.UUID) -> list[Row]:
+    """Soft-deleted accounts this user owns, still inside the restore window (newest first)."""
+    return await conn.fetch_all(
+        "SELECT a.id, a.name, a.deleted_at,"
+        " a.deleted_at + make_interval(days => %(d)s) AS purge_after"
+        " FROM accounts a JOIN memberships m ON m.account_id = a.id"
+        " WHERE m.user_id = %(u)s AND m.role = 'owner' AND m.revoked_at IS NULL"
+        " AND a.deleted_at IS NOT NULL"
+        " AND a.deleted_at >= now() - make_interval(days => %(d)s)"
+        " ORDER BY a.deleted_at DESC",
+        {"u": user_id, "d": RESTORE_GRACE_DAYS},
+    )
+
+
 async def is_member_of_any(conn: Conn, account_id: uuid.UUID, user_id: uuid.UUID) -> bool:
     return bool(
         await conn.fetch_val(

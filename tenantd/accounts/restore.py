@@ -67,3 +67,9 @@ async def restore_account(
     """Restore a soft-deleted account (owner at deletion time; None: operator)."""
     async with services.db.transaction() as conn:
         return await restore_locked(conn, account_id, actor_id=actor_id)
+
+
+async def restorable(services: Services, user_id: uuid.UUID) -> list[Row]:
+    """The user's soft-deleted accounts that can still be restored (the /accounts page)."""
+    async with services.db.connection() as conn:
+        return await queries.restorable_accounts(conn, user_id)

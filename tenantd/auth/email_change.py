@@ -128,6 +128,20 @@ class Changed:
     email: str
 
 
+async def pending_new_email(services: Services, *, token: str) -> str | None:
+    """The new address a live confirmation link names (for the confirm page), or None."""
+    if not token:
+        return None
+    digest = token_hash(services.settings.secret_key, token)
+    async with services.db.transaction() as conn:
+        change = await queries.lock_email_change(conn, column="confirm_hash", token_hash=digest)
+    if change is None or not change["confirmable"] or change["confirmed_at"] is not None:
+        return None
+    if change["cancelled_at"] is not None:
+        return None
+    return str(change["new_email"])
+
+
 async def confirm_change(services: Services, *, user_id: uuid.UUID, token: str) -> Changed:
     """The new address confirmed: the user's email becomes it (verified)."""
     digest = token_hash(services.settings.secret_key, token)

@@ -9,13 +9,15 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from tenantd.accounts import invitations, join_requests, memberships
+from tenantd.accounts import invitations, join_requests, memberships, restore
 from tenantd.accounts import service as accounts
 from tenantd.accounts.schemas import AccountCreate, InvitationCreate, RoleBody, TransferBody
 from tenantd.auth import service as auth_service
 from tenantd.auth.schemas import PasswordChangeBody
 from tenantd.errors import AppError, NotFound
 from tenantd.identity.cookies import REFRESH_COOKIE
+from tenantd.mfa import passkeys
+from tenantd.mfa import service as mfa
 from tenantd.services import SERVICES
 from tenantd.ui.forms import Problem, field, parse, problem, read_form
 from tenantd.ui.render import page, redirect
@@ -60,9 +62,32 @@ def _activate(request: web.Request, activation: accounts.Activation | None) -> N
 # -- profile ------------------------------------------------------------------------------------
 
 
-async def _profile(
-    request: web.Request, viewer: Viewer, *, issue: Problem | None = None
+async def mfa_context(request: web.Request, viewer: Viewer) -> dict[str, Any]:
+    """What the "Two-factor authentication" block of /account shows."""
+    services = request.app[SERVICES]
+    user_id = viewer.principal.user_id
+    rows = await passkeys.list_passkeys(services, user_id)
+    return {
+        "mfa": await mfa.status(services, user_id),
+        "passkeys": [
+            {**dict(row), "authenticator": passkeys.aaguid_name(row["aaguid"])} for row in rows
+        ],
+    }
+
+
+async def profile(
+    request: web.Request, viewer: Viewer, *, issue: Problem | None = None, **extra: Any
 ) -> web.Response:
+    """/account: profile, password, email, two-factor block (`extra`: a TOTP setup in
+    progress, recovery codes to show once, the step-up form's return page)."""
+    context: dict[str, Any] = {
+        "totp_setup": None,
+        "recovery_codes": None,
+        "reauth_back": "/account",
+        "new_email": "",
+        **(await mfa_context(request, viewer)),
+        **extra,
+    }
     return page(
         request,
         "account.html",
@@ -70,12 +95,13 @@ async def _profile(
         title=text("account.title"),
         notice=done_text(request.query.get("done")),
         problem=issue,
+        **context,
     )
 
 
 @signed_in
 async def account_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    return await _profile(request, viewer)
+    return await profile(request, viewer)
 
 
 @signed_in
@@ -95,7 +121,7 @@ async def password_post(request: web.Request, viewer: Viewer) -> web.StreamRespo
             client=client_meta(request),
         )
     except AppError as exc:
-        return await _profile(request, viewer, issue=problem(exc))
+        return await profile(request, viewer, issue=problem(exc))
     request[ISSUED] = result.tokens
     return redirect(request, "/account?done=password")
 
@@ -111,17 +137,34 @@ async def _accounts(
     name: str = "",
 ) -> web.Response:
     rows = await accounts.list_accounts(request.app[SERVICES], viewer.principal)
+    deleted = await restore.restorable(request.app[SERVICES], viewer.principal.user_id)
     return page(
         request,
         "accounts.html",
         status=issue.status if issue else 200,
         title=text("accounts.title"),
         accounts=rows,
+        deleted=deleted,
         active_id=viewer.principal.account_id,
         notice=done_text(request.query.get("done")),
         problem=issue,
         name=name,
     )
+
+
+@signed_in
+async def restore_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    """Restore a deleted account (its owner, inside the 30 days)."""
+    try:
+        await read_form(request)
+        await restore.restore_account(
+            request.app[SERVICES],
+            _uuid(request.match_info["id"]),
+            actor_id=viewer.principal.user_id,
+        )
+    except AppError as exc:
+        return await _accounts(request, viewer, issue=problem(exc))
+    return redirect(request, "/accounts?done=restored")
 
 
 @signed_in

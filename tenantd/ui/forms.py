@@ -58,6 +58,9 @@ class Problem:
     message: str
     fields: dict[str, str] = dataclasses.field(default_factory=dict)
     status: int = 400
+    code: str = ""
+    # REAUTH_REQUIRED: how the user can confirm it is them (password, totp, passkey).
+    methods: list[str] = dataclasses.field(default_factory=list)
 
 
 def problem(exc: AppError) -> Problem:
@@ -65,10 +68,15 @@ def problem(exc: AppError) -> Problem:
     fields: dict[str, str] = {}
     if exc.details and isinstance(exc.details.get("fields"), dict):
         fields = {str(k): str(v) for k, v in exc.details["fields"].items()}
+    methods: list[str] = []
+    if exc.details and isinstance(exc.details.get("methods"), list):
+        methods = [str(m) for m in exc.details["methods"]]
     return Problem(
         message=error_text(exc.code, exc.message, generic=generic),
         fields=fields,
         status=exc.status,
+        code=exc.code,
+        methods=methods,
     )
 
 

@@ -12,6 +12,7 @@ from tenantd.errors import AppError
 from tenantd.settings import Settings
 from tenantd.ui import account_pages as accounts
 from tenantd.ui import auth_pages as auth
+from tenantd.ui import mfa_pages as mfa
 from tenantd.ui import notification_pages as notifications
 from tenantd.ui.config import ui_config
 from tenantd.ui.forms import problem
@@ -76,6 +77,23 @@ PAGES: list[tuple[str, str, Any]] = [
     ("GET", "/unsubscribe", notifications.unsubscribe_page),
     ("POST", "/unsubscribe", notifications.unsubscribe_post),
     ("GET", "/tenantd-sw.js", service_worker),
+    # two-factor authentication, step-up, email change (issues 17 and 18)
+    ("GET", "/login/mfa", mfa.login_mfa_page),
+    ("POST", "/login/mfa", mfa.login_mfa_post),
+    ("POST", "/account/mfa/totp/setup", mfa.totp_setup_post),
+    ("POST", "/account/mfa/totp/confirm", mfa.totp_confirm_post),
+    ("POST", "/account/mfa/totp/disable", mfa.totp_disable_post),
+    ("POST", "/account/mfa/recovery-codes", mfa.recovery_post),
+    ("POST", "/account/passkeys/{pid}/rename", mfa.passkey_rename_post),
+    ("POST", "/account/passkeys/{pid}/delete", mfa.passkey_delete_post),
+    ("POST", "/reauth", mfa.reauth_post),
+    ("POST", "/account/email", mfa.email_post),
+    ("GET", "/confirm-email", mfa.confirm_email_page),
+    ("POST", "/confirm-email", mfa.confirm_email_post),
+    ("GET", "/cancel-email-change", mfa.cancel_email_page),
+    ("POST", "/cancel-email-change", mfa.cancel_email_post),
+    ("POST", MEMBERS.removesuffix("/members") + "/require-mfa", mfa.require_mfa_post),
+    ("POST", "/accounts/{id}/restore", accounts.restore_post),
 ]
 
 

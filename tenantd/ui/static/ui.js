@@ -2,6 +2,7 @@
 // with it: the verification link signs in with no click, the account switcher switches on
 // change, forms validate inline, the inbox updates live (SSE) and push can be turned on.
 import { onSignedOut, notifications, push, request } from "./tenantd.js";
+import "./passkeys.js";
 
 const $ = (selector, root = document) => root.querySelector(selector);
 const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];

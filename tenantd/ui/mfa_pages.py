@@ -1,0 +1,390 @@
+"""Pages of two-factor authentication: the second step of a sign-in (/login/mfa), enrolment
+on /account (authenticator app, recovery codes, passkeys), the "confirm it's you" step-up,
+the email-change links and the account's MFA requirement. Every form calls the same
+services as the JSON routes."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from tenantd.accounts import service as accounts
+from tenantd.auth import email_change
+from tenantd.auth.schemas import EmailChangeBody
+from tenantd.errors import AppError, NotFound
+from tenantd.identity.cookies import clear_cookie
+from tenantd.mfa import passkeys
+from tenantd.mfa import service as mfa
+from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
+from tenantd.mfa.stepup import reauth_methods
+from tenantd.services import SERVICES
+from tenantd.ui.account_pages import _members as members_page_with
+from tenantd.ui.account_pages import profile, signed_in
+from tenantd.ui.forms import Problem, field, parse, problem, read_form, safe_next
+from tenantd.ui.render import page, redirect
+from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta, load_viewer
+from tenantd.ui.strings import text
+from tenantd.web.ratelimit import rate_limit_request
+
+# -- /login/mfa: the second step of a sign-in -------------------------------------------------
+
+
+def _ticket_of(value: str | None) -> str:
+    return (value or "")[:512]
+
+
+async def _mfa_page(
+    request: web.Request,
+    *,
+    ticket: str,
+    next_path: str,
+    issue: Problem | None = None,
+    methods: list[str] | None = None,
+    recovery: bool = False,
+) -> web.Response:
+    if methods is None:
+        methods = []
+        try:
+            row = await mfa.live_ticket(
+                request.app[SERVICES],
+                ticket=ticket,
+                binding=request.cookies.get(mfa.BINDING_COOKIE),
+            )
+            methods = (await mfa.status(request.app[SERVICES], row["user_id"]))["methods"]
+        except AppError:
+            issue = issue or Problem(message=text("mfa.ticket_expired"), status=401)
+    return page(
+        request,
+        "login_mfa.html",
+        status=issue.status if issue else 200,
+        title=text("mfa.title"),
+        ticket=ticket,
+        next=next_path,
+        methods=methods,
+        problem=issue,
+        recovery=recovery,
+        live=bool(methods),
+    )
+
+
+async def login_mfa_page(request: web.Request) -> web.Response:
+    return await _mfa_page(
+        request,
+        ticket=_ticket_of(request.query.get("ticket")),
+        next_path=safe_next(request.query.get("next"), ""),
+    )
+
+
+async def login_mfa_post(request: web.Request) -> web.Response:
+    ticket = ""
+    next_path = ""
+    recovery = False
+    services = request.app[SERVICES]
+    try:
+        form = await read_form(request)
+        ticket = _ticket_of(field(form, "ticket"))
+        next_path = safe_next(field(form, "next"), "")
+        code = field(form, "totp").replace(" ", "")
+        recovery_code = field(form, "recoveryCode").strip()
+        recovery = bool(recovery_code)
+        body = parse(
+            VerifyBody,
+            {"ticket": ticket, **({"recoveryCode": recovery_code} if recovery else {"totp": code})},
+        )
+        await rate_limit_request(request, "mfa", body)
+        row = await mfa.live_ticket(
+            services, ticket=body.ticket, binding=request.cookies.get(mfa.BINDING_COOKIE)
+        )
+        method = await mfa.check_code(
+            services, row["user_id"], totp_code=body.totp, recovery_code=body.recovery_code
+        )
+        meta = client_meta(request)
+        completed = await mfa.complete_ticket(
+            services, row, method=method, user_agent=meta.user_agent, ip=meta.ip
+        )
+    except AppError as exc:
+        issue = problem(exc)
+        if exc.code == "INVALID_CREDENTIALS" or (
+            exc.code == "VALIDATION_ERROR" and not issue.fields.get("ticket")
+        ):
+            issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
+        elif exc.code == "UNAUTHORIZED":
+            issue = Problem(message=text("mfa.ticket_expired"), status=exc.status)
+        return await _mfa_page(
+            request, ticket=ticket, next_path=next_path, issue=issue, recovery=recovery
+        )
+    request[ISSUED] = completed.tokens
+    target = next_path or safe_next(completed.return_to, "/notifications")
+    response = redirect(request, target)
+    clear_cookie(response, services.settings, mfa.BINDING_COOKIE)
+    return response
+
+
+# -- /account: enrolment ----------------------------------------------------------------------
+
+
+async def _account(
+    request: web.Request, viewer: Viewer, *, issue: Problem | None = None, **extra: Any
+) -> web.Response:
+    return await profile(request, viewer, issue=issue, **extra)
+
+
+@signed_in
+async def totp_setup_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        await read_form(request)
+        setup = await mfa.setup_totp(request.app[SERVICES], viewer.principal.user_id)
+    except AppError as exc:
+        return await _account(request, viewer, issue=problem(exc))
+    return await _account(
+        request, viewer, totp_setup={"secret": setup.secret, "qr_svg": setup.qr_svg}
+    )
+
+
+@signed_in
+async def totp_confirm_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        form = await read_form(request)
+        body = parse(CodeBody, {"code": field(form, "code").replace(" ", "")})
+        codes = await mfa.confirm_totp(
+            request.app[SERVICES], viewer.principal.user_id, code=body.code
+        )
+    except AppError as exc:
+        issue = problem(exc)
+        if exc.code in ("INVALID_CREDENTIALS", "VALIDATION_ERROR"):
+            issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
+        return await _account(request, viewer, issue=issue, totp_setup={"pending": True})
+    return await _account(request, viewer, recovery_codes=codes)
+
+
+@signed_in
+async def totp_disable_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        await read_form(request)
+        await mfa.disable_totp(request.app[SERVICES], viewer.principal)
+    except AppError as exc:
+        return await _account(request, viewer, issue=problem(exc))
+    return redirect(request, "/account?done=totp_off#mfa")
+
+
+@signed_in
+async def recovery_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        await read_form(request)
+        codes = await mfa.regenerate_recovery_codes(request.app[SERVICES], viewer.principal)
+    except AppError as exc:
+        return await _account(request, viewer, issue=problem(exc))
+    return await _account(request, viewer, recovery_codes=codes)
+
+
+def _passkey_id(request: web.Request) -> uuid.UUID:
+    try:
+        return uuid.UUID(request.match_info["pid"])
+    except ValueError:
+        raise NotFound() from None
+
+
+@signed_in
+async def passkey_rename_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        form = await read_form(request)
+        body = parse(RenameBody, {"name": field(form, "name").strip()})
+        await passkeys.rename(
+            request.app[SERVICES], viewer.principal.user_id, _passkey_id(request), body.name
+        )
+    except AppError as exc:
+        return await _account(request, viewer, issue=problem(exc))
+    return redirect(request, "/account?done=passkey_renamed#mfa")
+
+
+@signed_in
+async def passkey_delete_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        await read_form(request)
+        await passkeys.delete(request.app[SERVICES], viewer.principal, _passkey_id(request))
+    except AppError as exc:
+        return await _account(request, viewer, issue=problem(exc))
+    return redirect(request, "/account?done=passkey_removed#mfa")
+
+
+# -- "confirm it's you" (step-up) -------------------------------------------------------------
+
+_MEMBERS = re.compile(r"^/accounts/([0-9a-fA-F-]{36})/")
+
+
+def back_page(path: str) -> str:
+    """The page a refused form was on (the step-up returns there)."""
+    path = safe_next(path, "/account")
+    found = _MEMBERS.match(path)
+    if found:
+        return f"/accounts/{found.group(1)}/members"
+    if path.startswith("/account/"):
+        return "/account"
+    return path.split("?", 1)[0].split("#", 1)[0]
+
+
+@signed_in
+async def reauth_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    back = "/account"
+    services = request.app[SERVICES]
+    try:
+        form = await read_form(request)
+        back = back_page(field(form, "back"))
+        password = field(form, "password")
+        code = field(form, "totp").replace(" ", "")
+        body = parse(ReauthBody, {"password": password} if password else {"totp": code})
+        await rate_limit_request(request, "mfa", body)
+        if body.password is not None:
+            method = await mfa.check_password(services, viewer.principal.user_id, body.password)
+        else:
+            assert body.totp is not None
+            method = await mfa.check_code(services, viewer.principal.user_id, totp_code=body.totp)
+        done = await mfa.reauthenticated(services, viewer.principal, method)
+    except AppError as exc:
+        issue = problem(exc)
+        if exc.code in ("INVALID_CREDENTIALS", "VALIDATION_ERROR"):
+            issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
+        issue.code = "REAUTH_REQUIRED"
+        issue.methods = await _reauth_methods(request, viewer)
+        return await _account(request, viewer, issue=issue, reauth_back=back)
+    request[ACCESS] = (done.access_token, done.claims)
+    joiner = "&" if "?" in back else "?"
+    return redirect(request, f"{back}{joiner}done=reauthed")
+
+
+async def _reauth_methods(request: web.Request, viewer: Viewer) -> list[str]:
+    async with request.app[SERVICES].db.connection() as conn:
+        methods = await reauth_methods(conn, viewer.principal.user_id)
+    return [m for m in methods if m != "passkey"]
+
+
+# -- email change -----------------------------------------------------------------------------
+
+
+def _link_problem(exc: AppError) -> Problem:
+    """A refused email-change link in words (its token is a hidden field, not a box to fix)."""
+    issue = problem(exc)
+    if "token" in issue.fields:
+        return Problem(message=text("email.bad_link"), status=exc.status, code=exc.code)
+    return issue
+
+
+@signed_in
+async def email_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    new_email = ""
+    try:
+        form = await read_form(request)
+        new_email = field(form, "newEmail").strip()
+        body = parse(EmailChangeBody, {"newEmail": new_email})
+        await email_change.request_change(
+            request.app[SERVICES], user_id=viewer.principal.user_id, new_email=str(body.new_email)
+        )
+    except AppError as exc:
+        return await _account(request, viewer, issue=problem(exc), new_email=new_email)
+    return redirect(request, "/account?done=email_sent")
+
+
+async def confirm_email_page(request: web.Request) -> web.StreamResponse:
+    token = request.query.get("token", "")[:4000]
+    viewer = await load_viewer(request)
+    if viewer is None:
+        return redirect(request, "/login?" + urlencode({"next": request.path_qs}))
+    new_email = await email_change.pending_new_email(request.app[SERVICES], token=token)
+    return page(
+        request,
+        "email_change.html",
+        title=text("email.confirm_title"),
+        mode="confirm",
+        token=token,
+        new_email=new_email,
+        problem=None,
+    )
+
+
+@signed_in
+async def confirm_email_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    token = ""
+    try:
+        form = await read_form(request)
+        token = field(form, "token")[:4000]
+        await email_change.confirm_change(
+            request.app[SERVICES], user_id=viewer.principal.user_id, token=token
+        )
+    except AppError as exc:
+        return page(
+            request,
+            "email_change.html",
+            status=exc.status,
+            title=text("email.confirm_title"),
+            mode="confirm",
+            token=token,
+            new_email=None,
+            problem=_link_problem(exc),
+        )
+    return redirect(request, "/account?done=email_changed")
+
+
+async def cancel_email_page(request: web.Request) -> web.Response:
+    return page(
+        request,
+        "email_change.html",
+        title=text("email.cancel_title"),
+        mode="cancel",
+        token=request.query.get("token", "")[:4000],
+        new_email=None,
+        problem=None,
+    )
+
+
+async def cancel_email_post(request: web.Request) -> web.Response:
+    token = ""
+    try:
+        form = await read_form(request)
+        token = field(form, "token")[:4000]
+        await email_change.cancel_change(request.app[SERVICES], token=token)
+    except AppError as exc:
+        return page(
+            request,
+            "email_change.html",
+            status=exc.status,
+            title=text("email.cancel_title"),
+            mode="cancel",
+            token=token,
+            new_email=None,
+            problem=_link_problem(exc),
+        )
+    request[STALE] = True  # every session of the user ended, this browser's too
+    return page(
+        request,
+        "email_change.html",
+        title=text("email.cancel_title"),
+        mode="cancelled",
+        token="",
+        new_email=None,
+        problem=None,
+    )
+
+
+# -- the account's MFA requirement ------------------------------------------------------------
+
+
+@signed_in
+async def require_mfa_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        account_id = uuid.UUID(request.match_info["id"])
+    except ValueError:
+        raise NotFound() from None
+    try:
+        form = await read_form(request)
+        required = field(form, "requireMfa") == "true"
+        await accounts.update_account(
+            request.app[SERVICES], viewer.principal, account_id, name=None, require_mfa=required
+        )
+    except AppError as exc:
+        return await members_page_with(request, viewer, issue=problem(exc))
+    done = "mfa_required" if required else "mfa_not_required"
+    return redirect(request, f"/accounts/{account_id}/members?done={done}")
