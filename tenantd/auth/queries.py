@@ -187,7 +187,8 @@ async def lock_owned_accounts(conn: Conn, user_id: uuid.UUID) -> list[Row]:
 async def revoke_memberships_of(conn: Conn, user_id: uuid.UUID) -> list[Row]:
     return await conn.fetch_all(
         "UPDATE memberships SET revoked_at = now(), updated_at = now()"
-        " WHERE user_id = %(u)s AND revoked_at IS NULL RETURNING account_id, role",
+        " WHERE user_id = %(u)s AND revoked_at IS NULL"
+        " RETURNING id, account_id, user_id, role, created_at, revoked_at",
         {"u": user_id},
     )
 
