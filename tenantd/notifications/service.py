@@ -202,6 +202,9 @@ class SendRequest:
     recipient_user_id: uuid.UUID
     payload: dict[str, Any]
     account_id: uuid.UUID | None = None
+    deliver_at: dt.datetime | None = None  # scheduled (QUEUES_ENABLED on), as `send`
+    delay_seconds: float | None = None
+    idempotency_key: str | None = None  # of a scheduled item: what cancel_scheduled finds
 
 
 MAX_FIELD_ERRORS = 100  # a batch of 1,000 bad items names the first hundred problems
@@ -233,6 +236,29 @@ def _batch_errors(
     return errors, payloads
 
 
+def _batch_delays(
+    requests: Sequence[SendRequest],
+    prefix: Callable[[int], str],
+    errors: dict[str, str],
+    *,
+    queue: bool,
+) -> list[float | None]:
+    """Each item's delay (None: now); bad or impossible schedules go into `errors`."""
+    delays: list[float | None] = []
+    for index, request in enumerate(requests):
+        delay: float | None = None
+        try:
+            delay = schedule_delay(
+                deliver_at=request.deliver_at, delay_seconds=request.delay_seconds
+            )
+        except ValidationFailed as error:
+            errors.update({f"{prefix(index)}{name}": text for name, text in error.fields.items()})
+        if delay is not None and not queue:
+            errors[f"{prefix(index)}deliverAt"] = "scheduled sends need QUEUES_ENABLED=true"
+        delays.append(delay)
+    return delays
+
+
 def _item(index: int) -> str:
     return f"items.{index}."
 
@@ -251,9 +277,10 @@ async def send_many(
     the same guard, dedup, preferences and channels as `send`."""
     services = services_of(app_or_services)
     errors, payloads = _batch_errors(services, requests, field_prefix)
+    queue = services.settings.queues_enabled
+    delays = _batch_delays(requests, field_prefix, errors, queue=queue)
     if errors:
         raise ValidationFailed(errors, "Invalid notifications")
-    queue = services.settings.queues_enabled
     ids = [uuid.uuid4() for _ in requests]
     async with _using(services, conn, transaction=True) as own:
         missing = await queries.missing_users(own, user_ids=[r.recipient_user_id for r in requests])
@@ -267,18 +294,35 @@ async def send_many(
                 "Unknown recipient user",
             )
         if queue:
+            now = [i for i, delay in enumerate(delays) if delay is None]
             jobs = [
                 {
-                    "notificationId": str(notification_id),
-                    "eventType": request.event_type,
-                    "recipientUserId": str(request.recipient_user_id),
-                    "accountId": str(request.account_id) if request.account_id else None,
-                    "payload": payload,
+                    "notificationId": str(ids[i]),
+                    "eventType": requests[i].event_type,
+                    "recipientUserId": str(requests[i].recipient_user_id),
+                    "accountId": str(requests[i].account_id) if requests[i].account_id else None,
+                    "payload": payloads[i],
                 }
-                for notification_id, request, payload in zip(ids, requests, payloads, strict=True)
+                for i in now
             ]
-            await services.jobs.submit_many(services, DISPATCH_KIND, jobs, conn=own)
+            if jobs:
+                await services.jobs.submit_many(services, DISPATCH_KIND, jobs, conn=own)
             outcomes = [SendOutcome(notification_id=i, status="queued") for i in ids]
+            for index, delay in enumerate(delays):
+                if delay is None:
+                    continue
+                request = requests[index]
+                outcomes[index] = await _schedule(
+                    services,
+                    notification_id=ids[index],
+                    event_type=request.event_type,
+                    user_id=request.recipient_user_id,
+                    account=request.account_id,
+                    payload=payloads[index],
+                    delay=delay,
+                    idempotency_key=request.idempotency_key,
+                    conn=own,
+                )
         else:
             outcomes = [
                 await dispatch(
