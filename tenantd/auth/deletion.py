@@ -56,8 +56,8 @@ async def delete_user(services: Services, *, user_id: uuid.UUID) -> UserDeleted:
         entries: list[AuditEntry] = []
         actor = Actor.user(user_id)
         for row in owned:
-            deleted_at = await account_queries.soft_delete_account(conn, row["id"])
-            purge_after = deleted_at + dt.timedelta(days=account_queries.RESTORE_GRACE_DAYS)
+            gone_at = await account_queries.soft_delete_account(conn, row["id"])
+            purge_after = gone_at + dt.timedelta(days=account_queries.RESTORE_GRACE_DAYS)
             await account_events.account(
                 conn,
                 "account.deleted",
