@@ -157,7 +157,7 @@ async def delivery_context(conn: Conn, *, notification_id: uuid.UUID, channel: s
     """A notification with its recipient's address and the status of one channel's row."""
     return await conn.fetch_one(
         f"SELECT {', '.join('n.' + c for c in NOTIFICATION_COLUMNS.split(', '))},"
-        " n.user_id, n.payload, u.email, d.status AS delivery_status"
+        " n.user_id, n.payload, u.email, u.locale, d.status AS delivery_status"
         " FROM notifications n"
         " JOIN users u ON u.id = n.user_id"
         " JOIN notification_deliveries d ON d.notification_id = n.id AND d.channel = %(ch)s"
@@ -642,6 +642,13 @@ async def set_quiet_hours(
         " updated_at = now() WHERE id = %(u)s",
         {"u": user_id, "z": time_zone, "s": start, "e": end},
     )
+
+
+async def user_locale(conn: Conn, *, user_id: uuid.UUID) -> str | None:
+    locale: str | None = await conn.fetch_val(
+        "SELECT locale FROM users WHERE id = %(u)s", {"u": user_id}
+    )
+    return locale
 
 
 async def set_locale(conn: Conn, *, user_id: uuid.UUID, locale: str) -> None:

@@ -34,7 +34,7 @@ from tenantd.jobs import queries as job_queries
 from tenantd.jobs.queue import enqueue
 from tenantd.notifications import queries
 from tenantd.notifications.quiet import DELAYED_CHANNELS, quiet_delay
-from tenantd.notifications.registry import EventDefinition
+from tenantd.notifications.registry import EventDefinition, render, wants_locale
 from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.settings import Settings
 
@@ -381,7 +381,8 @@ async def dispatch(
     if definition.throttle is not None:
         throttle_key = f"{definition.type}:{definition.throttle.key(recipient, model)}"
     assert definition.in_app is not None  # the registry insists
-    content = definition.in_app(recipient, model)
+    locale = await _locale_for(services, conn, definition.in_app, recipient_user_id)
+    content = render(definition.in_app, recipient, model, locale)
     channels = live_channels(services.settings, definition.default_channels)
     queue = services.settings.queues_enabled
     arguments: dict[str, Any] = {
@@ -591,13 +592,34 @@ async def _add_to_digest(
     return SendOutcome(notification_id=digest["id"], status="digested")
 
 
+async def _locale_for(
+    services: NotificationServices,
+    conn: Conn | None,
+    function: Callable[..., Any],
+    user_id: uuid.UUID,
+) -> str | None:
+    """The recipient's locale, read only for a render function that takes one."""
+    if not wants_locale(function):
+        return None
+    async with _using(services, conn, transaction=False) as own:
+        return await queries.user_locale(own, user_id=user_id)
+
+
 def digest_content(
-    definition: EventDefinition, recipient: str, payloads: list[dict[str, Any]], *, limit: int
+    definition: EventDefinition,
+    recipient: str,
+    payloads: list[dict[str, Any]],
+    *,
+    limit: int,
+    locale: str | None = None,
 ) -> tuple[str, str, str, str]:
     """(title, body, cta_url, cta_label) of a digest: the latest item's content, titled with
     the count, the body listing the first `limit` items' titles."""
     assert definition.in_app is not None
-    contents = [definition.in_app(recipient, validate_payload(definition, p)) for p in payloads]
+    contents = [
+        render(definition.in_app, recipient, validate_payload(definition, p), locale)
+        for p in payloads
+    ]
     latest = contents[-1]
     if len(contents) == 1:
         return latest.title, latest.body, latest.cta_url, latest.cta_label
@@ -622,7 +644,11 @@ async def flush_digest(services: NotificationServices, *, digest_id: uuid.UUID) 
         assert definition.digest is not None
         limit = int(definition.digest.max_items)
         recipient = str(digest["user_id"])
-        title, body, cta_url, cta_label = digest_content(definition, recipient, items, limit=limit)
+        assert definition.in_app is not None
+        locale = await _locale_for(services, conn, definition.in_app, digest["user_id"])
+        title, body, cta_url, cta_label = digest_content(
+            definition, recipient, items, limit=limit, locale=locale
+        )
         payload = {**items[-1], "_digest": {"count": len(items), "items": items[:limit]}}
         row = await queries.persist_dispatch(
             conn,
