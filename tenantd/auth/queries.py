@@ -234,7 +234,12 @@ async def anonymize_users(conn: Conn, user_ids: list[uuid.UUID]) -> None:
         " anonymized_at = now(), updated_at = now() WHERE id = ANY(%(ids)s)",
         ids,
     )
-    for table in ("notifications", "notification_preferences", "sessions"):
+    for table in (
+        "notifications",
+        "notification_preferences",
+        "notification_frequencies",
+        "sessions",
+    ):
         await conn.execute(f"DELETE FROM {table} WHERE user_id = ANY(%(ids)s)", ids)
 
 

@@ -52,6 +52,8 @@ FOLLOW_UP_KINDS = {"email": "notifications.email", "web_push": "notifications.we
 Status = Literal["queued", "created", "duplicate", "self_action", "scheduled", "digested"]
 DIGEST_KIND = "notifications.digest"
 MAX_DELAY_SECONDS = 366 * 86_400  # a scheduled send is at most a year ahead
+# A user's frequency of a digest event's channel: its digest window (instant: none).
+FREQUENCY_WINDOWS: dict[str, float] = {"instant": 0.0, "hourly": 3600.0, "daily": 86_400.0}
 
 
 class InvalidPayload(ValidationFailed):
@@ -350,8 +352,11 @@ async def dispatch(
     payload: dict[str, Any],
     account_id: uuid.UUID | None = None,
     conn: Conn | None = None,
+    only_channels: Sequence[str] | None = None,
 ) -> SendOutcome:
-    """The worker: guard, dedup, preferences, persist, fan out (idempotent on the id)."""
+    """The worker: guard, dedup, preferences, persist, fan out (idempotent on the id).
+
+    `only_channels`: the channels a user wants at once of a digest event (no digest then)."""
     event = services.registry.get(event_type)
     definition = event.definition
     model = validate_payload(definition, payload)
@@ -367,6 +372,7 @@ async def dispatch(
         definition.digest is not None
         and not definition.critical
         and services.settings.queues_enabled
+        and only_channels is None
     ):
         return await _add_to_digest(
             services,
@@ -384,6 +390,8 @@ async def dispatch(
     locale = await _locale_for(services, conn, definition.in_app, recipient_user_id)
     content = render(definition.in_app, recipient, model, locale)
     channels = live_channels(services.settings, definition.default_channels)
+    if only_channels is not None:
+        channels = tuple(channel for channel in channels if channel in only_channels)
     queue = services.settings.queues_enabled
     arguments: dict[str, Any] = {
         "notification_id": notification_id,
@@ -561,35 +569,74 @@ async def _add_to_digest(
     conn: Conn | None,
 ) -> SendOutcome:
     """Add the send to the open digest of its key; the first item also queues the flush job,
-    due when the window closes (idempotent on the send's id)."""
+    due when the window closes (idempotent on the send's id).
+
+    A user's frequencies (instant, hourly, daily per channel) split the channels: the instant
+    ones are dispatched now, the others join the digest of their window (its own key, its
+    channels remembered). Without a choice it is one digest of the event's window."""
     assert definition.digest is not None
     recipient = str(recipient_user_id)
     key = f"{definition.type}:{recipient}:{definition.digest.key(recipient, model)}"
+    payload = model.model_dump(mode="json")
+    channels = live_channels(services.settings, definition.default_channels)
     async with _using(services, conn, transaction=True) as own:
         if not await queries.user_exists(own, user_id=recipient_user_id):
             raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
-        digest = await queries.join_digest(
-            own,
-            digest_key=key,
-            user_id=recipient_user_id,
-            account_id=account_id,
-            event_type=definition.type,
-        )
-        await queries.add_digest_item(
-            own,
-            digest_id=digest["id"],
-            item_id=notification_id,
-            payload=model.model_dump(mode="json"),
-        )
-        if digest["created"]:
-            await enqueue(
-                own,
-                DIGEST_KIND,
-                {"digestId": str(digest["id"])},
-                delay_seconds=float(definition.digest.window_seconds),
-                queue=services.jobs,
+        chosen = {
+            row["channel"]: row["frequency"]
+            for row in await queries.frequencies(
+                own, user_id=recipient_user_id, event_type=definition.type
             )
-    return SendOutcome(notification_id=digest["id"], status="digested")
+        }
+        default = float(definition.digest.window_seconds)
+        groups: dict[float, list[str]] = {}
+        for channel in channels:
+            window = FREQUENCY_WINDOWS.get(chosen.get(channel, ""), default)
+            groups.setdefault(window, []).append(channel)
+        if not chosen:
+            groups = {default: []}  # every channel: the digest of the event's window
+        outcome: SendOutcome | None = None
+        for window, members in sorted(groups.items()):
+            if window <= 0:
+                outcome = await dispatch(
+                    services,
+                    notification_id=notification_id,
+                    event_type=definition.type,
+                    recipient_user_id=recipient_user_id,
+                    payload=payload,
+                    account_id=account_id,
+                    conn=own,
+                    only_channels=members,
+                )
+                continue
+            split = bool(chosen)
+            digest = await queries.join_digest(
+                own,
+                digest_key=f"{key}:{int(window)}:{','.join(members)}" if split else key,
+                user_id=recipient_user_id,
+                account_id=account_id,
+                event_type=definition.type,
+                channels=members if split else None,
+            )
+            await queries.add_digest_item(
+                own,
+                # One item per digest the send joins; the same on a re-run.
+                digest_id=digest["id"],
+                item_id=uuid.uuid5(notification_id, str(window)) if split else notification_id,
+                payload=payload,
+            )
+            if digest["created"]:
+                await enqueue(
+                    own,
+                    DIGEST_KIND,
+                    {"digestId": str(digest["id"])},
+                    delay_seconds=window,
+                    queue=services.jobs,
+                )
+            if outcome is None:
+                outcome = SendOutcome(notification_id=digest["id"], status="digested")
+    assert outcome is not None
+    return outcome
 
 
 async def _locale_for(
@@ -663,7 +710,11 @@ async def flush_digest(services: NotificationServices, *, digest_id: uuid.UUID) 
             payload=payload,
             dedup_key=None,
             window_seconds=0,
-            channels=live_channels(services.settings, definition.default_channels),
+            channels=[
+                channel
+                for channel in live_channels(services.settings, definition.default_channels)
+                if digest["channels"] is None or channel in digest["channels"]
+            ],
         )
         for channel in row["pending"] if row["id"] is not None else []:
             await services.jobs.submit(
