@@ -258,6 +258,8 @@ EXPORT_QUERIES = {
     " read_at, created_at FROM notifications WHERE user_id = %(u)s ORDER BY created_at",
     "notification_preferences": "SELECT event_type, channel, enabled, updated_at"
     " FROM notification_preferences WHERE user_id = %(u)s ORDER BY event_type, channel",
+    "notification_frequencies": "SELECT event_type, channel, frequency, updated_at"
+    " FROM notification_frequencies WHERE user_id = %(u)s ORDER BY event_type, channel",
     "push_subscriptions": "SELECT endpoint, user_agent, created_at, last_used_at"
     " FROM push_subscriptions WHERE user_id = %(u)s ORDER BY created_at",
     "email_changes": "SELECT old_email, new_email, created_at, confirmed_at, cancelled_at"

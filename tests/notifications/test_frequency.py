@@ -55,6 +55,10 @@ async def test_frequency_is_set_read_and_refused_where_it_has_no_meaning(
     assert channels["email"]["frequency"] == "daily"
     assert channels["email"]["enabled"] is True  # frequency alone leaves enabled alone
     assert channels["in_app"]["frequency"] is None
+    exported = await data(await client.get("/api/v1/users/me/export"))
+    assert [(f["eventType"], f["frequency"]) for f in exported["notificationFrequencies"]] == [
+        ("alert.mailed_digest", "daily")
+    ]
     for bad, field in [
         ({"eventType": "alert.throttled", "channel": "in_app", "frequency": "hourly"}, "frequency"),
         ({"eventType": "alert.critical", "channel": "in_app", "frequency": "hourly"}, "frequency"),
