@@ -11,7 +11,7 @@ import uuid
 import psycopg2.errors
 
 from tenantd import audit
-from tenantd.accounts import queries
+from tenantd.accounts import events, queries
 from tenantd.db import Conn, Row
 from tenantd.errors import AccountNotDeleted, AccountPurged, DomainTaken, Forbidden, NotFound
 from tenantd.services import Services
@@ -55,7 +55,13 @@ async def restore_locked(conn: Conn, account_id: uuid.UUID, *, actor_id: uuid.UU
         target=str(account_id),
         data={"deletedAt": account["deleted_at"].isoformat()},
     )
-    # TODO(outbox): emit account.restored once tenantd/outbox has its emit on main.
+    await events.account(
+        conn,
+        "account.restored",
+        account_id,
+        events.actor_of(actor_id),
+        previous={"deletedAt": account["deleted_at"]},
+    )
     log.info("account restored", extra={"account_id": str(account_id)})
     account["deleted_at"] = None
     return account

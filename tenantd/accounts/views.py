@@ -37,6 +37,7 @@ from tenantd.accounts.schemas import (
     TransferResult,
 )
 from tenantd.identity.cookies import REFRESH_COOKIE, set_access_cookie
+from tenantd.mfa.stepup import require_recent_auth
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES, Services
 from tenantd.web.json import ok
@@ -170,7 +171,8 @@ async def delete_account(request: web.Request) -> web.Response:
     ACCOUNT + "/restore",
     response=AccountRestoredOut,
     responses={
-        403: "FORBIDDEN: a member who is not the owner",
+        403: "FORBIDDEN: a member who is not the owner; REAUTH_REQUIRED: authenticate again "
+        "first (POST /api/v1/auth/reauth)",
         404: "NOT_FOUND: no such account, or not yours",
         409: "ACCOUNT_NOT_DELETED, or DOMAIN_TAKEN (details.domain): another live account "
         "claimed the domain meanwhile",
@@ -179,11 +181,11 @@ async def delete_account(request: web.Request) -> web.Response:
     summary="Restore a soft-deleted account within the grace period (owner at deletion time)",
 )
 async def restore_account(request: web.Request) -> AccountRestoredOut:
-    # TODO(mfa): step-up (REAUTH_REQUIRED) when the caller has a factor, once mfa is on main.
+    services = _services(request)
+    principal = current_principal(request)
+    await require_recent_auth(services, principal)
     row = await restore.restore_account(
-        _services(request),
-        path_uuid(request, "id"),
-        actor_id=current_principal(request).user_id,
+        services, path_uuid(request, "id"), actor_id=principal.user_id
     )
     return AccountRestoredOut(
         account=AccountRestored(

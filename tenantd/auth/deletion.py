@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenantd import audit
+from tenantd.accounts import events as account_events
 from tenantd.accounts import queries as account_queries
 from tenantd.audit import AuditEntry
 from tenantd.auth import queries
@@ -27,6 +28,7 @@ from tenantd.errors import NotFound, TransferOwnershipFirst
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.sessions import revoke_all
 from tenantd.ops.sweeps import SweepContext, sweep
+from tenantd.outbox import Actor, emit
 from tenantd.services import Services
 
 log = logging.getLogger(__name__)
@@ -52,8 +54,18 @@ async def delete_user(services: Services, *, user_id: uuid.UUID) -> UserDeleted:
         if shared:
             raise TransferOwnershipFirst(details={"accountIds": shared})
         entries: list[AuditEntry] = []
+        actor = Actor.user(user_id)
         for row in owned:
-            await account_queries.soft_delete_account(conn, row["id"])
+            gone_at = await account_queries.soft_delete_account(conn, row["id"])
+            purge_after = gone_at + dt.timedelta(days=account_queries.RESTORE_GRACE_DAYS)
+            await account_events.account(
+                conn,
+                "account.deleted",
+                row["id"],
+                actor,
+                previous={"deletedAt": None},
+                extra={"purgeAfter": purge_after},
+            )
             entries.append(
                 AuditEntry(
                     account_id=row["id"],
@@ -64,6 +76,7 @@ async def delete_user(services: Services, *, user_id: uuid.UUID) -> UserDeleted:
                 )
             )
         for membership in await queries.revoke_memberships_of(conn, user_id):
+            await account_events.membership(conn, "membership.revoked", membership, actor)
             entries.append(
                 AuditEntry(
                     account_id=membership["account_id"],
@@ -85,12 +98,21 @@ async def delete_user(services: Services, *, user_id: uuid.UUID) -> UserDeleted:
         )
         await audit.record_many(conn, entries)
         await revoke_all(conn, user_id=user_id)
-    # TODO(outbox): emit user.deleted once tenantd/outbox has its emit on main.
-    deleted_at: dt.datetime = tombstone["deleted_at"]
+        deleted_at: dt.datetime = tombstone["deleted_at"]
+        anonymize_after = deleted_at + dt.timedelta(days=GRACE_DAYS)
+        # Only the id: the address is released and the names go with the anonymisation.
+        await emit(
+            conn,
+            "user.deleted",
+            account_id=None,
+            actor=actor,
+            data={"id": user_id, "deletedAt": deleted_at, "anonymizeAfter": anonymize_after},
+            previous={"deletedAt": None},
+        )
     log.info("user deleted", extra={"user_id": str(user_id)})
     return UserDeleted(
         deleted_at=deleted_at,
-        anonymize_after=deleted_at + dt.timedelta(days=GRACE_DAYS),
+        anonymize_after=anonymize_after,
         accounts_deleted=[row["id"] for row in owned],
     )
 

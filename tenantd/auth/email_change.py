@@ -30,6 +30,7 @@ from tenantd.email import suppression
 from tenantd.email.message import EmailMessage
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.identity import queries as identity_queries
+from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import revoke_all
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.services import Services
@@ -176,6 +177,7 @@ async def confirm_change(services: Services, *, user_id: uuid.UUID, token: str) 
             target=str(user_id),
             data={"oldEmail": change["old_email"], "newEmail": new},
         )
+        await user_changed(conn, "user.updated", user_id, previous={"email": user["email"]})
     log.info("user email changed", extra={"user_id": str(user_id)})
     return Changed(user_id=user_id, email=new)
 
@@ -215,5 +217,9 @@ async def cancel_change(services: Services, *, token: str) -> None:
             target=str(user_id),
             data={"reverted": reverted, "newEmail": change["new_email"]},
         )
-        await revoke_all(conn, user_id=user_id)
+        if reverted:
+            await user_changed(
+                conn, "user.updated", user_id, previous={"email": change["new_email"]}
+            )
+        await revoke_all(conn, user_id=user_id)  # writes session.revoked_all
     log.warning("email change cancelled from the old address", extra={"user_id": str(user_id)})

@@ -156,7 +156,8 @@ async def lock_owned_accounts(conn: Conn, user_id: uuid.UUID) -> list[Row]:
 async def revoke_memberships_of(conn: Conn, user_id: uuid.UUID) -> list[Row]:
     return await conn.fetch_all(
         "UPDATE memberships SET revoked_at = now(), updated_at = now()"
-        " WHERE user_id = %(u)s AND revoked_at IS NULL RETURNING account_id, role",
+        " WHERE user_id = %(u)s AND revoked_at IS NULL"
+        " RETURNING id, account_id, user_id, role, created_at, revoked_at",
         {"u": user_id},
     )
 
@@ -202,7 +203,12 @@ async def anonymize_users(conn: Conn, user_ids: list[uuid.UUID]) -> None:
         " anonymized_at = now(), updated_at = now() WHERE id = ANY(%(ids)s)",
         ids,
     )
-    for table in ("notifications", "notification_preferences", "sessions"):
+    for table in (
+        "notifications",
+        "notification_preferences",
+        "notification_frequencies",
+        "sessions",
+    ):
         await conn.execute(f"DELETE FROM {table} WHERE user_id = ANY(%(ids)s)", ids)
 
 
@@ -221,6 +227,8 @@ EXPORT_QUERIES = {
     " read_at, created_at FROM notifications WHERE user_id = %(u)s ORDER BY created_at",
     "notification_preferences": "SELECT event_type, channel, enabled, updated_at"
     " FROM notification_preferences WHERE user_id = %(u)s ORDER BY event_type, channel",
+    "notification_frequencies": "SELECT event_type, channel, frequency, updated_at"
+    " FROM notification_frequencies WHERE user_id = %(u)s ORDER BY event_type, channel",
     "push_subscriptions": "SELECT endpoint, user_agent, created_at, last_used_at"
     " FROM push_subscriptions WHERE user_id = %(u)s ORDER BY created_at",
     "email_changes": "SELECT old_email, new_email, created_at, confirmed_at, cancelled_at"

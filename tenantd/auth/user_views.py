@@ -14,6 +14,7 @@ from tenantd.auth.schemas import (
     UserRef,
 )
 from tenantd.identity.cookies import clear_session_cookies
+from tenantd.mfa.stepup import require_recent_auth
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES
 from tenantd.web.json import ok
@@ -28,12 +29,15 @@ ROUTES = Routes("users")
     body=EmailChangeBody,
     response=Message,
     status=202,
+    responses={403: "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)"},
     summary="Change my email: a link goes to the new address, a notice to the old one",
 )
 async def request_email_change(request: web.Request, body: EmailChangeBody) -> Message:
-    # TODO(mfa): step-up (REAUTH_REQUIRED) once the mfa helper's check is on main.
+    services = request.app[SERVICES]
+    principal = current_principal(request)
+    await require_recent_auth(services, principal)
     message = await email_change.request_change(
-        request.app[SERVICES], user_id=current_principal(request).user_id, new_email=body.new_email
+        services, user_id=principal.user_id, new_email=body.new_email
     )
     return Message(message=message)
 
@@ -69,15 +73,17 @@ async def cancel_email_change(request: web.Request, body: LinkTokenBody) -> Empt
     "/api/v1/users/me",
     response=UserDeletedOut,
     responses={
-        409: "TRANSFER_OWNERSHIP_FIRST (details.accountIds): you own an account with other members"
+        403: "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)",
+        409: "TRANSFER_OWNERSHIP_FIRST (details.accountIds): you own an account with other members",
     },
     summary="Delete my user: memberships revoked, accounts I own alone soft-deleted, "
     "anonymised after 30 days",
 )
 async def delete_me(request: web.Request) -> web.Response:
-    # TODO(mfa): step-up (REAUTH_REQUIRED) once the mfa helper's check is on main.
     services = request.app[SERVICES]
-    done = await deletion.delete_user(services, user_id=current_principal(request).user_id)
+    principal = current_principal(request)
+    await require_recent_auth(services, principal)
+    done = await deletion.delete_user(services, user_id=principal.user_id)
     response = ok(
         UserDeletedOut(
             deleted_at=done.deleted_at,

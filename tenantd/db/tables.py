@@ -740,6 +740,7 @@ notification_digests = Table(
     Column("event_type", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("flushed_at", DateTime(timezone=True)),
+    Column("channels", ARRAY(Text)),  # 0140: NULL is every channel of the event
     Index(
         "notification_digests_open_key",
         "digest_key",
@@ -765,5 +766,16 @@ notification_account_defaults = Table(
     Column("event_type", Text, primary_key=True),
     Column("channel", Text, primary_key=True),
     Column("enabled", Boolean, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+# Per-user notification frequency (0140, issue 18)
+notification_frequencies = Table(
+    "notification_frequencies",
+    metadata,
+    Column("user_id", UUID(as_uuid=True), primary_key=True),
+    Column("event_type", Text, primary_key=True),
+    Column("channel", Text, primary_key=True),
+    Column("frequency", Text, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )

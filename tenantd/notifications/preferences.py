@@ -21,15 +21,18 @@ async def effective_preferences(
     async with services.db.connection() as conn:
         rows = await queries.preferences(conn, user_id=user_id)
         defaults = await queries.account_defaults(conn, account_id=account_id) if account_id else []
+        chosen = await queries.frequencies(conn, user_id=user_id)
     stored = {(row["event_type"], row["channel"]): row["enabled"] for row in rows}
     by_account = {(row["event_type"], row["channel"]): row["enabled"] for row in defaults}
+    frequency = {(row["event_type"], row["channel"]): row["frequency"] for row in chosen}
 
     def setting(key: tuple[str, str]) -> dict[str, Any]:
+        extra = {"frequency": frequency.get(key)}
         if key in stored:
-            return {"enabled": stored[key], "source": "user"}
+            return {"enabled": stored[key], "source": "user", **extra}
         if key in by_account:
-            return {"enabled": by_account[key], "source": "account"}
-        return {"enabled": True, "source": "default"}
+            return {"enabled": by_account[key], "source": "account", **extra}
+        return {"enabled": True, "source": "default", **extra}
 
     return [
         {
@@ -49,20 +52,35 @@ async def set_preference(
     user_id: uuid.UUID,
     event_type: str,
     channel: str,
-    enabled: bool,
+    enabled: bool | None,
+    frequency: str | None = None,
 ) -> dict[str, Any]:
-    """Turn one channel of one event type on or off for the user."""
+    """Turn one channel of one event type on or off for the user, and/or choose how often it
+    comes (instant, hourly, daily: events that declare a digest only)."""
     registry, settings = services.registry, services.settings
     if event_type not in registry:
         raise ValidationFailed({"eventType": "unknown event type"})
-    channels = live_channels(settings, registry.get(event_type).definition.default_channels)
+    definition = registry.get(event_type).definition
+    channels = live_channels(settings, definition.default_channels)
     if channel not in channels:
         raise ValidationFailed({"channel": f"not a channel of {event_type}"})
-    async with services.db.connection() as conn:
-        await queries.set_preference(
-            conn, user_id=user_id, event_type=event_type, channel=channel, enabled=enabled
-        )
-    return {"eventType": event_type, "channel": channel, "enabled": enabled}
+    if frequency is not None and (definition.digest is None or definition.critical):
+        raise ValidationFailed({"frequency": f"{event_type} is not an event with a digest"})
+    async with services.db.transaction() as conn:
+        if enabled is not None:
+            await queries.set_preference(
+                conn, user_id=user_id, event_type=event_type, channel=channel, enabled=enabled
+            )
+        if frequency is not None:
+            await queries.set_frequency(
+                conn, user_id=user_id, event_type=event_type, channel=channel, frequency=frequency
+            )
+    return {
+        "eventType": event_type,
+        "channel": channel,
+        "enabled": enabled,
+        "frequency": frequency,
+    }
 
 
 def _check_channel(services: NotificationServices, event_type: str, channel: str) -> None:

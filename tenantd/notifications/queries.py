@@ -157,7 +157,7 @@ async def delivery_context(conn: Conn, *, notification_id: uuid.UUID, channel: s
     """A notification with its recipient's address and the status of one channel's row."""
     return await conn.fetch_one(
         f"SELECT {', '.join('n.' + c for c in NOTIFICATION_COLUMNS.split(', '))},"
-        " n.user_id, n.payload, u.email, d.status AS delivery_status"
+        " n.user_id, n.payload, u.email, u.locale, d.status AS delivery_status"
         " FROM notifications n"
         " JOIN users u ON u.id = n.user_id"
         " JOIN notification_deliveries d ON d.notification_id = n.id AND d.channel = %(ch)s"
@@ -339,6 +339,30 @@ async def set_preference(
         " ON CONFLICT (user_id, event_type, channel)"
         " DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = now()",
         {"uid": user_id, "type": event_type, "ch": channel, "on": enabled},
+    )
+
+
+async def frequencies(
+    conn: Conn, *, user_id: uuid.UUID, event_type: str | None = None
+) -> list[Row]:
+    """The user's chosen frequencies (of one event type, or all)."""
+    return await conn.fetch_all(
+        "SELECT event_type, channel, frequency FROM notification_frequencies"
+        " WHERE user_id = %(uid)s AND (%(type)s::text IS NULL OR event_type = %(type)s)",
+        {"uid": user_id, "type": event_type},
+    )
+
+
+async def set_frequency(
+    conn: Conn, *, user_id: uuid.UUID, event_type: str, channel: str, frequency: str
+) -> None:
+    await conn.execute(
+        "INSERT INTO notification_frequencies (user_id, event_type, channel, frequency)"
+        " SELECT %(uid)s, %(type)s, %(ch)s, %(f)s WHERE EXISTS (SELECT 1 FROM users"
+        "  WHERE id = %(uid)s)"
+        " ON CONFLICT (user_id, event_type, channel)"
+        " DO UPDATE SET frequency = EXCLUDED.frequency, updated_at = now()",
+        {"uid": user_id, "type": event_type, "ch": channel, "f": frequency},
     )
 
 
@@ -545,16 +569,25 @@ async def join_digest(
     user_id: uuid.UUID,
     account_id: uuid.UUID | None,
     event_type: str,
+    channels: Sequence[str] | None = None,
 ) -> Row:
     """The open digest of the key (created if none: `created` true), row-locked until commit,
-    so a flush waits for this item and an item never joins a flushed digest."""
+    so a flush waits for this item and an item never joins a flushed digest. `channels`
+    (None: every channel of the event) is the key's: the caller puts it in the key."""
     row = await conn.fetch_one(
-        "INSERT INTO notification_digests AS d (digest_key, user_id, account_id, event_type)"
-        " VALUES (%(k)s, %(u)s, %(a)s, %(t)s)"
+        "INSERT INTO notification_digests AS d"
+        " (digest_key, user_id, account_id, event_type, channels)"
+        " VALUES (%(k)s, %(u)s, %(a)s, %(t)s, %(ch)s)"
         " ON CONFLICT (digest_key) WHERE flushed_at IS NULL"
         " DO UPDATE SET event_type = d.event_type"
         " RETURNING id, (xmax = 0) AS created",
-        {"k": digest_key, "u": user_id, "a": account_id, "t": event_type},
+        {
+            "k": digest_key,
+            "u": user_id,
+            "a": account_id,
+            "t": event_type,
+            "ch": list(channels) if channels is not None else None,
+        },
     )
     assert row is not None
     return row
@@ -576,7 +609,7 @@ async def close_digest(conn: Conn, digest_id: uuid.UUID) -> Row | None:
     return await conn.fetch_one(
         "UPDATE notification_digests SET flushed_at = now()"
         " WHERE id = %(d)s AND flushed_at IS NULL"
-        " RETURNING id, user_id, account_id, event_type",
+        " RETURNING id, user_id, account_id, event_type, channels",
         {"d": digest_id},
     )
 
@@ -642,6 +675,13 @@ async def set_quiet_hours(
         " updated_at = now() WHERE id = %(u)s",
         {"u": user_id, "z": time_zone, "s": start, "e": end},
     )
+
+
+async def user_locale(conn: Conn, *, user_id: uuid.UUID) -> str | None:
+    locale: str | None = await conn.fetch_val(
+        "SELECT locale FROM users WHERE id = %(u)s", {"u": user_id}
+    )
+    return locale
 
 
 async def set_locale(conn: Conn, *, user_id: uuid.UUID, locale: str) -> None:

@@ -8,7 +8,9 @@ render function or a missing email template is an error that names the event.
 from __future__ import annotations
 
 import builtins
+import functools
 import importlib
+import inspect
 import re
 import types
 import typing
@@ -79,12 +81,36 @@ class EventDefinition:
     dedup: Dedup | None = None
     # Called with (recipient user id as a string, validated payload); True skips the send.
     self_action_guard: Callable[[str, Any], bool] | None = None
-    in_app: Callable[[str, Any], InAppContent] | None = None
-    email: Callable[[str, Any], EmailContent] | None = None
+    # (recipient, payload); a function that also takes a `locale` keyword gets the
+    # recipient's `users.locale` (None: not set), see `render`.
+    in_app: Callable[..., InAppContent] | None = None
+    email: Callable[..., EmailContent] | None = None
     # Beyond (issue 18)
     digest: Digest | None = None
     throttle: Throttle | None = None
     critical: bool = False  # bypasses preferences, quiet hours and digests, never suppression
+
+
+@functools.lru_cache(maxsize=1024)
+def wants_locale(function: Callable[..., Any]) -> bool:
+    """Whether a render function takes a `locale` keyword (or **kwargs)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        (p.name == "locale" and p.kind is not p.POSITIONAL_ONLY) or p.kind is p.VAR_KEYWORD
+        for p in parameters
+    )
+
+
+def render(
+    function: Callable[..., Any], recipient: str, model: BaseModel, locale: str | None
+) -> Any:
+    """Call an in_app / email render function, with `locale=` when it takes one."""
+    if wants_locale(function):
+        return function(recipient, model, locale=locale)
+    return function(recipient, model)
 
 
 class RegistryError(ValueError):
@@ -230,9 +256,8 @@ def _check_template(definition: EventDefinition, base_dir: Path) -> None:
     """
     assert definition.email is not None
     try:
-        content = definition.email(
-            "00000000-0000-0000-0000-000000000000", _probe(definition.schema)
-        )
+        probe = _probe(definition.schema)
+        content = render(definition.email, "00000000-0000-0000-0000-000000000000", probe, None)
     except Exception:
         return
     if not isinstance(content, EmailContent):

@@ -7,7 +7,7 @@ import uuid
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import Field, StrictBool
+from pydantic import Field, StrictBool, model_validator
 
 from tenantd.db import Row
 from tenantd.web.schemas import ApiModel, Matches, RequestBody
@@ -97,11 +97,18 @@ class ListQuery(ApiModel):
     cursor: Cursor | None = None
 
 
+Frequency = Literal["instant", "hourly", "daily"]
+
+
 class ChannelSetting(ApiModel):
     channel: Channel
     enabled: bool
     source: str = Field(
         "default", description="user, account (the active account's default) or default"
+    )
+    frequency: str | None = Field(
+        None,
+        description="digest events only: instant, hourly, daily, or null (the event's window)",
     )
 
 
@@ -118,13 +125,21 @@ class PreferenceBody(
 ):
     event_type: EventType
     channel: Channel
-    enabled: StrictBool
+    enabled: StrictBool | None = None  # omitted: unchanged
+    frequency: Frequency | None = None  # an event with a digest only; omitted: unchanged
+
+    @model_validator(mode="after")
+    def _something(self) -> PreferenceBody:
+        if self.enabled is None and self.frequency is None:
+            raise ValueError("give enabled, frequency or both")
+        return self
 
 
 class Preference(ApiModel):
     event_type: str
     channel: Channel
-    enabled: bool
+    enabled: bool | None
+    frequency: str | None = None
 
 
 class Unsubscribed(ApiModel):

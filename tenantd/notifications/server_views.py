@@ -1,22 +1,26 @@
 """Server routes of notifications (API key with `notifications:send`): event types, send,
-send-batch."""
+send-batch (each may be scheduled: `deliverAt` / `delaySeconds`), cancel of a scheduled send."""
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import uuid
 from typing import Annotated, Any
 
 from aiohttp import web
 from pydantic import Field
 
+from tenantd.apikeys.audit import record_key_action
 from tenantd.apikeys.idempotency import KEY_PATTERN, fingerprint
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import server
 from tenantd.notifications.schemas import EventType
-from tenantd.notifications.service import SendRequest
+from tenantd.notifications.service import SendRequest, cancel_scheduled
 from tenantd.notifications.services import NOTIFICATION_SERVICES
-from tenantd.principal import acting_key
+from tenantd.principal import ActingKey, acting_key
 from tenantd.web.json import ok
+from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import ApiModel, Matches, Multiline, RequestBody
 from tenantd.web.spec import API_BODY_LIMIT, Access, Routes
 
@@ -43,13 +47,23 @@ class SendItem(RequestBody):
     recipient_user_id: uuid.UUID
     payload: Payload
     account_id: uuid.UUID | None = None
+    # Scheduled send (QUEUES_ENABLED on; at most 366 days ahead; a past time is now).
+    deliver_at: dt.datetime | None = None  # RFC 3339 with a UTC offset
+    delay_seconds: float | None = None
 
-    def request(self) -> SendRequest:
+    @property
+    def scheduled(self) -> bool:
+        return self.deliver_at is not None or self.delay_seconds is not None
+
+    def request(self, schedule_key: str | None = None) -> SendRequest:
         return SendRequest(
             event_type=self.type,
             recipient_user_id=self.recipient_user_id,
             payload=self.payload,
             account_id=self.account_id,
+            deliver_at=self.deliver_at,
+            delay_seconds=self.delay_seconds,
+            idempotency_key=schedule_key if self.scheduled else None,
         )
 
 
@@ -64,7 +78,17 @@ class SendBatchBody(RequestBody):
 
 class SendAccepted(ApiModel):
     id: uuid.UUID | None  # None: dropped at once (duplicate, self-action; queues off only)
-    status: str  # queued | created | duplicate | self_action
+    status: str  # queued | scheduled | created | duplicate | self_action
+
+
+class CancelScheduledBody(RequestBody):
+    id: uuid.UUID | None = None
+    idempotency_key: IdempotencyKey | None = None  # the Idempotency-Key of a scheduled send
+
+
+class ScheduledCancelled(ApiModel):
+    id: uuid.UUID
+    status: str  # cancelled
 
 
 class BatchAccepted(ApiModel):
@@ -91,6 +115,13 @@ def idempotency_key(request: web.Request, field: str | None) -> str | None:
     if header is not None and field is not None and header != field:
         raise ValidationFailed({"idempotencyKey": "differs from the Idempotency-Key header"})
     return header if header is not None else field
+
+
+def schedule_key(key: ActingKey, idempotency_key: str) -> str:
+    """The name a scheduled send's Idempotency-Key is kept under: scoped to the API key (two
+    keys' "reminder-42" are different sends; one key cannot cancel another's by name)."""
+    digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:48]
+    return f"apikey:{key.id}:{digest}"
 
 
 def answer(accepted: server.Accepted) -> web.Response:
@@ -120,15 +151,17 @@ async def event_types(request: web.Request) -> list[dict[str, Any]]:
     response=SendAccepted,
     status=202,
     responses={409: "The Idempotency-Key was used with a different request"},
-    summary="Send one notification (Idempotency-Key: a retry gets the first answer)",
+    summary="Send one notification, now or scheduled (deliverAt / delaySeconds); "
+    "Idempotency-Key: a retry gets the first answer",
 )
 async def send(request: web.Request, body: SendBody) -> web.Response:
     key = idempotency_key(request, body.idempotency_key)
+    caller = acting_key(request)
     accepted = await server.accept(
         request.app[NOTIFICATION_SERVICES],
-        acting_key(request),
+        caller,
         route="send",
-        requests=[body.request()],
+        requests=[body.request(schedule_key(caller, key) if key is not None else None)],
         batch=False,
         idempotency_key=key,
         request_hash=fingerprint(body.model_dump(mode="json", exclude={"idempotency_key"})),
@@ -159,3 +192,53 @@ async def send_batch(request: web.Request, body: SendBatchBody) -> web.Response:
         request_hash=fingerprint(body.model_dump(mode="json", exclude={"idempotency_key"})),
     )
     return answer(accepted)
+
+
+async def _cancel(
+    request: web.Request, *, notification_id: uuid.UUID | None, key: str | None
+) -> ScheduledCancelled:
+    services = request.app[NOTIFICATION_SERVICES]
+    caller = acting_key(request)
+    cancelled = await cancel_scheduled(
+        services,
+        notification_id=notification_id,
+        idempotency_key=schedule_key(caller, key) if key is not None else None,
+    )
+    async with services.db.transaction() as conn:
+        await record_key_action(
+            conn, caller, action="notifications.cancelled", target=str(cancelled)
+        )
+    return ScheduledCancelled(id=cancelled, status="cancelled")
+
+
+CANCEL_RESPONSES = {
+    404: "NOT_FOUND: no scheduled notification with this id (or this key's Idempotency-Key)",
+    409: "CONFLICT: it is already being delivered",
+}
+
+
+@ROUTES.delete(
+    f"{BASE}/scheduled/{{id}}",
+    access=Access.API_KEY,
+    scope=SCOPE,
+    response=ScheduledCancelled,
+    responses=CANCEL_RESPONSES,
+    summary="Cancel a scheduled notification before it is due (again: the same answer)",
+)
+async def cancel_by_id(request: web.Request) -> ScheduledCancelled:
+    return await _cancel(request, notification_id=path_uuid(request, "id"), key=None)
+
+
+@ROUTES.post(
+    f"{BASE}/scheduled/cancel",
+    access=Access.API_KEY,
+    scope=SCOPE,
+    body=CancelScheduledBody,
+    response=ScheduledCancelled,
+    responses=CANCEL_RESPONSES,
+    summary="Cancel a scheduled notification by id or by the Idempotency-Key it was sent with",
+)
+async def cancel_by_body(request: web.Request, body: CancelScheduledBody) -> ScheduledCancelled:
+    if (body.id is None) == (body.idempotency_key is None):
+        raise ValidationFailed({"id": "give id or idempotencyKey"})
+    return await _cancel(request, notification_id=body.id, key=body.idempotency_key)

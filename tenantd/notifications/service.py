@@ -34,7 +34,7 @@ from tenantd.jobs import queries as job_queries
 from tenantd.jobs.queue import enqueue
 from tenantd.notifications import queries
 from tenantd.notifications.quiet import DELAYED_CHANNELS, quiet_delay
-from tenantd.notifications.registry import EventDefinition
+from tenantd.notifications.registry import EventDefinition, render, wants_locale
 from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.settings import Settings
 
@@ -52,6 +52,8 @@ FOLLOW_UP_KINDS = {"email": "notifications.email", "web_push": "notifications.we
 Status = Literal["queued", "created", "duplicate", "self_action", "scheduled", "digested"]
 DIGEST_KIND = "notifications.digest"
 MAX_DELAY_SECONDS = 366 * 86_400  # a scheduled send is at most a year ahead
+# A user's frequency of a digest event's channel: its digest window (instant: none).
+FREQUENCY_WINDOWS: dict[str, float] = {"instant": 0.0, "hourly": 3600.0, "daily": 86_400.0}
 
 
 class InvalidPayload(ValidationFailed):
@@ -202,6 +204,9 @@ class SendRequest:
     recipient_user_id: uuid.UUID
     payload: dict[str, Any]
     account_id: uuid.UUID | None = None
+    deliver_at: dt.datetime | None = None  # scheduled (QUEUES_ENABLED on), as `send`
+    delay_seconds: float | None = None
+    idempotency_key: str | None = None  # of a scheduled item: what cancel_scheduled finds
 
 
 MAX_FIELD_ERRORS = 100  # a batch of 1,000 bad items names the first hundred problems
@@ -233,6 +238,29 @@ def _batch_errors(
     return errors, payloads
 
 
+def _batch_delays(
+    requests: Sequence[SendRequest],
+    prefix: Callable[[int], str],
+    errors: dict[str, str],
+    *,
+    queue: bool,
+) -> list[float | None]:
+    """Each item's delay (None: now); bad or impossible schedules go into `errors`."""
+    delays: list[float | None] = []
+    for index, request in enumerate(requests):
+        delay: float | None = None
+        try:
+            delay = schedule_delay(
+                deliver_at=request.deliver_at, delay_seconds=request.delay_seconds
+            )
+        except ValidationFailed as error:
+            errors.update({f"{prefix(index)}{name}": text for name, text in error.fields.items()})
+        if delay is not None and not queue:
+            errors[f"{prefix(index)}deliverAt"] = "scheduled sends need QUEUES_ENABLED=true"
+        delays.append(delay)
+    return delays
+
+
 def _item(index: int) -> str:
     return f"items.{index}."
 
@@ -251,9 +279,10 @@ async def send_many(
     the same guard, dedup, preferences and channels as `send`."""
     services = services_of(app_or_services)
     errors, payloads = _batch_errors(services, requests, field_prefix)
+    queue = services.settings.queues_enabled
+    delays = _batch_delays(requests, field_prefix, errors, queue=queue)
     if errors:
         raise ValidationFailed(errors, "Invalid notifications")
-    queue = services.settings.queues_enabled
     ids = [uuid.uuid4() for _ in requests]
     async with _using(services, conn, transaction=True) as own:
         missing = await queries.missing_users(own, user_ids=[r.recipient_user_id for r in requests])
@@ -267,18 +296,35 @@ async def send_many(
                 "Unknown recipient user",
             )
         if queue:
+            now = [i for i, delay in enumerate(delays) if delay is None]
             jobs = [
                 {
-                    "notificationId": str(notification_id),
-                    "eventType": request.event_type,
-                    "recipientUserId": str(request.recipient_user_id),
-                    "accountId": str(request.account_id) if request.account_id else None,
-                    "payload": payload,
+                    "notificationId": str(ids[i]),
+                    "eventType": requests[i].event_type,
+                    "recipientUserId": str(requests[i].recipient_user_id),
+                    "accountId": str(requests[i].account_id) if requests[i].account_id else None,
+                    "payload": payloads[i],
                 }
-                for notification_id, request, payload in zip(ids, requests, payloads, strict=True)
+                for i in now
             ]
-            await services.jobs.submit_many(services, DISPATCH_KIND, jobs, conn=own)
+            if jobs:
+                await services.jobs.submit_many(services, DISPATCH_KIND, jobs, conn=own)
             outcomes = [SendOutcome(notification_id=i, status="queued") for i in ids]
+            for index, delay in enumerate(delays):
+                if delay is None:
+                    continue
+                request = requests[index]
+                outcomes[index] = await _schedule(
+                    services,
+                    notification_id=ids[index],
+                    event_type=request.event_type,
+                    user_id=request.recipient_user_id,
+                    account=request.account_id,
+                    payload=payloads[index],
+                    delay=delay,
+                    idempotency_key=request.idempotency_key,
+                    conn=own,
+                )
         else:
             outcomes = [
                 await dispatch(
@@ -306,8 +352,11 @@ async def dispatch(
     payload: dict[str, Any],
     account_id: uuid.UUID | None = None,
     conn: Conn | None = None,
+    only_channels: Sequence[str] | None = None,
 ) -> SendOutcome:
-    """The worker: guard, dedup, preferences, persist, fan out (idempotent on the id)."""
+    """The worker: guard, dedup, preferences, persist, fan out (idempotent on the id).
+
+    `only_channels`: the channels a user wants at once of a digest event (no digest then)."""
     event = services.registry.get(event_type)
     definition = event.definition
     model = validate_payload(definition, payload)
@@ -323,6 +372,7 @@ async def dispatch(
         definition.digest is not None
         and not definition.critical
         and services.settings.queues_enabled
+        and only_channels is None
     ):
         return await _add_to_digest(
             services,
@@ -337,8 +387,11 @@ async def dispatch(
     if definition.throttle is not None:
         throttle_key = f"{definition.type}:{definition.throttle.key(recipient, model)}"
     assert definition.in_app is not None  # the registry insists
-    content = definition.in_app(recipient, model)
+    locale = await _locale_for(services, conn, definition.in_app, recipient_user_id)
+    content = render(definition.in_app, recipient, model, locale)
     channels = live_channels(services.settings, definition.default_channels)
+    if only_channels is not None:
+        channels = tuple(channel for channel in channels if channel in only_channels)
     queue = services.settings.queues_enabled
     arguments: dict[str, Any] = {
         "notification_id": notification_id,
@@ -516,44 +569,104 @@ async def _add_to_digest(
     conn: Conn | None,
 ) -> SendOutcome:
     """Add the send to the open digest of its key; the first item also queues the flush job,
-    due when the window closes (idempotent on the send's id)."""
+    due when the window closes (idempotent on the send's id).
+
+    A user's frequencies (instant, hourly, daily per channel) split the channels: the instant
+    ones are dispatched now, the others join the digest of their window (its own key, its
+    channels remembered). Without a choice it is one digest of the event's window."""
     assert definition.digest is not None
     recipient = str(recipient_user_id)
     key = f"{definition.type}:{recipient}:{definition.digest.key(recipient, model)}"
+    payload = model.model_dump(mode="json")
+    channels = live_channels(services.settings, definition.default_channels)
     async with _using(services, conn, transaction=True) as own:
         if not await queries.user_exists(own, user_id=recipient_user_id):
             raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
-        digest = await queries.join_digest(
-            own,
-            digest_key=key,
-            user_id=recipient_user_id,
-            account_id=account_id,
-            event_type=definition.type,
-        )
-        await queries.add_digest_item(
-            own,
-            digest_id=digest["id"],
-            item_id=notification_id,
-            payload=model.model_dump(mode="json"),
-        )
-        if digest["created"]:
-            await enqueue(
-                own,
-                DIGEST_KIND,
-                {"digestId": str(digest["id"])},
-                delay_seconds=float(definition.digest.window_seconds),
-                queue=services.jobs,
+        chosen = {
+            row["channel"]: row["frequency"]
+            for row in await queries.frequencies(
+                own, user_id=recipient_user_id, event_type=definition.type
             )
-    return SendOutcome(notification_id=digest["id"], status="digested")
+        }
+        default = float(definition.digest.window_seconds)
+        groups: dict[float, list[str]] = {}
+        for channel in channels:
+            window = FREQUENCY_WINDOWS.get(chosen.get(channel, ""), default)
+            groups.setdefault(window, []).append(channel)
+        if not chosen:
+            groups = {default: []}  # every channel: the digest of the event's window
+        outcome: SendOutcome | None = None
+        for window, members in sorted(groups.items()):
+            if window <= 0:
+                outcome = await dispatch(
+                    services,
+                    notification_id=notification_id,
+                    event_type=definition.type,
+                    recipient_user_id=recipient_user_id,
+                    payload=payload,
+                    account_id=account_id,
+                    conn=own,
+                    only_channels=members,
+                )
+                continue
+            split = bool(chosen)
+            digest = await queries.join_digest(
+                own,
+                digest_key=f"{key}:{int(window)}:{','.join(members)}" if split else key,
+                user_id=recipient_user_id,
+                account_id=account_id,
+                event_type=definition.type,
+                channels=members if split else None,
+            )
+            await queries.add_digest_item(
+                own,
+                # One item per digest the send joins; the same on a re-run.
+                digest_id=digest["id"],
+                item_id=uuid.uuid5(notification_id, str(window)) if split else notification_id,
+                payload=payload,
+            )
+            if digest["created"]:
+                await enqueue(
+                    own,
+                    DIGEST_KIND,
+                    {"digestId": str(digest["id"])},
+                    delay_seconds=window,
+                    queue=services.jobs,
+                )
+            if outcome is None:
+                outcome = SendOutcome(notification_id=digest["id"], status="digested")
+    assert outcome is not None
+    return outcome
+
+
+async def _locale_for(
+    services: NotificationServices,
+    conn: Conn | None,
+    function: Callable[..., Any],
+    user_id: uuid.UUID,
+) -> str | None:
+    """The recipient's locale, read only for a render function that takes one."""
+    if not wants_locale(function):
+        return None
+    async with _using(services, conn, transaction=False) as own:
+        return await queries.user_locale(own, user_id=user_id)
 
 
 def digest_content(
-    definition: EventDefinition, recipient: str, payloads: list[dict[str, Any]], *, limit: int
+    definition: EventDefinition,
+    recipient: str,
+    payloads: list[dict[str, Any]],
+    *,
+    limit: int,
+    locale: str | None = None,
 ) -> tuple[str, str, str, str]:
     """(title, body, cta_url, cta_label) of a digest: the latest item's content, titled with
     the count, the body listing the first `limit` items' titles."""
     assert definition.in_app is not None
-    contents = [definition.in_app(recipient, validate_payload(definition, p)) for p in payloads]
+    contents = [
+        render(definition.in_app, recipient, validate_payload(definition, p), locale)
+        for p in payloads
+    ]
     latest = contents[-1]
     if len(contents) == 1:
         return latest.title, latest.body, latest.cta_url, latest.cta_label
@@ -578,7 +691,11 @@ async def flush_digest(services: NotificationServices, *, digest_id: uuid.UUID) 
         assert definition.digest is not None
         limit = int(definition.digest.max_items)
         recipient = str(digest["user_id"])
-        title, body, cta_url, cta_label = digest_content(definition, recipient, items, limit=limit)
+        assert definition.in_app is not None
+        locale = await _locale_for(services, conn, definition.in_app, digest["user_id"])
+        title, body, cta_url, cta_label = digest_content(
+            definition, recipient, items, limit=limit, locale=locale
+        )
         payload = {**items[-1], "_digest": {"count": len(items), "items": items[:limit]}}
         row = await queries.persist_dispatch(
             conn,
@@ -593,7 +710,11 @@ async def flush_digest(services: NotificationServices, *, digest_id: uuid.UUID) 
             payload=payload,
             dedup_key=None,
             window_seconds=0,
-            channels=live_channels(services.settings, definition.default_channels),
+            channels=[
+                channel
+                for channel in live_channels(services.settings, definition.default_channels)
+                if digest["channels"] is None or channel in digest["channels"]
+            ],
         )
         for channel in row["pending"] if row["id"] is not None else []:
             await services.jobs.submit(

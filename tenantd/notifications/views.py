@@ -107,7 +107,8 @@ async def get_preferences(request: web.Request) -> list[EventPreferences]:
     f"{BASE}/preferences",
     body=PreferenceBody,
     response=Preference,
-    summary="Turn one channel of one event type on or off",
+    summary="Turn one channel of one event type on or off, and/or set its frequency "
+    "(instant, hourly, daily: events with a digest)",
 )
 async def put_preference(request: web.Request, body: PreferenceBody) -> Preference:
     preference = await prefs.set_preference(
@@ -116,6 +117,7 @@ async def put_preference(request: web.Request, body: PreferenceBody) -> Preferen
         event_type=body.event_type,
         channel=body.channel,
         enabled=body.enabled,
+        frequency=body.frequency,
     )
     return Preference.model_validate(preference)
 

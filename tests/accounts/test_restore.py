@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -14,8 +15,11 @@ import psycopg2.errors
 import pytest
 from typer.testing import CliRunner
 
+from tenantd.accounts import restore as restore_module
 from tenantd.accounts.sweeps import purge_deleted_accounts
 from tenantd.cli.main import app as cli_app
+from tenantd.identity.sessions import issue_session
+from tenantd.services import SERVICES
 from tests.accounts.helpers import Login, Team, audit_actions
 from tests.factories import Factory
 from tests.helpers import data, error
@@ -165,3 +169,69 @@ async def test_cli_restore(team: Team, cli: Invoke, db: Any) -> None:
     missing = await cli("accounts", "restore", str(uuid.uuid4()))
     assert missing.exit_code == 1
     assert (await cli("accounts", "restore", "not-a-uuid")).exit_code == 2
+
+
+async def test_restore_needs_a_recent_authentication(
+    team: Team, db: Any, make_client: Any, settings: Any
+) -> None:
+    await soft_delete(team)
+
+    async def browser(auth_age: float) -> Any:
+        # No active account: the owner's only account is the deleted one.
+        client = await make_client()
+        async with db.connection() as conn:
+            issued = await issue_session(
+                conn,
+                settings,
+                keyring=client.server.app[SERVICES].keyring,
+                user_id=team.owner.id,
+                account_id=None,
+                auth_time=time.time() - auth_age,
+            )
+        client.session.cookie_jar.update_cookies(
+            {"auth_token": issued.access_token, "refresh_token": issued.refresh_token},
+            response_url=client.make_url("/"),
+        )
+        return client
+
+    stale = await browser(settings.reauth_max_age_seconds + 60)
+    body = await error(await stale.post(restore_url(team.account_id)), 403, "REAUTH_REQUIRED")
+    assert body["details"]["methods"] == []  # no password: signing in again is the way
+    row = await db.fetch_one(
+        "SELECT deleted_at FROM accounts WHERE id = %(a)s", {"a": team.account_id}
+    )
+    assert row["deleted_at"] is not None
+    await data(await (await browser(0)).post(restore_url(team.account_id)))
+
+
+async def test_restore_emits_account_restored_in_its_transaction(
+    team: Team, db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await soft_delete(team)
+    start = await db.fetch_val("SELECT coalesce(max(id), 0) FROM outbox_events")
+    deleted_at = await db.fetch_val(
+        "SELECT deleted_at FROM accounts WHERE id = %(a)s", {"a": team.account_id}
+    )
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("boom")
+
+    # Fails after the event was written, inside the restore's transaction: nothing is left.
+    monkeypatch.setattr(restore_module.log, "info", broken)
+    assert (await team.owner_client.post(restore_url(team.account_id))).status == 500
+    assert (
+        await db.fetch_val("SELECT count(*) FROM outbox_events WHERE id > %(s)s", {"s": start}) == 0
+    )
+    monkeypatch.undo()
+    await data(await team.owner_client.post(restore_url(team.account_id)))
+    [event] = await db.fetch_all(
+        "SELECT type, account_id, actor_id, data, previous FROM outbox_events WHERE id > %(s)s",
+        {"s": start},
+    )
+    assert event["type"] == "account.restored"
+    assert event["account_id"] == team.account_id
+    assert event["actor_id"] == str(team.owner.id)
+    assert event["data"]["id"] == str(team.account_id)
+    assert event["data"]["deletedAt"] is None
+    assert event["previous"]["deletedAt"] is not None
+    assert event["previous"]["deletedAt"][:19] == deleted_at.isoformat()[:19]

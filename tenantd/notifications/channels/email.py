@@ -10,6 +10,7 @@ between the provider's answer and the settle sends again on the retry.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,12 @@ from tenantd.errors import AppError
 from tenantd.jobs.kinds import JobInfo, PermanentJobError
 from tenantd.notifications import queries
 from tenantd.notifications.channels import settle_delivery
-from tenantd.notifications.registry import EmailContent, RegisteredEvent, template_environment
+from tenantd.notifications.registry import (
+    EmailContent,
+    RegisteredEvent,
+    render,
+    template_environment,
+)
 from tenantd.notifications.service import validate_payload
 from tenantd.notifications.unsubscribe import make_token, unsubscribe_url
 
@@ -34,27 +40,45 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "email"
 
+LOCALE = re.compile(r"[a-z]{2}(-[A-Z]{2})?")  # a users.locale value, safe in a file name
+
 
 class TemplateProblem(Exception):
     pass
 
 
+def localized(env: jinja2.Environment, path: str, locale: str | None) -> jinja2.Template:
+    """`name.<locale>.ext` beside `name.ext` when the event ships it, else `name.ext`."""
+    if locale and LOCALE.fullmatch(locale):
+        pure = PurePosixPath(path)
+        try:
+            return env.get_template(str(pure.with_name(f"{pure.stem}.{locale}{pure.suffix}")))
+        except jinja2.TemplateNotFound:
+            pass
+    return env.get_template(path)
+
+
 def render_email(
-    event: RegisteredEvent, content: EmailContent, variables: dict[str, Any], *, base_url: str
+    event: RegisteredEvent,
+    content: EmailContent,
+    variables: dict[str, Any],
+    *,
+    base_url: str,
+    locale: str | None = None,
 ) -> tuple[str, str | None]:
-    """(text, html) of the event's template; `.html` templates also get a text part, and
-    their relative links are resolved against PUBLIC_BASE_URL."""
+    """(text, html) of the event's template (its `<locale>` variant first); `.html` templates
+    also get a text part, and their relative links are resolved against PUBLIC_BASE_URL."""
     env = template_environment(event.base_dir)
     path = content.template_path
-    context = {**content.variables, **variables, "base_url": base_url}
+    context = {**content.variables, **variables, "base_url": base_url, "locale": locale}
     try:
-        rendered = env.get_template(path).render(**context)
+        rendered = localized(env, path, locale).render(**context)
         if PurePosixPath(path).suffix.lower() not in {".html", ".htm"}:
             return rendered, None
         rendered = absolute_links(rendered, base_url)
         sibling = str(PurePosixPath(path).with_suffix(".txt"))
         try:
-            text = env.get_template(sibling).render(**context)
+            text = localized(env, sibling, locale).render(**context)
         except jinja2.TemplateNotFound:
             text = html_to_text(rendered)
         return text, rendered
@@ -79,7 +103,8 @@ def build_message(services: NotificationServices, row: Row) -> EmailMessage:
     digest = payload.pop("_digest", None)  # a digest: the latest item plus the batch
     model = validate_payload(definition, payload)
     recipient = str(row["user_id"])
-    content = definition.email(recipient, model)
+    locale = row.get("locale")
+    content = render(definition.email, recipient, model, locale)
     settings = services.settings
     link = unsubscribe_url(
         settings.public_base_url,
@@ -102,6 +127,7 @@ def build_message(services: NotificationServices, row: Row) -> EmailMessage:
             },
         },
         base_url=settings.public_base_url,
+        locale=locale,
     )
     return EmailMessage(
         to=row["email"],
