@@ -30,7 +30,7 @@ from tenantd.mfa import service as mfa
 from tenantd.services import SERVICES
 from tenantd.ui.forms import field, parse, problem, read_form, safe_next
 from tenantd.ui.render import page, redirect
-from tenantd.ui.session import ACCESS, ISSUED, STALE, client_meta, load_viewer
+from tenantd.ui.session import ACCESS, DEVICE, ISSUED, STALE, client_meta, load_viewer
 from tenantd.ui.strings import done_text, oauth_error_text, text
 from tenantd.web.ratelimit import rate_limit_request
 
@@ -162,6 +162,8 @@ async def verify_post(request: web.Request) -> web.Response:
             problem=issue,
         )
     request[ISSUED] = result.tokens
+    if result.device is not None:
+        request[DEVICE] = result.device
     started = safe_next(unquote(request.cookies.get(NEXT_COOKIE, "")), "")
     response = redirect(request, started or "/notifications?done=welcome")
     if result.binding_used:
@@ -231,6 +233,8 @@ async def login_post(request: web.Request) -> web.Response:
         )
         return response
     request[ISSUED] = result.tokens
+    if result.device is not None:
+        request[DEVICE] = result.device
     return redirect(request, next_path or "/notifications")
 
 

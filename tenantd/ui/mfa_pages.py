@@ -26,7 +26,7 @@ from tenantd.ui.account_pages import _members as members_page_with
 from tenantd.ui.account_pages import profile, signed_in
 from tenantd.ui.forms import Problem, field, parse, problem, read_form, safe_next
 from tenantd.ui.render import page, redirect
-from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta, load_viewer
+from tenantd.ui.session import ACCESS, DEVICE, ISSUED, STALE, Viewer, client_meta, load_viewer
 from tenantd.ui.strings import text
 from tenantd.web.ratelimit import rate_limit_request
 
@@ -103,9 +103,7 @@ async def login_mfa_post(request: web.Request) -> web.Response:
             services, row["user_id"], totp_code=body.totp, recovery_code=body.recovery_code
         )
         meta = client_meta(request)
-        completed = await mfa.complete_ticket(
-            services, row, method=method, user_agent=meta.user_agent, ip=meta.ip
-        )
+        completed = await mfa.complete_ticket(services, row, method=method, client=meta)
     except AppError as exc:
         issue = problem(exc)
         if exc.code == "INVALID_CREDENTIALS" or (
@@ -118,6 +116,8 @@ async def login_mfa_post(request: web.Request) -> web.Response:
             request, ticket=ticket, next_path=next_path, issue=issue, recovery=recovery
         )
     request[ISSUED] = completed.tokens
+    if completed.device is not None:
+        request[DEVICE] = completed.device
     target = next_path or safe_next(completed.return_to, "/notifications")
     response = redirect(request, target)
     clear_cookie(response, services.settings, mfa.BINDING_COOKIE)

@@ -15,11 +15,14 @@ from tenantd.auth.me import current_user
 from tenantd.errors import AppError
 from tenantd.identity.cookies import (
     AUTH_COOKIE,
+    DEVICE_COOKIE,
     REFRESH_COOKIE,
     clear_session_cookies,
     set_access_cookie,
+    set_device_cookie,
     set_session_cookies,
 )
+from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.guards import authenticate, recheck
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.notifications.channels import in_app
@@ -60,13 +63,17 @@ VIEWER: web.RequestKey[Viewer | None] = web.RequestKey("ui_viewer")
 ISSUED: web.RequestKey[IssuedTokens] = web.RequestKey("ui_issued_tokens")
 # A new access token only (switch, create, accept, leave): the refresh cookie stays.
 ACCESS: web.RequestKey[tuple[str, AccessClaims]] = web.RequestKey("ui_issued_access")
+# A sign-in's device cookie value (the browser's id for the new sign-in mail): set it again.
+DEVICE: web.RequestKey[str] = web.RequestKey("ui_device")
 # The session cookies are stale and could not be refreshed: clear them.
 STALE: web.RequestKey[bool] = web.RequestKey("ui_stale_session")
 
 
 def client_meta(request: web.Request) -> auth_service.ClientMeta:
     return auth_service.ClientMeta(
-        user_agent=request.headers.get("User-Agent"), ip=request_ip(request)
+        user_agent=request.headers.get("User-Agent"),
+        ip=request_ip(request),
+        device=request.cookies.get(DEVICE_COOKIE),
     )
 
 
@@ -123,6 +130,9 @@ def apply_session(request: web.Request, response: web.StreamResponse, settings: 
     """Put the cookies this request decided on onto its response."""
     issued = request.get(ISSUED)
     access = request.get(ACCESS)
+    device = request.get(DEVICE)
+    if device is not None:
+        set_device_cookie(response, settings, device, max_age=DEVICE_COOKIE_MAX_AGE)
     if issued is not None:
         set_session_cookies(response, settings, issued)
     elif access is not None:

@@ -257,3 +257,36 @@ async def test_change_password_from_the_profile_page(make: Maker, factory: Any) 
     assert EN["done.password"] in await done.text()
     api = await client.post("/api/v1/auth/login", json={"email": user.email, "password": new})
     assert api.status == 200
+
+
+async def test_a_page_sign_in_keeps_the_browser_known(make: Maker, factory: Any, db: Any) -> None:
+    """The sign-in page sets the device cookie, so signing in again from the same browser is
+    not a "new sign-in" (no mail), while another browser is."""
+    user = await factory.user(password=PASSWORD)
+
+    async def page_sign_in(client: Any) -> Any:
+        token = await form_token(client, "/login")
+        response = await client.post(
+            "/login",
+            data={"email": user.email, "password": PASSWORD, "csrf": token},
+            allow_redirects=False,
+        )
+        assert response.status == 303
+        return response
+
+    async def new_browser_events() -> list[bool]:
+        rows = await db.fetch_all(
+            "SELECT data FROM security_events WHERE user_id = %(u)s AND type = 'signed_in'"
+            " ORDER BY id",
+            {"u": user.id},
+        )
+        return [row["data"]["newBrowser"] for row in rows]
+
+    first = await page_sign_in(await make())
+    device = first.cookies["device_id"].value
+    # The same browser later (its session cookies gone, its device cookie kept).
+    laptop = await make()
+    laptop.session.cookie_jar.update_cookies({"device_id": device})
+    await page_sign_in(laptop)
+    await page_sign_in(await make())
+    assert await new_browser_events() == [False, False, True]
