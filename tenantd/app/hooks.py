@@ -4,6 +4,8 @@ order they start (they close in reverse)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
 
 from aiohttp import web
 
@@ -37,12 +39,12 @@ async def pubsub_ctx(app: web.Application) -> AsyncIterator[None]:
         await hub.close()
 
 
-async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Feed the context cache from the pub/sub hub; it serves only while connected.
+@asynccontextmanager
+async def _fed_from_hub(app: web.Application, cache: Any) -> AsyncIterator[None]:
+    """Feed a NOTIFY-invalidated cache from the pub/sub hub; it serves only while connected.
 
     A reconnect may have missed invalidations, so the hub's gap signal flushes everything.
     """
-    cache = app[SERVICES].context_cache
     hub = app[PUBSUB]
     subscription = await hub.subscribe(
         CHANNEL, lambda _channel, payload: cache.apply(payload), on_gap=cache.flush
@@ -56,6 +58,12 @@ async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
         cache.enabled = False
         cache.flush()
         await hub.unsubscribe(subscription)
+
+
+async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The request context cache, fed from the pub/sub hub."""
+    async with _fed_from_hub(app, app[SERVICES].context_cache):
+        yield
 
 
 async def keyring_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -67,21 +75,9 @@ async def keyring_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def api_key_cache_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Feed the API-key cache from the same channel and listener as the context cache."""
-    cache = app[API_KEY_CACHE]
-    hub = app[PUBSUB]
-    subscription = await hub.subscribe(
-        CHANNEL, lambda _channel, payload: cache.apply(payload), on_gap=cache.flush
-    )
-    cache.flush()
-    cache.live = live_while_confirmed(hub)
-    cache.enabled = True
-    try:
+    """The API-key cache, fed from the same channel and listener as the context cache."""
+    async with _fed_from_hub(app, app[API_KEY_CACHE]):
         yield
-    finally:
-        cache.enabled = False
-        cache.flush()
-        await hub.unsubscribe(subscription)
 
 
 def _sse_client_count(app: web.Application) -> Callable[[], int]:
