@@ -7,7 +7,14 @@ import uuid
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import Field, StrictBool, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+)
 
 from tenantd.db import Row
 from tenantd.web.schemas import ApiModel, Matches, RequestBody
@@ -100,7 +107,21 @@ class ListQuery(ApiModel):
 Frequency = Literal["instant", "hourly", "daily"]
 
 
-class ChannelSetting(ApiModel):
+class WithFrequency(ApiModel):
+    """An answer whose `frequency` is left out when unset: events without a digest have
+    none, and their preferences read as they always did."""
+
+    frequency: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_frequency(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("frequency") is None:
+            data.pop("frequency", None)
+        return data
+
+
+class ChannelSetting(WithFrequency):
     channel: Channel
     enabled: bool
     source: str = Field(
@@ -108,7 +129,7 @@ class ChannelSetting(ApiModel):
     )
     frequency: str | None = Field(
         None,
-        description="digest events only: instant, hourly, daily, or null (the event's window)",
+        description="digest events only: instant, hourly or daily; absent: the event's window",
     )
 
 
@@ -125,17 +146,20 @@ class PreferenceBody(
 ):
     event_type: EventType
     channel: Channel
-    enabled: StrictBool | None = None  # omitted: unchanged
     frequency: Frequency | None = None  # an event with a digest only; omitted: unchanged
+    # Omitted: unchanged; but one of enabled and frequency is required (the error names
+    # `enabled`, the field every client sends).
+    enabled: StrictBool | None = Field(None, validate_default=True)
 
-    @model_validator(mode="after")
-    def _something(self) -> PreferenceBody:
-        if self.enabled is None and self.frequency is None:
+    @field_validator("enabled")
+    @classmethod
+    def _something(cls, enabled: bool | None, info: ValidationInfo) -> bool | None:
+        if enabled is None and info.data.get("frequency") is None:
             raise ValueError("give enabled, frequency or both")
-        return self
+        return enabled
 
 
-class Preference(ApiModel):
+class Preference(WithFrequency):
     event_type: str
     channel: Channel
     enabled: bool | None
