@@ -85,13 +85,14 @@ async def test_digests_render_in_the_recipient_locale(
     user = await factory.user(password=None)
     await set_locale(db, user, "fr")
     for name in ("Ana", "Bo"):
+        # One at a time: two queued dispatches may join the digest in either order.
         await send(services, "greeting.digest", recipient_user_id=user.id, payload={"name": name})
-    await eventually(
-        lambda: db.fetch_val(
-            "SELECT count(*) = 0 FROM jobs WHERE kind = 'notifications.dispatch'"
-            " AND status IN ('queued', 'running')"
+        await eventually(
+            lambda: db.fetch_val(
+                "SELECT count(*) = 0 FROM jobs WHERE kind = 'notifications.dispatch'"
+                " AND status IN ('queued', 'running')"
+            )
         )
-    )
     # The window is an hour: the flush job is due now instead.
     await db.execute("UPDATE jobs SET run_at = now() WHERE kind = 'notifications.digest'")
     await quiesce(services)
