@@ -81,10 +81,11 @@ async def test_instant_email_daily_in_app(
         body = {"eventType": "alert.mailed_digest", "channel": channel, "frequency": frequency}
         await data(await client.put(PREFS, json=body))
     for n in range(2):
+        # One at a time: two queued dispatches may join the digest in either order.
         await send(
             services, "alert.mailed_digest", recipient_user_id=user.id, payload={"topic": f"t{n}"}
         )
-    await dispatched(db)
+        await dispatched(db)
     # The email went at once, one per send, with no in-app row (the digest job waits a day).
     rows = await db.fetch_all(
         "SELECT id, in_app FROM notifications WHERE user_id = %(u)s", {"u": user.id}
