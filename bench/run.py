@@ -23,15 +23,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench import apikeys, extra, keys
+from bench import apikeys, compare, extra, keys
 from bench.loadgen import LoadResult, have_wrk, pin, run_load
 from bench.seed import SeedPlan, refresh_token, seed
+from bench.targets import verdict
 from tenantd.db.embedded import EmbeddedCluster
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
 ORIGIN = "http://127.0.0.1:8080"
-console = Console()
+console = Console(width=160)
 
 
 def free_port() -> int:
@@ -126,9 +127,16 @@ def main() -> None:
         help="distinct never-used tokens for the cold /me figures (more than one run sends)",
     )
     parser.add_argument("--no-seed", action="store_true", help="reuse the data already seeded")
-    parser.add_argument("--output", default=str(ROOT / "bench" / "results.json"))
+    parser.add_argument(
+        "--output",
+        default="",
+        help="results file (default bench/results.json, or results-scale<N>.json when N != 1)",
+    )
     args = parser.parse_args()
     only = {x.strip() for x in args.only.split(",") if x.strip()}
+    if not args.output:
+        suffix = "" if args.scale == 1 else f"-scale{args.scale:g}"
+        args.output = str(ROOT / "bench" / f"results{suffix}.json")
 
     def wanted(name: str) -> bool:
         return not only or name in only
@@ -282,26 +290,44 @@ def main() -> None:
     base = figures.get("hello_world", {}).get("rps")
     if base:
         for figure in figures.values():
-            if "rps" in figure:
-                figure["ratio_to_hello"] = round(figure["rps"] / base, 3)
+            value = figure.get("rps", figure.get("rate"))
+            if isinstance(value, (int, float)):
+                figure["ratio_to_hello"] = round(value / base, 3)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
-    table = Table(title=f"tenantd bench (scale {args.scale}, {results['machine']['load_driver']})")
-    for column in ("figure", "req/s or rate", "p50 ms", "p99 ms", "x hello", "errors"):
+    console.print(results_table(results, args.scale))
+    console.print(f"server peak RSS: {results.get('server_peak_rss_mb')} MB; written {args.output}")
+    other = ROOT / "bench" / ("results-scale10.json" if args.scale == 1 else "results.json")
+    if args.scale in (1, 10) and other.exists() and not only:
+        pair = [json.loads(other.read_text()), results]
+        pair.sort(key=lambda r: float(r.get("scale", 1)))
+        console.print(compare.compare(*pair))
+
+
+def results_table(results: dict[str, Any], scale: float) -> Table:
+    """One row a figure: result, latency, ratio to hello-world and the issue's target."""
+    figures: dict[str, dict[str, Any]] = results["figures"]
+    table = Table(title=f"tenantd bench (scale {scale:g}, {results['machine']['load_driver']})")
+    for column in ("figure", "result", "p50 ms", "p99 ms", "x hello", "target", "met", "errors"):
         table.add_column(column)
     for name, figure in figures.items():
+        value = figure.get("rps", figure.get("rate"))
+        unit = "req/s" if "rps" in figure else figure.get("unit", "")
+        result = f"{value:,.0f} {unit}" if isinstance(value, (int, float)) else ""
+        if "overhead_pct" in figure:
+            result = f"{figure['overhead_pct']}% overhead"
+        target, met = verdict(name, figure, figures)
         table.add_row(
             name,
-            f"{figure.get('rps', figure.get('rate', '')):,}"
-            if isinstance(figure.get("rps", figure.get("rate")), (int, float))
-            else "",
+            result,
             str(figure.get("p50_ms", "")),
             str(figure.get("p99_ms", "")),
             str(figure.get("ratio_to_hello", "")),
+            target,
+            met,
             str(figure.get("errors", "")),
         )
-    console.print(table)
-    console.print(f"server peak RSS: {results.get('server_peak_rss_mb')} MB; written {args.output}")
+    return table
 
 
 if __name__ == "__main__":
