@@ -235,3 +235,37 @@ def test_off_by_default_and_the_prefix_is_reserved(settings: Any) -> None:
             load_registry(["fake_app_events"])
     finally:
         del sys.modules["fake_app_events"]
+
+
+async def test_a_failure_to_notify_never_holds_back_the_outbox(
+    team: Team,
+    services: AppServices,
+    factory: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    queues_enabled: bool,
+) -> None:
+    if queues_enabled:
+        pytest.skip("the relay's savepoint is the same in both modes")
+    from tenantd.notifications.tenancy import feed
+
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("notification engine down")
+
+    monkeypatch.setattr(feed, "send_many", broken)
+    invitee = await factory.user(password=None, account=False)
+    await data(
+        await team.owner_client.post(
+            f"/api/v1/accounts/{team.account_id}/invitations",
+            json={"email": invitee.email, "role": "member"},
+        ),
+        201,
+    )
+
+    async def numbered() -> bool:
+        seq = await services.db.fetch_val(
+            "SELECT seq FROM outbox_events WHERE type = 'invitation.created'"
+        )
+        return seq is not None
+
+    await eventually(numbered)  # the events API and webhooks go on
+    assert await inbox(services, invitee.id) == []
