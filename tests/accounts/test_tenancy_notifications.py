@@ -21,6 +21,7 @@ from tests.accounts.helpers import Team
 from tests.factories import mail_text, read_mails
 from tests.helpers import data, eventually
 from tests.notifications.support import EVENT_MODULE, quiesce
+from tests.notifications.test_server_api import key_headers
 
 BUILTIN = [
     events.INVITATION_RECEIVED,
@@ -192,9 +193,20 @@ async def test_a_turned_off_channel_is_suppressed(
     assert unread["count"] == 0
 
 
-async def test_listed_beside_the_applications_events(team: Team, services: AppServices) -> None:
-    types_ = [event.type for event in services.registry.events()]
-    assert types_[:4] == BUILTIN and "comment.created" in types_
+async def test_listed_beside_the_applications_events(
+    team: Team, services: AppServices, client: Any
+) -> None:
+    listed_types = await data(
+        await client.get(
+            "/api/v1/notifications/event-types", headers=await key_headers(services.db)
+        )
+    )
+    assert [item["type"] for item in listed_types] == [
+        *BUILTIN,
+        "comment.created",
+        "report.ready",
+        "ping.simple",
+    ]
     body = await data(await team.owner_client.get("/api/v1/notifications/preferences"))
     listed = [item["eventType"] for item in body]
     assert set(BUILTIN) <= set(listed)
