@@ -60,6 +60,15 @@ def env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0
     return int(value)
 
 
+def env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """The parser of a boolean knob a domain reads from `Settings.extra`: unset or blank is
+    `default`; anything but true/false (1/0, yes/no, on/off) stops start-up."""
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    return _bool(raw, name)
+
+
 def _list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 

@@ -15,7 +15,10 @@ from tenantd.cache.context import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
 from tenantd.identity.keys.feed import fed
 from tenantd.jobs.runner import running
+from tenantd.notifications import tenancy
 from tenantd.notifications.channels.sse.feed import FEED_KEY, sse_ctx
+from tenantd.notifications.services import NOTIFICATION_SERVICES
+from tenantd.notifications.tenancy.feed import tenancy_feed
 from tenantd.ops.config import ops_config
 from tenantd.ops.metrics import METRICS, Metrics
 from tenantd.ops.scheduler import SCHEDULER, SweepScheduler
@@ -138,12 +141,15 @@ async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def outbox_relay_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Number committed outbox events and fan them out to webhook endpoints."""
+    """Number committed outbox events and fan them out to webhook endpoints (and the
+    built-in tenancy notifications when on)."""
     services = app[SERVICES]
     metrics = app.get(METRICS)
     if metrics is not None:
         metrics.registry.register(WebhookCollector(services.webhook_sender))  # type: ignore[attr-defined]
-    async with relaying(services):  # type: ignore[arg-type]
+    # The built-in tenancy notifications are told in the sequencing transaction too.
+    others = [tenancy_feed(app[NOTIFICATION_SERVICES])] if tenancy.enabled(app[SETTINGS]) else []
+    async with relaying(services, others):  # type: ignore[arg-type]
         yield
 
 

@@ -18,6 +18,7 @@ from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email.service import EmailService
 from tenantd.jobs.queue import JobQueue
+from tenantd.notifications import tenancy
 from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.settings import Settings
 from tenantd.webhooks.delivery import WebhookSender
@@ -33,7 +34,8 @@ class AppServices:
     db: Database
     http: aiohttp.ClientSession
     email: EmailService
-    # Notification event types of TENANTD_EVENT_MODULES (loaded before anything opens).
+    # Notification event types: the built-in ones (TENANTD_BUILTIN_NOTIFICATIONS), then
+    # TENANTD_EVENT_MODULES (loaded before anything opens).
     registry: EventRegistry = field(default_factory=EventRegistry)
     # Resolved request contexts (token -> principal, /me bodies); off until its listener runs.
     context_cache: ContextCache = field(default_factory=ContextCache)
@@ -67,7 +69,8 @@ class AppServices:
 @contextlib.asynccontextmanager
 async def open_services(settings: Settings, database_url: str) -> AsyncIterator[AppServices]:
     """Open the pool and the shared HTTP client; close them in reverse order."""
-    registry = load_registry(settings.event_modules)  # a bad event module fails start-up
+    # A bad event module fails start-up.
+    registry = load_registry(tenancy.event_modules(settings))
     db = await create_database(
         url_to_dsn(database_url), minsize=settings.db_pool_min, maxsize=settings.db_pool_max
     )

@@ -1,6 +1,8 @@
 """Event definitions and the registry built from TENANTD_EVENT_MODULES at start-up.
 
-An application defines its events in modules that expose a list `EVENTS`; tenantd ships none.
+An application defines its events in modules that expose a list `EVENTS`; tenantd's own
+(`tenantd.notifications.tenancy`, off unless TENANTD_BUILTIN_NOTIFICATIONS) use the reserved
+`tenantd.` prefix, which an application's module may not.
 Every definition is checked once, at start-up: a duplicate type, an unknown channel, a missing
 render function or a missing email template is an error that names the event.
 """
@@ -27,6 +29,7 @@ from tenantd.errors import NotFound
 CHANNELS = ("in_app", "email", "sse", "web_push")
 DEFAULT_CHANNELS = ("in_app", "email")
 _TYPE_PATTERN = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+RESERVED_PREFIX = "tenantd."  # the built-in events' names
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,11 @@ def load_registry(module_names: Iterable[str]) -> EventRegistry:
         events = getattr(module, "EVENTS", None)
         if not isinstance(events, (list, tuple)):
             raise RegistryError(f"event module {module_name}: has no list EVENTS")
+        own = module_name.startswith("tenantd.")
         for definition in events:
+            name = getattr(definition, "type", None)
+            if not own and isinstance(name, str) and name.startswith(RESERVED_PREFIX):
+                raise RegistryError(f"event {name}: the {RESERVED_PREFIX} prefix is tenantd's own")
             registry.register(definition, base_dir=module_base_dir(module))
     return registry
 

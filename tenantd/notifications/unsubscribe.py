@@ -3,6 +3,10 @@
 The token is a JWT (HS256) with its own audience and a key derived from SECRET_KEY for this
 purpose only, so it can never pass as an access token and an access token never passes here.
 It carries no expiry: an unsubscribe link in an old email must keep working.
+
+Two links carry the token: the List-Unsubscribe header names the API route (a mail client's
+RFC 8058 one-click POST), the link in the body opens the hosted confirmation page when the
+pages are on (TENANTD_UI), else the API route's own small confirmation page.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ import jwt
 from tenantd.db import Database
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import queries
+from tenantd.settings import Settings, env_flag
 
 AUDIENCE = "tenantd:unsubscribe"
 ISSUER = "tenantd"
 PURPOSE = "unsubscribe"
 PATH = "/api/v1/notifications/unsubscribe"
+PAGE_PATH = "/unsubscribe"  # the hosted confirmation page (tenantd.ui)
 
 
 @dataclass(frozen=True)
@@ -51,8 +57,14 @@ def make_token(secret_key: str, *, user_id: uuid.UUID, event_type: str) -> str:
     return jwt.encode(payload, _key(secret_key), algorithm="HS256")
 
 
-def unsubscribe_url(public_base_url: str, token: str) -> str:
-    return f"{public_base_url}{PATH}?token={quote(token, safe='')}"
+def unsubscribe_url(public_base_url: str, token: str, *, path: str = PATH) -> str:
+    return f"{public_base_url}{path}?token={quote(token, safe='')}"
+
+
+def page_url(settings: Settings, token: str) -> str:
+    """The link a person clicks in the email: the hosted page, or the API's when pages are off."""
+    path = PAGE_PATH if env_flag(settings.extra, "TENANTD_UI", True) else PATH
+    return unsubscribe_url(settings.public_base_url, token, path=path)
 
 
 def read_token(secret_key: str, token: str) -> UnsubscribeClaims:

@@ -19,7 +19,7 @@ from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
 from tenantd.services import SERVICES
-from tenantd.ui.forms import Problem, field, parse, problem, read_form
+from tenantd.ui.forms import Form, Problem, field, parse, problem, submit
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import ACCESS, ISSUED, Viewer, client_meta, load_viewer
 from tenantd.ui.strings import done_text, text
@@ -106,8 +106,7 @@ async def account_page(request: web.Request, viewer: Viewer) -> web.StreamRespon
 
 @signed_in
 async def password_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        form = await read_form(request)
+    async def action(form: Form) -> web.StreamResponse:
         current = field(form, "currentPassword") or None
         body = parse(
             PasswordChangeBody,
@@ -120,10 +119,10 @@ async def password_post(request: web.Request, viewer: Viewer) -> web.StreamRespo
             new_password=body.new_password,
             client=client_meta(request),
         )
-    except AppError as exc:
-        return await profile(request, viewer, issue=problem(exc))
-    request[ISSUED] = result.tokens
-    return redirect(request, "/account?done=password")
+        request[ISSUED] = result.tokens
+        return redirect(request, "/account?done=password")
+
+    return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
 
 
 # -- accounts -----------------------------------------------------------------------------------
@@ -155,16 +154,16 @@ async def _accounts(
 @signed_in
 async def restore_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     """Restore a deleted account (its owner, inside the 30 days)."""
-    try:
-        await read_form(request)
+
+    async def action(form: Form) -> web.StreamResponse:
         await restore.restore_account(
             request.app[SERVICES],
             _uuid(request.match_info["id"]),
             actor_id=viewer.principal.user_id,
         )
-    except AppError as exc:
-        return await _accounts(request, viewer, issue=problem(exc))
-    return redirect(request, "/accounts?done=restored")
+        return redirect(request, "/accounts?done=restored")
+
+    return await submit(request, action, lambda issue: _accounts(request, viewer, issue=issue))
 
 
 @signed_in
@@ -174,12 +173,12 @@ async def accounts_page(request: web.Request, viewer: Viewer) -> web.StreamRespo
 
 @signed_in
 async def create_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    name = ""
     services = request.app[SERVICES]
-    try:
-        form = await read_form(request)
-        name = field(form, "name").strip()
-        body = parse(AccountCreate, {"name": name})
+    kept = {"name": ""}
+
+    async def action(form: Form) -> web.StreamResponse:
+        kept["name"] = field(form, "name").strip()
+        body = parse(AccountCreate, kept)
         created = await accounts.create_account(
             services, viewer.principal, name=body.name, refresh_token=_refresh(request)
         )
@@ -192,29 +191,34 @@ async def create_post(request: web.Request, viewer: Viewer) -> web.StreamRespons
                 refresh_token=_refresh(request),
             )
             activation = switched.activation
-    except AppError as exc:
-        return await _accounts(request, viewer, issue=problem(exc), name=name)
-    _activate(request, activation)
-    return redirect(request, "/accounts?done=created")
+        _activate(request, activation)
+        return redirect(request, "/accounts?done=created")
+
+    return await submit(
+        request, action, lambda issue: _accounts(request, viewer, issue=issue, name=kept["name"])
+    )
 
 
 @signed_in
 async def switch_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        form = await read_form(request, "/accounts/switch")
+    async def action(form: Form) -> web.StreamResponse:
         switched = await accounts.switch_account(
             request.app[SERVICES],
             viewer.principal,
             account_id=_uuid(field(form, "accountId")),
             refresh_token=_refresh(request),
         )
-    except AppError as exc:
-        return await _accounts(request, viewer, issue=problem(exc))
-    _activate(request, switched.activation)
-    back = field(form, "back")
-    if back == "members":
-        return redirect(request, f"/accounts/{switched.account['id']}/members?done=switched")
-    return redirect(request, "/accounts?done=switched")
+        _activate(request, switched.activation)
+        if field(form, "back") == "members":
+            return redirect(request, f"/accounts/{switched.account['id']}/members?done=switched")
+        return redirect(request, "/accounts?done=switched")
+
+    return await submit(
+        request,
+        action,
+        lambda issue: _accounts(request, viewer, issue=issue),
+        form_action="/accounts/switch",
+    )
 
 
 # -- members --------------------------------------------------------------------------------------
@@ -274,14 +278,14 @@ def member_action(action: MemberAction) -> Handler:
     @signed_in
     async def handler(request: web.Request, viewer: Viewer) -> web.StreamResponse:
         account_id = _uuid(request.match_info["id"])
-        try:
-            form = await read_form(request)
+
+        async def run(form: Form) -> web.StreamResponse:
             done = await action(request, viewer, account_id, form)
-        except AppError as exc:
-            return await _members(request, viewer, issue=problem(exc))
-        if done in ("left", "deleted"):
-            return redirect(request, f"/accounts?done={done}")
-        return redirect(request, f"/accounts/{account_id}/members?done={done}")
+            if done in ("left", "deleted"):
+                return redirect(request, f"/accounts?done={done}")
+            return redirect(request, f"/accounts/{account_id}/members?done={done}")
+
+        return await submit(request, run, lambda issue: _members(request, viewer, issue=issue))
 
     handler.__name__ = action.__name__
     return handler
@@ -408,21 +412,18 @@ async def join_requests_page(request: web.Request, viewer: Viewer) -> web.Stream
 async def join_decision_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     decision = request.match_info["decision"]
     account_id = viewer.principal.account_id
-    try:
-        await read_form(request)
+
+    async def action(form: Form) -> web.StreamResponse:
         if account_id is None:
             raise NotFound()
         request_id = _uuid(request.match_info["rid"])
-        if decision == "approve":
-            await join_requests.approve_join_request(
-                request.app[SERVICES], viewer.principal, account_id, request_id=request_id
-            )
-        else:
-            await join_requests.deny_join_request(
-                request.app[SERVICES], viewer.principal, account_id, request_id=request_id
-            )
-    except AppError as exc:
-        return await _join_requests(request, viewer, issue=problem(exc))
-    return redirect(
-        request, "/join-requests?done=" + ("approved" if decision == "approve" else "denied")
-    )
+        decide = (
+            join_requests.approve_join_request
+            if decision == "approve"
+            else join_requests.deny_join_request
+        )
+        await decide(request.app[SERVICES], viewer.principal, account_id, request_id=request_id)
+        done = "approved" if decision == "approve" else "denied"
+        return redirect(request, f"/join-requests?done={done}")
+
+    return await submit(request, action, lambda issue: _join_requests(request, viewer, issue=issue))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 from aiohttp import web
@@ -17,7 +18,6 @@ from tenantd.auth.schemas import (
     RegisterBody,
     VerifyEmailBody,
 )
-from tenantd.errors import AppError
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
     REFRESH_COOKIE,
@@ -28,7 +28,7 @@ from tenantd.identity.cookies import (
 )
 from tenantd.mfa import service as mfa
 from tenantd.services import SERVICES
-from tenantd.ui.forms import field, parse, problem, read_form, safe_next
+from tenantd.ui.forms import Form, Problem, again, field, parse, read_form, safe_next, submit
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import ACCESS, DEVICE, ISSUED, STALE, client_meta, load_viewer
 from tenantd.ui.strings import done_text, oauth_error_text, text
@@ -55,17 +55,16 @@ async def signup_page(request: web.Request) -> web.Response:
     )
 
 
-async def signup_post(request: web.Request) -> web.Response:
-    values: dict[str, str] = {}
-    next_path = ""
-    try:
-        form = await read_form(request)
-        values = {
+async def signup_post(request: web.Request) -> web.StreamResponse:
+    kept: dict[str, Any] = {"values": {}, "next": ""}
+
+    async def action(form: Form) -> web.StreamResponse:
+        kept["values"] = values = {
             "email": field(form, "email").strip(),
             "firstName": field(form, "firstName").strip(),
             "lastName": field(form, "lastName").strip(),
         }
-        next_path = safe_next(field(form, "next"), "")
+        kept["next"] = next_path = safe_next(field(form, "next"), "")
         body = parse(RegisterBody, {**values, "password": field(form, "password")})
         await rate_limit_request(request, "register", body)
         result = await auth_service.register(
@@ -75,24 +74,15 @@ async def signup_post(request: web.Request) -> web.Response:
             first_name=body.first_name,
             last_name=body.last_name,
         )
-    except AppError as exc:
-        issue = problem(exc)
-        return page(
-            request,
-            "signup.html",
-            status=issue.status,
-            title=text("signup.title"),
-            values=values,
-            next=next_path,
-            problem=issue,
-        )
-    response = redirect(request, f"/check-inbox?email={quote(str(body.email))}")
-    settings = request.app[SERVICES].settings
-    ttl = int(auth_service.VERIFY_TTL.total_seconds())
-    set_binding_cookie(response, settings, result.binding, max_age=ttl)
-    if next_path:
-        set_cookie(response, settings, NEXT_COOKIE, quote(next_path, safe=""), max_age=ttl)
-    return response
+        response = redirect(request, f"/check-inbox?email={quote(str(body.email))}")
+        settings = request.app[SERVICES].settings
+        ttl = int(auth_service.VERIFY_TTL.total_seconds())
+        set_binding_cookie(response, settings, result.binding, max_age=ttl)
+        if next_path:
+            set_cookie(response, settings, NEXT_COOKIE, quote(next_path, safe=""), max_age=ttl)
+        return response
+
+    return await submit(request, action, again(request, "signup.html", text("signup.title"), kept))
 
 
 async def check_inbox_page(request: web.Request) -> web.Response:
@@ -106,26 +96,18 @@ async def check_inbox_page(request: web.Request) -> web.Response:
     )
 
 
-async def check_inbox_post(request: web.Request) -> web.Response:
-    email = ""
-    try:
-        form = await read_form(request)
-        email = field(form, "email").strip()
+async def check_inbox_post(request: web.Request) -> web.StreamResponse:
+    kept: dict[str, Any] = {"email": "", "resent": False}
+
+    async def action(form: Form) -> web.StreamResponse:
+        kept["email"] = email = field(form, "email").strip()
         body = parse(EmailBody, {"email": email})
         await rate_limit_request(request, "resend_verification", body)
         await auth_service.resend_verification(request.app[SERVICES], email=body.email)
-    except AppError as exc:
-        issue = problem(exc)
-        return page(
-            request,
-            "check_inbox.html",
-            status=issue.status,
-            title=text("inbox.title"),
-            email=email,
-            resent=False,
-            problem=issue,
-        )
-    return redirect(request, f"/check-inbox?email={quote(email)}&resent=1")
+        return redirect(request, f"/check-inbox?email={quote(email)}&resent=1")
+
+    refused = again(request, "check_inbox.html", text("inbox.title"), kept)
+    return await submit(request, action, refused)
 
 
 async def verify_page(request: web.Request) -> web.Response:
@@ -138,39 +120,31 @@ async def verify_page(request: web.Request) -> web.Response:
     )
 
 
-async def verify_post(request: web.Request) -> web.Response:
-    token = ""
+async def verify_post(request: web.Request) -> web.StreamResponse:
+    kept: dict[str, Any] = {"token": ""}
     services = request.app[SERVICES]
-    try:
-        form = await read_form(request)
-        token = field(form, "token")
-        body = parse(VerifyEmailBody, {"token": token})
+
+    async def action(form: Form) -> web.StreamResponse:
+        kept["token"] = field(form, "token")
+        body = parse(VerifyEmailBody, {"token": kept["token"]})
         result = await auth_service.verify_email(
             services,
             token=body.token,
             binding=request.cookies.get(BINDING_COOKIE),
             client=client_meta(request),
         )
-    except AppError as exc:
-        issue = problem(exc)
-        return page(
-            request,
-            "verify.html",
-            status=issue.status,
-            title=text("verify.title"),
-            token=token,
-            problem=issue,
-        )
-    request[ISSUED] = result.tokens
-    if result.device is not None:
-        request[DEVICE] = result.device
-    started = safe_next(unquote(request.cookies.get(NEXT_COOKIE, "")), "")
-    response = redirect(request, started or "/notifications?done=welcome")
-    if result.binding_used:
-        clear_binding_cookie(response, services.settings)
-    if started:
-        clear_cookie(response, services.settings, NEXT_COOKIE)
-    return response
+        request[ISSUED] = result.tokens
+        if result.device is not None:
+            request[DEVICE] = result.device
+        started = safe_next(unquote(request.cookies.get(NEXT_COOKIE, "")), "")
+        response = redirect(request, started or "/notifications?done=welcome")
+        if result.binding_used:
+            clear_binding_cookie(response, services.settings)
+        if started:
+            clear_cookie(response, services.settings, NEXT_COOKIE)
+        return response
+
+    return await submit(request, action, again(request, "verify.html", text("verify.title"), kept))
 
 
 async def login_page(request: web.Request) -> web.Response:
@@ -190,13 +164,12 @@ async def login_page(request: web.Request) -> web.Response:
     )
 
 
-async def login_post(request: web.Request) -> web.Response:
-    values: dict[str, str] = {}
-    next_path = ""
-    try:
-        form = await read_form(request)
-        values = {"email": field(form, "email").strip()}
-        next_path = safe_next(field(form, "next"), "")
+async def login_post(request: web.Request) -> web.StreamResponse:
+    kept: dict[str, Any] = {"values": {}, "next": "", "notice": None, "oauth_error": None}
+
+    async def action(form: Form) -> web.StreamResponse:
+        kept["values"] = values = {"email": field(form, "email").strip()}
+        kept["next"] = next_path = safe_next(field(form, "next"), "")
         body = parse(LoginBody, {**values, "password": field(form, "password")})
         await rate_limit_request(request, "login", body)
         result = await auth_service.login(
@@ -205,37 +178,31 @@ async def login_post(request: web.Request) -> web.Response:
             password=body.password,
             client=client_meta(request),
         )
-    except AppError as exc:
-        issue = problem(exc)
-        return page(
-            request,
-            "login.html",
-            status=issue.status,
-            title=text("login.title"),
-            values=values,
-            next=next_path,
-            notice=None,
-            problem=issue,
-            oauth_error=None,
-            unverified=exc.code == "EMAIL_NOT_VERIFIED",
-        )
-    if isinstance(result, auth_service.MfaPending):
-        # Password right, second factor still to come: the MFA step, bound to this browser.
-        ticket = result.ticket
-        query = urlencode({"ticket": ticket.ticket, **({"next": next_path} if next_path else {})})
-        response = redirect(request, f"/login/mfa?{query}")
-        set_cookie(
-            response,
-            request.app[SERVICES].settings,
-            mfa.BINDING_COOKIE,
-            ticket.binding,
-            max_age=mfa.TICKET_TTL_SECONDS,
-        )
-        return response
-    request[ISSUED] = result.tokens
-    if result.device is not None:
-        request[DEVICE] = result.device
-    return redirect(request, next_path or "/notifications")
+        if isinstance(result, auth_service.MfaPending):
+            # Password right, second factor still to come: the MFA step, bound to this browser.
+            ticket = result.ticket
+            query = urlencode(
+                {"ticket": ticket.ticket, **({"next": next_path} if next_path else {})}
+            )
+            response = redirect(request, f"/login/mfa?{query}")
+            set_cookie(
+                response,
+                request.app[SERVICES].settings,
+                mfa.BINDING_COOKIE,
+                ticket.binding,
+                max_age=mfa.TICKET_TTL_SECONDS,
+            )
+            return response
+        request[ISSUED] = result.tokens
+        if result.device is not None:
+            request[DEVICE] = result.device
+        return redirect(request, next_path or "/notifications")
+
+    async def refused(issue: Problem) -> web.StreamResponse:
+        kept["unverified"] = issue.code == "EMAIL_NOT_VERIFIED"
+        return await again(request, "login.html", text("login.title"), kept)(issue)
+
+    return await submit(request, action, refused)
 
 
 async def logout_post(request: web.Request) -> web.Response:
@@ -275,54 +242,36 @@ async def reset_page(request: web.Request) -> web.Response:
     )
 
 
-async def reset_post(request: web.Request) -> web.Response:
-    email = ""
-    try:
-        form = await read_form(request)
-        email = field(form, "email").strip()
-        body = parse(EmailBody, {"email": email})
+async def reset_post(request: web.Request) -> web.StreamResponse:
+    kept: dict[str, Any] = {"token": "", "sent": False, "values": {"email": ""}}
+
+    async def action(form: Form) -> web.StreamResponse:
+        kept["values"] = {"email": field(form, "email").strip()}
+        body = parse(EmailBody, kept["values"])
         await rate_limit_request(request, "password_reset", body)
         await auth_service.request_password_reset(request.app[SERVICES], email=body.email)
-    except AppError as exc:
-        issue = problem(exc)
-        return page(
-            request,
-            "reset_request.html",
-            status=issue.status,
-            title=text("reset.title"),
-            token="",
-            sent=False,
-            values={"email": email},
-            problem=issue,
-        )
-    return redirect(request, "/reset-password?sent=1")
+        return redirect(request, "/reset-password?sent=1")
+
+    refused = again(request, "reset_request.html", text("reset.title"), kept)
+    return await submit(request, action, refused)
 
 
-async def reset_confirm_post(request: web.Request) -> web.Response:
-    token = ""
-    try:
-        form = await read_form(request)
-        token = field(form, "token")
+async def reset_confirm_post(request: web.Request) -> web.StreamResponse:
+    kept: dict[str, Any] = {"token": "", "sent": False, "values": {}}
+
+    async def action(form: Form) -> web.StreamResponse:
+        kept["token"] = field(form, "token")
         body = parse(
-            PasswordResetConfirmBody, {"token": token, "password": field(form, "password")}
+            PasswordResetConfirmBody, {"token": kept["token"], "password": field(form, "password")}
         )
         await auth_service.confirm_password_reset(
             request.app[SERVICES], token=body.token, password=body.password
         )
-    except AppError as exc:
-        issue = problem(exc)
-        return page(
-            request,
-            "reset_confirm.html",
-            status=issue.status,
-            title=text("reset.confirm_title"),
-            token=token,
-            sent=False,
-            values={},
-            problem=issue,
-        )
-    request[STALE] = True  # the reset ended every session, this browser's too
-    return redirect(request, "/login?done=password_reset")
+        request[STALE] = True  # the reset ended every session, this browser's too
+        return redirect(request, "/login?done=password_reset")
+
+    refused = again(request, "reset_confirm.html", text("reset.confirm_title"), kept)
+    return await submit(request, action, refused)
 
 
 async def invitation_page(request: web.Request) -> web.Response:
@@ -339,12 +288,13 @@ async def invitation_page(request: web.Request) -> web.Response:
     )
 
 
-async def invitation_post(request: web.Request) -> web.Response:
-    token = ""
+async def invitation_post(request: web.Request) -> web.StreamResponse:
+    kept: dict[str, Any] = {"token": "", "here": "/invitations/accept?token="}
     viewer = await load_viewer(request)
-    try:
-        form = await read_form(request)
-        token = field(form, "token")
+
+    async def action(form: Form) -> web.StreamResponse:
+        kept["token"] = token = field(form, "token")
+        kept["here"] = f"/invitations/accept?token={quote(token)}"
         if viewer is None:
             return redirect(request, "/login?next=" + quote(f"/invitations/accept?token={token}"))
         body = parse(AcceptBody, {"token": token})
@@ -354,25 +304,17 @@ async def invitation_post(request: web.Request) -> web.Response:
             token=body.token,
             refresh_token=request.cookies.get(REFRESH_COOKIE),
         )
-    except AppError as exc:
-        issue = problem(exc)
-        return page(
-            request,
-            "invitation.html",
-            status=issue.status,
-            title=text("invite.title"),
-            token=token,
-            here=f"/invitations/accept?token={quote(token)}",
-            problem=issue,
-        )
-    activation = accepted.activation
-    if activation is None:  # work in the account just joined
-        switched = await accounts.switch_account(
-            request.app[SERVICES],
-            viewer.principal,
-            account_id=accepted.account["id"],
-            refresh_token=request.cookies.get(REFRESH_COOKIE),
-        )
-        activation = switched.activation
-    request[ACCESS] = (activation.access_token, activation.claims)
-    return redirect(request, f"/accounts/{accepted.account['id']}/members?done=joined")
+        activation = accepted.activation
+        if activation is None:  # work in the account just joined
+            switched = await accounts.switch_account(
+                request.app[SERVICES],
+                viewer.principal,
+                account_id=accepted.account["id"],
+                refresh_token=request.cookies.get(REFRESH_COOKIE),
+            )
+            activation = switched.activation
+        request[ACCESS] = (activation.access_token, activation.claims)
+        return redirect(request, f"/accounts/{accepted.account['id']}/members?done=joined")
+
+    refused = again(request, "invitation.html", text("invite.title"), kept)
+    return await submit(request, action, refused)

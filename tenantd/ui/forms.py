@@ -4,6 +4,7 @@ validation with the API's own body models, and errors in words."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 from tenantd.errors import AppError, Forbidden, PayloadTooLarge
 from tenantd.settings import SETTINGS
 from tenantd.ui import csrf
+from tenantd.ui.render import page
 from tenantd.ui.strings import error_text, text
 from tenantd.web.body import validate
 
@@ -87,3 +89,33 @@ def safe_next(value: str | None, default: str = "/notifications") -> str:
     if any(ch in value for ch in "\r\n\t\\") or len(value) > 1000:
         return default
     return value
+
+
+# -- the one shape of a form post ----------------------------------------------------------------
+
+Form = MultiDictProxy[Any]
+Action = Callable[[Form], Awaitable[web.StreamResponse]]
+Refused = Callable[[Problem], Awaitable[web.StreamResponse]]
+
+
+async def submit(
+    request: web.Request, action: Action, refused: Refused, *, form_action: str | None = None
+) -> web.StreamResponse:
+    """Read the form (same-origin check, form token of `form_action`, default the path), run
+    `action` (parse with the API's model, call the service, answer: usually a redirect); an
+    AppError anywhere answers `refused` with the problem in words."""
+    try:
+        form = await read_form(request, form_action)
+        return await action(form)
+    except AppError as exc:
+        return await refused(problem(exc))
+
+
+def again(request: web.Request, template: str, title: str, kept: dict[str, Any]) -> Refused:
+    """`refused` that shows the form's page again with what the post kept (what was typed,
+    filled in by the action as it reads the form), its status and the problem."""
+
+    async def show(issue: Problem) -> web.StreamResponse:
+        return page(request, template, status=issue.status, title=title, **kept, problem=issue)
+
+    return show

@@ -17,7 +17,7 @@ from tenantd.ui.account_pages import signed_in
 from tenantd.ui.forms import Problem, problem, read_form
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer, load_viewer
-from tenantd.ui.strings import done_text, text
+from tenantd.ui.strings import done_text, event_label, text
 
 PAGE_SIZE = 30
 
@@ -159,7 +159,7 @@ async def unsubscribe_page(request: web.Request) -> web.Response:
         "unsubscribe.html",
         title=text("unsubscribe.title"),
         token=token,
-        event=claims.event_type,
+        event=event_label(claims.event_type),
         done=False,
         problem=None,
     )
@@ -192,7 +192,7 @@ async def unsubscribe_post(request: web.Request) -> web.Response:
         "unsubscribe.html",
         title=text("unsubscribe.title"),
         token="",
-        event=claims.event_type,
+        event=event_label(claims.event_type),
         done=True,
         problem=None,
     )

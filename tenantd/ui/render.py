@@ -16,7 +16,7 @@ from tenantd.settings import SETTINGS
 from tenantd.ui import csrf
 from tenantd.ui.config import UiConfig, ui_config
 from tenantd.ui.session import VIEWER, apply_session
-from tenantd.ui.strings import text
+from tenantd.ui.strings import event_label, text
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
@@ -37,6 +37,7 @@ def environment(override: Path | None) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.globals["t"] = text
+    env.globals["event_label"] = event_label
     env.globals["ROLES"] = ROLES
     return env
 

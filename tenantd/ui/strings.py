@@ -337,6 +337,11 @@ EN: dict[str, str] = {
     "code.REAUTH_REQUIRED": "Confirm it's you to make this change.",
     "code.MFA_REQUIRED": "This account requires two-factor authentication. Set it up on your"
     " profile first.",
+    # built-in tenancy notifications (issue 16): event types in words
+    "event.tenantd.invitation.received": "Invitations to you",
+    "event.tenantd.member.joined": "New members of your accounts",
+    "event.tenantd.join_request.received": "Requests to join your accounts",
+    "event.tenantd.member.role_changed": "Changes to your role",
 }
 
 CATALOGS: dict[str, dict[str, str]] = {"en": EN}
@@ -367,3 +372,9 @@ def done_text(key: str | None, language: str = "en") -> str | None:
 def oauth_error_text(code: str, language: str = "en") -> str:
     key = f"oauth.{code}"
     return text(key if key in EN else "oauth.unknown", language)
+
+
+def event_label(event_type: str, language: str = "en") -> str:
+    """An event type in words when the catalog has it (the built-in ones), else its name."""
+    key = f"event.{event_type}"
+    return text(key, language) if key in EN else event_type

@@ -4,12 +4,12 @@ webhook figures of /metrics."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tenantd.outbox import Relay
+from tenantd.outbox import Consumer, Relay
 from tenantd.webhooks.delivery import WebhookSender, WebhookServices
 from tenantd.webhooks.fanout import fan_out
 
@@ -38,10 +38,15 @@ class WebhookCollector(Collector):
 
 
 @contextlib.asynccontextmanager
-async def relaying(services: WebhookServices) -> AsyncIterator[Relay]:
-    """Number committed events and fan them out to the endpoints, until exit."""
+async def relaying(
+    services: WebhookServices, others: Sequence[Consumer] = ()
+) -> AsyncIterator[Relay]:
+    """Number committed events and fan them out to the endpoints (and to `others`, in the
+    same transaction), until exit."""
     relay = Relay(
-        services.db, [fan_out(services)], poll_seconds=services.settings.outbox_poll_seconds
+        services.db,
+        [fan_out(services), *others],
+        poll_seconds=services.settings.outbox_poll_seconds,
     )
     relay.start()
     try:

@@ -49,7 +49,9 @@ async def test_email_carries_one_click_unsubscribe(
     link = unsubscribe_link(message)
     assert link.startswith("http://127.0.0.1:8080/api/v1/notifications/unsubscribe?token=")
     assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
-    assert link in mail_text(message)  # templates get {{ unsubscribe_url }}
+    # Templates get {{ unsubscribe_url }}: the hosted confirmation page, same token.
+    token = link.split("token=", 1)[1]
+    assert f"http://127.0.0.1:8080/unsubscribe?token={token}" in mail_text(message)
     path = link.removeprefix("http://127.0.0.1:8080")
     # A mail client's one-click POST: no session, no Origin, form body.
     anonymous = await make_client(origin=None)
@@ -205,3 +207,37 @@ async def test_app_start_up_fails_on_a_bad_event_module(
     bad = replace(settings, event_modules=("tests.notifications.bad_events_fixture",))
     with pytest.raises(RegistryError, match=r"event broken\.template"):
         await aiohttp_server(create_app(bad, migrated))
+
+
+@pytest.mark.parametrize(
+    ("ui", "body_path"),
+    [("true", "/unsubscribe"), ("false", "/api/v1/notifications/unsubscribe")],
+)
+def test_the_mailed_link_opens_the_page_unless_pages_are_off(
+    services: AppServices, ui: str, body_path: str
+) -> None:
+    """The body's link follows TENANTD_UI; the one-click header always names the API route."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from tenantd.notifications.channels.email import build_message
+
+    settings = replace(services.settings, extra={**services.settings.extra, "TENANTD_UI": ui})
+    bundle: Any = SimpleNamespace(settings=settings, registry=services.registry)
+    row = {
+        "id": uuid.uuid4(),
+        "user_id": uuid.uuid4(),
+        "event_type": "comment.created",
+        "payload": {"actorId": "a", "commentId": "c", "text": "hi"},
+        "locale": None,
+        "title": "New comment",
+        "body": "hi",
+        "cta_url": "/c/c",
+        "cta_label": "Open",
+        "email": "someone@example.com",
+    }
+    message = build_message(bundle, row)
+    header = message.headers["List-Unsubscribe"]
+    assert header.startswith("<http://127.0.0.1:8080/api/v1/notifications/unsubscribe?token=")
+    token = header.split("token=", 1)[1].rstrip(">")
+    assert f"http://127.0.0.1:8080{body_path}?token={token}" in message.text

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from tests.helpers import PASSWORD, SECRET
 from tests.ui.live import REPO_ROOT, LiveServer, free_port
@@ -60,5 +63,25 @@ def test_scripts_run_serves_and_mails_links_to_its_own_port(migrated: str, tmp_p
         with urllib.request.urlopen(link, timeout=10) as response:  # the link opens a page
             assert response.status == 200
             assert "text/html" in response.headers["Content-Type"]
+        # Out of the box a new account may invite, and tenantd's own notifications are on.
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+
+        def call(method: str, path: str, body: Any = None) -> Any:
+            request = urllib.request.Request(
+                base + path,
+                data=json.dumps(body).encode() if body is not None else None,
+                method=method,
+                headers={"Origin": base, "Content-Type": "application/json"},
+            )
+            with browser.open(request, timeout=10) as response:
+                return json.loads(response.read())
+
+        token = parse_qs(urlsplit(link).query)["token"][0]
+        call("POST", "/auth/verify-email", {"token": token})
+        me = call("GET", "/api/v1/users/me")
+        me = me.get("data", me)
+        assert me["features"]["team_invitations"] is True
+        listed = json.dumps(call("GET", "/api/v1/notifications/preferences"))
+        assert "tenantd.member.joined" in listed
     finally:
         server.stop()

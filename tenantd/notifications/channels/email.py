@@ -31,7 +31,7 @@ from tenantd.notifications.registry import (
     template_environment,
 )
 from tenantd.notifications.service import validate_payload
-from tenantd.notifications.unsubscribe import make_token, unsubscribe_url
+from tenantd.notifications.unsubscribe import make_token, page_url, unsubscribe_url
 
 if TYPE_CHECKING:
     from tenantd.notifications.services import NotificationServices
@@ -106,10 +106,9 @@ def build_message(services: NotificationServices, row: Row) -> EmailMessage:
     locale = row.get("locale")
     content = render(definition.email, recipient, model, locale)
     settings = services.settings
-    link = unsubscribe_url(
-        settings.public_base_url,
-        make_token(settings.secret_key, user_id=row["user_id"], event_type=event.type),
-    )
+    token = make_token(settings.secret_key, user_id=row["user_id"], event_type=event.type)
+    one_click = unsubscribe_url(settings.public_base_url, token)  # RFC 8058: the API route
+    link = page_url(settings, token)
     text, markup = render_email(
         event,
         content,
@@ -135,7 +134,7 @@ def build_message(services: NotificationServices, row: Row) -> EmailMessage:
         text=text,
         html=markup,
         headers={
-            "List-Unsubscribe": f"<{link}>",
+            "List-Unsubscribe": f"<{one_click}>",
             "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
         },
         tag=f"notification:{event.type}",

@@ -1,0 +1,155 @@
+"""The outbox consumer that turns tenancy changes into the built-in notifications.
+
+It runs in the relay's sequencing transaction, which numbers each committed event once, so
+each change is told once; `send_many` with that connection writes the dispatch jobs (queues on)
+or the notifications themselves (queues off) in the same transaction. A failure here is logged
+and rolled back to a savepoint: it must never hold back the sequencer (webhooks, events API).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from tenantd.db import Conn, Row
+from tenantd.notifications.service import SendRequest, send_many
+from tenantd.notifications.services import NotificationServices
+from tenantd.notifications.tenancy import events
+from tenantd.outbox import Consumer
+
+log = logging.getLogger(__name__)
+
+
+def _name(alias: str) -> str:
+    """A person as the pages show them: their name, else their address."""
+    return (
+        f"coalesce(nullif(btrim({alias}.first_name || ' ' || {alias}.last_name), ''),"
+        f" {alias}.email)"
+    )
+
+
+ACCOUNT = (
+    "SELECT a.name AS account_name,"
+    f" (SELECT {_name('u')} FROM users u WHERE u.id = %(actor)s::uuid) AS actor_name,"
+    f" (SELECT {_name('u')} FROM users u WHERE u.id = %(subject)s::uuid) AS subject_name"
+    " FROM accounts a WHERE a.id = %(aid)s AND a.deleted_at IS NULL"
+)
+USER_BY_EMAIL = "SELECT id FROM users WHERE lower(email) = lower(%(email)s)"
+# The owners and admins as the change found them: the relay may number an event after
+# later changes committed (a member added since is not told of what came before them).
+MANAGERS = (
+    "SELECT user_id FROM memberships WHERE account_id = %(aid)s AND revoked_at IS NULL"
+    " AND role IN ('owner', 'admin') AND user_id <> %(except)s::uuid"
+    " AND created_at < %(at)s ORDER BY user_id"
+)
+WATCHED = ("invitation.created", "membership.created", "join_request.created")
+WATCHED_ROLE = "membership.role_changed"
+
+
+def _actor(event: Row) -> str:
+    """The acting user's id, or '' for an operator, the system or an API key."""
+    return str(event["actor_id"]) if event["actor_type"] == "user" and event["actor_id"] else ""
+
+
+async def _context(conn: Conn, event: Row, subject: str | None) -> Row | None:
+    return await conn.fetch_one(
+        ACCOUNT,
+        {"aid": event["account_id"], "actor": _actor(event) or None, "subject": subject},
+    )
+
+
+async def _requests(conn: Conn, event: Row) -> list[SendRequest]:
+    """The notifications one outbox event asks for (none for most)."""
+    data: dict[str, Any] = event["data"] or {}
+    kind = event["type"]
+    actor = _actor(event)
+    account_id = event["account_id"]
+    if account_id is None:
+        return []
+    if kind == "invitation.created":
+        invitee = await conn.fetch_val(USER_BY_EMAIL, {"email": data["email"]})
+        context = await _context(conn, event, None)
+        if invitee is None or context is None:
+            return []  # no user yet: the invitation email is all they get
+        payload = {
+            "accountId": str(account_id),
+            "accountName": context["account_name"],
+            "actorUserId": actor,
+            "invitationId": str(data["id"]),
+            "role": str(data["role"]),
+            "inviterName": context["actor_name"] or "Someone",
+            "email": str(data["email"]),
+        }
+        return [SendRequest(events.INVITATION_RECEIVED, invitee, payload)]
+    if kind in ("membership.created", "join_request.created"):
+        member = str(data["userId"])
+        context = await _context(conn, event, member)
+        if context is None:
+            return []
+        managers = await conn.fetch_all(
+            MANAGERS, {"aid": account_id, "except": member, "at": event["occurred_at"]}
+        )
+        common = {
+            "accountId": str(account_id),
+            "accountName": context["account_name"],
+            "actorUserId": actor,
+        }
+        if kind == "membership.created":
+            event_type = events.MEMBER_JOINED
+            payload = {
+                **common,
+                "membershipId": str(data["id"]),
+                "memberUserId": member,
+                "memberName": context["subject_name"] or "Someone",
+                "role": str(data["role"]),
+            }
+        else:
+            event_type = events.JOIN_REQUEST_RECEIVED
+            payload = {
+                **common,
+                "requestId": str(data["id"]),
+                "requesterName": context["subject_name"] or "Someone",
+                "domain": str(data.get("domain") or ""),
+            }
+        return [
+            SendRequest(event_type, row["user_id"], payload, account_id=account_id)
+            for row in managers
+        ]
+    if kind == WATCHED_ROLE:
+        member = str(data["userId"])
+        context = await _context(conn, event, member)
+        if context is None:
+            return []
+        payload = {
+            "accountId": str(account_id),
+            "accountName": context["account_name"],
+            "actorUserId": actor,
+            "membershipId": str(data["id"]),
+            "role": str(data["role"]),
+            "previousRole": str((event["previous"] or {}).get("role") or ""),
+            "actorName": context["actor_name"] or "An administrator",
+        }
+        return [SendRequest(events.ROLE_CHANGED, uuid.UUID(member), payload, account_id=account_id)]
+    return []
+
+
+def tenancy_feed(services: NotificationServices) -> Consumer:
+    """The relay consumer that sends the built-in notifications of `services`."""
+
+    async def consume(conn: Conn, rows: list[Row]) -> None:
+        wanted = [row for row in rows if row["type"] in WATCHED or row["type"] == WATCHED_ROLE]
+        if not wanted:
+            return
+        await conn.execute("SAVEPOINT tenancy_notifications")
+        try:
+            requests = [request for row in wanted for request in await _requests(conn, row)]
+            if requests:
+                await send_many(services, requests, conn=conn)
+        except Exception:
+            await conn.execute("ROLLBACK TO SAVEPOINT tenancy_notifications")
+            log.exception("built-in tenancy notifications failed; the events go on without them")
+            return
+        await conn.execute("RELEASE SAVEPOINT tenancy_notifications")
+
+    return consume
