@@ -100,6 +100,7 @@ async def _page(browser: Browser, origin: str) -> tuple[BrowserContext, Page]:
         },
     )
     await page.goto(f"{origin}/test/passkeys")
+    await page.wait_for_selector("body[data-ready=true]")  # the module script has run
     return context, page
 
 
@@ -207,12 +208,7 @@ async def test_replayed_or_forged_assertions_are_refused(
     tampered = await page.evaluate(
         """async () => {
       const options = (await api('/api/v1/auth/passkeys/authenticate/options', {})).body.data;
-      const publicKey = { ...options, challenge: Uint8Array.from(
-          atob(options.challenge.replace(/-/g, '+').replace(/_/g, '/') + '==='.slice(
-            (options.challenge.length + 3) % 4)), (c) => c.charCodeAt(0)) };
-      const c = await navigator.credentials.get({ publicKey });
-      const enc = (b) => btoa(String.fromCharCode(...new Uint8Array(b)))
-          .replace(/\\+/g, '-').replace(/\\//g, '_').replace(/=+$/, '');
+      const c = await navigator.credentials.get({ publicKey: requestOptions(options) });
       const client = JSON.parse(new TextDecoder().decode(c.response.clientDataJSON));
       client.origin = 'https://evil.example';
       const forged = new TextEncoder().encode(JSON.stringify(client));
