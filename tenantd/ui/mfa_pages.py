@@ -20,7 +20,7 @@ from tenantd.identity.cookies import clear_cookie
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
-from tenantd.mfa.stepup import reauth_methods
+from tenantd.mfa.stepup import reauth_methods, reauth_providers
 from tenantd.services import SERVICES
 from tenantd.ui.account_pages import _members as members_page_with
 from tenantd.ui.account_pages import profile, signed_in
@@ -234,6 +234,9 @@ async def reauth_post(request: web.Request, viewer: Viewer) -> web.StreamRespons
     try:
         form = await read_form(request)
         back = back_page(field(form, "back"))
+        provider = field(form, "provider")
+        if provider:
+            return await _reauth_at_provider(request, viewer, provider, back)
         password = field(form, "password")
         code = field(form, "totp").replace(" ", "")
         body = parse(ReauthBody, {"password": password} if password else {"totp": code})
@@ -249,17 +252,32 @@ async def reauth_post(request: web.Request, viewer: Viewer) -> web.StreamRespons
         if exc.code in ("INVALID_CREDENTIALS", "VALIDATION_ERROR"):
             issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
         issue.code = "REAUTH_REQUIRED"
-        issue.methods = await _reauth_methods(request, viewer)
+        issue.methods, issue.providers = await _reauth_methods(request, viewer)
         return await _account(request, viewer, issue=issue, reauth_back=back)
     request[ACCESS] = (done.access_token, done.claims)
     joiner = "&" if "?" in back else "?"
     return redirect(request, f"{back}{joiner}done=reauthed")
 
 
-async def _reauth_methods(request: web.Request, viewer: Viewer) -> list[str]:
-    async with request.app[SERVICES].db.connection() as conn:
-        methods = await reauth_methods(conn, viewer.principal.user_id)
-    return [m for m in methods if m != "passkey"]
+async def _reauth_at_provider(
+    request: web.Request, viewer: Viewer, provider: str, back: str
+) -> web.StreamResponse:
+    """ "Confirm with <provider>": off to the provider (prompt=login); its callback comes back
+    to the page with a fresh auth_time (GET /api/v1/auth/oauth/{provider}/reauth)."""
+    _, providers = await _reauth_methods(request, viewer)
+    if provider not in providers:
+        raise NotFound()
+    joiner = "&" if "?" in back else "?"
+    query = urlencode({"returnTo": f"{back}{joiner}done=reauthed"})
+    return redirect(request, f"/api/v1/auth/oauth/{provider}/reauth?{query}")
+
+
+async def _reauth_methods(request: web.Request, viewer: Viewer) -> tuple[list[str], list[str]]:
+    services = request.app[SERVICES]
+    async with services.db.connection() as conn:
+        providers = await reauth_providers(conn, services.settings, viewer.principal.user_id)
+        methods = await reauth_methods(conn, viewer.principal.user_id, providers=providers)
+    return [m for m in methods if m != "passkey"], providers
 
 
 # -- email change -----------------------------------------------------------------------------
