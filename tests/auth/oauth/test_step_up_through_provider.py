@@ -31,8 +31,9 @@ def env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-async def _provider_user(browser: Browser, db: Database) -> UserRecord:
-    """Sign in at the provider once (creates the user: no password, no factor)."""
+@pytest.fixture
+async def user(browser: Browser, db: Database) -> UserRecord:
+    """Signed in at the provider once (which created the user: no password, no factor)."""
     assert (await browser.sign_in()).status == 302
     row = await db.fetch_one(
         "SELECT u.id, u.email, m.account_id FROM users u JOIN memberships m ON m.user_id = u.id"
@@ -42,10 +43,11 @@ async def _provider_user(browser: Browser, db: Database) -> UserRecord:
     return UserRecord(id=row["id"], email=row["email"], password="", account_id=row["account_id"])
 
 
-async def _stale(
+@pytest.fixture
+async def stale(
     make_client: Any, idp_session: Any, db: Database, settings: Settings, user: UserRecord
 ) -> Browser:
-    """A browser of `user` whose session authenticated an hour ago (at the provider)."""
+    """Another browser of `user` whose session authenticated an hour ago (at the provider)."""
     client = await signed_in(make_client, db, settings, user, auth_age=3600, amr=("fed",))
     return Browser(client, idp_session)
 
@@ -66,15 +68,8 @@ async def _families(db: Database, user: UserRecord) -> int:
 
 
 async def test_a_provider_only_user_steps_up_at_the_provider(
-    browser: Browser,
-    make_client: Any,
-    idp_session: Any,
-    idp: FakeIdP,
-    db: Database,
-    settings: Settings,
+    stale: Browser, user: UserRecord, idp: FakeIdP, db: Database
 ) -> None:
-    user = await _provider_user(browser, db)
-    stale = await _stale(make_client, idp_session, db, settings, user)
     refused = await error(
         await stale.client.post("/api/v1/auth/password", json=NEW_PASSWORD), 403, "REAUTH_REQUIRED"
     )
@@ -107,15 +102,8 @@ async def test_a_provider_only_user_steps_up_at_the_provider(
 
 
 async def test_another_provider_account_is_refused(
-    browser: Browser,
-    make_client: Any,
-    idp_session: Any,
-    idp: FakeIdP,
-    db: Database,
-    settings: Settings,
+    stale: Browser, idp: FakeIdP, db: Database
 ) -> None:
-    user = await _provider_user(browser, db)
-    stale = await _stale(make_client, idp_session, db, settings, user)
     token_before = stale.cookie("auth_token")
     location = await _reauth(stale)
     idp.user = FakeUser(sub="someone-else", email="mallory@example.org")
@@ -129,17 +117,8 @@ async def test_another_provider_account_is_refused(
     assert await db.fetch_val("SELECT count(*) FROM users WHERE email = 'mallory@example.org'") == 0
 
 
-async def test_a_stale_provider_authentication_is_refused(
-    browser: Browser,
-    make_client: Any,
-    idp_session: Any,
-    idp: FakeIdP,
-    db: Database,
-    settings: Settings,
-) -> None:
+async def test_a_stale_provider_authentication_is_refused(stale: Browser, idp: FakeIdP) -> None:
     """The provider reused its own hour-old session (auth_time before the request)."""
-    user = await _provider_user(browser, db)
-    stale = await _stale(make_client, idp_session, db, settings, user)
     location = await _reauth(stale)
     idp.claim_overrides["auth_time"] = int(time.time()) - 3600
     callback = await stale.callback(await stale.authorize(location))
@@ -155,15 +134,7 @@ async def test_a_stale_provider_authentication_is_refused(
     await data(await stale.client.post("/api/v1/auth/password", json=NEW_PASSWORD))
 
 
-async def test_a_session_that_ended_meanwhile_is_not_stepped_up(
-    browser: Browser,
-    make_client: Any,
-    idp_session: Any,
-    db: Database,
-    settings: Settings,
-) -> None:
-    user = await _provider_user(browser, db)
-    stale = await _stale(make_client, idp_session, db, settings, user)
+async def test_a_session_that_ended_meanwhile_is_not_stepped_up(stale: Browser) -> None:
     location = await _reauth(stale)
     await data(await stale.client.post("/api/v1/auth/logout"))
     callback = await stale.callback(await stale.authorize(location))
@@ -201,16 +172,10 @@ async def test_who_may_start_a_step_up_at_a_provider(
 
 
 async def test_every_method_of_a_provider_user_with_a_factor_is_listed(
-    browser: Browser,
-    make_client: Any,
-    idp_session: Any,
-    db: Database,
-    settings: Settings,
+    browser: Browser, stale: Browser
 ) -> None:
     """TOTP (and a passkey, tested in the browser) steps up as well as the provider."""
-    user = await _provider_user(browser, db)
     await enrol_totp(browser.client)
-    stale = await _stale(make_client, idp_session, db, settings, user)
     refused = await error(
         await stale.client.post("/api/v1/auth/mfa/recovery-codes/regenerate"),
         403,
@@ -228,16 +193,10 @@ async def test_every_method_of_a_provider_user_with_a_factor_is_listed(
 
 
 async def test_confirm_with_the_provider_on_the_hosted_step_up(
-    browser: Browser,
-    make_client: Any,
-    idp_session: Any,
-    db: Database,
-    settings: Settings,
+    browser: Browser, stale: Browser
 ) -> None:
     """The "Confirm it's you" box offers the provider; its button goes there and back."""
-    user = await _provider_user(browser, db)
     await enrol_totp(browser.client)
-    stale = await _stale(make_client, idp_session, db, settings, user)
     refused = await post_form(stale.client, "/account", "/account/mfa/totp/disable")
     assert refused.status == 403
     page = await refused.text()
