@@ -5,6 +5,7 @@ services as the JSON routes."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from typing import Any
@@ -237,12 +238,15 @@ async def reauth_post(request: web.Request, viewer: Viewer) -> web.StreamRespons
         provider = field(form, "provider")
         if provider:
             return await _reauth_at_provider(request, viewer, provider, back)
-        password = field(form, "password")
-        code = field(form, "totp").replace(" ", "")
-        body = parse(ReauthBody, {"password": password} if password else {"totp": code})
+        body = parse(ReauthBody, _reauth_fields(form))
         await rate_limit_request(request, "mfa", body)
         if body.password is not None:
             method = await mfa.check_password(services, viewer.principal.user_id, body.password)
+        elif body.passkey is not None:
+            await passkeys.verify_assertion(
+                services, body.passkey, purpose=passkeys.REAUTH, user_id=viewer.principal.user_id
+            )
+            method = mfa.AMR_PASSKEY
         else:
             assert body.totp is not None
             method = await mfa.check_code(services, viewer.principal.user_id, totp_code=body.totp)
@@ -257,6 +261,19 @@ async def reauth_post(request: web.Request, viewer: Viewer) -> web.StreamRespons
     request[ACCESS] = (done.access_token, done.claims)
     joiner = "&" if "?" in back else "?"
     return redirect(request, f"{back}{joiner}done=reauthed")
+
+
+def _reauth_fields(form: Any) -> dict[str, Any]:
+    """The one proof a step-up form posted: a password, a code, or the passkey assertion
+    (JSON, filled in by passkeys.js)."""
+    if password := field(form, "password"):
+        return {"password": password}
+    if passkey := field(form, "passkey"):
+        try:
+            return {"passkey": json.loads(passkey)}
+        except ValueError:
+            return {"passkey": passkey}  # refused by the body model, in words
+    return {"totp": field(form, "totp").replace(" ", "")}
 
 
 async def _reauth_at_provider(
@@ -277,7 +294,7 @@ async def _reauth_methods(request: web.Request, viewer: Viewer) -> tuple[list[st
     async with services.db.connection() as conn:
         providers = await reauth_providers(conn, services.settings, viewer.principal.user_id)
         methods = await reauth_methods(conn, viewer.principal.user_id, providers=providers)
-    return [m for m in methods if m != "passkey"], providers
+    return methods, providers
 
 
 # -- email change -----------------------------------------------------------------------------

@@ -6,8 +6,6 @@ in with the passkey alone, also into an account that requires MFA."""
 
 from __future__ import annotations
 
-import base64
-import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +20,7 @@ from tenantd.app import create_app
 from tenantd.db import Database
 from tenantd.settings import Settings
 from tests.factories import Factory, UserRecord
+from tests.mfa.helpers import add_virtual_authenticator, browser_amr
 from tests.ui.live import CHROMIUM, CHROMIUM_ARGS, DESKTOP, MISSING_CHROMIUM, PHONE, screenshots_dir
 
 
@@ -103,21 +102,7 @@ async def _with_authenticator(browser: Browser, origin: str) -> tuple[BrowserCon
     context.set_default_timeout(30_000)
     await context.add_init_script(RECORD_GET)
     page = await context.new_page()
-    cdp = await context.new_cdp_session(page)
-    await cdp.send("WebAuthn.enable")
-    await cdp.send(
-        "WebAuthn.addVirtualAuthenticator",
-        {
-            "options": {
-                "protocol": "ctap2",
-                "transport": "internal",
-                "hasResidentKey": True,
-                "hasUserVerification": True,
-                "isUserVerified": True,
-                "automaticPresenceSimulation": True,
-            }
-        },
-    )
+    await add_virtual_authenticator(context, page)
     return context, page
 
 
@@ -144,13 +129,6 @@ async def _sign_out(page: Page) -> None:
     await page.wait_for_url("**/login**")
 
 
-async def _amr(context: BrowserContext) -> list[str]:
-    token = next(c["value"] for c in await context.cookies() if c["name"] == "auth_token")
-    payload = token.split(".")[1]
-    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    return list(claims["amr"])
-
-
 async def test_add_a_passkey_on_the_profile_then_use_it_as_the_second_factor(
     async_browser: Browser, server: TestServer, factory: Factory, env: dict[str, str]
 ) -> None:
@@ -168,7 +146,7 @@ async def test_add_a_passkey_on_the_profile_then_use_it_as_the_second_factor(
         await page.screenshot(path=str(folder / "login-mfa-passkey-desktop.png"), full_page=True)
         await page.get_by_role("button", name="Use a passkey").click()
         await page.wait_for_url("**/notifications**")
-        assert await _amr(context) == ["pwd", "hwk"]
+        assert await browser_amr(context) == ["pwd", "hwk"]
     finally:
         await context.close()
 
@@ -177,7 +155,8 @@ async def test_passwordless_sign_in_on_the_login_page(
     async_browser: Browser, server: TestServer, factory: Factory, db: Database, env: dict[str, str]
 ) -> None:
     """The button and the autofill both sign in with the passkey alone (amr hwk), into an
-    account that requires MFA: user verification makes the passkey a second factor too."""
+    account that requires MFA: user verification makes the passkey a second factor too.
+    The passkey also confirms a sensitive change on the hosted step-up box."""
     user = await factory.user()
     context, page = await _with_authenticator(async_browser, env["PUBLIC_BASE_URL"])
     try:
@@ -212,7 +191,7 @@ async def test_passwordless_sign_in_on_the_login_page(
         # (a) The button: the autofill's pending request is aborted and a modal one made.
         await button.click()
         await page.wait_for_url(lambda url: urlsplit(url).path == "/account")
-        assert await _amr(context) == ["hwk"]
+        assert await browser_amr(context) == ["hwk"]
         me = await (await page.request.get("/api/v1/users/me")).json()
         assert me["user"]["id"] == str(user.id)
         assert me["account"]["id"] == str(user.account_id) and me["account"]["requireMfa"]
@@ -222,6 +201,22 @@ async def test_passwordless_sign_in_on_the_login_page(
         # authenticator picks the passkey as a user would in the email field's list).
         await page.goto(f"/login?{PICK_FROM_AUTOFILL}")
         await page.wait_for_url(lambda url: urlsplit(url).path == "/notifications")
-        assert await _amr(context) == ["hwk"]
+        assert await browser_amr(context) == ["hwk"]
+
+        # An hour later, removing the passkey asks to confirm it's you: the passkey does.
+        await db.execute(
+            "UPDATE session_auth SET auth_time = now() - interval '1 hour' WHERE user_id = %(u)s",
+            {"u": user.id},
+        )
+        await context.clear_cookies(name="auth_token")  # the next page refreshes the session
+        await page.goto("/account")
+        remove = page.get_by_test_id("passkeys").get_by_role("button", name="Remove")
+        await remove.click()
+        await expect(page.get_by_test_id("stepup")).to_be_visible()
+        await page.get_by_role("button", name="Confirm with a passkey").click()
+        await page.wait_for_url("**/account?done=reauthed")
+        await remove.click()
+        await expect(page.get_by_test_id("notice")).to_have_text("Passkey removed.")
+        await expect(page.get_by_test_id("passkeys")).not_to_contain_text("Laptop")
     finally:
         await context.close()

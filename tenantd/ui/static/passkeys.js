@@ -136,6 +136,24 @@ for (const button of document.querySelectorAll("[data-passkey-add]")) {
   });
 }
 
+// "Confirm it's you" (step-up): the passkey's assertion goes into the form, which posts it.
+for (const form of document.querySelectorAll("form[data-passkey-reauth]")) {
+  if (!supported) continue;
+  form.hidden = false;
+  const button = form.querySelector("button");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const options = await api("/api/v1/auth/reauth/passkey-options");
+      form.elements.passkey.value = JSON.stringify(await getAssertion(options));
+      form.submit();
+    } catch {
+      fail(button);
+      button.disabled = false;
+    }
+  });
+}
+
 // /login: "Sign in with a passkey", and the same passkeys offered in the email field's
 // autofill (conditional mediation) while the page is open. Only one WebAuthn request may be
 // pending, so the button aborts the autofill's before starting its own.
