@@ -213,6 +213,7 @@ async def test_passwordless_sign_in_on_the_login_page(
         remove = page.get_by_test_id("passkeys").get_by_role("button", name="Remove")
         await remove.click()
         await expect(page.get_by_test_id("stepup")).to_be_visible()
+        await page.get_by_test_id("stepup").screenshot(path=str(folder / "stepup-passkey.png"))
         await page.get_by_role("button", name="Confirm with a passkey").click()
         await page.wait_for_url("**/account?done=reauthed")
         await remove.click()
