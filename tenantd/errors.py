@@ -162,8 +162,11 @@ class ReauthRequired(AppError):
     code = "REAUTH_REQUIRED"
     message = "Confirm it is you: authenticate again to continue"
 
-    def __init__(self, methods: list[str], message: str | None = None):
-        super().__init__(message, details={"methods": methods})
+    def __init__(
+        self, methods: list[str], message: str | None = None, *, providers: list[str] | None = None
+    ):
+        # `providers`: where the `provider` method goes (GET /api/v1/auth/oauth/{p}/reauth).
+        super().__init__(message, details={"methods": methods, "providers": providers or []})
         self.methods = methods
 
 

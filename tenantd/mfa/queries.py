@@ -337,3 +337,12 @@ async def user_by_email(conn: Conn, email: str) -> Row | None:
 
 async def user_email(conn: Conn, user_id: uuid.UUID) -> str | None:
     return await conn.fetch_val("SELECT email FROM users WHERE id = %(u)s", {"u": user_id})
+
+
+async def linked_providers(conn: Conn, user_id: uuid.UUID) -> list[str]:
+    """The providers the user has an identity at (configured or not)."""
+    rows = await conn.fetch_all(
+        "SELECT provider FROM user_identities WHERE user_id = %(u)s ORDER BY provider",
+        {"u": user_id},
+    )
+    return [row["provider"] for row in rows]

@@ -420,21 +420,42 @@ async def check_password(services: Services, user_id: uuid.UUID, password: str) 
 
 async def reauthenticated(services: Services, principal: Principal, method: str) -> Reauthenticated:
     """A new access token of the same session whose auth_time is now (the family keeps it)."""
-    auth_time = time.time()
-    amr = list(dict.fromkeys([*principal.amr, method]))
-    if principal.session_id is not None:
-        async with services.db.transaction() as conn:
-            row = await identity_queries.refresh_auth_time(
-                conn, family_id=principal.session_id, user_id=principal.user_id, amr=[method]
-            )
-        amr = list(row["amr"])
-        auth_time = row["auth_time"].timestamp()
-    token, claims = issue_access_token(
-        services.keyring,
+    return await reauthenticated_session(
+        services,
         user_id=principal.user_id,
         account_id=principal.account_id,
         session_id=principal.session_id,
-        amr=tuple(amr),
+        amr=principal.amr,
+        method=method,
+    )
+
+
+async def reauthenticated_session(
+    services: Services,
+    *,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    session_id: uuid.UUID | None,
+    amr: tuple[str, ...] = (),
+    method: str,
+) -> Reauthenticated:
+    """The step-up of one session (family), from a request's principal or from a provider's
+    callback that came back to the session which asked."""
+    auth_time = time.time()
+    methods = list(dict.fromkeys([*amr, method]))
+    if session_id is not None:
+        async with services.db.transaction() as conn:
+            row = await identity_queries.refresh_auth_time(
+                conn, family_id=session_id, user_id=user_id, amr=[method]
+            )
+        methods = list(row["amr"])
+        auth_time = row["auth_time"].timestamp()
+    token, claims = issue_access_token(
+        services.keyring,
+        user_id=user_id,
+        account_id=account_id,
+        session_id=session_id,
+        amr=tuple(methods),
         auth_time=auth_time,
     )
     return Reauthenticated(access_token=token, claims=claims)

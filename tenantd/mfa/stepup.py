@@ -3,8 +3,8 @@
 `require_recent_auth` is the one check every domain calls (password change, factor removal,
 recovery codes, ownership transfer, account deletion and policy, API keys, email change):
 it reads the access token's `auth_time` (kept by the session family across refreshes and
-moved by POST /api/v1/auth/reauth) and refuses with 403 REAUTH_REQUIRED naming the
-methods the caller can reauthenticate with.
+moved by POST /api/v1/auth/reauth or a provider's step-up) and refuses with 403
+REAUTH_REQUIRED naming the methods the caller can reauthenticate with.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from tenantd.db import Conn
 from tenantd.errors import ReauthRequired
 from tenantd.mfa import queries
+from tenantd.settings import Settings
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal
@@ -34,8 +35,20 @@ def is_recent(principal: Principal, max_age_seconds: int, *, now: float | None =
     return moment - principal.auth_time <= max_age_seconds
 
 
-async def reauth_methods(conn: Conn, user_id: uuid.UUID) -> list[str]:
-    """What POST /api/v1/auth/reauth accepts from this user: password, totp, passkey."""
+async def reauth_providers(conn: Conn, settings: Settings, user_id: uuid.UUID) -> list[str]:
+    """The configured providers the user has an identity at: each can confirm it is them
+    (GET /api/v1/auth/oauth/{provider}/reauth)."""
+    configured = {provider.name for provider in settings.oauth_providers}
+    if not configured:
+        return []
+    return [p for p in await queries.linked_providers(conn, user_id) if p in configured]
+
+
+async def reauth_methods(
+    conn: Conn, user_id: uuid.UUID, *, providers: list[str] | None = None
+) -> list[str]:
+    """How this user can step up: password, totp, passkey (POST /api/v1/auth/reauth), and
+    `provider` when `providers` (reauth_providers) is not empty."""
     summary = await queries.factor_summary(conn, user_id)
     if summary is None:
         return []
@@ -46,15 +59,18 @@ async def reauth_methods(conn: Conn, user_id: uuid.UUID) -> list[str]:
         methods.append("totp")
     if summary["passkeys"]:
         methods.append("passkey")
+    if providers:
+        methods.append("provider")
     return methods
 
 
 async def require_recent_auth(services: Services, principal: Principal) -> None:
-    """Refuse (403 REAUTH_REQUIRED, details.methods) unless the caller authenticated within
-    REAUTH_MAX_AGE_SECONDS. A user with no method at all (signed in with a provider only)
-    gets an empty list: signing in again is the way."""
+    """Refuse (403 REAUTH_REQUIRED, details.methods and details.providers) unless the caller
+    authenticated within REAUTH_MAX_AGE_SECONDS. A user with no method at all (no password,
+    factor or linked provider) gets an empty list: signing in again is the way."""
     if is_recent(principal, services.settings.reauth_max_age_seconds):
         return
     async with services.db.connection() as conn:
-        methods = await reauth_methods(conn, principal.user_id)
-    raise ReauthRequired(methods)
+        providers = await reauth_providers(conn, services.settings, principal.user_id)
+        methods = await reauth_methods(conn, principal.user_id, providers=providers)
+    raise ReauthRequired(methods, providers=providers)

@@ -63,6 +63,7 @@ class Problem:
     code: str = ""
     # REAUTH_REQUIRED: how the user can confirm it is them (password, totp, passkey).
     methods: list[str] = dataclasses.field(default_factory=list)
+    providers: list[str] = dataclasses.field(default_factory=list)  # for the `provider` method
 
 
 def problem(exc: AppError) -> Problem:
@@ -73,12 +74,16 @@ def problem(exc: AppError) -> Problem:
     methods: list[str] = []
     if exc.details and isinstance(exc.details.get("methods"), list):
         methods = [str(m) for m in exc.details["methods"]]
+    providers: list[str] = []
+    if exc.details and isinstance(exc.details.get("providers"), list):
+        providers = [str(p) for p in exc.details["providers"]]
     return Problem(
         message=error_text(exc.code, exc.message, generic=generic),
         fields=fields,
         status=exc.status,
         code=exc.code,
         methods=methods,
+        providers=providers,
     )
 
 

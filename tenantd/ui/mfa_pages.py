@@ -5,6 +5,7 @@ services as the JSON routes."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from typing import Any
@@ -20,7 +21,7 @@ from tenantd.identity.cookies import clear_cookie
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
-from tenantd.mfa.stepup import reauth_methods
+from tenantd.mfa.stepup import reauth_methods, reauth_providers
 from tenantd.services import SERVICES
 from tenantd.ui.account_pages import _members as members_page_with
 from tenantd.ui.account_pages import profile, signed_in
@@ -234,12 +235,18 @@ async def reauth_post(request: web.Request, viewer: Viewer) -> web.StreamRespons
     try:
         form = await read_form(request)
         back = back_page(field(form, "back"))
-        password = field(form, "password")
-        code = field(form, "totp").replace(" ", "")
-        body = parse(ReauthBody, {"password": password} if password else {"totp": code})
+        provider = field(form, "provider")
+        if provider:
+            return await _reauth_at_provider(request, viewer, provider, back)
+        body = parse(ReauthBody, _reauth_fields(form))
         await rate_limit_request(request, "mfa", body)
         if body.password is not None:
             method = await mfa.check_password(services, viewer.principal.user_id, body.password)
+        elif body.passkey is not None:
+            await passkeys.verify_assertion(
+                services, body.passkey, purpose=passkeys.REAUTH, user_id=viewer.principal.user_id
+            )
+            method = mfa.AMR_PASSKEY
         else:
             assert body.totp is not None
             method = await mfa.check_code(services, viewer.principal.user_id, totp_code=body.totp)
@@ -249,17 +256,45 @@ async def reauth_post(request: web.Request, viewer: Viewer) -> web.StreamRespons
         if exc.code in ("INVALID_CREDENTIALS", "VALIDATION_ERROR"):
             issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
         issue.code = "REAUTH_REQUIRED"
-        issue.methods = await _reauth_methods(request, viewer)
+        issue.methods, issue.providers = await _reauth_methods(request, viewer)
         return await _account(request, viewer, issue=issue, reauth_back=back)
     request[ACCESS] = (done.access_token, done.claims)
     joiner = "&" if "?" in back else "?"
     return redirect(request, f"{back}{joiner}done=reauthed")
 
 
-async def _reauth_methods(request: web.Request, viewer: Viewer) -> list[str]:
-    async with request.app[SERVICES].db.connection() as conn:
-        methods = await reauth_methods(conn, viewer.principal.user_id)
-    return [m for m in methods if m != "passkey"]
+def _reauth_fields(form: Any) -> dict[str, Any]:
+    """The one proof a step-up form posted: a password, a code, or the passkey assertion
+    (JSON, filled in by passkeys.js)."""
+    if password := field(form, "password"):
+        return {"password": password}
+    if passkey := field(form, "passkey"):
+        try:
+            return {"passkey": json.loads(passkey)}
+        except ValueError:
+            return {"passkey": passkey}  # refused by the body model, in words
+    return {"totp": field(form, "totp").replace(" ", "")}
+
+
+async def _reauth_at_provider(
+    request: web.Request, viewer: Viewer, provider: str, back: str
+) -> web.StreamResponse:
+    """ "Confirm with <provider>": off to the provider (prompt=login); its callback comes back
+    to the page with a fresh auth_time (GET /api/v1/auth/oauth/{provider}/reauth)."""
+    _, providers = await _reauth_methods(request, viewer)
+    if provider not in providers:
+        raise NotFound()
+    joiner = "&" if "?" in back else "?"
+    query = urlencode({"returnTo": f"{back}{joiner}done=reauthed"})
+    return redirect(request, f"/api/v1/auth/oauth/{provider}/reauth?{query}")
+
+
+async def _reauth_methods(request: web.Request, viewer: Viewer) -> tuple[list[str], list[str]]:
+    services = request.app[SERVICES]
+    async with services.db.connection() as conn:
+        providers = await reauth_providers(conn, services.settings, viewer.principal.user_id)
+        methods = await reauth_methods(conn, viewer.principal.user_id, providers=providers)
+    return methods, providers
 
 
 # -- email change -----------------------------------------------------------------------------

@@ -342,6 +342,15 @@ EN: dict[str, str] = {
     "event.tenantd.member.joined": "New members of your accounts",
     "event.tenantd.join_request.received": "Requests to join your accounts",
     "event.tenantd.member.role_changed": "Changes to your role",
+    # Passwordless passkey sign-in on /login and step-up through the provider (issue 17).
+    "login.passkey": "Sign in with a passkey",
+    "login.passkey_failed": "The passkey could not be used. Try again or use your password.",
+    "reauth.provider_submit": "Confirm with {provider}",
+    "reauth.passkey_submit": "Confirm with a passkey",
+    "oauth.reauth_mismatch": "That is another account at the provider. Confirm with the one"
+    " you signed in with.",
+    "oauth.reauth_stale": "The provider did not ask you to sign in again. Try again.",
+    "oauth.reauth_session": "Your session ended. Sign in again.",
 }
 
 CATALOGS: dict[str, dict[str, str]] = {"en": EN}

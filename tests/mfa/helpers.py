@@ -1,12 +1,13 @@
 """Helpers of the MFA tests: signed-in browsers, TOTP enrolment with an independent
-implementation (pyotp), the password login's two steps, token claims."""
+implementation (pyotp), the password login's two steps, token claims, and Chromium's
+virtual authenticator for the passkey browser tests."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jwt
 import pyotp
@@ -17,6 +18,9 @@ from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tests.factories import Factory, UserRecord
 from tests.helpers import data
+
+if TYPE_CHECKING:
+    from playwright.async_api import BrowserContext, Page
 
 
 @dataclass
@@ -101,3 +105,27 @@ async def user_with_totp(
     user = await factory.user(**kw)
     browser = await signed_in(make_client, db, settings, user)
     return user, await enrol_totp(browser)
+
+
+# A platform authenticator that keeps discoverable credentials and verifies the user, with
+# no prompt (presence is simulated): Chrome DevTools Protocol's WebAuthn domain.
+VIRTUAL_AUTHENTICATOR = {
+    "protocol": "ctap2",
+    "transport": "internal",
+    "hasResidentKey": True,
+    "hasUserVerification": True,
+    "isUserVerified": True,
+    "automaticPresenceSimulation": True,
+}
+
+
+async def add_virtual_authenticator(context: BrowserContext, page: Page) -> None:
+    cdp = await context.new_cdp_session(page)
+    await cdp.send("WebAuthn.enable")
+    await cdp.send("WebAuthn.addVirtualAuthenticator", {"options": VIRTUAL_AUTHENTICATOR})
+
+
+async def browser_amr(context: BrowserContext) -> list[str]:
+    """The `amr` of the access token the browser holds (not verified: the server did)."""
+    token = next(c["value"] for c in await context.cookies() if c["name"] == "auth_token")
+    return list(jwt.decode(token, options={"verify_signature": False})["amr"])

@@ -7,8 +7,6 @@ passkey as the second factor of a password sign-in, reauthentication and removal
 
 from __future__ import annotations
 
-import base64
-import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +21,7 @@ from tenantd.db import Database
 from tenantd.settings import Settings, load_settings
 from tests.factories import Factory
 from tests.mfa import passkey_page
+from tests.mfa.helpers import add_virtual_authenticator, browser_amr
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -84,30 +83,10 @@ async def browser(chromium: str) -> AsyncIterator[Browser]:
 async def _page(browser: Browser, origin: str) -> tuple[BrowserContext, Page]:
     context = await browser.new_context()
     page = await context.new_page()
-    cdp = await context.new_cdp_session(page)
-    await cdp.send("WebAuthn.enable")
-    await cdp.send(
-        "WebAuthn.addVirtualAuthenticator",
-        {
-            "options": {
-                "protocol": "ctap2",
-                "transport": "internal",
-                "hasResidentKey": True,
-                "hasUserVerification": True,
-                "isUserVerified": True,
-                "automaticPresenceSimulation": True,
-            }
-        },
-    )
+    await add_virtual_authenticator(context, page)
     await page.goto(f"{origin}/test/passkeys")
+    await page.wait_for_selector("body[data-ready=true]")  # the module script has run
     return context, page
-
-
-async def _amr(context: BrowserContext) -> list[str]:
-    token = next(c["value"] for c in await context.cookies() if c["name"] == "auth_token")
-    payload = token.split(".")[1]
-    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    return list(claims["amr"])
 
 
 async def test_passkey_register_sign_in_second_factor_reauth_delete(
@@ -149,7 +128,7 @@ async def test_passkey_register_sign_in_second_factor_reauth_delete(
     signed = await page.evaluate("passkeySignIn()")
     assert signed["status"] == 200, signed
     assert signed["body"]["data"]["user"]["id"] == str(user.id)
-    assert await _amr(context) == ["hwk"]
+    assert await browser_amr(context) == ["hwk"]
     me = await page.evaluate("api('/api/v1/users/me', undefined, 'GET')")
     assert me["body"]["user"]["id"] == str(user.id)
     used = await db.fetch_one("SELECT * FROM passkeys WHERE user_id = %(u)s", {"u": user.id})
@@ -165,7 +144,7 @@ async def test_passkey_register_sign_in_second_factor_reauth_delete(
     assert step["body"]["data"]["methods"] == ["passkey", "recoveryCode"]
     verified = await page.evaluate("(t) => passkeySecondFactor(t)", step["body"]["data"]["ticket"])
     assert verified["status"] == 200, verified
-    assert await _amr(context) == ["pwd", "hwk"]
+    assert await browser_amr(context) == ["pwd", "hwk"]
 
     # Reauthenticate with the passkey, then remove it (step-up holds).
     reauth = await page.evaluate("passkeyReauth()")
@@ -207,12 +186,7 @@ async def test_replayed_or_forged_assertions_are_refused(
     tampered = await page.evaluate(
         """async () => {
       const options = (await api('/api/v1/auth/passkeys/authenticate/options', {})).body.data;
-      const publicKey = { ...options, challenge: Uint8Array.from(
-          atob(options.challenge.replace(/-/g, '+').replace(/_/g, '/') + '==='.slice(
-            (options.challenge.length + 3) % 4)), (c) => c.charCodeAt(0)) };
-      const c = await navigator.credentials.get({ publicKey });
-      const enc = (b) => btoa(String.fromCharCode(...new Uint8Array(b)))
-          .replace(/\\+/g, '-').replace(/\\//g, '_').replace(/=+$/, '');
+      const c = await navigator.credentials.get({ publicKey: requestOptions(options) });
       const client = JSON.parse(new TextDecoder().decode(c.response.clientDataJSON));
       client.origin = 'https://evil.example';
       const forged = new TextEncoder().encode(JSON.stringify(client));

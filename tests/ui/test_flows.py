@@ -56,11 +56,11 @@ def test_sign_up_and_sign_in_work_without_javascript(browser: Browser, live: Liv
 
         page.get_by_label("Email").fill(address)
         page.get_by_label("Password").fill("not the password")
-        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("button", name="Sign in", exact=True).click()
         expect(page.get_by_test_id("error")).to_contain_text("do not match")
 
         page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("button", name="Sign in", exact=True).click()
         page.wait_for_url("**/notifications**")
         expect(page.get_by_test_id("signed-in-as")).to_contain_text(address)
     finally:
@@ -113,7 +113,7 @@ def test_reset_password(page: Page, live: LiveServer) -> None:
 
     page.get_by_label("Email").fill(address)
     page.get_by_label("Password").fill("an entirely new passphrase")
-    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("button", name="Sign in", exact=True).click()
     page.wait_for_url("**/notifications**")
     expect(page.get_by_test_id("signed-in-as")).to_contain_text(address)
 

@@ -36,7 +36,7 @@ def test_enrol_totp_then_sign_in_with_a_code(page: Page, live: LiveServer) -> No
     page.wait_for_url("**/login**")
     page.get_by_label("Email").fill(address)
     page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("button", name="Sign in", exact=True).click()
     page.wait_for_url("**/login/mfa?ticket=**")
     expect(page.get_by_role("heading", name="Two-step verification")).to_be_visible()
     shoot(page, "login-mfa")

@@ -13,6 +13,10 @@ EMAIL_MISSING = "email_missing"  # the ID token carries no email (scope `email` 
 EMAIL_NOT_VERIFIED = "email_not_verified"  # the provider does not vouch for the email
 DOMAIN_CLAIMED = "domain_claimed"  # the domain belongs to another account; join request sent
 IDENTITY_CONFLICT = "identity_conflict"  # the user already links another identity there
+# Step-up through the provider (GET /api/v1/auth/oauth/{provider}/reauth):
+REAUTH_MISMATCH = "reauth_mismatch"  # another provider account than the one linked to the user
+REAUTH_STALE = "reauth_stale"  # the ID token's auth_time predates the step-up request
+REAUTH_SESSION = "reauth_session"  # the session that asked has ended meanwhile
 
 # A provider's `error` code as we repeat it in a log or a reason (anything else is unreadable).
 PROVIDER_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")

@@ -75,6 +75,15 @@ def callback_path(settings: Settings, provider: str) -> str:
 
 
 @dataclass(frozen=True)
+class ReauthBinding:
+    """A step-up flow: the signed-in user and session family that asked to prove themselves
+    again at the provider (the callback refreshes that family's auth_time, no new session)."""
+
+    user_id: uuid.UUID
+    session_id: uuid.UUID
+
+
+@dataclass(frozen=True)
 class FlowState:
     provider: str
     state: str
@@ -83,9 +92,20 @@ class FlowState:
     return_to: str | None
     jti: str
     expires_at: int
+    reauth: ReauthBinding | None = None
+
+    @property
+    def issued_at(self) -> int:
+        return self.expires_at - STATE_TTL_SECONDS
 
 
-def new_flow_state(provider: str, return_to: str | None, *, now: float | None = None) -> FlowState:
+def new_flow_state(
+    provider: str,
+    return_to: str | None,
+    *,
+    now: float | None = None,
+    reauth: ReauthBinding | None = None,
+) -> FlowState:
     issued = int(now if now is not None else time.time())
     return FlowState(
         provider=provider,
@@ -95,6 +115,7 @@ def new_flow_state(provider: str, return_to: str | None, *, now: float | None = 
         return_to=safe_return_to(return_to),
         jti=str(uuid.uuid4()),
         expires_at=issued + STATE_TTL_SECONDS,
+        reauth=reauth,
     )
 
 
@@ -112,6 +133,8 @@ def encode_state(secret_key: str, flow: FlowState) -> str:
         "cv": flow.code_verifier,
         "rt": flow.return_to,
     }
+    if flow.reauth is not None:
+        payload["ra"] = {"u": str(flow.reauth.user_id), "s": str(flow.reauth.session_id)}
     return jwt.encode(payload, secret_key, algorithm=STATE_ALGORITHM)
 
 
@@ -138,6 +161,7 @@ def decode_state(secret_key: str, token: str | None, *, provider: str) -> FlowSt
     if not all(isinstance(payload.get(name), str) and payload[name] for name in fields):
         raise OAuthRefused(STATE_INVALID, "state cookie invalid")
     return_to = payload.get("rt")
+    reauth = _reauth_binding(payload.get("ra"))
     return FlowState(
         provider=provider,
         state=payload["state"],
@@ -146,7 +170,17 @@ def decode_state(secret_key: str, token: str | None, *, provider: str) -> FlowSt
         return_to=safe_return_to(return_to) if isinstance(return_to, str) else None,
         jti=payload["jti"],
         expires_at=int(payload["exp"]),
+        reauth=reauth,
     )
+
+
+def _reauth_binding(value: Any) -> ReauthBinding | None:
+    if value is None:
+        return None
+    try:
+        return ReauthBinding(user_id=uuid.UUID(value["u"]), session_id=uuid.UUID(value["s"]))
+    except (TypeError, KeyError, ValueError, AttributeError):
+        raise OAuthRefused(STATE_INVALID, "state cookie invalid") from None
 
 
 def check_state(flow: FlowState, returned: str | None) -> None:
@@ -177,6 +211,9 @@ def authorization_url(
         ("code_challenge", code_challenge(flow.code_verifier)),
         ("code_challenge_method", "S256"),
     ]
+    if flow.reauth is not None:
+        # Step-up: the provider must authenticate the user now, not reuse its own session.
+        query += [("prompt", "login"), ("max_age", "0")]
     return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
 
 
@@ -190,6 +227,8 @@ _FLOW_PARAMS = frozenset(
         "nonce",
         "code_challenge",
         "code_challenge_method",
+        "prompt",
+        "max_age",
     }
 )
 
@@ -238,6 +277,7 @@ class VerifiedIdentity:
     # The ID token carries both `email` and `email_verified`; otherwise (OIDC Core 5.4) the
     # provider may hand them out from its UserInfo endpoint only.
     has_email_claims: bool = True
+    auth_time: float | None = None  # when the provider last authenticated the user
 
 
 def verify_id_token(
@@ -296,6 +336,7 @@ def verify_id_token(
         family_name=_name(claims.get("family_name")),
         has_email_claims=claims.get("email") is not None
         and claims.get("email_verified") is not None,
+        auth_time=_auth_time(claims.get("auth_time")),
     )
 
 
@@ -318,6 +359,7 @@ def merge_userinfo(identity: VerifiedIdentity, claims: dict[str, Any]) -> Verifi
         given_name=identity.given_name or _name(claims.get("given_name")),
         family_name=identity.family_name or _name(claims.get("family_name")),
         has_email_claims=True,
+        auth_time=identity.auth_time,
     )
 
 
@@ -331,6 +373,12 @@ def _email(value: Any) -> str | None:
     if any(ch.isspace() or ord(ch) < 0x20 for ch in value):
         return None
     return normalize_email(value)
+
+
+def _auth_time(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
 
 
 def _verified(value: Any) -> bool:

@@ -128,3 +128,25 @@ async def unlink_identity(conn: Conn, *, user_id: uuid.UUID, provider: str) -> R
     row = await conn.fetch_one(UNLINK_SQL, {"u": user_id, "p": provider})
     assert row is not None
     return row
+
+
+async def reauth_target(
+    conn: Conn, *, provider: str, subject: str, family_id: uuid.UUID, user_id: uuid.UUID
+) -> Row:
+    """Step-up through the provider: which user links this identity, and the account of the
+    session family's live row when that family of `user_id` still lives (else NULL)."""
+    row = await conn.fetch_one(
+        "WITH live AS (SELECT s.account_id FROM sessions s JOIN users u ON u.id = s.user_id"
+        " WHERE s.family_id = %(f)s AND s.user_id = %(u)s AND s.revoked_at IS NULL"
+        " AND s.rotated_at IS NULL AND s.expires_at > now()"
+        " AND (u.tokens_valid_after IS NULL OR s.created_at >= u.tokens_valid_after)"
+        " AND NOT EXISTS (SELECT 1 FROM sessions r WHERE r.family_id = s.family_id"
+        " AND r.revoked_at IS NOT NULL) LIMIT 1)"
+        " SELECT (SELECT i.user_id FROM user_identities i WHERE i.provider = %(p)s"
+        " AND i.subject = %(s)s) AS identity_user_id,"
+        " (SELECT account_id FROM live) AS account_id,"
+        " EXISTS (SELECT 1 FROM live) AS session_live",
+        {"p": provider, "s": subject, "f": family_id, "u": user_id},
+    )
+    assert row is not None
+    return row

@@ -28,6 +28,7 @@ from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
 from tenantd.auth.oauth.flow import (
     STATE_TTL_SECONDS,
     FlowState,
+    ReauthBinding,
     TokenAnswer,
     VerifiedIdentity,
     authorization_url,
@@ -42,6 +43,7 @@ from tenantd.auth.oauth.flow import (
     require_email,
     verify_id_token,
 )
+from tenantd.auth.oauth.reauth import SteppedUp, step_up
 from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
@@ -134,12 +136,18 @@ async def _metadata(transport: OidcTransport, provider: OAuthProviderSettings) -
 
 
 async def start(
-    transport: OidcTransport, settings: Settings, *, provider: str, return_to: str | None
+    transport: OidcTransport,
+    settings: Settings,
+    *,
+    provider: str,
+    return_to: str | None,
+    reauth: ReauthBinding | None = None,
 ) -> StartedFlow:
-    """Begin the code flow: fresh state, nonce and PKCE verifier, kept in a signed cookie."""
+    """Begin the code flow: fresh state, nonce and PKCE verifier, kept in a signed cookie
+    (with `reauth`, a step-up of that session: see reauth.py)."""
     config = provider_settings(settings, provider)
     metadata = await _metadata(transport, config)
-    flow = new_flow_state(config.name, return_to)
+    flow = new_flow_state(config.name, return_to, reauth=reauth)
     return StartedFlow(
         location=authorization_url(
             metadata, config, flow, callback=redirect_uri(settings, config.name)
@@ -158,8 +166,9 @@ async def complete(
     params: CallbackParams,
     state_cookie: str | None,
     client: ClientMeta,
-) -> SignedIn:
-    """Finish the code flow and sign in; every refusal is an OAuthRefused, nothing written."""
+) -> SignedIn | SteppedUp:
+    """Finish the code flow and sign in (or, for a step-up flow, refresh the asking session's
+    auth_time); every refusal is an OAuthRefused, nothing written."""
     settings = services.settings
     config = provider_settings(settings, provider)
     flow = decode_state(settings.secret_key, state_cookie, provider=config.name)
@@ -203,6 +212,8 @@ async def complete(
         client_id=config.client_id,
         nonce=flow.nonce,
     )
+    if flow.reauth is not None:
+        return await step_up(services, provider=config.name, flow=flow, identity=identity)
     identity = await _with_userinfo(transport, metadata, identity, tokens)
     try:
         # The API's normal form exactly, so an IdP's `Alice@Exämple.com.` is the same user

@@ -5,7 +5,8 @@ Callback outcomes are redirects, because the browser arrives here from the provi
 success goes to the saved `returnTo` (or `/`), or, for a user with a second factor, to
 `/login/mfa?ticket=T` (no session cookie yet; the `mfa_binding` cookie binds the ticket to
 this browser); a refusal goes to `/login?error=<code>` (codes
-in errors.py), with `domain` and `accountId` added for `domain_claimed`.
+in errors.py), with `domain` and `accountId` added for `domain_claimed`. A step-up flow
+(GET .../reauth, see reauth.py) lands on its `returnTo` with a new access token.
 """
 
 from __future__ import annotations
@@ -19,17 +20,20 @@ from pydantic import Field
 from tenantd.auth.oauth import service
 from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
-from tenantd.auth.oauth.flow import STATE_COOKIE, callback_path
-from tenantd.errors import NotFound
+from tenantd.auth.oauth.flow import STATE_COOKIE, ReauthBinding, callback_path
+from tenantd.auth.oauth.reauth import SteppedUp
+from tenantd.errors import Conflict, NotFound
 from tenantd.identity.cookies import (
     DEVICE_COOKIE,
     clear_cookie,
+    set_access_cookie,
     set_cookie,
     set_device_cookie,
     set_session_cookies,
 )
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.mfa import service as mfa
+from tenantd.mfa import stepup
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
@@ -106,11 +110,21 @@ async def oauth_providers(request: web.Request) -> list[dict[str, str]]:
     summary="Redirect to the provider's sign-in page (state, nonce, PKCE in a cookie)",
 )
 async def oauth_start(request: web.Request, query: StartQuery) -> web.Response:
+    return await _start(request, query.return_to)
+
+
+async def _start(
+    request: web.Request, return_to: str | None, reauth: ReauthBinding | None = None
+) -> web.Response:
     services = request.app[SERVICES]
     provider = request.match_info["provider"]
     try:
         started = await service.start(
-            oidc_client(services), services.settings, provider=provider, return_to=query.return_to
+            oidc_client(services),
+            services.settings,
+            provider=provider,
+            return_to=return_to,
+            reauth=reauth,
         )
     except OAuthRefused as refused:
         return _refused(refused, provider)
@@ -124,6 +138,33 @@ async def oauth_start(request: web.Request, query: StartQuery) -> web.Response:
         path=started.cookie_path,
     )
     return response
+
+
+@ROUTES.get(
+    "/api/v1/auth/oauth/{provider}/reauth",
+    query=StartQuery,
+    status=302,
+    wrapped=False,
+    responses={
+        404: "Unknown provider, or no identity of it is linked to the caller",
+        409: "The caller's token belongs to no session",
+    },
+    summary="Step-up through the provider: redirect to it with prompt=login and max_age=0;"
+    " its callback refreshes this session's auth_time and goes to returnTo",
+)
+async def oauth_reauth(request: web.Request, query: StartQuery) -> web.Response:
+    services = request.app[SERVICES]
+    provider = request.match_info["provider"]
+    principal = current_principal(request)
+    service.provider_settings(services.settings, provider)  # unknown: 404
+    if principal.session_id is None:
+        raise Conflict("This token belongs to no session: sign in again")
+    async with services.db.connection() as conn:
+        linked = await stepup.reauth_providers(conn, services.settings, principal.user_id)
+    if provider not in linked:
+        raise NotFound("No identity of this provider is linked")
+    binding = ReauthBinding(user_id=principal.user_id, session_id=principal.session_id)
+    return await _start(request, query.return_to, binding)
 
 
 @ROUTES.get(
@@ -156,7 +197,11 @@ async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Resp
     except OAuthRefused as refused:
         response = _refused(refused, provider)
     else:
-        if signed.ticket is not None:
+        if isinstance(signed, SteppedUp):
+            # A step-up of the session that asked: a new access token, the same session.
+            response = _redirect(signed.return_to)
+            set_access_cookie(response, services.settings, signed.access_token, signed.claims)
+        elif signed.ticket is not None:
             # A second factor is due: the MFA page finishes the sign-in and then goes to
             # `returnTo` (POST /api/v1/auth/mfa/verify answers it).
             response = _redirect(f"{MFA_PATH}?{urlencode({'ticket': signed.ticket.ticket})}")

@@ -124,6 +124,7 @@ class FakeIdP:
     userinfo_status: int = 200
     access_tokens: dict[str, FakeUser] = field(default_factory=dict)
     userinfo_auth_seen: list[str] = field(default_factory=list)  # bearer | none
+    authorize_seen: list[dict[str, str]] = field(default_factory=list)  # each /authorize query
 
     def __post_init__(self) -> None:
         if not self.published:
@@ -209,6 +210,7 @@ class FakeIdP:
     async def authorize(self, request: web.Request) -> web.Response:
         self.hits["authorize"] += 1
         q = request.query
+        self.authorize_seen.append(dict(q))
         if q.get("client_id") != self.client_id:
             return web.Response(status=400, text="unknown client")
         redirect_uri = q.get("redirect_uri", "")
