@@ -119,3 +119,18 @@ async def test_two_instances_racing_over_the_same_tokens_renew_each_once(
     families = await family_rows(db)
     assert len(families) == 30
     assert all((f["total"], f["live"], f["revoked"]) == (2, 1, 0) for f in families)
+
+
+async def test_a_failed_batch_falls_back_to_the_locked_path(
+    factory: Any, db: Database, make_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("the batch statement failed")
+
+    monkeypatch.setattr("tenantd.identity.rotation._arrays", broken)
+    user = await factory.user()
+    browser = await make_client(cookies=await factory.cookies(user))
+    response = await browser.post(REFRESH)
+    assert response.status == 200, await response.text()
+    families = await family_rows(db)
+    assert [(f["total"], f["live"], f["revoked"]) for f in families] == [(2, 1, 0)]
