@@ -579,24 +579,30 @@ async def change_password(
 
 
 async def refresh_session(
-    services: Services, *, refresh_token: str, client: ClientMeta
+    services: Services,
+    *,
+    refresh_token: str,
+    client: ClientMeta,
+    family_id: uuid.UUID | None = None,
 ) -> SignedIn:
     """Rotate the refresh session and answer with the user it belongs to.
 
     Reuse of a rotated-out token ends the family; its user is told by email (after commit).
+    `family_id`: the family the token names, when the caller has checked its tag already.
     """
+    renewed = await rotate_fast(
+        services.db,
+        services.settings,
+        keyring=services.keyring,
+        refresh_token=refresh_token,
+        user_agent=client.user_agent,
+        ip=client.ip,
+        family_id=family_id,
+    )
+    if renewed is not None:
+        tokens, user = renewed
+        return SignedIn(tokens, user)
     async with services.db.connection() as conn:
-        renewed = await rotate_fast(
-            conn,
-            services.settings,
-            keyring=services.keyring,
-            refresh_token=refresh_token,
-            user_agent=client.user_agent,
-            ip=client.ip,
-        )
-        if renewed is not None:
-            tokens, user = renewed
-            return SignedIn(tokens, user)
         # Not renewable, raced, or a repeat: the locked slow path decides (and revokes on reuse).
         async with conn.transaction():
             renewal = await rotate(

@@ -270,7 +270,9 @@ async def refresh(request: web.Request) -> web.Response:
     # Limited per IP and per session family (named by the token, checked by its tag).
     family = refresh_token_family(services.settings.secret_key, raw)
     await rate_limit_request(request, "refresh", None, session=str(family) if family else None)
-    result = await service.refresh_session(services, refresh_token=raw, client=client_meta(request))
+    result = await service.refresh_session(
+        services, refresh_token=raw, client=client_meta(request), family_id=family
+    )
     return signed_in(request, result)
 
 

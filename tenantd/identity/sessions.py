@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tenantd.cache.keyring import Keyring
-from tenantd.db import Conn, Row
-from tenantd.db.core import Prepared
+from tenantd.db import Conn, Database, Row
 from tenantd.errors import MfaRequired, Unauthorized
 from tenantd.identity import queries
 from tenantd.identity.events import sessions_revoked
+from tenantd.identity.rotation import RotationRequest, batcher_for
 from tenantd.identity.tokens import (
     AccessClaims,
     issue_access_token,
@@ -169,79 +169,34 @@ async def _insert_session(
     return IssuedTokens(access_token, claims, refresh, expires_at)
 
 
-# The whole good path of a refresh in one atomic statement: lock the presented session while
-# it is renewable (not revoked, rotated or expired; its family not ended; created after the
-# user's cutoff; its aid membership active), mark it rotated, drop the family's rows rotated
-# out before it (skipping rows a repeat holds), insert the successor, return the user.
-# A concurrent second use waits on the lock, re-checks, finds it rotated and returns nothing.
-ROTATE = Prepared(
-    "tenantd_rotate_session",
-    f"""
-WITH old AS (
-    SELECT s.id, s.family_id, s.user_id, s.account_id,
-           COALESCE(s.signed_in_at, s.created_at) AS signed_in_at, s.method
-      FROM sessions s JOIN users u ON u.id = s.user_id
-     WHERE s.token_hash = %(old)s::bytea AND s.family_id = %(family)s::uuid
-       AND s.revoked_at IS NULL AND s.rotated_at IS NULL AND s.expires_at > now()
-       AND (u.tokens_valid_after IS NULL OR s.created_at >= u.tokens_valid_after)
-       AND NOT EXISTS (SELECT 1 FROM sessions f
-                        WHERE f.family_id = s.family_id AND f.revoked_at IS NOT NULL)
-       AND (s.account_id IS NULL OR EXISTS (
-            SELECT 1 FROM {queries.ACTIVE_MEMBERSHIPS}
-               AND m.user_id = s.user_id AND m.account_id = s.account_id
-               AND (u.mfa_enabled OR NOT a.require_mfa)))
-       FOR UPDATE OF s
-), rotated AS (
-    UPDATE sessions SET rotated_at = now() FROM old WHERE sessions.id = old.id
-    RETURNING old.id, old.family_id, old.user_id, old.account_id, old.signed_in_at, old.method
-), pruned AS (
-    DELETE FROM sessions WHERE id IN (
-        SELECT p.id FROM sessions p JOIN rotated r ON p.family_id = r.family_id
-         WHERE p.id <> r.id AND p.rotated_at IS NOT NULL AND p.revoked_at IS NULL
-           FOR UPDATE OF p SKIP LOCKED)
-), issued AS (
-    INSERT INTO sessions (family_id, user_id, account_id, token_hash, expires_at, access_jti,
-                          user_agent, ip, signed_in_at, method)
-    SELECT family_id, user_id, account_id, %(new)s::bytea, %(expires)s::timestamptz,
-           %(jti)s::uuid, %(ua)s::text, %(ip)s::text, signed_in_at, method
-      FROM rotated
-    RETURNING user_id, account_id, family_id
-)
-SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at, i.account_id,
-       sa.amr, sa.auth_time
-  FROM issued i JOIN users u ON u.id = i.user_id
-  LEFT JOIN session_auth sa ON sa.family_id = i.family_id
-""",
-)
-
-
 async def rotate_fast(
-    conn: Conn,
+    db: Database,
     settings: Settings,
     *,
     keyring: Keyring,
     refresh_token: str,
     user_agent: str | None = None,
     ip: str | None = None,
+    family_id: uuid.UUID | None = None,
 ) -> tuple[IssuedTokens, Row] | None:
-    """Renew in one round trip; None when the session is not renewable (see `rotate`)."""
-    family_id = refresh_token_family(settings.secret_key, refresh_token)
+    """Renew through the batched statement (`rotation`); None when this token is not renewed
+    there (not renewable, raced, a repeat): then the locked path (`rotate`) decides.
+    `family_id` is the family the token names, when the caller has checked it already."""
+    secret_key = settings.secret_key
+    family_id = family_id or refresh_token_family(secret_key, refresh_token)
     if family_id is None:
         return None  # not one of ours, or from before tokens named their family
-    refresh = successor_refresh_token(settings.secret_key, refresh_token, family_id)
+    refresh = successor_refresh_token(secret_key, refresh_token, family_id)
     jti = uuid.uuid4()
-    expires_at = _utcnow() + dt.timedelta(days=settings.refresh_token_ttl_days)
-    user = await conn.fetch_one(
-        ROTATE,
-        {
-            "old": token_hash(settings.secret_key, refresh_token),
-            "family": family_id,
-            "new": token_hash(settings.secret_key, refresh),
-            "expires": expires_at,
-            "jti": jti,
-            "ua": (user_agent or "")[:512] or None,
-            "ip": ip,
-        },
+    user = await batcher_for(db, settings.refresh_token_ttl_days).rotate(
+        RotationRequest(
+            old_hash=token_hash(secret_key, refresh_token),
+            family_id=family_id,
+            new_hash=token_hash(secret_key, refresh),
+            jti=jti,
+            user_agent=(user_agent or "")[:512] or None,
+            ip=ip,
+        )
     )
     if user is None:
         return None
@@ -255,7 +210,7 @@ async def rotate_fast(
         amr=auth.amr,
         auth_time=auth.auth_time,
     )
-    return IssuedTokens(access_token, claims, refresh, expires_at), user
+    return IssuedTokens(access_token, claims, refresh, user["expires_at"]), user
 
 
 async def rotate(

@@ -18,7 +18,7 @@ from tenantd.db.core import Prepared, Statement, compile_statement
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email import suppression
 from tenantd.identity import queries as auth_queries
-from tenantd.identity.sessions import ROTATE
+from tenantd.identity.rotation import ROTATE
 from tenantd.jobs import queries as job_queries
 from tenantd.notifications import queries as notification_queries
 from tests.helpers import SECRET
@@ -131,13 +131,13 @@ async def hot_statements() -> dict[str, tuple[str, dict[str, Any]]]:
     recorded["refresh"] = (
         ROTATE.sql,
         {
-            "old": b"x" * 32,
-            "family": uuid.uuid4(),
-            "new": b"y" * 32,
+            "old": [b"x" * 32, b"z" * 32],
+            "family": [uuid.uuid4(), uuid.uuid4()],
+            "new": [b"y" * 32, b"w" * 32],
             "expires": dt.datetime.now(dt.UTC),
-            "jti": uuid.uuid4(),
-            "ua": None,
-            "ip": None,
+            "jti": [uuid.uuid4(), uuid.uuid4()],
+            "ua": [None, None],
+            "ip": [None, None],
         },
     )
     await capture("entitlements", lambda c: entitlements(c, account))
