@@ -149,9 +149,10 @@ async def verify_post(request: web.Request) -> web.StreamResponse:
 
 async def login_page(request: web.Request) -> web.Response:
     next_path = safe_next(request.query.get("next"), "")
-    if await load_viewer(request):
-        return redirect(request, next_path or "/notifications")
     code = request.query.get("error")
+    # A signed-in visitor moves on, unless a refusal (a provider step-up) is to be read here.
+    if not code and await load_viewer(request):
+        return redirect(request, next_path or "/notifications")
     return page(
         request,
         "login.html",

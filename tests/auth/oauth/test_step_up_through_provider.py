@@ -110,6 +110,10 @@ async def test_another_provider_account_is_refused(
     callback = await stale.callback(await stale.authorize(location))
     assert login_error(callback) == {"error": "reauth_mismatch"}
     assert stale.cookie("auth_token") == token_before
+    # The signed-in browser lands on /login and reads why, in words.
+    landed = await stale.client.get(callback.headers["Location"], allow_redirects=False)
+    assert landed.status == 200
+    assert "That is another account at the provider" in await landed.text()
     await error(
         await stale.client.post("/api/v1/auth/password", json=NEW_PASSWORD), 403, "REAUTH_REQUIRED"
     )
