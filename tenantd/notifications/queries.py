@@ -688,6 +688,17 @@ async def account_defaults(conn: Conn, *, account_id: uuid.UUID) -> list[Row]:
     )
 
 
+async def account_defaults_apply(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID) -> bool:
+    """Whether one of the account's defaults decides a channel for the user (no own choice)."""
+    applies: bool = await conn.fetch_val(
+        "SELECT EXISTS (SELECT 1 FROM notification_account_defaults ad"
+        " WHERE ad.account_id = %(a)s AND NOT EXISTS (SELECT 1 FROM notification_preferences p"
+        "  WHERE p.user_id = %(u)s AND p.event_type = ad.event_type AND p.channel = ad.channel))",
+        {"a": account_id, "u": user_id},
+    )
+    return applies
+
+
 async def set_account_default(
     conn: Conn, *, account_id: uuid.UUID, event_type: str, channel: str, enabled: bool | None
 ) -> None:

@@ -9,6 +9,7 @@ import orjson
 from aiohttp import web
 
 from tenantd.errors import AppError, NotFound
+from tenantd.notifications import preferences as prefs
 from tenantd.notifications import unsubscribe as unsub
 from tenantd.notifications.channels import in_app
 from tenantd.notifications.services import NOTIFICATION_SERVICES
@@ -36,6 +37,9 @@ async def _inbox(
         )
     data: dict[str, Any] = orjson.loads(orjson.dumps(fragment))
     unread = await in_app.cached_unread_count(services, user_id=viewer.principal.user_id)
+    defaults_apply = await prefs.account_defaults_apply(
+        services, user_id=viewer.principal.user_id, account_id=viewer.principal.account_id
+    )
     return page(
         request,
         "notifications.html",
@@ -44,6 +48,7 @@ async def _inbox(
         items=data["items"],
         next_cursor=data.get("nextCursor"),
         unread=unread["count"],
+        defaults_apply=defaults_apply,
         notice=done_text(request.query.get("done")),
         problem=issue,
     )

@@ -244,8 +244,12 @@ async def defaults_post(request: web.Request, viewer: Viewer) -> web.StreamRespo
         for event in await _events(services, viewer):
             for setting in event["channels"]:
                 key = (event["eventType"], setting["channel"])
-                posted = field(form, _field_name("default", *key))
-                if posted not in DEFAULT_CHOICES or DEFAULT_CHOICES[posted] == current.get(key):
+                name = _field_name("default", *key)
+                posted = field(form, name)
+                # A field the form did not carry (or no choice of ours) changes nothing.
+                if name not in form or posted not in DEFAULT_CHOICES:
+                    continue
+                if DEFAULT_CHOICES[posted] == current.get(key):
                     continue
                 await prefs.set_account_default(
                     services,

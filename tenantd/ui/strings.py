@@ -383,6 +383,9 @@ EN: dict[str, str] = {
     "defaults.legend": "A member's own choice always wins over these defaults. They apply to"
     " notifications sent in this account.",
     "defaults.save": "Save defaults",
+    "notifications.defaults_apply": "Some of what you receive follows the notification"
+    " defaults of {account}.",
+    "notifications.defaults_apply_link": "See which in your preferences",
     "done.quiet_hours": "Quiet hours and language saved.",
     "done.defaults": "Account defaults saved.",
 }

@@ -75,8 +75,10 @@ def test_frequency_account_defaults_and_quiet_hours(
     expect(page.get_by_test_id("notice")).to_contain_text("Account defaults saved")
     expect(page.get_by_label("comment.created: Email, default for everyone")).to_have_value("off")
 
-    # Preferences show which applies: the account's default, or the user's own choice.
-    page.get_by_role("link", name="My preferences").click()
+    # The inbox says the account's defaults apply; the preferences show which.
+    page.goto("/notifications")
+    expect(page.get_by_test_id("inbox-defaults-note")).to_be_visible()
+    page.get_by_role("link", name="See which in your preferences").click()
     page.wait_for_url("**/notifications/preferences")
     email = page.get_by_label("comment.created: Email")
     expect(email).not_to_be_checked()
@@ -92,6 +94,10 @@ def test_frequency_account_defaults_and_quiet_hours(
     expect(page.get_by_test_id("notice")).to_contain_text("Preferences saved")
     expect(page.get_by_label("comment.created: Email")).to_be_checked()
     expect(page.get_by_test_id("source-comment.created-email")).to_have_text("Your choice")
+    # The user chose for every channel with a default now: the inbox note is gone.
+    page.goto("/notifications")
+    expect(page.get_by_test_id("inbox-defaults-note")).to_have_count(0)
+    page.goto("/notifications/preferences")
 
     # Quiet hours need both ends: the refusal names the field, nothing is saved.
     page.get_by_label("Time zone").select_option("Europe/Paris")
