@@ -779,3 +779,9 @@ notification_frequencies = Table(
     Column("frequency", Text, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
+
+# Issue 18, second round (0185): throttle counters expire (the `throttles` sweep deletes them)
+# and digest items keep their send's sequence (a digest lists them in send order).
+notification_throttles.append_column(Column("expires_at", DateTime(timezone=True), nullable=False))
+Index("notification_throttles_expires_idx", notification_throttles.c.expires_at)
+notification_digest_items.append_column(Column("send_sequence", BigInteger))

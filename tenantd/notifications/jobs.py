@@ -40,6 +40,8 @@ async def run_dispatch(
             payload=payload["payload"],
             account_id=uuid.UUID(account) if account else None,
             conn=conn,
+            # The job's id is the send's sequence: a digest lists its items in send order.
+            send_sequence=job.id,
         )
     except (NotFound, ValidationFailed) as error:
         # The recipient or event type is gone, or the payload no longer validates.

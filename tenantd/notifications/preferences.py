@@ -135,3 +135,14 @@ async def set_account_default(
             conn, account_id=account_id, event_type=event_type, channel=channel, enabled=enabled
         )
     return {"eventType": event_type, "channel": channel, "enabled": enabled}
+
+
+async def account_defaults_apply(
+    services: NotificationServices, *, user_id: uuid.UUID, account_id: uuid.UUID | None
+) -> bool:
+    """Whether the active account's defaults decide any of the user's channels (the inbox
+    page says so, pointing to the preferences)."""
+    if account_id is None:
+        return False
+    async with services.db.connection() as conn:
+        return await queries.account_defaults_apply(conn, user_id=user_id, account_id=account_id)

@@ -481,17 +481,63 @@ async def delete_expired_dedup(conn: Conn, *, batch_size: int) -> int:
 async def count_throttled(conn: Conn, *, key: str, window_seconds: int) -> int:
     """Count one send against the key's fixed window (a new window starts when it ran out)."""
     count: int = await conn.fetch_val(
-        "INSERT INTO notification_throttles AS t (throttle_key, window_start, count)"
-        " VALUES (%(k)s, now(), 1)"
+        "INSERT INTO notification_throttles AS t (throttle_key, window_start, count, expires_at)"
+        " VALUES (%(k)s, now(), 1, now() + make_interval(secs => %(w)s))"
         " ON CONFLICT (throttle_key) DO UPDATE SET"
         " count = CASE WHEN t.window_start <= now() - make_interval(secs => %(w)s)"
         "   THEN 1 ELSE t.count + 1 END,"
         " window_start = CASE WHEN t.window_start <= now() - make_interval(secs => %(w)s)"
-        "   THEN now() ELSE t.window_start END"
+        "   THEN now() ELSE t.window_start END,"
+        " expires_at = CASE WHEN t.window_start <= now() - make_interval(secs => %(w)s)"
+        "   THEN now() ELSE t.window_start END + make_interval(secs => %(w)s)"
         " RETURNING count",
         {"k": key, "w": window_seconds},
     )
     return count
+
+
+async def count_expired_throttles(conn: Conn) -> int:
+    count: int = await conn.fetch_val(
+        "SELECT count(*) FROM notification_throttles WHERE expires_at <= now()"
+    )
+    return count
+
+
+async def delete_expired_throttles(conn: Conn, *, batch_size: int) -> int:
+    """One batch of ended throttle windows; a key counted again meanwhile (a new window, a
+    future expiry) stays."""
+    return await conn.execute(
+        "DELETE FROM notification_throttles WHERE throttle_key IN ("
+        " SELECT throttle_key FROM notification_throttles WHERE expires_at <= now()"
+        " LIMIT %(batch)s FOR UPDATE SKIP LOCKED) AND expires_at <= now()",
+        {"batch": batch_size},
+    )
+
+
+async def claim_dedup(conn: Conn, *, key: str, window_seconds: int) -> bool:
+    """Take the dedup key for `window_seconds` (as the dispatch statement does): False while
+    another send holds it. A concurrent claim of the same key waits for this transaction."""
+    claimed = await conn.fetch_one(
+        "INSERT INTO notification_dedup (dedup_key, expires_at)"
+        " VALUES (%(k)s, now() + make_interval(secs => %(w)s::float8))"
+        " ON CONFLICT (dedup_key) DO UPDATE"
+        "    SET expires_at = EXCLUDED.expires_at, created_at = now()"
+        "  WHERE notification_dedup.expires_at <= now()"
+        " RETURNING 1 AS claimed",
+        {"k": key, "w": window_seconds},
+    )
+    return claimed is not None
+
+
+async def digest_send_seen(conn: Conn, *, ids: Sequence[uuid.UUID]) -> bool:
+    """A digest event's send ran before (a re-run job): one of its item ids or its
+    notification (a throttled send's) exists."""
+    seen: bool = await conn.fetch_val(
+        "SELECT EXISTS (SELECT 1 FROM notification_digest_items WHERE item_id = ANY(%(ids)s))"
+        " OR EXISTS (SELECT 1 FROM notifications WHERE id = ANY(%(ids)s))",
+        {"ids": list(ids)},
+    )
+    return seen
 
 
 async def notification_exists(conn: Conn, notification_id: uuid.UUID) -> bool:
@@ -594,13 +640,21 @@ async def join_digest(
 
 
 async def add_digest_item(
-    conn: Conn, *, digest_id: uuid.UUID, item_id: uuid.UUID, payload: dict[str, Any]
+    conn: Conn,
+    *,
+    digest_id: uuid.UUID,
+    item_id: uuid.UUID,
+    payload: dict[str, Any],
+    send_sequence: int | None = None,
 ) -> None:
+    """`send_sequence`: the send's place in send order (its dispatch job's id)."""
     await conn.execute(
         # clock_timestamp: items added in one transaction (a dispatch batch) keep their order.
-        "INSERT INTO notification_digest_items (item_id, digest_id, payload, created_at)"
-        " VALUES (%(i)s, %(d)s, %(p)s, clock_timestamp()) ON CONFLICT (item_id) DO NOTHING",
-        {"i": item_id, "d": digest_id, "p": Json(payload)},
+        "INSERT INTO notification_digest_items"
+        " (item_id, digest_id, payload, created_at, send_sequence)"
+        " VALUES (%(i)s, %(d)s, %(p)s, clock_timestamp(), %(s)s)"
+        " ON CONFLICT (item_id) DO NOTHING",
+        {"i": item_id, "d": digest_id, "p": Json(payload), "s": send_sequence},
     )
 
 
@@ -616,8 +670,9 @@ async def close_digest(conn: Conn, digest_id: uuid.UUID) -> Row | None:
 
 async def digest_items(conn: Conn, digest_id: uuid.UUID) -> list[Row]:
     return await conn.fetch_all(
+        # Send order: the sends' sequence, not the order their jobs happened to run in.
         "SELECT payload FROM notification_digest_items WHERE digest_id = %(d)s"
-        " ORDER BY created_at, item_id",
+        " ORDER BY send_sequence NULLS LAST, created_at, item_id",
         {"d": digest_id},
     )
 
@@ -631,6 +686,17 @@ async def account_defaults(conn: Conn, *, account_id: uuid.UUID) -> list[Row]:
         " WHERE account_id = %(a)s",
         {"a": account_id},
     )
+
+
+async def account_defaults_apply(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID) -> bool:
+    """Whether one of the account's defaults decides a channel for the user (no own choice)."""
+    applies: bool = await conn.fetch_val(
+        "SELECT EXISTS (SELECT 1 FROM notification_account_defaults ad"
+        " WHERE ad.account_id = %(a)s AND NOT EXISTS (SELECT 1 FROM notification_preferences p"
+        "  WHERE p.user_id = %(u)s AND p.event_type = ad.event_type AND p.channel = ad.channel))",
+        {"a": account_id, "u": user_id},
+    )
+    return applies
 
 
 async def set_account_default(

@@ -353,10 +353,16 @@ async def dispatch(
     account_id: uuid.UUID | None = None,
     conn: Conn | None = None,
     only_channels: Sequence[str] | None = None,
+    send_sequence: int | None = None,
+    screened: bool = False,
+    forced_reason: str | None = None,
 ) -> SendOutcome:
     """The worker: guard, dedup, preferences, persist, fan out (idempotent on the id).
 
-    `only_channels`: the channels a user wants at once of a digest event (no digest then)."""
+    `only_channels`: the channels a user wants at once of a digest event (no digest then).
+    `send_sequence`: the send's place in send order (its job's id), kept by a digest.
+    `screened`: the digest path applied dedup and throttle already (`forced_reason`
+    "throttled": it was over the limit)."""
     event = services.registry.get(event_type)
     definition = event.definition
     model = validate_payload(definition, payload)
@@ -365,7 +371,7 @@ async def dispatch(
         return SendOutcome(notification_id=None, status="self_action")
     dedup_key = None
     window = 0
-    if definition.dedup is not None:
+    if definition.dedup is not None and not screened:
         dedup_key = f"{definition.type}:{definition.dedup.key(recipient, model)}"
         window = int(definition.dedup.window_seconds)
     if (
@@ -382,9 +388,11 @@ async def dispatch(
             model=model,
             account_id=account_id,
             conn=conn,
+            dedup=(dedup_key, window) if dedup_key is not None else None,
+            send_sequence=send_sequence,
         )
     throttle_key = None
-    if definition.throttle is not None:
+    if definition.throttle is not None and not screened:
         throttle_key = f"{definition.type}:{definition.throttle.key(recipient, model)}"
     assert definition.in_app is not None  # the registry insists
     locale = await _locale_for(services, conn, definition.in_app, recipient_user_id)
@@ -407,6 +415,7 @@ async def dispatch(
         "window_seconds": window,
         "channels": channels,
         "critical": definition.critical,
+        "forced_reason": forced_reason,
     }
     # With queues on, the follow-up jobs commit with the notification or not at all.
     follow_ups = queue and any(channel in FOLLOW_UP_KINDS for channel in channels)
@@ -567,9 +576,15 @@ async def _add_to_digest(
     model: BaseModel,
     account_id: uuid.UUID | None,
     conn: Conn | None,
+    dedup: tuple[str, int] | None = None,
+    send_sequence: int | None = None,
 ) -> SendOutcome:
     """Add the send to the open digest of its key; the first item also queues the flush job,
     due when the window closes (idempotent on the send's id).
+
+    Dedup and throttle apply as on the instant path, once per send: a dedup key (`dedup`:
+    key and window) already held makes it a duplicate (not collected), and over the
+    throttle's limit the send is recorded with every delivery `suppressed`, `throttled`.
 
     A user's frequencies (instant, hourly, daily per channel) split the channels: the instant
     ones are dispatched now, the others join the digest of their window (its own key, its
@@ -595,6 +610,29 @@ async def _add_to_digest(
             groups.setdefault(window, []).append(channel)
         if not chosen:
             groups = {default: []}  # every channel: the digest of the event's window
+        split = bool(chosen)
+        item_ids = {
+            window: uuid.uuid5(notification_id, str(window)) if split else notification_id
+            for window in groups
+        }
+        if await queries.digest_send_seen(own, ids=[notification_id, *item_ids.values()]):
+            return SendOutcome(notification_id=None, status="duplicate")  # a re-run job
+        verdict = await _screen_digested(own, definition, recipient, model, dedup)
+        if verdict == "duplicate":
+            return SendOutcome(notification_id=None, status="duplicate")
+        if verdict == "throttled":
+            return await dispatch(
+                services,
+                notification_id=notification_id,
+                event_type=definition.type,
+                recipient_user_id=recipient_user_id,
+                payload=payload,
+                account_id=account_id,
+                conn=own,
+                only_channels=channels,
+                screened=True,
+                forced_reason="throttled",
+            )
         outcome: SendOutcome | None = None
         for window, members in sorted(groups.items()):
             if window <= 0:
@@ -607,9 +645,9 @@ async def _add_to_digest(
                     account_id=account_id,
                     conn=own,
                     only_channels=members,
+                    screened=True,
                 )
                 continue
-            split = bool(chosen)
             digest = await queries.join_digest(
                 own,
                 digest_key=f"{key}:{int(window)}:{','.join(members)}" if split else key,
@@ -622,8 +660,9 @@ async def _add_to_digest(
                 own,
                 # One item per digest the send joins; the same on a re-run.
                 digest_id=digest["id"],
-                item_id=uuid.uuid5(notification_id, str(window)) if split else notification_id,
+                item_id=item_ids[window],
                 payload=payload,
+                send_sequence=send_sequence,
             )
             if digest["created"]:
                 await enqueue(
@@ -637,6 +676,30 @@ async def _add_to_digest(
                 outcome = SendOutcome(notification_id=digest["id"], status="digested")
     assert outcome is not None
     return outcome
+
+
+async def _screen_digested(
+    conn: Conn,
+    definition: EventDefinition,
+    recipient: str,
+    model: BaseModel,
+    dedup: tuple[str, int] | None,
+) -> Literal["pass", "duplicate", "throttled"]:
+    """Throttle count, then dedup claim: the instant path's order (its dispatch statement
+    counts the throttle before it claims the dedup key), so a send counts the same either way."""
+    over = False
+    if definition.throttle is not None:
+        sent = await queries.count_throttled(
+            conn,
+            key=f"{definition.type}:{definition.throttle.key(recipient, model)}",
+            window_seconds=int(definition.throttle.window_seconds),
+        )
+        over = sent > int(definition.throttle.limit)
+    if dedup is not None and not await queries.claim_dedup(
+        conn, key=dedup[0], window_seconds=dedup[1]
+    ):
+        return "duplicate"
+    return "throttled" if over else "pass"
 
 
 async def _locale_for(

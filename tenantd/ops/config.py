@@ -19,6 +19,7 @@ DEFAULT_SWEEP_INTERVALS = {
     "jobs": 3_600,
     "keys": 3_600,  # access-token key rotation (ACCESS_TOKEN_KEY_ROTATION_DAYS)
     "users": 86_400,  # Beyond (issue 18): anonymise users deleted more than 30 days ago
+    "throttles": 3_600,  # notification throttle counters whose window ended (issue 18)
 }
 
 # Scope -> (per IP, per email) within the window. 0 turns that counter off.

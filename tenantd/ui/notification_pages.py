@@ -37,6 +37,9 @@ async def _inbox(
         )
     data: dict[str, Any] = orjson.loads(orjson.dumps(fragment))
     unread = await in_app.cached_unread_count(services, user_id=viewer.principal.user_id)
+    defaults_apply = await prefs.account_defaults_apply(
+        services, user_id=viewer.principal.user_id, account_id=viewer.principal.account_id
+    )
     return page(
         request,
         "notifications.html",
@@ -45,6 +48,7 @@ async def _inbox(
         items=data["items"],
         next_cursor=data.get("nextCursor"),
         unread=unread["count"],
+        defaults_apply=defaults_apply,
         notice=done_text(request.query.get("done")),
         problem=issue,
     )
@@ -83,57 +87,6 @@ async def read_all_post(request: web.Request, viewer: Viewer) -> web.StreamRespo
     except AppError as exc:
         return await _inbox(request, viewer, issue=problem(exc))
     return redirect(request, "/notifications?done=all_read")
-
-
-async def _preferences(
-    request: web.Request, viewer: Viewer, *, issue: Problem | None = None
-) -> web.Response:
-    events = await prefs.effective_preferences(
-        request.app[NOTIFICATION_SERVICES], user_id=viewer.principal.user_id
-    )
-    channels: list[str] = []
-    for event in events:
-        for setting in event["channels"]:
-            if setting["channel"] not in channels:
-                channels.append(setting["channel"])
-    return page(
-        request,
-        "preferences.html",
-        status=issue.status if issue else 200,
-        title=text("preferences.title"),
-        events=events,
-        channels=channels,
-        notice=done_text(request.query.get("done")),
-        problem=issue,
-    )
-
-
-@signed_in
-async def preferences_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    return await _preferences(request, viewer)
-
-
-@signed_in
-async def preferences_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    services = request.app[NOTIFICATION_SERVICES]
-    try:
-        form = await read_form(request)
-        checked = set(form.getall("on", []))
-        events = await prefs.effective_preferences(services, user_id=viewer.principal.user_id)
-        for event in events:
-            for setting in event["channels"]:
-                wanted = f"{event['eventType']}:{setting['channel']}" in checked
-                if wanted != setting["enabled"]:
-                    await prefs.set_preference(
-                        services,
-                        user_id=viewer.principal.user_id,
-                        event_type=event["eventType"],
-                        channel=setting["channel"],
-                        enabled=wanted,
-                    )
-    except AppError as exc:
-        return await _preferences(request, viewer, issue=problem(exc))
-    return redirect(request, "/notifications/preferences?done=preferences")
 
 
 async def unsubscribe_page(request: web.Request) -> web.Response:

@@ -14,6 +14,7 @@ from tenantd.ui import account_pages as accounts
 from tenantd.ui import auth_pages as auth
 from tenantd.ui import mfa_pages as mfa
 from tenantd.ui import notification_pages as notifications
+from tenantd.ui import preference_pages as preferences
 from tenantd.ui.config import ui_config
 from tenantd.ui.forms import problem
 from tenantd.ui.render import STATIC, page, redirect
@@ -72,8 +73,8 @@ PAGES: list[tuple[str, str, Any]] = [
     ("GET", "/notifications", notifications.inbox_page),
     ("POST", "/notifications/read-all", notifications.read_all_post),
     ("POST", "/notifications/{id}/read", notifications.read_post),
-    ("GET", "/notifications/preferences", notifications.preferences_page),
-    ("POST", "/notifications/preferences", notifications.preferences_post),
+    ("GET", "/notifications/preferences", preferences.preferences_page),
+    ("POST", "/notifications/preferences", preferences.preferences_post),
     ("GET", "/unsubscribe", notifications.unsubscribe_page),
     ("POST", "/unsubscribe", notifications.unsubscribe_post),
     ("GET", "/tenantd-sw.js", service_worker),
@@ -94,6 +95,10 @@ PAGES: list[tuple[str, str, Any]] = [
     ("POST", "/cancel-email-change", mfa.cancel_email_post),
     ("POST", MEMBERS.removesuffix("/members") + "/require-mfa", mfa.require_mfa_post),
     ("POST", "/accounts/{id}/restore", accounts.restore_post),
+    # notification frequency, quiet hours, language, account defaults (issue 18)
+    ("POST", preferences.QUIET_HOURS, preferences.quiet_hours_post),
+    ("GET", preferences.DEFAULTS, preferences.defaults_page),
+    ("POST", preferences.DEFAULTS, preferences.defaults_post),
 ]
 
 

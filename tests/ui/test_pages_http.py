@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tenantd.app import create_app
+from tenantd.email.templates import SUPPORTED_LOCALES
 from tenantd.settings import SettingsError, load_settings
 from tenantd.ui.config import ui_config
 from tenantd.ui.strings import EN, done_text, oauth_error_text
@@ -213,6 +214,10 @@ def test_every_done_and_oauth_code_has_words() -> None:
     built = {
         "role.": ("owner", "admin", "member"),
         "channel.": ("in_app", "email", "sse", "web_push"),
+        # notification settings (issue 18)
+        "frequency.": ("instant", "hourly", "daily"),
+        "language.": SUPPORTED_LOCALES,
+        "defaults.choice_": ("none", "on", "off"),
     }
     for prefix, values in built.items():
         from_templates.discard(prefix)

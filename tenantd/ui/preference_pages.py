@@ -1,0 +1,265 @@
+"""Pages of notification settings: per event type x channel on/off and how often (events with
+a digest), which setting applies (the user's own choice or the active account's default),
+quiet hours and language; and the account's defaults, set by its owner or an admin."""
+
+from __future__ import annotations
+
+import functools
+import uuid
+import zoneinfo
+from typing import Any
+
+from aiohttp import web
+from multidict import MultiDictProxy
+
+from tenantd.email.templates import SUPPORTED_LOCALES
+from tenantd.errors import AppError, Forbidden, NotFound
+from tenantd.notifications import preferences as prefs
+from tenantd.notifications import quiet
+from tenantd.notifications.services import NOTIFICATION_SERVICES, NotificationServices
+from tenantd.ui.account_pages import signed_in
+from tenantd.ui.forms import Problem, field, problem, read_form
+from tenantd.ui.render import page, redirect
+from tenantd.ui.session import Viewer
+from tenantd.ui.strings import done_text, text
+
+PREFERENCES = "/notifications/preferences"
+QUIET_HOURS = "/notifications/preferences/quiet-hours"
+DEFAULTS = "/accounts/{id}/notification-defaults"
+FREQUENCIES = ("instant", "hourly", "daily")
+MANAGERS = ("owner", "admin")
+# An account default in a form: no default (the channel is on), on, off.
+DEFAULT_CHOICES = {"": None, "on": True, "off": False}
+
+
+@functools.cache
+def time_zones() -> tuple[str, ...]:
+    """The IANA zone names a user can pick (Area/City and UTC), sorted."""
+    names = zoneinfo.available_timezones()
+    return tuple(sorted(n for n in names if "/" in n and not n.startswith(("Etc/", "SystemV/"))))
+
+
+def every(window: float) -> str:
+    """A digest window in words: every hour, every day, every 10 minutes."""
+    if window == 3600:
+        return text("frequency.every_hour")
+    if window == 86_400:
+        return text("frequency.every_day")
+    if window % 3600 == 0:
+        return text("frequency.every_hours", count=int(window // 3600))
+    return text("frequency.every_minutes", count=max(round(window / 60), 1))
+
+
+def digest_window(services: NotificationServices, event_type: str) -> float | None:
+    """The event's digest window, or None when a user cannot choose a frequency for it."""
+    definition = services.registry.get(event_type).definition
+    if definition.digest is None or definition.critical:
+        return None
+    return float(definition.digest.window_seconds)
+
+
+def _field_name(prefix: str, event_type: str, channel: str) -> str:
+    return f"{prefix}:{event_type}:{channel}"
+
+
+async def _events(services: NotificationServices, viewer: Viewer) -> list[dict[str, Any]]:
+    """Every event type with its channels' effective settings and, for a digest event, the
+    choice of frequency (none stored: the event's own window)."""
+    events = await prefs.effective_preferences(
+        services, user_id=viewer.principal.user_id, account_id=viewer.principal.account_id
+    )
+    for event in events:
+        window = digest_window(services, event["eventType"])
+        event["critical"] = services.registry.get(event["eventType"]).definition.critical
+        event["digest"] = window is not None
+        event["every"] = every(window) if window is not None else ""
+    return events
+
+
+def _columns(events: list[dict[str, Any]]) -> list[str]:
+    channels: list[str] = []
+    for event in events:
+        for setting in event["channels"]:
+            if setting["channel"] not in channels:
+                channels.append(setting["channel"])
+    return channels
+
+
+async def _preferences(
+    request: web.Request,
+    viewer: Viewer,
+    *,
+    issue: Problem | None = None,
+    quiet_values: dict[str, Any] | None = None,
+) -> web.Response:
+    services = request.app[NOTIFICATION_SERVICES]
+    events = await _events(services, viewer)
+    account = viewer.account
+    return page(
+        request,
+        "preferences.html",
+        status=issue.status if issue else 200,
+        title=text("preferences.title"),
+        events=events,
+        channels=_columns(events),
+        frequencies=FREQUENCIES,
+        quiet=quiet_values or await quiet.settings_of(services, user_id=viewer.principal.user_id),
+        time_zones=time_zones(),
+        locales=SUPPORTED_LOCALES,
+        account=account,
+        manage_defaults=account is not None and viewer.principal.role in MANAGERS,
+        uses_account_defaults=any(
+            setting["source"] == "account" for event in events for setting in event["channels"]
+        ),
+        notice=done_text(request.query.get("done")),
+        problem=issue,
+    )
+
+
+@signed_in
+async def preferences_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    return await _preferences(request, viewer)
+
+
+async def _save_channels(
+    services: NotificationServices, viewer: Viewer, form: MultiDictProxy[Any]
+) -> None:
+    """Write what changed: a channel turned on or off, a frequency chosen."""
+    checked = set(form.getall("on", []))
+    for event in await _events(services, viewer):
+        for setting in event["channels"]:
+            channel = setting["channel"]
+            wanted = f"{event['eventType']}:{channel}" in checked
+            enabled = wanted if wanted != setting["enabled"] else None
+            frequency = None
+            if event["digest"]:
+                chosen = field(form, _field_name("frequency", event["eventType"], channel))
+                if chosen in FREQUENCIES and chosen != setting["frequency"]:
+                    frequency = chosen
+            if enabled is None and frequency is None:
+                continue
+            await prefs.set_preference(
+                services,
+                user_id=viewer.principal.user_id,
+                event_type=event["eventType"],
+                channel=channel,
+                enabled=enabled,
+                frequency=frequency,
+            )
+
+
+@signed_in
+async def preferences_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    try:
+        form = await read_form(request)
+        await _save_channels(request.app[NOTIFICATION_SERVICES], viewer, form)
+    except AppError as exc:
+        return await _preferences(request, viewer, issue=problem(exc))
+    return redirect(request, PREFERENCES + "?done=preferences")
+
+
+@signed_in
+async def quiet_hours_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    posted: dict[str, Any] = {}
+    try:
+        form = await read_form(request)
+        posted = {
+            "timeZone": field(form, "timeZone") or None,
+            "quietHoursStart": field(form, "quietHoursStart") or None,
+            "quietHoursEnd": field(form, "quietHoursEnd") or None,
+            "locale": field(form, "locale") or None,
+        }
+        await quiet.set_settings(
+            request.app[NOTIFICATION_SERVICES],
+            user_id=viewer.principal.user_id,
+            time_zone=posted["timeZone"],
+            start=posted["quietHoursStart"],
+            end=posted["quietHoursEnd"],
+            locale=posted["locale"],
+        )
+    except AppError as exc:
+        return await _preferences(request, viewer, issue=problem(exc), quiet_values=posted or None)
+    return redirect(request, PREFERENCES + "?done=quiet_hours#quiet-hours")
+
+
+# -- the account's defaults ----------------------------------------------------------------------
+
+
+def _account_id(request: web.Request) -> uuid.UUID:
+    try:
+        return uuid.UUID(request.match_info["id"])
+    except ValueError:
+        raise NotFound() from None
+
+
+async def _current_defaults(
+    services: NotificationServices, viewer: Viewer, account_id: uuid.UUID
+) -> dict[tuple[str, str], bool]:
+    rows = await prefs.account_defaults(
+        services, actor_account=viewer.principal.account_id, account_id=account_id
+    )
+    return {(row["eventType"], row["channel"]): row["enabled"] for row in rows}
+
+
+async def _defaults(
+    request: web.Request, viewer: Viewer, *, issue: Problem | None = None
+) -> web.Response:
+    services = request.app[NOTIFICATION_SERVICES]
+    account_id = _account_id(request)
+    current = await _current_defaults(services, viewer, account_id)
+    events = await _events(services, viewer)
+    for event in events:
+        for setting in event["channels"]:
+            setting["default"] = current.get((event["eventType"], setting["channel"]))
+    account = viewer.account or {}
+    return page(
+        request,
+        "notification_defaults.html",
+        status=issue.status if issue else 200,
+        title=text("defaults.title"),
+        account_id=account_id,
+        account_name=account.get("name", ""),
+        events=events,
+        channels=_columns(events),
+        manage=viewer.principal.role in MANAGERS,
+        notice=done_text(request.query.get("done")),
+        problem=issue,
+    )
+
+
+@signed_in
+async def defaults_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    return await _defaults(request, viewer)
+
+
+@signed_in
+async def defaults_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    services = request.app[NOTIFICATION_SERVICES]
+    account_id = _account_id(request)
+    try:
+        form = await read_form(request)
+        if viewer.principal.role not in MANAGERS:
+            raise Forbidden(text("defaults.managers_only"))
+        current = await _current_defaults(services, viewer, account_id)
+        for event in await _events(services, viewer):
+            for setting in event["channels"]:
+                key = (event["eventType"], setting["channel"])
+                name = _field_name("default", *key)
+                posted = field(form, name)
+                # A field the form did not carry (or no choice of ours) changes nothing.
+                if name not in form or posted not in DEFAULT_CHOICES:
+                    continue
+                if DEFAULT_CHOICES[posted] == current.get(key):
+                    continue
+                await prefs.set_account_default(
+                    services,
+                    actor_account=viewer.principal.account_id,
+                    actor_role=viewer.principal.role,
+                    account_id=account_id,
+                    event_type=key[0],
+                    channel=key[1],
+                    enabled=DEFAULT_CHOICES[posted],
+                )
+    except AppError as exc:
+        return await _defaults(request, viewer, issue=problem(exc))
+    return redirect(request, f"/accounts/{account_id}/notification-defaults?done=defaults")
