@@ -121,6 +121,10 @@ JOB_KINDS = (
         name="notifications.dispatch",
         run=run_dispatch,
         run_batch=run_dispatch_batch,
+        # One transaction and one notification statement for 32 dispatches. Each raises one
+        # cache notice (sql/0071) and psycopg2 keeps 50 per transaction: more would flush
+        # the whole request-context cache at every commit.
+        batch_size=32,
         max_attempts=DISPATCH_ATTEMPTS,
     ),
     JobKind(
