@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from psycopg2.extras import Json
 from sqlalchemy.sql import ColumnElement, Delete, Select
@@ -84,6 +85,49 @@ async def insert_job_for_user(
         {"kind": kind, "payload": Json(payload), "max": max_attempts, "uid": user_id},
     )
     return job_id
+
+
+# The group commit of `enqueue_for_user` (jobs/coalesce.py): many callers' rows in one
+# statement, each written only if its user exists. Rows keep their order (ORDER BY n), so
+# the sequence hands out ids in that order and the sorted ids pair with the written rows.
+INSERT_JOBS_FOR_USERS_SQL = Prepared(
+    "tenantd_jobs_insert_for_users",
+    """
+WITH p AS (
+    SELECT * FROM unnest(%(kinds)s::text[], %(payloads)s::text[], %(maxes)s::int[],
+                         %(uids)s::uuid[]) WITH ORDINALITY AS p(kind, payload, max, uid, n)
+     WHERE EXISTS (SELECT 1 FROM users WHERE users.id = p.uid)
+), ins AS (
+    INSERT INTO jobs (kind, payload, max_attempts)
+    SELECT kind, payload::jsonb, max FROM p ORDER BY n
+    RETURNING id
+)
+SELECT (SELECT array_agg(n ORDER BY n) FROM p) AS written,
+       (SELECT array_agg(id ORDER BY id) FROM ins) AS ids
+""",
+)
+
+
+async def insert_jobs_for_users(
+    conn: Conn, *, rows: Sequence[tuple[str, dict[str, Any], int, uuid.UUID]]
+) -> list[int | None]:
+    """(kind, payload, max_attempts, user_id) rows in one statement, each only if its user
+    exists: per row its job id, or None (no such user)."""
+    found = await conn.fetch_one(
+        INSERT_JOBS_FOR_USERS_SQL,
+        {
+            "kinds": [row[0] for row in rows],
+            # text, made jsonb by the statement (a prepared statement takes no Json array)
+            "payloads": [orjson.dumps(row[1]).decode() for row in rows],
+            "maxes": [row[2] for row in rows],
+            "uids": [row[3] for row in rows],
+        },
+    )
+    ids: list[int | None] = [None] * len(rows)
+    if found is not None and found["written"]:
+        for n, job_id in zip(found["written"], found["ids"], strict=True):
+            ids[n - 1] = job_id
+    return ids
 
 
 # The claim and completion are planned at each call, not prepared: the jobs table swings

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from tenantd.db import Conn, Database
 from tenantd.jobs import queries
+from tenantd.jobs.coalesce import CoalescingWriter
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.settings import Settings, env_int, env_number
 
@@ -79,6 +80,7 @@ class JobQueue:
         self.kinds: dict[str, JobKind] = {kind.name: kind for kind in kinds}
         self._wakeup: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._writer: CoalescingWriter | None = None
 
     def register(self, kind: JobKind) -> None:
         """Add a kind to this process's table (applications' own jobs, tests)."""
@@ -170,6 +172,22 @@ class JobQueue:
         if job_id is not None:
             self.wake()
         return job_id
+
+    async def enqueue_for_user_grouped(
+        self, db: Database, kind: str, payload: dict[str, Any], *, user_id: uuid.UUID
+    ) -> int | None:
+        """`enqueue_for_user` on a connection of its own, in one statement with the rows of
+        other callers of this process that overlap it (group commit, jobs/coalesce.py)."""
+        job_kind = self.kind(kind)
+        writer = self._writer
+        if writer is None or writer.db is not db:
+            writer = self._writer = CoalescingWriter(db, on_written=self.wake)
+        return await writer.enqueue_for_user(
+            kind=job_kind.name,
+            payload=payload,
+            max_attempts=job_kind.max_attempts,
+            user_id=user_id,
+        )
 
     def spawn_inline(
         self,

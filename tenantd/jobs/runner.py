@@ -2,10 +2,11 @@
 
 - Claims use `FOR UPDATE SKIP LOCKED` and lease each job for JOB_LEASE_SECONDS; a heartbeat
   extends the leases of running jobs, so only a dead process lets its lease run out. Every
-  runner looks for such jobs once per poll interval and queues them again, and then any
-  instance claims them. The heartbeat has a connection of its own (outside the pool, which
-  busy requests or jobs may exhaust), and each beat is bounded by the beat interval (a third
-  of the lease): a live process never loses a lease by waiting for a pool connection.
+  runner looks for such jobs every tenth of a lease (at least a poll interval) and queues
+  them again, and then any instance claims them. The heartbeat has a connection of its own
+  (outside the pool, which busy requests or jobs may exhaust), and each beat is bounded by
+  the beat interval (a third of the lease): a live process never loses a lease by waiting
+  for a pool connection.
 - Completions are written in batches (one UPDATE for many jobs). A crash between a job's
   own commit and its completion runs the job again, which is why job functions are
   idempotent (notification jobs key on the notification id).
@@ -56,6 +57,10 @@ class JobRunner:
         self._scheduler: aiojobs.Scheduler | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.claimed = 0
+        # Expired leases are looked for a tenth of a lease apart (at least a poll apart): a
+        # dead process's jobs run again at most 10% later, and an idle runner makes one
+        # statement per poll instead of two (each costs the busy server a context switch).
+        self.requeue_seconds = max(self.config.poll_seconds, self.lease_seconds / 10)
 
     @property
     def kinds(self) -> dict[str, JobKind]:
@@ -106,7 +111,7 @@ class JobRunner:
         next_requeue = 0.0
         while not self._stopping:
             if loop.time() >= next_requeue:
-                next_requeue = loop.time() + self.config.poll_seconds
+                next_requeue = loop.time() + self.requeue_seconds
                 await self._requeue_expired()
             free = self.config.concurrency - len(self._running)
             if free <= 0:

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from psycopg2.extras import Json
 
 from tenantd.db import Conn, Row
@@ -16,71 +17,35 @@ NOTIFICATION_COLUMNS = (
     "id, event_type, title, body, cta_url, cta_label, status, read_at, created_at"
 )
 
-# The whole dispatch in one statement (one round trip, atomic even without BEGIN):
-#   u   the recipient exists
-#   dd  dedup: insert the key, or take over an expired one; a live key yields no row, and a
-#       concurrent identical insert waits for this one and then sees the live key
-#   ch  the event's channels with the recipient's preferences
-#   n   the notification, keyed on the id chosen by send(): a re-run job inserts nothing
-#   d   one delivery row per channel: disabled -> suppressed, in_app/sse -> sent (the row
-#       and the NOTIFY are the delivery), email/web_push -> pending until their job settles
-# pg_notify is transactional: listeners see it only after commit.
+# The whole dispatch in one statement (one round trip, atomic even without BEGIN): the
+# function of sql/0160 (recipient, dedup, preferences, the notification, its delivery rows,
+# the SSE NOTIFY). One definition for a single send and for a batch (DISPATCH_BATCH_SQL).
 DISPATCH_SQL = Prepared(
-    "tenantd_notification_dispatch",
-    """
-WITH u AS (
-    SELECT id, time_zone, quiet_hours_start, quiet_hours_end FROM users WHERE id = %(uid)s::uuid
-), dd AS (
-    INSERT INTO notification_dedup (dedup_key, expires_at)
-    SELECT %(dedup_key)s::text, now() + make_interval(secs => %(window)s::float8)
-      FROM u WHERE %(dedup_key)s::text IS NOT NULL
-    ON CONFLICT (dedup_key) DO UPDATE
-       SET expires_at = EXCLUDED.expires_at, created_at = now()
-     WHERE notification_dedup.expires_at <= now()
-    RETURNING 1
-), ch AS (
-    SELECT c.channel, c.ord,
-           (coalesce(p.enabled, ad.enabled, true) OR %(critical)s::boolean)
-           AND %(forced_reason)s::text IS NULL AS enabled
-      FROM unnest(%(channels)s::text[]) WITH ORDINALITY AS c(channel, ord)
-      LEFT JOIN notification_preferences p
-        ON p.user_id = %(uid)s::uuid AND p.event_type = %(type)s::text
-       AND p.channel = c.channel
-      LEFT JOIN notification_account_defaults ad
-        ON ad.account_id = %(aid)s::uuid AND ad.event_type = %(type)s::text
-       AND ad.channel = c.channel
-), n AS (
-    INSERT INTO notifications
-        (id, user_id, account_id, event_type, title, body, cta_url, cta_label, payload, in_app)
-    SELECT %(id)s::uuid, u.id, %(aid)s::uuid, %(type)s::text, %(title)s::text,
-           %(body)s::text, %(cta_url)s::text, %(cta_label)s::text, %(payload)s::jsonb,
-           coalesce((SELECT enabled FROM ch WHERE channel = 'in_app'), false)
-      FROM u
-     WHERE %(dedup_key)s::text IS NULL OR EXISTS (SELECT 1 FROM dd)
-    ON CONFLICT (id) DO NOTHING
-    RETURNING id, created_at
-), d AS (
-    INSERT INTO notification_deliveries (notification_id, channel, status, reason)
-    SELECT n.id, ch.channel,
-           CASE WHEN NOT ch.enabled THEN 'suppressed'
-                WHEN ch.channel IN ('in_app', 'sse') THEN 'sent'
-                ELSE 'pending' END,
-           CASE WHEN NOT ch.enabled
-                THEN coalesce(%(forced_reason)s::text, 'preference_disabled') END
-      FROM n CROSS JOIN ch
-     ORDER BY ch.ord
-    RETURNING channel, status
+    "tenantd_notification_dispatch_one",
+    "SELECT * FROM tenantd_notification_dispatch(%(id)s::uuid, %(uid)s::uuid, %(aid)s::uuid,"
+    " %(type)s::text, %(title)s::text, %(body)s::text, %(cta_url)s::text, %(cta_label)s::text,"
+    " %(payload)s::jsonb, %(dedup_key)s::text, %(window)s::float8, %(channels)s::text[],"
+    " %(forced_reason)s::text, %(critical)s::boolean, %(topic)s::text)",
 )
-SELECT (SELECT count(*) FROM u) > 0 AS user_found,
-       (SELECT time_zone FROM u) AS time_zone,
-       (SELECT quiet_hours_start FROM u) AS quiet_hours_start,
-       (SELECT quiet_hours_end FROM u) AS quiet_hours_end,
-       n.id, n.created_at,
-       ARRAY(SELECT d.channel FROM d WHERE d.status = 'pending') AS pending,
-       (SELECT count(*) FROM d
-         WHERE d.channel = 'sse' AND d.status = 'sent'
-           AND pg_notify(%(topic)s::text, n.id::text) IS NOT NULL) AS published
-  FROM (SELECT 1) AS one LEFT JOIN n ON true
+
+# Many dispatches in one statement, one call per row in the order given (each call sees the
+# ones before it); one answer row per call, in that order. Channel lists are comma-joined
+# (arrays of arrays must be rectangular) and payloads are JSON text (a prepared statement
+# takes no array of Json).
+DISPATCH_BATCH_SQL = Prepared(
+    "tenantd_notification_dispatch_many",
+    """
+SELECT r.* FROM unnest(%(ids)s::uuid[], %(uids)s::uuid[], %(aids)s::uuid[], %(types)s::text[],
+                       %(titles)s::text[], %(bodies)s::text[], %(cta_urls)s::text[],
+                       %(cta_labels)s::text[], %(payloads)s::text[], %(dedup_keys)s::text[],
+                       %(windows)s::float8[], %(channels)s::text[], %(forced)s::text[],
+                       %(critical)s::boolean[], %(topics)s::text[])
+       WITH ORDINALITY AS a(id, uid, aid, type, title, body, cta_url, cta_label, payload,
+                            dedup_key, win, channels, forced, critical, topic, n)
+ CROSS JOIN LATERAL tenantd_notification_dispatch(
+       a.id, a.uid, a.aid, a.type, a.title, a.body, a.cta_url, a.cta_label, a.payload::jsonb,
+       a.dedup_key, a.win, string_to_array(a.channels, ','), a.forced, a.critical, a.topic) r
+ ORDER BY a.n
 """,
 )
 
@@ -112,28 +77,89 @@ async def persist_dispatch(
 
     `forced_reason`: every row `suppressed` with this reason (a throttled send); `critical`:
     the user's disabled preferences do not apply."""
-    row = await conn.fetch_one(
-        DISPATCH_SQL,
-        {
-            "forced_reason": forced_reason,
-            "critical": critical,
-            "id": notification_id,
-            "uid": user_id,
-            "aid": account_id,
-            "type": event_type,
-            "title": title,
-            "body": body,
-            "cta_url": cta_url,
-            "cta_label": cta_label,
-            "payload": Json(payload),
-            "dedup_key": dedup_key,
-            "window": window_seconds,
-            "channels": list(channels),
-            "topic": user_topic(user_id),
-        },
+    parameters = dispatch_parameters(
+        notification_id=notification_id,
+        user_id=user_id,
+        account_id=account_id,
+        event_type=event_type,
+        title=title,
+        body=body,
+        cta_url=cta_url,
+        cta_label=cta_label,
+        payload=payload,
+        dedup_key=dedup_key,
+        window_seconds=window_seconds,
+        channels=channels,
+        forced_reason=forced_reason,
+        critical=critical,
     )
+    row = await conn.fetch_one(DISPATCH_SQL, {**parameters, "payload": Json(payload)})
     assert row is not None
     return row
+
+
+def dispatch_parameters(
+    *,
+    notification_id: uuid.UUID,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    event_type: str,
+    title: str,
+    body: str,
+    cta_url: str,
+    cta_label: str,
+    payload: dict[str, Any],
+    dedup_key: str | None,
+    window_seconds: int,
+    channels: Sequence[str],
+    forced_reason: str | None = None,
+    critical: bool = False,
+) -> dict[str, Any]:
+    """persist_dispatch's arguments as DISPATCH_SQL's parameters (payload not yet adapted)."""
+    return {
+        "forced_reason": forced_reason,
+        "critical": critical,
+        "id": notification_id,
+        "uid": user_id,
+        "aid": account_id,
+        "type": event_type,
+        "title": title,
+        "body": body,
+        "cta_url": cta_url,
+        "cta_label": cta_label,
+        "payload": payload,
+        "dedup_key": dedup_key,
+        "window": window_seconds,
+        "channels": list(channels),
+        "topic": user_topic(user_id),
+    }
+
+
+async def persist_dispatches(conn: Conn, parameters: Sequence[dict[str, Any]]) -> list[Row]:
+    """Many `dispatch_parameters` in one statement, in order: one answer each, as
+    persist_dispatch gives it."""
+    rows = await conn.fetch_all(
+        DISPATCH_BATCH_SQL,
+        {
+            "ids": [p["id"] for p in parameters],
+            "uids": [p["uid"] for p in parameters],
+            "aids": [p["aid"] for p in parameters],
+            "types": [p["type"] for p in parameters],
+            "titles": [p["title"] for p in parameters],
+            "bodies": [p["body"] for p in parameters],
+            "cta_urls": [p["cta_url"] for p in parameters],
+            "cta_labels": [p["cta_label"] for p in parameters],
+            "payloads": [orjson.dumps(p["payload"]).decode() for p in parameters],
+            "dedup_keys": [p["dedup_key"] for p in parameters],
+            "windows": [float(p["window"]) for p in parameters],
+            "channels": [",".join(p["channels"]) for p in parameters],
+            "forced": [p["forced_reason"] for p in parameters],
+            "critical": [p["critical"] for p in parameters],
+            "topics": [p["topic"] for p in parameters],
+        },
+    )
+    assert len(rows) == len(parameters)
+    return rows
 
 
 async def user_exists(conn: Conn, *, user_id: uuid.UUID) -> bool:

@@ -188,9 +188,14 @@ async def send(
         "accountId": str(account) if account else None,
         "payload": model.model_dump(mode="json"),
     }
-    async with _using(services, conn, transaction=False) as own:
-        # One statement: the job row, written only if the recipient exists.
-        job_id = await services.jobs.enqueue_for_user(own, DISPATCH_KIND, job, user_id=user_id)
+    if conn is None:
+        # One statement, shared with the sends of this process that overlap this one: the
+        # job row, written only if the recipient exists, committed before we answer.
+        job_id = await services.jobs.enqueue_for_user_grouped(
+            services.db, DISPATCH_KIND, job, user_id=user_id
+        )
+    else:
+        job_id = await services.jobs.enqueue_for_user(conn, DISPATCH_KIND, job, user_id=user_id)
     if job_id is None:
         raise UnknownRecipient(f"Unknown recipient user: {user_id}")
     return SendOutcome(notification_id=notification_id, status="queued")

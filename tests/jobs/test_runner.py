@@ -403,3 +403,62 @@ async def test_a_dispatch_batch_isolates_bad_jobs(services: AppServices, factory
     results = await run_dispatch_batch(services, broken)
     assert results[0] is None and results[2] is None and results[1] is not None
     assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 4
+
+
+async def test_a_dispatch_batch_writes_its_notifications_in_one_statement(
+    services: AppServices, factory: Any, monkeypatch: Any
+) -> None:
+    """16 dispatches: one DISPATCH_BATCH_SQL; a dedup key twice in one batch delivers once,
+    follow-up jobs (email) are queued in the same transaction, every row as a lone send."""
+    from tenantd.notifications import dispatch_batch
+    from tenantd.notifications.jobs import run_dispatch_batch
+
+    user = await factory.user()
+    batches: list[int] = []
+    original = dispatch_batch.queries.persist_dispatches
+
+    async def counted(conn: Any, parameters: Any) -> Any:
+        batches.append(len(parameters))
+        return await original(conn, parameters)
+
+    monkeypatch.setattr(dispatch_batch.queries, "persist_dispatches", counted)
+
+    def job(n: int, event: str, payload: dict[str, Any]) -> tuple[JobInfo, dict[str, Any]]:
+        body = {
+            "notificationId": str(uuid.uuid4()),
+            "eventType": event,
+            "recipientUserId": str(user.id),
+            "accountId": None,
+            "payload": payload,
+        }
+        return JobInfo(id=n, kind="notifications.dispatch", attempts=1, max_attempts=8), body
+
+    comment = {"actorId": str(uuid.uuid4()), "commentId": "same", "text": "Hi"}
+    items = [job(n, "ping.simple", {"n": n}) for n in range(14)]
+    items += [job(14, "comment.created", comment), job(15, "comment.created", comment)]
+    results = await run_dispatch_batch(services, items)
+    assert results == [None] * 16
+    assert batches == [16]
+    titles = await services.db.fetch_all(
+        "SELECT title FROM notifications WHERE event_type = 'ping.simple'"
+    )
+    assert sorted(row["title"] for row in titles) == sorted(f"Ping {n}" for n in range(14))
+    comments = await services.db.fetch_all(
+        "SELECT id FROM notifications WHERE event_type = 'comment.created'"
+    )
+    assert len(comments) == 1  # the second of the batch was a duplicate
+    assert comments[0]["id"] == uuid.UUID(items[14][1]["notificationId"])  # the first wins
+    deliveries = await services.db.fetch_all(
+        "SELECT channel, status FROM notification_deliveries WHERE notification_id = %(id)s",
+        {"id": comments[0]["id"]},
+    )
+    assert {row["channel"] for row in deliveries} == {"in_app", "email"}  # sse is off here
+    emails = await services.db.fetch_val(
+        "SELECT count(*) FROM jobs WHERE kind = 'notifications.email'"
+        " AND payload->>'notificationId' = %(id)s",
+        {"id": str(comments[0]["id"])},
+    )
+    assert emails == 1
+    # Run again (a job re-run after a crash): nothing new, every one idempotent.
+    assert await run_dispatch_batch(services, items) == [None] * 16
+    assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 15

@@ -1,0 +1,94 @@
+"""Many queued dispatches in one transaction, their notifications written by one statement.
+
+`dispatch` writes a notification with one statement (DISPATCH_SQL): a batch of 16 jobs run
+one after another costs 16 round trips. Here the batch's dispatches run side by side on one
+connection that takes one statement at a time; each one's DISPATCH_SQL is held back until
+every dispatch still running has reached its own, and then all of them go as one statement
+(DISPATCH_BATCH_SQL, one function call per row, in the order they were held back: the same
+as that many statements in a row). Every other statement (throttle counts, follow-up jobs,
+locales) runs when asked. The whole batch is one transaction, as before: a failed statement
+fails the batch, and the runner runs its jobs again one by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from tenantd.db import Conn, Row
+from tenantd.db.core import Statement
+from tenantd.notifications import queries
+
+T = TypeVar("T")
+
+
+class SharedConn(Conn):
+    """A connection several tasks of one batch use in turn; it gathers their dispatches."""
+
+    def __init__(self, conn: Conn):
+        super().__init__(conn.raw, conn.notice_sink)
+        self.inner = conn  # the batch's transaction is open on it
+        self.in_transaction = True  # nested transaction() calls join that one
+        self._turn = asyncio.Lock()
+        self._running = 0  # dispatches of the batch not yet finished
+        self._held: list[tuple[dict[str, Any], asyncio.Future[Row]]] = []
+        self.statements = 0  # DISPATCH_BATCH_SQL statements made (tests)
+
+    async def run_all(self, calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T | BaseException]:
+        """Run every call side by side; their results or exceptions, in order."""
+        self._running = len(calls)
+
+        async def one(call: Callable[[], Awaitable[T]]) -> T:
+            try:
+                return await call()
+            finally:
+                self._running -= 1
+                await self._release_when_all_held()
+
+        return await asyncio.gather(*(one(call) for call in calls), return_exceptions=True)
+
+    async def execute(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> int:
+        async with self._turn:
+            return await self.inner.execute(stmt, params)
+
+    async def fetch_all(
+        self, stmt: Statement, params: Mapping[str, Any] | None = None
+    ) -> list[Row]:
+        async with self._turn:
+            return await self.inner.fetch_all(stmt, params)
+
+    async def fetch_val(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> Any:
+        async with self._turn:
+            return await self.inner.fetch_val(stmt, params)
+
+    async def fetch_one(
+        self, stmt: Statement, params: Mapping[str, Any] | None = None
+    ) -> Row | None:
+        if stmt is not queries.DISPATCH_SQL or params is None:
+            async with self._turn:
+                return await self.inner.fetch_one(stmt, params)
+        payload = params["payload"]
+        held = {**params, "payload": getattr(payload, "adapted", payload)}  # unwrap Json
+        answer: asyncio.Future[Row] = asyncio.get_running_loop().create_future()
+        self._held.append((held, answer))
+        await self._release_when_all_held()
+        return await answer
+
+    async def _release_when_all_held(self) -> None:
+        """Once every running dispatch waits for its notification's write: write them all."""
+        if not self._held or len(self._held) < self._running:
+            return
+        held, self._held = self._held, []
+        try:
+            async with self._turn:
+                rows = await queries.persist_dispatches(self.inner, [p for p, _ in held])
+            self.statements += 1
+        except Exception as error:
+            for _, answer in held:
+                if not answer.done():
+                    answer.set_exception(error)
+            return
+        for (_, answer), row in zip(held, rows, strict=True):
+            if not answer.done():
+                answer.set_result(row)
