@@ -3,6 +3,8 @@ read: the session cookie straight from the header, the JWT header parse kept per
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import time
 import uuid
 
@@ -11,7 +13,7 @@ import pytest
 from aiohttp.test_utils import make_mocked_request
 
 from tenantd.cache.keyring import MAX_HEADERS, Keyring, UntrustedToken
-from tenantd.identity.tokens import ISSUER, REQUIRED_CLAIMS
+from tenantd.identity.tokens import ISSUER, REQUIRED_CLAIMS, token_hash
 from tenantd.web.cookie_header import token_cookie
 
 JWT = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"
@@ -80,3 +82,9 @@ def test_kept_headers_are_bounded() -> None:
         token = jwt.encode({**claims(), "iss": ISSUER}, keyring.secret_key, headers={"x": index})
         keyring.decode(token, issuer=ISSUER, require=REQUIRED_CLAIMS)
         assert len(keyring._headers) <= MAX_HEADERS
+
+
+def test_token_hash_is_hmac_sha256_of_the_token() -> None:
+    # Stored hashes (API keys, refresh and link tokens) must keep matching.
+    expected = hmac.new(b"s" * 40, b"tdk_abc_def", hashlib.sha256).digest()
+    assert token_hash("s" * 40, "tdk_abc_def") == expected
