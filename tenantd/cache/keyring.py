@@ -25,6 +25,7 @@ import jwt
 HS256 = "HS256"
 ASYMMETRIC = ("EdDSA", "ES256")
 RELOAD_SECONDS = 60.0
+MAX_HEADERS = 64  # distinct JWT header segments whose parse is kept
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Keyring:
         self.hs256_until: float | None = None
         self.loaded = False
         self.reloads = 0
+        self._headers: dict[str, dict[str, Any]] = {}
 
     def replace(self, keys: Iterable[SigningKey], *, hs256_until: float | None) -> None:
         """Swap in the keys just read from the database (one assignment: readers never see
@@ -113,10 +115,7 @@ class Keyring:
         """Verify the signature with the key the header names and the registered claims;
         the payload and the kid. The algorithm is the key's own (never the header's word):
         `none`, HS256 signed with a public key, or an unknown kid are refused."""
-        try:
-            header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError as exc:
-            raise UntrustedToken(str(exc)) from None
+        header = self._header(token)
         kid = header.get("kid")
         if kid is not None and not isinstance(kid, str):
             raise UntrustedToken("kid is not a string")
@@ -142,6 +141,23 @@ class Keyring:
         if self.audience is None and "aud" in payload:
             raise UntrustedToken("unexpected audience")
         return payload, kid
+
+    def _header(self, token: str) -> dict[str, Any]:
+        """The token's unverified header, only to pick the key (PyJWT checks it again while
+        verifying). Every token of one key starts with the same header segment, so its
+        parse is kept per segment: a cold token then costs one parse, not two (issue 19)."""
+        segment = token.partition(".")[0]
+        header = self._headers.get(segment)
+        if header is not None:
+            return header
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise UntrustedToken(str(exc)) from None
+        if len(self._headers) >= MAX_HEADERS:
+            self._headers.clear()  # a few keys make a few headers; anything else is noise
+        self._headers[segment] = header
+        return header
 
     # publication -------------------------------------------------------------
     def jwks(self, now: float | None = None) -> dict[str, Any]:

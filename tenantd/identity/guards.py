@@ -19,6 +19,7 @@ from tenantd.identity.cookies import AUTH_COOKIE
 from tenantd.identity.tokens import AccessClaims, decode_access_token
 from tenantd.principal import PRINCIPAL, Principal
 from tenantd.services import SERVICES, Services
+from tenantd.web.cookie_header import token_cookie
 from tenantd.web.spec import Access
 
 
@@ -92,7 +93,7 @@ async def guard(request: web.Request, access: Access) -> None:
     if access is Access.API_KEY:
         # Server routes are the API-key guard's; a browser session never opens one.
         raise Unauthorized("missing_api_key", "An API key is required")
-    token = request.cookies.get(AUTH_COOKIE)
+    token = token_cookie(request, AUTH_COOKIE)
     if not token:
         if access is Access.TRY:
             request[PRINCIPAL] = None

@@ -9,6 +9,7 @@ token or password can reach the logs through it. 4xx are logged at warning, 5xx 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import time
@@ -50,11 +51,17 @@ def _from_http_exception(exc: web.HTTPException) -> AppError:
     return error
 
 
+# Generated ids: 32 hex chars like uuid4().hex, a random process prefix and a counter (unique
+# without a getrandom call and a UUID per request; an id names a request, it guards nothing).
+_ID_PREFIX = os.urandom(8).hex()
+_ID_COUNTER = itertools.count(int.from_bytes(os.urandom(4), "big"))
+
+
 def _request_id(request: web.Request) -> str:
-    incoming = request.headers.get("X-Request-ID", "")
-    if 0 < len(incoming) <= 64 and incoming.replace("-", "").isalnum():
+    incoming = request.headers.get("X-Request-ID")
+    if incoming and len(incoming) <= 64 and incoming.replace("-", "").isalnum():
         return incoming
-    return os.urandom(16).hex()  # 32 hex chars like uuid4().hex, without building a UUID
+    return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
 def route_template(request: web.Request) -> str:
@@ -86,7 +93,7 @@ async def request_middleware(request: web.Request, handler: Handler) -> web.Stre
     started = time.perf_counter()
     error: AppError | None = None
     if metrics is not None:
-        metrics.in_progress.inc()
+        metrics.requests_started += 1
     try:
         response = await handler(request)
     except AppError as exc:
@@ -120,7 +127,7 @@ def _finish(
 ) -> None:
     route = route_template(request)
     if metrics is not None:
-        metrics.in_progress.dec()
+        metrics.requests_finished += 1
         metrics.observe_request(request.method, route, status, elapsed)
     _log_request(request, route, status, elapsed, error)
 

@@ -81,6 +81,22 @@ async def test_removed_member_is_refused_at_once(make_client: Any, factory: Any)
     assert (await member_browser.get("/api/v1/users/me")).status == 401
 
 
+async def test_changed_role_shows_at_once_in_me(make_client: Any, factory: Any) -> None:
+    owner = await factory.user(plan="team")
+    member = await factory.user()
+    await factory.member(owner.account_id, member.id, "member")
+    member_browser = await make_client(cookies=await factory.cookies(member, owner.account_id))
+    assert (await (await member_browser.get("/api/v1/users/me")).json())["role"] == "member"
+    owner_browser = await make_client(cookies=await factory.cookies(owner))
+    response = await owner_browser.patch(
+        f"/api/v1/accounts/{owner.account_id}/members/{member.id}", json={"role": "admin"}
+    )
+    assert response.status == 200, await response.text()
+    body = await (await member_browser.get("/api/v1/users/me")).json()
+    assert body["role"] == "admin"
+    assert body["capabilities"]["canInviteMembers"] is True
+
+
 async def test_rename_shows_at_once_in_me(make_client: Any, factory: Any) -> None:
     owner = await factory.user()
     browser = await make_client(cookies=await factory.cookies(owner))
