@@ -41,7 +41,12 @@ class WebhookCollector(Collector):
 async def relaying(services: WebhookServices) -> AsyncIterator[Relay]:
     """Number committed events and fan them out to the endpoints, until exit."""
     relay = Relay(
-        services.db, [fan_out(services)], poll_seconds=services.settings.outbox_poll_seconds
+        services.db,
+        [fan_out(services)],
+        poll_seconds=services.settings.outbox_poll_seconds,
+        # The fan-out's jobs are claimable once its transaction committed: wake the runner
+        # then (a wake inside the transaction finds nothing and the runner sleeps a poll).
+        committed=services.jobs.wake,
     )
     relay.start()
     try:
