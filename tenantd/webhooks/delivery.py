@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import random
 import time
@@ -93,7 +94,7 @@ class WebhookSender:
         }
 
     async def send(self, url: str, msg_id: str, body: str, secrets: Sequence[str]) -> Outcome:
-        host = urlsplit(url).hostname or ""
+        host = _host(url)
         if forbidden_ip(host):
             return Outcome(False, None, f"refused: {host} is a cloud metadata address")
         headers = self.headers(msg_id, body, secrets)
@@ -120,6 +121,11 @@ class WebhookSender:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+@functools.lru_cache(maxsize=4096)
+def _host(url: str) -> str:
+    return urlsplit(url).hostname or ""
 
 
 @dataclass(frozen=True, slots=True)
