@@ -27,7 +27,8 @@ from tenantd.webhooks.endpoints import new_secret
 
 ROOT = Path(__file__).resolve().parents[1]
 DELIVERIES = 20_000
-RENAMES = 3_000
+RENAMES = 2_000
+OVERHEAD_PAIRS = 6  # without/with pairs, the order alternating
 CONCURRENCY = 32
 
 
@@ -159,29 +160,60 @@ async def _renames(services: Any, accounts_count: int, count: int, offset: int) 
     return count / (time.perf_counter() - started)
 
 
+async def _with_endpoint(services: Any, receiver: Receiver, run: Any) -> float:
+    """`run()` while an endpoint receives every event; then wait until all is delivered."""
+    endpoint = await _add_endpoint(services.db, receiver)
+    try:
+        rate: float = await run()
+        await _drained(services.db, time.perf_counter())
+    finally:
+        await services.db.execute("DELETE FROM webhook_endpoints WHERE id = %(e)s", {"e": endpoint})
+    return rate
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 async def _overhead(env: dict[str, str], database_url: str, plan: Any) -> dict[str, Any]:
+    """Pairs of rounds without and with an endpoint, the order alternating from pair to pair
+    (a drifting machine load favours neither side); each side's median over the pairs."""
     settings = load_settings(environ={**env, "DB_POOL_MAX": str(CONCURRENCY)})
     receiver = Receiver()
     try:
         async with open_services(settings, database_url) as services:
+            await services.db.execute("DELETE FROM webhook_endpoints")  # a kept database's
             await _renames(services, plan.accounts, 300, 0)  # warm-up
-            without, with_endpoint = [], []
-            for round_ in range(ROUNDS):
-                without.append(await _renames(services, plan.accounts, RENAMES, 10_000 * round_))
-                endpoint = await _add_endpoint(services.db, receiver)
-                with_endpoint.append(
-                    await _renames(services, plan.accounts, RENAMES, 10_000 * round_ + 5_000)
-                )
-                await _drained(services.db, time.perf_counter())
-                await services.db.execute(
-                    "DELETE FROM webhook_endpoints WHERE id = %(e)s", {"e": endpoint}
-                )
-        base = sorted(without)[len(without) // 2]
-        loaded = sorted(with_endpoint)[len(with_endpoint) // 2]
+            without: list[float] = []
+            with_endpoint: list[float] = []
+            for pair in range(OVERHEAD_PAIRS):
+                offset = 10_000 * (pair + 1)
+
+                async def plain(offset: int = offset) -> float:
+                    return await _renames(services, plan.accounts, RENAMES, offset)
+
+                async def loaded(offset: int = offset) -> float:
+                    return await _with_endpoint(
+                        services,
+                        receiver,
+                        lambda: _renames(services, plan.accounts, RENAMES, offset + 5_000),
+                    )
+
+                if pair % 2:
+                    with_endpoint.append(await loaded())
+                    without.append(await plain())
+                else:
+                    without.append(await plain())
+                    with_endpoint.append(await loaded())
+        base, with_rate = _median(without), _median(with_endpoint)
+        pairs = [round((1 - w / b) * 100, 1) for b, w in zip(without, with_endpoint, strict=True)]
         return {
-            "rate": round(loaded, 1),
+            "rate": round(with_rate, 1),
             "without_endpoint": round(base, 1),
-            "overhead_pct": round((1 - loaded / base) * 100, 1),
+            "overhead_pct": round((1 - with_rate / base) * 100, 1),
+            "pair_overheads_pct": pairs,
             "rounds_without": [round(r, 1) for r in without],
             "rounds_with": [round(r, 1) for r in with_endpoint],
             "unit": "renames/s",

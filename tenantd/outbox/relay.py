@@ -41,9 +41,16 @@ async def sequence(conn: Conn, *, limit: int = BATCH) -> list[Row] | None:
     return rows
 
 
-async def pump(db: Database, consumers: Sequence[Consumer] = (), *, limit: int = BATCH) -> int:
+async def pump(
+    db: Database,
+    consumers: Sequence[Consumer] = (),
+    *,
+    limit: int = BATCH,
+    committed: Callable[[], None] | None = None,
+) -> int:
     """Sequence until nothing is left (or another sequencer has the turn); return how many
-    events this call numbered."""
+    events this call numbered. `committed` is called after each batch's commit (what the
+    consumers wrote, e.g. jobs, is visible from then on)."""
     total = 0
     while True:
         async with db.transaction() as conn:
@@ -51,6 +58,8 @@ async def pump(db: Database, consumers: Sequence[Consumer] = (), *, limit: int =
             if rows:
                 for consumer in consumers:
                     await consumer(conn, rows)
+        if rows and committed is not None:
+            committed()
         if not rows:
             return total
         total += len(rows)
@@ -61,9 +70,17 @@ async def pump(db: Database, consumers: Sequence[Consumer] = (), *, limit: int =
 class Relay:
     """This process's sequencer loop: pumps every `poll_seconds`, or at once when woken."""
 
-    def __init__(self, db: Database, consumers: Sequence[Consumer], *, poll_seconds: float):
+    def __init__(
+        self,
+        db: Database,
+        consumers: Sequence[Consumer],
+        *,
+        poll_seconds: float,
+        committed: Callable[[], None] | None = None,
+    ):
         self.db = db
         self.consumers = list(consumers)
+        self.committed = committed
         self.poll_seconds = poll_seconds
         self._wake = asyncio.Event()
         self._stopping = False
@@ -76,7 +93,7 @@ class Relay:
         while not self._stopping:
             self._wake.clear()
             try:
-                await pump(self.db, self.consumers)
+                await pump(self.db, self.consumers, committed=self.committed)
             except Exception:
                 log.exception("outbox relay failed; retrying")
             if self._stopping:

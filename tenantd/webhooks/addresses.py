@@ -9,6 +9,7 @@ time), and IP literals, which aiohttp connects to without resolving, are checked
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 from urllib.parse import urlsplit
@@ -42,6 +43,7 @@ class ForbiddenAddress(OSError):
     """The destination is a cloud metadata address."""
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of the text: asked once per delivery
 def forbidden_ip(value: str) -> bool:
     try:
         address = ipaddress.ip_address(value.split("%", 1)[0])

@@ -1,7 +1,9 @@
 """Sending deliveries: Standard Webhooks signatures, retries, per-object order, disabling.
 
-A delivery job names one delivery row; the row's `job_id` says which job may act on it, so a
-job that runs again after a crash (its completion was never written) does nothing. Within a
+A delivery job names its delivery rows (fan-out: up to DELIVERIES_PER_JOB of one endpoint, in
+event order; a retry: one); each row's `job_id` says which job may act on it, so a job that
+runs again after a crash (its completion was never written) sends only what is still open, and
+a stale job whose rows moved on to a retry job does nothing. Within a
 batch, deliveries of one (endpoint, subject) go one after the other in event order, and one
 that fails holds back the later ones; a delivery whose earlier sibling is open outside the
 batch waits (a new job at that sibling's next attempt time), so per object the receiver sees
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import random
 import time
@@ -41,6 +44,9 @@ RETRY_WINDOW_SECONDS = 3 * 86_400  # a delivery is retried for up to 3 days
 DISABLE_AFTER_SECONDS = 5 * 86_400  # an endpoint failing this long is disabled
 WAIT_MARGIN_SECONDS = 0.5  # a held-back delivery looks again this long after its blocker
 MAX_ERROR = 500
+# Deliveries one fan-out job carries: the queue's claim, lease and completion are paid once
+# per job, not once per delivery.
+DELIVERIES_PER_JOB = 32
 
 
 class WebhookSender:
@@ -88,7 +94,7 @@ class WebhookSender:
         }
 
     async def send(self, url: str, msg_id: str, body: str, secrets: Sequence[str]) -> Outcome:
-        host = urlsplit(url).hostname or ""
+        host = _host(url)
         if forbidden_ip(host):
             return Outcome(False, None, f"refused: {host} is a cloud metadata address")
         headers = self.headers(msg_id, body, secrets)
@@ -115,6 +121,11 @@ class WebhookSender:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+@functools.lru_cache(maxsize=4096)
+def _host(url: str) -> str:
+    return urlsplit(url).hostname or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +172,7 @@ async def run_deliveries(
     """The job kind's batch: send, then settle every row in one transaction."""
     sender = services.webhook_sender
     settings = services.settings
-    job_of = {payload["delivery"]: info.id for info, payload in items}
+    job_of = {delivery: info.id for info, payload in items for delivery in deliveries_of(payload)}
     async with services.db.connection() as conn:
         rows = await conn.fetch_all(queries.LOAD_DELIVERIES, {"ids": list(job_of)})
     live = [r for r in rows if r["status"] == "pending" and r["job_id"] == job_of[r["id"]]]
@@ -268,19 +279,36 @@ async def _settle(services: WebhookServices, conn: Conn, outcome: Settlement) ->
                 )
 
 
+def deliveries_of(payload: dict[str, Any]) -> list[int]:
+    """The delivery ids a job payload names (`delivery`: jobs written before batching)."""
+    if "deliveries" in payload:
+        return [int(delivery) for delivery in payload["deliveries"]]
+    return [int(payload["delivery"])]
+
+
+async def enqueue_deliveries(
+    services: WebhookServices, conn: Conn, batches: Sequence[Sequence[int]], delays: list[float]
+) -> list[int]:
+    """One job per batch of delivery ids (with its delay), in the caller's transaction."""
+    return await enqueue_many(
+        conn,
+        DELIVER_KIND,
+        [{"deliveries": list(batch)} for batch in batches],
+        delays=delays,
+        queue=services.jobs,
+    )
+
+
 async def schedule(
     services: WebhookServices, conn: Conn, deliveries: Sequence[tuple[int, float]]
 ) -> None:
-    """A new job for each (delivery, delay), recorded as the one job allowed to act on it."""
+    """A new job for each existing (delivery, delay) (a retry, a held-back delivery, the test
+    event), recorded as the one job allowed to act on it."""
     if not deliveries:
         return
     ids = [delivery for delivery, _ in deliveries]
-    jobs = await enqueue_many(
-        conn,
-        DELIVER_KIND,
-        [{"delivery": delivery} for delivery in ids],
-        delays=[delay for _, delay in deliveries],
-        queue=services.jobs,
+    jobs = await enqueue_deliveries(
+        services, conn, [[delivery] for delivery in ids], [delay for _, delay in deliveries]
     )
     await conn.execute(queries.SET_JOBS, {"ids": ids, "jobs": jobs})
 
@@ -293,7 +321,7 @@ DELIVER_KIND = JobKind(
     name=DELIVER,
     run=_run_one,
     run_batch=run_deliveries,
-    batch_size=256,
+    batch_size=8,  # jobs (up to 8 x DELIVERIES_PER_JOB deliveries) settled in one transaction
     max_attempts=1000,  # failures are handled per delivery; a job only fails on a crash
     timeout=60.0,
     durable=True,

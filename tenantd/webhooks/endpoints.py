@@ -122,14 +122,11 @@ async def send_test(services: WebhookServices, endpoint_id: uuid.UUID, *, actor:
             data={"endpointId": str(endpoint_id), "message": "This is a test event."},
             subject=subject,
         )
-        event = await conn.fetch_one(
-            "SELECT id, subject FROM outbox_events WHERE event_id = %(e)s", {"e": event_id}
-        )
+        event = await conn.fetch_one(queries.EVENT_ROW, {"event_id": event_id})
         assert event is not None
         delivery = await conn.fetch_val(
-            "INSERT INTO webhook_deliveries (endpoint_id, event_row, seq, subject)"
-            " VALUES (%(ep)s, %(ev)s, 0, %(s)s) RETURNING id",
-            {"ep": endpoint_id, "ev": event["id"], "s": subject},
+            queries.INSERT_TEST_DELIVERY,
+            {"endpoint": endpoint_id, "event_row": event["id"], "subject": subject},
         )
         await schedule(services, conn, [(delivery, 0.0)])
     return event_id
@@ -147,10 +144,7 @@ async def list_deliveries(
 async def replay(services: WebhookServices, endpoint_id: uuid.UUID, *, since: dt.datetime) -> int:
     """Deliver again every retained event since `since` that the endpoint subscribes to."""
     async with services.db.transaction() as conn:
-        endpoint = await conn.fetch_one(
-            "SELECT id, event_types FROM webhook_endpoints WHERE id = %(id)s FOR UPDATE",
-            {"id": endpoint_id},
-        )
+        endpoint = await conn.fetch_one(queries.LOCK_ENDPOINT, {"id": endpoint_id})
         if endpoint is None:
             raise NotFound(f"no webhook endpoint {endpoint_id}")
         events = await conn.fetch_all(outbox_queries.EVENTS_SINCE, {"since": since})

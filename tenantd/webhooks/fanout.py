@@ -1,5 +1,5 @@
-"""Fan-out: each newly numbered event becomes one delivery (and its job) per enabled
-endpoint subscribed to its type, in the sequencer's transaction (so exactly once)."""
+"""Fan-out: each newly numbered event becomes one delivery per enabled endpoint subscribed to
+its type, in the sequencer's transaction (so exactly once), and a job per batch of them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from tenantd.db import Conn, Row
 from tenantd.outbox import Consumer
 from tenantd.webhooks import queries
-from tenantd.webhooks.delivery import WebhookServices, schedule
+from tenantd.webhooks.delivery import DELIVERIES_PER_JOB, WebhookServices, enqueue_deliveries
 
 
 def wants(event_types: Sequence[str], event_type: str) -> bool:
@@ -34,21 +34,41 @@ async def create_deliveries(
     *,
     delay: float = 0.0,
 ) -> int:
-    """Deliveries (and their jobs) of `events` to `endpoints`, in event order."""
-    columns: dict[str, list[Any]] = {"endpoints": [], "events": [], "seqs": [], "subjects": []}
+    """Deliveries of `events` to `endpoints` and their jobs (each job: up to
+    DELIVERIES_PER_JOB deliveries of one endpoint, in event order)."""
+    wanted: dict[Any, list[Row]] = {endpoint["id"]: [] for endpoint in endpoints}
     for event in events:
         for endpoint in endpoints:
             if wants(endpoint["event_types"], event["type"]):
-                columns["endpoints"].append(endpoint["id"])
+                wanted[endpoint["id"]].append(event)
+    count = sum(len(rows) for rows in wanted.values())
+    if not count:
+        return 0
+    ids = sorted(
+        row["id"] for row in await conn.fetch_all(queries.ALLOCATE_DELIVERY_IDS, {"n": count})
+    )
+    columns: dict[str, list[Any]] = {
+        "ids": ids,
+        "endpoints": [],
+        "events": [],
+        "seqs": [],
+        "subjects": [],
+    }
+    batches: list[list[int]] = []
+    for endpoint_id, endpoint_events in wanted.items():
+        for start in range(0, len(endpoint_events), DELIVERIES_PER_JOB):
+            chunk = endpoint_events[start : start + DELIVERIES_PER_JOB]
+            first = len(columns["events"])
+            batches.append(ids[first : first + len(chunk)])
+            for event in chunk:
+                columns["endpoints"].append(endpoint_id)
                 columns["events"].append(event["id"])
                 columns["seqs"].append(event["seq"])
                 columns["subjects"].append(event["subject"])
-    if not columns["events"]:
-        return 0
-    rows = await conn.fetch_all(queries.INSERT_DELIVERIES, columns)
-    ids = sorted(row["id"] for row in rows)
-    await schedule(services, conn, [(delivery, delay) for delivery in ids])
-    return len(ids)
+    jobs = await enqueue_deliveries(services, conn, batches, [delay] * len(batches))
+    columns["jobs"] = [job for job, batch in zip(jobs, batches, strict=True) for _ in batch]
+    await conn.execute(queries.INSERT_DELIVERIES, columns)
+    return count
 
 
 def fan_out(services: WebhookServices) -> Consumer:

@@ -41,10 +41,28 @@ ENABLED_ENDPOINTS = (
     "SELECT id, event_types FROM webhook_endpoints WHERE disabled_at IS NULL ORDER BY id"
 )
 
+# Fan-out writes each delivery once, already naming the job that sends it: the ids are
+# handed out first (each job's payload lists its deliveries), then jobs and deliveries are
+# inserted, so no second write of every row sets its job.
+ALLOCATE_DELIVERY_IDS = (
+    "SELECT nextval('webhook_deliveries_id_seq') AS id FROM generate_series(1, %(n)s::int)"
+)
+
 INSERT_DELIVERIES = """
+INSERT INTO webhook_deliveries (id, endpoint_id, event_row, seq, subject, job_id)
+SELECT * FROM unnest(%(ids)s::bigint[], %(endpoints)s::uuid[], %(events)s::bigint[],
+                     %(seqs)s::bigint[], %(subjects)s::text[], %(jobs)s::bigint[])
+"""
+
+# Replay locks the endpoint (a concurrent remove or enable waits) and reads its filter.
+LOCK_ENDPOINT = "SELECT id, event_types FROM webhook_endpoints WHERE id = %(id)s FOR UPDATE"
+
+# The test event goes to its endpoint only, outside the fan-out (seq 0: it orders nothing).
+EVENT_ROW = "SELECT id, subject FROM outbox_events WHERE event_id = %(event_id)s"
+
+INSERT_TEST_DELIVERY = """
 INSERT INTO webhook_deliveries (endpoint_id, event_row, seq, subject)
-SELECT * FROM unnest(%(endpoints)s::uuid[], %(events)s::bigint[], %(seqs)s::bigint[],
-                     %(subjects)s::text[])
+VALUES (%(endpoint)s, %(event_row)s, 0, %(subject)s)
 RETURNING id
 """
 

@@ -47,6 +47,9 @@ async def relaying(
         services.db,
         [fan_out(services), *others],
         poll_seconds=services.settings.outbox_poll_seconds,
+        # The fan-out's jobs are claimable once its transaction committed: wake the runner
+        # then (a wake inside the transaction finds nothing and the runner sleeps a poll).
+        committed=services.jobs.wake,
     )
     relay.start()
     try:
