@@ -118,7 +118,7 @@ def _rss_mb(pid: str | None) -> float | None:
 
 # --- 10,000 streams on one server -----------------------------------------------------------
 
-SSE_STREAMS = 10_000
+SSE_STREAMS = int(os.environ.get("BENCH_SSE_STREAMS", "10000"))  # fewer for a quick look
 SSE_ROUNDS = 3
 SSE_FLEETS = 4  # client processes, all on the load core
 SSE_SEND_CHUNK = 100
