@@ -1,4 +1,4 @@
-"""Notification dispatch rate (inline and queued) and SSE delivery latency with many clients.
+"""Notification dispatch rate (inline and queued) and SSE delivery latency with 10,000 streams.
 
 Both drive the real `tenantd.notifications.send` from this separate process with its own
 Services; the queued figure counts until the server's job runner has persisted every one.
@@ -7,16 +7,19 @@ Services; the queued figure counts until the server's job runner has persisted e
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
+import os
+import resource
+import select
+import subprocess
+import sys
 import time
 import uuid
 from typing import Any
 
-import aiohttp
 import orjson
 
 from bench import keys
+from bench.loadgen import pin
 from bench.rounds import ROUNDS, median_of
 from bench.seed import account_uuid, user_uuid
 from tenantd.app.services import open_services
@@ -103,83 +106,6 @@ def dispatch_queued(server_url: str, dsn: str, env: dict[str, str], plan: Any) -
     return asyncio.run(_queued(env, env["DATABASE_URL"], plan.users, 15_000))
 
 
-async def _sse(
-    server_url: str, env: dict[str, str], keyring: Keyring, clients: int, per_client: int
-) -> dict[str, Any]:
-    latencies: list[float] = []
-    received = 0
-    ready = 0
-    all_ready = asyncio.Event()
-    expected = clients * per_client
-    done = asyncio.Event()
-    connector = aiohttp.TCPConnector(limit=0)
-    timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-
-        async def client(index: int) -> None:
-            nonlocal ready, received
-            user = uuid.UUID(user_uuid(index))
-            token, _ = issue_access_token(
-                keyring, user_id=user, account_id=uuid.UUID(account_uuid(index))
-            )
-            async with session.get(
-                f"{server_url}/api/v1/notifications/stream",
-                headers={"Cookie": f"auth_token={token}", "Accept": "text/event-stream"},
-            ) as response:
-                assert response.status == 200, response.status
-                ready += 1
-                if ready == clients:
-                    all_ready.set()
-                async for line in response.content:
-                    if not line.startswith(b"data:"):
-                        continue
-                    now = time.time()
-                    message = orjson.loads(line[5:])
-                    created = message["notification"]["createdAt"]
-                    sent_at = _parse_ts(created)
-                    latencies.append(now - sent_at)
-                    received += 1
-                    if received >= expected:
-                        done.set()
-
-        tasks = [asyncio.create_task(client(i)) for i in range(1, clients + 1)]
-        await asyncio.wait_for(all_ready.wait(), 60)
-        await asyncio.sleep(1)
-        settings = _settings(env, QUEUES_ENABLED="false", DB_POOL_MAX="16")
-        async with open_services(settings, env["DATABASE_URL"]) as services:
-            for round_ in range(per_client):
-                batch = [
-                    send(
-                        services,
-                        "bench.event",
-                        recipient_user_id=uuid.UUID(user_uuid(i)),
-                        payload={"n": round_},
-                    )
-                    for i in range(1, clients + 1)
-                ]
-                # Spread each round over ~1 s so this measures delivery, not a burst queue.
-                for chunk in range(0, len(batch), 50):
-                    await asyncio.gather(*batch[chunk : chunk + 50])
-                    await asyncio.sleep(0.05)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), 30)
-        rss = _rss_mb(env.get("BENCH_SERVER_PID"))  # with every client still connected
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    latencies.sort()
-    if not latencies:
-        return {"error": "no SSE message received"}
-    return {
-        "clients": clients,
-        "messages": received,
-        "expected": expected,
-        "p50_ms": round(latencies[len(latencies) // 2] * 1000, 1),
-        "p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000, 1),
-        "server_rss_mb": rss,
-    }
-
-
 def _rss_mb(pid: str | None) -> float | None:
     if not pid:
         return None
@@ -190,26 +116,142 @@ def _rss_mb(pid: str | None) -> float | None:
     return None
 
 
-def _parse_ts(value: str) -> float:
-    import datetime as dt
+# --- 10,000 streams on one server -----------------------------------------------------------
 
-    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+SSE_STREAMS = int(os.environ.get("BENCH_SSE_STREAMS", "10000"))  # fewer for a quick look
+SSE_ROUNDS = 3
+SSE_FLEETS = 4  # client processes, all on the load core
+SSE_SEND_CHUNK = 100
+SSE_SEND_PAUSE = 0.05  # between chunks: a round is spread, so this measures delivery
+LOAD_CPU = 1
 
 
-def sse_latency(server_url: str, dsn: str, env: dict[str, str], plan: Any) -> dict[str, Any]:
-    # The receipt time is taken in this process: a full collection here (1,000 streams'
-    # objects) would be counted as server latency, so the load generator does not collect.
-    gc.collect()
-    gc.disable()
-    try:
-        return asyncio.run(
-            _sse(
-                server_url,
-                env,
-                keys.keyring_for(env),
-                clients=min(1000, plan.accounts),
-                per_client=3,
-            )
+def _sse_tokens(keyring: Keyring, clients: int, users: int) -> list[tuple[int, str]]:
+    """(user index, token) per client: client c is a stream of user (c % users) + 1."""
+    tokens = []
+    for c in range(clients):
+        index = (c % users) + 1  # account owners, so every token's membership is active
+        token, _ = issue_access_token(
+            keyring, user_id=uuid.UUID(user_uuid(index)), account_id=uuid.UUID(account_uuid(index))
         )
+        tokens.append((index, token))
+    return tokens
+
+
+class _Fleet:
+    """One `bench.sse_fleet` process on the load core."""
+
+    def __init__(self, server_url: str, tokens: list[str], expected: int):
+        self.process = subprocess.Popen(
+            [*pin(LOAD_CPU), sys.executable, "-m", "bench.sse_fleet"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=_raise_open_files_limit,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        spec = {"url": server_url, "tokens": tokens, "expected": expected}
+        self.process.stdin.write(orjson.dumps(spec).decode() + "\n")
+        self.process.stdin.flush()
+
+    def read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"SSE client process exited ({self.process.wait()})")
+        message: dict[str, Any] = orjson.loads(line)
+        return message
+
+    def stop(self) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write("stop\n")
+        self.process.stdin.flush()
+        result = self.read()
+        while "latencies" not in result:  # a late "complete"
+            result = self.read()
+        self.process.wait(timeout=60)
+        return result
+
+
+def _raise_open_files_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+async def _send_rounds(env: dict[str, str], users: int, rounds: int) -> None:
+    settings = _settings(env, QUEUES_ENABLED="false", DB_POOL_MAX="16")
+    async with open_services(settings, env["DATABASE_URL"]) as services:
+        for round_ in range(rounds):
+            for first in range(1, users + 1, SSE_SEND_CHUNK):
+                last = min(first + SSE_SEND_CHUNK, users + 1)
+                await asyncio.gather(
+                    *(
+                        send(
+                            services,
+                            "bench.event",
+                            recipient_user_id=uuid.UUID(user_uuid(i)),
+                            payload={"n": round_},
+                        )
+                        for i in range(first, last)
+                    )
+                )
+                await asyncio.sleep(SSE_SEND_PAUSE)
+
+
+def _percentile(values: list[float], share: float) -> float:
+    return round(values[min(len(values) - 1, int(len(values) * share))] * 1000, 1)
+
+
+def sse_latency_10000(server_url: str, dsn: str, env: dict[str, str], plan: Any) -> dict[str, Any]:
+    """10,000 streams of many users (up to 10 per user: the per-user cap) on the one server;
+    each user gets one notification per round, which every stream of theirs must receive."""
+    users = min(SSE_STREAMS, plan.accounts)
+    tokens = _sse_tokens(keys.keyring_for(env), SSE_STREAMS, users)
+    expected = SSE_STREAMS * SSE_ROUNDS
+    shares = [[t for _, t in tokens[k::SSE_FLEETS]] for k in range(SSE_FLEETS)]
+    own_cpus = os.sched_getaffinity(0)
+    if LOAD_CPU in own_cpus and len(own_cpus) > 1:
+        os.sched_setaffinity(0, {LOAD_CPU})  # the sender too stays off the server's core
+    fleets = [_Fleet(server_url, share, SSE_ROUNDS) for share in shares]
+    try:
+        started = time.perf_counter()
+        ready = [fleet.read() for fleet in fleets]
+        opened = sum(r["ready"] for r in ready)
+        attach_seconds = round(time.perf_counter() - started, 1)
+        rss_attached = _rss_mb(env.get("BENCH_SERVER_PID"))
+        time.sleep(1)
+        asyncio.run(_send_rounds(env, users, SSE_ROUNDS))
+        sent_seconds = round(time.perf_counter() - started, 1) - attach_seconds
+        deadline = time.monotonic() + 30
+        for fleet in fleets:  # each says "complete" once all its streams have all rounds
+            left = max(deadline - time.monotonic(), 0)
+            if select.select([fleet.process.stdout], [], [], left)[0]:
+                fleet.read()
+        rss = _rss_mb(env.get("BENCH_SERVER_PID"))  # with every client still connected
+        results = [fleet.stop() for fleet in fleets]
     finally:
-        gc.enable()
+        for fleet in fleets:
+            if fleet.process.poll() is None:
+                fleet.process.kill()
+        os.sched_setaffinity(0, own_cpus)
+    latencies = sorted(x for r in results for x in r["latencies"])
+    received = len(latencies)
+    if not latencies:
+        return {"error": "no SSE message received", "clients": opened}
+    return {
+        "clients": opened,
+        "users": users,
+        "refused": sum(r["failed"] for r in results),
+        "expected": expected,
+        "received": received,
+        "dropped": sum(r["ended"] for r in results) + max(SSE_STREAMS - opened, 0),
+        "missing": max(expected - received, 0),
+        "p50_ms": _percentile(latencies, 0.5),
+        "p99_ms": _percentile(latencies, 0.99),
+        "max_ms": round(latencies[-1] * 1000, 1),
+        "attach_seconds": attach_seconds,
+        "send_seconds": sent_seconds,
+        "server_rss_attached_mb": rss_attached,
+        "server_rss_mb": rss,
+    }

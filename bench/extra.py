@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench import apikeys, dispatch, mfa, outbox, webhooks
+from bench import apikeys, dispatch, metrics_scrape, mfa, outbox, webhooks
 
 Benchmark = Callable[[str, str, dict[str, str], Any], dict[str, Any]]
 
@@ -18,7 +18,8 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
     # SSE first: the dispatch figures write ~100k notifications, and autovacuum then works
     # through them for a minute on the same two cores; latency is measured before that churn.
     return [
-        ("sse_latency_1000_clients", dispatch.sse_latency),
+        ("sse_latency_10000_clients", dispatch.sse_latency_10000),
+        ("metrics_scrape", metrics_scrape.metrics_scrape),
         ("sendgrid_ingestion", webhooks.sendgrid_ingestion),
         ("dispatch_inline", dispatch.dispatch_inline),
         ("dispatch_queued", dispatch.dispatch_queued),

@@ -144,6 +144,12 @@ def seed(dsn: str, plan: SeedPlan, secret: str, log: callable = print) -> dict[s
         f" now() - (n || ' seconds')::interval"
         f" FROM generate_series(1, {plan.notifications}) n",
     )
+    # One in-app delivery per notification (1M at --scale 1): the rows /metrics reports.
+    step(
+        "deliveries",
+        "INSERT INTO notification_deliveries (notification_id, channel, status)"
+        " SELECT id, 'in_app', 'sent' FROM notifications",
+    )
     step(
         "suppressions",
         f"INSERT INTO email_suppressions (email, reason, provider)"

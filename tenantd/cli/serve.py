@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import resource
 
 import typer
 from aiohttp import web
@@ -18,6 +20,32 @@ from tenantd.ops.heap import freeze_startup_heap
 from tenantd.services import SERVICES
 
 SHUTDOWN_TIMEOUT = 20.0  # systemd TimeoutStopSec is larger than this
+SPARE_FILES = 1024  # descriptors beyond one per SSE stream: pool, clients, files
+
+log = logging.getLogger(__name__)
+
+
+def raise_open_files_limit(wanted: int) -> int:
+    """Every SSE stream holds a socket: raise the soft RLIMIT_NOFILE towards the hard one
+    when it is below `wanted` (systemd's LimitNOFILE sets both, so then nothing is called),
+    and warn when even the hard limit is lower. Returns the soft limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < wanted and (hard == resource.RLIM_INFINITY or soft < hard):
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (OSError, ValueError):
+            pass
+    if soft < wanted:
+        log.warning(
+            "open files limit %d is below %d (NOTIFICATIONS_SSE_MAX_STREAMS + %d):"
+            " raise LimitNOFILE / ulimit -n",
+            soft,
+            wanted,
+            SPARE_FILES,
+        )
+    return soft
 
 
 def serve(
@@ -33,6 +61,7 @@ def serve(
     config = settings(env_file)
     # The CLI quiets info lines; the server logs at the configured level (requests are info).
     setup_logging(config.log_level, config.log_format)
+    raise_open_files_limit(config.notifications_sse_max_streams + SPARE_FILES)
     with provided_database(config) as url:
 
         async def migrate_first(app: web.Application) -> None:

@@ -329,6 +329,18 @@ async def notification_for_user(
     return await conn.fetch_one(NOTIFICATION_FOR_USER, {"id": notification_id, "uid": user_id})
 
 
+SSE_NOTIFICATIONS = Prepared(
+    "tenantd_sse_notifications",
+    f"SELECT user_id, {NOTIFICATION_COLUMNS} FROM notifications WHERE id = ANY(%(ids)s::uuid[])",
+)
+
+
+async def sse_notifications(conn: Conn, *, ids: Sequence[uuid.UUID]) -> list[Row]:
+    """The notifications the SSE feed was told of, in one round trip (their user_id too, so
+    the feed offers each only to the user whose channel named it)."""
+    return await conn.fetch_all(SSE_NOTIFICATIONS, {"ids": list(ids)})
+
+
 async def sse_notifications_after(
     conn: Conn, *, user_id: uuid.UUID, after_id: uuid.UUID, limit: int
 ) -> list[Row]:

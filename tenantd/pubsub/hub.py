@@ -68,6 +68,9 @@ class PubSubHub:
         self._confirmed_at: float | None = None
         self._lock = asyncio.Lock()  # one command at a time on the connection
         self._channels: dict[str, set[Subscription]] = {}
+        self._listening: set[str] = set()  # what the current connection LISTENs to
+        self._next_sync: asyncio.Future[None] | None = None
+        self._syncs: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self.reconnects = 0
@@ -85,9 +88,11 @@ class PubSubHub:
 
     async def close(self) -> None:
         self._closing = True
-        for task in self._tasks:
+        for task in [*self._tasks, *self._syncs]:
             task.cancel()
-        for task in self._tasks:
+        if self._next_sync is not None and not self._next_sync.done():
+            self._next_sync.set_result(None)  # its task may be cancelled before it began
+        for task in [*self._tasks, *self._syncs]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         if self._conn is not None and not self._conn.closed:
@@ -107,8 +112,8 @@ class PubSubHub:
         subscribers = self._channels.setdefault(channel, set())
         first = not subscribers
         subscribers.add(subscription)
-        if first:
-            await self._command(f"LISTEN {quote_channel(channel)}")
+        if first or channel not in self._listening:
+            await self._sync_channels()
         return subscription
 
     async def unsubscribe(self, subscription: Subscription) -> None:
@@ -121,22 +126,56 @@ class PubSubHub:
         subscribers.discard(subscription)
         if not subscribers:
             del self._channels[subscription.channel]
-            await self._command(f"UNLISTEN {quote_channel(subscription.channel)}")
+            await self._sync_channels()
 
-    async def _command(self, sql: str) -> None:
-        async with self._lock:
-            conn = self._conn
-            if conn is None or conn.closed:
-                return  # the reconnect LISTENs every channel again
-            try:
-                async with conn.cursor() as cur:
-                    await cur.execute(sql)
-            except (psycopg2.Error, OSError) as error:
-                log.warning("pubsub command failed; reconnecting", extra={"error": str(error)})
-                await self._drop()
+    async def _sync_channels(self) -> None:
+        """Make the connection LISTEN to exactly the subscribed channels. Callers that arrive
+        while a sync waits for the connection share it: 10,000 streams attaching at once cost
+        a few round trips (one multi-statement LISTEN each), not 10,000 in a row."""
+        pending = self._next_sync
+        if pending is None:
+            loop = asyncio.get_running_loop()
+            pending = self._next_sync = loop.create_future()
+            task = loop.create_task(self._run_sync(pending))
+            self._syncs.add(task)
+            task.add_done_callback(self._syncs.discard)
+        await asyncio.shield(pending)
+
+    async def _run_sync(self, done: asyncio.Future[None]) -> None:
+        try:
+            async with self._lock:
+                if self._next_sync is done:
+                    self._next_sync = None  # later changes need a sync of their own
+                await self._apply_channels()
+        finally:
+            if not done.done():
+                done.set_result(None)
+
+    async def _apply_channels(self) -> None:
+        conn = self._conn
+        if conn is None or conn.closed:
+            return  # the reconnect LISTENs every channel again
+        wanted = set(self._channels)
+        listen = wanted - self._listening
+        unlisten = self._listening - wanted
+        if not listen and not unlisten:
+            return
+        sql = "; ".join(
+            [f"LISTEN {quote_channel(c)}" for c in listen]
+            + [f"UNLISTEN {quote_channel(c)}" for c in unlisten]
+        )
+        try:
+            async with conn.cursor() as cur:
+                await cur.execute(sql)
+        except (psycopg2.Error, OSError) as error:
+            log.warning("pubsub command failed; reconnecting", extra={"error": str(error)})
+            await self._drop()
+            return
+        self._listening = (self._listening | listen) - unlisten
 
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None
+        self._listening = set()
         if conn is not None and not conn.closed:
             with contextlib.suppress(Exception):
                 await conn.close()
@@ -177,10 +216,14 @@ class PubSubHub:
                 async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
                     conn = await aiopg.connect(self._dsn, enable_hstore=False)
                     async with self._lock:
-                        async with conn.cursor() as cur:
-                            for channel in list(self._channels):
-                                await cur.execute(f"LISTEN {quote_channel(channel)}")
+                        channels = set(self._channels)
+                        if channels:
+                            async with conn.cursor() as cur:
+                                await cur.execute(
+                                    "; ".join(f"LISTEN {quote_channel(c)}" for c in channels)
+                                )
                         self._conn = conn
+                        self._listening = channels
                         self._confirmed_at = began
             except (psycopg2.Error, OSError, TimeoutError) as error:
                 if conn is not None and not conn.closed:

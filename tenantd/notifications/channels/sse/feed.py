@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 TICK_SECONDS = 15.0  # idle re-check and keep-alive comment; TENANTD_SSE_TICK_SECONDS overrides
 QUEUE_SIZE = 100  # frames buffered per stream; TENANTD_SSE_QUEUE_SIZE overrides
+LOAD_BATCH = 500  # notification ids loaded per query
 DISCONNECT_CHECK_SECONDS = 1.0  # TENANTD_SSE_DISCONNECT_CHECK_SECONDS overrides
 RETRY_AFTER_SECONDS = 10  # Retry-After of the 503 over the process cap
 MIN_SECONDS = 0.01  # a zero tick or check interval would spin
@@ -149,6 +150,12 @@ class NotificationFeed:
         self._subscriptions: dict[uuid.UUID, Subscription] = {}
         self._user_locks: dict[uuid.UUID, asyncio.Lock] = {}
         self._loads: set[asyncio.Task[None]] = set()
+        # Ids heard and not yet loaded (id -> the user whose channel named it), and the one
+        # task loading them.
+        self._pending: dict[uuid.UUID, uuid.UUID] = {}
+        self._loader: asyncio.Task[None] | None = None
+        # Streams by session (the token's sid), so ending a session finds its streams at once.
+        self._by_session: dict[uuid.UUID, set[StreamQueue]] = {}
         self._watcher: asyncio.Task[None] | None = None
         self._revocations: Subscription | None = None
 
@@ -178,6 +185,8 @@ class NotificationFeed:
             oldest.close("superseded")
         self._streams.setdefault(user_id, {})[queue] = None
         self._count += 1
+        if queue.session_id is not None:
+            self._by_session.setdefault(queue.session_id, set()).add(queue)
         lock = self._user_locks.setdefault(user_id, asyncio.Lock())
         try:
             async with lock:
@@ -206,10 +215,8 @@ class NotificationFeed:
             for queue in self._streams.get(key, ()):
                 queue.recheck_now()
         elif kind == "session":
-            for streams in self._streams.values():
-                for queue in streams:
-                    if queue.session_id == key:
-                        queue.recheck_now()
+            for queue in self._by_session.get(key, ()):
+                queue.recheck_now()
 
     async def detach(self, user_id: uuid.UUID, queue: StreamQueue) -> None:
         lock = self._user_locks.setdefault(user_id, asyncio.Lock())
@@ -219,6 +226,12 @@ class NotificationFeed:
                 return
             del streams[queue]
             self._count -= 1
+            if queue.session_id is not None:
+                same_session = self._by_session.get(queue.session_id)
+                if same_session is not None:
+                    same_session.discard(queue)
+                    if not same_session:
+                        del self._by_session[queue.session_id]
             if streams:
                 return
             del self._streams[user_id]
@@ -265,26 +278,43 @@ class NotificationFeed:
         except ValueError:
             log.warning("ignoring malformed notification id on the user channel")
             return
-        task = asyncio.get_running_loop().create_task(self._load(user_id, notification_id))
-        self._loads.add(task)
-        task.add_done_callback(self._loads.discard)
+        self._pending[notification_id] = user_id
+        if self._loader is None:
+            self._loader = asyncio.get_running_loop().create_task(self._load_pending())
+            self._loads.add(self._loader)
+            self._loader.add_done_callback(self._loads.discard)
 
-    async def _load(self, user_id: uuid.UUID, notification_id: uuid.UUID) -> None:
-        if not self._streams.get(user_id):
-            return
+    async def _load_pending(self) -> None:
+        """Load what the channels named, LOAD_BATCH ids a query: what arrives meanwhile
+        waits for the next query, so a burst costs a few round trips, not one per id."""
+        try:
+            while self._pending:
+                batch: dict[uuid.UUID, uuid.UUID] = {}
+                while self._pending and len(batch) < LOAD_BATCH:
+                    notification_id = next(iter(self._pending))  # oldest first
+                    user_id = self._pending.pop(notification_id)
+                    if self._streams.get(user_id):
+                        batch[notification_id] = user_id
+                if batch:
+                    await self._load(batch)
+        finally:
+            self._loader = None
+
+    async def _load(self, batch: dict[uuid.UUID, uuid.UUID]) -> None:
         try:
             async with self.services.db.connection() as conn:
-                row = await queries.notification_for_user(
-                    conn, notification_id=notification_id, user_id=user_id
-                )
+                rows = await queries.sse_notifications(conn, ids=list(batch))
         except Exception:
-            log.exception("loading a notification for SSE failed")
+            log.exception("loading notifications for SSE failed")
             return
-        if row is None:
-            return
-        data = envelope(row)
-        for queue in list(self._streams.get(user_id, ())):
-            queue.offer(notification_id, data)
+        rows.sort(key=lambda row: (row["created_at"], row["id"]))
+        for row in rows:
+            user_id = row["user_id"]
+            if batch.get(row["id"]) != user_id:
+                continue  # named on another user's channel
+            data = envelope(row)
+            for queue in list(self._streams.get(user_id, ())):
+                queue.offer(row["id"], data)
 
 
 FEED_KEY: web.AppKey[NotificationFeed] = web.AppKey("notifications_feed", NotificationFeed)
