@@ -31,6 +31,9 @@ BUILTIN = [
 ]
 
 
+INLINE_ONLY = pytest.mark.parametrize("queues_enabled", [False], ids=["inline"], indirect=True)
+
+
 @pytest.fixture(params=[False, True], ids=["inline", "queued"])
 def queues_enabled(request: pytest.FixtureRequest) -> bool:
     return bool(request.param)
@@ -153,11 +156,10 @@ async def test_the_acting_user_is_never_told_of_their_own_change(
     assert await inbox(services, user.id) == []
 
 
+@INLINE_ONLY  # preferences are the engine's; one mode is enough
 async def test_a_turned_off_channel_is_suppressed(
     team: Team, services: AppServices, factory: Any, login: Any, queues_enabled: bool
 ) -> None:
-    if queues_enabled:
-        pytest.skip("preferences are the engine's; one mode is enough")
     await data(
         await team.owner_client.put(
             "/api/v1/notifications/preferences",
@@ -249,6 +251,7 @@ def test_off_by_default_and_the_prefix_is_reserved(settings: Any) -> None:
         del sys.modules["fake_app_events"]
 
 
+@INLINE_ONLY  # the relay's savepoint is the same in both modes
 async def test_a_failure_to_notify_never_holds_back_the_outbox(
     team: Team,
     services: AppServices,
@@ -256,8 +259,6 @@ async def test_a_failure_to_notify_never_holds_back_the_outbox(
     monkeypatch: pytest.MonkeyPatch,
     queues_enabled: bool,
 ) -> None:
-    if queues_enabled:
-        pytest.skip("the relay's savepoint is the same in both modes")
     from tenantd.notifications.tenancy import feed
 
     async def broken(*args: Any, **kwargs: Any) -> None:
