@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 from collections.abc import Sequence
@@ -55,83 +56,55 @@ def user_topic(user_id: uuid.UUID | str) -> str:
     return f"notifications:user:{user_id}"
 
 
-async def persist_dispatch(
-    conn: Conn,
-    *,
-    notification_id: uuid.UUID,
-    user_id: uuid.UUID,
-    account_id: uuid.UUID | None,
-    event_type: str,
-    title: str,
-    body: str,
-    cta_url: str,
-    cta_label: str,
-    payload: dict[str, Any],
-    dedup_key: str | None,
-    window_seconds: int,
-    channels: Sequence[str],
-    forced_reason: str | None = None,
-    critical: bool = False,
-) -> Row:
-    """Persist a notification with one delivery row per channel (idempotent on its id).
+@dataclasses.dataclass(frozen=True)
+class NewNotification:
+    """A notification to persist, with one delivery row per channel.
 
     `forced_reason`: every row `suppressed` with this reason (a throttled send); `critical`:
     the user's disabled preferences do not apply."""
-    parameters = dispatch_parameters(
-        notification_id=notification_id,
-        user_id=user_id,
-        account_id=account_id,
-        event_type=event_type,
-        title=title,
-        body=body,
-        cta_url=cta_url,
-        cta_label=cta_label,
-        payload=payload,
-        dedup_key=dedup_key,
-        window_seconds=window_seconds,
-        channels=channels,
-        forced_reason=forced_reason,
-        critical=critical,
-    )
-    row = await conn.fetch_one(DISPATCH_SQL, {**parameters, "payload": Json(payload)})
+
+    notification_id: uuid.UUID
+    user_id: uuid.UUID
+    account_id: uuid.UUID | None
+    event_type: str
+    title: str
+    body: str
+    cta_url: str
+    cta_label: str
+    payload: dict[str, Any]
+    dedup_key: str | None
+    window_seconds: int
+    channels: Sequence[str]
+    forced_reason: str | None = None
+    critical: bool = False
+
+
+async def persist_dispatch(conn: Conn, notification: NewNotification) -> Row:
+    """Persist a notification and its delivery rows (idempotent on its id)."""
+    parameters = dispatch_parameters(notification)
+    row = await conn.fetch_one(DISPATCH_SQL, {**parameters, "payload": Json(notification.payload)})
     assert row is not None
     return row
 
 
-def dispatch_parameters(
-    *,
-    notification_id: uuid.UUID,
-    user_id: uuid.UUID,
-    account_id: uuid.UUID | None,
-    event_type: str,
-    title: str,
-    body: str,
-    cta_url: str,
-    cta_label: str,
-    payload: dict[str, Any],
-    dedup_key: str | None,
-    window_seconds: int,
-    channels: Sequence[str],
-    forced_reason: str | None = None,
-    critical: bool = False,
-) -> dict[str, Any]:
-    """persist_dispatch's arguments as DISPATCH_SQL's parameters (payload not yet adapted)."""
+def dispatch_parameters(notification: NewNotification) -> dict[str, Any]:
+    """DISPATCH_SQL's parameters (payload not yet adapted)."""
     return {
-        "forced_reason": forced_reason,
-        "critical": critical,
-        "id": notification_id,
-        "uid": user_id,
-        "aid": account_id,
-        "type": event_type,
-        "title": title,
-        "body": body,
-        "cta_url": cta_url,
-        "cta_label": cta_label,
-        "payload": payload,
-        "dedup_key": dedup_key,
-        "window": window_seconds,
-        "channels": list(channels),
-        "topic": user_topic(user_id),
+        "forced_reason": notification.forced_reason,
+        "critical": notification.critical,
+        "id": notification.notification_id,
+        "uid": notification.user_id,
+        "aid": notification.account_id,
+        "type": notification.event_type,
+        "title": notification.title,
+        "body": notification.body,
+        "cta_url": notification.cta_url,
+        "cta_label": notification.cta_label,
+        "payload": notification.payload,
+        "dedup_key": notification.dedup_key,
+        "window": notification.window_seconds,
+        "channels": list(notification.channels),
+        "topic": user_topic(notification.user_id),
     }
 
 

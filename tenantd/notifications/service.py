@@ -18,6 +18,7 @@ rolled-back dispatch queues nothing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import uuid
@@ -406,22 +407,22 @@ async def dispatch(
     if only_channels is not None:
         channels = tuple(channel for channel in channels if channel in only_channels)
     queue = services.settings.queues_enabled
-    arguments: dict[str, Any] = {
-        "notification_id": notification_id,
-        "user_id": recipient_user_id,
-        "account_id": account_id,
-        "event_type": definition.type,
-        "title": content.title,
-        "body": content.body,
-        "cta_url": content.cta_url,
-        "cta_label": content.cta_label,
-        "payload": model.model_dump(mode="json"),
-        "dedup_key": dedup_key,
-        "window_seconds": window,
-        "channels": channels,
-        "critical": definition.critical,
-        "forced_reason": forced_reason,
-    }
+    notification = queries.NewNotification(
+        notification_id=notification_id,
+        user_id=recipient_user_id,
+        account_id=account_id,
+        event_type=definition.type,
+        title=content.title,
+        body=content.body,
+        cta_url=content.cta_url,
+        cta_label=content.cta_label,
+        payload=model.model_dump(mode="json"),
+        dedup_key=dedup_key,
+        window_seconds=window,
+        channels=channels,
+        critical=definition.critical,
+        forced_reason=forced_reason,
+    )
     # With queues on, the follow-up jobs commit with the notification or not at all.
     follow_ups = queue and any(channel in FOLLOW_UP_KINDS for channel in channels)
     counted = follow_ups or throttle_key is not None
@@ -432,8 +433,8 @@ async def dispatch(
                 own, key=throttle_key, window_seconds=int(definition.throttle.window_seconds)
             )
             if sent > int(definition.throttle.limit):
-                arguments["forced_reason"] = "throttled"
-        row = await queries.persist_dispatch(own, **arguments)
+                notification = dataclasses.replace(notification, forced_reason="throttled")
+        row = await queries.persist_dispatch(own, notification)
         if queue and row["id"] is not None:
             wait = 0.0
             if not definition.critical:
@@ -767,22 +768,24 @@ async def flush_digest(services: NotificationServices, *, digest_id: uuid.UUID) 
         payload = {**items[-1], "_digest": {"count": len(items), "items": items[:limit]}}
         row = await queries.persist_dispatch(
             conn,
-            notification_id=digest_id,
-            user_id=digest["user_id"],
-            account_id=digest["account_id"],
-            event_type=definition.type,
-            title=title,
-            body=body,
-            cta_url=cta_url,
-            cta_label=cta_label,
-            payload=payload,
-            dedup_key=None,
-            window_seconds=0,
-            channels=[
-                channel
-                for channel in live_channels(services.settings, definition.default_channels)
-                if digest["channels"] is None or channel in digest["channels"]
-            ],
+            queries.NewNotification(
+                notification_id=digest_id,
+                user_id=digest["user_id"],
+                account_id=digest["account_id"],
+                event_type=definition.type,
+                title=title,
+                body=body,
+                cta_url=cta_url,
+                cta_label=cta_label,
+                payload=payload,
+                dedup_key=None,
+                window_seconds=0,
+                channels=[
+                    channel
+                    for channel in live_channels(services.settings, definition.default_channels)
+                    if digest["channels"] is None or channel in digest["channels"]
+                ],
+            ),
         )
         for channel in row["pending"] if row["id"] is not None else []:
             await services.jobs.submit(

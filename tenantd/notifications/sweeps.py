@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
-from tenantd.db import Database
+from collections.abc import Awaitable, Callable
+
+from tenantd.db import Conn, Database
 from tenantd.notifications import queries
 from tenantd.ops.sweeps import SweepContext, sweep
+
+Count = Callable[[Conn], Awaitable[int]]
+DeleteBatch = Callable[..., Awaitable[int]]
+
+
+async def _delete_in_batches(
+    db: Database, count: Count, delete: DeleteBatch, *, dry_run: bool, batch_size: int
+) -> int:
+    """Delete in short statements of `batch_size` rows; return how many (or would be)."""
+    async with db.connection() as conn:
+        if dry_run:
+            return await count(conn)
+        total = 0
+        while True:
+            deleted = await delete(conn, batch_size=batch_size)
+            total += deleted
+            if deleted < batch_size:
+                return total
 
 
 async def cleanup_dedup(db: Database, *, dry_run: bool = False, batch_size: int = 1000) -> int:
@@ -13,15 +33,13 @@ async def cleanup_dedup(db: Database, *, dry_run: bool = False, batch_size: int 
     Each batch is its own short statement; safe to run twice at once (rows are only deleted
     once, and a key reused meanwhile has a future expiry, so it no longer matches).
     """
-    async with db.connection() as conn:
-        if dry_run:
-            return await queries.count_expired_dedup(conn)
-        total = 0
-        while True:
-            deleted = await queries.delete_expired_dedup(conn, batch_size=batch_size)
-            total += deleted
-            if deleted < batch_size:
-                return total
+    return await _delete_in_batches(
+        db,
+        queries.count_expired_dedup,
+        queries.delete_expired_dedup,
+        dry_run=dry_run,
+        batch_size=batch_size,
+    )
 
 
 @sweep("dedup", "Delete expired notification dedup records")
@@ -36,15 +54,13 @@ async def cleanup_throttles(db: Database, *, dry_run: bool = False, batch_size: 
 
     Batched like the dedup cleanup; a key counted again meanwhile started a new window (a
     future expiry), so it no longer matches and keeps its count."""
-    async with db.connection() as conn:
-        if dry_run:
-            return await queries.count_expired_throttles(conn)
-        total = 0
-        while True:
-            deleted = await queries.delete_expired_throttles(conn, batch_size=batch_size)
-            total += deleted
-            if deleted < batch_size:
-                return total
+    return await _delete_in_batches(
+        db,
+        queries.count_expired_throttles,
+        queries.delete_expired_throttles,
+        dry_run=dry_run,
+        batch_size=batch_size,
+    )
 
 
 @sweep("throttles", "Delete notification throttle counters whose window ended")
