@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -626,33 +627,24 @@ async def _add_to_digest(
         verdict = await _screen_digested(own, definition, recipient, model, dedup)
         if verdict == "duplicate":
             return SendOutcome(notification_id=None, status="duplicate")
+        # Screened above: the instant path neither dedups nor counts this send again.
+        dispatch_now = functools.partial(
+            dispatch,
+            services,
+            notification_id=notification_id,
+            event_type=definition.type,
+            recipient_user_id=recipient_user_id,
+            payload=payload,
+            account_id=account_id,
+            conn=own,
+            screened=True,
+        )
         if verdict == "throttled":
-            return await dispatch(
-                services,
-                notification_id=notification_id,
-                event_type=definition.type,
-                recipient_user_id=recipient_user_id,
-                payload=payload,
-                account_id=account_id,
-                conn=own,
-                only_channels=channels,
-                screened=True,
-                forced_reason="throttled",
-            )
+            return await dispatch_now(only_channels=channels, forced_reason="throttled")
         outcome: SendOutcome | None = None
         for window, members in sorted(groups.items()):
             if window <= 0:
-                outcome = await dispatch(
-                    services,
-                    notification_id=notification_id,
-                    event_type=definition.type,
-                    recipient_user_id=recipient_user_id,
-                    payload=payload,
-                    account_id=account_id,
-                    conn=own,
-                    only_channels=members,
-                    screened=True,
-                )
+                outcome = await dispatch_now(only_channels=members)
                 continue
             digest = await queries.join_digest(
                 own,
