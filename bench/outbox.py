@@ -116,7 +116,8 @@ async def _deliveries(dsn: str, receiver: Receiver) -> dict[str, Any]:
 
         # Untimed: on a new database the delivery and job tables are empty and the planner's
         # statistics say so; the first burst then runs at a fifth of the rate until autovacuum
-        # has analysed them (below) (measured: 266/s, then 1,767/s). The figure is the sustained rate.
+        # has analysed them (below; measured: 266/s, then 1,767/s). The figure is the sustained
+        # rate.
         await emit("warm-up", WARM_UP)
         await _drained(db, time.perf_counter())
         # What autovacuum does within its first minute of a production database's life.
