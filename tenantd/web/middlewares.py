@@ -14,6 +14,7 @@ token or password can reach the logs through it. 4xx are logged at warning, 5xx 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import os
@@ -142,16 +143,11 @@ request_middleware = web.middleware(handle_request)
 
 
 def enveloped(handler: Handler) -> Handler:
-    """`handler` run inside `handle_request` (idempotent)."""
-    if getattr(handler, "__enveloped__", False):
+    """`handler` run inside `handle_request` (idempotent). A partial, not a closure: calling
+    it makes `handle_request`'s coroutine directly, one frame fewer per request."""
+    if isinstance(handler, functools.partial) and handler.func is handle_request:
         return handler
-
-    async def run(request: web.Request) -> web.StreamResponse:
-        return await handle_request(request, handler)
-
-    run.__name__ = getattr(handler, "__name__", "handler")
-    run.__enveloped__ = True  # type: ignore[attr-defined]
-    return run
+    return functools.partial(handle_request, handler=handler)
 
 
 def _envelope_route(route: AbstractRoute) -> None:
