@@ -17,7 +17,7 @@ from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.ui.routes import install_pages
-from tenantd.web.middlewares import request_middleware
+from tenantd.web.middlewares import envelope_routes
 from tenantd.web.parser_log import ServerLog
 from tenantd.web.routing import register
 from tenantd.web.spec import WEBHOOK_BODY_LIMIT, Access, Routes
@@ -40,7 +40,6 @@ def create_app(
     on_services: Callable[[web.Application], Awaitable[None]] | None = None,
 ) -> web.Application:
     app = web.Application(
-        middlewares=[request_middleware],
         client_max_size=WEBHOOK_BODY_LIMIT,
         handler_args={"logger": ServerLog()},  # parser rejections: one rate-limited warning
     )
@@ -60,4 +59,5 @@ def create_app(
     app.cleanup_ctx.extend(HOOKS)
     register(app, *ROUTES, *(extra_routes or []), guard=guard)
     install_pages(app, settings)  # hosted pages and /static (TENANTD_UI)
+    envelope_routes(app)  # request id, error envelope, metrics, log line: every route
     return app

@@ -51,7 +51,7 @@ from tenantd.mfa.schemas import MfaChallengeOut, MfaStatusOut
 from tenantd.principal import current_principal, optional_principal
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
-from tenantd.web.json import json_response, ok
+from tenantd.web.json import dumps, ok
 from tenantd.web.ratelimit import rate_limit_request
 from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import Empty, Message
@@ -237,6 +237,10 @@ async def change_password(request: web.Request, body: PasswordChangeBody) -> web
     return signed_in(request, result)
 
 
+# The anonymous answer never changes: built once (a model and its dump were ~10% of it).
+ANONYMOUS_ME = dumps(AnonymousUser())
+
+
 @ROUTES.get(
     "/api/v1/users/me",
     access=Access.TRY,
@@ -247,7 +251,7 @@ async def change_password(request: web.Request, body: PasswordChangeBody) -> web
 async def me(request: web.Request) -> web.Response:
     principal = optional_principal(request)
     if principal is None:
-        return json_response(AnonymousUser())
+        return web.Response(body=ANONYMOUS_ME, content_type="application/json")
     services = request.app[SERVICES]
     body = await current_user_json(services.db, services.context_cache, principal)
     if body is None:

@@ -30,13 +30,14 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tenantd.db import Database
 from tenantd.db.core import Conn
 from tenantd.ops.queries import FOLD_LOCK, FOLD_SQL, STATE_QUERY
+from tenantd.ops.request_counts import RequestCounts
 
 log = logging.getLogger(__name__)
 
@@ -180,19 +181,9 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.requests = Counter(
-            "tenantd_http_requests",
-            "HTTP requests answered, by method, route template and status",
-            ["method", "route", "status"],
-            registry=self.registry,
-        )
-        self.latency = Histogram(
-            "tenantd_http_request_duration_seconds",
-            "HTTP request latency, by method, route template and status",
-            ["method", "route", "status"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
+        # Requests and latency: plain totals read at scrape (no lock per request, issue 19).
+        self.request_counts = RequestCounts(LATENCY_BUCKETS)
+        self.registry.register(self.request_counts)
         self.in_progress = Gauge(
             "tenantd_http_requests_in_progress",
             "HTTP requests being handled (SSE streams included)",
@@ -225,7 +216,6 @@ class Metrics:
         self.registry.register(self.state)
         self.started = time.time()
         self._next_render: asyncio.Future[bytes] | None = None
-        self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     @property
     def sse_clients(self) -> Callable[[], int] | None:
@@ -236,15 +226,8 @@ class Metrics:
         self.state.sse_clients = count
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
-        key = (method if method in KNOWN_METHODS else OTHER_METHOD, route, status)
-        children = self._request_children.get(key)
-        if children is None:
-            # labels() costs ~4 µs a request (tuple, lock, dict); the children never change.
-            labels = (key[0], route, str(status))
-            children = (self.requests.labels(*labels), self.latency.labels(*labels))
-            self._request_children[key] = children
-        children[0].inc()
-        children[1].observe(seconds)
+        method = method if method in KNOWN_METHODS else OTHER_METHOD
+        self.request_counts.observe((method, route, status), seconds)
 
     def sweep_batch(self, sweep: str, table: str, rows: int) -> None:
         self.sweep_rows.labels(sweep, table).inc(rows)

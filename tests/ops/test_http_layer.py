@@ -28,3 +28,28 @@ async def test_overlong_request_line_is_documented(client: TestClient[Any, Any])
                 "application/json",
                 "text/plain",
             }
+
+
+async def test_every_answer_is_enveloped_without_an_aiohttp_middleware(
+    client: TestClient[Any, Any],
+) -> None:
+    # The envelope runs inside each route's handler (issue 19: no per-request middleware
+    # chain), and unmatched requests still get it: the error body, the request id, the log.
+    assert not client.app.middlewares
+    for path in ("/no/such/path", "/api/v1/nope", "/api/v1/users/me/nope"):
+        response = await client.get(path, headers={"X-Request-ID": "req-404"})
+        assert response.status == 404, path
+        assert response.headers["X-Request-ID"] == "req-404"
+        body = await response.json()
+        assert body == {
+            "success": False,
+            "error": {"code": "NOT_FOUND", "message": body["error"]["message"]},
+        }
+    generated = await client.delete("/api/v1/auth/refresh")
+    assert generated.status == 405
+    assert generated.headers["Allow"] == "POST"
+    assert len(generated.headers["X-Request-ID"]) == 32
+    assert (await generated.json())["error"]["code"] == "METHOD_NOT_ALLOWED"
+    ok = await client.get("/healthz", headers={"X-Request-ID": "req-ok"})
+    assert ok.status == 200
+    assert ok.headers["X-Request-ID"] == "req-ok"
