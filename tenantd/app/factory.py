@@ -14,6 +14,7 @@ from tenantd.app.services import open_services
 from tenantd.db import DATABASE
 from tenantd.identity.guards import guard as session_guard
 from tenantd.notifications.services import NOTIFICATION_SERVICES
+from tenantd.ops.shutdown import shutdown_ctx
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.ui.routes import install_pages
@@ -55,6 +56,8 @@ def create_app(
                 await on_services(app)
             yield
 
+    # The shutdown watchdog first: its exit, which disarms it, runs after every other one.
+    app.cleanup_ctx.append(shutdown_ctx)
     app.cleanup_ctx.append(services_ctx)
     app.cleanup_ctx.extend(HOOKS)
     register(app, *ROUTES, *(extra_routes or []), guard=guard)

@@ -22,7 +22,6 @@ from tenantd.notifications.tenancy.feed import tenancy_feed
 from tenantd.ops.config import ops_config
 from tenantd.ops.metrics import METRICS, Metrics
 from tenantd.ops.scheduler import SCHEDULER, SweepScheduler
-from tenantd.ops.shutdown import shutdown_ctx
 from tenantd.pubsub.hub import PUBSUB, PubSubHub
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS
@@ -158,7 +157,6 @@ HOOKS: tuple[Hook, ...] = (
     context_cache_ctx,
     keyring_ctx,
     api_key_cache_ctx,
-    shutdown_ctx,
     metrics_ctx,
     job_runner_ctx,
     outbox_relay_ctx,

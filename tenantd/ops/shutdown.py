@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 
@@ -58,14 +59,17 @@ class Watchdog:
 
 
 async def shutdown_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx hook: arm the watchdog when shutdown starts; disarm it once every
-    cleanup_ctx resource (the pools included) is closed."""
+    """cleanup_ctx hook, registered first: the watchdog is armed when shutdown starts and
+    disarmed after every other cleanup_ctx resource (the pools included) is closed. Being
+    first, its exit runs last, and aiohttp runs every exit even when one of them fails, so a
+    failed cleanup cannot leave the watchdog armed (an on_cleanup handler would be skipped)."""
     loop = asyncio.get_running_loop()
 
     def expire() -> None:
         # A loop already closed means the application finished after all (an embedding
         # process, e.g. a test run, lives on): never take such a process down.
         if not loop.is_closed():
+            log_pending_tasks(loop)
             Watchdog._exit()
 
     watchdog = Watchdog(ops_config(app[SETTINGS]).shutdown_timeout_seconds, expire)
@@ -74,10 +78,28 @@ async def shutdown_ctx(app: web.Application) -> AsyncIterator[None]:
         log.info("shutting down (bound %.0f s)", watchdog.seconds)
         watchdog.arm()
 
-    async def disarm(_app: web.Application) -> None:
+    app.on_shutdown.append(arm)
+    try:
+        yield
+    finally:
         watchdog.disarm()
 
-    app.on_shutdown.append(arm)
-    # on_cleanup handlers added now run after the whole cleanup_ctx chain.
-    app.on_cleanup.append(disarm)
-    yield
+
+def log_pending_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """What the shutdown still waits for: each pending task's coroutine and where it stands
+    (read from the watchdog's thread: a best-effort picture, never raises)."""
+    try:
+        tasks = list(asyncio.all_tasks(loop))
+    except RuntimeError:  # the set changed while read
+        return
+    for task in tasks[:50]:
+        frames = task.get_stack(limit=3)
+        where = "; ".join(
+            f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}"
+            for frame in frames
+        )
+        line = f"shutdown still waits for {task.get_coro()!r} at {where or '?'}"
+        log.error("%s", line)
+        # Also straight to the process's stderr: the forced exit that follows skips whatever
+        # a log handler still buffers (and an embedding test run captures log records).
+        print(line, file=sys.__stderr__, flush=True)

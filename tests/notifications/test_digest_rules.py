@@ -124,7 +124,10 @@ async def test_digested_sends_over_the_throttle_limit_are_suppressed_as_throttle
             payload={"topic": "t", "n": n},
         )
     await quiesce_dispatch(services.db)
-    assert await collected(services.db) == [0, 1, 2]
+    # Queued sends are counted as their jobs run, and the runner may run two at once: which
+    # two are dropped is not fixed, how many is.
+    kept = await collected(services.db)
+    assert len(kept) == 3 and set(kept) < set(range(5))
     dropped = await throttled_records(services.db, user.id)
     assert [(r["in_app"], r["channel"], r["status"]) for r in dropped] == [
         (False, "in_app", "suppressed")
@@ -132,7 +135,7 @@ async def test_digested_sends_over_the_throttle_limit_are_suppressed_as_throttle
     assert await deliveries(services, dropped[0]["id"]) == {"in_app": ("suppressed", "throttled")}
     # The digest carries the three that went through; the inbox shows only the digest.
     digest = await flush(services, user.id)
-    assert [i["n"] for i in digest["payload"]["_digest"]["items"]] == [0, 1, 2]
+    assert [i["n"] for i in digest["payload"]["_digest"]["items"]] == sorted(kept)
 
 
 @QUEUED

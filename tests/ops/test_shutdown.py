@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import configparser
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -184,3 +185,39 @@ def test_watchdog_fires_only_when_armed_and_not_disarmed() -> None:
         time.sleep(0.01)
     time.sleep(0.3)  # the others had the same 0.05 s: give them a chance to misfire
     assert fired == ["quick"]
+
+
+async def test_a_failing_cleanup_still_disarms_the_watchdog(
+    migrated: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resource whose cleanup raises must not leave the bound armed: it would end the
+    process (a test run, an embedding application) long after the app was gone."""
+    from tenantd.app import create_app
+
+    armed: list[Watchdog] = []
+    disarmed: list[Watchdog] = []
+    original_arm, original_disarm = Watchdog.arm, Watchdog.disarm
+
+    def arm(self: Watchdog) -> None:
+        armed.append(self)
+        original_arm(self)
+
+    def disarm(self: Watchdog) -> None:
+        disarmed.append(self)
+        original_disarm(self)
+
+    monkeypatch.setattr(Watchdog, "arm", arm)
+    monkeypatch.setattr(Watchdog, "disarm", disarm)
+
+    async def failing_cleanup(app: web.Application) -> AsyncIterator[None]:
+        yield
+        raise RuntimeError("a resource that fails to close")
+
+    settings = load_settings(environ={"SECRET_KEY": SECRET, "DATABASE_URL": migrated})
+    app = create_app(settings, migrated)
+    app.cleanup_ctx.append(failing_cleanup)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    with pytest.raises(RuntimeError, match="fails to close"):
+        await runner.cleanup()
+    assert len(armed) == 1 and disarmed == armed
