@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -33,6 +34,8 @@ class Receiver:
     # Decides the status of each verified request (default 200).
     answer: Callable[[Received], int] = lambda _received: 200
     url: str = ""
+    # When set, every request waits for it before it is answered (deliveries held in flight).
+    gate: asyncio.Event | None = None
 
     def verify(self, raw: bytes, headers: dict[str, str]) -> bool:
         for secret in self.secrets:
@@ -46,6 +49,8 @@ class Receiver:
 
     async def handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
+        if self.gate is not None:
+            await self.gate.wait()
         headers = {k.lower(): v for k, v in request.headers.items()}
         if not self.verify(raw, headers):
             self.refused_signatures += 1

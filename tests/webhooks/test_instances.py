@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices
@@ -27,6 +28,14 @@ from tests.ops.servers import fresh_database, running, server_env, start_server
 from tests.webhooks.receiver import start_receiver
 
 ACTOR = Actor.system("test")
+
+
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    # Two jobs at once per instance: with deliveries held at the receiver, the first
+    # instance cannot take every delivery job (32 deliveries each) before the second looks.
+    env["TENANTD_JOB_CONCURRENCY"] = "2"
+    return env
 
 
 async def _emit(db: Any, count: int, *, objects: int = 50) -> list[str]:
@@ -52,11 +61,16 @@ async def test_two_instances_deliver_each_event_once(
     receiver = await start_receiver(aiohttp_server, [])
     created = await endpoints.add_endpoint(services, url=receiver.url + "/hook")
     receiver.secrets.append(created.secret)
+    # Deliveries wait at the receiver until the second instance has claimed a job: each
+    # instance holds at most two jobs, so the first cannot take them all.
+    receiver.gate = asyncio.Event()
     async with open_services(settings, migrated) as other:
         runner = JobRunner(other)
         await runner.start()
         try:
             ids = await _emit(services.db, 300)
+            await eventually(lambda: runner.claimed > 0, within=60)
+            receiver.gate.set()
             await eventually(lambda: len(receiver.accepted) >= 300, within=90)
             await asyncio.sleep(0.5)
         finally:
