@@ -89,6 +89,34 @@ async def read_all_post(request: web.Request, viewer: Viewer) -> web.StreamRespo
     return redirect(request, "/notifications?done=all_read")
 
 
+def _unsubscribe(
+    request: web.Request, *, token: str = "", event: str = "", done: bool = False
+) -> web.Response:
+    return page(
+        request,
+        "unsubscribe.html",
+        title=text("unsubscribe.title"),
+        token=token,
+        event=event,
+        done=done,
+        problem=None,
+    )
+
+
+def _unsubscribe_refused(request: web.Request, exc: AppError) -> web.Response:
+    issue = problem(exc)
+    return page(
+        request,
+        "unsubscribe.html",
+        status=issue.status,
+        title=text("unsubscribe.title"),
+        token="",
+        event="",
+        done=False,
+        problem=issue,
+    )
+
+
 async def unsubscribe_page(request: web.Request) -> web.Response:
     await load_viewer(request)
     token = request.query.get("token", "")[:4000]
@@ -96,32 +124,13 @@ async def unsubscribe_page(request: web.Request) -> web.Response:
     try:
         claims = unsub.read_token(settings.secret_key, token)
     except AppError as exc:
-        issue = problem(exc)
-        return page(
-            request,
-            "unsubscribe.html",
-            status=issue.status,
-            title=text("unsubscribe.title"),
-            token="",
-            event="",
-            done=False,
-            problem=issue,
-        )
-    return page(
-        request,
-        "unsubscribe.html",
-        title=text("unsubscribe.title"),
-        token=token,
-        event=event_label(claims.event_type),
-        done=False,
-        problem=None,
-    )
+        return _unsubscribe_refused(request, exc)
+    return _unsubscribe(request, token=token, event=event_label(claims.event_type))
 
 
 async def unsubscribe_post(request: web.Request) -> web.Response:
     await load_viewer(request)
     services = request.app[NOTIFICATION_SERVICES]
-    token = ""
     try:
         form = await read_form(request)
         token = form.get("token", "") if isinstance(form.get("token"), str) else ""
@@ -129,23 +138,5 @@ async def unsubscribe_post(request: web.Request) -> web.Response:
             services.db, secret_key=services.settings.secret_key, token=str(token)
         )
     except AppError as exc:
-        issue = problem(exc)
-        return page(
-            request,
-            "unsubscribe.html",
-            status=issue.status,
-            title=text("unsubscribe.title"),
-            token="",
-            event="",
-            done=False,
-            problem=issue,
-        )
-    return page(
-        request,
-        "unsubscribe.html",
-        title=text("unsubscribe.title"),
-        token="",
-        event=event_label(claims.event_type),
-        done=True,
-        problem=None,
-    )
+        return _unsubscribe_refused(request, exc)
+    return _unsubscribe(request, event=event_label(claims.event_type), done=True)
