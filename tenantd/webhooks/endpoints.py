@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg2.errors
+
 from tenantd.db import Database, Row
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.outbox import Actor, emit
@@ -81,10 +83,25 @@ async def get_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> Row
     return row
 
 
+REMOVE_ATTEMPTS = 3
+
+
 async def remove_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> None:
-    """Delete the endpoint and its deliveries (pending ones are never sent)."""
-    if not await services.db.execute(queries.DELETE_ENDPOINT, {"id": endpoint_id}):
-        raise NotFound(f"no webhook endpoint {endpoint_id}")
+    """Delete the endpoint and its deliveries (pending ones are never sent).
+
+    Deliveries first, as a settling delivery job locks them (deliveries, then the endpoint).
+    Two deliveries can still be locked in opposite orders by the two statements; PostgreSQL
+    then ends one side, and a removal that lost is simply run again (the job retries too)."""
+    for attempt in range(REMOVE_ATTEMPTS):
+        try:
+            async with services.db.transaction() as conn:
+                await conn.execute(queries.DELETE_ENDPOINT_DELIVERIES, {"id": endpoint_id})
+                if not await conn.execute(queries.DELETE_ENDPOINT, {"id": endpoint_id}):
+                    raise NotFound(f"no webhook endpoint {endpoint_id}")
+            return
+        except psycopg2.errors.DeadlockDetected:
+            if attempt == REMOVE_ATTEMPTS - 1:
+                raise
 
 
 async def rotate_secret(services: WebhookServices, endpoint_id: uuid.UUID) -> Created:

@@ -18,6 +18,9 @@ LIST_ENDPOINTS = f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints ORDER BY cre
 GET_ENDPOINT = f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = %(id)s"
 
 DELETE_ENDPOINT = "DELETE FROM webhook_endpoints WHERE id = %(id)s"
+# Before the endpoint: a settling delivery job locks its deliveries, then the endpoint row;
+# removing takes them in that order too (the cascade alone would go endpoint first).
+DELETE_ENDPOINT_DELIVERIES = "DELETE FROM webhook_deliveries WHERE endpoint_id = %(id)s"
 
 # The old secret keeps signing next to the new one until it expires.
 ROTATE_SECRET = f"""
