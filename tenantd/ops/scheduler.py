@@ -21,6 +21,12 @@ from tenantd.ops.sweeps import Sweep, SweepHost, SweepOutcome, run_sweep
 log = logging.getLogger(__name__)
 
 STOP_WAIT_SECONDS = 5.0  # a running sweep stops at its next batch boundary, well within this
+# A sweep holds one pooled connection for its advisory lock and takes another for its work.
+# Sweeps due together (all of them, at start-up) would each take a lock connection first and
+# could leave none for the work: the pool starved until its acquire timeout and every sweep
+# failed. One at a time per process needs two connections whatever the pool's size; other
+# instances still run other sweeps at the same time.
+SWEEPS_AT_ONCE = 1
 
 
 class SweepScheduler:
@@ -40,6 +46,7 @@ class SweepScheduler:
         self.metrics = metrics
         self.stopping = asyncio.Event()
         self.running: set[asyncio.Task[SweepOutcome | None]] = set()
+        self.slots = asyncio.Semaphore(SWEEPS_AT_ONCE)
         self.scheduler = AsyncIOScheduler(timezone=dt.UTC)
 
     def start(self) -> None:
@@ -67,15 +74,18 @@ class SweepScheduler:
         if task is not None:
             self.running.add(task)
         try:
-            outcome = await run_sweep(
-                self.services,
-                sweep,
-                interval=self.config.sweep_intervals.get(sweep.name, 3600),
-                batch_size=self.config.sweep_batch_size,
-                batch_pause=self.config.sweep_batch_pause_ms / 1000,
-                stopping=self.stopping,
-                on_batch=self.metrics.sweep_batch if self.metrics else None,
-            )
+            async with self.slots:
+                if self.stopping.is_set():
+                    return None
+                outcome = await run_sweep(
+                    self.services,
+                    sweep,
+                    interval=self.config.sweep_intervals.get(sweep.name, 3600),
+                    batch_size=self.config.sweep_batch_size,
+                    batch_pause=self.config.sweep_batch_pause_ms / 1000,
+                    stopping=self.stopping,
+                    on_batch=self.metrics.sweep_batch if self.metrics else None,
+                )
         except Exception:
             log.exception("scheduled sweep %s could not run", sweep.name)
             return None

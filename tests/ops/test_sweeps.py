@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 from typing import Any
 
 from sqlalchemy import func
 
 from tenantd.app import AppServices
 from tenantd.app.plugins import registered_sweeps
+from tenantd.app.services import open_services
 from tenantd.db import Database
 from tenantd.db.tables import revoked_tokens
 from tenantd.ops.config import parse_ops_config
 from tenantd.ops.scheduler import SweepScheduler
 from tenantd.ops.sweeps import Sweep, SweepContext, delete_batches, run_sweep
+from tenantd.settings import Settings
 from tests.helpers import eventually
 
 
@@ -216,3 +219,43 @@ async def test_stopping_interrupts_between_batches(
     assert outcome.counts == {"revoked_tokens": 300}
     assert await db.fetch_val("SELECT count(*) FROM revoked_tokens") == 700
     assert await db.fetch_val("SELECT last_status FROM sweep_runs") == "interrupted"
+
+
+async def test_sweeps_due_together_do_not_starve_a_small_pool(
+    settings: Settings, migrated: str, db: Database
+) -> None:
+    # Each sweep holds a connection for its lock and takes another for its work. All of them
+    # due at once (as at start-up) used to take every lock connection first and wait for a
+    # work connection that never came free: every sweep failed at the pool's timeout.
+    small = dataclasses.replace(settings, db_pool_min=1, db_pool_max=2)
+    working: list[str] = []
+
+    def working_sweep(name: str) -> Sweep:
+        async def run(ctx: SweepContext) -> dict[str, int]:
+            working.append(name)
+            await asyncio.sleep(0.05)  # long enough for the other ticks to be due meanwhile
+            return {"rows": await ctx.services.db.fetch_val("SELECT 1")}
+
+        return Sweep(name=name, description="test", run=run)
+
+    names = [f"test-starve-{n}" for n in range(4)]
+    config = parse_ops_config(
+        {"TENANTD_SCHEDULER_TICK_SECONDS": "0.05", "TENANTD_SCHEDULER_ENABLED": "true"}
+    )
+    async with open_services(small, migrated) as services:
+        scheduler = SweepScheduler(services, config, sweeps=[working_sweep(n) for n in names])
+        scheduler.start()
+
+        async def all_ran() -> list[dict[str, Any]]:
+            rows = await db.fetch_all(
+                "SELECT name, last_status FROM sweep_runs WHERE name LIKE 'test-starve-%%'"
+            )
+            finished = [r for r in rows if r["last_status"] != "running"]
+            return finished if len(finished) == len(names) else []
+
+        try:
+            rows = await eventually(all_ran)
+        finally:
+            await scheduler.stop()
+    assert sorted(working) == names
+    assert {r["last_status"] for r in rows} == {"ok"}
