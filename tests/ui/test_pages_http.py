@@ -295,3 +295,49 @@ async def test_a_page_sign_in_keeps_the_browser_known(make: Maker, factory: Any,
     await page_sign_in(laptop)
     await page_sign_in(await make())
     assert await new_browser_events() == [False, False, True]
+
+
+async def test_static_files_answer_like_every_other_route(make: Maker) -> None:
+    """A missing or out-of-folder static file is the API's 404 envelope with its headers; a
+    present one keeps its validators, so a browser's revalidation gets 304."""
+    client = await make()
+
+    async def envelope_404(path: str) -> dict[str, str]:
+        response = await client.get(path)
+        assert response.status == 404, path
+        assert response.headers["Content-Type"] == "application/json", path
+        assert (await response.json())["error"]["code"] == "NOT_FOUND", path
+        return dict(response.headers)
+
+    unknown = await envelope_404("/api/v1/no-such-route")
+    same = set(unknown) - {"X-Request-ID", "Date", "Content-Length"}
+    for path in [
+        "/static/missing.css",
+        "/static/missing/deeper.js",
+        "/static/../pyproject.toml",
+        "/static/%2e%2e/pyproject.toml",
+        "/static/..%2fpyproject.toml",
+        "/static/%2e%2e%2f%2e%2e%2fpyproject.toml",
+        "/static/..%5cpyproject.toml",
+        "/static/..%2frender.py",  # tenantd/ui/render.py is there, one folder up
+        "/static/..%2f..%2f..%2fpyproject.toml",
+        "/static/%2e%2e%2f%2e%2e%2f%2e%2e%2fpyproject.toml",
+        "/static/%2fetc%2fpasswd",
+        "/static//etc/passwd",
+        "/static/tenantd.js%00.css",
+    ]:
+        headers = await envelope_404(path)
+        assert same <= set(headers), path
+        assert headers["X-Request-ID"], path
+    head = await client.head("/static/missing.css")
+    assert head.status == 404
+    # A file that is there: its type, validators and a 304 for a matching If-None-Match.
+    script = await client.get("/static/tenantd.js")
+    assert script.status == 200
+    assert script.headers["Content-Type"] == "application/javascript"
+    assert script.headers["Last-Modified"]
+    etag = script.headers["ETag"]
+    again = await client.get("/static/tenantd.js", headers={"If-None-Match": etag})
+    assert again.status == 304
+    assert again.headers["ETag"] == etag
+    assert (await client.head("/static/tenantd.css")).status == 200
