@@ -308,6 +308,28 @@ def _link_problem(exc: AppError) -> Problem:
     return issue
 
 
+def _email_link_page(
+    request: web.Request,
+    mode: str,
+    *,
+    token: str = "",
+    new_email: str | None = None,
+    refused: AppError | None = None,
+) -> web.Response:
+    """The page of an email-change link (`confirm`, `cancel`, `cancelled`); a refused link
+    says so in words, with the refusal's status."""
+    return page(
+        request,
+        "email_change.html",
+        status=refused.status if refused is not None else 200,
+        title=text("email.confirm_title" if mode == "confirm" else "email.cancel_title"),
+        mode=mode,
+        token=token,
+        new_email=new_email,
+        problem=_link_problem(refused) if refused is not None else None,
+    )
+
+
 @signed_in
 async def email_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     new_email = ""
@@ -329,15 +351,7 @@ async def confirm_email_page(request: web.Request) -> web.StreamResponse:
     if viewer is None:
         return redirect(request, "/login?" + urlencode({"next": request.path_qs}))
     new_email = await email_change.pending_new_email(request.app[SERVICES], token=token)
-    return page(
-        request,
-        "email_change.html",
-        title=text("email.confirm_title"),
-        mode="confirm",
-        token=token,
-        new_email=new_email,
-        problem=None,
-    )
+    return _email_link_page(request, "confirm", token=token, new_email=new_email)
 
 
 @signed_in
@@ -350,29 +364,12 @@ async def confirm_email_post(request: web.Request, viewer: Viewer) -> web.Stream
             request.app[SERVICES], user_id=viewer.principal.user_id, token=token
         )
     except AppError as exc:
-        return page(
-            request,
-            "email_change.html",
-            status=exc.status,
-            title=text("email.confirm_title"),
-            mode="confirm",
-            token=token,
-            new_email=None,
-            problem=_link_problem(exc),
-        )
+        return _email_link_page(request, "confirm", token=token, refused=exc)
     return redirect(request, "/account?done=email_changed")
 
 
 async def cancel_email_page(request: web.Request) -> web.Response:
-    return page(
-        request,
-        "email_change.html",
-        title=text("email.cancel_title"),
-        mode="cancel",
-        token=request.query.get("token", "")[:4000],
-        new_email=None,
-        problem=None,
-    )
+    return _email_link_page(request, "cancel", token=request.query.get("token", "")[:4000])
 
 
 async def cancel_email_post(request: web.Request) -> web.Response:
@@ -382,26 +379,9 @@ async def cancel_email_post(request: web.Request) -> web.Response:
         token = field(form, "token")[:4000]
         await email_change.cancel_change(request.app[SERVICES], token=token)
     except AppError as exc:
-        return page(
-            request,
-            "email_change.html",
-            status=exc.status,
-            title=text("email.cancel_title"),
-            mode="cancel",
-            token=token,
-            new_email=None,
-            problem=_link_problem(exc),
-        )
+        return _email_link_page(request, "cancel", token=token, refused=exc)
     request[STALE] = True  # every session of the user ended, this browser's too
-    return page(
-        request,
-        "email_change.html",
-        title=text("email.cancel_title"),
-        mode="cancelled",
-        token="",
-        new_email=None,
-        problem=None,
-    )
+    return _email_link_page(request, "cancelled")
 
 
 # -- the account's MFA requirement ------------------------------------------------------------
