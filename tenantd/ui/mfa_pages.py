@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,9 +24,9 @@ from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
 from tenantd.mfa.stepup import reauth_methods, reauth_providers
 from tenantd.services import SERVICES
+from tenantd.ui.account_pages import Handler, profile, signed_in
 from tenantd.ui.account_pages import _members as members_page_with
-from tenantd.ui.account_pages import profile, signed_in
-from tenantd.ui.forms import Problem, field, parse, problem, read_form, safe_next
+from tenantd.ui.forms import Form, Problem, field, parse, problem, read_form, safe_next, submit
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import ACCESS, DEVICE, ISSUED, STALE, Viewer, client_meta, load_viewer
 from tenantd.ui.strings import text
@@ -134,13 +135,28 @@ async def _account(
     return await profile(request, viewer, issue=issue, **extra)
 
 
-@signed_in
-async def totp_setup_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        await read_form(request)
-        setup = await mfa.setup_totp(request.app[SERVICES], viewer.principal.user_id)
-    except AppError as exc:
-        return await _account(request, viewer, issue=problem(exc))
+AccountAction = Callable[[web.Request, Viewer, Form], Awaitable[web.StreamResponse]]
+
+
+def account_form(action: AccountAction) -> Handler:
+    """A form of /account's two-factor block: its answer, or /account again with the error in
+    words."""
+
+    @signed_in
+    async def handler(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        return await submit(
+            request,
+            lambda form: action(request, viewer, form),
+            lambda issue: _account(request, viewer, issue=issue),
+        )
+
+    handler.__name__ = action.__name__
+    return handler
+
+
+@account_form
+async def totp_setup_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
+    setup = await mfa.setup_totp(request.app[SERVICES], viewer.principal.user_id)
     return await _account(
         request, viewer, totp_setup={"secret": setup.secret, "qr_svg": setup.qr_svg}
     )
@@ -162,23 +178,15 @@ async def totp_confirm_post(request: web.Request, viewer: Viewer) -> web.StreamR
     return await _account(request, viewer, recovery_codes=codes)
 
 
-@signed_in
-async def totp_disable_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        await read_form(request)
-        await mfa.disable_totp(request.app[SERVICES], viewer.principal)
-    except AppError as exc:
-        return await _account(request, viewer, issue=problem(exc))
+@account_form
+async def totp_disable_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
+    await mfa.disable_totp(request.app[SERVICES], viewer.principal)
     return redirect(request, "/account?done=totp_off#mfa")
 
 
-@signed_in
-async def recovery_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        await read_form(request)
-        codes = await mfa.regenerate_recovery_codes(request.app[SERVICES], viewer.principal)
-    except AppError as exc:
-        return await _account(request, viewer, issue=problem(exc))
+@account_form
+async def recovery_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
+    codes = await mfa.regenerate_recovery_codes(request.app[SERVICES], viewer.principal)
     return await _account(request, viewer, recovery_codes=codes)
 
 
@@ -189,26 +197,18 @@ def _passkey_id(request: web.Request) -> uuid.UUID:
         raise NotFound() from None
 
 
-@signed_in
-async def passkey_rename_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        form = await read_form(request)
-        body = parse(RenameBody, {"name": field(form, "name").strip()})
-        await passkeys.rename(
-            request.app[SERVICES], viewer.principal.user_id, _passkey_id(request), body.name
-        )
-    except AppError as exc:
-        return await _account(request, viewer, issue=problem(exc))
+@account_form
+async def passkey_rename_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
+    body = parse(RenameBody, {"name": field(form, "name").strip()})
+    await passkeys.rename(
+        request.app[SERVICES], viewer.principal.user_id, _passkey_id(request), body.name
+    )
     return redirect(request, "/account?done=passkey_renamed#mfa")
 
 
-@signed_in
-async def passkey_delete_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        await read_form(request)
-        await passkeys.delete(request.app[SERVICES], viewer.principal, _passkey_id(request))
-    except AppError as exc:
-        return await _account(request, viewer, issue=problem(exc))
+@account_form
+async def passkey_delete_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
+    await passkeys.delete(request.app[SERVICES], viewer.principal, _passkey_id(request))
     return redirect(request, "/account?done=passkey_removed#mfa")
 
 

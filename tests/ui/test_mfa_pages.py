@@ -351,6 +351,12 @@ async def test_passkeys_are_listed_renamed_and_removed_on_the_profile_page(
         rename, data={"csrf": token_in(page, "/account/email"), "name": "Mine"}
     )
     assert response.status == 403  # the form token is for another form
+    # A blank name: refused in words on the profile page, the passkey keeps its name.
+    response = await post_form(browser, "/account", rename, name="  ")
+    assert response.status == 422
+    page = await response.text()
+    assert alert(page) and 'data-testid="mfa-state"' in page
+    assert "<strong>Work laptop</strong>" in page
     remove = f"/account/passkeys/{row['id']}/delete"
     response = await post_form(browser, "/account", remove)
     assert response.status == 303
