@@ -40,11 +40,17 @@ from tenantd.mfa.schemas import (
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES, Services
 from tenantd.web.json import ok
+from tenantd.web.ratelimit import rate_limit_request
 from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import Empty
 from tenantd.web.spec import Access, Routes
 
 ROUTES = Routes("mfa")
+
+# The abuse-limit scope of passwordless passkey options, apart from "mfa": every /login load
+# fetches a set (conditional UI), and an office's page loads must not use up its address's
+# second-step attempts. Unlisted in ops.config, so the default limit of such scopes.
+PASSKEY_OPTIONS = "passkey_sign_in_options"
 
 
 def _services(request: web.Request) -> Services:
@@ -277,14 +283,16 @@ async def passkey_delete(request: web.Request) -> Empty:
     access=Access.PUBLIC,
     body=TicketBody,
     response=dict[str, Any],
-    rate_limit="mfa",
+    responses={429: "RATE_LIMITED"},
     summary="WebAuthn request options: with a ticket, the second factor of that sign-in;"
     " without, passwordless sign-in (discoverable passkeys)",
 )
 async def passkey_authenticate_options(request: web.Request, body: TicketBody) -> dict[str, Any]:
     services = _services(request)
     if body.ticket is None:
+        await rate_limit_request(request, PASSKEY_OPTIONS, body)
         return await passkeys.authentication_options(services, purpose=passkeys.SIGN_IN)
+    await rate_limit_request(request, "mfa", body)
     ticket = await service.live_ticket(
         services, ticket=body.ticket, binding=request.cookies.get(service.BINDING_COOKIE)
     )

@@ -59,6 +59,25 @@ def _activate(request: web.Request, activation: accounts.Activation | None) -> N
         request[ACCESS] = (activation.access_token, activation.claims)
 
 
+async def work_in(
+    request: web.Request,
+    viewer: Viewer,
+    account_id: uuid.UUID,
+    activation: accounts.Activation | None,
+) -> None:
+    """Make the account just created or joined this browser's active one: the service's
+    activation (the caller had none), else a switch to it."""
+    if activation is None:
+        switched = await accounts.switch_account(
+            request.app[SERVICES],
+            viewer.principal,
+            account_id=account_id,
+            refresh_token=_refresh(request),
+        )
+        activation = switched.activation
+    _activate(request, activation)
+
+
 # -- profile ------------------------------------------------------------------------------------
 
 
@@ -182,16 +201,7 @@ async def create_post(request: web.Request, viewer: Viewer) -> web.StreamRespons
         created = await accounts.create_account(
             services, viewer.principal, name=body.name, refresh_token=_refresh(request)
         )
-        activation = created.activation
-        if activation is None:  # work in the new account at once
-            switched = await accounts.switch_account(
-                services,
-                viewer.principal,
-                account_id=created.account["id"],
-                refresh_token=_refresh(request),
-            )
-            activation = switched.activation
-        _activate(request, activation)
+        await work_in(request, viewer, created.account["id"], created.activation)  # at once
         return redirect(request, "/accounts?done=created")
 
     return await submit(

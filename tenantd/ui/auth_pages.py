@@ -8,7 +8,6 @@ from urllib.parse import quote, unquote, urlencode
 from aiohttp import web
 
 from tenantd.accounts import invitations
-from tenantd.accounts import service as accounts
 from tenantd.accounts.schemas import AcceptBody
 from tenantd.auth import service as auth_service
 from tenantd.auth.schemas import (
@@ -28,9 +27,10 @@ from tenantd.identity.cookies import (
 )
 from tenantd.mfa import service as mfa
 from tenantd.services import SERVICES
+from tenantd.ui.account_pages import work_in
 from tenantd.ui.forms import Form, Problem, again, field, parse, read_form, safe_next, submit
 from tenantd.ui.render import page, redirect
-from tenantd.ui.session import ACCESS, DEVICE, ISSUED, STALE, client_meta, load_viewer
+from tenantd.ui.session import DEVICE, ISSUED, STALE, client_meta, load_viewer
 from tenantd.ui.strings import done_text, oauth_error_text, text
 from tenantd.web.ratelimit import rate_limit_request
 
@@ -305,16 +305,7 @@ async def invitation_post(request: web.Request) -> web.StreamResponse:
             token=body.token,
             refresh_token=request.cookies.get(REFRESH_COOKIE),
         )
-        activation = accepted.activation
-        if activation is None:  # work in the account just joined
-            switched = await accounts.switch_account(
-                request.app[SERVICES],
-                viewer.principal,
-                account_id=accepted.account["id"],
-                refresh_token=request.cookies.get(REFRESH_COOKIE),
-            )
-            activation = switched.activation
-        request[ACCESS] = (activation.access_token, activation.claims)
+        await work_in(request, viewer, accepted.account["id"], accepted.activation)
         return redirect(request, f"/accounts/{accepted.account['id']}/members?done=joined")
 
     refused = again(request, "invitation.html", text("invite.title"), kept)

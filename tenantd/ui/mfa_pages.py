@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,9 +24,9 @@ from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
 from tenantd.mfa.stepup import reauth_methods, reauth_providers
 from tenantd.services import SERVICES
+from tenantd.ui.account_pages import Handler, profile, signed_in
 from tenantd.ui.account_pages import _members as members_page_with
-from tenantd.ui.account_pages import profile, signed_in
-from tenantd.ui.forms import Problem, field, parse, problem, read_form, safe_next
+from tenantd.ui.forms import Form, Problem, field, parse, problem, read_form, safe_next, submit
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import ACCESS, DEVICE, ISSUED, STALE, Viewer, client_meta, load_viewer
 from tenantd.ui.strings import text
@@ -134,13 +135,28 @@ async def _account(
     return await profile(request, viewer, issue=issue, **extra)
 
 
-@signed_in
-async def totp_setup_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        await read_form(request)
-        setup = await mfa.setup_totp(request.app[SERVICES], viewer.principal.user_id)
-    except AppError as exc:
-        return await _account(request, viewer, issue=problem(exc))
+AccountAction = Callable[[web.Request, Viewer, Form], Awaitable[web.StreamResponse]]
+
+
+def account_form(action: AccountAction) -> Handler:
+    """A form of /account's two-factor block: its answer, or /account again with the error in
+    words."""
+
+    @signed_in
+    async def handler(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+        return await submit(
+            request,
+            lambda form: action(request, viewer, form),
+            lambda issue: _account(request, viewer, issue=issue),
+        )
+
+    handler.__name__ = action.__name__
+    return handler
+
+
+@account_form
+async def totp_setup_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
+    setup = await mfa.setup_totp(request.app[SERVICES], viewer.principal.user_id)
     return await _account(
         request, viewer, totp_setup={"secret": setup.secret, "qr_svg": setup.qr_svg}
     )
@@ -162,23 +178,15 @@ async def totp_confirm_post(request: web.Request, viewer: Viewer) -> web.StreamR
     return await _account(request, viewer, recovery_codes=codes)
 
 
-@signed_in
-async def totp_disable_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        await read_form(request)
-        await mfa.disable_totp(request.app[SERVICES], viewer.principal)
-    except AppError as exc:
-        return await _account(request, viewer, issue=problem(exc))
+@account_form
+async def totp_disable_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
+    await mfa.disable_totp(request.app[SERVICES], viewer.principal)
     return redirect(request, "/account?done=totp_off#mfa")
 
 
-@signed_in
-async def recovery_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        await read_form(request)
-        codes = await mfa.regenerate_recovery_codes(request.app[SERVICES], viewer.principal)
-    except AppError as exc:
-        return await _account(request, viewer, issue=problem(exc))
+@account_form
+async def recovery_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
+    codes = await mfa.regenerate_recovery_codes(request.app[SERVICES], viewer.principal)
     return await _account(request, viewer, recovery_codes=codes)
 
 
@@ -189,26 +197,18 @@ def _passkey_id(request: web.Request) -> uuid.UUID:
         raise NotFound() from None
 
 
-@signed_in
-async def passkey_rename_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        form = await read_form(request)
-        body = parse(RenameBody, {"name": field(form, "name").strip()})
-        await passkeys.rename(
-            request.app[SERVICES], viewer.principal.user_id, _passkey_id(request), body.name
-        )
-    except AppError as exc:
-        return await _account(request, viewer, issue=problem(exc))
+@account_form
+async def passkey_rename_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
+    body = parse(RenameBody, {"name": field(form, "name").strip()})
+    await passkeys.rename(
+        request.app[SERVICES], viewer.principal.user_id, _passkey_id(request), body.name
+    )
     return redirect(request, "/account?done=passkey_renamed#mfa")
 
 
-@signed_in
-async def passkey_delete_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        await read_form(request)
-        await passkeys.delete(request.app[SERVICES], viewer.principal, _passkey_id(request))
-    except AppError as exc:
-        return await _account(request, viewer, issue=problem(exc))
+@account_form
+async def passkey_delete_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
+    await passkeys.delete(request.app[SERVICES], viewer.principal, _passkey_id(request))
     return redirect(request, "/account?done=passkey_removed#mfa")
 
 
@@ -308,6 +308,28 @@ def _link_problem(exc: AppError) -> Problem:
     return issue
 
 
+def _email_link_page(
+    request: web.Request,
+    mode: str,
+    *,
+    token: str = "",
+    new_email: str | None = None,
+    refused: AppError | None = None,
+) -> web.Response:
+    """The page of an email-change link (`confirm`, `cancel`, `cancelled`); a refused link
+    says so in words, with the refusal's status."""
+    return page(
+        request,
+        "email_change.html",
+        status=refused.status if refused is not None else 200,
+        title=text("email.confirm_title" if mode == "confirm" else "email.cancel_title"),
+        mode=mode,
+        token=token,
+        new_email=new_email,
+        problem=_link_problem(refused) if refused is not None else None,
+    )
+
+
 @signed_in
 async def email_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     new_email = ""
@@ -329,15 +351,7 @@ async def confirm_email_page(request: web.Request) -> web.StreamResponse:
     if viewer is None:
         return redirect(request, "/login?" + urlencode({"next": request.path_qs}))
     new_email = await email_change.pending_new_email(request.app[SERVICES], token=token)
-    return page(
-        request,
-        "email_change.html",
-        title=text("email.confirm_title"),
-        mode="confirm",
-        token=token,
-        new_email=new_email,
-        problem=None,
-    )
+    return _email_link_page(request, "confirm", token=token, new_email=new_email)
 
 
 @signed_in
@@ -350,29 +364,12 @@ async def confirm_email_post(request: web.Request, viewer: Viewer) -> web.Stream
             request.app[SERVICES], user_id=viewer.principal.user_id, token=token
         )
     except AppError as exc:
-        return page(
-            request,
-            "email_change.html",
-            status=exc.status,
-            title=text("email.confirm_title"),
-            mode="confirm",
-            token=token,
-            new_email=None,
-            problem=_link_problem(exc),
-        )
+        return _email_link_page(request, "confirm", token=token, refused=exc)
     return redirect(request, "/account?done=email_changed")
 
 
 async def cancel_email_page(request: web.Request) -> web.Response:
-    return page(
-        request,
-        "email_change.html",
-        title=text("email.cancel_title"),
-        mode="cancel",
-        token=request.query.get("token", "")[:4000],
-        new_email=None,
-        problem=None,
-    )
+    return _email_link_page(request, "cancel", token=request.query.get("token", "")[:4000])
 
 
 async def cancel_email_post(request: web.Request) -> web.Response:
@@ -382,26 +379,9 @@ async def cancel_email_post(request: web.Request) -> web.Response:
         token = field(form, "token")[:4000]
         await email_change.cancel_change(request.app[SERVICES], token=token)
     except AppError as exc:
-        return page(
-            request,
-            "email_change.html",
-            status=exc.status,
-            title=text("email.cancel_title"),
-            mode="cancel",
-            token=token,
-            new_email=None,
-            problem=_link_problem(exc),
-        )
+        return _email_link_page(request, "cancel", token=token, refused=exc)
     request[STALE] = True  # every session of the user ended, this browser's too
-    return page(
-        request,
-        "email_change.html",
-        title=text("email.cancel_title"),
-        mode="cancelled",
-        token="",
-        new_email=None,
-        problem=None,
-    )
+    return _email_link_page(request, "cancelled")
 
 
 # -- the account's MFA requirement ------------------------------------------------------------

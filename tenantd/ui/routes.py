@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from tenantd.errors import AppError
+from tenantd.errors import AppError, NotFound
 from tenantd.settings import Settings
 from tenantd.ui import account_pages as accounts
 from tenantd.ui import auth_pages as auth
@@ -35,6 +37,32 @@ async def service_worker(request: web.Request) -> web.FileResponse:
     response.headers["Content-Type"] = "text/javascript"
     response.headers["Cache-Control"] = "no-cache"
     return response
+
+
+_STATIC_ROOT = STATIC.resolve()
+
+
+def _static_path(name: str) -> Path | None:
+    """The regular file `name` names inside the static folder, or None (missing, a folder,
+    or anywhere outside it, through `..`, an absolute path or a link)."""
+    try:
+        path = (_STATIC_ROOT / name).resolve()
+        if path.is_relative_to(_STATIC_ROOT) and path.is_file():
+            return path
+    except (OSError, ValueError):  # a NUL byte, a loop of links
+        pass
+    return None
+
+
+async def static_file(request: web.Request) -> web.FileResponse:
+    """A file of /static. A miss raises NotFound here, before the answer is prepared, so it is
+    the API's 404 envelope: aiohttp's static resource only finds out while preparing the file
+    answer, and then sends an empty 404."""
+    loop = asyncio.get_running_loop()
+    path = await loop.run_in_executor(None, _static_path, request.match_info["name"])
+    if path is None:
+        raise NotFound()
+    return web.FileResponse(path)
 
 
 PAGES: list[tuple[str, str, Any]] = [
@@ -134,4 +162,4 @@ def install_pages(app: web.Application, settings: Settings) -> None:
         return
     for method, path, handler in PAGES:
         app.router.add_route(method, path, in_words(handler))
-    app.router.add_static("/static", STATIC, append_version=False)
+    app.router.add_get("/static/{name:.+}", static_file)  # GET and HEAD

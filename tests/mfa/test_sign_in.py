@@ -7,11 +7,15 @@ import time
 from typing import Any
 
 from tenantd.db import Database
+from tenantd.ops.config import ops_config
 from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tests.factories import Factory, mail_text, read_mails
 from tests.helpers import data, error, eventually
 from tests.mfa.helpers import claims, cookie, password_step, signed_in, user_with_totp
+
+# The abuse-limit scope of passwordless passkey options (tenantd.mfa.views).
+PASSKEY_OPTIONS = "passkey_sign_in_options"
 
 
 async def test_password_login_of_a_user_without_factor_is_unchanged(
@@ -285,3 +289,34 @@ async def test_a_second_factor_sign_in_starts_its_session_like_every_sign_in(
     events = await data(await browser.get("/api/v1/users/me/security-events"))
     signed_in_events = [e for e in events["items"] if e["type"] == "signed_in"]
     assert signed_in_events and signed_in_events[0]["sessionId"] == str(claims(browser)["sid"])
+
+
+async def test_passwordless_options_do_not_use_up_the_second_step(
+    make_client: Any, factory: Factory, db: Database, settings: Settings
+) -> None:
+    """Every /login load fetches passwordless passkey options (conditional UI). They have their
+    own abuse limit per address: an office's page loads cannot lock that address out of the
+    second step of a sign-in, and past their own limit they are refused."""
+    user, enrolled = await user_with_totp(factory, make_client, db, settings)
+    browser = await make_client()
+    ticket = (await password_step(browser, user))["ticket"]
+    config = ops_config(settings)
+    loads = max(config.rate_rule("mfa").per_ip, config.rate_rule(PASSKEY_OPTIONS).per_ip)
+    for _ in range(loads):
+        await data(await browser.post("/api/v1/auth/passkeys/authenticate/options", json={}))
+    await error(
+        await browser.post("/api/v1/auth/passkeys/authenticate/options", json={}),
+        429,
+        "RATE_LIMITED",
+    )
+    # The second factor's options (this user has no passkey: not found, not refused) and the
+    # second step count apart.
+    await error(
+        await browser.post("/api/v1/auth/passkeys/authenticate/options", json={"ticket": ticket}),
+        404,
+        "NOT_FOUND",
+    )
+    verified = await browser.post(
+        "/api/v1/auth/mfa/verify", json={"ticket": ticket, "totp": enrolled.code(+1)}
+    )
+    assert (await data(verified))["user"]["id"] == str(user.id)

@@ -277,6 +277,12 @@ async def test_email_change_from_the_profile_and_its_two_links(
     assert await user_email(db, user) == user.email
     after = await browser.get("/account", allow_redirects=False)
     assert after.status == 303  # signed out
+    # Used: the cancel link is refused in words too, and keeps its own page.
+    response = await post_form(stranger, cancel_path, "/cancel-email-change", token=cancel)
+    assert response.status == 422
+    refused = await response.text()
+    assert alert(refused) == "This link is invalid, expired or already used."
+    assert 'action="/cancel-email-change"' in refused
 
 
 async def test_owner_requires_mfa_on_the_members_page(
@@ -345,6 +351,12 @@ async def test_passkeys_are_listed_renamed_and_removed_on_the_profile_page(
         rename, data={"csrf": token_in(page, "/account/email"), "name": "Mine"}
     )
     assert response.status == 403  # the form token is for another form
+    # A blank name: refused in words on the profile page, the passkey keeps its name.
+    response = await post_form(browser, "/account", rename, name="  ")
+    assert response.status == 422
+    page = await response.text()
+    assert alert(page) and 'data-testid="mfa-state"' in page
+    assert "<strong>Work laptop</strong>" in page
     remove = f"/account/passkeys/{row['id']}/delete"
     response = await post_form(browser, "/account", remove)
     assert response.status == 303

@@ -15,7 +15,11 @@ from tenantd.email.templates import SUPPORTED_LOCALES
 from tenantd.settings import SettingsError, load_settings
 from tenantd.ui.config import ui_config
 from tenantd.ui.strings import EN, done_text, oauth_error_text
-from tests.helpers import ORIGIN, PASSWORD
+from tests.auth.test_email_change import link_token, mails_to
+from tests.factories import Factory
+from tests.helpers import ORIGIN, PASSWORD, eventually
+from tests.mfa.helpers import claims, signed_in
+from tests.ui.test_mfa_pages import post_form
 
 PAGES = [
     "/signup",
@@ -295,3 +299,78 @@ async def test_a_page_sign_in_keeps_the_browser_known(make: Maker, factory: Any,
     await page_sign_in(laptop)
     await page_sign_in(await make())
     assert await new_browser_events() == [False, False, True]
+
+
+async def test_static_files_answer_like_every_other_route(make: Maker) -> None:
+    """A missing or out-of-folder static file is the API's 404 envelope with its headers; a
+    present one keeps its validators, so a browser's revalidation gets 304."""
+    client = await make()
+
+    async def envelope_404(path: str) -> dict[str, str]:
+        response = await client.get(path)
+        assert response.status == 404, path
+        assert response.headers["Content-Type"] == "application/json", path
+        assert (await response.json())["error"]["code"] == "NOT_FOUND", path
+        return dict(response.headers)
+
+    unknown = await envelope_404("/api/v1/no-such-route")
+    same = set(unknown) - {"X-Request-ID", "Date", "Content-Length"}
+    for path in [
+        "/static/missing.css",
+        "/static/missing/deeper.js",
+        "/static/../pyproject.toml",
+        "/static/%2e%2e/pyproject.toml",
+        "/static/..%2fpyproject.toml",
+        "/static/%2e%2e%2f%2e%2e%2fpyproject.toml",
+        "/static/..%5cpyproject.toml",
+        "/static/..%2frender.py",  # tenantd/ui/render.py is there, one folder up
+        "/static/..%2f..%2f..%2fpyproject.toml",
+        "/static/%2e%2e%2f%2e%2e%2f%2e%2e%2fpyproject.toml",
+        "/static/%2fetc%2fpasswd",
+        "/static//etc/passwd",
+        "/static/tenantd.js%00.css",
+    ]:
+        headers = await envelope_404(path)
+        assert same <= set(headers), path
+        assert headers["X-Request-ID"], path
+    head = await client.head("/static/missing.css")
+    assert head.status == 404
+    # A file that is there: its type, validators and a 304 for a matching If-None-Match.
+    script = await client.get("/static/tenantd.js")
+    assert script.status == 200
+    assert script.headers["Content-Type"] == "application/javascript"
+    assert script.headers["Last-Modified"]
+    etag = script.headers["ETag"]
+    again = await client.get("/static/tenantd.js", headers={"If-None-Match": etag})
+    assert again.status == 304
+    assert again.headers["ETag"] == etag
+    assert (await client.head("/static/tenantd.css")).status == 200
+
+
+async def test_an_account_joined_or_created_on_the_pages_is_the_one_worked_in(
+    make_client: Any, factory: Factory, db: Any, settings: Any, mail_dir: Path
+) -> None:
+    owner = await factory.user(plan="team")
+    members = f"/accounts/{owner.account_id}/members"
+    owner_browser = await signed_in(make_client, db, settings, owner)
+    # One invitee works in an account of their own (joining switches), one in none (the
+    # acceptance itself activates the account).
+    busy, idle = await factory.user(), await factory.user(account=False)
+    for invitee in (busy, idle):
+        invite = await post_form(owner_browser, members, members + "/invite", email=invitee.email)
+        assert invite.status == 303, await invite.text()
+        [mail] = await eventually(lambda: mails_to(mail_dir, invitee.email))  # noqa: B023
+        token = link_token(mail, "/invitations/accept")
+        browser = await signed_in(make_client, db, settings, invitee)
+        here = f"/invitations/accept?token={token}"
+        response = await post_form(browser, here, "/invitations/accept", token=token)
+        assert response.status == 303, await response.text()
+        assert response.headers["Location"] == f"{members}?done=joined"
+        assert claims(browser)["aid"] == str(owner.account_id)
+    # A new account is worked in at once too.
+    browser = await signed_in(make_client, db, settings, busy)
+    response = await post_form(browser, "/accounts", "/accounts", name="Side project")
+    assert response.status == 303
+    assert response.headers["Location"] == "/accounts?done=created"
+    created = await db.fetch_val("SELECT id FROM accounts WHERE name = 'Side project'")
+    assert claims(browser)["aid"] == str(created)
