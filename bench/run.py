@@ -251,7 +251,14 @@ def main() -> None:
                 )
                 http("me_cold_eddsa", server.url, "/api/v1/users/me", tokens=cold, once=True)
             http("jwks", server.url, "/.well-known/jwks.json")
-            if wanted("introspect"):
+            if wanted("introspect") and have_wrk():
+                # Driven by wrk like the other HTTP figures: the one-process aiohttp driver
+                # spent as much CPU per request as the server, so it measured itself.
+                path = "/api/v1/auth/introspect"
+                http(
+                    "introspect", server.url, path, tokens=tokens, method="POST", body_field="token"
+                )
+            elif wanted("introspect"):
                 figures["introspect"] = keys.introspection(
                     server.url, tokens, seconds=args.duration, in_flight=args.connections
                 )
