@@ -40,11 +40,16 @@ def keyring_for(env: dict[str, str]) -> Keyring:
     return keyring
 
 
-def access_tokens(keyring: Keyring, count: int, accounts: int) -> list[str]:
-    """`count` distinct tokens of account owners (users repeat; every token is new)."""
+def access_tokens(
+    keyring: Keyring, count: int, accounts: int, *, owners: int | None = None
+) -> list[str]:
+    """`count` distinct tokens of account owners (users repeat; every token is new). With
+    `owners`, the tokens cycle over the first `owners` of them: `access_tokens(k, n, a,
+    owners=2000)` are new tokens of the users of `access_tokens(k, 2000, a)`."""
     tokens = []
+    cycle = owners or count
     for i in range(1, count + 1):
-        index = ((i * 37) % accounts) + 1  # owners of distinct accounts
+        index = ((((i - 1) % cycle) + 1) * 37 % accounts) + 1  # owners of distinct accounts
         token, _ = issue_access_token(
             keyring,
             user_id=uuid.UUID(user_uuid(index)),

@@ -26,9 +26,16 @@ local method = os.getenv("BENCH_METHOD") or "GET"
 local origin = os.getenv("BENCH_ORIGIN") or "http://127.0.0.1:8080"
 local once = os.getenv("BENCH_ONCE") == "1"
 local bearer = os.getenv("BENCH_BEARER") == "1"  -- tokens as Authorization: Bearer (API keys)
+-- tokens in a JSON body {"<field>": token} (introspection); an answer without "active":true
+-- counts as an error
+local body_field = os.getenv("BENCH_BODY_FIELD")
+inactive = 0  -- a global: done() reads it from each thread
 local next_id = 0
 
+local all_threads = {}
+
 function setup(thread)
+  all_threads[#all_threads + 1] = thread
   thread:set("thread_id", next_id)
   next_id = next_id + 1
 end
@@ -52,7 +59,12 @@ function request()
     else
       index = counter % #tokens + 1
     end
-    if bearer then
+    if body_field then
+      headers["Content-Type"] = "application/json"
+      counter = counter + 1
+      return wrk.format(method, path, headers,
+        '{"' .. body_field .. '": "' .. tokens[index] .. '"}')
+    elseif bearer then
       headers["Authorization"] = "Bearer " .. tokens[index]
     else
       headers["Cookie"] = cookie_name .. "=" .. tokens[index]
@@ -62,9 +74,20 @@ function request()
   return wrk.format(method, path, headers)
 end
 
+if body_field then
+  function response(status, headers, body)
+    if status == 200 and not string.find(body, '"active":%s*true') then
+      inactive = inactive + 1
+    end
+  end
+end
+
 function done(summary, latency, requests)
   local errors = summary.errors.connect + summary.errors.read + summary.errors.write
     + summary.errors.status + summary.errors.timeout
+  for _, thread in ipairs(all_threads) do
+    errors = errors + (thread:get("inactive") or 0)
+  end
   io.write(string.format(
     'BENCHJSON {"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, '
     .. '"errors": %d, "non2xx": %d}\n',
@@ -124,6 +147,7 @@ def run_wrk(
     cpu: int | None = 1,
     origin: str = "http://127.0.0.1:8080",
     bearer: bool = False,
+    body_field: str | None = None,
 ) -> LoadResult:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "bench.lua"
@@ -138,6 +162,8 @@ def run_wrk(
             BENCH_ONCE="1" if once else "0",
             BENCH_BEARER="1" if bearer else "0",
         )
+        if body_field:
+            env["BENCH_BODY_FIELD"] = body_field
         if tokens:
             token_file = Path(tmp) / "tokens.txt"
             token_file.write_text("\n".join(tokens) + "\n")
@@ -177,6 +203,7 @@ async def _aiohttp_load(
     once: bool,
     origin: str,
     bearer: bool = False,
+    body_field: str | None = None,
 ) -> LoadResult:
     latencies: list[float] = []
     errors = 0
@@ -191,20 +218,25 @@ async def _aiohttp_load(
             nonlocal errors, counter
             while time.perf_counter() < deadline:
                 headers = {"Origin": origin}
+                body: dict[str, str] | None = None
                 if tokens:
                     if once and counter >= len(tokens):
                         return
                     token = tokens[counter % len(tokens)]
-                    if bearer:
+                    if body_field:
+                        body = {body_field: token}
+                    elif bearer:
                         headers["Authorization"] = f"Bearer {token}"
                     else:
                         headers["Cookie"] = f"{cookie}={token}"
                 counter += 1
                 started = time.perf_counter()
                 try:
-                    async with session.request(method, url, headers=headers) as response:
-                        await response.read()
-                        if response.status >= 400:
+                    async with session.request(method, url, headers=headers, json=body) as response:
+                        answer = await response.read()
+                        if response.status >= 400 or (
+                            body_field and b'"active":true' not in answer.replace(b" ", b"")
+                        ):
                             errors += 1
                 except aiohttp.ClientError:
                     errors += 1
@@ -239,6 +271,7 @@ def run_load(
     origin: str = "http://127.0.0.1:8080",
     warmup: int = 3,
     bearer: bool = False,
+    body_field: str | None = None,
 ) -> LoadResult:
     # What every pass shares: the same requests, from the same number of connections.
     shape: dict[str, Any] = dict(
@@ -248,6 +281,7 @@ def run_load(
         method=method,
         origin=origin,
         bearer=bearer,
+        body_field=body_field,
     )
     first_pass = None
     if tokens and warmup and not once:

@@ -30,6 +30,7 @@ from bench.targets import verdict
 from tenantd.db.embedded import EmbeddedCluster
 
 ROOT = Path(__file__).resolve().parents[1]
+WARM_TOKENS = 2000  # the warm /me figures' tokens, one per user; the cold tokens' users
 SECRET = "bench-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
 ORIGIN = "http://127.0.0.1:8080"
 console = Console(width=160)
@@ -228,7 +229,7 @@ def main() -> None:
         try:
             wait_http(f"{server.url}/healthz")
             keyring = keys.keyring_for(env)  # EdDSA, the default: the server's own key
-            tokens = keys.access_tokens(keyring, 2000, plan.accounts)
+            tokens = keys.access_tokens(keyring, WARM_TOKENS, plan.accounts)
             http("me_authenticated", server.url, "/api/v1/users/me", tokens=tokens)
             http("me_anonymous", server.url, "/api/v1/users/me")
             refresh = [refresh_token(SECRET, i) for i in range(1, plan.sessions + 1)]
@@ -243,10 +244,21 @@ def main() -> None:
             )
             if wanted("me_cold_eddsa"):
                 # A token's first request: signature verified (no memo), context cache miss.
-                cold = keys.access_tokens(keyring, args.cold_tokens, plan.accounts)
+                # New tokens of the users above (as a refresh issues them every 15 minutes),
+                # whose /me this instance has already served.
+                cold = keys.access_tokens(
+                    keyring, args.cold_tokens, plan.accounts, owners=WARM_TOKENS
+                )
                 http("me_cold_eddsa", server.url, "/api/v1/users/me", tokens=cold, once=True)
             http("jwks", server.url, "/.well-known/jwks.json")
-            if wanted("introspect"):
+            if wanted("introspect") and have_wrk():
+                # Driven by wrk like the other HTTP figures: the one-process aiohttp driver
+                # spent as much CPU per request as the server, so it measured itself.
+                path = "/api/v1/auth/introspect"
+                http(
+                    "introspect", server.url, path, tokens=tokens, method="POST", body_field="token"
+                )
+            elif wanted("introspect"):
                 figures["introspect"] = keys.introspection(
                     server.url, tokens, seconds=args.duration, in_flight=args.connections
                 )
@@ -279,7 +291,13 @@ def main() -> None:
             )
             try:
                 wait_http(f"{hs_server.url}/healthz")
-                cold = keys.access_tokens(keys.keyring_for(hs_env), args.cold_tokens, plan.accounts)
+                hs_keyring = keys.keyring_for(hs_env)
+                # The same users' /me served first (untimed), as on the EdDSA server.
+                warm = keys.access_tokens(hs_keyring, WARM_TOKENS, plan.accounts)
+                run_load(hs_server.url, "/api/v1/users/me", tokens=warm, duration=3, cpu=load_cpu)
+                cold = keys.access_tokens(
+                    hs_keyring, args.cold_tokens, plan.accounts, owners=WARM_TOKENS
+                )
                 http("me_cold_hs256", hs_server.url, "/api/v1/users/me", tokens=cold, once=True)
             finally:
                 hs_server.stop()

@@ -14,6 +14,7 @@ from tenantd.app.plugins import SWEEPS
 from tenantd.cache.context import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
 from tenantd.identity.keys.feed import fed
+from tenantd.identity.revocations import mirrored
 from tenantd.jobs.runner import running
 from tenantd.notifications import tenancy
 from tenantd.notifications.channels.sse.feed import FEED_KEY, sse_ctx
@@ -63,8 +64,11 @@ async def _fed_from_hub(app: web.Application, cache: Any) -> AsyncIterator[None]
 
 
 async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The request context cache, fed from the pub/sub hub."""
-    async with _fed_from_hub(app, app[SERVICES].context_cache):
+    """The request context cache, fed from the pub/sub hub, and its mirror of revocations
+    (loaded once the cache hears every announcement)."""
+    services = app[SERVICES]
+    cache = services.context_cache
+    async with _fed_from_hub(app, cache), mirrored(services.db, cache.revocations, app[PUBSUB]):
         yield
 
 

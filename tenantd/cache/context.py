@@ -3,6 +3,9 @@
 What is cached: the Principal of an access token (keyed by jti, found also by its user and
 its session: user, aid, role, after the revocation and cutoff checks), the serialised /me
 body (keyed by user and aid), and the user's inbox answers (first pages and unread count).
+Also each user's token facts (the user-wide cutoff and the role per account, as the guard's
+statement last read them) which, with the mirror of revocations (`Revocations`), answer a
+token this instance has not seen yet without a statement (`token_state`).
 
 How it stays correct: database triggers (sql/0070, 0071) announce every write to users,
 memberships, accounts, plans, feature overrides, passwords, identities, revoked tokens,
@@ -29,6 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol
 
+from tenantd.cache.revocations import Revocations
 from tenantd.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -65,6 +69,10 @@ class ContextCache:
         self._jtis_by_session: dict[uuid.UUID, set[uuid.UUID]] = {}
         self._me: dict[uuid.UUID, dict[uuid.UUID | None, bytes]] = {}
         self._me_count = 0
+        # Per user: (tokens_valid_after as epoch seconds or None, role per account asked).
+        self._facts: dict[uuid.UUID, tuple[float | None, dict[uuid.UUID | None, str | None]]] = {}
+        self._facts_count = 0
+        self.revocations = Revocations()
         # Per-user inbox answers (first pages, unread count), oldest first. They change with
         # every new notification, so races are told apart per user with an inbox clock: a
         # load may store only if no invalidation of its user came after it began. Only the
@@ -93,6 +101,28 @@ class ContextCache:
         self.hits += 1
         return found
 
+    def token_state(
+        self,
+        user_id: uuid.UUID,
+        account_id: uuid.UUID | None,
+        jti: uuid.UUID,
+        session_id: uuid.UUID | None,
+    ) -> tuple[float | None, bool, str | None] | None:
+        """What the guard's token-state statement would answer (cutoff, revoked, role),
+        from memory; None when that is not known here (then the statement runs)."""
+        if not self.serving:
+            return None
+        facts = self._facts.get(user_id)
+        if facts is None:
+            return None
+        cutoff, roles = facts
+        if account_id not in roles:
+            return None
+        revoked = self.revocations.refuses(jti, session_id)
+        if revoked is None:
+            return None
+        return cutoff, revoked, roles[account_id]
+
     def me_body(self, user_id: uuid.UUID, account_id: uuid.UUID | None) -> bytes | None:
         if not self.serving:
             return None
@@ -109,6 +139,27 @@ class ContextCache:
         self._jtis_by_user.setdefault(principal.user_id, set()).add(principal.jti)
         if principal.session_id is not None:
             self._jtis_by_session.setdefault(principal.session_id, set()).add(principal.jti)
+
+    def store_facts(
+        self,
+        user_id: uuid.UUID,
+        cutoff: float | None,
+        account_id: uuid.UUID | None,
+        role: str | None,
+        generation: int,
+    ) -> None:
+        """A user's cutoff and role in one account, as the token-state statement read them."""
+        if not self.serving or generation != self.generation:
+            return
+        if self._facts_count >= self.max_entries:
+            self._facts.clear()
+            self._facts_count = 0
+        facts = self._facts.get(user_id)
+        if facts is None or facts[0] != cutoff:
+            self._facts_count -= len(facts[1]) if facts is not None else 0
+            facts = self._facts[user_id] = (cutoff, {})
+        self._facts_count += account_id not in facts[1]
+        facts[1][account_id] = role
 
     def store_me(
         self, user_id: uuid.UUID, account_id: uuid.UUID | None, body: bytes, generation: int
@@ -175,8 +226,10 @@ class ContextCache:
             if principal is not None:
                 self._forget_jti(principal, jti)
         self._me_count -= len(self._me.pop(user_id, {}))
+        self._facts_count -= len(self._facts.pop(user_id, (None, {}))[1])
 
     def invalidate_jti(self, jti: uuid.UUID) -> None:
+        self.revocations.revoke_jti(jti)
         self.generation += 1
         principal = self._principals.pop(jti, None)
         if principal is not None:
@@ -184,6 +237,7 @@ class ContextCache:
 
     def invalidate_session(self, session_id: uuid.UUID) -> None:
         """Every access token of an ended session (logout, reuse of its refresh token)."""
+        self.revocations.end_session(session_id)
         self.generation += 1
         for jti in self._jtis_by_session.pop(session_id, set()):
             principal = self._principals.pop(jti, None)
@@ -198,6 +252,8 @@ class ContextCache:
         self._jtis_by_session.clear()
         self._me.clear()
         self._me_count = 0
+        self._facts.clear()
+        self._facts_count = 0
         self._inbox.clear()
         self._inbox_bytes = 0
 
@@ -234,6 +290,7 @@ class ContextCache:
         notices = list(notices)
         if len(notices) >= PSYCOPG_NOTICE_LIMIT:
             self.flush()  # some may have been dropped
+            self.revocations.gap()  # a revocation among them too: reload before answering
             return
         for notice in notices:
             if CHANNEL in notice:

@@ -29,6 +29,12 @@ def invalid() -> Unauthorized:
 
 async def check_claims(conn: Conn, claims: AccessClaims) -> Principal:
     """Expiry, jti and session revocation, the user-wide cutoff and the aid membership."""
+    principal, _ = await _checked(conn, claims)
+    return principal
+
+
+async def _checked(conn: Conn, claims: AccessClaims) -> tuple[Principal, float | None]:
+    """`check_claims`, with the user's cutoff it read (epoch seconds) for the cache."""
     if claims.expires_at <= time.time():
         raise invalid()
     state = await queries.token_state(
@@ -38,17 +44,28 @@ async def check_claims(conn: Conn, claims: AccessClaims) -> Principal:
         account_id=claims.account_id,
         session_id=claims.session_id,
     )
-    if state is None or state["revoked"]:
-        raise invalid()
+    if state is None:
+        raise invalid()  # the user is gone
     cutoff = state["tokens_valid_after"]
-    if cutoff is not None and claims.issued_at < cutoff.timestamp():
+    at = cutoff.timestamp() if cutoff is not None else None
+    return decide(claims, cutoff=at, revoked=state["revoked"], role=state["role"]), at
+
+
+def decide(
+    claims: AccessClaims, *, cutoff: float | None, revoked: bool, role: str | None
+) -> Principal:
+    """The principal of a token whose state is known (from the statement or the cache's
+    mirror of it); `invalid()` when that state refuses it."""
+    if revoked:
         raise invalid()
-    if claims.account_id is not None and state["role"] is None:
+    if cutoff is not None and claims.issued_at < cutoff:
+        raise invalid()
+    if claims.account_id is not None and role is None:
         raise invalid()  # membership revoked or account deleted since the token was issued
     return Principal(
         user_id=claims.user_id,
         account_id=claims.account_id,
-        role=state["role"],
+        role=role,
         jti=claims.jti,
         issued_at=claims.issued_at,
         expires_at=claims.expires_at,
@@ -66,6 +83,11 @@ async def recheck(services: Services, claims: AccessClaims) -> Principal:
     The cache answers when it holds this token: it is invalidated by the same writes
     (logout, logout-all, membership changes) at once on this instance and within
     milliseconds on others, so a hot stream does not cost a query per message.
+
+    A token the cache has not met yet is answered from memory too when its user's facts
+    (cutoff, role in the token's account) are cached and the mirror of revocations is
+    loaded (`ContextCache.token_state`): a new token of a known user (every refresh, every
+    instance a user reaches) costs its signature verification and no statement (issue 19).
     """
     if claims.expires_at <= time.time():
         raise invalid()
@@ -74,8 +96,15 @@ async def recheck(services: Services, claims: AccessClaims) -> Principal:
     if cached is not None:
         return cached
     generation = cache.generation
+    known = cache.token_state(claims.user_id, claims.account_id, claims.jti, claims.session_id)
+    if known is not None:
+        cutoff, revoked, role = known
+        principal = decide(claims, cutoff=cutoff, revoked=revoked, role=role)
+        cache.store_principal(principal, generation)
+        return principal
     async with services.db.connection() as conn:
-        principal = await check_claims(conn, claims)
+        principal, cutoff = await _checked(conn, claims)
+    cache.store_facts(claims.user_id, cutoff, claims.account_id, principal.role, generation)
     cache.store_principal(principal, generation)
     return principal
 

@@ -47,6 +47,20 @@ async def token_state(
     )
 
 
+# What the in-process mirror of revocations (tenantd/cache/revocations.py) is loaded from:
+# the same rows the token-state statement consults. Revoked jtis a while past their expiry
+# are left out (the token's own exp refuses it; the margin covers clock skew).
+REVOKED_JTIS = "SELECT jti FROM revoked_tokens WHERE expires_at > now() - interval '1 hour'"
+ENDED_FAMILIES = "SELECT DISTINCT family_id FROM sessions WHERE revoked_at IS NOT NULL"
+
+
+async def revocations(conn: Conn) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    """Every revoked access-token id that may still be presented and every ended family."""
+    jtis = await conn.fetch_all(REVOKED_JTIS)
+    families = await conn.fetch_all(ENDED_FAMILIES)
+    return [row["jti"] for row in jtis], [row["family_id"] for row in families]
+
+
 async def user_by_id(conn: Conn, user_id: uuid.UUID) -> Row | None:
     return await conn.fetch_one("SELECT * FROM users WHERE id = %(id)s", {"id": user_id})
 

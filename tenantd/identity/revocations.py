@@ -1,0 +1,98 @@
+"""Keeps the context cache's mirror of revocations (tenantd/cache/revocations.py) loaded.
+
+The mirror is fed by the same announcements as the cache (`jti:` and `session:` on
+tenantd_cache, heard by the cache's own subscription); this feed loads it in full at start,
+after every gap (a listener reconnect, a writer's notice overflow) and every RELOAD_SECONDS
+(which also forgets expired jtis and swept families). Until a load that began after the last
+gap has finished, the mirror answers nothing and the guard runs its statement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from tenantd.cache.context import CHANNEL
+from tenantd.cache.revocations import Revocations
+from tenantd.db import Database
+from tenantd.identity import queries
+from tenantd.pubsub.hub import PubSubHub
+
+log = logging.getLogger(__name__)
+
+RELOAD_SECONDS = 300.0
+RETRY_SECONDS = 1.0
+
+
+class RevocationFeed:
+    def __init__(self, db: Database, mirror: Revocations, *, interval: float = RELOAD_SECONDS):
+        self.db = db
+        self.mirror = mirror
+        self.interval = interval
+        self._wanted = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def request_reload(self) -> None:
+        self._wanted.set()
+
+    async def reload(self) -> bool:
+        """One full load; whether the mirror answers after it."""
+        epoch = self.mirror.begin_load()
+        async with self.db.connection() as conn:
+            jtis, families = await queries.revocations(conn)
+        ready = self.mirror.finish_load(epoch, jtis, families)
+        if not ready and epoch == self.mirror.epoch:
+            log.warning(
+                "too many revocations to mirror; cold tokens run the token-state statement",
+                extra={"jtis": len(jtis), "sessions": len(families)},
+            )
+        return ready
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval):
+                    await self._wanted.wait()
+            self._wanted.clear()
+            try:
+                await self.reload()
+            except Exception:
+                log.exception("revocations could not be loaded; the guard runs its statement")
+                self.mirror.gap()  # not ready, and asks again
+                await asyncio.sleep(RETRY_SECONDS)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+@contextlib.asynccontextmanager
+async def mirrored(
+    db: Database, mirror: Revocations, hub: PubSubHub
+) -> AsyncIterator[RevocationFeed]:
+    """Load the mirror now (after subscribing: nothing committed later is missed) and keep
+    it loaded until the block ends. The announcements themselves reach the mirror through
+    the context cache's subscription; this one only hears gaps."""
+    feed = RevocationFeed(db, mirror)
+    mirror.on_stale = feed.request_reload
+    subscription = await hub.subscribe(CHANNEL, lambda _channel, _payload: None, on_gap=mirror.gap)
+    try:
+        await feed.reload()
+    except Exception:
+        log.exception("revocations could not be loaded; retrying in the background")
+        mirror.gap()
+    feed.start()
+    try:
+        yield feed
+    finally:
+        await feed.stop()
+        mirror.on_stale = lambda: None
+        mirror.stop()
+        await hub.unsubscribe(subscription)
