@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tenantd.db.core import Prepared
+
 # --- email_suppressions (tenantd/email/suppression.py) ----------------------------------
 
 SUPPRESSION_FIND = (
@@ -15,11 +17,20 @@ SUPPRESSION_ADD = (
     " ON CONFLICT (email) DO NOTHING"
 )
 
-SUPPRESSION_ADD_MANY = (
-    "INSERT INTO email_suppressions (email, reason, provider, details)"
-    " SELECT e, r, %(provider)s, d::jsonb"
-    " FROM unnest(%(emails)s::text[], %(reasons)s::text[], %(details)s::text[]) AS t(e, r, d)"
-    " ON CONFLICT (email) DO NOTHING RETURNING email, reason"
+# A batch of verdicts in one statement. The rows travel as one JSON document and the answer
+# as two arrays: psycopg2 quoted every element of the three text[] parameters one by one and
+# the reply built a dict per inserted row, a per-address cost that outweighed the insert.
+# Rows are inserted in the order given (sorted by the caller) so concurrent batches lock keys
+# in the same order.
+SUPPRESSION_ADD_MANY = Prepared(
+    "email_suppression_add_many",
+    "WITH added AS ("
+    " INSERT INTO email_suppressions (email, reason, provider, details)"
+    " SELECT r.email, r.reason, %(provider)s::text, r.details"
+    " FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(email text, reason text, details jsonb)"
+    " ON CONFLICT (email) DO NOTHING RETURNING email, reason)"
+    " SELECT coalesce(array_agg(email ORDER BY email), '{}') AS emails,"
+    " coalesce(array_agg(reason ORDER BY email), '{}') AS reasons FROM added",
 )
 
 SUPPRESSION_REMOVE = "DELETE FROM email_suppressions WHERE email = %(email)s"
@@ -33,9 +44,13 @@ SUPPRESSION_LIST = (
 
 # --- webhook_events (tenantd/email/webhooks/ingest.py) ---------------------------------
 
-# Insert a delivery's event ids; RETURNING gives those not seen before.
-CLAIM_EVENT_IDS = (
-    "INSERT INTO webhook_events (provider, event_id)"
-    " SELECT %(provider)s, unnest(%(ids)s::text[])"
-    " ON CONFLICT DO NOTHING RETURNING event_id"
+# Insert a delivery's event ids (one JSON array, in the order given); the answer is the array
+# of those not seen before.
+CLAIM_EVENT_IDS = Prepared(
+    "email_claim_event_ids",
+    "WITH claimed AS ("
+    " INSERT INTO webhook_events (provider, event_id)"
+    " SELECT %(provider)s::text, id FROM jsonb_array_elements_text(%(ids)s::jsonb) AS t(id)"
+    " ON CONFLICT DO NOTHING RETURNING event_id)"
+    " SELECT coalesce(array_agg(event_id), '{}') FROM claimed",
 )

@@ -66,17 +66,23 @@ async def add_many(
     first: dict[str, tuple[str, dict[str, Any]]] = {}
     for email, reason, detail in rows:
         first.setdefault(normalize_email(email), (reason, detail))
-    # Sorted, so concurrent batches lock the same keys in the same order (no deadlock).
-    emails = sorted(first)
-    reasons = [first[e][0] for e in emails]
-    details = [orjson.dumps(first[e][1]).decode() for e in emails]
-    if not emails:
+    if not first:
         return []
+    # Sorted, so concurrent batches lock the same keys in the same order (no deadlock).
+    batch = [
+        {"email": email, "reason": reason, "details": detail}
+        for email, (reason, detail) in sorted(first.items())
+    ]
     async with conn.transaction():
-        added = await conn.fetch_all(
+        answer = await conn.fetch_one(
             queries.SUPPRESSION_ADD_MANY,
-            {"provider": provider, "emails": emails, "reasons": reasons, "details": details},
+            {"provider": provider, "rows": orjson.dumps(batch).decode()},
         )
+        emails, reasons = (answer["emails"], answer["reasons"]) if answer else ([], [])
+        added: list[Row] = [
+            {"email": email, "reason": reason}
+            for email, reason in zip(emails, reasons, strict=True)
+        ]
         await emit_many(
             conn,
             [

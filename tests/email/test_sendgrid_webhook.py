@@ -233,6 +233,34 @@ async def test_duplicate_ids_inside_one_batch_apply_once(client: Any, db: Databa
     assert [r["email"] for r in await rows(db)] == ["one@example.com"]
 
 
+async def test_ids_and_addresses_with_quotes_escapes_and_nul_travel_intact(
+    client: Any, db: Database
+) -> None:
+    # The batch reaches PostgreSQL as one JSON document: quotes, backslashes, non-ASCII and
+    # JSON-looking text stay the same strings; an id holding NUL (which PostgreSQL text
+    # cannot store) is no id (the event still applies) and an address holding one is refused.
+    odd = ['q"uote', "back\\slash", "it's é ✓", '{"a": [1]}', "ZHVw/+=="]
+    events = [sg_event("bounce", f"o'{i}\"x@example.com", sg_event_id=v) for i, v in enumerate(odd)]
+    events.append(sg_event("dropped", "nul-id@example.com", sg_event_id="a\x00b"))
+    events.append(sg_event("spamreport", "nul\x00@example.com"))
+    body = batch(*events)
+    data = (await (await post(client, body)).json())["data"]
+    assert (data["recorded"], data["malformed"], data["duplicates"]) == (6, 1, 0)
+    stored = await db.fetch_all("SELECT email, details FROM email_suppressions ORDER BY email")
+    assert stored == sorted(
+        [
+            {"email": f"o'{i}\"x@example.com", "details": {"event": "bounce", "eventId": v}}
+            for i, v in enumerate(odd)
+        ]
+        + [{"email": "nul-id@example.com", "details": {"event": "dropped", "eventId": None}}],
+        key=lambda row: row["email"],
+    )
+    ids = await db.fetch_all("SELECT event_id FROM webhook_events ORDER BY event_id")
+    assert [row["event_id"] for row in ids] == sorted(odd)
+    again = await (await post(client, body, sign(body, at=time.time() + 1))).json()
+    assert (again["data"]["recorded"], again["data"]["duplicates"]) == (0, 5)
+
+
 async def test_concurrent_overlapping_batches_neither_deadlock_nor_duplicate(
     client: Any, db: Database
 ) -> None:

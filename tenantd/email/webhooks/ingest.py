@@ -11,12 +11,23 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import orjson
+
 from tenantd.db import Conn
 from tenantd.email import queries, suppression
 
 log = logging.getLogger(__name__)
 
 MAX_EVENT_ID = 256
+
+
+def usable_event_id(value: object) -> str | None:
+    """A provider's event id as stored for deduplication, or None when it cannot be one
+    (not a string, empty, too long, or holding NUL, which PostgreSQL text cannot store);
+    an event without one is still applied."""
+    if isinstance(value, str) and value and len(value) <= MAX_EVENT_ID and "\x00" not in value:
+        return value
+    return None
 
 
 @dataclass(frozen=True)
@@ -51,11 +62,11 @@ async def claim_event_ids(conn: Conn, *, provider: str, event_ids: Sequence[str]
     """Insert the ids; return those not seen before (a retried delivery returns none)."""
     if not event_ids:
         return set()
-    rows = await conn.fetch_all(
+    fresh = await conn.fetch_val(
         queries.CLAIM_EVENT_IDS,
-        {"provider": provider, "ids": sorted(event_ids)},
+        {"provider": provider, "ids": orjson.dumps(sorted(event_ids)).decode()},
     )
-    return {row["event_id"] for row in rows}
+    return set(fresh)
 
 
 async def apply_events(
@@ -81,6 +92,8 @@ async def apply_events(
     ]
     recorded = await suppression.add_many(conn, verdicts, provider=provider)
     outcome.recorded += len(recorded)
+    if not log.isEnabledFor(logging.INFO):
+        return  # no log record fields built for rows nobody logs
     for row in recorded:
         log.info(
             "email suppression recorded",

@@ -26,7 +26,7 @@ import orjson
 
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
-from tenantd.email.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
+from tenantd.email.webhooks.ingest import Outcome, ProviderEvent, apply_events, usable_event_id
 from tenantd.errors import Unauthorized, ValidationFailed
 
 log = logging.getLogger(__name__)
@@ -91,9 +91,9 @@ def parse_event(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
         log.warning("postmark event without a recipient", extra={"provider": PROVIDER})
         return []
     ident = data.get("ID")
-    event_id = f"{record}:{ident}" if isinstance(ident, int | str) and ident != "" else None
-    if event_id is not None and len(event_id) > MAX_EVENT_ID:
-        event_id = None
+    event_id = usable_event_id(
+        f"{record}:{ident}" if isinstance(ident, int | str) and ident != "" else None
+    )
     return [
         ProviderEvent(
             event_id=event_id,

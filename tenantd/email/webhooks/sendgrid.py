@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.serialization import load_der_public_key, lo
 
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
-from tenantd.email.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
+from tenantd.email.webhooks.ingest import Outcome, ProviderEvent, apply_events, usable_event_id
 from tenantd.errors import Unauthorized, ValidationFailed
 
 log = logging.getLogger(__name__)
@@ -145,12 +145,12 @@ def parse_events(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
         if not is_plausible(address):
             outcome.malformed += 1
             continue
-        event_id = item.get("sg_event_id")
-        if not isinstance(event_id, str) or not event_id or len(event_id) > MAX_EVENT_ID:
-            event_id = None  # still applied; only deduplication needs the id
         events.append(
             ProviderEvent(
-                event_id=event_id, kind=str(item["event"]), reason=reason, emails=(address,)
+                event_id=usable_event_id(item.get("sg_event_id")),
+                kind=str(item["event"]),
+                reason=reason,
+                emails=(address,),
             )
         )
     if outcome.malformed:

@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
-from tenantd.email.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
+from tenantd.email.webhooks.ingest import Outcome, ProviderEvent, apply_events, usable_event_id
 from tenantd.errors import Unauthorized, ValidationFailed
 
 log = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ def ses_events(message_id: str, text: str, *, outcome: Outcome) -> list[Provider
         log.warning("ses notification without recipients", extra={"provider": PROVIDER})
         return []
     assert isinstance(kind, str)
-    event_id = message_id if len(message_id) <= MAX_EVENT_ID else None
+    event_id = usable_event_id(message_id)
     return [ProviderEvent(event_id=event_id, kind=kind, reason=reason, emails=emails)]
 
 
