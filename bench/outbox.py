@@ -57,7 +57,7 @@ class Receiver:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
-                self.stats()
+                self.stats(timeout=2)
                 return
             except OSError:
                 time.sleep(0.1)
@@ -67,8 +67,10 @@ class Receiver:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/hook"
 
-    def stats(self) -> dict[str, int]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=2) as answer:
+    def stats(self, timeout: float = 30) -> dict[str, int]:
+        # At the lowest priority on a busy machine the receiver can wait seconds for a turn.
+        url = f"http://127.0.0.1:{self.port}/stats"
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
             result: dict[str, int] = json.loads(answer.read())
             return result
 
