@@ -41,16 +41,15 @@ def _free_port() -> int:
 
 
 class Receiver:
-    def __init__(self) -> None:
+    def __init__(self, niceness: str = "0") -> None:
         self.port = _free_port()
         self.secret = new_secret()
         command = [sys.executable, "-m", "bench.webhook_receiver", str(self.port), self.secret]
-        # It stands for the subscriber's machine: on the load core, at the lowest priority
-        # (it takes what the renaming driver leaves of that core) unless BENCH_RECEIVER_NICE
-        # says otherwise.
+        # It stands for the subscriber's machine: on the load core, and for the overhead
+        # figure at a lower priority (`niceness`: it takes what the renaming driver leaves of
+        # that core).
         if (os.cpu_count() or 1) >= 2:
             command = ["taskset", "-c", "1", *command]
-        niceness = os.environ.get("BENCH_RECEIVER_NICE", "19")
         if niceness != "0":
             command = ["nice", "-n", niceness, *command]
         self.process = subprocess.Popen(command, env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -317,7 +316,7 @@ async def _overhead(env: dict[str, str], database_url: str, plan: Any) -> dict[s
     moment); the difference of the two sides' medians and the spread are given alongside."""
     settings = load_settings(environ={**env, "DB_POOL_MAX": str(CONCURRENCY)})
     server_pid = int(env["BENCH_SERVER_PID"]) if env.get("BENCH_SERVER_PID") else None
-    receiver = Receiver()
+    receiver = Receiver(niceness=os.environ.get("BENCH_RECEIVER_NICE", "19"))
     try:
         async with open_services(settings, database_url) as services:
             await services.db.execute("DELETE FROM webhook_endpoints")  # a kept database's
