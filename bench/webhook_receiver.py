@@ -69,8 +69,12 @@ class Receiver(asyncio.Protocol):
             body = self.buffer[end + 4 : end + 4 + length]
             self.buffer = self.buffer[end + 4 + length :]
             answers.append(self.answer(head, body))
+            if answers[-1] is BAD_REQUEST:
+                break
         if answers and self.transport is not None:
             self.transport.write(b"".join(answers))
+            if answers[-1] is BAD_REQUEST:
+                self.transport.close()
 
     def answer(self, head: bytes, body: bytes) -> bytes:
         counters = self.counters
