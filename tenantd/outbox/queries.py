@@ -81,6 +81,8 @@ SELECT {EVENT_COLUMNS} FROM outbox_events
 
 LAST_POSITION = "SELECT last_seq FROM outbox_sequencer WHERE id = 1"
 BACKLOG = "SELECT count(*) FROM outbox_events WHERE seq IS NULL"
+# An idle relay's poll: one probe of the partial index of unnumbered rows.
+ANY_UNNUMBERED = "SELECT EXISTS (SELECT 1 FROM outbox_events WHERE seq IS NULL)"
 
 
 def older_than(days: float) -> ColumnElement[bool]:

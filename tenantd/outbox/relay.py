@@ -90,11 +90,17 @@ class Relay:
         self._wake.set()
 
     async def _loop(self) -> None:
+        idle = False  # the last turn found nothing to number
         while not self._stopping:
+            woken = self._wake.is_set()
             self._wake.clear()
             try:
-                await pump(self.db, self.consumers, committed=self.committed)
+                # An idle relay looks first with one statement outside a transaction (the turn
+                # itself is four round trips: begin, lock, number, commit).
+                if woken or not idle or await self.db.fetch_val(queries.ANY_UNNUMBERED):
+                    idle = await pump(self.db, self.consumers, committed=self.committed) == 0
             except Exception:
+                idle = False
                 log.exception("outbox relay failed; retrying")
             if self._stopping:
                 break

@@ -28,7 +28,7 @@ import aiohttp
 import orjson
 from standardwebhooks.webhooks import Webhook
 
-from tenantd.db import Conn, Row
+from tenantd.db import Conn, Database, Row
 from tenantd.jobs.kinds import JobInfo, JobKind
 from tenantd.jobs.queue import enqueue_many
 from tenantd.outbox import public_event
@@ -164,6 +164,18 @@ class Settlement:
     retry: list[tuple[int, float]] = field(default_factory=list)  # new job (id, delay)
     ok_endpoints: set[Any] = field(default_factory=set)
     bad_endpoints: set[Any] = field(default_factory=set)
+    # Endpoints whose `failing_since` was set when the batch was loaded: a success clears it
+    # (the others have nothing to clear).
+    failing_endpoints: set[Any] = field(default_factory=set)
+
+    def only_delivered(self) -> bool:
+        """Every attempt succeeded, nothing to retry, no failing endpoint to clear."""
+        return not (
+            self.failed
+            or self.retry
+            or self.bad_endpoints
+            or (self.ok_endpoints & self.failing_endpoints)
+        )
 
 
 async def run_deliveries(
@@ -178,18 +190,15 @@ async def run_deliveries(
     live = [r for r in rows if r["status"] == "pending" and r["job_id"] == job_of[r["id"]]]
     outcome = Settlement()
     if live:
-        async with services.db.connection() as conn:
-            blockers = {
-                b["id"]: b["until"]
-                for b in await conn.fetch_all(queries.BLOCKERS, {"ids": [r["id"] for r in live]})
-            }
         disabled = [r["id"] for r in live if r["disabled_at"] is not None]
         groups: dict[tuple[Any, str], list[Row]] = defaultdict(list)
         now = time.time()
         for row in sorted(live, key=lambda r: r["seq"]):
             if row["disabled_at"] is not None:
                 continue
-            until = blockers.get(row["id"])
+            if row["endpoint_failing"]:
+                outcome.failing_endpoints.add(row["endpoint_id"])
+            until = row["blocked_until"]
             if until is not None:
                 wait = max(until.timestamp() - now, 0.0) + WAIT_MARGIN_SECONDS
                 outcome.retry.append((row["id"], wait))
@@ -198,10 +207,14 @@ async def run_deliveries(
         await asyncio.gather(
             *(_send_group(sender, settings, group, outcome) for group in groups.values())
         )
-        async with services.db.transaction() as conn:
-            if disabled:
-                await conn.execute(queries.FAIL_DISABLED, {"ids": disabled})
-            await _settle(services, conn, outcome)
+        if not disabled and outcome.only_delivered():
+            # The common case is one statement, atomic on its own: no transaction round trips.
+            await _settle_delivered(services.db, outcome)
+        else:
+            async with services.db.transaction() as conn:
+                if disabled:
+                    await conn.execute(queries.FAIL_DISABLED, {"ids": disabled})
+                await _settle(services, conn, outcome)
     return [None] * len(items)
 
 
@@ -235,10 +248,14 @@ async def _send_group(
         return
 
 
-async def _settle(services: WebhookServices, conn: Conn, outcome: Settlement) -> None:
+async def _settle_delivered(db: Conn | Database, outcome: Settlement) -> None:
     if outcome.delivered:
         ids, codes = zip(*outcome.delivered, strict=True)
-        await conn.execute(queries.SETTLE_DELIVERED, {"ids": list(ids), "codes": list(codes)})
+        await db.execute(queries.SETTLE_DELIVERED, {"ids": list(ids), "codes": list(codes)})
+
+
+async def _settle(services: WebhookServices, conn: Conn, outcome: Settlement) -> None:
+    await _settle_delivered(conn, outcome)
     if outcome.failed:
         ids, codes, errors, finals, delays = zip(*outcome.failed, strict=True)
         await conn.execute(
@@ -259,7 +276,7 @@ async def _settle(services: WebhookServices, conn: Conn, outcome: Settlement) ->
         )
     if outcome.retry:
         await schedule(services, conn, outcome.retry)
-    ok = outcome.ok_endpoints - outcome.bad_endpoints
+    ok = (outcome.ok_endpoints & outcome.failing_endpoints) - outcome.bad_endpoints
     if ok:
         await conn.execute(queries.ENDPOINTS_SUCCEEDED, {"ids": list(ok)})
     if outcome.bad_endpoints:

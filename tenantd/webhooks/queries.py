@@ -75,31 +75,26 @@ UPDATE webhook_deliveries d SET job_id = j.job_id
  WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = j.id
 """
 
-# Everything one batch of delivery jobs needs, in one round trip.
+# Everything one batch of delivery jobs needs, in one round trip, with what holds each
+# delivery back: an earlier open delivery of the same (endpoint, subject) outside this batch
+# (`blocked_until`, its next attempt time, says when to look again). LATERAL keeps the plan to
+# one probe of the open-deliveries index per delivery, whatever the statistics say (a join the
+# planner may turn around walks every open delivery: seconds with a backlog).
 LOAD_DELIVERIES = """
 SELECT d.id, d.job_id, d.status, d.attempts, d.endpoint_id, d.subject, d.seq,
        d.first_attempt_at, e.event_id, e.type, e.account_id, e.actor_type, e.actor_id,
        e.data, e.previous, e.occurred_at, ep.url, ep.secret, ep.previous_secret,
-       ep.previous_secret_expires_at > now() AS previous_secret_live, ep.disabled_at
+       ep.previous_secret_expires_at > now() AS previous_secret_live, ep.disabled_at,
+       ep.failing_since IS NOT NULL AS endpoint_failing, b.until AS blocked_until
   FROM webhook_deliveries d
   JOIN outbox_events e ON e.id = d.event_row
   JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
- WHERE d.id = ANY(%(ids)s::bigint[])
-"""
-
-# An earlier open delivery of the same (endpoint, subject) outside this batch holds a
-# delivery back; its next attempt time says when to look again. LATERAL keeps the plan to one
-# probe of the open-deliveries index per delivery, whatever the statistics say (a join the
-# planner may turn around walks every open delivery: seconds with a backlog).
-BLOCKERS = """
-SELECT d.id, b.until
-  FROM webhook_deliveries d
  CROSS JOIN LATERAL (
        SELECT max(p.next_attempt_at) AS until
          FROM webhook_deliveries p
         WHERE p.endpoint_id = d.endpoint_id AND p.subject = d.subject AND p.seq < d.seq
           AND p.status = 'pending' AND p.id <> ALL(%(ids)s::bigint[])) AS b
- WHERE d.id = ANY(%(ids)s::bigint[]) AND b.until IS NOT NULL
+ WHERE d.id = ANY(%(ids)s::bigint[])
 """
 
 SETTLE_DELIVERED = """

@@ -267,6 +267,33 @@ async def test_a_delivery_gives_up_after_three_days_and_an_endpoint_is_disabled_
     assert len(await deliveries(services)) == 1
 
 
+async def test_a_success_clears_a_failing_endpoint(
+    services: AppServices, aiohttp_server: Any
+) -> None:
+    # The settle step clears `failing_since` only for endpoints its batch saw failing (the
+    # others are settled by one statement): an endpoint that failed and then answers is no
+    # longer failing, and a later success leaves a healthy one alone.
+    receiver = await start_receiver(aiohttp_server, [])
+    answers = iter([500])
+    receiver.answer = lambda r: next(answers, 204)
+    endpoint_id = await endpoint(services, receiver)
+    await change(services, "user.updated", "u1")
+    await eventually(
+        lambda: services.db.fetch_val(
+            "SELECT failing_since IS NOT NULL FROM webhook_endpoints WHERE id = %(e)s",
+            {"e": endpoint_id},
+        )
+    )
+    await eventually(lambda: _all_settled(services))  # the retry (0.2 s later) succeeds
+    row = await endpoints.get_endpoint(services, endpoint_id)
+    assert row["failing_since"] is None
+    await change(services, "user.updated", "u2")
+    await eventually(lambda: len(receiver.accepted) == 2)
+    await eventually(lambda: _all_settled(services))
+    row = await endpoints.get_endpoint(services, endpoint_id)
+    assert row["failing_since"] is None and row["disabled_at"] is None
+
+
 async def test_test_event_and_replay(services: AppServices, aiohttp_server: Any) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     await change(services, "user.updated", "before")  # before the endpoint existed
