@@ -36,6 +36,9 @@ HEADERS = [
     "auth_token=\u00e9t\u00e9",
     "no_equals_here; auth_token=tail.value",
     "auth_token=a\\b",
+    "auth_token=plus+slash/==",
+    "auth_token=tab\tinside",
+    "auth_token=\u0661\u0662",  # non-ASCII digits: not the token alphabet
 ]
 
 
