@@ -147,9 +147,6 @@ class EventRegistry:
     def __len__(self) -> int:
         return len(self._events)
 
-    def __len__(self) -> int:
-        return len(self._events)
-
     def events(self) -> list[RegisteredEvent]:
         return list(self._events.values())
 

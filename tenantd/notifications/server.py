@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
 from tenantd.apikeys import idempotency
 from tenantd.apikeys.audit import record_key_action
 from tenantd.notifications.registry import EventRegistry

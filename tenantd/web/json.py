@@ -7,12 +7,12 @@ from typing import Any
 
 import orjson
 from aiohttp import hdrs, web
-from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
-from aiohttp.web_response import REASON_PHRASES
-from multidict import CIMultiDict
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.compression_utils import MAX_SYNC_CHUNK_SIZE
 from aiohttp.helpers import rfc822_formatted_time
+from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
+from aiohttp.web_response import REASON_PHRASES
+from multidict import CIMultiDict
 from pydantic import BaseModel
 
 from tenantd.errors import AppError
