@@ -69,8 +69,11 @@ class JsonResponse(web.Response):
 
     async def _start(self, request: web.BaseRequest) -> AbstractStreamWriter:
         headers = self._headers
+        body = self._body
         if (
-            self._must_be_empty_body
+            not isinstance(body, bytes | bytearray)
+            or not body
+            or self._must_be_empty_body
             or self._chunked
             or self._compression
             or self._cookies
@@ -80,7 +83,6 @@ class JsonResponse(web.Response):
             or hdrs.CONTENT_LENGTH in headers
             or hdrs.DATE in headers
             or hdrs.CONNECTION in headers
-            or not self._body
         ):
             return await super()._start(request)
         # StreamResponse._prepare_headers for this case: length known, keep-alive on 1.1
@@ -88,7 +90,7 @@ class JsonResponse(web.Response):
         self._req = request
         writer = self._payload_writer = request._payload_writer
         self._keep_alive = True
-        length = len(self._body)
+        length = len(body)
         headers[hdrs.CONTENT_LENGTH] = str(length)
         writer.length = length
         headers[hdrs.DATE] = rfc822_formatted_time()

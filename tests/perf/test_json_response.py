@@ -55,6 +55,16 @@ def closing(make: Variant) -> Variant:
     return build
 
 
+def payload_body(make: Variant) -> Variant:
+    def build(request: web.Request) -> web.StreamResponse:
+        response = make(request)
+        assert isinstance(response, web.Response)
+        response.body = BODY.decode()  # a StringPayload: aiohttp's general path
+        return response
+
+    return build
+
+
 CASES: dict[str, tuple[Variant, Variant]] = {
     "200": (plain(200, None), fast(200, None)),
     "401 with a header": (plain(401, {"X-Request-ID": "abc"}), fast(401, {"X-Request-ID": "abc"})),
@@ -62,6 +72,7 @@ CASES: dict[str, tuple[Variant, Variant]] = {
     "cookie": (with_cookie(plain(200, None)), with_cookie(fast(200, None))),
     "compressed": (compressed(plain(200, None)), compressed(fast(200, None))),
     "force_close": (closing(plain(200, None)), closing(fast(200, None))),
+    "payload body": (payload_body(plain(200, None)), payload_body(fast(200, None))),
 }
 
 
