@@ -51,7 +51,7 @@ from tenantd.mfa.schemas import MfaChallengeOut, MfaStatusOut
 from tenantd.principal import current_principal, optional_principal
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
-from tenantd.web.json import dumps, ok
+from tenantd.web.json import JsonResponse, dumps, ok
 from tenantd.web.ratelimit import rate_limit_request
 from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import Empty, Message
@@ -251,12 +251,12 @@ ANONYMOUS_ME = dumps(AnonymousUser())
 async def me(request: web.Request) -> web.Response:
     principal = optional_principal(request)
     if principal is None:
-        return web.Response(body=ANONYMOUS_ME, content_type="application/json")
+        return JsonResponse(ANONYMOUS_ME)
     services = request.app[SERVICES]
     body = await current_user_json(services.db, services.context_cache, principal)
     if body is None:
         raise invalid()
-    return web.Response(body=body, content_type="application/json")
+    return JsonResponse(body)
 
 
 @ROUTES.post(

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import (
+    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     StrictBool,
@@ -99,6 +100,9 @@ class ReadAll(ApiModel):
 
 
 class ListQuery(ApiModel):
+    # Frozen: parsed answers are kept per query string (tenantd.web.body.parse_query).
+    model_config = ConfigDict(frozen=True)  # merged with ApiModel's
+
     status: Literal["unread", "read", "all"] = "all"
     limit: int = Field(default=50, ge=1, le=100)
     cursor: Cursor | None = None

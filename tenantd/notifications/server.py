@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from tenantd.apikeys import idempotency
 from tenantd.apikeys.audit import record_key_action
 from tenantd.notifications.registry import EventRegistry
@@ -22,27 +24,32 @@ from tenantd.notifications.services import NotificationServices
 from tenantd.principal import ActingKey
 from tenantd.settings import Settings
 
-_EVENT_TYPES: weakref.WeakKeyDictionary[EventRegistry, list[dict[str, Any]]] = (
+_EVENT_TYPES: weakref.WeakKeyDictionary[EventRegistry, tuple[int, Settings, orjson.Fragment]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def event_types(registry: EventRegistry, settings: Settings) -> list[dict[str, Any]]:
+def event_types(registry: EventRegistry, settings: Settings) -> orjson.Fragment:
     """Every registered event type: its default channels, those live in this configuration,
-    and the JSON Schema of its payload (built once per registry)."""
-    listed = _EVENT_TYPES.get(registry)
-    if listed is None:
-        listed = [
-            {
-                "type": event.type,
-                "defaultChannels": list(event.definition.default_channels),
-                "channels": list(live_channels(settings, event.definition.default_channels)),
-                "payloadSchema": event.definition.schema.model_json_schema(),
-            }
-            for event in registry.events()
-        ]
-        _EVENT_TYPES[registry] = listed
-    return listed
+    and the JSON Schema of its payload, as JSON. Serialised once per registry and settings:
+    the list only changes when an event type is registered (types are never removed), so
+    the count of types tells a stale answer apart."""
+    count = len(registry)
+    kept = _EVENT_TYPES.get(registry)
+    if kept is not None and kept[0] == count and kept[1] is settings:
+        return kept[2]
+    listed = [
+        {
+            "type": event.type,
+            "defaultChannels": list(event.definition.default_channels),
+            "channels": list(live_channels(settings, event.definition.default_channels)),
+            "payloadSchema": event.definition.schema.model_json_schema(),
+        }
+        for event in registry.events()
+    ]
+    encoded = orjson.Fragment(orjson.dumps(listed))
+    _EVENT_TYPES[registry] = (count, settings, encoded)
+    return encoded
 
 
 @dataclass(frozen=True)

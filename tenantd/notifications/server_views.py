@@ -8,6 +8,7 @@ import hashlib
 import uuid
 from typing import Annotated, Any
 
+import orjson
 from aiohttp import web
 from pydantic import Field
 
@@ -138,7 +139,7 @@ def answer(accepted: server.Accepted) -> web.Response:
     response=list[EventTypeOut],
     summary="Every notification event type: default channels and payload JSON Schema",
 )
-async def event_types(request: web.Request) -> list[dict[str, Any]]:
+async def event_types(request: web.Request) -> orjson.Fragment:
     services = request.app[NOTIFICATION_SERVICES]
     return server.event_types(services.registry, services.settings)
 

@@ -277,8 +277,12 @@ class PubSubHub:
         """Whether a round trip on the connection that began less than `seconds` ago came
         back: then every message published before it began has been delivered."""
         confirmed = self._confirmed_at
+        conn = self._conn  # is_connected(), inline: asked twice on every cached request
         return (
-            self.is_connected() and confirmed is not None and time.monotonic() - confirmed < seconds
+            conn is not None
+            and not conn.closed
+            and confirmed is not None
+            and time.monotonic() - confirmed < seconds
         )
 
     def backend_pid(self) -> int | None:

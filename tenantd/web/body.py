@@ -65,11 +65,29 @@ async def parse_body(request: web.Request, model: type[Model], *, limit: int) ->
     return validate(model, data)
 
 
+QUERY_MEMO_SIZE = 256
+_QUERY_MEMO: dict[tuple[type[BaseModel], str], BaseModel] = {}
+
+
 def parse_query(request: web.Request, model: type[Model]) -> Model:
+    """The query string validated by `model`. A frozen model's answers are kept per raw
+    query string (the same string always parses the same way; refusals are never kept): a
+    hot list route asks with the same few strings, and parsing them was ~9% of it."""
+    memo = model.model_config.get("frozen", False)
+    if memo:
+        key = (model, request.raw_path.partition("?")[2])
+        found = _QUERY_MEMO.get(key)
+        if found is not None:
+            return found  # type: ignore[return-value]
     refused = control_character_fields(request.query.items())
     if refused:
         raise ValidationFailed(refused)
-    return validate(model, dict(request.query))
+    parsed = validate(model, dict(request.query))
+    if memo:
+        if len(_QUERY_MEMO) >= QUERY_MEMO_SIZE:
+            _QUERY_MEMO.clear()
+        _QUERY_MEMO[key] = parsed
+    return parsed
 
 
 def check_path(request: web.Request) -> None:

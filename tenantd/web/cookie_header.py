@@ -8,10 +8,14 @@ header is scanned with `str.split`; anything the scan could read differently fro
 
 from __future__ import annotations
 
+import re
+
 from aiohttp import hdrs, web
 
-# JWTs (base64url segments and dots) and tenantd's opaque tokens use only these.
-_TOKEN_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
+# JWTs (base64url segments and dots) and tenantd's opaque tokens use only these. A compiled
+# match, not `frozenset.issuperset(value)`: that walks a ~450-character token one str at a
+# time (~4% of a cached `/me`).
+_PLAIN_TOKEN = re.compile(r"[A-Za-z0-9_.-]*")
 
 
 def token_cookie(request: web.Request, name: str) -> str | None:
@@ -27,6 +31,6 @@ def token_cookie(request: web.Request, name: str) -> str | None:
         key, sep, value = part.partition("=")
         if sep and key.strip() == name:
             found = value.strip()
-    if found is None or not _TOKEN_CHARACTERS.issuperset(found):
+    if found is None or _PLAIN_TOKEN.fullmatch(found) is None:
         return request.cookies.get(name)
     return found

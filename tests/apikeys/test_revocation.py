@@ -31,7 +31,9 @@ async def warm(client: Any, db: Database, token: str, key_id: Any) -> None:
     """Use the key so the instance caches it, after every earlier write was heard."""
     await wait_until_heard(db, client.server.app[PUBSUB], CHANNEL)
     assert (await client.get(ROUTE, headers=bearer(token))).status == 200
-    assert client.server.app[API_KEY_CACHE].get(key_id) is not None
+    cache = client.server.app[API_KEY_CACHE]
+    assert cache.get(key_id) is not None
+    assert cache.verified(token) is not None  # the next use is the memo's
 
 
 async def test_revoked_at_once_here_and_within_100_ms_elsewhere(
@@ -101,3 +103,46 @@ async def test_the_cache_is_off_while_its_listener_is_not_confirmed(
         await service.revoke_key(conn, key.id)
     # Nothing is served from memory: the revocation is read from the table.
     assert (await client.get(ROUTE, headers=bearer(key.token))).status == 401
+
+
+async def test_a_verified_token_answers_only_while_its_row_is_cached(db: Database) -> None:
+    """The memo of verified tokens never outlives the cached row it was checked against:
+    an invalidation, a flush or a new row for the key (secret or scopes changed) ends it."""
+    key = await new_key(db)
+    cache = ApiKeyCache()
+    cache.enabled = True
+    row = await db.fetch_one(queries.KEY_BY_ID.sql, {"id": key.id})
+    assert row is not None
+    known = service.known_key(row)
+    cache.store(known, cache.generation)
+    cache.remember(key.token, known)
+    assert cache.verified(key.token) is known
+    cache.apply(f"apikey:{key.id}")
+    assert cache.verified(key.token) is None
+    cache.store(known, cache.generation)
+    assert cache.verified(key.token) is known  # the same row cached again
+    replaced = service.known_key(row)
+    cache.store(replaced, cache.generation)
+    assert cache.verified(key.token) is None  # checked against the old row only
+    cache.remember(key.token, known)  # not the row cached now: not kept
+    assert cache.verified(key.token) is None
+    cache.remember(key.token, replaced)
+    cache.flush()
+    assert cache.verified(key.token) is None
+    cache.store(replaced, cache.generation)
+    assert cache.verified(key.token) is None  # a flush forgets the tokens too
+    cache.remember(key.token, replaced)
+    cache.live = lambda: False
+    assert cache.verified(key.token) is None
+
+
+async def test_a_wrong_secret_is_refused_and_never_remembered(client: Any, db: Database) -> None:
+    key = await new_key(db)
+    assert (await client.get(ROUTE, headers=bearer(key.token))).status == 200
+    cache = client.server.app[API_KEY_CACHE]
+    prefix, _, secret = key.token.rpartition("_")
+    forged = f"{prefix}_{'A' * len(secret)}"
+    for _ in range(2):
+        assert (await client.get(ROUTE, headers=bearer(forged))).status == 401
+        assert cache.verified(forged) is None
+    assert cache.verified(key.token) is not None

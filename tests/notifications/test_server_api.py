@@ -7,8 +7,10 @@ naming the key, both queue modes."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,9 +19,10 @@ from tenantd.apikeys import service as apikeys
 from tenantd.apikeys.sweeps import idempotency_sweep
 from tenantd.app import AppServices
 from tenantd.db import Database
+from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.ops.sweeps import SweepContext
 from tests.helpers import SECRET, data, error, eventually
-from tests.notifications.events_fixture import CommentCreated
+from tests.notifications.events_fixture import EVENTS, CommentCreated
 
 BOTH_MODES = pytest.mark.parametrize("queues_enabled", [False, True], ids=["inline", "queued"])
 SEND = "/api/v1/notifications/send"
@@ -375,3 +378,21 @@ async def test_every_send_is_audited_with_the_key_as_actor(
     assert rows[0]["data"]["count"] == 1 and rows[0]["data"]["idempotencyKey"] == "a1"
     assert rows[1]["data"]["count"] == 2
     assert rows[1]["data"]["types"] == ["ping.simple", "report.ready"]
+
+
+async def test_the_event_types_answer_is_kept_until_a_type_is_registered(
+    client: Any, db: Database
+) -> None:
+    """The list is serialised once; registering a type (types are never removed) changes
+    the next answer at once."""
+    headers = await key_headers(db)
+    first = await data(await client.get(TYPES, headers=headers))
+    again = await data(await client.get(TYPES, headers=headers))
+    assert again == first
+    services = client.server.app[NOTIFICATION_SERVICES]
+    definition = next(e for e in EVENTS if e.type == "ping.simple")
+    services.registry.register(
+        dataclasses.replace(definition, type="ping.later"), base_dir=Path(__file__).parent
+    )
+    later = await data(await client.get(TYPES, headers=headers))
+    assert [item["type"] for item in later] == [*(item["type"] for item in first), "ping.later"]

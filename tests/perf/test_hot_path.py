@@ -13,8 +13,13 @@ import pytest
 from aiohttp.test_utils import make_mocked_request
 
 from tenantd.cache.keyring import MAX_HEADERS, Keyring, UntrustedToken
+from tenantd.errors import ValidationFailed
 from tenantd.identity.tokens import ISSUER, REQUIRED_CLAIMS, token_hash
+from tenantd.notifications.schemas import ListQuery
+from tenantd.web import body
+from tenantd.web.body import QUERY_MEMO_SIZE, parse_query
 from tenantd.web.cookie_header import token_cookie
+from tenantd.web.schemas import ApiModel
 
 JWT = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"
 
@@ -36,6 +41,9 @@ HEADERS = [
     "auth_token=\u00e9t\u00e9",
     "no_equals_here; auth_token=tail.value",
     "auth_token=a\\b",
+    "auth_token=plus+slash/==",
+    "auth_token=tab\tinside",
+    "auth_token=\u0661\u0662",  # non-ASCII digits: not the token alphabet
 ]
 
 
@@ -88,3 +96,35 @@ def test_token_hash_is_hmac_sha256_of_the_token() -> None:
     # Stored hashes (API keys, refresh and link tokens) must keep matching.
     expected = hmac.new(b"s" * 40, b"tdk_abc_def", hashlib.sha256).digest()
     assert token_hash("s" * 40, "tdk_abc_def") == expected
+
+
+def test_a_frozen_query_model_is_parsed_once_per_query_string() -> None:
+    def parse(path: str) -> ListQuery:
+        return parse_query(make_mocked_request("GET", path), ListQuery)
+
+    first = parse("/api/v1/notifications?limit=20")
+    assert first == ListQuery(limit=20)
+    assert parse("/api/v1/notifications?limit=20") is first
+    assert parse("/api/v1/notifications?limit=21").limit == 21
+    assert parse("/api/v1/notifications?limit=20&status=unread").status == "unread"
+    for _ in range(2):  # refusals are never kept
+        with pytest.raises(ValidationFailed):
+            parse("/api/v1/notifications?limit=500")
+        with pytest.raises(ValidationFailed):
+            parse("/api/v1/notifications?cursor=a%0Ab")
+    for index in range(QUERY_MEMO_SIZE * 2):
+        assert parse(f"/api/v1/notifications?limit={index % 100 + 1}&x={index}").limit == (
+            index % 100 + 1
+        )
+    assert len(body._QUERY_MEMO) <= QUERY_MEMO_SIZE
+
+
+class Mutable(ApiModel):
+    limit: int = 1
+
+
+def test_a_mutable_query_model_is_parsed_every_time() -> None:
+    def parse() -> Mutable:
+        return parse_query(make_mocked_request("GET", "/x?limit=3"), Mutable)
+
+    assert parse() is not parse()
