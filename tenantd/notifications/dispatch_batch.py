@@ -4,10 +4,11 @@
 one after another costs 16 round trips. Here the batch's dispatches run side by side on one
 connection that takes one statement at a time; each one's DISPATCH_SQL is held back until
 every dispatch still running has reached its own, and then all of them go as one statement
-(DISPATCH_BATCH_SQL, one function call per row, in the order they were held back: the same
-as that many statements in a row). Every other statement (throttle counts, follow-up jobs,
-locales) runs when asked. The whole batch is one transaction, as before: a failed statement
-fails the batch, and the runner runs its jobs again one by one.
+(DISPATCH_BATCH_SQL, set-based, sql/0190: in the order they were held back, each with the
+answer it would get as one of that many statements in a row). Every other statement
+(throttle counts, follow-up jobs, locales) runs when asked. The whole batch is one
+transaction, as before: a failed statement fails the batch, and the runner runs its jobs
+again one by one.
 """
 
 from __future__ import annotations
