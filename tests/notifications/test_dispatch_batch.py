@@ -1,15 +1,21 @@
 """A batch of dispatches written by one set-based statement (sql/0190) answers and writes
 exactly what the one-send statement (sql/0160) does for the same sends one after another:
 recipients, dedup (within the batch too), preferences, account defaults, critical events,
-throttled sends, re-runs."""
+throttled sends, re-runs. And what the write path costs per notification: time-ordered ids,
+no index nobody reads."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
+import pytest
+
+from tenantd.app import AppServices
 from tenantd.db import Database
-from tenantd.notifications import queries
+from tenantd.notifications import queries, send
+from tenantd.notifications.service import new_notification_id
 
 CHANNELS = ("in_app", "sse", "email")
 
@@ -163,3 +169,46 @@ async def test_a_dedup_key_twice_in_a_batch_keeps_the_first(db: Database, factor
             conn, [queries.dispatch_parameters(send) for send in reversed(batch)]
         )
     assert [row["id"] for row in rows] == [ids[2], None, None]  # the first given wins
+
+
+def next_millisecond() -> None:
+    """Return once the clock has moved to the next millisecond (ids order to the ms)."""
+    now = time.time_ns() // 1_000_000
+    while time.time_ns() // 1_000_000 <= now:
+        pass
+
+
+@pytest.mark.parametrize("queues_enabled", [False, True], ids=["inline", "queued"])
+async def test_notification_ids_are_time_ordered(
+    services: AppServices, factory: Any, queues_enabled: bool
+) -> None:
+    """send() names notifications with UUIDv7s: later ids sort after earlier ones (to the ms),
+    so the id indexes grow at their right edge instead of at random leaves."""
+    made = [new_notification_id() for _ in range(1000)]
+    assert len(set(made)) == 1000 and {i.version for i in made} == {7}
+    assert all(i.variant == uuid.RFC_4122 for i in made)
+    first = new_notification_id()
+    next_millisecond()
+    assert new_notification_id() > first
+    user = await factory.user()
+    outcomes = []
+    for n in range(3):
+        outcomes.append(
+            await send(services, "ping.simple", recipient_user_id=user.id, payload={"n": n})
+        )
+        next_millisecond()
+    ids = [outcome.notification_id for outcome in outcomes]
+    assert all(i is not None and i.version == 7 for i in ids)
+    assert ids == sorted(ids)  # type: ignore[type-var]
+
+
+async def test_delivery_rows_are_keyed_by_notification_and_channel(db: Database) -> None:
+    """sql/0192: no index on the delivery rows' `id` (no statement uses it); the key is
+    (notification_id, channel), unique."""
+    indexes = await db.fetch_all(
+        "SELECT indexdef FROM pg_indexes WHERE tablename = 'notification_deliveries'"
+    )
+    assert [row["indexdef"].split(" USING ")[1] for row in indexes] == [
+        "btree (notification_id, channel)"
+    ]
+    assert "UNIQUE" in indexes[0]["indexdef"]
