@@ -14,7 +14,9 @@ import pytest
 
 from tenantd.app import AppServices
 from tenantd.db import Database
+from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import queries, send
+from tenantd.notifications.jobs import run_dispatch_batch
 from tenantd.notifications.service import new_notification_id
 
 CHANNELS = ("in_app", "sse", "email")
@@ -212,3 +214,81 @@ async def test_delivery_rows_are_keyed_by_notification_and_channel(db: Database)
         "btree (notification_id, channel)"
     ]
     assert "UNIQUE" in indexes[0]["indexdef"]
+
+
+def dispatch_job(n: int, user_id: uuid.UUID, event: str = "ping.simple") -> Any:
+    payload: dict[str, Any] = {"n": n}
+    if event == "comment.created":
+        payload = {"actorId": str(uuid.uuid4()), "commentId": f"c{n}", "text": "Hi"}
+    body = {
+        "notificationId": str(new_notification_id()),
+        "eventType": event,
+        "recipientUserId": str(user_id),
+        "accountId": None,
+        "payload": payload,
+    }
+    return JobInfo(id=n, kind="notifications.dispatch", attempts=1, max_attempts=8), body
+
+
+@pytest.mark.parametrize("queues_enabled", [True], ids=["queued"])
+async def test_a_batch_of_plain_writes_runs_without_begin_and_commit(
+    services: AppServices, factory: Any, monkeypatch: Any, queues_enabled: bool
+) -> None:
+    """In-app and SSE only: one statement, no transaction around it. A batch with an email
+    event (its follow-up job commits with the notification) keeps its transaction."""
+    user = await factory.user()
+    opened: list[str] = []
+    transaction, connection = services.db.transaction, services.db.connection
+    monkeypatch.setattr(
+        services.db, "transaction", lambda: opened.append("transaction") or transaction()
+    )
+    monkeypatch.setattr(
+        services.db, "connection", lambda: opened.append("connection") or connection()
+    )
+    plain = [dispatch_job(n, user.id) for n in range(5)]
+    assert await run_dispatch_batch(services, plain) == [None] * 5
+    assert "connection" in opened and "transaction" not in opened  # (others: the runner)
+    opened.clear()
+    mixed = [dispatch_job(5, user.id), dispatch_job(6, user.id, "comment.created")]
+    assert await run_dispatch_batch(services, mixed) == [None, None]
+    assert "transaction" in opened
+    assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 7
+    emails = await services.db.fetch_val(
+        "SELECT count(*) FROM jobs WHERE kind = 'notifications.email'"
+    )
+    assert emails == 1
+
+
+@pytest.mark.parametrize("queues_enabled", [True], ids=["queued"])
+async def test_a_batch_misjudged_as_one_statement_loses_nothing(
+    services: AppServices, factory: Any, monkeypatch: Any, queues_enabled: bool
+) -> None:
+    """Should a batch judged to need no transaction make another statement: before its
+    write (here a locale read) the statement is refused, nothing is written by the batch, and
+    each job runs again alone; after its write (an email job) it still runs."""
+    from tenantd.notifications import dispatch_batch, jobs, service
+
+    monkeypatch.setattr(jobs, "_one_statement", lambda _services, _payload: True)
+    batches: list[int] = []
+    original = dispatch_batch.queries.persist_dispatches
+
+    async def counted(conn: Any, parameters: Any) -> Any:
+        batches.append(len(parameters))
+        return await original(conn, parameters)
+
+    monkeypatch.setattr(dispatch_batch.queries, "persist_dispatches", counted)
+    user = await factory.user()
+    with monkeypatch.context() as patched:
+        patched.setattr(service, "wants_locale", lambda _function: True)
+        before = [dispatch_job(1, user.id), dispatch_job(2, user.id)]
+        assert await run_dispatch_batch(services, before) == [None, None]
+    assert batches == []  # refused before the batch's write; each ran alone
+    assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 2
+    after = [dispatch_job(3, user.id), dispatch_job(4, user.id, "comment.created")]
+    assert await run_dispatch_batch(services, after) == [None, None]
+    assert batches == [2]
+    assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 4
+    emails = await services.db.fetch_val(
+        "SELECT count(*) FROM jobs WHERE kind = 'notifications.email'"
+    )
+    assert emails == 1
