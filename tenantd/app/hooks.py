@@ -113,7 +113,7 @@ async def job_runner_ctx(app: web.Application) -> AsyncIterator[None]:
     if not services.settings.queues_enabled and not durable:
         yield
         return
-    async with running(services, app[PUBSUB]):
+    async with running(services):
         yield
 
 

@@ -12,9 +12,6 @@
   idempotent (notification jobs key on the notification id).
 - Failures retry with exponential backoff up to max_attempts, then call the kind's give-up
   hook.
-- Jobs queued by any process wake the runner at once: a NOTIFY on `tenantd_jobs` (sql/0193)
-  reaches it through the process's listener (`hub`); without one, or for delayed jobs,
-  the poll finds them.
 - `stop` stops claiming, gives running jobs `stop_timeout` seconds, cancels the rest and
   hands their leases back.
 """
@@ -37,21 +34,15 @@ from tenantd.db import Conn
 from tenantd.jobs import queries
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.jobs.queue import JobConfig, JobHost, describe, give_up, retry_delay
-from tenantd.pubsub.hub import PubSubHub, Subscription
 
 log = logging.getLogger(__name__)
 
 COMPLETE_FLUSH_SECONDS = 0.02
-READY_CHANNEL = "tenantd_jobs"  # sql/0193: a job due now was queued
 
 
 class JobRunner:
-    def __init__(
-        self, services: JobHost, *, config: JobConfig | None = None, hub: PubSubHub | None = None
-    ):
+    def __init__(self, services: JobHost, *, config: JobConfig | None = None):
         self.services = services
-        self.hub = hub
-        self._ready: Subscription | None = None
         self.queue = services.jobs
         self.config = config or services.jobs.config
         self.lease_seconds = services.settings.job_lease_seconds
@@ -80,11 +71,6 @@ class JobRunner:
 
     async def start(self) -> None:
         self._scheduler = aiojobs.Scheduler(limit=None, pending_limit=0)
-        if self.hub is not None:
-            wake = self.queue.wake
-            self._ready = await self.hub.subscribe(
-                READY_CHANNEL, lambda _channel, _payload: wake(), on_gap=wake
-            )
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._claim_loop()),
@@ -96,8 +82,6 @@ class JobRunner:
     async def stop(self) -> None:
         """Finish or hand back running jobs within stop_timeout, then stop."""
         self._stopping = True
-        if self.hub is not None and self._ready is not None:
-            await self.hub.unsubscribe(self._ready)
         self.queue.wake()
         self._slot_free.set()
         claim_task, heartbeat_task, complete_task = self._tasks
@@ -345,9 +329,9 @@ async def _closed(conn: Conn | None) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running(services: JobHost, hub: PubSubHub | None = None) -> AsyncIterator[JobRunner]:
-    """A started runner (woken through `hub` when given), stopped gracefully on exit."""
-    runner = JobRunner(services, hub=hub)
+async def running(services: JobHost) -> AsyncIterator[JobRunner]:
+    """A started runner, stopped gracefully on exit."""
+    runner = JobRunner(services)
     await runner.start()
     try:
         yield runner

@@ -18,14 +18,12 @@ import pytest
 
 from tenantd.app import AppServices
 from tenantd.app.services import open_services
-from tenantd.db.dsn import url_to_dsn
 from tenantd.jobs import JobInfo, JobKind, PermanentJobError, enqueue
 from tenantd.jobs.queue import retry_delay
 from tenantd.jobs.runner import JobRunner
 from tenantd.jobs.sweeps import cleanup_finished_jobs
 from tenantd.notifications import send
 from tenantd.notifications.sweeps import cleanup_dedup
-from tenantd.pubsub import PubSubHub
 from tenantd.settings import load_settings
 from tests.helpers import eventually
 
@@ -464,37 +462,3 @@ async def test_a_dispatch_batch_writes_its_notifications_in_one_statement(
     # Run again (a job re-run after a crash): nothing new, every one idempotent.
     assert await run_dispatch_batch(services, items) == [None] * 16
     assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 15
-
-
-async def test_a_job_queued_by_another_process_wakes_the_runner(
-    settings: Any, migrated: str, db: Any
-) -> None:
-    """sql/0193: a job inserted elsewhere (here another pool, which wakes nobody in this
-    process) is claimed at once through the listener, long before the 60 s poll."""
-    recorder = Recorder()
-    quiet = replace(settings, queues_enabled=True)
-    hub = PubSubHub(url_to_dsn(migrated))
-    await hub.start()
-    try:
-        async with open_services(quiet, migrated) as services:
-            services.jobs.register(kind("test.woken", recorder))
-            config = replace(services.jobs.config, poll_seconds=60)
-            runner = JobRunner(services, config=config, hub=hub)
-            await runner.start()
-            try:
-                await enqueue(db, "test.woken", {"n": 1})  # claimed at start or when heard
-                await eventually(lambda: all_finished(services, "test.woken"), within=30)
-                # The runner now waits out its 60 s poll: only the NOTIFY can wake it.
-                await enqueue(db, "test.woken", {"n": 2})
-                started = time.monotonic()
-                await eventually(lambda: _calls(recorder, 2), within=30)
-                assert time.monotonic() - started < 30
-            finally:
-                await runner.stop()
-    finally:
-        await hub.close()
-    assert recorder.calls == {1: 1, 2: 1}
-
-
-async def _calls(recorder: Recorder, n: int) -> bool:
-    return recorder.calls[n] == 1
