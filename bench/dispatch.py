@@ -74,12 +74,18 @@ async def _queued(env: dict[str, str], database_url: str, users: int, count: int
 async def _queued_round(services: Any, users: int, count: int, first: int) -> dict[str, Any]:
     db = services.db
     # Probe only the small set of unfinished jobs: a count(*) over the notifications
-    # table itself would steal database CPU from the run being measured.
-    pending_sql = "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
+    # table itself would steal database CPU from the run being measured. Each status on its
+    # own, so each probe reads its partial index (queued, running): `status IN (...)` matches
+    # neither index and scanned the whole jobs table, every done job of the earlier rounds,
+    # 20 times a second (~27 ms each with 45,000 rows).
+    pending_sql = (
+        "SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'queued')"
+        " OR EXISTS (SELECT 1 FROM jobs WHERE status = 'running')"
+    )
     started = time.perf_counter()
     await _send_many(services, users, count, start=first)
     enqueued = time.perf_counter() - started
-    while await db.fetch_val(pending_sql) > 0:
+    while await db.fetch_val(pending_sql):
         if time.perf_counter() - started > 120:
             break
         await asyncio.sleep(0.05)

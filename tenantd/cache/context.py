@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "tenantd_cache"
 _NOTICE = re.compile(r"tenantd_cache:(user|account|jti|session|inbox|all)(?::([0-9a-f-]{36}))?")
+# Several users' inboxes in one announcement (sql/0191): `inboxes:<uuid>,<uuid>,...`.
+_INBOXES = re.compile(r"tenantd_cache:inboxes:([0-9a-f,-]*)")
 PSYCOPG_NOTICE_LIMIT = 50  # psycopg2 keeps only the newest 50 notices
 STALENESS_SECONDS = 5.0  # the most a served entry may lag a committed write
 
@@ -272,7 +274,18 @@ class ContextCache:
                     del index[key]
 
     def apply(self, payload: str) -> None:
-        match = _NOTICE.search(payload if payload.startswith(CHANNEL) else f"{CHANNEL}:{payload}")
+        text = payload if payload.startswith(CHANNEL) else f"{CHANNEL}:{payload}"
+        listed = _INBOXES.search(text)
+        if listed is not None:
+            try:
+                users = [uuid.UUID(value) for value in listed.group(1).split(",")]
+            except ValueError:
+                self.flush()  # unreadable: whose inbox changed is unknown
+                return
+            for user_id in users:
+                self.invalidate_inbox(user_id)
+            return
+        match = _NOTICE.search(text)
         if match is None:
             return
         kind, value = match.group(1), match.group(2)

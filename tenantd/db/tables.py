@@ -370,7 +370,7 @@ Index(
 notification_deliveries = Table(
     "notification_deliveries",
     metadata,
-    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("id", UUID(as_uuid=True), nullable=False),  # unindexed since sql/0192
     Column("notification_id", UUID(as_uuid=True), nullable=False),
     Column("channel", Text, nullable=False),
     Column("status", Text, nullable=False),
@@ -378,6 +378,7 @@ notification_deliveries = Table(
     Column("attempts", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # The rows' key (sql/0192: no primary key, and no index on `id`).
     UniqueConstraint(
         "notification_id", "channel", name="notification_deliveries_notification_id_channel_key"
     ),

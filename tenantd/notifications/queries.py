@@ -20,7 +20,7 @@ NOTIFICATION_COLUMNS = (
 
 # The whole dispatch in one statement (one round trip, atomic even without BEGIN): the
 # function of sql/0160 (recipient, dedup, preferences, the notification, its delivery rows,
-# the SSE NOTIFY). One definition for a single send and for a batch (DISPATCH_BATCH_SQL).
+# the SSE NOTIFY). A batch of them is DISPATCH_BATCH_SQL.
 DISPATCH_SQL = Prepared(
     "tenantd_notification_dispatch_one",
     "SELECT * FROM tenantd_notification_dispatch(%(id)s::uuid, %(uid)s::uuid, %(aid)s::uuid,"
@@ -29,25 +29,20 @@ DISPATCH_SQL = Prepared(
     " %(forced_reason)s::text, %(critical)s::boolean, %(topic)s::text)",
 )
 
-# Many dispatches in one statement, one call per row in the order given (each call sees the
-# ones before it); one answer row per call, in that order. Channel lists are comma-joined
-# (arrays of arrays must be rectangular) and payloads are JSON text (a prepared statement
-# takes no array of Json).
+# Many dispatches in one set-based statement (sql/0190): the same answer per row as
+# DISPATCH_SQL would give them run one after another in the order given, one answer row per
+# dispatch in that order, and one insert per table for the batch (so statement triggers fire
+# once). Channel lists are comma-joined (arrays of arrays must be rectangular) and payloads
+# are JSON text (a prepared statement takes no array of Json).
 DISPATCH_BATCH_SQL = Prepared(
-    "tenantd_notification_dispatch_many",
-    """
-SELECT r.* FROM unnest(%(ids)s::uuid[], %(uids)s::uuid[], %(aids)s::uuid[], %(types)s::text[],
-                       %(titles)s::text[], %(bodies)s::text[], %(cta_urls)s::text[],
-                       %(cta_labels)s::text[], %(payloads)s::text[], %(dedup_keys)s::text[],
-                       %(windows)s::float8[], %(channels)s::text[], %(forced)s::text[],
-                       %(critical)s::boolean[], %(topics)s::text[])
-       WITH ORDINALITY AS a(id, uid, aid, type, title, body, cta_url, cta_label, payload,
-                            dedup_key, win, channels, forced, critical, topic, n)
- CROSS JOIN LATERAL tenantd_notification_dispatch(
-       a.id, a.uid, a.aid, a.type, a.title, a.body, a.cta_url, a.cta_label, a.payload::jsonb,
-       a.dedup_key, a.win, string_to_array(a.channels, ','), a.forced, a.critical, a.topic) r
- ORDER BY a.n
-""",
+    "tenantd_notification_dispatch_batch",
+    "SELECT user_found, time_zone, quiet_hours_start, quiet_hours_end, id, created_at,"
+    " pending, published"
+    " FROM tenantd_notification_dispatch_batch(%(ids)s::uuid[], %(uids)s::uuid[],"
+    " %(aids)s::uuid[], %(types)s::text[], %(titles)s::text[], %(bodies)s::text[],"
+    " %(cta_urls)s::text[], %(cta_labels)s::text[], %(payloads)s::text[],"
+    " %(dedup_keys)s::text[], %(windows)s::float8[], %(channels)s::text[], %(forced)s::text[],"
+    " %(critical)s::boolean[], %(topics)s::text[]) ORDER BY n",
 )
 
 

@@ -22,6 +22,8 @@ import dataclasses
 import datetime as dt
 import functools
 import logging
+import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -68,6 +70,17 @@ class InvalidPayload(ValidationFailed):
 
 class UnknownRecipient(NotFound):
     message = "Unknown recipient user"
+
+
+def new_notification_id() -> uuid.UUID:
+    """A UUIDv7 (RFC 9562: Unix milliseconds, then 74 random bits). Ids in the order they
+    were made insert at the right edge of the id indexes (the notifications' key and the
+    delivery rows' key), a few pages that stay cached, where a random UUIDv4 writes to any
+    leaf of an index that at 10M notifications no longer fits in the buffer cache."""
+    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
+    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
+    value = value & ~(0x3 << 62) | 0x2 << 62  # RFC 9562 variant
+    return uuid.UUID(int=value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +172,7 @@ async def send(
     model = validate_payload(event.definition, payload)
     user_id = as_uuid(recipient_user_id, "recipientUserId")
     account = as_uuid(account_id, "accountId") if account_id is not None else None
-    notification_id = uuid.uuid4()
+    notification_id = new_notification_id()
     delay = schedule_delay(deliver_at=deliver_at, delay_seconds=delay_seconds)
     if delay is not None or idempotency_key is not None:
         return await _schedule(
@@ -290,7 +303,7 @@ async def send_many(
     delays = _batch_delays(requests, field_prefix, errors, queue=queue)
     if errors:
         raise ValidationFailed(errors, "Invalid notifications")
-    ids = [uuid.uuid4() for _ in requests]
+    ids = [new_notification_id() for _ in requests]
     async with _using(services, conn, transaction=True) as own:
         missing = await queries.missing_users(own, user_ids=[r.recipient_user_id for r in requests])
         if missing:

@@ -11,7 +11,10 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app import AppServices, create_app
+from tenantd.cache.context import ContextCache
+from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import send
+from tenantd.notifications.jobs import run_dispatch_batch
 from tests.helpers import ORIGIN
 
 LIST = "/api/v1/notifications?limit=5"
@@ -83,3 +86,79 @@ async def test_a_write_on_another_instance_shows_once_heard(
     deadline = time.monotonic() + 30  # generous: the machine may be busy
     while await count(other) != 1:
         assert time.monotonic() < deadline, "stale unread count on and on"
+
+
+def batch_job(n: int, user_id: uuid.UUID) -> tuple[JobInfo, dict[str, Any]]:
+    payload = {
+        "notificationId": str(uuid.uuid4()),
+        "eventType": "ping.simple",
+        "recipientUserId": str(user_id),
+        "accountId": None,
+        "payload": {"n": n},
+    }
+    return JobInfo(id=n, kind="notifications.dispatch", attempts=1, max_attempts=8), payload
+
+
+async def test_one_announcement_names_every_user_a_statement_wrote(
+    app: web.Application,
+    services: AppServices,
+    factory: Any,
+    settings: Any,
+    migrated: str,
+    aiohttp_client: Any,
+    make_client: Any,
+) -> None:
+    """A batch of dispatches to three users is one statement: one NOTICE and one NOTIFY list
+    all three (sql/0191). Each user's cached count is fresh at once here, and on another
+    instance once it hears the one message."""
+    other = await aiohttp_client(create_app(settings, migrated), headers={"Origin": ORIGIN})
+    users = [await factory.user() for _ in range(3)]
+    here = [await make_client(cookies=await factory.cookies(user)) for user in users]
+    there = []
+    for user in users:
+        client = await aiohttp_client(other.server, headers={"Origin": ORIGIN})
+        client.session.cookie_jar.update_cookies(await factory.cookies(user))
+        there.append(client)
+    for browser in here + there:
+        assert await count(browser) == 0  # cached
+    notices: list[list[str]] = []
+    original = services.apply_notices
+
+    def recorded(batch: list[str]) -> None:
+        notices.append(batch)
+        original(batch)
+
+    services.db.notice_sink = recorded
+    try:
+        results = await run_dispatch_batch(
+            services, [batch_job(n, user.id) for n, user in enumerate(users)]
+        )
+    finally:
+        services.db.notice_sink = original
+    assert results == [None, None, None]
+    announced = [notice for batch in notices for notice in batch if "inbox" in notice]
+    assert len(announced) == 1 and "tenantd_cache:inboxes:" in announced[0]
+    assert all(str(user.id) in announced[0] for user in users)
+    for browser in here:
+        assert await count(browser) == 1  # this instance: at once
+    deadline = time.monotonic() + 30
+    for browser in there:
+        while await count(browser) != 1:
+            assert time.monotonic() < deadline, "stale unread count on the other instance"
+
+
+async def test_a_list_of_inboxes_invalidates_each_and_only_them() -> None:
+    cache = ContextCache()
+    cache.enabled = True
+    a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    for user in (a, b, c):
+        cache.store_inbox(user, "unread", 1, cache.inbox_version(user))
+    cache.apply(f"inboxes:{a},{b}")  # as the listener hears it
+    assert cache.inbox(a, "unread") is None and cache.inbox(b, "unread") is None
+    assert cache.inbox(c, "unread") == 1
+    cache.store_inbox(a, "unread", 2, cache.inbox_version(a))
+    cache.apply_notices([f"NOTICE:  tenantd_cache:inboxes:{a},{c}\n"])  # as the writer sees it
+    assert cache.inbox(a, "unread") is None and cache.inbox(c, "unread") is None
+    cache.store_inbox(b, "unread", 3, cache.inbox_version(b))
+    cache.apply("inboxes:not-a-uuid")  # unreadable: nothing cached can be trusted
+    assert cache.inbox(b, "unread") is None

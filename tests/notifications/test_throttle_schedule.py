@@ -60,11 +60,14 @@ async def test_sends_over_the_throttle_limit_are_suppressed_as_throttled(
     )
     await quiesce(services)
     states = [await deliveries(services, i) for i in ids]
-    assert states[:3] == [{"in_app": ("sent", None), "sse": ("sent", None)}] * 3
-    assert (
-        states[3:]
-        == [{"in_app": ("suppressed", "throttled"), "sse": ("suppressed", "throttled")}] * 2
-    )
+    sent = {"in_app": ("sent", None), "sse": ("sent", None)}
+    throttled = {"in_app": ("suppressed", "throttled"), "sse": ("suppressed", "throttled")}
+    if queues_enabled:
+        # Queued dispatch jobs of separate batches run side by side: which sends are over
+        # the limit is not fixed, how many is (it failed 1 run in 4 before issue 19 too).
+        assert sorted(map(str, states)) == sorted(map(str, [sent] * 3 + [throttled] * 2))
+    else:
+        assert states == [sent] * 3 + [throttled] * 2
     assert (await deliveries(services, elsewhere.notification_id))["in_app"] == ("sent", None)
     assert (await deliveries(services, mine.notification_id))["in_app"] == ("sent", None)
     # The inbox shows only the three that went through.

@@ -207,6 +207,8 @@ class NotificationFeed:
 
     def _on_invalidation(self, _channel: str, payload: str) -> None:
         kind, _, value = payload.partition(":")
+        if kind not in ("user", "session"):
+            return  # inbox changes (one per notification written) concern no stream's token
         try:
             key = uuid.UUID(value)
         except ValueError:
