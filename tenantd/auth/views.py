@@ -71,7 +71,7 @@ def client_meta(request: web.Request) -> service.ClientMeta:
 
 def signed_in(request: web.Request, result: service.SignedIn | service.Verified) -> web.Response:
     """Answer with the signed-in user (and the verified account) and set the session cookies."""
-    data: VerifiedUser | SignedInUser | RefreshData
+    data: VerifiedUser | SignedInUser | RefreshData | dict[str, object]
     if isinstance(result, service.Verified):
         data = VerifiedUser(
             user=UserOut.of(result.user),
@@ -81,7 +81,7 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
     elif result.user is None:
         data = RefreshData(user=None)
     else:
-        data = SignedInUser(user=UserOut.of(result.user))
+        data = {"user": UserOut.json_of(result.user)}  # SignedInUser, without the models
     response = ok(data)
     settings = request.app[SETTINGS]
     set_session_cookies(response, settings, result.tokens)
