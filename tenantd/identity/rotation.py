@@ -135,6 +135,13 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, o.n, o.key, o.start
 
 # Enough to fill a turn under heavy load; a larger backlog waits for the next batch.
 MAX_BATCH = 64
+# One batch at a time: what arrives while it runs forms the next, larger one (fewer
+# statements, each with more rows: less CPU a refresh on both sides, and a shorter wait than
+# several small statements queued behind each other). A batch still running after
+# STALL_SECONDS (waiting on a row lock the locked path or another transaction holds) no
+# longer counts, so it holds up nobody else's refresh for longer than that.
+MAX_IN_FLIGHT = 1
+STALL_SECONDS = 0.02
 
 
 @dataclass(frozen=True)
@@ -174,7 +181,10 @@ class RotationBatcher:
         self.db = db
         self.ttl_days = ttl_days
         self.pending: list[_Pending] = []
+        self.pending_hashes: set[bytes] = set()
         self.flushing = 0  # batches scheduled that have not yet taken their requests
+        self.running: dict[int, float] = {}  # batches started and not yet answered: when
+        self.batches = 0
         self.tasks: set[asyncio.Task[None]] = set()  # the loop keeps only weak references
 
     async def rotate(self, request: RotationRequest) -> Row | None:
@@ -183,25 +193,41 @@ class RotationBatcher:
 
     async def run(self, request: RotationRequest) -> Rotation:
         """Renew (and count) `request` in the next batch; NOT_HERE when it cannot join one."""
-        if any(pending.old_hash == request.old_hash for pending, _ in self.pending):
+        if request.old_hash in self.pending_hashes:
             return NOT_HERE  # the same token twice in one batch: the locked path decides
         future: asyncio.Future[Rotation] = asyncio.get_running_loop().create_future()
         self.pending.append((request, future))
-        if self.flushing == 0 or len(self.pending) > MAX_BATCH * self.flushing:
-            self.flushing += 1
-            task = asyncio.get_running_loop().create_task(self._flush())
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+        self.pending_hashes.add(request.old_hash)
+        self._schedule()
         return await future
 
-    async def _flush(self) -> None:
+    def _schedule(self) -> None:
+        """Start the batches the backlog needs (one per MAX_BATCH waiting), while fewer than
+        MAX_IN_FLIGHT run that have not stalled: a request arriving meanwhile joins the next
+        batch, which starts as soon as one ends (or stalls)."""
+        if not self.pending:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        busy = sum(1 for started in self.running.values() if started > now - STALL_SECONDS)
+        needed = -(-len(self.pending) // MAX_BATCH) - self.flushing
+        for _ in range(min(needed, MAX_IN_FLIGHT - busy)):
+            self.batches += 1
+            self.running[self.batches] = now
+            self.flushing += 1
+            task = loop.create_task(self._flush(self.batches))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _flush(self, number: int) -> None:
         batch: list[_Pending] = []
         outcomes: dict[int, Rotation] = {}
         expires_at = dt.datetime.now(dt.UTC)
+        stalled = asyncio.get_running_loop().call_later(STALL_SECONDS, self._schedule)
         taken = False
         try:
             async with self.db.connection() as conn:
-                # Take what arrived while the pool was busy: that is the batch.
+                # Take what arrived while the previous batch ran: that is the batch.
                 batch, taken = self._take(), True
                 if batch:
                     expires_at += dt.timedelta(days=self.ttl_days)
@@ -210,15 +236,20 @@ class RotationBatcher:
             log.warning("batched refresh failed; each renewal falls back", exc_info=True)
             outcomes = {}
         finally:
+            stalled.cancel()
+            self.running.pop(number, None)
             if not taken:
                 batch = self._take()  # never strand a request this batch was meant to run
             for index, (_, future) in enumerate(batch):
                 if not future.done():
                     future.set_result(outcomes.get(index, NOT_HERE))
+            self._schedule()  # what arrived while this batch ran
 
     def _take(self) -> list[_Pending]:
         self.flushing -= 1
         batch, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
+        for request, _ in batch:
+            self.pending_hashes.discard(request.old_hash)
         return batch
 
 
