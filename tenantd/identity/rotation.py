@@ -1,5 +1,5 @@
 """The good path of a refresh, batched: every renewal that arrives while the previous batch
-waits for a pooled connection (or in the same event-loop turn) shares one statement.
+runs (one at a time, unless it stalls on a lock) shares the next statement.
 
 One statement per batch instead of one per refresh: the client-side cost of a database round
 trip (futures, poll callbacks, a pool checkout) and PostgreSQL's per-statement cost are paid
@@ -7,6 +7,8 @@ once for the lot. Each row is still decided on its own, by the same conditions a
 rows are locked in id order, so two batches never wait on each other in a cycle. Anything the
 batch does not renew (not renewable, raced, a repeat, the same token twice, a failed batch)
 answers None and the caller's locked slow path decides, exactly as for a single statement.
+With RATE_LIMIT_ENABLED the requests' rate-limit counters move in the same statement, before
+anything is renewed (ROTATE_COUNTED).
 """
 
 from __future__ import annotations
@@ -163,10 +165,6 @@ class Rotation:
     row: Row | None = None  # the renewed user row (with the successor's expiry)
     counted: bool = False  # its counters moved (whatever else happened)
     verdict: Verdict | None = None  # refused by a limit: counted, not renewed
-
-    @property
-    def renewed(self) -> bool:
-        return self.row is not None
 
 
 NOT_HERE = Rotation()  # not renewed, nothing counted: the caller does both on the locked path
