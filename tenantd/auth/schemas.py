@@ -25,6 +25,15 @@ class UserOut(ApiModel):
     def of(cls, row: Row) -> UserOut:
         return cls.model_validate({k: row[k] for k in cls.model_fields})
 
+    @classmethod
+    def json_of(cls, row: Row) -> dict[str, Any]:
+        """What `of(row)` dumps to (camelCase keys, values for orjson), without building the
+        model: a user row's columns already have the fields' types (the refresh answer)."""
+        return {alias: row[name] for name, alias in _USER_ALIASES}
+
+
+_USER_ALIASES = [(name, field.alias or name) for name, field in UserOut.model_fields.items()]
+
 
 class AccountRef(ApiModel):
     id: uuid.UUID

@@ -17,6 +17,7 @@ import datetime as dt
 import hmac
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -42,11 +43,12 @@ from tenantd.identity.events import user_changed
 from tenantd.identity.passwords import hash_password, needs_rehash, verify_password
 from tenantd.identity.sessions import (
     IssuedTokens,
+    OverRateLimit,
     issue_session,
+    renew_batched,
     revoke_all,
     revoke_session,
     rotate,
-    rotate_fast,
 )
 from tenantd.identity.signin import (
     AUTH_EMAIL,
@@ -59,7 +61,7 @@ from tenantd.identity.tokens import AccessClaims, new_opaque_token, token_hash
 from tenantd.mfa import service as mfa
 from tenantd.mfa.stepup import require_recent_auth
 from tenantd.ops.config import ops_config
-from tenantd.ops.ratelimit import enforce
+from tenantd.ops.ratelimit import Counter, enforce, hit
 from tenantd.outbox import Actor
 from tenantd.settings import Settings
 
@@ -584,13 +586,15 @@ async def refresh_session(
     refresh_token: str,
     client: ClientMeta,
     family_id: uuid.UUID | None = None,
+    counters: Sequence[Counter] = (),
 ) -> SignedIn:
     """Rotate the refresh session and answer with the user it belongs to.
 
     Reuse of a rotated-out token ends the family; its user is told by email (after commit).
     `family_id`: the family the token names, when the caller has checked its tag already.
+    `counters`: the request's rate limits, counted once (OverRateLimit when over one).
     """
-    renewed = await rotate_fast(
+    fast = await renew_batched(
         services.db,
         services.settings,
         keyring=services.keyring,
@@ -598,11 +602,18 @@ async def refresh_session(
         user_agent=client.user_agent,
         ip=client.ip,
         family_id=family_id,
+        counters=counters,
     )
-    if renewed is not None:
-        tokens, user = renewed
+    if fast.verdict is not None:
+        raise OverRateLimit(fast.verdict)
+    if fast.renewed is not None:
+        tokens, user = fast.renewed
         return SignedIn(tokens, user)
     async with services.db.connection() as conn:
+        if counters and not fast.counted:
+            verdict = await hit(conn, counters)
+            if not verdict.allowed:
+                raise OverRateLimit(verdict)
         # Not renewable, raced, or a repeat: the locked slow path decides (and revokes on reuse).
         async with conn.transaction():
             renewal = await rotate(

@@ -45,6 +45,7 @@ from tenantd.identity.cookies import (
 )
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE, describe
 from tenantd.identity.guards import invalid
+from tenantd.identity.sessions import OverRateLimit
 from tenantd.identity.tokens import refresh_token_family
 from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import MfaChallengeOut, MfaStatusOut
@@ -52,7 +53,7 @@ from tenantd.principal import current_principal, optional_principal
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.web.json import JsonResponse, dumps, ok
-from tenantd.web.ratelimit import rate_limit_request
+from tenantd.web.ratelimit import rate_limit_counters, refused
 from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes
@@ -70,7 +71,7 @@ def client_meta(request: web.Request) -> service.ClientMeta:
 
 def signed_in(request: web.Request, result: service.SignedIn | service.Verified) -> web.Response:
     """Answer with the signed-in user (and the verified account) and set the session cookies."""
-    data: VerifiedUser | SignedInUser | RefreshData
+    data: VerifiedUser | SignedInUser | RefreshData | dict[str, object]
     if isinstance(result, service.Verified):
         data = VerifiedUser(
             user=UserOut.of(result.user),
@@ -80,7 +81,7 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
     elif result.user is None:
         data = RefreshData(user=None)
     else:
-        data = SignedInUser(user=UserOut.of(result.user))
+        data = {"user": UserOut.json_of(result.user)}  # SignedInUser, without the models
     response = ok(data)
     settings = request.app[SETTINGS]
     set_session_cookies(response, settings, result.tokens)
@@ -271,12 +272,20 @@ async def refresh(request: web.Request) -> web.Response:
         # Nothing to refresh: the anonymous branch of tryAuth.
         return ok(RefreshData(user=None))
     services = request.app[SERVICES]
-    # Limited per IP and per session family (named by the token, checked by its tag).
+    # Limited per IP and per session family (named by the token, checked by its tag),
+    # counted in the renewal's own statement.
     family = refresh_token_family(services.settings.secret_key, raw)
-    await rate_limit_request(request, "refresh", None, session=str(family) if family else None)
-    result = await service.refresh_session(
-        services, refresh_token=raw, client=client_meta(request), family_id=family
-    )
+    counters = rate_limit_counters(request, "refresh", session=str(family) if family else None)
+    try:
+        result = await service.refresh_session(
+            services,
+            refresh_token=raw,
+            client=client_meta(request),
+            family_id=family,
+            counters=counters,
+        )
+    except OverRateLimit as over:
+        raise refused(request, "refresh", over.verdict) from None
     return signed_in(request, result)
 
 

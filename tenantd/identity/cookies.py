@@ -4,9 +4,10 @@ remaining lifetime (0 when cleared)."""
 
 from __future__ import annotations
 
+import re
 import time
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.principal import AccessClaims
@@ -20,6 +21,11 @@ BINDING_COOKIE = "registration_binding"
 DEVICE_COOKIE = "device_id"
 
 
+# The characters a cookie value may hold without quoting (http.cookies' legal characters):
+# such a value is written exactly as SimpleCookie would write it.
+_PLAIN = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~:]+")
+
+
 def set_cookie(
     response: web.StreamResponse,
     settings: Settings,
@@ -29,22 +35,51 @@ def set_cookie(
     max_age: int,
     path: str = "/",
 ) -> None:
-    """Set one of tenantd's cookies with the policy."""
-    response.set_cookie(
-        name,
-        value,
-        max_age=max_age,
-        path=path,
-        httponly=True,
-        samesite="Lax",
-        secure=settings.cookie_secure,
+    """Set one of tenantd's cookies with the policy.
+
+    A plain value (every token of ours) on Path=/ is written as its Set-Cookie header at once,
+    with the attributes in the order aiohttp's Morsel writes them: a Morsel, built and then
+    written out, cost more than the rest of the refresh's response. Anything else goes
+    through aiohttp's `set_cookie`."""
+    if path != "/" or not _PLAIN.fullmatch(value):
+        _drop_header(response, name)
+        response.set_cookie(
+            name,
+            value,
+            max_age=max_age,
+            path=path,
+            httponly=True,
+            samesite="Lax",
+            secure=settings.cookie_secure,
+        )
+        return
+    response.cookies.pop(name, None)  # a Morsel set earlier would be written after us
+    _drop_header(response, name)
+    secure = "; Secure" if settings.cookie_secure else ""
+    response.headers.add(
+        hdrs.SET_COOKIE,
+        f"{name}={value}; HttpOnly; Max-Age={max_age}; Path={path}; SameSite=Lax{secure}",
     )
+
+
+def _drop_header(response: web.StreamResponse, name: str) -> None:
+    """Forget a Set-Cookie header written earlier for `name` (the last word on it wins)."""
+    headers = response.headers
+    if hdrs.SET_COOKIE not in headers:
+        return
+    values = headers.getall(hdrs.SET_COOKIE)
+    kept = [value for value in values if not value.startswith(f"{name}=")]
+    if len(kept) != len(values):
+        del headers[hdrs.SET_COOKIE]
+        for value in kept:
+            headers.add(hdrs.SET_COOKIE, value)
 
 
 def clear_cookie(
     response: web.StreamResponse, settings: Settings, name: str, *, path: str = "/"
 ) -> None:
     """Clear one of tenantd's cookies (Max-Age=0) with the attributes it was set with."""
+    _drop_header(response, name)
     response.del_cookie(
         name, path=path, secure=settings.cookie_secure, httponly=True, samesite="Lax"
     )

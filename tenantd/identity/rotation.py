@@ -1,5 +1,5 @@
 """The good path of a refresh, batched: every renewal that arrives while the previous batch
-waits for a pooled connection (or in the same event-loop turn) shares one statement.
+runs (one at a time, unless it stalls on a lock) shares the next statement.
 
 One statement per batch instead of one per refresh: the client-side cost of a database round
 trip (futures, poll callbacks, a pool checkout) and PostgreSQL's per-statement cost are paid
@@ -7,6 +7,8 @@ once for the lot. Each row is still decided on its own, by the same conditions a
 rows are locked in id order, so two batches never wait on each other in a cycle. Anything the
 batch does not renew (not renewable, raced, a repeat, the same token twice, a failed batch)
 answers None and the caller's locked slow path decides, exactly as for a single statement.
+With RATE_LIMIT_ENABLED the requests' rate-limit counters move in the same statement, before
+anything is renewed (ROTATE_COUNTED).
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import math
 import uuid
 import weakref
 from dataclasses import dataclass
 
-from tenantd.db import Database, Row
+from tenantd.db import Conn, Database, Row
 from tenantd.db.core import Prepared
 from tenantd.identity import queries
+from tenantd.ops.ratelimit import Counter, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +34,12 @@ log = logging.getLogger(__name__)
 # family's rows rotated out before it (skipping rows a repeat holds), insert the successor,
 # return the user. A concurrent second use waits on the lock, re-checks, finds it rotated and
 # returns nothing for that row.
-ROTATE = Prepared(
-    "tenantd_rotate_sessions",
-    f"""
+_ROTATE = """
 WITH req AS (
     SELECT * FROM unnest(%(old)s::bytea[], %(family)s::uuid[], %(new)s::bytea[],
-                         %(jti)s::uuid[], %(ua)s::text[], %(ip)s::text[])
-               AS r(old, family, new, jti, ua, ip)
-), old AS (
+                         %(jti)s::uuid[], %(ua)s::text[], %(ip)s::text[]) WITH ORDINALITY
+               AS r(old, family, new, jti, ua, ip, n)
+){counting}, old AS (
     SELECT s.id, s.family_id, s.user_id, s.account_id,
            COALESCE(s.signed_in_at, s.created_at) AS signed_in_at, s.method,
            r.new, r.jti, r.ua, r.ip
@@ -49,9 +51,9 @@ WITH req AS (
        AND NOT EXISTS (SELECT 1 FROM sessions f
                         WHERE f.family_id = s.family_id AND f.revoked_at IS NOT NULL)
        AND (s.account_id IS NULL OR EXISTS (
-            SELECT 1 FROM {queries.ACTIVE_MEMBERSHIPS}
+            SELECT 1 FROM {memberships}
                AND m.user_id = s.user_id AND m.account_id = s.account_id
-               AND (u.mfa_enabled OR NOT a.require_mfa)))
+               AND (u.mfa_enabled OR NOT a.require_mfa))){allowed}
      ORDER BY s.id
        FOR UPDATE OF s
 ), rotated AS (
@@ -71,14 +73,77 @@ WITH req AS (
     RETURNING user_id, account_id, family_id, token_hash
 )
 SELECT i.token_hash AS new_hash, u.id, u.email, u.first_name, u.last_name,
-       u.email_verified_at, i.account_id, sa.amr, sa.auth_time
+       u.email_verified_at, i.account_id, sa.amr, sa.auth_time{renewed_columns}
   FROM issued i JOIN users u ON u.id = i.user_id
-  LEFT JOIN session_auth sa ON sa.family_id = i.family_id
-""",
+  LEFT JOIN session_auth sa ON sa.family_id = i.family_id{refusals}
+"""
+
+ROTATE = Prepared(
+    "tenantd_rotate_sessions",
+    _ROTATE.format(
+        counting="",
+        memberships=queries.ACTIVE_MEMBERSHIPS,
+        allowed="",
+        renewed_columns="",
+        refusals="",
+    ),
+)
+
+# The same, with the requests' rate-limit counters (RATE_LIMIT_ENABLED) moved first, in the
+# same statement: `hit` lists each request's counters (its ordinal `n` in `req`). Every
+# counter row moves once, by the number of requests counting it (in key order, as
+# `ops.ratelimit.hit` does, so two batches never lock counters in a cycle); request n's count
+# is what it would have been had the requests come one by one, in batch order. A request
+# over any limit is not renewed: its over-limit counters come back (`limited` = n) instead.
+ROTATE_COUNTED = Prepared(
+    "tenantd_rotate_sessions_counted",
+    _ROTATE.format(
+        counting=""", hit AS (
+    SELECT * FROM unnest(%(hit_n)s::int[], %(hit_key)s::text[], %(hit_secs)s::int[],
+                         %(hit_limit)s::int[]) AS h(n, key, secs, lim)
+), counted AS (
+    INSERT INTO rate_limits AS c (key, window_start, count)
+    SELECT h.key,
+           to_timestamp((floor(extract(epoch FROM now()) / max(h.secs)) * max(h.secs))::float8),
+           count(*)
+      FROM hit h
+     GROUP BY h.key
+     ORDER BY h.key
+    ON CONFLICT (key) DO UPDATE SET
+        count = CASE WHEN c.window_start = excluded.window_start
+                     THEN c.count + excluded.count ELSE excluded.count END,
+        window_start = excluded.window_start
+    RETURNING c.key, c.count, extract(epoch FROM c.window_start - now())::float8 AS start_offset
+), over AS (
+    SELECT h.n, h.key, k.start_offset
+      FROM (SELECT h.*, row_number() OVER (PARTITION BY h.key ORDER BY h.n) AS nth,
+                   count(*) OVER (PARTITION BY h.key) AS hits
+              FROM hit h) h
+      JOIN counted k ON k.key = h.key
+     WHERE k.count - h.hits + h.nth > h.lim
+)""",
+        memberships=queries.ACTIVE_MEMBERSHIPS,
+        allowed="\n       AND NOT EXISTS (SELECT 1 FROM over o WHERE o.n = r.n)",
+        renewed_columns=(
+            ",\n       NULL::bigint AS limited, NULL::text AS limited_key,"
+            " NULL::float8 AS start_offset"
+        ),
+        refusals="""
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, o.n, o.key, o.start_offset
+  FROM over o""",
+    ),
 )
 
 # Enough to fill a turn under heavy load; a larger backlog waits for the next batch.
 MAX_BATCH = 64
+# One batch at a time: what arrives while it runs forms the next, larger one (fewer
+# statements, each with more rows: less CPU a refresh on both sides, and a shorter wait than
+# several small statements queued behind each other). A batch still running after
+# STALL_SECONDS (waiting on a row lock the locked path or another transaction holds) no
+# longer counts, so it holds up nobody else's refresh for longer than that.
+MAX_IN_FLIGHT = 1
+STALL_SECONDS = 0.02
 
 
 @dataclass(frozen=True)
@@ -89,6 +154,22 @@ class RotationRequest:
     jti: uuid.UUID
     user_agent: str | None
     ip: str | None
+    # Rate-limit counters to move with the renewal (none: RATE_LIMIT_ENABLED=false).
+    counters: tuple[Counter, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """What a batch did with one request."""
+
+    row: Row | None = None  # the renewed user row (with the successor's expiry)
+    counted: bool = False  # its counters moved (whatever else happened)
+    verdict: Verdict | None = None  # refused by a limit: counted, not renewed
+
+
+NOT_HERE = Rotation()  # not renewed, nothing counted: the caller does both on the locked path
+
+_Pending = tuple[RotationRequest, "asyncio.Future[Rotation]"]
 
 
 class RotationBatcher:
@@ -97,60 +178,109 @@ class RotationBatcher:
     def __init__(self, db: Database, ttl_days: int):
         self.db = db
         self.ttl_days = ttl_days
-        self.pending: list[tuple[RotationRequest, asyncio.Future[Row | None]]] = []
+        self.pending: list[_Pending] = []
+        self.pending_hashes: set[bytes] = set()
         self.flushing = 0  # batches scheduled that have not yet taken their requests
+        self.running: dict[int, float] = {}  # batches started and not yet answered: when
+        self.batches = 0
         self.tasks: set[asyncio.Task[None]] = set()  # the loop keeps only weak references
 
     async def rotate(self, request: RotationRequest) -> Row | None:
         """The renewed user row (with the successor's expiry), or None: not renewed here."""
-        if any(pending.old_hash == request.old_hash for pending, _ in self.pending):
-            return None  # the same token twice in one batch: the locked path decides
-        future: asyncio.Future[Row | None] = asyncio.get_running_loop().create_future()
+        return (await self.run(request)).row
+
+    async def run(self, request: RotationRequest) -> Rotation:
+        """Renew (and count) `request` in the next batch; NOT_HERE when it cannot join one."""
+        if request.old_hash in self.pending_hashes:
+            return NOT_HERE  # the same token twice in one batch: the locked path decides
+        future: asyncio.Future[Rotation] = asyncio.get_running_loop().create_future()
         self.pending.append((request, future))
-        if self.flushing == 0 or len(self.pending) > MAX_BATCH * self.flushing:
-            self.flushing += 1
-            task = asyncio.get_running_loop().create_task(self._flush())
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+        self.pending_hashes.add(request.old_hash)
+        self._schedule()
         return await future
 
-    async def _flush(self) -> None:
-        batch: list[tuple[RotationRequest, asyncio.Future[Row | None]]] = []
-        rows: list[Row] = []
+    def _schedule(self) -> None:
+        """Start the batches the backlog needs (one per MAX_BATCH waiting), while fewer than
+        MAX_IN_FLIGHT run that have not stalled: a request arriving meanwhile joins the next
+        batch, which starts as soon as one ends (or stalls)."""
+        if not self.pending:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        busy = sum(1 for started in self.running.values() if started > now - STALL_SECONDS)
+        needed = -(-len(self.pending) // MAX_BATCH) - self.flushing
+        for _ in range(min(needed, MAX_IN_FLIGHT - busy)):
+            self.batches += 1
+            self.running[self.batches] = now
+            self.flushing += 1
+            task = loop.create_task(self._flush(self.batches))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _flush(self, number: int) -> None:
+        batch: list[_Pending] = []
+        outcomes: dict[int, Rotation] = {}
         expires_at = dt.datetime.now(dt.UTC)
+        stalled = asyncio.get_running_loop().call_later(STALL_SECONDS, self._schedule)
         taken = False
         try:
             async with self.db.connection() as conn:
-                # Take what arrived while the pool was busy: that is the batch.
+                # Take what arrived while the previous batch ran: that is the batch.
                 batch, taken = self._take(), True
                 if batch:
                     expires_at += dt.timedelta(days=self.ttl_days)
-                    rows = await conn.fetch_all(ROTATE, _arrays(batch, expires_at))
+                    outcomes = await _run_batch(conn, batch, expires_at)
         except Exception:
             log.warning("batched refresh failed; each renewal falls back", exc_info=True)
-            rows = []
+            outcomes = {}
         finally:
+            stalled.cancel()
+            self.running.pop(number, None)
             if not taken:
                 batch = self._take()  # never strand a request this batch was meant to run
-            by_hash = {bytes(row["new_hash"]): row for row in rows}
-            for request, future in batch:
-                row = by_hash.get(request.new_hash)
-                if row is not None:
-                    row["expires_at"] = expires_at
+            for index, (_, future) in enumerate(batch):
                 if not future.done():
-                    future.set_result(row)
+                    future.set_result(outcomes.get(index, NOT_HERE))
+            self._schedule()  # what arrived while this batch ran
 
-    def _take(self) -> list[tuple[RotationRequest, asyncio.Future[Row | None]]]:
+    def _take(self) -> list[_Pending]:
         self.flushing -= 1
         batch, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
+        for request, _ in batch:
+            self.pending_hashes.discard(request.old_hash)
         return batch
 
 
-def _arrays(
-    batch: list[tuple[RotationRequest, asyncio.Future[Row | None]]], expires_at: dt.datetime
-) -> dict[str, object]:
+async def _run_batch(
+    conn: Conn, batch: list[_Pending], expires_at: dt.datetime
+) -> dict[int, Rotation]:
+    """One statement for the batch; each request's outcome by its index in `batch`."""
     requests = [request for request, _ in batch]
-    return {
+    counting = any(r.counters for r in requests)
+    params = _arrays(batch, expires_at)
+    rows = await conn.fetch_all(ROTATE_COUNTED if counting else ROTATE, params)
+    renewed: dict[bytes, Row] = {}
+    over: dict[int, list[Row]] = {}
+    for row in rows:
+        if row.get("limited") is not None:
+            over.setdefault(row["limited"] - 1, []).append(row)
+        else:
+            row["expires_at"] = expires_at
+            renewed[bytes(row["new_hash"])] = row
+    outcomes = {}
+    for index, request in enumerate(requests):
+        counted = bool(request.counters)
+        if index in over:
+            outcomes[index] = Rotation(counted=True, verdict=_verdict(request, over[index]))
+        else:
+            outcomes[index] = Rotation(renewed.get(request.new_hash), counted)
+    return outcomes
+
+
+def _arrays(batch: list[_Pending], expires_at: dt.datetime) -> dict[str, object]:
+    """The statement's parameters: one array per column, the counters flattened (`hit`)."""
+    requests = [request for request, _ in batch]
+    params: dict[str, object] = {
         "old": [r.old_hash for r in requests],
         "family": [r.family_id for r in requests],
         "new": [r.new_hash for r in requests],
@@ -159,6 +289,29 @@ def _arrays(
         "ip": [r.ip for r in requests],
         "expires": expires_at,
     }
+    hits = [(n, c) for n, r in enumerate(requests, 1) for c in r.counters]
+    if hits:
+        params["hit_n"] = [n for n, _ in hits]
+        params["hit_key"] = [c.key for _, c in hits]
+        params["hit_secs"] = [c.window for _, c in hits]
+        params["hit_limit"] = [c.limit for _, c in hits]
+    return params
+
+
+def _verdict(request: RotationRequest, over: list[Row]) -> Verdict:
+    """The refusal `ops.ratelimit.hit` gives for these over-limit counters: the latest
+    window end wins (the first counter of the request's on a tie)."""
+    offsets = {row["limited_key"]: row["start_offset"] for row in over}
+    worst: Verdict | None = None
+    for counter in request.counters:
+        offset = offsets.get(counter.key)
+        if offset is None:
+            continue
+        retry = max(1, math.ceil(offset + counter.window))
+        if worst is None or retry > worst.retry_after:
+            worst = Verdict(False, retry, counter.dimension)
+    assert worst is not None
+    return worst
 
 
 _BATCHERS: weakref.WeakKeyDictionary[Database, RotationBatcher] = weakref.WeakKeyDictionary()

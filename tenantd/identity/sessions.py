@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Database, Row
-from tenantd.errors import MfaRequired, Unauthorized
+from tenantd.errors import MfaRequired, RateLimited, Unauthorized
 from tenantd.identity import queries
 from tenantd.identity.events import sessions_revoked
 from tenantd.identity.rotation import RotationRequest, batcher_for
@@ -34,6 +34,7 @@ from tenantd.identity.tokens import (
     successor_refresh_token,
     token_hash,
 )
+from tenantd.ops.ratelimit import Counter, Verdict
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,25 @@ async def _insert_session(
     return IssuedTokens(access_token, claims, refresh, expires_at)
 
 
-async def rotate_fast(
+class OverRateLimit(RateLimited):
+    """A refresh refused by one of its rate-limit counters (the verdict says which)."""
+
+    def __init__(self, verdict: Verdict):
+        super().__init__(verdict.retry_after)
+        self.verdict = verdict
+
+
+@dataclass(frozen=True)
+class FastRenewal:
+    """What the batched path did with a refresh: renewed it, refused it for a rate limit, or
+    left it to the locked path (`counted`: its rate-limit counters moved already)."""
+
+    renewed: tuple[IssuedTokens, Row] | None = None
+    counted: bool = False
+    verdict: Verdict | None = None  # over a rate limit: not renewed, nothing more to do
+
+
+async def renew_batched(
     db: Database,
     settings: Settings,
     *,
@@ -178,17 +197,19 @@ async def rotate_fast(
     user_agent: str | None = None,
     ip: str | None = None,
     family_id: uuid.UUID | None = None,
-) -> tuple[IssuedTokens, Row] | None:
-    """Renew through the batched statement (`rotation`); None when this token is not renewed
-    there (not renewable, raced, a repeat): then the locked path (`rotate`) decides.
-    `family_id` is the family the token names, when the caller has checked it already."""
+    counters: Sequence[Counter] = (),
+) -> FastRenewal:
+    """Renew through the batched statement (`rotation`), counting `counters` (the request's
+    rate limits) in the same statement. Not renewed there (not renewable, raced, a repeat):
+    the locked path (`rotate`) decides. `family_id` is the family the token names, when the
+    caller has checked it already."""
     secret_key = settings.secret_key
     family_id = family_id or refresh_token_family(secret_key, refresh_token)
     if family_id is None:
-        return None  # not one of ours, or from before tokens named their family
+        return FastRenewal()  # not one of ours, or from before tokens named their family
     refresh = successor_refresh_token(secret_key, refresh_token, family_id)
     jti = uuid.uuid4()
-    user = await batcher_for(db, settings.refresh_token_ttl_days).rotate(
+    outcome = await batcher_for(db, settings.refresh_token_ttl_days).run(
         RotationRequest(
             old_hash=token_hash(secret_key, refresh_token),
             family_id=family_id,
@@ -196,10 +217,12 @@ async def rotate_fast(
             jti=jti,
             user_agent=(user_agent or "")[:512] or None,
             ip=ip,
+            counters=tuple(counters),
         )
     )
+    user = outcome.row
     if user is None:
-        return None
+        return FastRenewal(counted=outcome.counted, verdict=outcome.verdict)
     auth = SessionAuth.of(user)
     access_token, claims = issue_access_token(
         keyring,
@@ -210,7 +233,32 @@ async def rotate_fast(
         amr=auth.amr,
         auth_time=auth.auth_time,
     )
-    return IssuedTokens(access_token, claims, refresh, user["expires_at"]), user
+    tokens = IssuedTokens(access_token, claims, refresh, user["expires_at"])
+    return FastRenewal((tokens, user), counted=outcome.counted)
+
+
+async def rotate_fast(
+    db: Database,
+    settings: Settings,
+    *,
+    keyring: Keyring,
+    refresh_token: str,
+    user_agent: str | None = None,
+    ip: str | None = None,
+    family_id: uuid.UUID | None = None,
+) -> tuple[IssuedTokens, Row] | None:
+    """`renew_batched` without rate limits: the new tokens and user, or None when the
+    locked path (`rotate`) must decide."""
+    fast = await renew_batched(
+        db,
+        settings,
+        keyring=keyring,
+        refresh_token=refresh_token,
+        user_agent=user_agent,
+        ip=ip,
+        family_id=family_id,
+    )
+    return fast.renewed
 
 
 async def rotate(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import secrets
 import time
@@ -48,7 +47,7 @@ def _unb64(text: str) -> bytes:
 
 
 def _family_part(secret_key: str, family_id: uuid.UUID) -> str:
-    tag = hmac.new(secret_key.encode(), _FAMILY_TAG + family_id.bytes, hashlib.sha256).digest()
+    tag = hmac.digest(secret_key.encode(), _FAMILY_TAG + family_id.bytes, "sha256")
     return f"{_b64(family_id.bytes)}.{_b64(tag[:_TAG_BYTES])}"
 
 
@@ -61,7 +60,7 @@ def successor_refresh_token(secret_key: str, token: str, family_id: uuid.UUID) -
     """The token that replaces `token` on rotation: derived, not random, so a repeat of the
     same rotation (two tabs refreshing at once) answers the same successor without any
     token being stored."""
-    secret = hmac.new(secret_key.encode(), _SUCCESSOR + token.encode(), hashlib.sha256).digest()
+    secret = hmac.digest(secret_key.encode(), _SUCCESSOR + token.encode(), "sha256")
     return f"{_family_part(secret_key, family_id)}.{_b64(secret)}"
 
 

@@ -10,7 +10,7 @@ from tenantd.db import DATABASE
 from tenantd.errors import RateLimited
 from tenantd.ops.config import ops_config
 from tenantd.ops.metrics import METRICS
-from tenantd.ops.ratelimit import check, client_ip
+from tenantd.ops.ratelimit import Counter, Verdict, client_ip, counters_for, email_key, hit
 from tenantd.settings import SETTINGS
 
 
@@ -20,28 +20,45 @@ def request_ip(request: web.Request) -> str | None:
     return client_ip(request.remote, request.headers.get("X-Forwarded-For"), config.trusted_proxies)
 
 
+def rate_limit_counters(
+    request: web.Request, scope: str, *, email: str | None = None, session: str | None = None
+) -> list[Counter]:
+    """The counters this request moves for `scope` (per IP, per email, per `session`); none
+    when rate limiting is off. For a caller that counts them in a statement of its own (the
+    batched refresh); `rate_limit_request` counts them alone."""
+    settings = request.app[SETTINGS]
+    config = ops_config(settings)
+    if not config.rate_limit_enabled:
+        return []
+    return counters_for(
+        scope,
+        config.rate_rule(scope),
+        ip=request_ip(request),
+        email_hash=email_key(settings.secret_key, email) if email else None,
+        session=session,
+    )
+
+
+def refused(request: web.Request, scope: str, verdict: Verdict) -> RateLimited:
+    """The 429 for a request over a limit of `scope`, counted in the metrics."""
+    metrics = request.app.get(METRICS)
+    if metrics is not None:
+        metrics.rate_limited.labels(scope, verdict.dimension or "unknown").inc()
+    return RateLimited(verdict.retry_after)
+
+
 async def rate_limit_request(
     request: web.Request, scope: str, body: Any, *, session: str | None = None
 ) -> None:
     """Count this request against `scope` per IP, per body email and per `session` (a
     session family id the caller vouches for); 429 when over."""
-    settings = request.app[SETTINGS]
-    config = ops_config(settings)
-    if not config.rate_limit_enabled:
-        return
     email = getattr(body, "email", None) if body is not None else None
+    counters = rate_limit_counters(
+        request, scope, email=str(email) if email else None, session=session
+    )
+    if not counters:
+        return
     async with request.app[DATABASE].connection() as conn:
-        verdict = await check(
-            conn,
-            config,
-            secret_key=settings.secret_key,
-            scope=scope,
-            ip=request_ip(request),
-            email=str(email) if email else None,
-            session=session,
-        )
+        verdict = await hit(conn, counters)
     if not verdict.allowed:
-        metrics = request.app.get(METRICS)
-        if metrics is not None:
-            metrics.rate_limited.labels(scope, verdict.dimension or "unknown").inc()
-        raise RateLimited(verdict.retry_after)
+        raise refused(request, scope, verdict)

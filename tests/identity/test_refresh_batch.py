@@ -11,9 +11,12 @@ from typing import Any
 import pytest
 
 from tenantd.db import Database
-from tenantd.identity.rotation import RotationBatcher
+from tenantd.identity import rotation
+from tenantd.identity.rotation import RotationBatcher, batcher_for
 from tenantd.identity.sessions import IssuedTokens, rotate_fast
+from tenantd.identity.tokens import token_hash
 from tenantd.services import Services
+from tests.helpers import eventually
 from tests.identity.test_refresh_reuse import REFRESH, family_rows
 
 
@@ -134,3 +137,72 @@ async def test_a_failed_batch_falls_back_to_the_locked_path(
     assert response.status == 200, await response.text()
     families = await family_rows(db)
     assert [(f["total"], f["live"], f["revoked"]) for f in families] == [(2, 1, 0)]
+
+
+async def held_row_lock(db: Database, refresh_token: str, services: Services) -> Any:
+    """A transaction on another connection holding the row lock of `refresh_token`'s session
+    (as the locked path or another instance would): the context manager and its connection."""
+    transaction = db.transaction()
+    conn = await transaction.__aenter__()
+    await conn.execute(
+        "SELECT id FROM sessions WHERE token_hash = %(h)s FOR UPDATE",
+        {"h": token_hash(services.settings.secret_key, refresh_token)},
+    )
+    return transaction
+
+
+async def a_batch_waits_on_a_lock(db: Database) -> bool:
+    waiting = await db.fetch_val(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND query LIKE 'EXECUTE tenantd_rotate_sessions%%'"
+    )
+    return bool(waiting)
+
+
+async def test_renewals_arriving_while_a_batch_runs_share_the_next_one(
+    services: Services,
+    factory: Any,
+    db: Database,
+    batch_sizes: list[int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One batch at a time: nine renewals arriving one by one while a batch runs wait for it
+    and then go together, in one statement."""
+    monkeypatch.setattr(rotation, "STALL_SECONDS", 600.0)  # this batch never counts as stalled
+    users = [await factory.user() for _ in range(10)]
+    tokens = [(await factory.tokens(user)).refresh_token for user in users]
+    lock = await held_row_lock(db, tokens[0], services)
+    first = asyncio.create_task(renew(services, services.db, tokens[0]))
+    await eventually(lambda: a_batch_waits_on_a_lock(db))
+    batcher = batcher_for(services.db, services.settings.refresh_token_ttl_days)
+    later = []
+    for token in tokens[1:]:
+        later.append(asyncio.create_task(renew(services, services.db, token)))
+        await eventually(lambda n=len(later): len(batcher.pending) == n)  # one turn each
+    assert batch_sizes == [1] and not any(task.done() for task in later)
+    await lock.__aexit__(None, None, None)
+    results = await asyncio.gather(first, *later)
+    assert all(result is not None for result in results)
+    assert batch_sizes == [1, 9]
+
+
+async def test_a_batch_stalled_on_a_lock_holds_up_no_other_renewal(
+    services: Services, factory: Any, db: Database, batch_sizes: list[int]
+) -> None:
+    """A batch waiting on a row lock stops counting after STALL_SECONDS: the renewals that
+    arrive meanwhile run in a batch of their own and finish while the lock is still held."""
+    users = [await factory.user() for _ in range(4)]
+    tokens = [(await factory.tokens(user)).refresh_token for user in users]
+    lock = await held_row_lock(db, tokens[0], services)
+    try:
+        first = asyncio.create_task(renew(services, services.db, tokens[0]))
+        await eventually(lambda: a_batch_waits_on_a_lock(db))
+        others = await asyncio.wait_for(
+            asyncio.gather(*(renew(services, services.db, t) for t in tokens[1:])), timeout=60
+        )
+        assert all(result is not None for result in others)
+        assert not first.done()
+    finally:
+        await lock.__aexit__(None, None, None)
+    assert await first is not None
+    assert batch_sizes[0] == 1 and sum(batch_sizes) == 4
