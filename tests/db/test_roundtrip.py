@@ -21,12 +21,12 @@ from tests.helpers import eventually
 SLEEP = "SELECT pg_sleep(30)"
 
 
-async def small_db(url: str, *, size: int = 1, timeout: float = 30.0) -> Database:
+async def small_db(url: str, *, size: int = 1, bound: float = 30.0) -> Database:
     pool = await Pool.from_pool_fill(
         url_to_dsn(url),
         size,
         size,
-        timeout,
+        bound,
         enable_json=True,
         enable_hstore=False,
         enable_uuid=True,
@@ -147,7 +147,7 @@ async def test_a_cancelled_transaction_commits_nothing(one: Database, migrated: 
 async def test_a_statement_past_the_pools_bound_fails_and_closes_its_connection(
     migrated: str,
 ) -> None:
-    db = await small_db(migrated, timeout=0.5)
+    db = await small_db(migrated, bound=0.5)
     try:
         (first,) = pooled(db)
         with pytest.raises(TimeoutError):
@@ -179,7 +179,7 @@ async def test_callers_queue_for_a_full_pool_in_order(one: Database) -> None:
 async def test_a_queued_caller_gives_up_at_the_pools_bound_and_cancelling_one_loses_nothing(
     migrated: str,
 ) -> None:
-    db = await small_db(migrated, timeout=0.3)
+    db = await small_db(migrated, bound=0.3)
     try:
         async with db.connection():
             with pytest.raises(TimeoutError):
@@ -204,3 +204,26 @@ async def test_a_plain_aiopg_pool_still_works(migrated: str) -> None:
         assert pool.freesize == 1
     finally:
         await db.close()
+
+
+async def test_a_server_side_cancel_is_raised_as_aiopg_raises_it(one: Database) -> None:
+    """statement_timeout ends a statement with QueryCanceledError; aiopg turns that into
+    CancelledError (after reporting it to the loop's exception handler). tenantd's path
+    keeps that, and the connection stays usable."""
+    loop = asyncio.get_running_loop()
+    reported: list[object] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context["exception"]))
+    try:
+        async with one.connection() as conn:
+            await conn.execute("SET statement_timeout = 50")
+            async with conn.raw.cursor() as cur:
+                with pytest.raises(asyncio.CancelledError):
+                    await cur.execute("SELECT pg_sleep(5)")  # aiopg's own cursor
+            with pytest.raises(asyncio.CancelledError):
+                await conn.fetch_val("SELECT pg_sleep(5)")
+            await conn.execute("RESET statement_timeout")
+            assert await conn.fetch_val("SELECT 1") == 1
+    finally:
+        loop.set_exception_handler(previous)
+    assert [type(error) for error in reported] == [psycopg2.errors.QueryCanceled] * 2
