@@ -15,7 +15,7 @@ import math
 import re
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
 import aiopg
@@ -263,25 +263,40 @@ class Conn:
         self._settled()
         return None if row is None else row[0]
 
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Conn]:
-        """BEGIN/COMMIT on this connection; nested calls join the outer transaction."""
-        if self.in_transaction:
-            yield self
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[Conn]:
+        """BEGIN/COMMIT on this connection (ROLLBACK on any exception); nested calls join
+        the outer transaction."""
+        return _Transaction(self)
+
+
+class _Transaction:
+    """`Conn.transaction()`, without a generator."""
+
+    __slots__ = ("conn", "outer")
+
+    def __init__(self, conn: Conn):
+        self.conn = conn
+        self.outer = False
+
+    async def __aenter__(self) -> Conn:
+        conn = self.conn
+        if not conn.in_transaction:
+            await run_statement(conn.raw, "BEGIN")
+            conn.in_transaction = self.outer = True
+        return conn
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if not self.outer:
             return
-        await run_statement(self.raw, "BEGIN")
-        self.in_transaction = True
-        try:
-            yield self
-        except BaseException:
-            self.in_transaction = False
-            if not self.raw.closed:
-                await run_statement(self.raw, "ROLLBACK")
-                del self.raw.notices[:]  # nothing changed
-            raise
-        self.in_transaction = False
-        await run_statement(self.raw, "COMMIT")
-        self._settled()
+        conn, self.outer = self.conn, False
+        conn.in_transaction = False
+        if exc_type is not None:
+            if not conn.raw.closed:
+                await run_statement(conn.raw, "ROLLBACK")
+                del conn.raw.notices[:]  # nothing changed
+            return
+        await run_statement(conn.raw, "COMMIT")
+        conn._settled()
 
 
 class Pool(aiopg.Pool):
@@ -419,6 +434,32 @@ class _Checkout:
             self.db.pool.give_back(raw)  # type: ignore[attr-defined]
 
 
+class _CheckoutTransaction:
+    """`Database.transaction()`: a pooled connection and a transaction on it."""
+
+    __slots__ = ("checkout", "transaction")
+
+    def __init__(self, db: Database):
+        self.checkout = _Checkout(db)
+        self.transaction: _Transaction | None = None
+
+    async def __aenter__(self) -> Conn:
+        conn = await self.checkout.__aenter__()
+        try:
+            self.transaction = _Transaction(conn)
+            return await self.transaction.__aenter__()
+        except BaseException as error:
+            await self.checkout.__aexit__(type(error), error, error.__traceback__)
+            raise
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            if self.transaction is not None:
+                await self.transaction.__aexit__(*exc)
+        finally:
+            await self.checkout.__aexit__(*exc)
+
+
 class Database:
     """The pool, with connection() and transaction() blocks."""
 
@@ -430,10 +471,8 @@ class Database:
     def connection(self) -> contextlib.AbstractAsyncContextManager[Conn]:
         return _Checkout(self)
 
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Conn]:
-        async with self.connection() as conn, conn.transaction():
-            yield conn
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[Conn]:
+        return _CheckoutTransaction(self)
 
     async def fetch_one(
         self, stmt: Statement, params: Mapping[str, Any] | None = None
