@@ -304,10 +304,11 @@ class Pool(aiopg.Pool):
 
     aiopg takes the pool's Condition under a timeout for every checkout, and every release
     starts a task to notify that Condition, which the releasing caller then waits for. Here
-    a free connection is taken at once, and when the pool is full a caller queues a future
-    that the next release fills with its connection (first come, first served, bounded by
-    the pool's timeout as aiopg's wait is). Opening connections, closing the pool and
-    dropping a broken or mid-transaction connection stay aiopg's own code.
+    a free connection is taken at once, a caller opens one when the pool is not full, and
+    when it is full a caller queues a future that the next release fills with its
+    connection (first come, first served, bounded by the pool's timeout as aiopg's wait is).
+    No checkout waits on aiopg's Condition (two queues would starve one another); closing
+    the pool and dropping a broken or mid-transaction connection stay aiopg's own code.
     """
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -319,10 +320,8 @@ class Pool(aiopg.Pool):
 
     def take_nowait(self) -> aiopg.Connection | None:
         """A free connection, if one is free and no other caller waits for one."""
-        free, cond = self._free, self._cond
-        while (
-            free and not self._closing and not self._queued and not cond._waiters
-        ) and not cond.locked():
+        free = self._free
+        while free and not self._closing and not self._queued:
             conn = free.pop()  # the most recently used: its backend is warm
             if conn.closed:
                 continue
@@ -332,16 +331,42 @@ class Pool(aiopg.Pool):
 
     async def _acquire(self) -> aiopg.Connection:
         while True:
+            if self._closing:
+                raise RuntimeError("Cannot acquire connection after closing pool")
             conn = self.take_nowait()
             if conn is not None:
                 return conn
             opened = len(self._free) + len(self._used) + self._acquiring
-            if self._closing or self._free or opened < (self.maxsize or math.inf):
-                return await super()._acquire()  # opens a connection, or refuses
+            if opened < (self.maxsize or math.inf):
+                return await self._open()
             conn = await self._queue()
             if conn is not None:
                 return conn
-            # None: a connection was dropped instead of handed over; try again (opening one)
+            # None: a connection was dropped instead of handed over; look again (open one)
+
+    async def _open(self) -> aiopg.Connection:
+        """A new connection for this caller, opened as aiopg's pool opens them."""
+        self._acquiring += 1
+        try:
+            conn = await aiopg.connect(
+                self._dsn,
+                timeout=self._timeout,
+                enable_json=self._enable_json,
+                enable_hstore=self._enable_hstore,
+                enable_uuid=self._enable_uuid,
+                echo=self._echo,
+                **self._conn_kwargs,
+            )
+            try:
+                if self._on_connect is not None:
+                    await self._on_connect(conn)
+            except BaseException:
+                conn.close()
+                raise
+        finally:
+            self._acquiring -= 1
+        self._used.add(conn)
+        return conn
 
     async def _queue(self) -> aiopg.Connection | None:
         """Wait for a connection handed over by a release (None: look again)."""

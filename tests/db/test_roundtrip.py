@@ -61,6 +61,17 @@ async def sleepers(url: str) -> int:
     return int(row[0])
 
 
+async def end_sleepers(url: str) -> None:
+    """A closed client's backend sleeps on until the server next talks to it: end it (it
+    would hold the test table's locks)."""
+    async with aiopg.connect(url_to_dsn(url), enable_hstore=False) as conn, conn.cursor() as cur:
+        await cur.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query = %s",
+            (SLEEP,),
+        )
+
+
 def pooled(db: Database) -> list[aiopg.Connection]:
     pool = db.pool
     assert isinstance(pool, Pool)
@@ -122,6 +133,7 @@ async def test_a_cancelled_statement_does_not_go_back_to_the_pool(
     assert await asyncio.wait_for(one.fetch_val("SELECT 1"), 10) == 1
     (second,) = pooled(one)
     assert second is not first and not second.closed and not second.isexecuting()
+    await end_sleepers(migrated)
 
 
 async def test_a_cancelled_transaction_commits_nothing(one: Database, migrated: str) -> None:
@@ -141,6 +153,7 @@ async def test_a_cancelled_transaction_commits_nothing(one: Database, migrated: 
         assert await one.fetch_val("SELECT count(*) FROM test_roundtrip_rows") == 0
         assert all(not raw.closed and not raw.isexecuting() for raw in pooled(one))
     finally:
+        await end_sleepers(migrated)
         await one.execute("DROP TABLE test_roundtrip_rows")
 
 
@@ -154,6 +167,7 @@ async def test_a_statement_past_the_pools_bound_fails_and_closes_its_connection(
             await asyncio.wait_for(db.fetch_val(SLEEP), 20)
         assert first.closed
         assert await db.fetch_val("SELECT 1") == 1
+        await end_sleepers(migrated)
     finally:
         db.pool.terminate()
         await db.close()
@@ -227,3 +241,40 @@ async def test_a_server_side_cancel_is_raised_as_aiopg_raises_it(one: Database) 
     finally:
         loop.set_exception_handler(previous)
     assert [type(error) for error in reported] == [psycopg2.errors.QueryCanceled] * 2
+
+
+async def test_every_caller_of_a_busy_pool_is_served(migrated: str) -> None:
+    """Callers through `connection()` and aiopg's `pool.acquire()` (as sweeps use it) share a
+    full pool, one of its connections is dropped on the way, and every one is served well
+    within the pool's bound (a caller once waited out that bound behind another queue)."""
+    db = await small_db(migrated, size=2, bound=20.0)
+    pool = db.pool
+    assert isinstance(pool, Pool)
+    served = 0
+
+    async def through_connection() -> None:
+        nonlocal served
+        async with db.connection() as conn:
+            await conn.fetch_val("SELECT 1")
+        served += 1
+
+    async def through_acquire() -> None:
+        nonlocal served
+        async with pool.acquire() as raw, raw.cursor() as cur:
+            await cur.execute("SELECT 1")
+        served += 1
+
+    async def dropped() -> None:
+        nonlocal served
+        async with db.connection() as conn:
+            conn.raw.close()  # gone: a queued caller opens another in its place
+        served += 1
+
+    try:
+        calls = [through_connection, through_acquire] * 100 + [dropped] * 3
+        await asyncio.wait_for(asyncio.gather(*(call() for call in calls)), 15)
+        assert served == len(calls)
+        assert pool.size <= 2 and not pool._queued
+        assert all(not raw.closed for raw in pool._free)
+    finally:
+        await db.close()
