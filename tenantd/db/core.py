@@ -336,37 +336,47 @@ class Pool(aiopg.Pool):
             conn = self.take_nowait()
             if conn is not None:
                 return conn
-            opened = len(self._free) + len(self._used) + self._acquiring
-            if opened < (self.maxsize or math.inf):
-                return await self._open()
-            conn = await self._queue()
+            if self._opened() < (self.maxsize or math.inf):
+                conn = await self._open()
+            else:
+                conn = await self._queue()
             if conn is not None:
                 return conn
-            # None: a connection was dropped instead of handed over; look again (open one)
+            # None: the pool filled up meanwhile, or a connection was dropped instead of
+            # handed over: look again
 
-    async def _open(self) -> aiopg.Connection:
-        """A new connection for this caller, opened as aiopg's pool opens them."""
-        self._acquiring += 1
-        try:
-            conn = await aiopg.connect(
-                self._dsn,
-                timeout=self._timeout,
-                enable_json=self._enable_json,
-                enable_hstore=self._enable_hstore,
-                enable_uuid=self._enable_uuid,
-                echo=self._echo,
-                **self._conn_kwargs,
-            )
+    def _opened(self) -> int:
+        return len(self._free) + len(self._used) + self._acquiring
+
+    async def _open(self) -> aiopg.Connection | None:
+        """A new connection for this caller, opened as aiopg's pool opens them: one at a time
+        under the pool's Condition lock, in turn (a burst of callers on a cold pool is served
+        in the order aiopg serves it; None if the pool filled up while this one waited)."""
+        async with asyncio.timeout(self._timeout), self._cond:
+            conn = self.take_nowait()  # returned while this caller waited its turn
+            if conn is not None or self._opened() >= (self.maxsize or math.inf):
+                return conn
+            self._acquiring += 1
             try:
-                if self._on_connect is not None:
-                    await self._on_connect(conn)
-            except BaseException:
-                conn.close()
-                raise
-        finally:
-            self._acquiring -= 1
-        self._used.add(conn)
-        return conn
+                conn = await aiopg.connect(
+                    self._dsn,
+                    timeout=self._timeout,
+                    enable_json=self._enable_json,
+                    enable_hstore=self._enable_hstore,
+                    enable_uuid=self._enable_uuid,
+                    echo=self._echo,
+                    **self._conn_kwargs,
+                )
+                try:
+                    if self._on_connect is not None:
+                        await self._on_connect(conn)
+                except BaseException:
+                    conn.close()
+                    raise
+            finally:
+                self._acquiring -= 1
+            self._used.add(conn)
+            return conn
 
     async def _queue(self) -> aiopg.Connection | None:
         """Wait for a connection handed over by a release (None: look again)."""

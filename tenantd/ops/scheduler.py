@@ -21,6 +21,10 @@ from tenantd.ops.sweeps import Sweep, SweepHost, SweepOutcome, run_sweep
 log = logging.getLogger(__name__)
 
 STOP_WAIT_SECONDS = 5.0  # a running sweep stops at its next batch boundary, well within this
+# Sweeps running at once in one instance. Each holds a pooled connection for its advisory lock
+# and takes another for its work: with every sweep ticking at once (start-up) and more sweeps
+# than pooled connections, each would hold one and wait for a second until the pool's bound.
+CONCURRENT_SWEEPS = 2
 
 
 class SweepScheduler:
@@ -41,6 +45,7 @@ class SweepScheduler:
         self.stopping = asyncio.Event()
         self.running: set[asyncio.Task[SweepOutcome | None]] = set()
         self.scheduler = AsyncIOScheduler(timezone=dt.UTC)
+        self.slots = asyncio.Semaphore(CONCURRENT_SWEEPS)
 
     def start(self) -> None:
         tick = self.config.scheduler_tick_seconds
@@ -67,15 +72,16 @@ class SweepScheduler:
         if task is not None:
             self.running.add(task)
         try:
-            outcome = await run_sweep(
-                self.services,
-                sweep,
-                interval=self.config.sweep_intervals.get(sweep.name, 3600),
-                batch_size=self.config.sweep_batch_size,
-                batch_pause=self.config.sweep_batch_pause_ms / 1000,
-                stopping=self.stopping,
-                on_batch=self.metrics.sweep_batch if self.metrics else None,
-            )
+            async with self.slots:
+                outcome = await run_sweep(
+                    self.services,
+                    sweep,
+                    interval=self.config.sweep_intervals.get(sweep.name, 3600),
+                    batch_size=self.config.sweep_batch_size,
+                    batch_pause=self.config.sweep_batch_pause_ms / 1000,
+                    stopping=self.stopping,
+                    on_batch=self.metrics.sweep_batch if self.metrics else None,
+                )
         except Exception:
             log.exception("scheduled sweep %s could not run", sweep.name)
             return None
