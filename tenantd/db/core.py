@@ -113,24 +113,32 @@ class _Watchdog:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
+        # Weak, as the timer below: the registry of watchdogs is keyed weakly by loop, and a
+        # strong reference from here would keep every loop (one per test) alive.
+        self.loop = weakref.ref(loop)
         # deadline of each running statement (its connection) and queued checkout (its future)
         self.running: dict[aiopg.Connection | asyncio.Future[Any], float] = {}
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer: weakref.ref[asyncio.TimerHandle] | None = None  # weak: a handle holds its loop
         self.armed_for = math.inf
 
     def start(self, key: aiopg.Connection | asyncio.Future[Any], bound: float) -> None:
-        deadline = self.loop.time() + bound
+        loop = self.loop()
+        assert loop is not None  # it runs this call
+        deadline = loop.time() + bound
         self.running[key] = deadline
         if deadline < self.armed_for:
-            if self.timer is not None:
-                self.timer.cancel()
+            timer = self.timer() if self.timer is not None else None
+            if timer is not None:
+                timer.cancel()
             self.armed_for = deadline
-            self.timer = self.loop.call_at(deadline, self.check)
+            self.timer = weakref.ref(loop.call_at(deadline, self.check))
 
     def check(self) -> None:
         self.timer, self.armed_for = None, math.inf
-        now = self.loop.time()
+        loop = self.loop()
+        if loop is None:
+            return
+        now = loop.time()
         for key, deadline in list(self.running.items()):
             if deadline > now:
                 continue
@@ -148,7 +156,7 @@ class _Watchdog:
             earliest = min(self.running.values())
             if earliest != math.inf:
                 self.armed_for = earliest
-                self.timer = self.loop.call_at(earliest, self.check)
+                self.timer = weakref.ref(loop.call_at(earliest, self.check))
 
 
 _WATCHDOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = (

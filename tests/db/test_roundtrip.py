@@ -5,6 +5,8 @@ pool internals, so the first test pins the aiopg version they were written for."
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import AsyncIterator
 
 import aiopg
@@ -278,3 +280,22 @@ async def test_every_caller_of_a_busy_pool_is_served(migrated: str) -> None:
         assert all(not raw.closed for raw in pool._free)
     finally:
         await db.close()
+
+
+def test_the_statement_bound_keeps_no_event_loop_alive(migrated: str) -> None:
+    """The watchdog registry is keyed weakly by loop: a finished loop (one per test, one per
+    `asyncio.run`) is freed, armed timer and all."""
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    async def statement() -> None:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        db = await small_db(migrated)
+        try:
+            assert await db.fetch_val("SELECT 1") == 1
+        finally:
+            await db.close()
+
+    for _ in range(3):
+        asyncio.run(statement())
+    gc.collect()
+    assert [ref() for ref in loops] == [None, None, None]
