@@ -7,11 +7,15 @@ queries take the `Conn` they are given.
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
+import logging
+import math
 import re
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
 import aiopg
@@ -24,6 +28,8 @@ from sqlalchemy.sql import ClauseElement
 Row: TypeAlias = dict[str, Any]
 NoticeSink: TypeAlias = Callable[[list[str]], None]
 Statement: TypeAlias = "ClauseElement | str | Prepared"
+
+log = logging.getLogger(__name__)
 
 _DIALECT = pg_dialect.dialect()
 _COMPILE_ARGS = {"render_postcompile": True}
@@ -73,8 +79,134 @@ def compile_statement(stmt: Statement, params: Mapping[str, Any] | None) -> tupl
     return str(compiled), values
 
 
-# Names prepared on each pooled connection (prepared statements live as long as the session).
-_PREPARED: weakref.WeakKeyDictionary[aiopg.Connection, set[str]] = weakref.WeakKeyDictionary()
+class _Session:
+    """What tenantd keeps on one aiopg connection: a psycopg2 cursor reused by every
+    statement (aiopg builds a Cursor, a Transaction and two coroutines per `cursor()`), and the
+    names prepared on it (prepared statements live as long as the session)."""
+
+    __slots__ = ("bound", "cursor", "prepared", "watchdog")
+
+    def __init__(self, raw: aiopg.Connection):
+        self.cursor = raw.raw.cursor()
+        self.prepared: set[str] = set()
+        self.watchdog = _watchdog(raw._loop)
+        self.bound: float = raw.timeout  # the pool's per-operation bound (30 s)
+
+
+def _session(raw: aiopg.Connection) -> _Session:
+    session: _Session | None = raw.__dict__.get("_tenantd_session")
+    if session is None:
+        session = _Session(raw)
+        raw.__dict__["_tenantd_session"] = session
+    return session
+
+
+class _Watchdog:
+    """The bounds on waiting for the database, one timer for every wait of an event loop.
+
+    aiopg bounds each operation with `asyncio.wait_for` (a future, a timer and callbacks per
+    statement). Here a wait only records its deadline; one timer, armed for the earliest
+    deadline, ends what outlived its bound with TimeoutError, as aiopg's timeout did: a
+    statement's connection is closed, a caller queued for a pooled connection gives up. The
+    server-side statement_timeout, where set, ends slow statements first; this catches a
+    connection that stopped answering.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        # Weak, as the timer below: the registry of watchdogs is keyed weakly by loop, and a
+        # strong reference from here would keep every loop (one per test) alive.
+        self.loop = weakref.ref(loop)
+        # deadline of each running statement (its connection) and queued checkout (its future)
+        self.running: dict[aiopg.Connection | asyncio.Future[Any], float] = {}
+        self.timer: weakref.ref[asyncio.TimerHandle] | None = None  # weak: a handle holds its loop
+        self.armed_for = math.inf
+
+    def start(self, key: aiopg.Connection | asyncio.Future[Any], bound: float) -> None:
+        loop = self.loop()
+        assert loop is not None  # it runs this call
+        deadline = loop.time() + bound
+        self.running[key] = deadline
+        if deadline < self.armed_for:
+            timer = self.timer() if self.timer is not None else None
+            if timer is not None:
+                timer.cancel()
+            self.armed_for = deadline
+            self.timer = weakref.ref(loop.call_at(deadline, self.check))
+
+    def check(self) -> None:
+        self.timer, self.armed_for = None, math.inf
+        loop = self.loop()
+        if loop is None:
+            return
+        now = loop.time()
+        for key, deadline in list(self.running.items()):
+            if deadline > now:
+                continue
+            del self.running[key]
+            if isinstance(key, asyncio.Future):
+                if not key.done():
+                    key.set_exception(TimeoutError())
+                continue
+            log.warning("a statement outlived its bound; its connection is closed")
+            waiter = key._waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(TimeoutError())
+            key.close()
+        if self.running:
+            earliest = min(self.running.values())
+            if earliest != math.inf:
+                self.armed_for = earliest
+                self.timer = weakref.ref(loop.call_at(earliest, self.check))
+
+
+_WATCHDOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _watchdog(loop: asyncio.AbstractEventLoop) -> _Watchdog:
+    watchdog = _WATCHDOGS.get(loop)
+    if watchdog is None:
+        watchdog = _WATCHDOGS[loop] = _Watchdog(loop)
+    return watchdog
+
+
+async def run_statement(raw: aiopg.Connection, sql: str, values: Any = None) -> Any:
+    """Run one statement on an aiopg connection; return the psycopg2 cursor holding its result
+    (read it before the next statement on this connection).
+
+    What aiopg's `Cursor.execute` does, without a Cursor object or `wait_for` per statement:
+    the same waiter and `_ready` poll callback of the connection (aiopg 1.4, pinned by
+    tests/db/test_roundtrip.py), errors raised as psycopg2 raises them, a server-side cancel
+    turned into CancelledError as aiopg does, and a statement cancelled mid-flight closes the
+    connection (a pool never gets back a connection with a statement running on it).
+    """
+    session = _session(raw)
+    cursor = session.cursor
+    waiter = raw._create_waiter("execute")  # RuntimeError if a statement is already running
+    try:
+        cursor.execute(sql, values)
+    except BaseException:
+        raw._waiter = None
+        raise
+    watchdog = session.watchdog
+    watchdog.start(raw, session.bound)
+    try:
+        raw._ready(raw._weakref)  # sends what the first write left, as aiopg's _poll does
+        await waiter
+    except asyncio.CancelledError:
+        if not waiter.done() or waiter.cancelled():
+            raw.close()
+        raise
+    except psycopg2.extensions.QueryCanceledError as exc:
+        raw._loop.call_exception_handler(
+            {"message": exc.pgerror, "exception": exc, "future": waiter}
+        )
+        raise asyncio.CancelledError from exc
+    finally:
+        raw._waiter = None
+        watchdog.running.pop(raw, None)
+    return cursor
 
 
 class Conn:
@@ -85,15 +217,18 @@ class Conn:
         self.in_transaction = False
         self.notice_sink = notice_sink
 
-    async def _ensure_prepared(self, stmt: Statement) -> None:
-        if not isinstance(stmt, Prepared):
-            return
-        names = _PREPARED.setdefault(self.raw, set())
-        if stmt.name in names:
-            return
-        async with self.raw.cursor() as cur:
-            await cur.execute(stmt.prepare_sql)
-        names.add(stmt.name)
+    async def _run(self, stmt: Statement, params: Mapping[str, Any] | None) -> Any:
+        """Prepare (once per connection) and run; the psycopg2 cursor with the result."""
+        raw = self.raw
+        if isinstance(stmt, Prepared):
+            session = _session(raw)
+            if stmt.name not in session.prepared:
+                await run_statement(raw, stmt.prepare_sql)
+                session.prepared.add(stmt.name)
+            values = params if type(params) is dict else dict(params or {})
+            return await run_statement(raw, stmt.execute_sql, values)
+        sql, values = compile_statement(stmt, params)
+        return await run_statement(raw, sql, values)
 
     def _settled(self) -> None:
         """Hand server notices (cache invalidations from triggers) over once they are durable."""
@@ -106,23 +241,17 @@ class Conn:
 
     async def execute(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> int:
         """Run a statement; return the affected row count."""
-        await self._ensure_prepared(stmt)
-        sql, values = compile_statement(stmt, params)
-        async with self.raw.cursor() as cur:
-            await cur.execute(sql, values)
-            count = int(cur.rowcount)
+        cursor = await self._run(stmt, params)
+        count = int(cursor.rowcount)
         self._settled()
         return count
 
     async def fetch_all(
         self, stmt: Statement, params: Mapping[str, Any] | None = None
     ) -> list[Row]:
-        await self._ensure_prepared(stmt)
-        sql, values = compile_statement(stmt, params)
-        async with self.raw.cursor() as cur:
-            await cur.execute(sql, values)
-            raw_rows = await cur.fetchall()
-            names = [column.name for column in cur.description or ()]
+        cursor = await self._run(stmt, params)
+        raw_rows = cursor.fetchall()
+        names = [column.name for column in cursor.description or ()]
         self._settled()
         # dict(zip()) is built in C; psycopg2's RealDictCursor sets each column in Python.
         return [dict(zip(names, row, strict=True)) for row in raw_rows]
@@ -130,46 +259,250 @@ class Conn:
     async def fetch_one(
         self, stmt: Statement, params: Mapping[str, Any] | None = None
     ) -> Row | None:
-        await self._ensure_prepared(stmt)
-        sql, values = compile_statement(stmt, params)
-        async with self.raw.cursor() as cur:
-            await cur.execute(sql, values)
-            raw_row = await cur.fetchone()
-            names = [column.name for column in cur.description or ()]
+        cursor = await self._run(stmt, params)
+        raw_row = cursor.fetchone()
+        names = None if raw_row is None else [column.name for column in cursor.description]
         self._settled()
-        return None if raw_row is None else dict(zip(names, raw_row, strict=True))
+        return None if names is None else dict(zip(names, raw_row, strict=True))
 
     async def fetch_val(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> Any:
-        await self._ensure_prepared(stmt)
-        sql, values = compile_statement(stmt, params)
-        async with self.raw.cursor() as cur:
-            await cur.execute(sql, values)
-            row = await cur.fetchone()
+        cursor = await self._run(stmt, params)
+        row = cursor.fetchone()
         self._settled()
         return None if row is None else row[0]
 
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Conn]:
-        """BEGIN/COMMIT on this connection; nested calls join the outer transaction."""
-        if self.in_transaction:
-            yield self
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[Conn]:
+        """BEGIN/COMMIT on this connection (ROLLBACK on any exception); nested calls join
+        the outer transaction."""
+        return _Transaction(self)
+
+
+class _Transaction:
+    """`Conn.transaction()`, without a generator."""
+
+    __slots__ = ("conn", "outer")
+
+    def __init__(self, conn: Conn):
+        self.conn = conn
+        self.outer = False
+
+    async def __aenter__(self) -> Conn:
+        conn = self.conn
+        if not conn.in_transaction:
+            await run_statement(conn.raw, "BEGIN")
+            conn.in_transaction = self.outer = True
+        return conn
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if not self.outer:
             return
-        async with self.raw.cursor() as cur:
-            await cur.execute("BEGIN")
-        self.in_transaction = True
+        conn, self.outer = self.conn, False
+        conn.in_transaction = False
+        if exc_type is not None:
+            if not conn.raw.closed:
+                await run_statement(conn.raw, "ROLLBACK")
+                del conn.raw.notices[:]  # nothing changed
+            return
+        await run_statement(conn.raw, "COMMIT")
+        conn._settled()
+
+
+class Pool(aiopg.Pool):
+    """aiopg's pool, with a checkout and a return that cost no lock, timer or task.
+
+    aiopg takes the pool's Condition under a timeout for every checkout, and every release
+    starts a task to notify that Condition, which the releasing caller then waits for. Here
+    a free connection is taken at once, a caller opens one when the pool is not full, and
+    when it is full a caller queues a future that the next release fills with its
+    connection (first come, first served, bounded by the pool's timeout as aiopg's wait is).
+    No checkout waits on aiopg's Condition (two queues would starve one another); closing
+    the pool and dropping a broken or mid-transaction connection stay aiopg's own code.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._queued: collections.deque[asyncio.Future[aiopg.Connection | None]] = (
+            collections.deque()
+        )
+        self._watchdog = _watchdog(self._loop)
+
+    def take_nowait(self) -> aiopg.Connection | None:
+        """A free connection, if one is free and no other caller waits for one."""
+        free = self._free
+        while free and not self._closing and not self._queued:
+            conn = free.pop()  # the most recently used: its backend is warm
+            if conn.closed:
+                continue
+            self._used.add(conn)
+            return conn
+        return None
+
+    async def _acquire(self) -> aiopg.Connection:
+        while True:
+            if self._closing:
+                raise RuntimeError("Cannot acquire connection after closing pool")
+            conn = self.take_nowait()
+            if conn is not None:
+                return conn
+            if self._opened() < (self.maxsize or math.inf):
+                conn = await self._open()
+            else:
+                conn = await self._queue()
+            if conn is not None:
+                return conn
+            # None: the pool filled up meanwhile, or a connection was dropped instead of
+            # handed over: look again
+
+    def _opened(self) -> int:
+        return len(self._free) + len(self._used) + self._acquiring
+
+    async def _open(self) -> aiopg.Connection | None:
+        """A new connection for this caller, opened as aiopg's pool opens them: one at a time
+        under the pool's Condition lock, in turn (a burst of callers on a cold pool is served
+        in the order aiopg serves it; None if the pool filled up while this one waited)."""
+        async with asyncio.timeout(self._timeout), self._cond:
+            conn = self.take_nowait()  # returned while this caller waited its turn
+            if conn is not None or self._opened() >= (self.maxsize or math.inf):
+                return conn
+            self._acquiring += 1
+            try:
+                conn = await aiopg.connect(
+                    self._dsn,
+                    timeout=self._timeout,
+                    enable_json=self._enable_json,
+                    enable_hstore=self._enable_hstore,
+                    enable_uuid=self._enable_uuid,
+                    echo=self._echo,
+                    **self._conn_kwargs,
+                )
+                try:
+                    if self._on_connect is not None:
+                        await self._on_connect(conn)
+                except BaseException:
+                    conn.close()
+                    raise
+            finally:
+                self._acquiring -= 1
+            self._used.add(conn)
+            return conn
+
+    async def _queue(self) -> aiopg.Connection | None:
+        """Wait for a connection handed over by a release (None: look again)."""
+        waiter: asyncio.Future[aiopg.Connection | None] = self._loop.create_future()
+        self._queued.append(waiter)
+        self._watchdog.start(waiter, self._timeout)
         try:
-            yield self
+            return await waiter
         except BaseException:
-            self.in_transaction = False
-            if not self.raw.closed:
-                async with self.raw.cursor() as cur:
-                    await cur.execute("ROLLBACK")
-                del self.raw.notices[:]  # nothing changed
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                handed = waiter.result()  # handed over as this caller gave up: pass it on
+                if handed is not None:
+                    self.give_back(handed)
+            else:
+                with contextlib.suppress(ValueError):
+                    self._queued.remove(waiter)
+                if not waiter.done():
+                    waiter.cancel()
             raise
-        self.in_transaction = False
-        async with self.raw.cursor() as cur:
-            await cur.execute("COMMIT")
-        self._settled()
+        finally:
+            self._watchdog.running.pop(waiter, None)
+
+    def give_back(self, conn: aiopg.Connection) -> None:
+        """`release()` for a caller that does not wait for the wake-up of other callers."""
+        if not self._handed_over(conn):
+            super().release(conn)
+
+    def release(self, conn: aiopg.Connection) -> asyncio.Future[None]:
+        if self._handed_over(conn):
+            future: asyncio.Future[None] = self._loop.create_future()
+            future.set_result(None)
+            return future
+        return super().release(conn)
+
+    def _handed_over(self, conn: aiopg.Connection) -> bool:
+        """Give a returned connection to the first queued caller or the free list; False
+        when aiopg's release must handle it (closing, broken, mid-transaction, or callers
+        waiting on aiopg's Condition)."""
+        if conn not in self._used:
+            return False
+        if (
+            self._closing
+            or conn.closed
+            or conn.raw.get_transaction_status() != psycopg2.extensions.TRANSACTION_STATUS_IDLE
+        ):
+            self._wake_queued(None)  # aiopg drops it: a queued caller opens one in its place
+            return False
+        if self._wake_queued(conn):
+            return True
+        if self._cond._waiters:
+            return False
+        self._used.remove(conn)
+        self._free.append(conn)
+        return True
+
+    def _wake_queued(self, conn: aiopg.Connection | None) -> bool:
+        while self._queued:
+            waiter = self._queued.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return True
+        return False
+
+
+class _Checkout:
+    """`Database.connection()`: a pooled connection for the block, without a generator."""
+
+    __slots__ = ("cm", "db", "raw")
+
+    def __init__(self, db: Database):
+        self.db = db
+        self.raw: aiopg.Connection | None = None
+        self.cm: Any = None
+
+    async def __aenter__(self) -> Conn:
+        pool = self.db.pool
+        # A pool whose acquire() was replaced on the instance (tests count checkouts that
+        # way) is always asked through it.
+        if isinstance(pool, Pool) and "acquire" not in pool.__dict__:
+            raw = pool.take_nowait()
+            self.raw = raw if raw is not None else await pool.acquire()
+        else:  # a plain aiopg pool, or an instrumented one
+            self.cm = pool.acquire()
+            self.raw = await self.cm.__aenter__()
+        return Conn(self.raw, self.db.notice_sink)
+
+    async def __aexit__(self, *exc: object) -> None:
+        raw, self.raw = self.raw, None
+        if self.cm is not None:
+            await self.cm.__aexit__(*exc)
+        elif raw is not None:
+            self.db.pool.give_back(raw)  # type: ignore[attr-defined]
+
+
+class _CheckoutTransaction:
+    """`Database.transaction()`: a pooled connection and a transaction on it."""
+
+    __slots__ = ("checkout", "transaction")
+
+    def __init__(self, db: Database):
+        self.checkout = _Checkout(db)
+        self.transaction: _Transaction | None = None
+
+    async def __aenter__(self) -> Conn:
+        conn = await self.checkout.__aenter__()
+        try:
+            self.transaction = _Transaction(conn)
+            return await self.transaction.__aenter__()
+        except BaseException as error:
+            await self.checkout.__aexit__(type(error), error, error.__traceback__)
+            raise
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            if self.transaction is not None:
+                await self.transaction.__aexit__(*exc)
+        finally:
+            await self.checkout.__aexit__(*exc)
 
 
 class Database:
@@ -180,17 +513,11 @@ class Database:
         # Receives trigger notices after commit (the request-context cache invalidates on them).
         self.notice_sink: NoticeSink | None = None
 
-    @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[Conn]:
-        async with self.pool.acquire() as raw:
-            yield Conn(raw, self.notice_sink)
+    def connection(self) -> contextlib.AbstractAsyncContextManager[Conn]:
+        return _Checkout(self)
 
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Conn]:
-        async with self.pool.acquire() as raw:
-            conn = Conn(raw, self.notice_sink)
-            async with conn.transaction():
-                yield conn
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[Conn]:
+        return _CheckoutTransaction(self)
 
     async def fetch_one(
         self, stmt: Statement, params: Mapping[str, Any] | None = None
@@ -219,9 +546,19 @@ class Database:
 
 async def create_database(dsn: str, *, minsize: int = 1, maxsize: int = 10) -> Database:
     # aiopg would otherwise adapt every dict as hstore; we want dicts as jsonb.
-    pool = await aiopg.create_pool(
-        dsn, minsize=minsize, maxsize=maxsize, timeout=30.0, enable_hstore=False
+    pool = await Pool.from_pool_fill(
+        dsn,
+        minsize,
+        maxsize,
+        30.0,
+        enable_json=True,
+        enable_hstore=False,
+        enable_uuid=True,
+        echo=False,
+        on_connect=None,
+        pool_recycle=-1.0,
     )
+    assert isinstance(pool, Pool)
     return Database(pool)
 
 

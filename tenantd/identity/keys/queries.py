@@ -108,7 +108,10 @@ async def withdraw(conn: Conn, kid: str) -> None:
 
 async def start_signing_now(conn: Conn, kid: str) -> None:
     await conn.execute(
-        "UPDATE signing_keys SET signing_from = now() WHERE kid = %(k)s AND signing_from > now()",
+        # Not before its publication: another instance's transaction may have published it
+        # a moment after this transaction's now() (signing_from >= published_at is checked).
+        "UPDATE signing_keys SET signing_from = GREATEST(now(), published_at)"
+        " WHERE kid = %(k)s AND signing_from > now()",
         {"k": kid},
     )
 
