@@ -9,12 +9,12 @@ gap has finished, the mirror answers nothing and the guard runs its statement.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
 
 from tenantd.cache.context import CHANNEL
+from tenantd.cache.reloader import Reloader
 from tenantd.cache.revocations import Revocations
 from tenantd.db import Database
 from tenantd.identity import queries
@@ -26,16 +26,13 @@ RELOAD_SECONDS = 300.0
 RETRY_SECONDS = 1.0
 
 
-class RevocationFeed:
+class RevocationFeed(Reloader):
+    retry_seconds = RETRY_SECONDS
+
     def __init__(self, db: Database, mirror: Revocations, *, interval: float = RELOAD_SECONDS):
+        super().__init__(interval)
         self.db = db
         self.mirror = mirror
-        self.interval = interval
-        self._wanted = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def request_reload(self) -> None:
-        self._wanted.set()
 
     async def reload(self) -> bool:
         """One full load; whether the mirror answers after it."""
@@ -50,27 +47,9 @@ class RevocationFeed:
             )
         return ready
 
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval):
-                    await self._wanted.wait()
-            self._wanted.clear()
-            try:
-                await self.reload()
-            except Exception:
-                log.exception("revocations could not be loaded; the guard runs its statement")
-                self.mirror.gap()  # not ready, and asks again
-                await asyncio.sleep(RETRY_SECONDS)
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    def reload_failed(self) -> None:
+        log.exception("revocations could not be loaded; the guard runs its statement")
+        self.mirror.gap()  # not ready, and asks again
 
 
 @contextlib.asynccontextmanager

@@ -272,6 +272,9 @@ async def test_retiring_a_next_key_withdraws_it_and_keeps_the_current_one(
     app = client.server.app
     current = signing_kid(app)
     new = await rotate(db, settings)
+    # Heard first: otherwise "not in the keyring" below holds before the rotation is heard,
+    # and a reload that read the rotation could still publish it after the check.
+    await eventually(lambda: new in app[SERVICES].keyring.keys)
     async with db.transaction() as conn:
         await service.retire(conn, settings, new)
     states = {v.kid: v.state for v in await list_keys(db)}

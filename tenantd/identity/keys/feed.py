@@ -11,12 +11,12 @@ Promotion of a next key needs no message at all: the keyring picks the signing k
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
 
 from tenantd.cache.keyring import RELOAD_SECONDS, Keyring
+from tenantd.cache.reloader import Reloader
 from tenantd.db import Database
 from tenantd.identity.keys import service
 from tenantd.pubsub.hub import PubSubHub
@@ -27,41 +27,18 @@ log = logging.getLogger(__name__)
 CHANNEL = "tenantd_keys"
 
 
-class KeyringFeed:
+class KeyringFeed(Reloader):
     def __init__(self, db: Database, keyring: Keyring, *, interval: float = RELOAD_SECONDS):
+        super().__init__(interval)
         self.db = db
         self.keyring = keyring
-        self.interval = interval
-        self._wanted = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def request_reload(self, *_: object) -> None:
-        self._wanted.set()
 
     async def reload(self) -> None:
         async with self.db.connection() as conn:
             await service.load(conn, self.keyring)
 
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval):
-                    await self._wanted.wait()
-            self._wanted.clear()
-            try:
-                await self.reload()
-            except Exception:
-                log.exception("signing keys could not be reloaded; keeping the ones loaded")
-                await asyncio.sleep(1.0)
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    def reload_failed(self) -> None:
+        log.exception("signing keys could not be reloaded; keeping the ones loaded")
 
 
 async def prepare(db: Database, settings: Settings, keyring: Keyring) -> None:
