@@ -237,30 +237,6 @@ async def renew_batched(
     return FastRenewal((tokens, user), counted=outcome.counted)
 
 
-async def rotate_fast(
-    db: Database,
-    settings: Settings,
-    *,
-    keyring: Keyring,
-    refresh_token: str,
-    user_agent: str | None = None,
-    ip: str | None = None,
-    family_id: uuid.UUID | None = None,
-) -> tuple[IssuedTokens, Row] | None:
-    """`renew_batched` without rate limits: the new tokens and user, or None when the
-    locked path (`rotate`) must decide."""
-    fast = await renew_batched(
-        db,
-        settings,
-        keyring=keyring,
-        refresh_token=refresh_token,
-        user_agent=user_agent,
-        ip=ip,
-        family_id=family_id,
-    )
-    return fast.renewed
-
-
 async def rotate(
     conn: Conn,
     settings: Settings,

@@ -13,7 +13,7 @@ import pytest
 from tenantd.db import Database
 from tenantd.identity import rotation
 from tenantd.identity.rotation import RotationBatcher, batcher_for
-from tenantd.identity.sessions import IssuedTokens, rotate_fast
+from tenantd.identity.sessions import IssuedTokens, renew_batched
 from tenantd.identity.tokens import token_hash
 from tenantd.services import Services
 from tests.helpers import eventually
@@ -36,9 +36,10 @@ def batch_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 async def renew(services: Services, db: Database, refresh_token: str) -> Any:
-    return await rotate_fast(
+    fast = await renew_batched(
         db, services.settings, keyring=services.keyring, refresh_token=refresh_token
     )
+    return fast.renewed
 
 
 async def test_renewals_arriving_together_share_one_statement(
