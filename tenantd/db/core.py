@@ -544,13 +544,17 @@ class Database:
         await self.pool.wait_closed()
 
 
-async def create_database(dsn: str, *, minsize: int = 1, maxsize: int = 10) -> Database:
+async def create_database(
+    dsn: str, *, minsize: int = 1, maxsize: int = 10, bound: float = 30.0
+) -> Database:
+    """A pool of `minsize`..`maxsize` connections; `bound` (seconds) limits each statement and each
+    wait for a pooled connection."""
     # aiopg would otherwise adapt every dict as hstore; we want dicts as jsonb.
     pool = await Pool.from_pool_fill(
         dsn,
         minsize,
         maxsize,
-        30.0,
+        bound,
         enable_json=True,
         enable_hstore=False,
         enable_uuid=True,

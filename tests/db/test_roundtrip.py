@@ -16,7 +16,7 @@ import psycopg2.extensions
 import pytest
 
 from tenantd.db import Database
-from tenantd.db.core import Pool, Prepared, _session
+from tenantd.db.core import Pool, Prepared, _session, create_database
 from tenantd.db.dsn import url_to_dsn
 from tests.helpers import eventually
 
@@ -24,20 +24,7 @@ SLEEP = "SELECT pg_sleep(30)"
 
 
 async def small_db(url: str, *, size: int = 1, bound: float = 30.0) -> Database:
-    pool = await Pool.from_pool_fill(
-        url_to_dsn(url),
-        size,
-        size,
-        bound,
-        enable_json=True,
-        enable_hstore=False,
-        enable_uuid=True,
-        echo=False,
-        on_connect=None,
-        pool_recycle=-1.0,
-    )
-    assert isinstance(pool, Pool)
-    return Database(pool)
+    return await create_database(url_to_dsn(url), minsize=size, maxsize=size, bound=bound)
 
 
 @pytest.fixture
