@@ -17,7 +17,11 @@ RUNNERS = {
     "verify-node": "tests/auth/test_verify_snippets.py",
     "curl-tour": "tests/docs/test_snippets.py",
     "event-definition": "tests/docs/test_snippets.py",
+    "throttle-definition": "tests/docs/test_snippets.py",
     "cli": "tests/docs/test_snippets.py",
+    "send-curl": "tests/docs/test_send_snippets.py",
+    "send-node": "tests/docs/test_send_snippets.py",
+    "verify-webhook": "tests/docs/test_send_snippets.py",
 }
 
 

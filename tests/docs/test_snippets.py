@@ -12,8 +12,10 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from typer import _click as click
 from typer.core import TyperGroup
 from typer.main import get_command
@@ -47,6 +49,19 @@ def test_the_event_definition_example_registers(
     payload = event.definition.schema(actorId="a", commentId="c_1", text="hi")
     assert event.definition.self_action_guard is not None
     assert event.definition.self_action_guard("a", payload) is True
+
+
+class BuildFailed(BaseModel):
+    repo: str
+
+
+def test_the_throttle_example_builds_an_event_definition() -> None:
+    namespace: dict[str, Any] = {"BuildFailed": BuildFailed}
+    exec(compile(snippet("throttle-definition").code, "docs/notifications.md", "exec"), namespace)
+    throttle = namespace["Throttle"](key=lambda recipient, p: p.repo, limit=5, window_seconds=3600)
+    assert throttle.key("u", BuildFailed(repo="tenantd")) == "tenantd"
+    for name in ("Digest", "cancel_scheduled", "send"):
+        assert callable(namespace[name])
 
 
 def invocations(line: str) -> list[list[str]]:
