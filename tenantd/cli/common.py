@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tenantd.app.services import open_services
+from tenantd.cli.state import state
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate
@@ -27,13 +28,6 @@ from tenantd.settings import Settings, SettingsError, load_settings
 T = TypeVar("T")
 
 console = Console()
-
-
-class CliState:
-    env_file: str | None = None
-
-
-state = CliState()
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

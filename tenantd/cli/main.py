@@ -6,20 +6,8 @@ import sys
 
 import typer
 
-from tenantd.cli import accounts as accounts_cmd
-from tenantd.cli import apikeys as apikeys_cmd
-from tenantd.cli import audit as audit_cmd
-from tenantd.cli import invitations as invitations_cmd
-from tenantd.cli import keys as keys_cmd
-from tenantd.cli import notify as notify_cmd
-from tenantd.cli import serve as serve_cmd
-from tenantd.cli import status as status_cmd
-from tenantd.cli import suppress as suppress_cmd
-from tenantd.cli import sweep as sweep_cmd
-from tenantd.cli import users as users_cmd
-from tenantd.cli import vapid as vapid_cmd
-from tenantd.cli import webhooks as webhooks_cmd
-from tenantd.cli.common import state
+from tenantd.cli.lazy import LazyGroup
+from tenantd.cli.state import state
 
 app = typer.Typer(
     name="tenantd",
@@ -27,6 +15,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=LazyGroup,  # each command's module is imported only when that command runs
+    rich_markup_mode=None,  # plain help: rich's help renderer alone loads ~170 modules
 )
 
 
@@ -37,22 +27,6 @@ def root(
     ),
 ) -> None:
     state.env_file = env_file
-
-
-app.command()(serve_cmd.serve)
-app.command()(serve_cmd.migrate)
-app.command()(sweep_cmd.sweep)
-app.command()(status_cmd.status)
-app.add_typer(suppress_cmd.app, name="suppress")
-app.add_typer(notify_cmd.app, name="notify")
-app.add_typer(vapid_cmd.app, name="vapid")
-app.add_typer(accounts_cmd.app, name="accounts")
-app.add_typer(invitations_cmd.app, name="invitations")
-app.add_typer(keys_cmd.app, name="keys")
-app.add_typer(webhooks_cmd.app, name="webhooks")
-app.add_typer(apikeys_cmd.app, name="api-keys")
-app.add_typer(users_cmd.app, name="users")
-app.add_typer(audit_cmd.app, name="audit")
 
 
 def main() -> None:

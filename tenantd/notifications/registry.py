@@ -54,7 +54,7 @@ class Throttle:
 class Digest:
     """Sends with the same key inside `window_seconds` become one notification per channel
     when the window closes (at most `max_items` items). Declared here; batching is not
-    implemented yet (see README): a digest event is delivered like any other."""
+    implemented yet (see docs/notifications.md): a digest event is delivered like any other."""
 
     key: Callable[[str, Any], str]
     window_seconds: int

@@ -1,6 +1,6 @@
-"""The README's "Verify tenantd sessions in your own backend" snippets, run as written
-against a live server: Python (PyJWT's PyJWKClient) always, Node (jose's
-createRemoteJWKSet) when node and npm are there (skipped with the reason otherwise)."""
+"""The manual's "Verify tenantd sessions in your own backend" snippets (docs/sessions.md,
+marked `verify-python` and `verify-node`), run as written against a live server: Python
+(PyJWT's PyJWKClient) and Node (jose's createRemoteJWKSet; node and npm must be on PATH)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -22,19 +21,10 @@ import jwt
 import pytest
 from aiohttp.test_utils import TestServer
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTION = "## Verify tenantd sessions in your own backend"
+from tests.docs.snippets import snippet
+
 PLACEHOLDER = "https://auth.example.com"
 JOSE = "jose@6"
-
-
-def snippet(language: str) -> str:
-    text = README.read_text()
-    section = text[text.index(SECTION) :]
-    section = section[: section.index("\n## ", len(SECTION))]
-    match = re.search(rf"```{language}\n(.*?)```", section, re.S)
-    assert match is not None, f"no {language} block in the README section"
-    return match.group(1)
 
 
 def base_url(server: TestServer) -> str:
@@ -62,10 +52,12 @@ def tampered(token: str) -> str:
 async def test_the_python_snippet_verifies_tenantd_tokens(
     alg: str | None, server: TestServer, factory: Any
 ) -> None:
-    code = snippet("python")
+    code = snippet("verify-python").code
     assert PLACEHOLDER in code
     namespace: dict[str, Any] = {}
-    exec(compile(code.replace(PLACEHOLDER, base_url(server)), "README.md", "exec"), namespace)
+    exec(
+        compile(code.replace(PLACEHOLDER, base_url(server)), "docs/sessions.md", "exec"), namespace
+    )
     user = await factory.user()
     token = (await factory.cookies(user))["auth_token"]
     claims = await asyncio.to_thread(namespace["verify_session"], token)
@@ -89,11 +81,11 @@ def jose_dir() -> Path:
     """A cache directory holding node_modules/jose (installed with npm on first use)."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None:
-        # Node ships on every machine this suite runs on (and in CI); without it the README's
+        # Node ships on every machine this suite runs on (and in CI); without it the manual's
         # Node snippet would go untested, so that is a failure, not a skip.
-        pytest.fail("node is not on PATH: install Node.js to run the README's Node snippet")
+        pytest.fail("node is not on PATH: install Node.js to run the manual's Node snippet")
     if npm is None:
-        pytest.fail("node is on PATH but npm is not: install npm to run the README's Node snippet")
+        pytest.fail("node is on PATH but npm is not: install npm to run the manual's Node snippet")
     cache = Path(
         os.environ.get("TENANTD_TEST_NODE_CACHE", Path(tempfile.gettempdir()) / "tenantd-node")
     )
@@ -135,7 +127,7 @@ async def test_the_node_snippet_verifies_tenantd_tokens(
     alg: str | None, server: TestServer, factory: Any
 ) -> None:
     cache = await asyncio.to_thread(jose_dir)
-    code = snippet("js")
+    code = snippet("verify-node").code
     assert PLACEHOLDER in code
     name = f"verify-{uuid.uuid4().hex}"
     module, runner = cache / f"{name}.mjs", cache / f"{name}-run.mjs"

@@ -1,5 +1,6 @@
-"""Event types of the notification email tests: the README's own example (a text template and
-a relative ctaUrl) and an HTML-only template with a <title> and relative links."""
+"""Event types of the notification email tests: the manual's own example (a text template and
+a relative ctaUrl, docs/notifications.md) and an HTML-only template with a <title> and
+relative links."""
 
 from __future__ import annotations
 

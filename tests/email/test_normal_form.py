@@ -133,7 +133,7 @@ async def test_migration_folds_rows_written_before_it_and_keeps_the_oldest(db: D
         ("Tie@z.example", "complaint", "resend", now - dt.timedelta(days=4)),
         ("tie@z.example", "hard_bounce", "sendgrid", now - dt.timedelta(days=4)),
         ("ok@z.example", "manual", "manual", now),
-        # SQL has no IDNA: a Unicode domain stays, and the query the README gives finds it.
+        # SQL has no IDNA: a Unicode domain stays, and the query docs/email.md gives finds it.
         ("zoe@exämple.com", "complaint", "resend", now),
     ]
     for email, reason, provider, created_at in old_rows:

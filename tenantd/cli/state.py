@@ -1,0 +1,12 @@
+"""What the root `tenantd` callback records for the command that runs (`--env-file`).
+
+Kept apart from `common` so that `tenantd --help` loads no server module."""
+
+from __future__ import annotations
+
+
+class CliState:
+    env_file: str | None = None
+
+
+state = CliState()
