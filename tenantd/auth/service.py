@@ -433,9 +433,10 @@ async def login(
     After repeated failures for the address or the client a bot check is required first."""
     settings = services.settings
     async with services.db.connection() as conn:
-        if await captcha.login_needs_check(conn, settings, email=email, ip=client.ip):
-            await captcha.require(services, token=captcha_token, ip=client.ip)
+        check = await captcha.login_needs_check(conn, settings, email=email, ip=client.ip)
         user = await queries.user_by_email(conn, normalize_email(email))
+    if check:  # asked with no pool connection held
+        await captcha.require(services, token=captcha_token, ip=client.ip)
     stored = user["password_hash"] if user is not None else None
     if user is not None and stored is None and user["email_verified_at"] is None:
         # A sign-up not verified yet: its own password earns "verify first", never a session.
