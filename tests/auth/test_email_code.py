@@ -16,7 +16,7 @@ from tenantd.db import Database
 from tenantd.identity.tokens import token_hash
 from tests.auth.helpers import mail_sent, mails_to, set_cookies
 from tests.factories import mail_text
-from tests.helpers import SECRET, data, error
+from tests.helpers import ORIGIN, SECRET, data, error
 from tests.mfa.helpers import claims, user_with_totp
 
 REQUEST = "/api/v1/auth/email-code"
@@ -277,3 +277,32 @@ async def test_bodies_are_checked(client: Any) -> None:
     both = {"email": "a@example.com", "code": "123456", "token": "x"}
     await error(await client.post(VERIFY, json=both), 422)
     await error(await client.post(REQUEST, json={"email": "not an address"}), 422)
+
+
+async def test_verifications_are_also_limited_per_address(
+    env: dict[str, str],
+    aiohttp_server: Any,
+    aiohttp_client: Any,
+    migrated: str,
+    db: Database,
+    factory: Any,
+    mail_dir: Path,
+) -> None:
+    """Beyond five per code: the rate limiter counts every verification of the address, so
+    asking for new codes does not buy fresh guesses without end."""
+    from tenantd.app import create_app
+    from tenantd.settings import load_settings
+
+    limited = {**env, "RATE_LIMIT_ENABLED": "true", "RATE_LIMIT_EMAIL_CODE_VERIFY_PER_EMAIL": "7"}
+    server = await aiohttp_server(create_app(load_settings(environ=limited), migrated))
+    client = await aiohttp_client(server, headers={"Origin": ORIGIN})
+    user = await factory.user()
+    await ask(client, user.email)
+    code, _ = last_mail(mail_dir, user.email)
+    for _ in range(7):
+        await error(await client.post(VERIFY, json={"email": user.email, "code": wrong(code)}), 422)
+    await ask(client, user.email)
+    fresh, _ = last_mail(mail_dir, user.email)
+    over = await client.post(VERIFY, json={"email": user.email, "code": fresh})
+    await error(over, 429, "RATE_LIMITED")
+    assert int(over.headers["Retry-After"]) > 0
