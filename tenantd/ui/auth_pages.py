@@ -108,7 +108,9 @@ async def signup_post(request: web.Request) -> web.StreamResponse:
             captcha_token=captcha_token(request, form),
             ip=client_meta(request).ip,
         )
-        response = redirect(request, f"/check-inbox?email={quote(str(body.email))}")
+        # PASSWORD_BREACH_CHECK=warn: the inbox page says the password is a known one.
+        warned = "&warn=password_breached" if result.warnings else ""
+        response = redirect(request, f"/check-inbox?email={quote(str(body.email))}{warned}")
         settings = request.app[SERVICES].settings
         ttl = int(auth_service.VERIFY_TTL.total_seconds())
         set_binding_cookie(response, settings, result.binding, max_age=ttl)
@@ -126,6 +128,7 @@ async def check_inbox_page(request: web.Request) -> web.Response:
         title=text("inbox.title"),
         email=request.query.get("email", "")[:320],
         resent=request.query.get("resent") == "1",
+        breached=request.query.get("warn") == "password_breached",
         problem=None,
     )
 
@@ -287,11 +290,12 @@ async def reset_confirm_post(request: web.Request) -> web.StreamResponse:
         body = parse(
             PasswordResetConfirmBody, {"token": kept["token"], "password": field(form, "password")}
         )
-        await auth_service.confirm_password_reset(
+        warnings = await auth_service.confirm_password_reset(
             request.app[SERVICES], token=body.token, password=body.password
         )
         request[STALE] = True  # the reset ended every session, this browser's too
-        return redirect(request, "/login?done=password_reset")
+        done = "password_reset_breached" if warnings else "password_reset"
+        return redirect(request, f"/login?done={done}")
 
     refused = again(request, "reset_confirm.html", text("reset.confirm_title"), kept)
     return await submit(request, action, refused)

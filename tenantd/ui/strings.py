@@ -417,7 +417,12 @@ EN: dict[str, str] = {
     "emaillink.lead": "Continue to sign in on this browser.",
     "emaillink.submit": "Sign in",
     "code.CAPTCHA_FAILED": "Complete the bot check and try again.",
-    "captcha.label": "Bot check",
+    "breach.warning": "This password appears in a known data breach. It works, but choose"
+    " another one soon.",
+    "done.password_reset_breached": "Your password is changed. It appears in a known data"
+    " breach, though: choose another one once you are signed in.",
+    "done.password_breached": "Password saved; your other devices were signed out. It"
+    " appears in a known data breach, though: choose another one soon.",
 }
 
 CATALOGS: dict[str, dict[str, str]] = {"en": EN}

@@ -173,3 +173,30 @@ async def test_the_bot_check_widget_is_on_the_guarded_forms(
     )
     assert accepted.status == 303, await accepted.text()
     assert verifier.calls[-1]["remoteip"] == "127.0.0.1"
+
+
+async def test_the_pages_show_the_breach_warning(
+    make: Maker,  # noqa: F811
+    aiohttp_server: Any,
+) -> None:
+    from tests.auth.fake_signin_services import FakePwned
+
+    pwned = FakePwned()
+    pwned.add("password1234", 12)
+    server: TestServer = await aiohttp_server(pwned.app())
+    url = str(server.make_url("")).rstrip("/")
+    warned = await make(PASSWORD_BREACH_CHECK="warn", PWNED_PASSWORDS_URL=url)
+    page = await (await warned.get("/signup")).text()
+    form = {"email": "fay@example.com", "password": "password1234"}
+    response = await warned.post("/signup", data={"csrf": token_in(page, "/signup"), **form})
+    inbox = await response.text()
+    assert response.status == 200 and 'data-testid="breach-warning"' in inbox
+
+    blocked = await make(PASSWORD_BREACH_CHECK="block", PWNED_PASSWORDS_URL=url)
+    page = await (await blocked.get("/signup")).text()
+    form = {"email": "gus@example.com", "password": "password1234"}
+    refused = await blocked.post(
+        "/signup", data={"csrf": token_in(page, "/signup"), **form}, allow_redirects=False
+    )
+    text = await refused.text()
+    assert refused.status == 422 and "appears in a known data breach" in text
