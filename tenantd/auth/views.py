@@ -67,9 +67,11 @@ ROUTES = Routes("auth")
 
 
 def client_meta(request: web.Request) -> service.ClientMeta:
+    # The client's address as the rate limiter and the pages see it (X-Forwarded-For only
+    # from TENANTD_TRUSTED_PROXIES): bot checks count failed logins per client by it.
     return service.ClientMeta(
         user_agent=request.headers.get("User-Agent"),
-        ip=request.remote,
+        ip=request_ip(request),
         device=request.cookies.get(DEVICE_COOKIE),
     )
 
@@ -216,7 +218,7 @@ async def email_code_request(request: web.Request, body: CaptchaEmailBody) -> Me
     message = await email_code.request_code(
         request.app[SERVICES],
         email=body.email,
-        client=service.ClientMeta(ip=request_ip(request)),
+        client=client_meta(request),
         captcha_token=body.captcha_token,
     )
     return Message(message=message)

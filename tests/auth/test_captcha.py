@@ -140,3 +140,35 @@ def test_settings_refuse_unknown_providers_and_a_missing_secret(env: dict[str, s
     assert captcha.PROVIDERS["recaptcha"].verify_url == (
         "https://www.google.com/recaptcha/api/siteverify"
     )
+
+
+async def test_behind_a_trusted_proxy_failures_count_per_forwarded_client(
+    env: dict[str, str],
+    aiohttp_server: Any,
+    aiohttp_client: Any,
+    migrated: str,
+    factory: Any,
+    verifier: FakeSiteverify,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every request comes from the proxy: counting its address would ask everyone for a bot
+    check after one client's spray. The client is the X-Forwarded-For the proxy vouches for,
+    and that address is the `remoteip` the provider is told."""
+    from tenantd.app import create_app
+
+    monkeypatch.setattr(captcha, "LOGIN_FAILURES_PER_IP", 2)
+    proxied = {**env, "TENANTD_TRUSTED_PROXIES": "127.0.0.1"}
+    server = await aiohttp_server(create_app(load_settings(environ=proxied), migrated))
+    client = await aiohttp_client(server, headers={"Origin": "http://127.0.0.1:8080"})
+    sprayer = {"X-Forwarded-For": "203.0.113.5"}
+    for number in range(2):
+        sprayed = {"email": f"v{number}@example.com", "password": "Winter2026!"}
+        await error(await client.post(LOGIN, json=sprayed, headers=sprayer), 401)
+    user = await factory.user()
+    right = {"email": user.email, "password": user.password}
+    await error(await client.post(LOGIN, json=right, headers=sprayer), 422, "CAPTCHA_FAILED")
+    someone_else = {"X-Forwarded-For": "198.51.100.7"}
+    await data(await client.post(LOGIN, json=right, headers=someone_else))
+    token = {**right, "captchaToken": verifier.token()}
+    await data(await client.post(LOGIN, json=token, headers=sprayer))
+    assert verifier.calls[-1]["remoteip"] == "203.0.113.5"
