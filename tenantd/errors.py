@@ -195,3 +195,14 @@ class TransferOwnershipFirst(AppError):
     status = 409
     code = "TRANSFER_OWNERSHIP_FIRST"
     message = "You own an account with other members: transfer its ownership or delete it first"
+
+
+# -- Sign-in breadth (issue 29) ----------------------------------------------------------------
+
+
+class CaptchaFailed(AppError):
+    """A bot check was required and its token was missing or refused by the provider."""
+
+    status = 422
+    code = "CAPTCHA_FAILED"
+    message = "Complete the bot check and try again"

@@ -177,6 +177,14 @@ class Settings:
     postmark_webhook_username: str | None = None
     postmark_webhook_password: str | None = None
     ses_sns_topic_arns: tuple[str, ...] = ()
+    # Sign-in breadth (issue 29): email code and magic link, breached passwords, bot checks.
+    magic_link_enabled: bool = False
+    password_breach_check: str = "off"  # off | warn | block
+    pwned_passwords_url: str = "https://api.pwnedpasswords.com"
+    captcha_provider: str | None = None  # turnstile | hcaptcha | recaptcha
+    captcha_secret: str | None = None
+    captcha_verify_url: str | None = None  # None: the provider's own siteverify URL
+    captcha_site_key: str | None = None  # the hosted pages' widget
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -258,6 +266,18 @@ def _networks(
     return tuple(networks)
 
 
+BREACH_CHECK_MODES = ("off", "warn", "block")
+CAPTCHA_PROVIDERS = ("turnstile", "hcaptcha", "recaptcha")
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str | None:
+    """One of `choices` (lower-cased), or None when unset or blank."""
+    value = env.get(name, "").strip().lower() or None
+    if value is not None and value not in choices:
+        raise SettingsError(f"{name} must be {' | '.join(choices)}, got {value!r}")
+    return value
+
+
 def load_settings(
     env_file: str | Path | None = None, environ: dict[str, str] | None = None
 ) -> Settings:
@@ -284,6 +304,8 @@ def load_settings(
         value = env.get(name, "").strip()
         return value or None
 
+    if opt("CAPTCHA_PROVIDER") and not opt("CAPTCHA_SECRET"):
+        raise SettingsError("CAPTCHA_PROVIDER is set: set CAPTCHA_SECRET too")
     return Settings(
         data_dir=data_dir,
         database_url=opt("DATABASE_URL"),
@@ -363,6 +385,16 @@ def load_settings(
         postmark_webhook_username=opt("POSTMARK_WEBHOOK_USERNAME"),
         postmark_webhook_password=opt("POSTMARK_WEBHOOK_PASSWORD"),
         ses_sns_topic_arns=_list(env.get("SES_SNS_TOPIC_ARNS", "")),
+        # Sign-in breadth (issue 29).
+        magic_link_enabled=_bool(env.get("MAGIC_LINK_ENABLED", "false"), "MAGIC_LINK_ENABLED"),
+        password_breach_check=_choice(env, "PASSWORD_BREACH_CHECK", BREACH_CHECK_MODES) or "off",
+        pwned_passwords_url=(opt("PWNED_PASSWORDS_URL") or "https://api.pwnedpasswords.com").rstrip(
+            "/"
+        ),
+        captcha_provider=_choice(env, "CAPTCHA_PROVIDER", CAPTCHA_PROVIDERS),
+        captcha_secret=opt("CAPTCHA_SECRET"),
+        captcha_verify_url=opt("CAPTCHA_VERIFY_URL"),
+        captcha_site_key=opt("CAPTCHA_SITE_KEY"),
         extra={k: v for k, v in env.items() if k.startswith(("TENANTD_", "RATE_LIMIT_"))},
     )
 

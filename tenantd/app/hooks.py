@@ -11,6 +11,7 @@ from aiohttp import web
 
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.app.plugins import SWEEPS
+from tenantd.auth import breach
 from tenantd.cache.context import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
 from tenantd.identity.keys.feed import fed
@@ -101,6 +102,7 @@ async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     """This application's metrics registry and the one task per process that refreshes its
     database figures (it also folds metric_counts, so it runs even with /metrics off)."""
     registry = Metrics()
+    registry.registry.register(breach.CHECK_ERRORS)  # process-wide: sign-up lookups
     app[METRICS] = registry
     settings = app[SETTINGS]
     if settings.notifications_sse_enabled:

@@ -1,5 +1,5 @@
-"""The auth job kind: verification, password-reset, session-reuse and new sign-in mail, off
-the request path.
+"""The auth job kind: verification, password-reset, sign-in code, session-reuse and new sign-in
+mail, off the request path.
 
 The request only queues `{purpose, email}` (no token: links are minted when the job runs and
 stored hashed like every other), so the answer takes the same time whether or not the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tenantd.auth import service
+from tenantd.auth import email_code, service
 from tenantd.identity.signin import AUTH_EMAIL, NEW_SIGNIN
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 
@@ -38,5 +38,6 @@ SENDERS = {
     service.VERIFY: service.mail_verification_link,
     service.RESET: service.mail_reset_link,
     service.SESSION_REUSED: service.mail_session_reused,
+    email_code.EMAIL_CODE: email_code.mail_code,
 }
 JOB_KINDS = (JobKind(name=AUTH_EMAIL, run=run_auth_email, max_attempts=3, timeout=60.0),)

@@ -80,6 +80,27 @@ def session_reused(to: str, *, settings: Settings) -> EmailMessage:
     )
 
 
+def email_code(
+    to: str, *, code: str, link: str, ttl_minutes: int, settings: Settings, first_name: str = ""
+) -> EmailMessage:
+    """The sign-in code and the magic link, in one mail (issue 29)."""
+    env = _own_templates()
+    variables = {
+        "base_url": settings.public_base_url,
+        "code": code,
+        "link": link,
+        "ttl_minutes": ttl_minutes,
+        "first_name": first_name,
+    }
+    return EmailMessage(
+        to=to,
+        subject=env.get_template("email_code.subject.txt").render(**variables).strip(),
+        text=env.get_template("email_code.txt").render(**variables),
+        html=env.get_template("email_code.html").render(**variables),
+        tag="email_code",
+    )
+
+
 def new_signin(
     to: str, *, settings: Settings, device: str, ip: str, time: str, method: str
 ) -> EmailMessage:

@@ -240,3 +240,42 @@ EXPORT_QUERIES = {
 
 async def export_rows(conn: Conn, user_id: uuid.UUID) -> dict[str, list[Row]]:
     return {name: await conn.fetch_all(sql, {"u": user_id}) for name, sql in EXPORT_QUERIES.items()}
+
+
+# -- sign-in by email (issue 29): one live code and magic link per address -------------------
+
+
+async def replace_email_code(
+    conn: Conn, *, email: str, code_hash: bytes, link_hash: bytes, expires_at: object
+) -> None:
+    """The address's new code and link; the previous ones (and their wrong attempts) end."""
+    await conn.execute(
+        "INSERT INTO email_codes (email, code_hash, link_hash, attempts, expires_at)"
+        " VALUES (%(e)s, %(c)s, %(l)s, 0, %(x)s)"
+        " ON CONFLICT (email) DO UPDATE SET code_hash = EXCLUDED.code_hash,"
+        " link_hash = EXCLUDED.link_hash, attempts = 0, created_at = now(),"
+        " expires_at = EXCLUDED.expires_at",
+        {"e": email, "c": code_hash, "l": link_hash, "x": expires_at},
+    )
+
+
+async def lock_email_code(conn: Conn, email: str) -> Row | None:
+    return await conn.fetch_one(
+        "SELECT * FROM email_codes WHERE email = %(e)s FOR UPDATE", {"e": email}
+    )
+
+
+async def lock_email_link(conn: Conn, link_hash: bytes) -> Row | None:
+    return await conn.fetch_one(
+        "SELECT * FROM email_codes WHERE link_hash = %(l)s FOR UPDATE", {"l": link_hash}
+    )
+
+
+async def count_wrong_code(conn: Conn, email: str) -> None:
+    await conn.execute(
+        "UPDATE email_codes SET attempts = attempts + 1 WHERE email = %(e)s", {"e": email}
+    )
+
+
+async def delete_email_code(conn: Conn, email: str) -> None:
+    await conn.execute("DELETE FROM email_codes WHERE email = %(e)s", {"e": email})

@@ -11,7 +11,7 @@ from pydantic.alias_generators import to_camel
 
 from tenantd.db import Row
 from tenantd.identity.passwords import MAX_LENGTH, MIN_LENGTH
-from tenantd.web.schemas import ApiModel, RequestBody
+from tenantd.web.schemas import ApiModel, Message, RequestBody
 
 
 class UserOut(ApiModel):
@@ -102,6 +102,15 @@ _EMAIL = {"email": "ada@example.com"}
 _TOKEN = "vdc0gxvq1cUvTV3Q9LOZJ2zvpYmGeGwMZt4tr2t8Wnk"
 _PASSWORD = "correct horse battery staple"
 
+CaptchaToken = Annotated[
+    str | None,
+    Field(
+        max_length=4096,
+        description="The bot-check widget's token (CAPTCHA_PROVIDER): required on sign-up,"
+        " email-code and password-reset requests, and on login after repeated failures",
+    ),
+]
+
 
 class RegisterBody(
     RequestBody,
@@ -113,10 +122,41 @@ class RegisterBody(
     password: Password
     first_name: str = Field("", max_length=100)
     last_name: str = Field("", max_length=100)
+    captcha_token: CaptchaToken = None
 
 
 class EmailBody(RequestBody, json_schema_extra={"examples": [_EMAIL]}):
     email: EmailStr
+
+
+class CaptchaEmailBody(RequestBody, json_schema_extra={"examples": [_EMAIL]}):
+    """An address, and the bot check's token when CAPTCHA_PROVIDER is set."""
+
+    email: EmailStr
+    captcha_token: CaptchaToken = None
+
+
+class EmailCodeVerifyBody(
+    RequestBody,
+    json_schema_extra={"examples": [{**_EMAIL, "code": "042137"}, {"token": _TOKEN}]},
+):
+    """The address and its 6-digit code, or the token of the mail's link."""
+
+    email: EmailStr | None = None
+    code: str | None = Field(None, pattern=r"^[0-9]{6}$", description="The 6 digits mailed")
+    token: Token | None = None
+
+
+class PasswordWarnings(ApiModel):
+    warnings: list[str] | None = Field(
+        None,
+        description='PASSWORD_BREACH_CHECK=warn only: ["password_breached"] when the new'
+        " password appears in a known breach (it was accepted)",
+    )
+
+
+class RegisteredOut(Message, PasswordWarnings):
+    """POST /auth/register."""
 
 
 class VerifyEmailBody(RequestBody, json_schema_extra={"examples": [{"token": _TOKEN}]}):
@@ -133,6 +173,7 @@ class LoginBody(RequestBody, json_schema_extra={"examples": [{**_EMAIL, "passwor
     email: EmailStr
     # Only the upper bound: a too-short password is simply wrong, not malformed.
     password: str = Field(min_length=1, max_length=MAX_LENGTH)
+    captcha_token: CaptchaToken = None
 
 
 class PasswordResetConfirmBody(
@@ -163,6 +204,14 @@ class SignedInUser(ApiModel):
     """POST /api/v1/auth/login."""
 
     user: UserOut
+
+
+class PasswordChanged(SignedInUser, PasswordWarnings):
+    """POST /api/v1/auth/password."""
+
+
+class PasswordReset(PasswordWarnings):
+    """POST /api/v1/auth/password-reset/confirm: empty, or the warnings."""
 
 
 class VerifiedUser(ApiModel):

@@ -26,7 +26,7 @@ from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.audit import security
-from tenantd.auth import mail
+from tenantd.auth import breach, captcha, mail
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
 from tenantd.errors import (
@@ -89,6 +89,7 @@ class SignedIn:
     tokens: IssuedTokens
     user: Row | None  # None only when the user vanished during a refresh
     device: str | None = None  # a sign-in's device cookie value (the view sets it)
+    warnings: tuple[str, ...] = ()  # a password change's PASSWORD_BREACH_CHECK=warn
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ class Registered:
 
     message: str
     binding: str
+    warnings: tuple[str, ...] = ()  # PASSWORD_BREACH_CHECK=warn: ("password_breached",)
 
 
 def _now() -> dt.datetime:
@@ -192,9 +194,14 @@ async def register(
     first_name: str = "",
     last_name: str = "",
     locale: str | None = None,
+    captcha_token: str | None = None,
+    ip: str | None = None,
 ) -> Registered:
-    """Mail a link that carries this sign-up's own password; same answer for a known email."""
+    """Mail a link that carries this sign-up's own password; same answer for a known email.
+    Bot check and breached-password check first (when configured)."""
     settings = services.settings
+    await captcha.require(services, token=captcha_token, ip=ip)
+    warnings = await breach.check_password(services, password)
     # Hash first, whatever the outcome, so timing does not tell whether the address exists.
     password_hash = await hash_password(password)
     # Every answer hands out a binding, known address or not, so the cookie tells nothing.
@@ -239,7 +246,7 @@ async def register(
                 locale=user.get("locale"),
             )
     await mail.deliver(services, outgoing)
-    return Registered(REGISTER_MESSAGE, binding)
+    return Registered(REGISTER_MESSAGE, binding, warnings)
 
 
 async def resend_verification(services: Services, *, email: str) -> str:
@@ -414,13 +421,22 @@ async def verify_email(
 
 
 async def login(
-    services: Services, *, email: str, password: str, client: ClientMeta
+    services: Services,
+    *,
+    email: str,
+    password: str,
+    client: ClientMeta,
+    captcha_token: str | None = None,
 ) -> SignedIn | MfaPending:
     """Password sign-in; unknown email and wrong password are indistinguishable. A user with
-    a second factor gets a ticket for POST /api/v1/auth/mfa/verify instead of a session."""
+    a second factor gets a ticket for POST /api/v1/auth/mfa/verify instead of a session.
+    After repeated failures for the address or the client a bot check is required first."""
     settings = services.settings
     async with services.db.connection() as conn:
+        check = await captcha.login_needs_check(conn, settings, email=email, ip=client.ip)
         user = await queries.user_by_email(conn, normalize_email(email))
+    if check:  # asked with no pool connection held
+        await captcha.require(services, token=captcha_token, ip=client.ip)
     stored = user["password_hash"] if user is not None else None
     if user is not None and stored is None and user["email_verified_at"] is None:
         # A sign-up not verified yet: its own password earns "verify first", never a session.
@@ -428,6 +444,8 @@ async def login(
     # No hash (unknown email, OAuth-only user): a dummy verify keeps the timing the same.
     matches = await verify_password(stored, password)
     if user is None or not matches:
+        async with services.db.connection() as conn:
+            await captcha.count_login_failure(conn, settings, email=email, ip=client.ip)
         raise InvalidCredentials()
     if user["email_verified_at"] is None:
         raise EmailNotVerified()
@@ -453,8 +471,12 @@ async def login(
     return SignedIn(started.tokens, user, device=started.device)
 
 
-async def request_password_reset(services: Services, *, email: str) -> str:
-    """Queue a one-hour reset link for the address; same answer and work either way."""
+async def request_password_reset(
+    services: Services, *, email: str, captcha_token: str | None = None, ip: str | None = None
+) -> str:
+    """Queue a one-hour reset link for the address; same answer and work either way (after
+    the bot check, when configured)."""
+    await captcha.require(services, token=captcha_token, ip=ip)
     await _submit_mail(services, RESET, email)
     return RESET_MESSAGE
 
@@ -481,9 +503,11 @@ async def mail_reset_link(services: Services, email: str) -> None:
 
 async def confirm_password_reset(
     services: Services, *, token: str, password: str, client: ClientMeta | None = None
-) -> None:
-    """Single-use token: set the new password and end every session and token of the user."""
+) -> tuple[str, ...]:
+    """Single-use token: set the new password and end every session and token of the user.
+    Answers the breached-password warnings (PASSWORD_BREACH_CHECK=warn)."""
     settings = services.settings
+    warnings = await breach.check_password(services, password)
     password_hash = await hash_password(password)  # before any lock is taken
     async with services.db.transaction() as conn:
         locked = await _lock_token(conn, settings, token=token, purpose=RESET)
@@ -501,6 +525,7 @@ async def confirm_password_reset(
             ip=client.ip if client else None,
             user_agent=client.user_agent if client else None,
         )
+    return warnings
 
 
 async def change_password(
@@ -541,6 +566,7 @@ async def change_password(
             )
     if stored is not None and not await verify_password(stored, current_password or ""):
         raise InvalidCredentials("Current password is incorrect")
+    warnings = await breach.check_password(services, new_password)
     password_hash = await hash_password(new_password)  # before any lock is taken
     async with services.db.transaction() as conn:
         await queries.lock_user(conn, user_id)
@@ -577,7 +603,7 @@ async def change_password(
         )
         row = await queries.user_by_id(conn, user_id)
     assert row is not None
-    return SignedIn(tokens, row)
+    return SignedIn(tokens, row, warnings=warnings)
 
 
 async def refresh_session(

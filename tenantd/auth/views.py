@@ -8,19 +8,24 @@ from __future__ import annotations
 from aiohttp import web
 
 from tenantd.audit import cursors
-from tenantd.auth import service
+from tenantd.auth import email_code, service
 from tenantd.auth.me import current_user_json
 from tenantd.auth.schemas import (
     AccountRef,
     AnonymousUser,
+    CaptchaEmailBody,
     CurrentUser,
     EmailBody,
+    EmailCodeVerifyBody,
     LoginBody,
     MfaStatus,
     PasswordChangeBody,
+    PasswordChanged,
+    PasswordReset,
     PasswordResetConfirmBody,
     RefreshData,
     RegisterBody,
+    RegisteredOut,
     RevokedSessions,
     SecurityEventOut,
     SecurityEventPage,
@@ -53,7 +58,7 @@ from tenantd.principal import current_principal, optional_principal
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.web.json import JsonResponse, dumps, ok
-from tenantd.web.ratelimit import rate_limit_counters, refused
+from tenantd.web.ratelimit import rate_limit_counters, refused, request_ip
 from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes
@@ -62,9 +67,11 @@ ROUTES = Routes("auth")
 
 
 def client_meta(request: web.Request) -> service.ClientMeta:
+    # The client's address as the rate limiter and the pages see it (X-Forwarded-For only
+    # from TENANTD_TRUSTED_PROXIES): bot checks count failed logins per client by it.
     return service.ClientMeta(
         user_agent=request.headers.get("User-Agent"),
-        ip=request.remote,
+        ip=request_ip(request),
         device=request.cookies.get(DEVICE_COOKIE),
     )
 
@@ -82,6 +89,8 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
         data = RefreshData(user=None)
     else:
         data = {"user": UserOut.json_of(result.user)}  # SignedInUser, without the models
+        if result.warnings:
+            data["warnings"] = list(result.warnings)  # a password change's breach warning
     response = ok(data)
     settings = request.app[SETTINGS]
     set_session_cookies(response, settings, result.tokens)
@@ -94,7 +103,11 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
     "/auth/register",
     access=Access.PUBLIC,
     body=RegisterBody,
-    response=Message,
+    response=RegisteredOut,
+    responses={
+        422: "VALIDATION_ERROR (password_breached under PASSWORD_BREACH_CHECK=block);"
+        " CAPTCHA_FAILED: the bot check is missing or refused"
+    },
     rate_limit="register",
     summary="Sign up; a verification link is mailed (same answer for a known email)",
 )
@@ -106,8 +119,11 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
         first_name=body.first_name,
         last_name=body.last_name,
         locale=best_locale(request.headers.get("Accept-Language")),
+        captcha_token=body.captcha_token,
+        ip=request_ip(request),
     )
-    response = ok(Message(message=result.message))
+    answer = RegisteredOut(message=result.message, warnings=list(result.warnings) or None)
+    response = ok(answer.model_dump(by_alias=True, exclude_none=True))
     set_binding_cookie(
         response,
         request.app[SETTINGS],
@@ -161,6 +177,7 @@ async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Respo
     access=Access.PUBLIC,
     body=LoginBody,
     response=SignedInUser | MfaChallengeOut,
+    responses={422: "CAPTCHA_FAILED: repeated failures; send captchaToken"},
     rate_limit="login",
     summary="Sign in with email and password; a user with a second factor gets"
     " {mfaRequired, methods, ticket} and no session cookie (finish with /api/v1/auth/mfa/verify)",
@@ -171,10 +188,65 @@ async def login(request: web.Request, body: LoginBody) -> web.Response:
         email=body.email,
         password=body.password,
         client=client_meta(request),
+        captcha_token=body.captcha_token,
     )
+    return signed_in_or_mfa(request, result)
+
+
+def signed_in_or_mfa(
+    request: web.Request, result: service.SignedIn | service.MfaPending
+) -> web.Response:
+    """A session (cookies set), or the MFA challenge of a user with a second factor."""
     if isinstance(result, service.MfaPending):
         return mfa_challenge(request.app[SETTINGS], result.ticket)
     return signed_in(request, result)
+
+
+@ROUTES.post(
+    "/api/v1/auth/email-code",
+    access=Access.PUBLIC,
+    body=CaptchaEmailBody,
+    response=Message,
+    responses={
+        404: "NOT_FOUND: MAGIC_LINK_ENABLED is off",
+        422: "CAPTCHA_FAILED: the bot check is missing or refused",
+    },
+    rate_limit="email_code",
+    summary="Mail a 6-digit sign-in code and a magic link (same answer for every address)",
+)
+async def email_code_request(request: web.Request, body: CaptchaEmailBody) -> Message:
+    message = await email_code.request_code(
+        request.app[SERVICES],
+        email=body.email,
+        client=client_meta(request),
+        captcha_token=body.captcha_token,
+    )
+    return Message(message=message)
+
+
+@ROUTES.post(
+    "/api/v1/auth/email-code/verify",
+    access=Access.PUBLIC,
+    body=EmailCodeVerifyBody,
+    response=SignedInUser | MfaChallengeOut,
+    responses={
+        404: "NOT_FOUND: MAGIC_LINK_ENABLED is off",
+        409: "DOMAIN_CLAIMED: a first sign-in on a domain another account claimed",
+        422: "VALIDATION_ERROR: wrong, expired, used or ended code (five wrong codes end it)",
+    },
+    rate_limit="email_code_verify",
+    summary="Sign in with {email, code} (or the link's {token}); a user with a second factor"
+    " gets {mfaRequired, methods, ticket} as after a password",
+)
+async def email_code_verify(request: web.Request, body: EmailCodeVerifyBody) -> web.Response:
+    result = await email_code.verify(
+        request.app[SERVICES],
+        email=body.email,
+        code=body.code,
+        token=body.token,
+        client=client_meta(request),
+    )
+    return signed_in_or_mfa(request, result)
 
 
 def mfa_challenge(settings: Settings, ticket: mfa.Ticket) -> web.Response:
@@ -189,13 +261,19 @@ def mfa_challenge(settings: Settings, ticket: mfa.Ticket) -> web.Response:
 @ROUTES.post(
     "/api/v1/auth/password-reset/request",
     access=Access.PUBLIC,
-    body=EmailBody,
+    body=CaptchaEmailBody,
     response=Message,
+    responses={422: "CAPTCHA_FAILED: the bot check is missing or refused"},
     rate_limit="password_reset",
     summary="Mail a password reset link (same answer whether or not the email exists)",
 )
-async def password_reset_request(request: web.Request, body: EmailBody) -> Message:
-    message = await service.request_password_reset(request.app[SERVICES], email=body.email)
+async def password_reset_request(request: web.Request, body: CaptchaEmailBody) -> Message:
+    message = await service.request_password_reset(
+        request.app[SERVICES],
+        email=body.email,
+        captcha_token=body.captcha_token,
+        ip=request_ip(request),
+    )
     return Message(message=message)
 
 
@@ -203,20 +281,24 @@ async def password_reset_request(request: web.Request, body: EmailBody) -> Messa
     "/api/v1/auth/password-reset/confirm",
     access=Access.PUBLIC,
     body=PasswordResetConfirmBody,
-    response=Empty,
+    response=PasswordReset,
     summary="Set a new password with a reset token; ends every session of the user",
 )
-async def password_reset_confirm(request: web.Request, body: PasswordResetConfirmBody) -> Empty:
-    await service.confirm_password_reset(
+async def password_reset_confirm(
+    request: web.Request, body: PasswordResetConfirmBody
+) -> dict[str, object]:
+    warnings = await service.confirm_password_reset(
         request.app[SERVICES], token=body.token, password=body.password, client=client_meta(request)
     )
-    return Empty()
+    return PasswordReset(warnings=list(warnings) or None).model_dump(
+        by_alias=True, exclude_none=True
+    )
 
 
 @ROUTES.post(
     "/api/v1/auth/password",
     body=PasswordChangeBody,
-    response=SignedInUser,
+    response=PasswordChanged,
     responses={
         401: "INVALID_CREDENTIALS: currentPassword is wrong",
         403: "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)",

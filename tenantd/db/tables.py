@@ -786,3 +786,17 @@ notification_frequencies = Table(
 notification_throttles.append_column(Column("expires_at", DateTime(timezone=True), nullable=False))
 Index("notification_throttles_expires_idx", notification_throttles.c.expires_at)
 notification_digest_items.append_column(Column("send_sequence", BigInteger))
+
+# Sign-in by email (0250, issue 29): one live code and magic link per address, hashed.
+email_codes = Table(
+    "email_codes",
+    metadata,
+    Column("email", Text, primary_key=True),
+    Column("code_hash", LargeBinary, nullable=False),
+    Column("link_hash", LargeBinary, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index("email_codes_link_key", "link_hash", unique=True),
+    Index("email_codes_expires_idx", "expires_at"),
+)

@@ -28,6 +28,8 @@ DEFAULT_RATE_LIMITS = {
     "login": (100, 10),
     "resend_verification": (20, 5),
     "password_reset": (20, 5),
+    "email_code": (20, 5),  # sign-in codes mailed (issue 29)
+    "email_code_verify": (100, 10),  # codes tried, per address on top of five per code
 }
 # Scope -> (per IP, per session family) within the window: refresh has no email to count.
 DEFAULT_SESSION_RATE_LIMITS = {"refresh": (600, 60)}

@@ -70,6 +70,13 @@ ON CONFLICT (key) DO UPDATE SET
 RETURNING r.key, r.count, extract(epoch FROM r.window_start - now())::float8 AS start_offset
 """
 
+# The counts of the current window (one window length for all the keys), counting nothing.
+RATE_LIMIT_PEEK = """
+SELECT key, count FROM rate_limits
+ WHERE key = ANY(%(keys)s)
+   AND window_start = to_timestamp((floor(extract(epoch FROM now()) / %(secs)s) * %(secs)s)::float8)
+"""
+
 
 # --- metrics: the database-backed gauges, read in one statement at scrape time ------------
 

@@ -21,7 +21,7 @@ from tenantd.addresses import normalize_email
 from tenantd.db.core import Conn
 from tenantd.errors import RateLimited
 from tenantd.ops.config import OpsConfig, RateRule
-from tenantd.ops.queries import RATE_LIMIT_HIT
+from tenantd.ops.queries import RATE_LIMIT_HIT, RATE_LIMIT_PEEK
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,18 @@ async def hit(conn: Conn, counters: Sequence[Counter]) -> Verdict:
         if worst is None or retry > worst.retry_after:
             worst = Verdict(False, retry, counter.dimension)
     return worst or Verdict(True, 0)
+
+
+async def peek(conn: Conn, counters: Sequence[Counter]) -> dict[str, int]:
+    """How far each counter's dimension is in its current window, without counting."""
+    if not counters:
+        return {}
+    rows = await conn.fetch_all(
+        RATE_LIMIT_PEEK,
+        {"keys": [counter.key for counter in counters], "secs": counters[0].window},
+    )
+    by_key = {row["key"]: int(row["count"]) for row in rows}
+    return {counter.dimension: by_key.get(counter.key, 0) for counter in counters}
 
 
 async def check(

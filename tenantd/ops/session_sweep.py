@@ -5,6 +5,7 @@
   refuses them from then on).
 - `user_tokens`: verification and reset tokens a day after expiry (the day keeps the
   friendlier "expired" answer for late clicks).
+- `email_codes`: sign-in codes and magic links a day after expiry, as `user_tokens`.
 - `rate_limits`: counters whose window ended longer ago than the longest window.
 - `webhook_events`: provider event ids older than TENANTD_WEBHOOK_EVENTS_RETENTION_DAYS
   (providers stop retrying, and signatures stop verifying, long before that).
@@ -18,6 +19,7 @@ from datetime import timedelta
 from sqlalchemy import func
 
 from tenantd.db.tables import (
+    email_codes,
     known_devices,
     rate_limits,
     revoked_tokens,
@@ -39,6 +41,7 @@ async def sessions_sweep(ctx: SweepContext) -> None:
     await delete_batches(ctx, sessions, sessions.c.expires_at < now)
     await delete_batches(ctx, revoked_tokens, revoked_tokens.c.expires_at < now)
     await delete_batches(ctx, user_tokens, user_tokens.c.expires_at < now - timedelta(days=1))
+    await delete_batches(ctx, email_codes, email_codes.c.expires_at < now - timedelta(days=1))
     window = timedelta(seconds=config.longest_rate_window)
     await delete_batches(ctx, rate_limits, rate_limits.c.window_start < now - window)
     retention = timedelta(days=config.webhook_events_retention_days)

@@ -139,7 +139,8 @@ async def password_post(request: web.Request, viewer: Viewer) -> web.StreamRespo
             client=client_meta(request),
         )
         request[ISSUED] = result.tokens
-        return redirect(request, "/account?done=password")
+        done = "password_breached" if result.warnings else "password"
+        return redirect(request, f"/account?done={done}")
 
     return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
 

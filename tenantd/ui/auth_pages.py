@@ -9,6 +9,7 @@ from aiohttp import web
 
 from tenantd.accounts import invitations
 from tenantd.accounts.schemas import AcceptBody
+from tenantd.auth import captcha
 from tenantd.auth import service as auth_service
 from tenantd.auth.schemas import (
     EmailBody,
@@ -42,6 +43,37 @@ def _notice(request: web.Request) -> str | None:
     return done_text(request.query.get("done"))
 
 
+def captcha_token(request: web.Request, form: Form) -> str | None:
+    """The bot check's token the provider's widget put into the form (None when off)."""
+    widget = captcha.provider(request.app[SERVICES].settings)
+    return (field(form, widget.form_field) or None) if widget else None
+
+
+def signed_in_or_mfa(
+    request: web.Request,
+    result: auth_service.SignedIn | auth_service.MfaPending,
+    next_path: str,
+) -> web.Response:
+    """After a first factor: on to `next_path` signed in, or to the MFA step (its ticket
+    bound to this browser) for a user with a second factor."""
+    if isinstance(result, auth_service.MfaPending):
+        ticket = result.ticket
+        query = urlencode({"ticket": ticket.ticket, **({"next": next_path} if next_path else {})})
+        response = redirect(request, f"/login/mfa?{query}")
+        set_cookie(
+            response,
+            request.app[SERVICES].settings,
+            mfa.BINDING_COOKIE,
+            ticket.binding,
+            max_age=mfa.TICKET_TTL_SECONDS,
+        )
+        return response
+    request[ISSUED] = result.tokens
+    if result.device is not None:
+        request[DEVICE] = result.device
+    return redirect(request, next_path or "/notifications")
+
+
 async def signup_page(request: web.Request) -> web.Response:
     if await load_viewer(request):
         return redirect(request, safe_next(request.query.get("next")))
@@ -73,8 +105,12 @@ async def signup_post(request: web.Request) -> web.StreamResponse:
             password=body.password,
             first_name=body.first_name,
             last_name=body.last_name,
+            captcha_token=captcha_token(request, form),
+            ip=client_meta(request).ip,
         )
-        response = redirect(request, f"/check-inbox?email={quote(str(body.email))}")
+        # PASSWORD_BREACH_CHECK=warn: the inbox page says the password is a known one.
+        warned = "&warn=password_breached" if result.warnings else ""
+        response = redirect(request, f"/check-inbox?email={quote(str(body.email))}{warned}")
         settings = request.app[SERVICES].settings
         ttl = int(auth_service.VERIFY_TTL.total_seconds())
         set_binding_cookie(response, settings, result.binding, max_age=ttl)
@@ -92,6 +128,7 @@ async def check_inbox_page(request: web.Request) -> web.Response:
         title=text("inbox.title"),
         email=request.query.get("email", "")[:320],
         resent=request.query.get("resent") == "1",
+        breached=request.query.get("warn") == "password_breached",
         problem=None,
     )
 
@@ -178,26 +215,9 @@ async def login_post(request: web.Request) -> web.StreamResponse:
             email=body.email,
             password=body.password,
             client=client_meta(request),
+            captcha_token=captcha_token(request, form),
         )
-        if isinstance(result, auth_service.MfaPending):
-            # Password right, second factor still to come: the MFA step, bound to this browser.
-            ticket = result.ticket
-            query = urlencode(
-                {"ticket": ticket.ticket, **({"next": next_path} if next_path else {})}
-            )
-            response = redirect(request, f"/login/mfa?{query}")
-            set_cookie(
-                response,
-                request.app[SERVICES].settings,
-                mfa.BINDING_COOKIE,
-                ticket.binding,
-                max_age=mfa.TICKET_TTL_SECONDS,
-            )
-            return response
-        request[ISSUED] = result.tokens
-        if result.device is not None:
-            request[DEVICE] = result.device
-        return redirect(request, next_path or "/notifications")
+        return signed_in_or_mfa(request, result, next_path)
 
     async def refused(issue: Problem) -> web.StreamResponse:
         kept["unverified"] = issue.code == "EMAIL_NOT_VERIFIED"
@@ -250,7 +270,12 @@ async def reset_post(request: web.Request) -> web.StreamResponse:
         kept["values"] = {"email": field(form, "email").strip()}
         body = parse(EmailBody, kept["values"])
         await rate_limit_request(request, "password_reset", body)
-        await auth_service.request_password_reset(request.app[SERVICES], email=body.email)
+        await auth_service.request_password_reset(
+            request.app[SERVICES],
+            email=body.email,
+            captcha_token=captcha_token(request, form),
+            ip=client_meta(request).ip,
+        )
         return redirect(request, "/reset-password?sent=1")
 
     refused = again(request, "reset_request.html", text("reset.title"), kept)
@@ -265,11 +290,12 @@ async def reset_confirm_post(request: web.Request) -> web.StreamResponse:
         body = parse(
             PasswordResetConfirmBody, {"token": kept["token"], "password": field(form, "password")}
         )
-        await auth_service.confirm_password_reset(
+        warnings = await auth_service.confirm_password_reset(
             request.app[SERVICES], token=body.token, password=body.password
         )
         request[STALE] = True  # the reset ended every session, this browser's too
-        return redirect(request, "/login?done=password_reset")
+        done = "password_reset_breached" if warnings else "password_reset"
+        return redirect(request, f"/login?done={done}")
 
     refused = again(request, "reset_confirm.html", text("reset.confirm_title"), kept)
     return await submit(request, action, refused)

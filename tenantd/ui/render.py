@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 import jinja2
 from aiohttp import web
 
+from tenantd.auth import captcha
 from tenantd.settings import SETTINGS
 from tenantd.ui import csrf
 from tenantd.ui.config import UiConfig, ui_config
@@ -71,6 +72,8 @@ def page(
     def token(action: str) -> str:
         return csrf.form_token(request, settings, action)
 
+    # The bot check's widget, when a provider and its site key are set.
+    widget = captcha.provider(settings) if settings.captcha_site_key else None
     env = environment(config.templates_dir)
     env.filters.setdefault("date", _date)
     body = env.get_template(template).render(
@@ -83,6 +86,9 @@ def page(
         web_push=settings.web_push_enabled,
         sse=settings.notifications_sse_enabled,
         providers=[p.name for p in settings.oauth_providers],
+        magic_link=settings.magic_link_enabled,
+        captcha=widget,
+        captcha_site_key=settings.captcha_site_key,
         urlencode=urlencode,
         **context,
     )
@@ -90,12 +96,21 @@ def page(
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["Referrer-Policy"] = "same-origin"
-    response.headers["Content-Security-Policy"] = (
-        "default-src 'self'; img-src 'self' data: https:; style-src 'self' 'unsafe-inline';"
-        " script-src 'self'; connect-src 'self'; frame-ancestors 'none'; form-action 'self'"
-    )
+    response.headers["Content-Security-Policy"] = content_security_policy(widget)
     finish(request, response)
     return response
+
+
+def content_security_policy(widget: captcha.Provider | None) -> str:
+    """Our own origin only, plus the bot-check provider's origins when its widget is shown
+    (its script, its frame, its styles and calls)."""
+    extra = "".join(f" {origin}" for origin in widget.origins) if widget else ""
+    policy = (
+        "default-src 'self'; img-src 'self' data: https:;"
+        f" style-src 'self' 'unsafe-inline'{extra}; script-src 'self'{extra};"
+        f" connect-src 'self'{extra}; frame-ancestors 'none'; form-action 'self'"
+    )
+    return policy + (f"; frame-src{extra}" if widget else "")
 
 
 def finish(request: web.Request, response: web.StreamResponse) -> None:

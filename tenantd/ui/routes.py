@@ -14,6 +14,7 @@ from tenantd.errors import AppError, NotFound
 from tenantd.settings import Settings
 from tenantd.ui import account_pages as accounts
 from tenantd.ui import auth_pages as auth
+from tenantd.ui import email_code_pages as email_codes
 from tenantd.ui import mfa_pages as mfa
 from tenantd.ui import notification_pages as notifications
 from tenantd.ui import preference_pages as preferences
@@ -123,6 +124,12 @@ PAGES: list[tuple[str, str, Any]] = [
     ("POST", "/cancel-email-change", mfa.cancel_email_post),
     ("POST", MEMBERS.removesuffix("/members") + "/require-mfa", mfa.require_mfa_post),
     ("POST", "/accounts/{id}/restore", accounts.restore_post),
+    # sign-in by email (issue 29)
+    ("GET", "/login/email-code", email_codes.email_code_page),
+    ("POST", "/login/email-code", email_codes.email_code_post),
+    ("POST", "/login/email-code/verify", email_codes.email_code_verify_post),
+    ("GET", "/email-code", email_codes.email_link_page),
+    ("POST", "/email-code", email_codes.email_link_post),
     # notification frequency, quiet hours, language, account defaults (issue 18)
     ("POST", preferences.QUIET_HOURS, preferences.quiet_hours_post),
     ("GET", preferences.DEFAULTS, preferences.defaults_page),

@@ -402,6 +402,27 @@ EN: dict[str, str] = {
     "notifications.defaults_apply_link": "See which in your preferences",
     "done.quiet_hours": "Quiet hours and language saved.",
     "done.defaults": "Account defaults saved.",
+    # sign-in by email and bot checks (issue 29)
+    "login.email_code": "Email me a sign-in code",
+    "emailcode.title": "Sign in with an email code",
+    "emailcode.lead": "We will mail you a 6-digit code and a link. No password needed.",
+    "emailcode.send": "Send me a code",
+    "emailcode.sent": "If this address can sign in, a code and a link are on their way to"
+    " {email}. They work once, for 10 minutes.",
+    "emailcode.label": "6-digit code",
+    "emailcode.hint": "From the email we just sent.",
+    "emailcode.submit": "Sign in",
+    "emailcode.again": "Send a new code",
+    "emaillink.title": "Sign in",
+    "emaillink.lead": "Continue to sign in on this browser.",
+    "emaillink.submit": "Sign in",
+    "code.CAPTCHA_FAILED": "Complete the bot check and try again.",
+    "breach.warning": "This password appears in a known data breach. It works, but choose"
+    " another one soon.",
+    "done.password_reset_breached": "Your password is changed. It appears in a known data"
+    " breach, though: choose another one once you are signed in.",
+    "done.password_breached": "Password saved; your other devices were signed out. It"
+    " appears in a known data breach, though: choose another one soon.",
 }
 
 CATALOGS: dict[str, dict[str, str]] = {"en": EN}

@@ -95,7 +95,13 @@ async def test_auth_request_bodies_are_described(client: Any) -> None:
         return resolve(document, operation["requestBody"]["content"]["application/json"]["schema"])
 
     register = body_schema("/auth/register")
-    assert set(register["properties"]) == {"email", "password", "firstName", "lastName"}
+    assert set(register["properties"]) == {
+        "email",
+        "password",
+        "firstName",
+        "lastName",
+        "captchaToken",
+    }
     assert set(register["required"]) == {"email", "password"}
     assert register["properties"]["email"]["format"] == "email"
     assert register["properties"]["password"]["minLength"] == 8

@@ -150,6 +150,9 @@ async def test_auth_routes_declare_their_scopes(app: web.Application) -> None:
         "/api/v1/auth/resend-verification": "resend_verification",
         "/api/v1/auth/password-reset/request": "password_reset",
         "/api/v1/auth/password": "login",
+        # Sign-in by email (issue 29): codes mailed, codes tried (per IP and per address).
+        "/api/v1/auth/email-code": "email_code",
+        "/api/v1/auth/email-code/verify": "email_code_verify",
         # MFA (issue 17): the second step of a sign-in, reauthentication and passkey
         # sign-in count per IP (the unlisted scope's default, 100 per 15 minutes).
         "/api/v1/auth/mfa/verify": "mfa",
