@@ -41,7 +41,17 @@ HTTP_API = ROOT / "docs" / "http-api.md"
 VARIABLE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 # Functions that read one variable by name: dict.get / os.environ.get, the numeric and
 # boolean parsers of settings.py, ops/config.py and ui/config.py, and their small helpers.
-READERS = {"get", "env_int", "env_number", "env_flag", "_bool", "_flag", "opt", "_networks"}
+READERS = {
+    "get",
+    "env_int",
+    "env_number",
+    "env_flag",
+    "_bool",
+    "_flag",
+    "opt",
+    "_networks",
+    "_choice",
+}
 # Example variables of a family the code builds from a prefix (one provider named `google`).
 EXAMPLE_ONLY = re.compile(r"^OAUTH_GOOGLE_")
 
