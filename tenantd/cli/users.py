@@ -148,9 +148,8 @@ def import_users(
             )
 
     summary = run(work)
-    for number, why in summary.skipped:
-        sys.stderr.write(f"line {number}: skipped: {why}\n")
-    for number, note in summary.warnings:
+    problems = [(n, f"skipped: {why}") for n, why in summary.skipped] + summary.warnings
+    for number, note in sorted(problems, key=lambda item: item[0]):
         sys.stderr.write(f"line {number}: {note}\n")
     sys.stdout.write(summary.line() + "\n")
 
