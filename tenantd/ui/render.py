@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 import jinja2
 from aiohttp import web
 
+from tenantd.auth.oauth.presets import label as provider_label
 from tenantd.settings import SETTINGS
 from tenantd.ui import csrf
 from tenantd.ui.config import UiConfig, ui_config
@@ -73,6 +74,7 @@ def page(
 
     env = environment(config.templates_dir)
     env.filters.setdefault("date", _date)
+    env.filters.setdefault("provider_label", provider_label)
     body = env.get_template(template).render(
         brand=config,
         viewer=request.get(VIEWER),

@@ -67,6 +67,20 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+# How the hosted pages name a provider ("Continue with GitHub"); others are capitalised.
+LABELS = {
+    "github": "GitHub",
+    "google": "Google",
+    "microsoft": "Microsoft",
+    "gitlab": "GitLab",
+    "apple": "Apple",
+}
+
+
+def label(name: str) -> str:
+    return LABELS.get(name, name.capitalize())
+
+
 def preset_of(provider: OAuthProviderSettings) -> Preset | None:
     return PRESETS.get(provider.preset) if provider.preset else None
 

@@ -458,3 +458,17 @@ def test_preset_default_endpoints() -> None:
         "https://evil.example/{tenantid}/v2.0",
         "https://login.microsoftonline.com/common/v2.0",
     )
+
+
+async def test_hosted_login_page_offers_each_preset_by_its_name(browser: Browser) -> None:
+    page = await (await browser.client.get("/login")).text()
+    for name, label in [
+        ("github", "GitHub"),
+        ("google", "Google"),
+        ("microsoft", "Microsoft"),
+        ("gitlab", "GitLab"),
+        ("apple", "Apple"),
+    ]:
+        assert f"/api/v1/auth/oauth/{name}/start" in page
+        assert label in page
+    assert "Github" not in page and "Gitlab" not in page
