@@ -26,6 +26,7 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
         # Last: it leaves its dispatch jobs to the server's runner.
         ("send_batch", apikeys.send_batch),
         ("password_login", mfa.password_login),
+        ("imported_bcrypt_login", mfa.imported_bcrypt_login),
         ("mfa_verify", mfa.mfa_verify),
         ("webhook_deliveries", outbox.webhook_deliveries),
         ("outbox_overhead", outbox.outbox_overhead),
