@@ -230,9 +230,9 @@ def _oauth_providers(env: dict[str, str]) -> tuple[OAuthProviderSettings, ...]:
     for name in _list(env.get("OAUTH_PROVIDERS", "")):
         prefix = "OAUTH_" + name.upper().replace("-", "_") + "_"
         preset = name if name in OAUTH_PRESET_OPTIONS else None
-        needed = (
-            ("CLIENT_ID", "CLIENT_SECRET") if preset else ("ISSUER", "CLIENT_ID", "CLIENT_SECRET")
-        )
+        needed: tuple[str, ...] = ("CLIENT_ID", "CLIENT_SECRET")
+        if preset is None:
+            needed = ("ISSUER", *needed)
         needed += OAUTH_PRESET_REQUIRED.get(name, ())
         missing = [k for k in needed if not env.get(prefix + k)]
         if missing:

@@ -173,9 +173,9 @@ def _verify_foreign(stored: str, password: str) -> bool:
         config, salt, digest = parse_firebase_scrypt(stored)
         return hmac.compare_digest(config.derive(password, salt), digest)
     if stored.startswith(DJANGO_PBKDF2 + "$"):
-        iterations, salt, digest = _django_parts(stored)
-        computed = hashlib.pbkdf2_hmac("sha256", password.encode(), salt.encode(), iterations)
-        return hmac.compare_digest(computed, digest)
+        iterations, text_salt, expected = _django_parts(stored)
+        computed = hashlib.pbkdf2_hmac("sha256", password.encode(), text_salt.encode(), iterations)
+        return hmac.compare_digest(computed, expected)
     raise UnsupportedHash("unknown password hash scheme")
 
 
