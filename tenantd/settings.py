@@ -112,6 +112,12 @@ class OAuthProviderSettings:
     def option(self, key: str) -> str | None:
         return dict(self.options).get(key)
 
+    @property
+    def proves_fresh_sign_in(self) -> bool:
+        """Whether the provider can confirm a recent sign-in (prompt=login, auth_time) for a
+        step-up: every OpenID provider; not GitHub (plain OAuth 2.0)."""
+        return self.preset != "github"
+
 
 TOKEN_AUTH_METHODS = ("client_secret_basic", "client_secret_post")
 # Social presets: OAUTH_PROVIDERS=github,google,... with OAUTH_<NAME>_CLIENT_ID and _SECRET;

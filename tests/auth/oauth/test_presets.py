@@ -10,8 +10,11 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tenantd.auth.oauth import presets
+from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.flow import code_challenge, decode_state
 from tenantd.db import Database
+from tenantd.mfa import stepup
+from tenantd.services import Services
 from tenantd.settings import OAuthProviderSettings, SettingsError, load_settings
 from tests.auth.helpers import set_cookies
 from tests.auth.oauth.fake_idp import FakeIdP, FakeUser
@@ -229,6 +232,21 @@ async def test_github_cannot_be_used_for_step_up(browser: Browser, github: FakeG
     assert (await browser.sign_in(provider="github")).status == 302
     response = await browser.client.get("/api/v1/auth/oauth/github/reauth", allow_redirects=False)
     assert response.status == 404  # GitHub cannot prove a fresh sign-in (no prompt=login)
+
+
+async def test_github_is_not_offered_as_a_step_up_method(
+    browser: Browser, github: FakeGitHub, services: Services, db: Database
+) -> None:
+    assert (await browser.sign_in(provider="github")).status == 302
+    user_id = await db.fetch_val("SELECT user_id FROM user_identities")
+    async with services.db.connection() as conn:
+        assert await stepup.reauth_providers(conn, services.settings, user_id) == []
+    await db.execute(
+        "INSERT INTO user_identities (user_id, provider, subject) VALUES (%(u)s, 'google', 'g1')",
+        {"u": user_id},
+    )
+    async with services.db.connection() as conn:
+        assert await stepup.reauth_providers(conn, services.settings, user_id) == ["google"]
 
 
 # --- Google and GitLab --------------------------------------------------------------------
@@ -458,6 +476,19 @@ def test_preset_default_endpoints() -> None:
         "https://evil.example/{tenantid}/v2.0",
         "https://login.microsoftonline.com/common/v2.0",
     )
+    google = ProviderMetadata(
+        issuer="https://accounts.google.com",
+        authorization_endpoint="https://accounts.google.com/o/oauth2/v2/auth",
+        token_endpoint="https://oauth2.googleapis.com/token",
+        jwks_uri="https://www.googleapis.com/oauth2/v3/certs",
+        token_auth_method="client_secret_basic",
+    )
+    # Google's ID tokens name their issuer with or without the scheme.
+    assert presets.id_token_issuers(provider("google"), google, "x.y.z") == [
+        "https://accounts.google.com",
+        "accounts.google.com",
+    ]
+    assert presets.id_token_issuers(provider("gitlab"), google, "x.y.z") == [google.issuer]
 
 
 async def test_hosted_login_page_offers_each_preset_by_its_name(browser: Browser) -> None:
