@@ -13,6 +13,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +250,8 @@ def _oauth_providers(env: dict[str, str]) -> tuple[OAuthProviderSettings, ...]:
         # A preset without OAUTH_<NAME>_SCOPES asks for its own default scopes.
         default_scopes = () if preset else ("openid", "email", "profile")
         scopes = _list(env.get(prefix + "SCOPES", "").replace(" ", ",")) or default_scopes
+        if preset == "apple":
+            _check_apple_key(env[prefix + "CLIENT_SECRET"])
         token_auth = env.get(prefix + "TOKEN_AUTH", "").strip().lower() or None
         if token_auth is not None and token_auth not in TOKEN_AUTH_METHODS:
             raise SettingsError(
@@ -270,6 +274,19 @@ def _oauth_providers(env: dict[str, str]) -> tuple[OAuthProviderSettings, ...]:
             )
         )
     return tuple(providers)
+
+
+def _check_apple_key(pem: str) -> None:
+    """Apple's client secret is a JWT we sign: OAUTH_APPLE_CLIENT_SECRET holds the .p8 key."""
+    try:
+        key = serialization.load_pem_private_key(pem.replace("\\n", "\n").encode(), None)
+    except (ValueError, TypeError):
+        key = None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
+        raise SettingsError(
+            "OAUTH_APPLE_CLIENT_SECRET must be the .p8 private key (PEM, P-256) of your Sign in"
+            " with Apple key; newlines may be written as \\n"
+        )
 
 
 def _access_token_alg(env: Mapping[str, str]) -> str:

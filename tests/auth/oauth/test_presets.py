@@ -8,6 +8,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from tenantd.auth.oauth import presets
 from tenantd.auth.oauth.discovery import ProviderMetadata
@@ -434,6 +436,17 @@ def test_presets_need_only_a_client_id_and_secret_and_apple_its_key_ids(
     minimal["OAUTH_PROVIDERS"] = "apple"
     with pytest.raises(SettingsError, match="OAUTH_APPLE_TEAM_ID, OAUTH_APPLE_KEY_ID"):
         load_settings(environ=minimal)
+    minimal.update(OAUTH_APPLE_TEAM_ID="TEAM123456", OAUTH_APPLE_KEY_ID="KEY1234567")
+    assert load_settings(environ=minimal).oauth_providers[0].option("TEAM_ID") == "TEAM123456"
+    p384 = ec.generate_private_key(ec.SECP384R1()).private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    for wrong in ("a-shared-secret", p384.decode()):
+        minimal["OAUTH_APPLE_CLIENT_SECRET"] = wrong
+        with pytest.raises(SettingsError, match=r"must be the \.p8 private key"):
+            load_settings(environ=minimal)
     minimal["OAUTH_PROVIDERS"] = "okta"  # not a preset: the issuer is needed as before
     with pytest.raises(SettingsError, match="OAUTH_OKTA_ISSUER"):
         load_settings(environ=minimal)
