@@ -11,6 +11,7 @@ import pytest
 from argon2 import PasswordHasher, Type
 
 from tenantd.identity import passwords
+from tenantd.identity import queries as identity_queries
 from tenantd.identity.passwords import (
     FirebaseScrypt,
     UnsupportedHash,
@@ -131,3 +132,47 @@ async def test_first_sign_in_rehashes_to_argon2id(
     )
     assert rehashed.startswith("$argon2id$") and not needs_rehash(rehashed)
     assert await sign_in(client, user.email, password) == 200
+
+
+async def test_step_up_with_an_imported_password_rehashes_it(
+    client: Any, factory: Factory, db: Any
+) -> None:
+    user = await factory.user()
+    assert await sign_in(client, user.email, user.password) == 200
+    await db.execute(
+        "UPDATE user_passwords SET password_hash = %(h)s WHERE user_id = %(u)s",
+        {"u": user.id, "h": PHP_BCRYPT},
+    )
+    refused = await client.post("/api/v1/auth/reauth", json={"password": "rasmuslerdorF"})
+    assert refused.status == 401
+    response = await client.post("/api/v1/auth/reauth", json={"password": "rasmuslerdorf"})
+    assert response.status == 200, await response.text()
+    stored = await db.fetch_val(
+        "SELECT password_hash FROM user_passwords WHERE user_id = %(u)s", {"u": user.id}
+    )
+    assert stored.startswith("$argon2id$")
+
+
+async def test_a_rehash_never_overwrites_a_password_changed_meanwhile(
+    factory: Factory, db: Any
+) -> None:
+    user = await factory.user(password=None)
+    await db.execute(
+        "INSERT INTO user_passwords (user_id, password_hash) VALUES (%(u)s, %(h)s)",
+        {"u": user.id, "h": PHP_BCRYPT},
+    )
+    matches, rehashed = await passwords.verified_rehash(PHP_BCRYPT, "rasmuslerdorf")
+    assert matches and rehashed is not None
+    changed = await passwords.hash_password("a new password chosen meanwhile")
+    await db.execute(
+        "UPDATE user_passwords SET password_hash = %(h)s WHERE user_id = %(u)s",
+        {"u": user.id, "h": changed},
+    )
+    async with db.transaction() as conn:
+        assert not await identity_queries.replace_password_hash(
+            conn, user_id=user.id, old=PHP_BCRYPT, new=rehashed
+        )
+    stored = await db.fetch_val(
+        "SELECT password_hash FROM user_passwords WHERE user_id = %(u)s", {"u": user.id}
+    )
+    assert stored == changed
