@@ -30,6 +30,7 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
         ("send_batch", apikeys.send_batch),
         ("password_login", mfa.password_login),
         ("email_code_login", mfa.email_code_login),
+        ("imported_bcrypt_login", mfa.imported_bcrypt_login),
         ("mfa_verify", mfa.mfa_verify),
         ("webhook_deliveries", outbox.webhook_deliveries),
         ("outbox_overhead", outbox.outbox_overhead),

@@ -1,5 +1,6 @@
-"""Sign-in figures: a password login, an email-code sign-in, and the second step of an MFA
-sign-in (TOTP verify).
+"""Sign-in figures: a password login, an email-code sign-in, the first sign-in of a user
+imported with a bcrypt hash (bcrypt verify, then the argon2id rehash and its write), and the
+second step of an MFA sign-in (TOTP verify).
 
 Both are dominated by CPU on the server: the login by one argon2id verification (tenantd's
 parameters: argon2-cffi's RFC 9106 low-memory profile, t=3, m=64 MiB, p=4; its cost on this
@@ -13,12 +14,14 @@ code, provisions nothing (verified users with an account) and inserts the sessio
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 import uuid
 from typing import Any
 
 import aiohttp
+import bcrypt
 import psycopg2
 import pyotp
 from argon2 import PasswordHasher
@@ -29,8 +32,10 @@ from tenantd.mfa import crypto
 
 SECRET = "bench-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
 PASSWORD = "bench password for sign-in figures"
-USERS = 400
+USERS = int(os.environ.get("BENCH_SIGNIN_USERS", "400"))  # fewer for a quick look
 CONCURRENCY = 8
+# What Auth0, Supabase and Clerk exports carry: bcrypt at cost 10.
+IMPORTED_BCRYPT_COST = 10
 
 
 def argon2_cost() -> dict[str, Any]:
@@ -51,10 +56,11 @@ def argon2_cost() -> dict[str, Any]:
     }
 
 
-def _seed(dsn: str, *, with_totp: bool) -> list[dict[str, Any]]:
-    """USERS fresh verified users sharing one password hash; with TOTP: a secret each and a
-    live sign-in ticket (token and browser binding known to the bench)."""
-    password_hash = hasher().hash(PASSWORD)
+def _seed(dsn: str, *, with_totp: bool, password_hash: str | None = None) -> list[dict[str, Any]]:
+    """USERS fresh verified users sharing one password hash (tenantd's argon2id unless
+    given); with TOTP: a secret each and a live sign-in ticket (token and browser binding
+    known to the bench)."""
+    password_hash = password_hash or hasher().hash(PASSWORD)
     run = uuid.uuid4().hex[:8]
     users = []
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
@@ -181,6 +187,38 @@ def email_code_login(server_url: str, dsn: str, env: dict[str, str], plan: Any) 
     return asyncio.run(
         _drive(f"{server_url}/api/v1/auth/email-code/verify", requests, env["PUBLIC_BASE_URL"])
     )
+
+
+def imported_bcrypt_login(
+    server_url: str, dsn: str, env: dict[str, str], plan: Any
+) -> dict[str, Any]:
+    """Every request is a user's first sign-in after `tenantd users import`: the stored hash is
+    bcrypt (cost 10), verified in its scheme, then replaced by tenantd's argon2id."""
+    imported = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(IMPORTED_BCRYPT_COST)).decode()
+    users = _seed(dsn, with_totp=False, password_hash=imported)
+    requests = [{"body": {"email": u["email"], "password": PASSWORD}} for u in users]
+    result = asyncio.run(
+        _drive(f"{server_url}/api/v1/auth/login", requests, env["PUBLIC_BASE_URL"])
+    )
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT count(*) FROM user_passwords p JOIN users u ON u.id = p.user_id"
+            " WHERE u.email = ANY(%s) AND p.password_hash LIKE '$argon2id$%%'",
+            ([u["email"] for u in users],),
+        )
+        rehashed = int(cur.fetchone()[0])
+    times = []
+    for _ in range(9):
+        started = time.perf_counter()
+        bcrypt.checkpw(PASSWORD.encode(), imported.encode())
+        times.append((time.perf_counter() - started) * 1000)
+    return {
+        **result,
+        "bcrypt_cost": IMPORTED_BCRYPT_COST,
+        "bcrypt_verify_ms_median": round(statistics.median(times), 1),
+        "rehashed": rehashed,
+        "argon2": argon2_cost(),
+    }
 
 
 def mfa_verify(server_url: str, dsn: str, env: dict[str, str], plan: Any) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +104,34 @@ class OAuthProviderSettings:
     # OAUTH_<NAME>_TOKEN_AUTH: how to authenticate at the token endpoint; None: the first of
     # client_secret_basic, client_secret_post in the provider's discovery document.
     token_auth: str | None = None
+    # A social preset (github, google, microsoft, gitlab, apple; auth/oauth/presets.py knows
+    # their endpoints) or None for a generic OpenID Connect provider. `issuer` is the
+    # preset's unless OAUTH_<NAME>_ISSUER overrides it; `options` holds the preset's extra
+    # variables (OAUTH_<NAME>_<KEY> for the keys in OAUTH_PRESET_OPTIONS).
+    preset: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
+
+    def option(self, key: str) -> str | None:
+        return dict(self.options).get(key)
+
+    @property
+    def proves_fresh_sign_in(self) -> bool:
+        """Whether the provider can confirm a recent sign-in (prompt=login, auth_time) for a
+        step-up: every OpenID provider; not GitHub (plain OAuth 2.0)."""
+        return self.preset != "github"
 
 
 TOKEN_AUTH_METHODS = ("client_secret_basic", "client_secret_post")
+# Social presets: OAUTH_PROVIDERS=github,google,... with OAUTH_<NAME>_CLIENT_ID and _SECRET;
+# each may take these optional (Apple: required) extra variables.
+OAUTH_PRESET_OPTIONS: dict[str, tuple[str, ...]] = {
+    "github": ("URL", "API_URL"),
+    "google": (),
+    "microsoft": ("TENANT",),
+    "gitlab": (),
+    "apple": ("TEAM_ID", "KEY_ID"),
+}
+OAUTH_PRESET_REQUIRED: dict[str, tuple[str, ...]] = {"apple": ("TEAM_ID", "KEY_ID")}
 ACCESS_TOKEN_ALGS = ("EdDSA", "ES256", "HS256")
 
 
@@ -218,16 +245,21 @@ def _oauth_providers(env: dict[str, str]) -> tuple[OAuthProviderSettings, ...]:
     providers = []
     for name in _list(env.get("OAUTH_PROVIDERS", "")):
         prefix = "OAUTH_" + name.upper().replace("-", "_") + "_"
-        missing = [k for k in ("ISSUER", "CLIENT_ID", "CLIENT_SECRET") if not env.get(prefix + k)]
+        preset = name if name in OAUTH_PRESET_OPTIONS else None
+        needed: tuple[str, ...] = ("CLIENT_ID", "CLIENT_SECRET")
+        if preset is None:
+            needed = ("ISSUER", *needed)
+        needed += OAUTH_PRESET_REQUIRED.get(name, ())
+        missing = [k for k in needed if not env.get(prefix + k)]
         if missing:
             raise SettingsError(
                 f"OAuth provider {name}: set {', '.join(prefix + k for k in missing)}"
             )
-        scopes = _list(env.get(prefix + "SCOPES", "").replace(" ", ",")) or (
-            "openid",
-            "email",
-            "profile",
-        )
+        # A preset without OAUTH_<NAME>_SCOPES asks for its own default scopes.
+        default_scopes = () if preset else ("openid", "email", "profile")
+        scopes = _list(env.get(prefix + "SCOPES", "").replace(" ", ",")) or default_scopes
+        if preset == "apple":
+            _check_apple_key(env[prefix + "CLIENT_SECRET"])
         token_auth = env.get(prefix + "TOKEN_AUTH", "").strip().lower() or None
         if token_auth is not None and token_auth not in TOKEN_AUTH_METHODS:
             raise SettingsError(
@@ -236,14 +268,33 @@ def _oauth_providers(env: dict[str, str]) -> tuple[OAuthProviderSettings, ...]:
         providers.append(
             OAuthProviderSettings(
                 name=name,
-                issuer=env[prefix + "ISSUER"].rstrip("/"),
+                issuer=env.get(prefix + "ISSUER", "").rstrip("/"),
                 client_id=env[prefix + "CLIENT_ID"],
                 client_secret=env[prefix + "CLIENT_SECRET"],
                 scopes=scopes,
                 token_auth=token_auth,
+                preset=preset,
+                options=tuple(
+                    (key, env[prefix + key].strip())
+                    for key in OAUTH_PRESET_OPTIONS.get(name, ())
+                    if env.get(prefix + key, "").strip()
+                ),
             )
         )
     return tuple(providers)
+
+
+def _check_apple_key(pem: str) -> None:
+    """Apple's client secret is a JWT we sign: OAUTH_APPLE_CLIENT_SECRET holds the .p8 key."""
+    try:
+        key = serialization.load_pem_private_key(pem.replace("\\n", "\n").encode(), None)
+    except (ValueError, TypeError):
+        key = None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
+        raise SettingsError(
+            "OAUTH_APPLE_CLIENT_SECRET must be the .p8 private key (PEM, P-256) of your Sign in"
+            " with Apple key; newlines may be written as \\n"
+        )
 
 
 def _access_token_alg(env: Mapping[str, str]) -> str:

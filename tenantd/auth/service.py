@@ -40,7 +40,7 @@ from tenantd.errors import (
 from tenantd.identity import queries
 from tenantd.identity.devices import describe
 from tenantd.identity.events import user_changed
-from tenantd.identity.passwords import hash_password, needs_rehash, verify_password
+from tenantd.identity.passwords import hash_password, verified_rehash, verify_password
 from tenantd.identity.sessions import (
     IssuedTokens,
     OverRateLimit,
@@ -442,17 +442,17 @@ async def login(
         # A sign-up not verified yet: its own password earns "verify first", never a session.
         stored = user["pending_password_hash"]
     # No hash (unknown email, OAuth-only user): a dummy verify keeps the timing the same.
-    matches = await verify_password(stored, password)
+    # An imported or outdated hash that matches comes back rehashed to argon2id.
+    matches, rehashed = await verified_rehash(stored, password)
     if user is None or not matches:
         async with services.db.connection() as conn:
             await captcha.count_login_failure(conn, settings, email=email, ip=client.ip)
         raise InvalidCredentials()
     if user["email_verified_at"] is None:
         raise EmailNotVerified()
-    rehashed = await hash_password(password) if stored and needs_rehash(stored) else None
     async with services.db.transaction() as conn:
-        if rehashed is not None:
-            await queries.set_password(conn, user_id=user["id"], password_hash=rehashed)
+        if rehashed is not None and stored is not None:
+            await queries.replace_password_hash(conn, user_id=user["id"], old=stored, new=rehashed)
         if user["mfa_enabled"]:
             ticket = await mfa.start_ticket(
                 conn, settings, user_id=user["id"], amr=[mfa.AMR_PASSWORD]

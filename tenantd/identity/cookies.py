@@ -34,14 +34,18 @@ def set_cookie(
     *,
     max_age: int,
     path: str = "/",
+    same_site: str = "Lax",
 ) -> None:
     """Set one of tenantd's cookies with the policy.
+
+    `same_site="None"` (only the state cookie of a provider answering with a cross-site
+    form POST, Apple's form_post) is always Secure: browsers drop SameSite=None otherwise.
 
     A plain value (every token of ours) on Path=/ is written as its Set-Cookie header at once,
     with the attributes in the order aiohttp's Morsel writes them: a Morsel, built and then
     written out, cost more than the rest of the refresh's response. Anything else goes
     through aiohttp's `set_cookie`."""
-    if path != "/" or not _PLAIN.fullmatch(value):
+    if path != "/" or not _PLAIN.fullmatch(value) or same_site != "Lax":
         _drop_header(response, name)
         response.set_cookie(
             name,
@@ -49,8 +53,8 @@ def set_cookie(
             max_age=max_age,
             path=path,
             httponly=True,
-            samesite="Lax",
-            secure=settings.cookie_secure,
+            samesite=same_site,
+            secure=settings.cookie_secure or same_site == "None",
         )
         return
     response.cookies.pop(name, None)  # a Morsel set earlier would be written after us
@@ -76,12 +80,21 @@ def _drop_header(response: web.StreamResponse, name: str) -> None:
 
 
 def clear_cookie(
-    response: web.StreamResponse, settings: Settings, name: str, *, path: str = "/"
+    response: web.StreamResponse,
+    settings: Settings,
+    name: str,
+    *,
+    path: str = "/",
+    same_site: str = "Lax",
 ) -> None:
     """Clear one of tenantd's cookies (Max-Age=0) with the attributes it was set with."""
     _drop_header(response, name)
     response.del_cookie(
-        name, path=path, secure=settings.cookie_secure, httponly=True, samesite="Lax"
+        name,
+        path=path,
+        secure=settings.cookie_secure or same_site == "None",
+        httponly=True,
+        samesite=same_site,
     )
 
 

@@ -360,6 +360,17 @@ async def set_password(conn: Conn, *, user_id: uuid.UUID, password_hash: str) ->
     )
 
 
+async def replace_password_hash(conn: Conn, *, user_id: uuid.UUID, old: str, new: str) -> bool:
+    """A rehash of the same password: written only while `old` is still the stored hash (a
+    password changed meanwhile is never overwritten by the old one's rehash)."""
+    replaced = await conn.fetch_val(
+        "UPDATE user_passwords SET password_hash = %(new)s, updated_at = now()"
+        " WHERE user_id = %(u)s AND password_hash = %(old)s RETURNING user_id",
+        {"u": user_id, "old": old, "new": new},
+    )
+    return replaced is not None
+
+
 async def password_hash(conn: Conn, user_id: uuid.UUID) -> str | None:
     return await conn.fetch_val(
         "SELECT password_hash FROM user_passwords WHERE user_id = %(u)s", {"u": user_id}

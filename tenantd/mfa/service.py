@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, InvalidCredentials, NotFound, RateLimited, Unauthorized
 from tenantd.identity import queries as identity_queries
-from tenantd.identity.passwords import verify_password
+from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.identity.signin import PASSWORD, ClientMeta, start_session
 from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
@@ -413,8 +413,15 @@ async def check_password(services: Services, user_id: uuid.UUID, password: str) 
             ip=None,
             email=user["email"],
         )
-    if user["password_hash"] is None or not await verify_password(user["password_hash"], password):
+    stored = user["password_hash"]
+    matches, rehashed = await verified_rehash(stored, password)
+    if stored is None or not matches:
         raise InvalidCredentials("The password is incorrect")
+    if rehashed is not None:  # an imported hash: tenantd's argon2id from now on
+        async with services.db.connection() as conn:
+            await identity_queries.replace_password_hash(
+                conn, user_id=user_id, old=stored, new=rehashed
+            )
     return AMR_PASSWORD
 
 

@@ -36,9 +36,9 @@ def is_recent(principal: Principal, max_age_seconds: int, *, now: float | None =
 
 
 async def reauth_providers(conn: Conn, settings: Settings, user_id: uuid.UUID) -> list[str]:
-    """The configured providers the user has an identity at: each can confirm it is them
+    """The configured providers the user has an identity at that can confirm it is them
     (GET /api/v1/auth/oauth/{provider}/reauth)."""
-    configured = {provider.name for provider in settings.oauth_providers}
+    configured = {p.name for p in settings.oauth_providers if p.proves_fresh_sign_in}
     if not configured:
         return []
     return [p for p in await queries.linked_providers(conn, user_id) if p in configured]

@@ -13,6 +13,7 @@ import jinja2
 from aiohttp import web
 
 from tenantd.auth import captcha
+from tenantd.auth.oauth.presets import label as provider_label
 from tenantd.settings import SETTINGS
 from tenantd.ui import csrf
 from tenantd.ui.config import UiConfig, ui_config
@@ -76,6 +77,7 @@ def page(
     widget = captcha.provider(settings) if settings.captcha_site_key else None
     env = environment(config.templates_dir)
     env.filters.setdefault("date", _date)
+    env.filters.setdefault("provider_label", provider_label)
     body = env.get_template(template).render(
         brand=config,
         viewer=request.get(VIEWER),

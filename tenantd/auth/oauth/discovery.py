@@ -111,10 +111,17 @@ def _same_issuer(published: str, configured: str) -> bool:
     return published.rstrip("/") == configured.rstrip("/")
 
 
-def parse_metadata(document: dict[str, Any], *, configured_issuer: str) -> ProviderMetadata:
-    """Validate a discovery document against the configured issuer."""
+def parse_metadata(
+    document: dict[str, Any],
+    *,
+    configured_issuer: str,
+    accept: Callable[[str], bool] | None = None,
+) -> ProviderMetadata:
+    """Validate a discovery document against the configured issuer (or `accept`: a preset
+    whose document names a templated issuer, Microsoft's `{tenantid}`)."""
     issuer = document.get("issuer")
-    if not isinstance(issuer, str) or not _same_issuer(issuer, configured_issuer):
+    same = _same_issuer if accept is None else (lambda published, _configured: accept(published))
+    if not isinstance(issuer, str) or not same(issuer, configured_issuer):
         raise ProviderError("discovery document names a different issuer")
     require_safe_url(issuer, what="issuer")
     methods = document.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
@@ -172,7 +179,9 @@ class DiscoveryCache:
         self._entries: dict[str, _Entry] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def get(self, issuer: str) -> ProviderMetadata:
+    async def get(
+        self, issuer: str, *, accept: Callable[[str], bool] | None = None
+    ) -> ProviderMetadata:
         entry = self._entries.get(issuer)
         if entry is not None and self.clock() < entry.expires:
             return entry.metadata
@@ -182,7 +191,7 @@ class DiscoveryCache:
             if entry is not None and self.clock() < entry.expires:
                 return entry.metadata
             try:
-                metadata = await self._fetch(issuer)
+                metadata = await self._fetch(issuer, accept)
             except ProviderError as exc:
                 if entry is None:
                     raise
@@ -193,9 +202,11 @@ class DiscoveryCache:
             self._entries[issuer] = _Entry(metadata, self.clock() + self.ttl)
             return metadata
 
-    async def _fetch(self, issuer: str) -> ProviderMetadata:
+    async def _fetch(
+        self, issuer: str, accept: Callable[[str], bool] | None = None
+    ) -> ProviderMetadata:
         base = require_safe_url(issuer, what="issuer")
         self.fetches += 1
         url = base.rstrip("/") + "/.well-known/openid-configuration"
         document = await fetch_json(self.http, url, client_timeout=self.client_timeout)
-        return parse_metadata(document, configured_issuer=issuer)
+        return parse_metadata(document, configured_issuer=issuer, accept=accept)

@@ -6,17 +6,18 @@ never pass as an access token and an access token can never pass as a state cook
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
 import secrets
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import jwt
+from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from tenantd.addresses import normalize_email
 from tenantd.auth.oauth.discovery import ProviderMetadata
@@ -41,13 +42,9 @@ MAX_RETURN_TO = 2048
 MAX_ID_TOKEN = 16 * 1024
 
 
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
 def code_challenge(verifier: str) -> str:
     """PKCE S256: BASE64URL(SHA256(ASCII(code_verifier)))."""
-    return b64url(hashlib.sha256(verifier.encode("ascii")).digest())
+    return str(create_s256_code_challenge(verifier))
 
 
 def safe_return_to(value: str | None) -> str | None:
@@ -195,26 +192,36 @@ def authorization_url(
     flow: FlowState,
     *,
     callback: str,
+    scopes: tuple[str, ...] | None = None,
+    openid: bool = True,
+    response_mode: str | None = None,
 ) -> str:
-    """The provider's authorization endpoint with the code-flow parameters added."""
+    """The provider's authorization endpoint with the code-flow parameters added (an OpenID
+    Connect request unless `openid` is false: then no `openid` scope and no nonce)."""
     parts = urlsplit(metadata.authorization_endpoint)
-    query = [
+    kept = [
         (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in _FLOW_PARAMS
     ]
-    query += [
-        ("response_type", "code"),
-        ("client_id", provider.client_id),
-        ("redirect_uri", callback),
-        ("scope", " ".join(_scopes(provider.scopes))),
-        ("state", flow.state),
-        ("nonce", flow.nonce),
-        ("code_challenge", code_challenge(flow.code_verifier)),
-        ("code_challenge_method", "S256"),
-    ]
-    if flow.reauth is not None:
-        # Step-up: the provider must authenticate the user now, not reuse its own session.
-        query += [("prompt", "login"), ("max_age", "0")]
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+    base = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(kept), ""))
+    wanted = provider.scopes if scopes is None else scopes
+    step_up = flow.reauth is not None
+    return str(
+        prepare_grant_uri(
+            base,
+            client_id=provider.client_id,
+            response_type="code",
+            redirect_uri=callback,
+            scope=_scopes(wanted) if openid else list(wanted),
+            state=flow.state,
+            nonce=flow.nonce if openid else None,
+            code_challenge=code_challenge(flow.code_verifier),
+            code_challenge_method="S256",
+            response_mode=response_mode,
+            # Step-up: the provider must authenticate the user now, not reuse its session.
+            prompt="login" if step_up else None,
+            max_age="0" if step_up else None,
+        )
+    )
 
 
 _FLOW_PARAMS = frozenset(
@@ -229,6 +236,7 @@ _FLOW_PARAMS = frozenset(
         "code_challenge_method",
         "prompt",
         "max_age",
+        "response_mode",
     }
 )
 
@@ -263,7 +271,7 @@ def read_header(id_token: str) -> IdTokenHeader:
 class TokenAnswer:
     """What the token endpoint gave: the ID token, and a bearer access token for UserInfo."""
 
-    id_token: str
+    id_token: str | None  # None: plain OAuth 2.0 (GitHub)
     access_token: str | None = None
 
 
@@ -278,6 +286,8 @@ class VerifiedIdentity:
     # provider may hand them out from its UserInfo endpoint only.
     has_email_claims: bool = True
     auth_time: float | None = None  # when the provider last authenticated the user
+    # Every verified ID token claim, for a preset's own rules (presets.vouch).
+    claims: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def verify_id_token(
@@ -285,7 +295,7 @@ def verify_id_token(
     key: Any,
     *,
     algorithm: str,
-    issuer: str,
+    issuer: str | list[str],
     client_id: str,
     nonce: str,
     now: float | None = None,
@@ -337,6 +347,7 @@ def verify_id_token(
         has_email_claims=claims.get("email") is not None
         and claims.get("email_verified") is not None,
         auth_time=_auth_time(claims.get("auth_time")),
+        claims=claims,
     )
 
 
@@ -360,7 +371,13 @@ def merge_userinfo(identity: VerifiedIdentity, claims: dict[str, Any]) -> Verifi
         family_name=identity.family_name or _name(claims.get("family_name")),
         has_email_claims=True,
         auth_time=identity.auth_time,
+        claims=identity.claims,
     )
+
+
+def read_email(value: Any) -> str | None:
+    """A provider's address claim in the normal form, or None when it is not one."""
+    return _email(value)
 
 
 def _email(value: Any) -> str | None:

@@ -22,7 +22,7 @@ from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email
 from tenantd.audit import security
-from tenantd.auth.oauth import errors, queries
+from tenantd.auth.oauth import errors, presets, queries
 from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
 from tenantd.auth.oauth.flow import (
@@ -84,6 +84,10 @@ class OidcTransport(Protocol):
         self, metadata: ProviderMetadata, *, access_token: str
     ) -> dict[str, Any]: ...
 
+    async def github_user(
+        self, metadata: ProviderMetadata, *, access_token: str
+    ) -> tuple[dict[str, Any], list[Any]]: ...
+
 
 @dataclass(frozen=True)
 class StartedFlow:
@@ -91,6 +95,7 @@ class StartedFlow:
     state_cookie: str
     cookie_path: str
     max_age: int
+    same_site: str = "Lax"  # None: the callback is a cross-site form POST (Apple)
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,8 @@ class CallbackParams:
     state: str | None = None
     error: str | None = None
     iss: str | None = None
+    user: str | None = None  # Apple's form_post: the user's name, first sign-in only (JSON)
+    posted: bool = False  # arrived as a POST form (response_mode=form_post)
 
 
 @dataclass(frozen=True)
@@ -146,15 +153,25 @@ async def start(
     """Begin the code flow: fresh state, nonce and PKCE verifier, kept in a signed cookie
     (with `reauth`, a step-up of that session: see reauth.py)."""
     config = provider_settings(settings, provider)
+    if reauth is not None and not presets.is_openid(config):
+        # GitHub has no prompt=login nor auth_time: it cannot prove a fresh sign-in.
+        raise NotFound("This provider cannot confirm a recent sign-in")
     metadata = await _metadata(transport, config)
     flow = new_flow_state(config.name, return_to, reauth=reauth)
     return StartedFlow(
         location=authorization_url(
-            metadata, config, flow, callback=redirect_uri(settings, config.name)
+            metadata,
+            config,
+            flow,
+            callback=redirect_uri(settings, config.name),
+            scopes=presets.scopes(config),
+            openid=presets.is_openid(config),
+            response_mode=presets.response_mode(config),
         ),
         state_cookie=encode_state(settings.secret_key, flow),
         cookie_path=callback_path(settings, config.name),
         max_age=STATE_TTL_SECONDS,
+        same_site=presets.state_same_site(config),
     )
 
 
@@ -173,6 +190,8 @@ async def complete(
     config = provider_settings(settings, provider)
     flow = decode_state(settings.secret_key, state_cookie, provider=config.name)
     check_state(flow, params.state)
+    if params.posted != (presets.response_mode(config) == "form_post"):
+        raise OAuthRefused(errors.STATE_INVALID, "callback arrived by the wrong method")
     await _consume(services.db, flow)
     if params.error is not None:
         error = params.error if errors.PROVIDER_ERROR_CODE.match(params.error) else "(unreadable)"
@@ -197,24 +216,14 @@ async def complete(
         raise OAuthRefused(errors.FAILED, str(exc)) from None
     except ProviderError as exc:
         raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
-    header = read_header(tokens.id_token)
-    try:
-        key = await transport.signing_key(metadata, kid=header.kid, algorithm=header.algorithm)
-    except ProviderError as exc:
-        raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
-    if key is None:
-        raise OAuthRefused(errors.FAILED, "id_token signed by a key the provider does not publish")
-    identity = verify_id_token(
-        tokens.id_token,
-        key.key,
-        algorithm=header.algorithm,
-        issuer=metadata.issuer,
-        client_id=config.client_id,
-        nonce=flow.nonce,
-    )
-    if flow.reauth is not None:
-        return await step_up(services, provider=config.name, flow=flow, identity=identity)
-    identity = await _with_userinfo(transport, metadata, identity, tokens)
+    if tokens.id_token is None:
+        identity = await _github_identity(transport, metadata, tokens)
+    else:
+        identity = await _id_token_identity(transport, config, metadata, tokens.id_token, flow)
+        if flow.reauth is not None:
+            return await step_up(services, provider=config.name, flow=flow, identity=identity)
+        identity = await _with_userinfo(transport, metadata, identity, tokens)
+        identity = presets.with_names(presets.vouch(config, identity), params.user)
     try:
         # The API's normal form exactly, so an IdP's `Alice@Exämple.com.` is the same user
         # (and the same domain claim) as a registered `alice@xn--exmple-cua.com`.
@@ -233,6 +242,43 @@ async def complete(
         return_to=flow.return_to or "/",
         client=client,
     )
+
+
+async def _id_token_identity(
+    transport: OidcTransport,
+    config: OAuthProviderSettings,
+    metadata: ProviderMetadata,
+    id_token: str,
+    flow: FlowState,
+) -> VerifiedIdentity:
+    """Signature (JWKS), issuer, audience, expiry, iat and nonce of the ID token."""
+    header = read_header(id_token)
+    try:
+        key = await transport.signing_key(metadata, kid=header.kid, algorithm=header.algorithm)
+    except ProviderError as exc:
+        raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
+    if key is None:
+        raise OAuthRefused(errors.FAILED, "id_token signed by a key the provider does not publish")
+    return verify_id_token(
+        id_token,
+        key.key,
+        algorithm=header.algorithm,
+        issuer=presets.id_token_issuers(config, metadata, id_token),
+        client_id=config.client_id,
+        nonce=flow.nonce,
+    )
+
+
+async def _github_identity(
+    transport: OidcTransport, metadata: ProviderMetadata, tokens: TokenAnswer
+) -> VerifiedIdentity:
+    """Plain OAuth 2.0 (GitHub): the user and its primary address from the REST API."""
+    assert tokens.access_token is not None  # token_answer requires one without an ID token
+    try:
+        user, emails = await transport.github_user(metadata, access_token=tokens.access_token)
+        return presets.github_identity(user, emails)
+    except ProviderError as exc:
+        raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
 
 
 async def _with_userinfo(

@@ -12,12 +12,12 @@ in errors.py), with `domain` and `accountId` added for `domain_claimed`. A step-
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from aiohttp import web
 from pydantic import Field
 
-from tenantd.auth.oauth import service
+from tenantd.auth.oauth import presets, service
 from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, ReauthBinding, callback_path
@@ -37,6 +37,7 @@ from tenantd.mfa import stepup
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
+from tenantd.web.body import read_limited
 from tenantd.web.schemas import ApiModel, Empty
 from tenantd.web.spec import Access, Routes
 
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 ROUTES = Routes("auth")
 
 LOGIN_PATH = "/login"
+FORM_POST_LIMIT = 64 * 1024  # Apple's form: code, state, id_token and the user's name
 MFA_PATH = "/login/mfa"  # the hosted page asking for the second factor (?ticket=...)
 
 
@@ -78,7 +80,17 @@ def _redirect(location: str) -> web.Response:
 
 
 def _clear_state(response: web.StreamResponse, settings: Settings, provider: str) -> None:
-    clear_cookie(response, settings, STATE_COOKIE, path=callback_path(settings, provider))
+    same_site = "Lax"
+    for config in settings.oauth_providers:
+        if config.name == provider:
+            same_site = presets.state_same_site(config)
+    clear_cookie(
+        response,
+        settings,
+        STATE_COOKIE,
+        path=callback_path(settings, provider),
+        same_site=same_site,
+    )
 
 
 def _refused(refused: OAuthRefused, provider: str) -> web.Response:
@@ -136,6 +148,7 @@ async def _start(
         started.state_cookie,
         max_age=started.max_age,
         path=started.cookie_path,
+        same_site=started.same_site,
     )
     return response
 
@@ -177,6 +190,35 @@ async def oauth_reauth(request: web.Request, query: StartQuery) -> web.Response:
     summary="Finish the provider sign-in: session cookies and a redirect",
 )
 async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Response:
+    params = service.CallbackParams(
+        code=query.code, state=query.state, error=query.error, iss=query.iss
+    )
+    return await _callback(request, params)
+
+
+@ROUTES.post(
+    "/api/v1/auth/oauth/{provider}/callback",
+    access=Access.PUBLIC,
+    status=302,
+    wrapped=False,
+    responses={404: "Unknown provider"},
+    summary="Finish a provider sign-in answered with response_mode=form_post (Apple)",
+)
+async def oauth_callback_form(request: web.Request) -> web.Response:
+    raw = await read_limited(request, FORM_POST_LIMIT)
+    form = {k: v for k, v in parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True)}
+    params = service.CallbackParams(
+        code=form.get("code"),
+        state=form.get("state"),
+        error=form.get("error"),
+        iss=form.get("iss"),
+        user=form.get("user"),
+        posted=True,
+    )
+    return await _callback(request, params)
+
+
+async def _callback(request: web.Request, params: service.CallbackParams) -> web.Response:
     services = request.app[SERVICES]
     provider = request.match_info["provider"]
     try:
@@ -184,9 +226,7 @@ async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Resp
             services,
             oidc_client(services),
             provider=provider,
-            params=service.CallbackParams(
-                code=query.code, state=query.state, error=query.error, iss=query.iss
-            ),
+            params=params,
             state_cookie=request.cookies.get(STATE_COOKIE),
             client=service.ClientMeta(
                 user_agent=request.headers.get("User-Agent"),

@@ -1,0 +1,1 @@
+"""Moving users in and out of tenantd (`tenantd users import`, `tenantd users export`)."""

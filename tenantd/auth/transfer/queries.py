@@ -1,0 +1,102 @@
+"""Queries of `tenantd users import` and `export`; each takes the connection it is given."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from tenantd.db import Conn, Row
+
+
+async def lock_email(conn: Conn, email: str) -> None:
+    """The address's lock, the one OpenID sign-in takes (transaction-scoped)."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('user-email:' || lower(%(e)s), 0))",
+        {"e": email},
+    )
+
+
+async def insert_imported_user(
+    conn: Conn,
+    *,
+    email: str,
+    first_name: str,
+    last_name: str,
+    verified: bool,
+    created_at: dt.datetime | None,
+) -> uuid.UUID | None:
+    """A new user as exported; None when the address is taken."""
+    user_id: uuid.UUID | None = await conn.fetch_val(
+        "INSERT INTO users (email, first_name, last_name, email_verified_at, created_at)"
+        " VALUES (%(e)s, %(f)s, %(l)s, CASE WHEN %(v)s THEN now() END,"
+        " COALESCE(%(c)s, now()))"
+        " ON CONFLICT (lower(email)) DO NOTHING RETURNING id",
+        {"e": email, "f": first_name, "l": last_name, "v": verified, "c": created_at},
+    )
+    return user_id
+
+
+async def lock_user_by_email(conn: Conn, email: str) -> Row | None:
+    return await conn.fetch_one(
+        "SELECT id, email_verified_at, deleted_at FROM users"
+        " WHERE lower(email) = lower(%(e)s) FOR UPDATE",
+        {"e": email},
+    )
+
+
+async def fill_names(conn: Conn, user_id: uuid.UUID, *, first: str, last: str) -> bool:
+    """Set the names the user has left empty; whether anything changed."""
+    changed = await conn.fetch_val(
+        "UPDATE users SET first_name = CASE WHEN first_name = '' THEN %(f)s ELSE first_name END,"
+        " last_name = CASE WHEN last_name = '' THEN %(l)s ELSE last_name END, updated_at = now()"
+        " WHERE id = %(u)s AND ((first_name = '' AND %(f)s <> '')"
+        " OR (last_name = '' AND %(l)s <> '')) RETURNING id",
+        {"u": user_id, "f": first, "l": last},
+    )
+    return changed is not None
+
+
+async def has_password(conn: Conn, user_id: uuid.UUID) -> bool:
+    return bool(
+        await conn.fetch_val(
+            "SELECT EXISTS (SELECT 1 FROM user_passwords WHERE user_id = %(u)s)", {"u": user_id}
+        )
+    )
+
+
+INSERT_IDENTITY_SQL = """
+WITH inserted AS (
+    INSERT INTO user_identities (user_id, provider, subject, email)
+    VALUES (%(u)s, %(p)s, %(s)s, %(e)s)
+    ON CONFLICT DO NOTHING
+    RETURNING id
+)
+SELECT CASE
+    WHEN EXISTS (SELECT 1 FROM inserted) THEN 'inserted'
+    WHEN EXISTS (SELECT 1 FROM user_identities
+                  WHERE user_id = %(u)s AND provider = %(p)s AND subject = %(s)s) THEN 'present'
+    ELSE 'taken'
+END
+"""
+
+
+async def insert_identity(
+    conn: Conn, *, user_id: uuid.UUID, provider: str, subject: str, email: str
+) -> str:
+    """inserted | present (this user has it) | taken (another user holds that identity, or
+    this user links another one at the provider)."""
+    outcome: str = await conn.fetch_val(
+        INSERT_IDENTITY_SQL, {"u": user_id, "p": provider, "s": subject, "e": email}
+    )
+    return outcome
+
+
+async def export_batch(conn: Conn, *, after: uuid.UUID | None, limit: int) -> list[Row]:
+    """Live users after `after` in id order, with their password hash."""
+    return await conn.fetch_all(
+        "SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at, u.created_at,"
+        " p.password_hash FROM users u LEFT JOIN user_passwords p ON p.user_id = u.id"
+        " WHERE u.deleted_at IS NULL AND (%(after)s::uuid IS NULL OR u.id > %(after)s)"
+        " ORDER BY u.id LIMIT %(limit)s",
+        {"after": after, "limit": limit},
+    )
