@@ -107,11 +107,15 @@ async def finish_email_change(conn: Conn, *, change_id: uuid.UUID, outcome: str)
     )
 
 
-async def cancel_open_email_changes(conn: Conn, *, user_id: uuid.UUID) -> None:
+async def cancel_email_changes_since(
+    conn: Conn, *, user_id: uuid.UUID, change_id: uuid.UUID
+) -> None:
+    """End a change and every change of the user made after it (and their links)."""
     await conn.execute(
         "UPDATE email_changes SET cancelled_at = now() WHERE user_id = %(u)s"
-        " AND confirmed_at IS NULL AND cancelled_at IS NULL",
-        {"u": user_id},
+        " AND cancelled_at IS NULL AND created_at >="
+        " (SELECT created_at FROM email_changes WHERE id = %(c)s)",
+        {"u": user_id, "c": change_id},
     )
 
 

@@ -11,7 +11,7 @@ from pydantic.alias_generators import to_camel
 
 from tenantd.db import Row
 from tenantd.identity.passwords import MAX_LENGTH, MIN_LENGTH
-from tenantd.web.schemas import ApiModel, RequestBody
+from tenantd.web.schemas import ApiModel, Mailbox, RequestBody
 
 
 class UserOut(ApiModel):
@@ -109,14 +109,14 @@ class RegisterBody(
         "examples": [{**_EMAIL, "password": _PASSWORD, "firstName": "Ada", "lastName": "Lovelace"}]
     },
 ):
-    email: EmailStr
+    email: Mailbox
     password: Password
     first_name: str = Field("", max_length=100)
     last_name: str = Field("", max_length=100)
 
 
 class EmailBody(RequestBody, json_schema_extra={"examples": [_EMAIL]}):
-    email: EmailStr
+    email: Mailbox
 
 
 class VerifyEmailBody(RequestBody, json_schema_extra={"examples": [{"token": _TOKEN}]}):
@@ -227,11 +227,21 @@ class SecurityEventsQuery(ApiModel):
 class EmailChangeBody(
     RequestBody, json_schema_extra={"examples": [{"newEmail": "new@example.com"}]}
 ):
-    new_email: str = Field(min_length=3, max_length=320)
+    new_email: Mailbox
 
 
 class LinkTokenBody(RequestBody, json_schema_extra={"examples": [{"token": _TOKEN}]}):
     token: Token
+
+
+class EmailChangeCancelled(ApiModel):
+    """What a "this wasn't me" link did: `restored` (the address went back to the one the
+    link was mailed to), `kept` (it never left it); neither: another account holds that
+    address now. Every session ended in all three cases."""
+
+    restored: bool
+    kept: bool
+    message: str
 
 
 class UserRef(ApiModel):

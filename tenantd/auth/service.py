@@ -282,9 +282,11 @@ async def mail_verification_link(services: Services, email: str) -> None:
 
 
 async def _submit_mail(services: Services, purpose: str, email: str) -> None:
-    await services.jobs.submit(
-        services, AUTH_EMAIL, {"purpose": purpose, "email": normalize_email(email)}
-    )
+    try:
+        address = canonical_email(email)  # one mailbox, whatever the entry point
+    except InvalidEmail as error:
+        raise ValidationFailed({"email": error.reason}) from None
+    await services.jobs.submit(services, AUTH_EMAIL, {"purpose": purpose, "email": address})
 
 
 def _usable(row: Row | None) -> bool:
