@@ -11,7 +11,7 @@ from __future__ import annotations
 import dis
 import functools
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 
