@@ -184,7 +184,8 @@ def reaching_routes(app: web.Application) -> dict[str, set[Any]]:
     targets = {action for actions in MAIL_ACTIONS.values() for action in actions}
     routes = [r for r in app.router.routes() if r.method != "HEAD"]
     found: dict[str, set[Any]] = {}
-    for route, actions in zip(routes, reached_by([r.handler for r in routes], targets)):
+    walked = reached_by([r.handler for r in routes], targets)
+    for route, actions in zip(routes, walked, strict=True):
         if actions:
             found[f"{route.method} {route.resource.canonical}"] = actions  # type: ignore[union-attr]
     return found
