@@ -31,9 +31,12 @@ from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 from tenantd.addresses import MAX_EMAIL_LENGTH, InvalidEmail, canonical_email
 
 # Published patterns (ECMA-262, as JSON Schema reads them) and the server's checks agree.
-SINGLE_LINE_PATTERN = r"^[^\x00-\x1f]*$"
+# A single-line field also refuses DEL, the C1 controls (U+0085 NEXT LINE among them) and the
+# line and paragraph separators U+2028, U+2029: each breaks a line somewhere (mail headers,
+# JavaScript before ES2019, log viewers) and such a name would break every mail carrying it.
+SINGLE_LINE_PATTERN = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
 MULTILINE_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f]*$"
-_CONTROL = re.compile(r"[\x00-\x1f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 CONTROL_MESSAGE = "must not contain control characters"
 
