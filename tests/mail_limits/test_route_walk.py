@@ -1,5 +1,6 @@
 """Every route of the API router and of the hosted pages that reaches an action mailing an
-address its caller chooses (`tenantd.app.mail_actions.MAIL_ACTIONS`) is limited: the walk
+address its caller chooses (`tenantd.app.mail_actions.MAIL_ACTIONS`, and the anonymous
+sign-up, resend and reset of `ANONYMOUS_MAIL_ACTIONS`) is limited: the walk
 finds the routes (tests/mail_limits/reach.py), and each found route is driven past the limit
 and must refuse (API: 429 RATE_LIMITED with Retry-After; page: 429 in words) with no mail
 beyond it. A new route reaching such an action without a driver here fails the walk; an
@@ -18,11 +19,13 @@ import pytest
 from aiohttp import web
 
 from tenantd.accounts import queries as account_queries
-from tenantd.app.mail_actions import MAIL_ACTIONS
-from tenantd.ops.config import MAIL_RATE_LIMITS
+from tenantd.app.mail_actions import ANONYMOUS_MAIL_ACTIONS, MAIL_ACTIONS
+from tenantd.ops.config import DEFAULT_RATE_LIMITS, MAIL_RATE_LIMITS
 from tenantd.services import SERVICES
 from tenantd.settings import Settings
+from tenantd.web.routing import ROUTE_SPEC
 from tests.factories import Factory, UserRecord, read_mails
+from tests.helpers import PASSWORD
 from tests.mail_limits.reach import reached_by
 from tests.mfa.helpers import signed_in
 from tests.ui.test_mfa_pages import token_in
@@ -167,6 +170,62 @@ async def page_resend(ctx: Ctx) -> None:
     assert ctx.mails_to(invitee) == 2
 
 
+async def _anonymous(
+    ctx: Ctx, send: Callable[[Any, str], Awaitable[Any]], accepted: int, refuse: Any
+) -> None:
+    """Three sends to one address from one browser: the third is refused (per address: 2)."""
+    browser = await ctx.make_client()
+    address = fresh("typed")
+    for _ in range(2):
+        answer = await send(browser, address)
+        assert answer.status == accepted, (answer.status, (await answer.text())[:300])
+    await refuse(await send(browser, address))
+    await ctx.drained()
+    assert ctx.mails_to(address) <= 2
+
+
+async def api_register(ctx: Ctx) -> None:
+    async def send(browser: Any, address: str) -> Any:
+        return await browser.post("/auth/register", json={"email": address, "password": PASSWORD})
+
+    await _anonymous(ctx, send, 200, refused_api)
+
+
+async def page_signup(ctx: Ctx) -> None:
+    async def send(browser: Any, address: str) -> Any:
+        return await post_page(browser, "/signup", "/signup", email=address, password=PASSWORD)
+
+    await _anonymous(ctx, send, 303, refused_page)
+
+
+async def api_resend_verification(ctx: Ctx) -> None:
+    async def send(browser: Any, address: str) -> Any:
+        return await browser.post("/api/v1/auth/resend-verification", json={"email": address})
+
+    await _anonymous(ctx, send, 200, refused_api)
+
+
+async def page_check_inbox(ctx: Ctx) -> None:
+    async def send(browser: Any, address: str) -> Any:
+        return await post_page(browser, "/check-inbox?email=x", "/check-inbox", email=address)
+
+    await _anonymous(ctx, send, 303, refused_page)
+
+
+async def api_password_reset(ctx: Ctx) -> None:
+    async def send(browser: Any, address: str) -> Any:
+        return await browser.post("/api/v1/auth/password-reset/request", json={"email": address})
+
+    await _anonymous(ctx, send, 200, refused_api)
+
+
+async def page_password_reset(ctx: Ctx) -> None:
+    async def send(browser: Any, address: str) -> Any:
+        return await post_page(browser, "/reset-password", "/reset-password", email=address)
+
+    await _anonymous(ctx, send, 303, refused_page)
+
+
 Driver = Callable[[Ctx], Awaitable[None]]
 DRIVERS: dict[str, Driver] = {
     "POST /api/v1/users/me/email": api_email_change,
@@ -175,13 +234,20 @@ DRIVERS: dict[str, Driver] = {
     "POST /api/v1/accounts/{id}/invitations/{iid}/resend": api_resend,
     "POST /accounts/{id}/members/invite": page_invite,
     "POST /accounts/{id}/invitations/{iid}/resend": page_resend,
+    "POST /auth/register": api_register,
+    "POST /signup": page_signup,
+    "POST /api/v1/auth/resend-verification": api_resend_verification,
+    "POST /check-inbox": page_check_inbox,
+    "POST /api/v1/auth/password-reset/request": api_password_reset,
+    "POST /reset-password": page_password_reset,
 }
+ALL_ACTIONS = {**MAIL_ACTIONS, **ANONYMOUS_MAIL_ACTIONS}
 
 
 def reaching_routes(app: web.Application) -> dict[str, set[Any]]:
     """Route ('METHOD /path') -> the mail actions it may reach, over every route of the app
     (the API router's and the hosted pages')."""
-    targets = {action for actions in MAIL_ACTIONS.values() for action in actions}
+    targets = {action for actions in ALL_ACTIONS.values() for action in actions}
     routes = [r for r in app.router.routes() if r.method != "HEAD"]
     found: dict[str, set[Any]] = {}
     walked = reached_by([r.handler for r in routes], targets)
@@ -216,18 +282,20 @@ def ctx(
 
 def test_the_list_names_every_limited_scope_and_each_action_once() -> None:
     assert set(MAIL_ACTIONS) == set(MAIL_RATE_LIMITS)
-    actions = [action for group in MAIL_ACTIONS.values() for action in group]
+    assert set(ANONYMOUS_MAIL_ACTIONS) <= set(DEFAULT_RATE_LIMITS)
+    actions = [action for group in ALL_ACTIONS.values() for action in group]
     assert len(actions) == len(set(actions))
 
 
 async def test_every_route_reaching_a_mail_action_is_limited(ctx: Ctx) -> None:
     reaching = reaching_routes(ctx.app)
+    api = {spec.name for spec in ctx.app[ROUTE_SPEC]}
     # Both routers are walked: each action is reached from the API and from a page.
-    for group in MAIL_ACTIONS.values():
+    for group in ALL_ACTIONS.values():
         for action in group:
-            routes = [name for name, found in reaching.items() if action in found]
-            assert any(" /api/" in name for name in routes), (action.__name__, routes)
-            assert any(" /api/" not in name for name in routes), (action.__name__, routes)
+            routes = {name for name, found in reaching.items() if action in found}
+            assert routes & api, (action.__name__, routes)
+            assert routes - api, (action.__name__, routes)
     assert await walk(ctx) == []
 
 
