@@ -30,7 +30,10 @@ ROUTES = Routes("users")
     body=EmailChangeBody,
     response=Message,
     status=202,
-    responses={403: "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)"},
+    responses={
+        403: "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)",
+        429: "RATE_LIMITED (Retry-After): too many changes by this user or to this address",
+    },
     summary="Change my email: a link goes to the new address, a notice to the old one",
 )
 async def request_email_change(request: web.Request, body: EmailChangeBody) -> Message:
