@@ -185,6 +185,8 @@ async def confirm_change(services: Services, *, user_id: uuid.UUID, token: str) 
     """The new address confirmed: the user's email becomes it (verified)."""
     digest = token_hash(services.settings.secret_key, token)
     async with services.db.transaction() as conn:
+        # The user row first, then the change (the order cancel_change keeps too).
+        user = await identity_queries.lock_user(conn, user_id)
         change = await queries.lock_email_change(conn, column="confirm_hash", token_hash=digest)
         if (
             change is None
@@ -194,7 +196,6 @@ async def confirm_change(services: Services, *, user_id: uuid.UUID, token: str) 
             or not change["confirmable"]
         ):
             raise bad_link()
-        user = await identity_queries.lock_user(conn, user_id)
         if user is None or normalize_email(user["email"]) != normalize_email(change["old_email"]):
             raise bad_link()  # the address changed some other way meanwhile
         new = change["new_email"]
@@ -253,14 +254,17 @@ async def cancel_change(services: Services, *, token: str) -> Cancelled:
     whoever holds an intermediate address cannot undo the original owner's cancel."""
     digest = token_hash(services.settings.secret_key, token)
     async with services.db.transaction() as conn:
+        # The user row first, then the changes (as confirm_change): no deadlock with a
+        # confirmation of a later change running at the same time.
+        owner = await queries.email_change_owner(conn, column="cancel_hash", token_hash=digest)
+        user = await identity_queries.lock_user(conn, owner) if owner is not None else None
         change = await queries.lock_email_change(conn, column="cancel_hash", token_hash=digest)
         if change is None or change["cancelled_at"] is not None or not change["cancellable"]:
             raise bad_link()
-        user_id = change["user_id"]
-        original = change["old_email"]
-        user = await identity_queries.lock_user(conn, user_id)
         if user is None:
             raise bad_link()
+        user_id = change["user_id"]
+        original = change["old_email"]
         current = user["email"]
         kept = normalize_email(current) == normalize_email(original)
         restored = False

@@ -89,6 +89,15 @@ async def insert_email_change(
     return change_id
 
 
+async def email_change_owner(conn: Conn, *, column: str, token_hash: bytes) -> uuid.UUID | None:
+    """The user of the change a link names, without a lock (to lock the user first)."""
+    assert column in ("confirm_hash", "cancel_hash")
+    owner: uuid.UUID | None = await conn.fetch_val(
+        f"SELECT user_id FROM email_changes WHERE {column} = %(h)s", {"h": token_hash}
+    )
+    return owner
+
+
 async def lock_email_change(conn: Conn, *, column: str, token_hash: bytes) -> Row | None:
     """The change a link names (`confirm_hash` or `cancel_hash`), locked, with its timing."""
     assert column in ("confirm_hash", "cancel_hash")

@@ -16,6 +16,7 @@ from tests.helpers import data, error
 from tests.ui.test_mfa_pages import post_form
 
 CANCEL = "/api/v1/auth/email-change/cancel"
+LOCK_USER = "FROM users WHERE id = %(id)s FOR UPDATE"
 
 
 async def move(client: Any, mail_dir: Path, new: str) -> tuple[str, str]:
@@ -143,12 +144,14 @@ async def statements_of_one_request(client: Any, monkeypatch: Any, new: str) -> 
         seen.append((id(task), " ".join(str(getattr(stmt, "sql", stmt)).split())))
         return await original(self, stmt, params)
 
+    await mail_sent(client)  # no earlier job runs meanwhile
     monkeypatch.setattr(core.Conn, "_run", recording)
     answer = await client.post("/api/v1/users/me/email", json={"newEmail": new})
     monkeypatch.setattr(core.Conn, "_run", original)
     assert answer.status == 202
-    first_task = seen[0][0]
-    return [sql for task, sql in seen if task == first_task]
+    # The request's task is the first to lock the user (its mail job does so after commit).
+    request_task = next(task for task, sql in seen if LOCK_USER in sql)
+    return [sql for task, sql in seen if task == request_task]
 
 
 async def test_a_taken_address_runs_the_same_statements_and_queues_the_same_job(
@@ -163,10 +166,32 @@ async def test_a_taken_address_runs_the_same_statements_and_queues_the_same_job(
     free = await statements_of_one_request(client, monkeypatch, "someone@free.example")
     taken = await statements_of_one_request(client, monkeypatch, "owner@taken.example")
     assert free == taken
-    assert not any("email_changes" in sql for sql in free)  # decided after the answer
-    # Nothing was mailed during the answers; the job mails each after it.
-    assert mails_to(mail_dir, "someone@free.example") == []
-    assert mails_to(mail_dir, "owner@taken.example") == []
+    # Decided after the answer, by the job: the request never looks the address up.
+    assert not any("email_changes" in sql or "lower(email)" in sql for sql in free)
     await mail_sent(client)
     assert len(mails_to(mail_dir, "someone@free.example")) == 1
     assert len(mails_to(mail_dir, "owner@taken.example")) == 1
+
+
+async def test_a_cancel_racing_the_confirmation_of_a_later_change_restores_the_original(
+    make_client: Any, factory: Factory, db: Any, mail_dir: Path
+) -> None:
+    """Cancel (A->B's link) and confirm (B->C) at once, several times: both lock the user
+    first, so no deadlock (no 5xx), and whichever wins, the account ends at A."""
+    for round_ in range(4):
+        user = await factory.user(password=None)
+        attacker = await signed_in(make_client, factory, user)
+        victims_link, _ = await move(attacker, mail_dir, f"b{round_}@race.example")
+        later = f"c{round_}@race.example"
+        await attacker.post("/api/v1/users/me/email", json={"newEmail": later})
+        await mail_sent(attacker)
+        confirm = link_token(mails_to(mail_dir, later)[-1], "/confirm-email")
+        victim = await make_client()
+        cancelled, confirmed = await asyncio.gather(
+            victim.post(CANCEL, json={"token": victims_link}),
+            attacker.post("/api/v1/users/me/email/confirm", json={"token": confirm}),
+        )
+        assert cancelled.status == 200, await cancelled.text()
+        assert confirmed.status in (200, 401, 422), await confirmed.text()
+        assert (await cancelled.json())["data"]["restored"] is True
+        assert await user_email(db, user) == user.email
