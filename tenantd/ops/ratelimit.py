@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import ipaddress
 import math
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -148,7 +149,7 @@ async def limit_chosen_recipient(
     *,
     secret_key: str,
     scope: str,
-    user_id: object,
+    user_id: uuid.UUID,
     recipient: str,
 ) -> None:
     """The limit of an action that mails an address its caller chose (`MAIL_RATE_LIMITS`):
