@@ -257,10 +257,13 @@ def reaching_routes(app: web.Application) -> dict[str, set[Any]]:
     return found
 
 
-async def walk(ctx: Ctx) -> list[str]:
-    """Drive every route that reaches a mail action past its limit; what failed, in words."""
+async def walk(ctx: Ctx, only: set[str] | None = None) -> list[str]:
+    """Drive every route that reaches a mail action (of `only`, when given) past its limit;
+    what failed, in words."""
     failures = []
     for name, actions in sorted(reaching_routes(ctx.app).items()):
+        if only is not None and name not in only:
+            continue
         driver = DRIVERS.get(name)
         if driver is None:
             names = sorted(action.__name__ for action in actions)
@@ -326,3 +329,33 @@ async def test_the_walk_fails_when_one_action_loses_its_limit(
     failures = await walk(ctx)
     failed = {failure.split(":")[0] for failure in failures}
     assert failed == expected, failures
+
+
+ANONYMOUS = [
+    (door, scope)
+    for door in ("tenantd.web.routing", "tenantd.ui.auth_pages")
+    for scope in ANONYMOUS_MAIL_ACTIONS
+]
+
+
+@pytest.mark.parametrize("door, scope", ANONYMOUS, ids=[f"{d}:{s}" for d, s in ANONYMOUS])
+async def test_the_walk_fails_when_an_anonymous_route_loses_its_limit(
+    ctx: Ctx, monkeypatch: pytest.MonkeyPatch, door: str, scope: str
+) -> None:
+    """The anonymous ones are counted by the API router and by the pages: remove one scope's
+    count from one of them, and exactly the routes of that scope behind it fail the walk."""
+    module = sys.modules[door]
+    counted = module.rate_limit_request
+
+    async def without_this_scope(request: Any, name: str, *args: Any, **kwargs: Any) -> None:
+        if name != scope:
+            await counted(request, name, *args, **kwargs)
+
+    monkeypatch.setattr(module, "rate_limit_request", without_this_scope)
+    api = {spec.name for spec in ctx.app[ROUTE_SPEC]}
+    actions = set(ANONYMOUS_MAIL_ACTIONS[scope])
+    routes = {name for name, found in reaching_routes(ctx.app).items() if found & actions}
+    expected = routes & api if door == "tenantd.web.routing" else routes - api
+    assert expected
+    failures = await walk(ctx, only=routes)
+    assert {failure.split(":")[0] for failure in failures} == expected, failures
