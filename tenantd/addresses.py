@@ -4,11 +4,18 @@ Users, suppression rows, invitations, domain claims, webhook verdicts and OpenID
 emails all compare `normalize_email(...)`: stripped, lower-cased, the domain in IDNA
 (punycode, UTS 46 mapping) without a trailing dot. `Dave@Exämple.COM.` and
 `dave@xn--exmple-cua.com` are the same address.
+
+`canonical_email` is the one parser of addresses from the outside: the result is exactly one
+mailbox, a dot-atom local part (RFC 5322 atext, non-ASCII letters as RFC 6531 allows) at a
+host name. Lists (`a@x.example,b@y.example`), display names (`Ann <a@x.example>`), quoted
+local parts, address literals (`a@[127.0.0.1]`, `a@127.0.0.1`) and stray punctuation
+(`a@x.example,`) have no normal form.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
 import idna
@@ -20,6 +27,14 @@ BAD_DOMAIN = "the part after the @ is not a valid domain name"
 # C0 controls and DEL. One regex search instead of a Python loop over the characters
 # (webhook batches check hundreds of addresses; tests compare it on every code point).
 _UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
+# A dot-atom: runs of RFC 5322 atext (plus any non-ASCII character, judged by category
+# below) joined by single dots. Everything else ASCII ("(),:;<>@[\\] and quotes) is refused.
+_DOT_ATOM = re.compile(
+    r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-\x80-\U0010ffff]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-\x80-\U0010ffff]+)*\Z"
+)
+# A host name label in its ASCII form (underscores kept, as before: DNS allows them).
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?\Z")
+NOT_ONE_MAILBOX = "must be one email address (name@example.com), nothing more"
 
 
 class InvalidEmail(ValueError):
@@ -74,10 +89,24 @@ def canonical_email(address: str) -> str:
         raise InvalidEmail("the part before the @ is empty")
     if _UNSAFE.search(address):
         raise InvalidEmail("an email address cannot hold spaces or control characters")
-    normal = f"{local.lower()}@{_ascii_domain(domain)}"
+    if not _one_local_part(local):
+        raise InvalidEmail(NOT_ONE_MAILBOX)
+    ascii_domain = _ascii_domain(domain)
+    labels = ascii_domain.split(".")
+    if not all(_LABEL.match(label) for label in labels) or labels[-1].isdigit():
+        raise InvalidEmail(NOT_ONE_MAILBOX)  # an address literal, a list, punctuation
+    normal = f"{local.lower()}@{ascii_domain}"
     if len(normal) > MAX_EMAIL_LENGTH:
         raise InvalidEmail(f"an email address has at most {MAX_EMAIL_LENGTH} characters")
     return normal
+
+
+def _one_local_part(local: str) -> bool:
+    """A dot-atom whose non-ASCII characters are letters, marks, digits, punctuation or
+    symbols (no format, private-use, unassigned or separator characters)."""
+    if _DOT_ATOM.match(local) is None:
+        return False
+    return all(ch.isascii() or unicodedata.category(ch)[0] in "LMNPS" for ch in local)
 
 
 def normalize_email(address: str) -> str:

@@ -40,12 +40,15 @@ from tenantd.errors import (
     ValidationFailed,
 )
 from tenantd.identity.tokens import token_hash
+from tenantd.ops.config import ops_config
+from tenantd.ops.ratelimit import limit_chosen_recipient
 from tenantd.services import Services
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal
 
 FEATURE = "team_invitations"
+MAIL_SCOPE = "invitation"  # create and resend share one limit per inviter and per invitee
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,20 @@ class Issued:
 async def _require_feature(conn: Conn, account_id: uuid.UUID) -> None:
     if not (await entitlements(conn, account_id)).features.get(FEATURE, False):
         raise FeatureNotEnabled(details={"feature": FEATURE})
+
+
+async def _limit_mail(services: Services, conn: Conn, actor: Principal, email: str) -> None:
+    """Invitation mail goes to an address the caller chooses: limited per inviter and per
+    invitee here, in the action, whatever route or page calls it (MAIL_RATE_LIMITS)."""
+    settings = services.settings
+    await limit_chosen_recipient(
+        conn,
+        ops_config(settings),
+        secret_key=settings.secret_key,
+        scope=MAIL_SCOPE,
+        user_id=actor.user_id,
+        recipient=email,
+    )
 
 
 async def create_invitation(
@@ -78,6 +95,7 @@ async def create_invitation(
                 "A pending invitation for this address exists; resend it instead",
                 details={"invitationId": str(pending["id"])},
             )
+        await _limit_mail(services, conn, actor, email)
         seed = mail.new_invitation_seed()
         token = mail.invitation_token(services.settings.secret_key, seed)
         invitation = await queries.insert_invitation(
@@ -137,6 +155,7 @@ async def resend_invitation(
         current = await _locked_pending(conn, account_id, invitation_id)
         if current["revoked_at"] is not None:
             raise Conflict("This invitation was revoked; create a new one")
+        await _limit_mail(services, conn, actor, current["email"])
         seed = mail.new_invitation_seed()
         token = mail.invitation_token(services.settings.secret_key, seed)
         invitation = await queries.rotate_invitation(

@@ -6,10 +6,10 @@ import datetime as dt
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import EmailStr, Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from tenantd.db import Row
-from tenantd.web.schemas import ApiModel, RequestBody
+from tenantd.web.schemas import ApiModel, Mailbox, RequestBody
 
 AccountName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 InvitableRole = Literal["admin", "member"]
@@ -57,7 +57,7 @@ class InvitationCreate(
     RequestBody,
     json_schema_extra={"examples": [{"email": "grace@example.com", "role": "member"}]},
 ):
-    email: EmailStr = Field(max_length=320)
+    email: Mailbox
     role: InvitableRole = "member"
 
 

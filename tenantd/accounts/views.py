@@ -294,6 +294,7 @@ async def list_invitations(request: web.Request) -> list[InvitationOut]:
     body=InvitationCreate,
     response=InvitationIssued,
     status=201,
+    responses={429: "RATE_LIMITED (Retry-After): too many invitations by you or to this address"},
     summary="Invite an address (admin+, feature team_invitations); the raw token shown once",
 )
 async def create_invitation(request: web.Request, body: InvitationCreate) -> InvitationIssued:
@@ -310,6 +311,7 @@ async def create_invitation(request: web.Request, body: InvitationCreate) -> Inv
 @ROUTES.post(
     ACCOUNT + "/invitations/{iid}/resend",
     response=InvitationIssued,
+    responses={429: "RATE_LIMITED (Retry-After): too many invitations by you or to this address"},
     summary="Resend: the token is rotated, older links stop working",
 )
 async def resend_invitation(request: web.Request) -> InvitationIssued:

@@ -4,8 +4,12 @@ address, announced to the old one with a "this wasn't me" link.
 - The address changes only on confirmation (`POST /api/v1/users/me/email/confirm {token}`, by
   the same user, within EMAIL_CHANGE_TTL_HOURS).
 - The old address is told at once; its link (`POST /api/v1/auth/email-change/cancel {token}`,
-  no session needed) cancels a pending change or, within CANCEL_DAYS, changes the address back,
-  and ends every session of the user either way.
+  no session needed) cancels a pending change or, within CANCEL_DAYS, changes the address back
+  whatever came after (A->B->C: A's link brings A back and ends B->C), and ends every session
+  of the user either way; the answer says which happened.
+- A request is limited per user and per recipient (`MAIL_RATE_LIMITS`), here in the action;
+  its mails leave from a job after the answer, the same work whether or not the address is
+  taken.
 - Addresses compare in their normalised form: an address another user has is never taken
   (the requester learns nothing: the same answer, and that address is told instead), invitations
   and suppression rows follow the address (they are keyed on it), and the new address's own
@@ -25,14 +29,16 @@ import psycopg2.errors
 from tenantd import audit
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import mail, queries
-from tenantd.db import Conn
 from tenantd.email import suppression
 from tenantd.email.message import EmailMessage
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import revoke_all
+from tenantd.identity.signin import AUTH_EMAIL
 from tenantd.identity.tokens import new_opaque_token, token_hash
+from tenantd.ops.config import ops_config
+from tenantd.ops.ratelimit import limit_chosen_recipient
 from tenantd.services import Services
 from tenantd.settings import Settings
 
@@ -41,6 +47,8 @@ log = logging.getLogger(__name__)
 EMAIL_CHANGE_TTL_HOURS = 24
 CANCEL_DAYS = 7
 REQUESTED = "If the address can be used, a confirmation link is on its way to it."
+EMAIL_CHANGE = "email_change"  # the auth.email job purpose that mails a requested change
+MAIL_SCOPE = "email_change"  # its limit per user and per recipient (MAIL_RATE_LIMITS)
 
 
 def _link(settings: Settings, path: str, token: str) -> str:
@@ -52,20 +60,51 @@ def bad_link() -> ValidationFailed:
 
 
 async def request_change(services: Services, *, user_id: uuid.UUID, new_email: str) -> str:
-    """Start a change: mail the confirmation to the new address and a notice to the old one."""
+    """Start a change: count it against the mail limits, then queue the mails.
+
+    The answer does the same work whether or not the address is taken (lock the user, count
+    the limits, queue one `auth.email` job of the same shape); the job decides and mails after
+    the answer, so neither the answer nor its timing tells whether someone uses the address.
+    """
     try:
         new = canonical_email(new_email)
     except InvalidEmail as error:
         raise ValidationFailed({"newEmail": error.reason}) from None
     settings = services.settings
-    outgoing: list[EmailMessage] = []
     async with services.db.transaction() as conn:
         user = await identity_queries.lock_user(conn, user_id)
         if user is None:
             raise NotFound("User not found")
-        old = user["email"]
-        if normalize_email(old) == new:
+        if normalize_email(user["email"]) == new:
             raise ValidationFailed({"newEmail": "this is already your address"})
+        await limit_chosen_recipient(
+            conn,
+            ops_config(settings),
+            secret_key=settings.secret_key,
+            scope=MAIL_SCOPE,
+            user_id=user_id,
+            recipient=new,
+        )
+        await services.jobs.submit(
+            services,
+            AUTH_EMAIL,
+            {"purpose": EMAIL_CHANGE, "userId": str(user_id), "email": new},
+            conn=conn,
+        )
+    return REQUESTED
+
+
+async def mail_change(services: Services, *, user_id: uuid.UUID, new_email: str) -> None:
+    """The job's half of a request: a taken address is told so, a free one gets its link and
+    the old address its notice with the "this wasn't me" link (mailed after commit)."""
+    settings = services.settings
+    new = normalize_email(new_email)
+    outgoing: list[EmailMessage] = []
+    async with services.db.transaction() as conn:
+        user = await identity_queries.lock_user(conn, user_id)
+        if user is None or normalize_email(user["email"]) == new:
+            return  # gone, or the address changed to it meanwhile
+        old = user["email"]
         if await queries.email_in_use(conn, new):
             outgoing.append(
                 mail.own_text(
@@ -119,8 +158,7 @@ async def request_change(services: Services, *, user_id: uuid.UUID, new_email: s
                 )
             )
     for message in outgoing:  # after commit: a link in a mail always exists
-        await mail.deliver(services, message)
-    return REQUESTED
+        await mail.deliver_from_job(services, message)
 
 
 @dataclass(frozen=True)
@@ -147,6 +185,8 @@ async def confirm_change(services: Services, *, user_id: uuid.UUID, token: str) 
     """The new address confirmed: the user's email becomes it (verified)."""
     digest = token_hash(services.settings.secret_key, token)
     async with services.db.transaction() as conn:
+        # The user row first, then the change (the order cancel_change keeps too).
+        user = await identity_queries.lock_user(conn, user_id)
         change = await queries.lock_email_change(conn, column="confirm_hash", token_hash=digest)
         if (
             change is None
@@ -156,7 +196,6 @@ async def confirm_change(services: Services, *, user_id: uuid.UUID, token: str) 
             or not change["confirmable"]
         ):
             raise bad_link()
-        user = await identity_queries.lock_user(conn, user_id)
         if user is None or normalize_email(user["email"]) != normalize_email(change["old_email"]):
             raise bad_link()  # the address changed some other way meanwhile
         new = change["new_email"]
@@ -182,44 +221,69 @@ async def confirm_change(services: Services, *, user_id: uuid.UUID, token: str) 
     return Changed(user_id=user_id, email=new)
 
 
-async def _undo(conn: Conn, *, user_id: uuid.UUID, old: str, new: str) -> bool:
-    """Change a confirmed address back, unless something else changed it or took `old`."""
-    user = await identity_queries.lock_user(conn, user_id)
-    if user is None or normalize_email(user["email"]) != normalize_email(new):
-        return False
-    if await queries.email_in_use(conn, old):
-        return False
-    await queries.set_user_email(conn, user_id=user_id, email=old)
-    await queries.drop_user_links(conn, user_id=user_id)
-    return True
+@dataclass(frozen=True)
+class Cancelled:
+    """What a "this wasn't me" link did: `restored` when the address went back to the one
+    the link was mailed to; `kept` when it never left it; neither when another user holds
+    that address now (the sessions ended all the same)."""
+
+    restored: bool
+    kept: bool
+
+    @property
+    def message(self) -> str:
+        if self.restored:
+            return RESTORED
+        if self.kept:
+            return KEPT
+        return NOT_RESTORED
 
 
-async def cancel_change(services: Services, *, token: str) -> None:
-    """ "This wasn't me": cancel (or undo) the change and end every session of the user."""
+RESTORED = "The address of the account is yours again, and every session of it has ended."
+KEPT = "The change is cancelled: the address stays yours, and every session has ended."
+NOT_RESTORED = (
+    "Every session of the account has ended, but its address could not be changed back: "
+    "another account uses it now. Contact support."
+)
+
+
+async def cancel_change(services: Services, *, token: str) -> Cancelled:
+    """ "This wasn't me": within CANCEL_DAYS the address the link was mailed to comes back,
+    whatever changed after it (a second change A->B->C included), every later change and its
+    links end, and every session of the user ends. Links of earlier changes keep working, so
+    whoever holds an intermediate address cannot undo the original owner's cancel."""
     digest = token_hash(services.settings.secret_key, token)
     async with services.db.transaction() as conn:
+        # The user row first, then the changes (as confirm_change): no deadlock with a
+        # confirmation of a later change running at the same time.
+        owner = await queries.email_change_owner(conn, column="cancel_hash", token_hash=digest)
+        user = await identity_queries.lock_user(conn, owner) if owner is not None else None
         change = await queries.lock_email_change(conn, column="cancel_hash", token_hash=digest)
         if change is None or change["cancelled_at"] is not None or not change["cancellable"]:
             raise bad_link()
+        if user is None:
+            raise bad_link()
         user_id = change["user_id"]
-        reverted = False
-        if change["confirmed_at"] is not None:
-            reverted = await _undo(
-                conn, user_id=user_id, old=change["old_email"], new=change["new_email"]
-            )
-        await queries.finish_email_change(conn, change_id=change["id"], outcome="cancelled_at")
-        await queries.cancel_open_email_changes(conn, user_id=user_id)
+        original = change["old_email"]
+        current = user["email"]
+        kept = normalize_email(current) == normalize_email(original)
+        restored = False
+        if not kept and not await queries.email_in_use(conn, original):
+            await queries.set_user_email(conn, user_id=user_id, email=original)
+            await queries.drop_user_links(conn, user_id=user_id)
+            restored = True
+        # This change and every later one end (their links with them), confirmed or not.
+        await queries.cancel_email_changes_since(conn, user_id=user_id, change_id=change["id"])
         await audit.record(
             conn,
             account_id=None,
             actor_user_id=None,
             action="user.email_change_cancelled",
             target=str(user_id),
-            data={"reverted": reverted, "newEmail": change["new_email"]},
+            data={"reverted": restored, "newEmail": change["new_email"]},
         )
-        if reverted:
-            await user_changed(
-                conn, "user.updated", user_id, previous={"email": change["new_email"]}
-            )
+        if restored:
+            await user_changed(conn, "user.updated", user_id, previous={"email": current})
         await revoke_all(conn, user_id=user_id)  # writes session.revoked_all
     log.warning("email change cancelled from the old address", extra={"user_id": str(user_id)})
+    return Cancelled(restored=restored, kept=kept)

@@ -1,5 +1,5 @@
-"""The auth job kind: verification, password-reset, sign-in code, session-reuse and new sign-in
-mail, off the request path.
+"""The auth job kind: verification, password-reset, sign-in code, session-reuse, new sign-in and
+email-change mail, off the request path.
 
 The request only queues `{purpose, email}` (no token: links are minted when the job runs and
 stored hashed like every other), so the answer takes the same time whether or not the
@@ -10,9 +10,10 @@ job and the durable queue retries it; a permanent refusal or a suppressed recipi
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
-from tenantd.auth import email_code, service
+from tenantd.auth import email_change, email_code, service
 from tenantd.identity.signin import AUTH_EMAIL, NEW_SIGNIN
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 
@@ -26,6 +27,12 @@ async def run_auth_email(services: Services, payload: dict[str, Any], job: JobIn
         if not isinstance(session_id, str):
             raise PermanentJobError("new sign-in mail job without a session id")
         await service.mail_new_signin(services, session_id)
+        return
+    if payload.get("purpose") == email_change.EMAIL_CHANGE:
+        user_id, email = payload.get("userId"), payload.get("email")
+        if not isinstance(user_id, str) or not isinstance(email, str):
+            raise PermanentJobError("email change mail job without a user or an address")
+        await email_change.mail_change(services, user_id=uuid.UUID(user_id), new_email=email)
         return
     send = SENDERS.get(payload.get("purpose", ""))
     email = payload.get("email")

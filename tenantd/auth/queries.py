@@ -89,6 +89,15 @@ async def insert_email_change(
     return change_id
 
 
+async def email_change_owner(conn: Conn, *, column: str, token_hash: bytes) -> uuid.UUID | None:
+    """The user of the change a link names, without a lock (to lock the user first)."""
+    assert column in ("confirm_hash", "cancel_hash")
+    owner: uuid.UUID | None = await conn.fetch_val(
+        f"SELECT user_id FROM email_changes WHERE {column} = %(h)s", {"h": token_hash}
+    )
+    return owner
+
+
 async def lock_email_change(conn: Conn, *, column: str, token_hash: bytes) -> Row | None:
     """The change a link names (`confirm_hash` or `cancel_hash`), locked, with its timing."""
     assert column in ("confirm_hash", "cancel_hash")
@@ -107,11 +116,15 @@ async def finish_email_change(conn: Conn, *, change_id: uuid.UUID, outcome: str)
     )
 
 
-async def cancel_open_email_changes(conn: Conn, *, user_id: uuid.UUID) -> None:
+async def cancel_email_changes_since(
+    conn: Conn, *, user_id: uuid.UUID, change_id: uuid.UUID
+) -> None:
+    """End a change and every change of the user made after it (and their links)."""
     await conn.execute(
         "UPDATE email_changes SET cancelled_at = now() WHERE user_id = %(u)s"
-        " AND confirmed_at IS NULL AND cancelled_at IS NULL",
-        {"u": user_id},
+        " AND cancelled_at IS NULL AND created_at >="
+        " (SELECT created_at FROM email_changes WHERE id = %(c)s)",
+        {"u": user_id, "c": change_id},
     )
 
 

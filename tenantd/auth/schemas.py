@@ -11,7 +11,7 @@ from pydantic.alias_generators import to_camel
 
 from tenantd.db import Row
 from tenantd.identity.passwords import MAX_LENGTH, MIN_LENGTH
-from tenantd.web.schemas import ApiModel, Message, RequestBody
+from tenantd.web.schemas import ApiModel, Mailbox, Message, RequestBody
 
 
 class UserOut(ApiModel):
@@ -118,7 +118,7 @@ class RegisterBody(
         "examples": [{**_EMAIL, "password": _PASSWORD, "firstName": "Ada", "lastName": "Lovelace"}]
     },
 ):
-    email: EmailStr
+    email: Mailbox
     password: Password
     first_name: str = Field("", max_length=100)
     last_name: str = Field("", max_length=100)
@@ -126,13 +126,13 @@ class RegisterBody(
 
 
 class EmailBody(RequestBody, json_schema_extra={"examples": [_EMAIL]}):
-    email: EmailStr
+    email: Mailbox
 
 
 class CaptchaEmailBody(RequestBody, json_schema_extra={"examples": [_EMAIL]}):
     """An address, and the bot check's token when CAPTCHA_PROVIDER is set."""
 
-    email: EmailStr
+    email: Mailbox
     captcha_token: CaptchaToken = None
 
 
@@ -142,7 +142,7 @@ class EmailCodeVerifyBody(
 ):
     """The address and its 6-digit code, or the token of the mail's link."""
 
-    email: EmailStr | None = None
+    email: Mailbox | None = None
     code: str | None = Field(None, pattern=r"^[0-9]{6}$", description="The 6 digits mailed")
     token: Token | None = None
 
@@ -276,11 +276,21 @@ class SecurityEventsQuery(ApiModel):
 class EmailChangeBody(
     RequestBody, json_schema_extra={"examples": [{"newEmail": "new@example.com"}]}
 ):
-    new_email: str = Field(min_length=3, max_length=320)
+    new_email: Mailbox
 
 
 class LinkTokenBody(RequestBody, json_schema_extra={"examples": [{"token": _TOKEN}]}):
     token: Token
+
+
+class EmailChangeCancelled(ApiModel):
+    """What a "this wasn't me" link did: `restored` (the address went back to the one the
+    link was mailed to), `kept` (it never left it); neither: another account holds that
+    address now. Every session ended in all three cases."""
+
+    restored: bool
+    kept: bool
+    message: str
 
 
 class UserRef(ApiModel):

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 VERIFY = "verify_email"
+AMR_EMAIL = "email"  # a link or code mailed to the address: proves the mailbox, not a factor
 RESET = "password_reset"
 SESSION_REUSED = "session_reused"
 VERIFY_TTL = dt.timedelta(hours=mail.VERIFY_TTL_HOURS)
@@ -113,6 +114,15 @@ class Verified:
 
 
 @dataclass(frozen=True)
+class VerifiedMfaPending:
+    """A verification of a user who has a second factor: the address is verified, and a
+    ticket (as a password sign-in's) instead of a session: the factor still has to come."""
+
+    ticket: mfa.Ticket
+    binding_used: bool = False
+
+
+@dataclass(frozen=True)
 class Registered:
     """The sign-up answer and the binding to hand this browser (whatever the address)."""
 
@@ -151,6 +161,7 @@ async def _insert_link(
     ttl: dt.timedelta,
     password_hash: str | None = None,
     binding_hash: bytes | None = None,
+    names: tuple[str, str] | None = None,
 ) -> str:
     """A new single-use link token; the database keeps only its keyed hash."""
     token = new_opaque_token()
@@ -162,6 +173,8 @@ async def _insert_link(
         expires_at=_now() + ttl,
         password_hash=password_hash,
         binding_hash=binding_hash,
+        first_name=names[0] if names else None,
+        last_name=names[1] if names else None,
     )
     return token
 
@@ -173,8 +186,10 @@ async def _new_verification_link(
     user_id: uuid.UUID,
     password_hash: str | None,
     binding_hash: bytes | None,
+    names: tuple[str, str] | None,
 ) -> str:
-    """One more link carrying one sign-up's pending credential; earlier links keep working."""
+    """One more link carrying one sign-up's pending credential and names; earlier links keep
+    working (until one of them verifies the address)."""
     return await _insert_link(
         conn,
         settings,
@@ -183,6 +198,7 @@ async def _new_verification_link(
         ttl=VERIFY_TTL,
         password_hash=password_hash,
         binding_hash=binding_hash,
+        names=names,
     )
 
 
@@ -210,14 +226,11 @@ async def register(
         email = canonical_email(email)
     except InvalidEmail as error:
         raise ValidationFailed({"email": error.reason}) from None
+    names = (first_name.strip(), last_name.strip())
     outgoing: mail.Outgoing
     async with services.db.transaction() as conn:
         user_id = await queries.insert_user(
-            conn,
-            email=email,
-            first_name=first_name.strip(),
-            last_name=last_name.strip(),
-            locale=locale,
+            conn, email=email, first_name=names[0], last_name=names[1], locale=locale
         )
         if user_id is not None:
             await user_changed(conn, "user.created", user_id)
@@ -238,11 +251,12 @@ async def register(
                 user_id=user["id"],
                 password_hash=password_hash,
                 binding_hash=token_hash(settings.secret_key, binding),
+                names=names,
             )
             outgoing = mail.verification(
                 user["email"],
                 link=_link(settings, "/verify-email", token),
-                first_name=user["first_name"],
+                first_name=names[0],  # this sign-up's, never an earlier one's
                 locale=user.get("locale"),
             )
     await mail.deliver(services, outgoing)
@@ -271,27 +285,38 @@ async def mail_verification_link(services: Services, email: str) -> None:
         user = await queries.lock_user_by_email(conn, normalize_email(email))
         if user is not None and user["email_verified_at"] is None:
             pending = await queries.latest_registration(conn, user_id=user["id"])
+            names = _names_of(pending)
             token = await _new_verification_link(
                 conn,
                 settings,
                 user_id=user["id"],
                 password_hash=pending["password_hash"] if pending else None,
                 binding_hash=pending["binding_hash"] if pending else None,
+                names=names,
             )
             outgoing = mail.verification(
                 user["email"],
                 link=_link(settings, "/verify-email", token),
-                first_name=user["first_name"],
+                first_name=names[0] if names else user["first_name"],
                 locale=user.get("locale"),
             )
     if outgoing is not None:
         await mail.deliver_from_job(services, outgoing)
 
 
+def _names_of(link: Row | None) -> tuple[str, str] | None:
+    """The names a verification link carries (None: a link without a sign-up's names)."""
+    if link is None or link["first_name"] is None:
+        return None
+    return (link["first_name"], link["last_name"] or "")
+
+
 async def _submit_mail(services: Services, purpose: str, email: str) -> None:
-    await services.jobs.submit(
-        services, AUTH_EMAIL, {"purpose": purpose, "email": normalize_email(email)}
-    )
+    try:
+        address = canonical_email(email)  # one mailbox, whatever the entry point
+    except InvalidEmail as error:
+        raise ValidationFailed({"email": error.reason}) from None
+    await services.jobs.submit(services, AUTH_EMAIL, {"purpose": purpose, "email": address})
 
 
 def _usable(row: Row | None) -> bool:
@@ -346,13 +371,17 @@ async def verify_email(
     client: ClientMeta,
     binding: str | None = None,
     password: str | None = None,
-) -> Verified:
+) -> Verified | VerifiedMfaPending:
     """Verify the address, provision the personal account and sign in, in one transaction.
+
+    Verifying ends every outstanding verification link of the user, and a user who has a
+    second factor gets a ticket (`mfaRequired`) instead of a session, as a password sign-in.
 
     The link installs its own sign-up's password only in that sign-up's browser (`binding`)
     or with that `password`; otherwise the address is verified with no password set by the
-    link. A wrong `password` is refused (422) and leaves the link usable. Using a link
-    consumes it alone: links of other sign-ups keep working until they expire.
+    link. A wrong `password` is refused (422) and leaves the link usable. Until one link
+    verifies the address, links of other sign-ups keep working; the names of the sign-up
+    whose link is used become the user's.
 
     On a claimed domain the join request and its mail jobs (owner notice, requester notice)
     are committed first, then DOMAIN_CLAIMED is raised.
@@ -360,11 +389,17 @@ async def verify_email(
     settings = services.settings
     proven = await _proven_password(services, token=token, password=password) if password else None
     conflict: DomainConflict | None = None
+    ticket: mfa.Ticket | None = None
     async with services.db.transaction() as conn:
         locked = await _lock_token(conn, settings, token=token, purpose=VERIFY)
         user_id: uuid.UUID = locked["user"]["id"]
         link = locked["token"]
-        await queries.delete_user_token(conn, token_hash=bytes(link["token_hash"]))
+        # Verifying ends every outstanding link of the address (other sign-ups' included): a
+        # leftover link must not sign in later, past a factor added meanwhile.
+        await queries.delete_user_tokens(conn, user_id=user_id, purpose=VERIFY)
+        names = _names_of(link)
+        if names is not None:  # the sign-up whose link was used names the user
+            await queries.set_names(conn, user_id=user_id, first_name=names[0], last_name=names[1])
         same_browser = _same_browser(settings, link["binding_hash"], binding)
         pending = link["password_hash"]
         if pending is not None and (same_browser or proven == pending):
@@ -391,6 +426,9 @@ async def verify_email(
             await account_mail.submit_join_request(
                 services, conn, join_request_id=conflict.join_request_id
             )
+        elif user["mfa_enabled"]:
+            # A link proves the mailbox, not a factor: a user with one finishes with it.
+            ticket = await mfa.start_ticket(conn, settings, user_id=user_id, amr=[AMR_EMAIL])
         else:
             assert outcome.account_id is not None
             account = await queries.account_ref(conn, outcome.account_id)
@@ -402,13 +440,15 @@ async def verify_email(
                 account_id=outcome.account_id,
                 client=client,
                 method=EMAIL_LINK,
-                amr=("email",),  # the link proved the mailbox
+                amr=(AMR_EMAIL,),  # the link proved the mailbox
             )
     if conflict is not None:
         # Committed above: the join request and its mail jobs survive the refusal.
         raise DomainClaimed(
             details={"accountId": str(conflict.account_id), "domain": conflict.domain}
         )
+    if ticket is not None:
+        return VerifiedMfaPending(ticket, binding_used=same_browser)
     assert account is not None  # provisioned in this transaction
     return Verified(
         started.tokens,

@@ -8,6 +8,7 @@ from aiohttp import web
 from tenantd.auth import deletion, email_change
 from tenantd.auth.schemas import (
     EmailChangeBody,
+    EmailChangeCancelled,
     EmailChanged,
     LinkTokenBody,
     UserDeletedOut,
@@ -18,7 +19,7 @@ from tenantd.mfa.stepup import require_recent_auth
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES
 from tenantd.web.json import ok
-from tenantd.web.schemas import Empty, Message
+from tenantd.web.schemas import Message
 from tenantd.web.spec import Access, Routes
 
 ROUTES = Routes("users")
@@ -29,7 +30,10 @@ ROUTES = Routes("users")
     body=EmailChangeBody,
     response=Message,
     status=202,
-    responses={403: "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)"},
+    responses={
+        403: "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)",
+        429: "RATE_LIMITED (Retry-After): too many changes by this user or to this address",
+    },
     summary="Change my email: a link goes to the new address, a notice to the old one",
 )
 async def request_email_change(request: web.Request, body: EmailChangeBody) -> Message:
@@ -60,13 +64,13 @@ async def confirm_email_change(request: web.Request, body: LinkTokenBody) -> Ema
     "/api/v1/auth/email-change/cancel",
     access=Access.PUBLIC,
     body=LinkTokenBody,
-    response=Empty,
-    summary='"This wasn\'t me" (link mailed to the old address): cancel or undo the change and '
-    "end every session",
+    response=EmailChangeCancelled,
+    summary='"This wasn\'t me" (link mailed to the old address): cancel or undo the change '
+    "(the address comes back whatever came after) and end every session",
 )
-async def cancel_email_change(request: web.Request, body: LinkTokenBody) -> Empty:
-    await email_change.cancel_change(request.app[SERVICES], token=body.token)
-    return Empty()
+async def cancel_email_change(request: web.Request, body: LinkTokenBody) -> EmailChangeCancelled:
+    done = await email_change.cancel_change(request.app[SERVICES], token=body.token)
+    return EmailChangeCancelled(restored=done.restored, kept=done.kept, message=done.message)
 
 
 @ROUTES.delete(

@@ -150,13 +150,14 @@ async def resend_verification(request: web.Request, body: EmailBody) -> Message:
     "/auth/verify-email",
     access=Access.PUBLIC,
     body=VerifyEmailBody,
-    response=VerifiedUser,
+    response=VerifiedUser | MfaChallengeOut,
     responses={
         409: "DOMAIN_CLAIMED: the email domain is claimed by another live account",
         422: "VALIDATION_ERROR: bad link, or `password` is not the one chosen at sign-up",
     },
-    summary="Verify the email address: provisions the account and signs in; installs the"
-    " sign-up's password only in its browser or given that password",
+    summary="Verify the email address: provisions the account and signs in (a user with a"
+    " second factor gets {mfaRequired, methods, ticket} instead); installs the sign-up's"
+    " password only in its browser or given that password",
 )
 async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Response:
     result = await service.verify_email(
@@ -166,7 +167,10 @@ async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Respo
         binding=request.cookies.get(BINDING_COOKIE),
         client=client_meta(request),
     )
-    response = signed_in(request, result)
+    if isinstance(result, service.VerifiedMfaPending):
+        response = mfa_challenge(request.app[SETTINGS], result.ticket)
+    else:
+        response = signed_in(request, result)
     if result.binding_used:
         clear_binding_cookie(response, request.app[SETTINGS])
     return response

@@ -92,6 +92,8 @@ user_tokens = Table(
     Column("used_at", DateTime(timezone=True)),
     Column("password_hash", Text),  # sql/0040: the password a verification link installs
     Column("binding_hash", LargeBinary),  # sql/0091: the registering browser's binding cookie
+    Column("first_name", Text),  # sql/0210: the names of the sign-up that made the link
+    Column("last_name", Text),
     Index("user_tokens_expires_idx", "expires_at"),
     Index("user_tokens_user_idx", "user_id", "purpose"),
 )

@@ -399,10 +399,13 @@ async def insert_user_token(
     expires_at: dt.datetime,
     password_hash: str | None = None,
     binding_hash: bytes | None = None,
+    first_name: str | None = None,
+    last_name: str | None = None,
 ) -> None:
     await conn.execute(
         "INSERT INTO user_tokens (token_hash, user_id, purpose, expires_at, password_hash,"
-        " binding_hash) VALUES (%(h)s, %(u)s, %(p)s, %(e)s, %(pw)s, %(b)s)",
+        " binding_hash, first_name, last_name)"
+        " VALUES (%(h)s, %(u)s, %(p)s, %(e)s, %(pw)s, %(b)s, %(f)s, %(l)s)",
         {
             "h": token_hash,
             "u": user_id,
@@ -410,6 +413,8 @@ async def insert_user_token(
             "e": expires_at,
             "pw": password_hash,
             "b": binding_hash,
+            "f": first_name,
+            "l": last_name,
         },
     )
 
@@ -423,9 +428,11 @@ async def delete_user_tokens(conn: Conn, *, user_id: uuid.UUID, purpose: str) ->
 
 
 async def latest_registration(conn: Conn, *, user_id: uuid.UUID) -> Row | None:
-    """The pending credential (password and binding) of the newest outstanding link, if any."""
+    """The pending credential (password and binding) and names of the newest outstanding
+    link, if any."""
     return await conn.fetch_one(
-        "SELECT password_hash, binding_hash FROM user_tokens WHERE user_id = %(u)s"
+        "SELECT password_hash, binding_hash, first_name, last_name FROM user_tokens"
+        " WHERE user_id = %(u)s"
         " AND purpose = 'verify_email' AND used_at IS NULL AND expires_at > now()"
         " ORDER BY created_at DESC LIMIT 1",
         {"u": user_id},
@@ -476,6 +483,14 @@ async def lock_user_token(conn: Conn, *, token_hash: bytes, purpose: str) -> Row
     return await conn.fetch_one(
         "SELECT * FROM user_tokens WHERE token_hash = %(h)s AND purpose = %(p)s FOR UPDATE",
         {"h": token_hash, "p": purpose},
+    )
+
+
+async def set_names(conn: Conn, *, user_id: uuid.UUID, first_name: str, last_name: str) -> None:
+    await conn.execute(
+        "UPDATE users SET first_name = %(f)s, last_name = %(l)s, updated_at = now()"
+        " WHERE id = %(u)s",
+        {"u": user_id, "f": first_name, "l": last_name},
     )
 
 

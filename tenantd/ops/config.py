@@ -34,6 +34,12 @@ DEFAULT_RATE_LIMITS = {
 # Scope -> (per IP, per session family) within the window: refresh has no email to count.
 DEFAULT_SESSION_RATE_LIMITS = {"refresh": (600, 60)}
 DEFAULT_RATE_WINDOW = 900
+# The one list of actions that send mail to an address their caller chooses (issue 25):
+# scope -> (per user, per recipient) within the window, each enforced inside the action
+# (`ratelimit.limit_chosen_recipient`), whatever calls it. The scope names the action kind:
+# `email_change` (request a change: the new address), `invitation` (create and resend).
+MAIL_RATE_LIMITS = {"email_change": (10, 3), "invitation": (50, 3)}
+MAIL_RATE_WINDOW = 3600
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class RateRule:
     per_email: int
     window_seconds: int
     per_session: int = 0
+    per_user: int = 0  # mail actions: per acting user (the email counter is the recipient)
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,10 @@ class OpsConfig:
     def rate_rule(self, scope: str) -> RateRule:
         rule = self.rate_rules.get(scope)
         if rule is None:
-            if scope in DEFAULT_SESSION_RATE_LIMITS:
+            if scope in MAIL_RATE_LIMITS:
+                per_user, per_recipient = MAIL_RATE_LIMITS[scope]
+                rule = RateRule(0, per_recipient, MAIL_RATE_WINDOW, per_user=per_user)
+            elif scope in DEFAULT_SESSION_RATE_LIMITS:
                 per_ip, per_session = DEFAULT_SESSION_RATE_LIMITS[scope]
                 rule = RateRule(per_ip, 0, DEFAULT_RATE_WINDOW, per_session)
             else:
@@ -119,6 +129,14 @@ def parse_ops_config(env: dict[str, str]) -> OpsConfig:
             per_ip=env_int(env, prefix + "PER_IP", per_ip),
             per_email=env_int(env, prefix + "PER_EMAIL", per_email),
             window_seconds=env_int(env, prefix + "WINDOW_SECONDS", default_window, minimum=1),
+        )
+    for scope, (per_user, per_recipient) in MAIL_RATE_LIMITS.items():
+        prefix = f"RATE_LIMIT_{scope.upper()}_"
+        rules[scope] = RateRule(
+            per_ip=0,
+            per_email=env_int(env, prefix + "PER_RECIPIENT", per_recipient),
+            window_seconds=env_int(env, prefix + "WINDOW_SECONDS", MAIL_RATE_WINDOW, minimum=1),
+            per_user=env_int(env, prefix + "PER_USER", per_user),
         )
     for scope, (per_ip, per_session) in DEFAULT_SESSION_RATE_LIMITS.items():
         prefix = f"RATE_LIMIT_{scope.upper()}_"

@@ -14,20 +14,21 @@ import hashlib
 import hmac
 import ipaddress
 import math
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tenantd.addresses import normalize_email
 from tenantd.db.core import Conn
 from tenantd.errors import RateLimited
-from tenantd.ops.config import OpsConfig, RateRule
+from tenantd.ops.config import MAIL_RATE_LIMITS, OpsConfig, RateRule
 from tenantd.ops.queries import RATE_LIMIT_HIT, RATE_LIMIT_PEEK
 
 
 @dataclass(frozen=True)
 class Counter:
     key: str
-    dimension: str  # "ip", "email" or "session"
+    dimension: str  # "ip", "email", "session" or "user"
     limit: int
     window: int
 
@@ -69,6 +70,7 @@ def counters_for(
     ip: str | None,
     email_hash: str | None,
     session: str | None = None,
+    user: str | None = None,
 ) -> list[Counter]:
     counters = []
     if ip and rule.per_ip > 0:
@@ -81,6 +83,8 @@ def counters_for(
         counters.append(
             Counter(f"{scope}:session:{session}", "session", rule.per_session, rule.window_seconds)
         )
+    if user and rule.per_user > 0:
+        counters.append(Counter(f"{scope}:user:{user}", "user", rule.per_user, rule.window_seconds))
     return counters
 
 
@@ -147,6 +151,36 @@ async def enforce(
 ) -> None:
     """As `check`, raising RateLimited (429 with Retry-After) when over a limit."""
     verdict = await check(conn, config, secret_key=secret_key, scope=scope, ip=ip, email=email)
+    if not verdict.allowed:
+        raise RateLimited(verdict.retry_after)
+
+
+async def limit_chosen_recipient(
+    conn: Conn,
+    config: OpsConfig,
+    *,
+    secret_key: str,
+    scope: str,
+    user_id: uuid.UUID,
+    recipient: str,
+) -> None:
+    """The limit of an action that mails an address its caller chose (`MAIL_RATE_LIMITS`):
+    one attempt per acting user and per recipient (a keyed hash: no address in clear);
+    RateLimited (429 with Retry-After) when either is over. Called inside the action, so
+    every entry point (API, hosted page, any later route) is limited alike."""
+    if scope not in MAIL_RATE_LIMITS:
+        raise ValueError(f"{scope} is not a mail action scope")
+    if not config.rate_limit_enabled:
+        return
+    rule = config.rate_rule(scope)
+    counters = counters_for(
+        scope,
+        rule,
+        ip=None,
+        email_hash=email_key(secret_key, recipient),
+        user=str(user_id),
+    )
+    verdict = await hit(conn, counters)
     if not verdict.allowed:
         raise RateLimited(verdict.retry_after)
 

@@ -57,17 +57,7 @@ def signed_in_or_mfa(
     """After a first factor: on to `next_path` signed in, or to the MFA step (its ticket
     bound to this browser) for a user with a second factor."""
     if isinstance(result, auth_service.MfaPending):
-        ticket = result.ticket
-        query = urlencode({"ticket": ticket.ticket, **({"next": next_path} if next_path else {})})
-        response = redirect(request, f"/login/mfa?{query}")
-        set_cookie(
-            response,
-            request.app[SERVICES].settings,
-            mfa.BINDING_COOKIE,
-            ticket.binding,
-            max_age=mfa.TICKET_TTL_SECONDS,
-        )
-        return response
+        return _mfa_step(request, result.ticket, next_path)
     request[ISSUED] = result.tokens
     if result.device is not None:
         request[DEVICE] = result.device
@@ -170,11 +160,15 @@ async def verify_post(request: web.Request) -> web.StreamResponse:
             binding=request.cookies.get(BINDING_COOKIE),
             client=client_meta(request),
         )
-        request[ISSUED] = result.tokens
-        if result.device is not None:
-            request[DEVICE] = result.device
         started = safe_next(unquote(request.cookies.get(NEXT_COOKIE, "")), "")
-        response = redirect(request, started or "/notifications?done=welcome")
+        if isinstance(result, auth_service.VerifiedMfaPending):
+            # The address is verified; the user's second factor still has to come.
+            response = _mfa_step(request, result.ticket, started)
+        else:
+            request[ISSUED] = result.tokens
+            if result.device is not None:
+                request[DEVICE] = result.device
+            response = redirect(request, started or "/notifications?done=welcome")
         if result.binding_used:
             clear_binding_cookie(response, services.settings)
         if started:
@@ -200,6 +194,20 @@ async def login_page(request: web.Request) -> web.Response:
         problem=None,
         oauth_error=oauth_error_text(code) if code else None,
     )
+
+
+def _mfa_step(request: web.Request, ticket: mfa.Ticket, next_path: str) -> web.Response:
+    """To the second-factor page with the ticket, bound to this browser by a cookie."""
+    query = urlencode({"ticket": ticket.ticket, **({"next": next_path} if next_path else {})})
+    response = redirect(request, f"/login/mfa?{query}")
+    set_cookie(
+        response,
+        request.app[SERVICES].settings,
+        mfa.BINDING_COOKIE,
+        ticket.binding,
+        max_age=mfa.TICKET_TTL_SECONDS,
+    )
+    return response
 
 
 async def login_post(request: web.Request) -> web.StreamResponse:

@@ -315,9 +315,10 @@ def _email_link_page(
     token: str = "",
     new_email: str | None = None,
     refused: AppError | None = None,
+    outcome: str | None = None,
 ) -> web.Response:
-    """The page of an email-change link (`confirm`, `cancel`, `cancelled`); a refused link
-    says so in words, with the refusal's status."""
+    """The page of an email-change link (`confirm`, `cancel`, `cancelled` with its
+    `outcome`); a refused link says so in words, with the refusal's status."""
     return page(
         request,
         "email_change.html",
@@ -327,6 +328,7 @@ def _email_link_page(
         token=token,
         new_email=new_email,
         problem=_link_problem(refused) if refused is not None else None,
+        outcome=outcome,
     )
 
 
@@ -377,11 +379,12 @@ async def cancel_email_post(request: web.Request) -> web.Response:
     try:
         form = await read_form(request)
         token = field(form, "token")[:4000]
-        await email_change.cancel_change(request.app[SERVICES], token=token)
+        cancelled = await email_change.cancel_change(request.app[SERVICES], token=token)
     except AppError as exc:
         return _email_link_page(request, "cancel", token=token, refused=exc)
     request[STALE] = True  # every session of the user ended, this browser's too
-    return _email_link_page(request, "cancelled")
+    outcome = "restored" if cancelled.restored else "kept" if cancelled.kept else "not_restored"
+    return _email_link_page(request, "cancelled", outcome=outcome)
 
 
 # -- the account's MFA requirement ------------------------------------------------------------

@@ -315,6 +315,10 @@ EN: dict[str, str] = {
     "email.bad_link": "This link is invalid, expired or already used.",
     "email.cancelled": "The change is stopped and every session is signed out. Sign in and"
     " change your password.",
+    "email.cancelled_restored": "The address of the account is this one again and every"
+    " session is signed out. Sign in and change your password.",
+    "email.cancelled_not_restored": "Every session is signed out, but the address could not go"
+    " back to this one: another account uses it now. Contact support.",
     "members.require_mfa": "Require two-factor authentication",
     "members.require_mfa_lead": "Members without a second factor must set one up before they"
     " can work in this account.",

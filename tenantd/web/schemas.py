@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
+    Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     ValidationInfo,
@@ -26,10 +28,15 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
+from tenantd.addresses import MAX_EMAIL_LENGTH, InvalidEmail, canonical_email
+
 # Published patterns (ECMA-262, as JSON Schema reads them) and the server's checks agree.
-SINGLE_LINE_PATTERN = r"^[^\x00-\x1f]*$"
+# A single-line field also refuses DEL, the C1 controls (U+0085 NEXT LINE among them) and the
+# line and paragraph separators U+2028, U+2029: each breaks a line somewhere (mail headers,
+# JavaScript before ES2019, log viewers) and such a name would break every mail carrying it.
+SINGLE_LINE_PATTERN = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
 MULTILINE_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f]*$"
-_CONTROL = re.compile(r"[\x00-\x1f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 CONTROL_MESSAGE = "must not contain control characters"
 
@@ -87,6 +94,21 @@ def forbid_control_characters(schema: dict[str, Any], *, multiline: bool = False
     if schema.get("format") in {"email", "uuid", "date-time"}:
         return
     schema["pattern"] = MULTILINE_PATTERN if multiline else SINGLE_LINE_PATTERN
+
+
+def _one_mailbox(value: str) -> str:
+    try:
+        return canonical_email(value)
+    except InvalidEmail as error:
+        raise PydanticCustomError("email", error.reason) from None
+
+
+# Every body field that becomes an address: one mailbox, in the normal form (addresses.py).
+Mailbox = Annotated[
+    str,
+    Field(max_length=MAX_EMAIL_LENGTH, json_schema_extra={"format": "email"}),
+    AfterValidator(_one_mailbox),
+]
 
 
 @dataclass(frozen=True)

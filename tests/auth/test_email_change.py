@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.auth.helpers import mail_sent
 from tests.factories import Factory, UserRecord, mail_text, read_mails
 from tests.helpers import ORIGIN, data, error
 
@@ -44,6 +45,7 @@ async def test_change_happens_only_on_confirmation(
     user = await factory.user(password=None)
     client = await signed_in(make_client, factory, user)
     answer = await client.post("/api/v1/users/me/email", json={"newEmail": "New@Example.ORG"})
+    await mail_sent(client)
     assert answer.status == 202
     assert await user_email(db, user) == user.email  # nothing changed yet
     [confirm] = mails_to(mail_dir, "new@example.org")
@@ -78,6 +80,7 @@ async def test_another_user_cannot_use_the_token(
     other = await factory.user(password=None)
     client = await signed_in(make_client, factory, user)
     await client.post("/api/v1/users/me/email", json={"newEmail": "mine@example.org"})
+    await mail_sent(client)
     token = link_token(mails_to(mail_dir, "mine@example.org")[0], "/confirm-email")
     thief = await signed_in(make_client, factory, other)
     await error(await thief.post("/api/v1/users/me/email/confirm", json={"token": token}), 422)
@@ -93,7 +96,9 @@ async def test_an_address_in_use_is_never_taken_and_the_answer_is_the_same(
     owner = await factory.user(email="taken@example.org", password=None)
     client = await signed_in(make_client, factory, user)
     free = await client.post("/api/v1/users/me/email", json={"newEmail": "free@example.org"})
+    await mail_sent(client)
     taken = await client.post("/api/v1/users/me/email", json={"newEmail": "Taken@example.org"})
+    await mail_sent(client)
     assert taken.status == free.status == 202
     assert (await taken.json())["data"] == (await free.json())["data"]
     [told] = mails_to(mail_dir, "taken@example.org")
@@ -108,6 +113,7 @@ async def test_confirming_after_someone_took_the_address_is_409(
     user = await factory.user(password=None)
     client = await signed_in(make_client, factory, user)
     await client.post("/api/v1/users/me/email", json={"newEmail": "race@example.org"})
+    await mail_sent(client)
     token = link_token(mails_to(mail_dir, "race@example.org")[0], "/confirm-email")
     await factory.user(email="race@example.org", password=None)
     await error(
@@ -136,6 +142,7 @@ async def test_this_wasnt_me_cancels_and_ends_every_session(
     user = await factory.user(password=None)
     attacker = await signed_in(make_client, factory, user)
     await attacker.post("/api/v1/users/me/email", json={"newEmail": "evil@example.org"})
+    await mail_sent(attacker)
     confirm = link_token(mails_to(mail_dir, "evil@example.org")[0], "/confirm-email")
     cancel = link_token(mails_to(mail_dir, user.email)[0], "/cancel-email-change")
 
@@ -154,6 +161,7 @@ async def test_this_wasnt_me_after_confirmation_changes_the_address_back(
     user = await factory.user()
     attacker = await signed_in(make_client, factory, user)
     await attacker.post("/api/v1/users/me/email", json={"newEmail": "evil2@example.org"})
+    await mail_sent(attacker)
     confirm = link_token(mails_to(mail_dir, "evil2@example.org")[0], "/confirm-email")
     cancel = link_token(mails_to(mail_dir, user.email)[0], "/cancel-email-change")
     await data(await attacker.post("/api/v1/users/me/email/confirm", json={"token": confirm}))
@@ -188,10 +196,12 @@ async def test_invitations_and_suppression_follow_the_new_address(
     )
     client = await signed_in(make_client, factory, user)
     await client.post("/api/v1/users/me/email", json={"newEmail": "Moved@Example.org"})
+    await mail_sent(client)
     # The suppressed new address gets no mail: no confirmation can happen.
     assert mails_to(mail_dir, "moved@example.org") == []
     await db.execute("DELETE FROM email_suppressions")
     await client.post("/api/v1/users/me/email", json={"newEmail": "moved@example.org"})
+    await mail_sent(client)
     token = link_token(mails_to(mail_dir, "moved@example.org")[0], "/confirm-email")
     await data(await client.post("/api/v1/users/me/email/confirm", json={"token": token}))
     # An invitation to the new address (any case) is now this user's to accept.

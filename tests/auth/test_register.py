@@ -112,14 +112,15 @@ async def test_register_again_while_unverified_keeps_the_earlier_link(
     assert await db.fetch_val("SELECT count(*) FROM users") == 1
     assert await db.fetch_val("SELECT count(*) FROM user_tokens") == 2
 
-    # Each link works once; a later sign-up never invalidates an earlier link.
+    # A later sign-up never invalidates an earlier link; verifying with one ends them all
+    # (issue 25: a leftover link must not sign in later, past a factor added meanwhile).
     old = await client.post("/auth/verify-email", json={"token": first})
     assert old.status == 200
-    new = await client.post("/auth/verify-email", json={"token": second})
-    assert new.status == 200
-    again = await client.post("/auth/verify-email", json={"token": first})
-    assert again.status == 422
-    assert "token" in error_of(await again.json())["details"]["fields"]
+    for used_or_left in (second, first):
+        again = await client.post("/auth/verify-email", json={"token": used_or_left})
+        assert again.status == 422
+        assert "token" in error_of(await again.json())["details"]["fields"]
+    assert await db.fetch_val("SELECT count(*) FROM user_tokens") == 0
 
 
 async def test_the_mailbox_owners_sign_up_wins_over_an_earlier_hostile_one(
@@ -209,11 +210,11 @@ async def test_resend_adds_a_link_and_answers_the_same_for_everyone(
     latest = next(t for t in (link_token(m, "/verify-email") for m in resent) if t != first)
     assert await db.fetch_val("SELECT count(*) FROM user_tokens") == 3
 
-    # A resend does not break earlier links either.
+    # A resend does not break earlier links either; verifying ends the resent one too.
     earlier = await client.post("/auth/verify-email", json={"token": first})
     assert earlier.status == 200
     fresh = await client.post("/auth/verify-email", json={"token": latest})
-    assert fresh.status == 200
+    assert fresh.status == 422
 
 
 async def test_resend_keeps_the_password_the_latest_sign_up_chose(

@@ -1,7 +1,7 @@
 """Registration binding: a sign-up by someone who does not own the address never gets its
 password onto the account the mailbox owner lands in, whatever links are clicked in whatever
 order ("pre-hijacked accounts", Sudhodanan & Paverd, USENIX Security 2022), and a later
-sign-up never invalidates an earlier link."""
+sign-up never invalidates an earlier link (verifying with one ends them all)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,11 @@ async def verify(browser: Any, token: str, **extra: str) -> dict[str, Any]:
     assert response.status == 200, body
     data: dict[str, Any] = body["data"]
     return data
+
+
+async def error_status(browser: Any, token: str, status: int) -> None:
+    response = await browser.post("/auth/verify-email", json={"token": token})
+    assert response.status == status, await response.text()
 
 
 async def has_password_login(browser: Any) -> bool:
@@ -89,11 +94,13 @@ async def test_a_later_sign_up_by_the_owner_keeps_the_squatters_link_harmless(
         # The earlier link still works, and installs nothing in the owner's browser...
         assert (await verify(owner, squatters_token))["hasPasswordLogin"] is False
         assert await login_status(make_client, VICTIM, SQUATTER_PASSWORD) == 401
-        # ...whose own link then installs the owner's password.
-        assert (await verify(owner, owners_token))["hasPasswordLogin"] is True
+        # ...and verifying ended the owner's own link: signed in, they choose a password.
+        await error_status(owner, owners_token, 422)
+        chosen = await owner.post("/api/v1/auth/password", json={"newPassword": OWNER_PASSWORD})
+        assert chosen.status == 200, await chosen.text()
     else:
         assert (await verify(owner, owners_token))["hasPasswordLogin"] is True
-        assert (await verify(owner, squatters_token))["hasPasswordLogin"] is True
+        await error_status(owner, squatters_token, 422)  # every link ended with the first
     assert await has_password_login(owner) is True
     assert await login_status(make_client, VICTIM, SQUATTER_PASSWORD) == 401
     assert await login_status(make_client, VICTIM, OWNER_PASSWORD) == 200
@@ -111,8 +118,10 @@ async def test_the_newest_link_being_the_squatters_installs_nothing_in_the_owner
     assert data["hasPasswordLogin"] is False
     assert await login_status(make_client, VICTIM, SQUATTER_PASSWORD) == 401
     assert await login_status(make_client, VICTIM, OWNER_PASSWORD) == 401
-    # The owner's own, earlier link was not invalidated and still installs their password.
-    assert (await verify(owner, owners_token))["hasPasswordLogin"] is True
+    # Verifying ended the owner's own, earlier link too: signed in, they choose a password.
+    await error_status(owner, owners_token, 422)
+    chosen = await owner.post("/api/v1/auth/password", json={"newPassword": OWNER_PASSWORD})
+    assert chosen.status == 200, await chosen.text()
     assert await login_status(make_client, VICTIM, OWNER_PASSWORD) == 200
     assert await login_status(make_client, VICTIM, SQUATTER_PASSWORD) == 401
 
@@ -214,10 +223,12 @@ async def test_concurrent_links_of_rival_sign_ups_never_install_the_squatters_pa
         owner.post("/auth/verify-email", json={"token": squatters_token}),
         owner.post("/auth/verify-email", json={"token": owners_token}),
     )
-    assert [r.status for r in responses] == [200, 200]
+    # One verifies and ends the other (whichever locked the user first).
+    assert sorted(r.status for r in responses) == [200, 422]
+    owners_won = responses[1].status == 200
     assert await db.fetch_val("SELECT count(*) FROM memberships WHERE role = 'owner'") == 1
     assert await login_status(make_client, VICTIM, SQUATTER_PASSWORD) == 401
-    assert await login_status(make_client, VICTIM, OWNER_PASSWORD) == 200
+    assert await login_status(make_client, VICTIM, OWNER_PASSWORD) == (200 if owners_won else 401)
 
 
 async def test_login_before_verifying_still_says_verify_first(

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tenantd.auth import deletion
+from tests.auth.helpers import mail_sent
 from tests.auth.test_email_change import link_token, mails_to
 from tests.factories import Factory
 from tests.helpers import data, error
@@ -55,6 +56,7 @@ async def test_email_change_request_needs_a_recent_authentication(
     # After POST /api/v1/auth/reauth the same browser may.
     await data(await old.post("/api/v1/auth/reauth", json={"password": user.password}))
     answer = await old.post("/api/v1/users/me/email", json={"newEmail": "later@example.org"})
+    await mail_sent(old)
     assert answer.status == 202
 
 
@@ -77,6 +79,7 @@ async def test_confirmed_email_change_emits_user_updated_with_the_previous_addre
     user = await factory.user()
     client = await signed_in(make_client, db, settings, user)
     await client.post("/api/v1/users/me/email", json={"newEmail": "moved@example.org"})
+    await mail_sent(client)
     start = await last_id(db)
     token = link_token(mails_to(mail_dir, "moved@example.org")[0], "/confirm-email")
     cancel = link_token(mails_to(mail_dir, user.email)[0], "/cancel-email-change")
@@ -106,6 +109,7 @@ async def test_a_refused_confirmation_emits_nothing(
     user = await factory.user(password=None)
     client = await signed_in(make_client, db, settings, user)
     await client.post("/api/v1/users/me/email", json={"newEmail": "taken-later@example.org"})
+    await mail_sent(client)
     token = link_token(mails_to(mail_dir, "taken-later@example.org")[0], "/confirm-email")
     await factory.user(email="taken-later@example.org", password=None)
     start = await last_id(db)

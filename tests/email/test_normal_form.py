@@ -108,8 +108,9 @@ async def test_spellings_of_one_address_are_one_user_and_bad_ones_a_clean_422(
         "@exämple.com",  # empty local part
         "a@ex\u200dample.com",  # a joiner IDNA refuses
         "a@xn--zz.com",  # an A-label that decodes to nothing valid
-        "a@exämple.com.",
         "a@exämple..com",
+        "a@exämple.com,",  # a list, punctuation, a literal: never one mailbox (issue 25)
+        "a@[127.0.0.1]",
         "a\u0000@example.com",
         "a@-exämple.com",
     ]

@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import pyotp
 
 from tenantd.mfa import queries as mfa_queries
+from tests.auth.helpers import mail_sent
 from tests.auth.test_email_change import link_token, mails_to, user_email
 from tests.factories import Factory, UserRecord
 from tests.mfa.helpers import claims, cookie, signed_in, user_with_totp
@@ -239,6 +240,7 @@ async def test_email_change_from_the_profile_and_its_two_links(
     user = await factory.user()
     browser = await signed_in(make_client, db, settings, user)
     response = await post_form(browser, "/account", "/account/email", newEmail="Moved@Example.org")
+    await mail_sent(browser)
     assert response.status == 303
     assert response.headers["Location"] == "/account?done=email_sent"
     [confirm] = mails_to(mail_dir, "moved@example.org")

@@ -85,7 +85,18 @@ async def test_a_new_provider_user_on_a_claimed_idn_domain_is_a_join_request(
     assert "shown to that account's owner and admins" in " ".join(mail_text(told).split())
 
 
-@pytest.mark.parametrize("email", ["a@ex\u200dample.com", "a@xn--zz.example", "@exämple.com"])
+@pytest.mark.parametrize(
+    "email",
+    [
+        "a@ex\u200dample.com",
+        "a@xn--zz.example",
+        "@exämple.com",
+        # Not one mailbox (issue 25): a list, a display name, an address literal.
+        "a@evil.example,b@corp.example",
+        "x<v@corp.example>",
+        "a@[127.0.0.1]",
+    ],
+)
 async def test_a_provider_email_without_a_normal_form_is_refused(
     browser: Browser, idp: FakeIdP, db: Database, email: str
 ) -> None:
