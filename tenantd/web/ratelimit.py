@@ -48,14 +48,19 @@ def refused(request: web.Request, scope: str, verdict: Verdict) -> RateLimited:
 
 
 async def rate_limit_request(
-    request: web.Request, scope: str, body: Any, *, session: str | None = None
+    request: web.Request,
+    scope: str,
+    body: Any,
+    *,
+    session: str | None = None,
+    email: str | None = None,
 ) -> None:
-    """Count this request against `scope` per IP, per body email and per `session` (a
-    session family id the caller vouches for); 429 when over."""
-    email = getattr(body, "email", None) if body is not None else None
-    counters = rate_limit_counters(
-        request, scope, email=str(email) if email else None, session=session
-    )
+    """Count this request against `scope` per IP, per email (`email`, else the body's) and
+    per `session` (a session family id the caller vouches for); 429 when over."""
+    if email is None and body is not None:
+        found = getattr(body, "email", None)
+        email = str(found) if found else None
+    counters = rate_limit_counters(request, scope, email=email or None, session=session)
     if not counters:
         return
     async with request.app[DATABASE].connection() as conn:

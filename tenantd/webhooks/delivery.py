@@ -35,7 +35,13 @@ from tenantd.outbox import public_event
 from tenantd.services import Services
 from tenantd.settings import Settings
 from tenantd.webhooks import queries
-from tenantd.webhooks.addresses import ForbiddenAddress, GuardedResolver, forbidden_ip
+from tenantd.webhooks.addresses import (
+    ForbiddenAddress,
+    GuardedResolver,
+    forbidden_ip,
+    refusal,
+    refuse_private,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,7 @@ class WebhookSender:
     def __init__(self, settings: Settings, *, resolver: Any = None):
         self.timeout = aiohttp.ClientTimeout(total=settings.webhook_timeout_seconds)
         self._resolver = resolver
+        self.refuse_private = refuse_private(settings)
         self._session: aiohttp.ClientSession | None = None
         self._signers: dict[str, Webhook] = {}
         # Counters for /metrics and logs (this process).
@@ -66,7 +73,9 @@ class WebhookSender:
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(
-                resolver=GuardedResolver(self._resolver), limit=256, ttl_dns_cache=10
+                resolver=GuardedResolver(self._resolver, refuse_private=self.refuse_private),
+                limit=256,
+                ttl_dns_cache=10,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=self.timeout, trust_env=False
@@ -95,8 +104,8 @@ class WebhookSender:
 
     async def send(self, url: str, msg_id: str, body: str, secrets: Sequence[str]) -> Outcome:
         host = _host(url)
-        if forbidden_ip(host):
-            return Outcome(False, None, f"refused: {host} is a cloud metadata address")
+        if forbidden_ip(host, refuse_private=self.refuse_private):
+            return Outcome(False, None, refusal(host, self.refuse_private))
         headers = self.headers(msg_id, body, secrets)
         try:
             async with self.session().post(

@@ -17,8 +17,9 @@ from tenantd.db import Database, Row
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.outbox import Actor, emit
 from tenantd.outbox import queries as outbox_queries
+from tenantd.settings import Settings
 from tenantd.webhooks import queries
-from tenantd.webhooks.addresses import ForbiddenAddress, check_url
+from tenantd.webhooks.addresses import ForbiddenAddress, check_url, refuse_private
 from tenantd.webhooks.delivery import WebhookServices, schedule
 from tenantd.webhooks.fanout import create_deliveries
 
@@ -40,9 +41,9 @@ def _types(events: Sequence[str] | None) -> list[str]:
     return types
 
 
-def _url(url: str) -> str:
+def _url(settings: Settings, url: str) -> str:
     try:
-        return check_url(url.strip())
+        return check_url(url.strip(), refuse_private=refuse_private(settings))
     except ForbiddenAddress as error:
         raise ValidationFailed({"url": str(error)}) from None
     except ValueError as error:
@@ -66,7 +67,12 @@ async def add_endpoint(
     secret = new_secret()
     row = await services.db.fetch_one(
         queries.INSERT_ENDPOINT,
-        {"url": _url(url), "description": description, "types": _types(events), "secret": secret},
+        {
+            "url": _url(services.settings, url),
+            "description": description,
+            "types": _types(events),
+            "secret": secret,
+        },
     )
     assert row is not None
     return Created(row, secret)
