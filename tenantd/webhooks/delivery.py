@@ -42,6 +42,7 @@ from tenantd.webhooks.addresses import (
     refusal,
     refuse_private,
 )
+from tenantd.webhooks.sealing import UndecryptableSecret, signing_secrets
 
 log = logging.getLogger(__name__)
 
@@ -159,13 +160,6 @@ def body_of(row: Row) -> str:
     return orjson.dumps(public_event(row)).decode()
 
 
-def secrets_of(row: Row) -> list[str]:
-    secrets = [row["secret"]]
-    if row["previous_secret"] and row["previous_secret_live"]:
-        secrets.append(row["previous_secret"])
-    return secrets
-
-
 @dataclass
 class Settlement:
     delivered: list[tuple[int, int]] = field(default_factory=list)  # (id, status code)
@@ -232,7 +226,12 @@ async def _send_group(
 ) -> None:
     """One object's deliveries to one endpoint, in order; a failure holds back the rest."""
     for index, row in enumerate(rows):
-        result = await sender.send(row["url"], row["event_id"], body_of(row), secrets_of(row))
+        try:
+            secrets = signing_secrets(settings, row)
+        except UndecryptableSecret:
+            result = Outcome(False, None, "the signing secret does not open with this SECRET_KEY")
+        else:
+            result = await sender.send(row["url"], row["event_id"], body_of(row), secrets)
         if result.ok:
             sender.sent += 1
             outcome.delivered.append((row["id"], result.status or 0))

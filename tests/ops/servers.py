@@ -87,7 +87,13 @@ def start_server(name: str, env: dict[str, str], directory: Path, *extra_args: s
     port = free_port()
     log_path = directory / f"{name}.log"
     handle = log_path.open("wb")
-    full_env = {"PATH": os.environ.get("PATH", ""), "PYTHONUNBUFFERED": "1", **env}
+    # This checkout's package, whatever the venv's editable install points at.
+    full_env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(REPO),
+        **env,
+    }
     process = subprocess.Popen(
         [TENANTD, "serve", "--host", "127.0.0.1", "--port", str(port), *extra_args],
         env=full_env,
