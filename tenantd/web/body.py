@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -45,15 +47,22 @@ def field_errors(error: ValidationError) -> dict[str, str]:
     return fields
 
 
-async def read_limited(request: web.Request, limit: int) -> bytes:
-    """Read the raw body once, refusing more than `limit` bytes (413)."""
+async def read_limited(
+    request: web.Request, limit: int, *, deadline: Callable[[int], float] | None = None
+) -> bytes:
+    """Read the raw body once, refusing more than `limit` bytes (413). `deadline(size)`: the
+    event-loop time by which more than `size` bytes must have come (TimeoutError after it)."""
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge()
     chunks: list[bytes] = []
     size = 0
     while True:
         try:
-            chunk = await request.content.read(65536)
+            if deadline is None:
+                chunk = await request.content.read(65536)
+            else:
+                async with asyncio.timeout_at(deadline(size)):
+                    chunk = await request.content.read(65536)
         except (ConnectionError, HttpProcessingError) as error:
             # Reset, or the stream ended short of its Content-Length or chunked framing: the
             # request's own log line (499, at debug) is all that is said about it.

@@ -5,6 +5,9 @@ cluster."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,11 +36,22 @@ async def test_serve_without_a_database_url_refuses_in_one_line(tmp_path: Path) 
     assert not (tmp_path / "pg").exists()  # no private cluster was started
 
 
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    """Outside pytest's own temporary root: the cluster's parents are opened to the postgres
+    user, and a pytest starting meanwhile closes its root again."""
+    path = Path(tempfile.mkdtemp(prefix="tenantd-dev-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.parametrize("how", ["flag", "env"])
-async def test_a_development_run_still_starts_its_private_cluster(tmp_path: Path, how: str) -> None:
-    env = bare_env(tmp_path)
+async def test_a_development_run_still_starts_its_private_cluster(data_dir: Path, how: str) -> None:
+    env = bare_env(data_dir)
     if how == "env":
         env["TENANTD_DEV"] = "true"
-    server = start_server("dev", env, tmp_path, *(["--dev"] if how == "flag" else []))
+    server = start_server("dev", env, data_dir, *(["--dev"] if how == "flag" else []))
     async with running([server]):
-        assert (tmp_path / "pg").is_dir()
+        assert (data_dir / "pg").is_dir()
