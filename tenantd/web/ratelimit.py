@@ -10,7 +10,15 @@ from tenantd.db import DATABASE
 from tenantd.errors import RateLimited
 from tenantd.ops.config import ops_config
 from tenantd.ops.metrics import METRICS
-from tenantd.ops.ratelimit import Counter, Verdict, client_ip, counters_for, email_key, hit
+from tenantd.ops.ratelimit import (
+    Counter,
+    Verdict,
+    client_ip,
+    counters_for,
+    device_budget_key,
+    email_key,
+    hit,
+)
 from tenantd.settings import SETTINGS
 
 
@@ -20,22 +28,30 @@ def request_ip(request: web.Request) -> str | None:
     return client_ip(request.remote, request.headers.get("X-Forwarded-For"), config.trusted_proxies)
 
 
+DEVICE_COOKIE = "device_id"  # set at sign-in (tenantd/identity/cookies.py)
+DEVICE_BUDGET_SCOPES = frozenset({"login"})  # where a known browser has a budget of its own
+
+
 def rate_limit_counters(
     request: web.Request, scope: str, *, email: str | None = None, session: str | None = None
 ) -> list[Counter]:
-    """The counters this request moves for `scope` (per IP, per email, per `session`); none
-    when rate limiting is off. For a caller that counts them in a statement of its own (the
-    batched refresh); `rate_limit_request` counts them alone."""
+    """The counters this request moves for `scope` (per IP, per email or per known browser,
+    per `session`); none when rate limiting is off. For a caller that counts them in a
+    statement of its own (the batched refresh); `rate_limit_request` counts them alone."""
     settings = request.app[SETTINGS]
     config = ops_config(settings)
     if not config.rate_limit_enabled:
         return []
+    device = None
+    if scope in DEVICE_BUDGET_SCOPES:
+        device = device_budget_key(settings.secret_key, request.cookies.get(DEVICE_COOKIE), email)
     return counters_for(
         scope,
         config.rate_rule(scope),
         ip=request_ip(request),
         email_hash=email_key(settings.secret_key, email) if email else None,
         session=session,
+        device=device,
     )
 
 
