@@ -28,6 +28,9 @@ from tests.email.test_postmark_webhook import PASSWORD as POSTMARK_PASSWORD
 from tests.email.test_postmark_webhook import USER as POSTMARK_USER
 from tests.email.test_resend_webhook import SECRET as RESEND_SECRET
 from tests.email.test_resend_webhook import svix_headers
+from tests.email.test_sendgrid_webhook import PUBLIC_DER_B64
+from tests.email.test_sendgrid_webhook import sign as sendgrid_sign
+from tests.email.test_ses_webhook import TOPIC as SES_TOPIC
 from tests.factories import Factory
 from tests.helpers import ORIGIN, error, eventually
 from tests.mfa.helpers import signed_in
@@ -176,10 +179,12 @@ async def providers(start: Start) -> TestClient[Any, Any]:
         RESEND_WEBHOOK_SECRET=RESEND_SECRET,
         POSTMARK_WEBHOOK_USERNAME=POSTMARK_USER,
         POSTMARK_WEBHOOK_PASSWORD=POSTMARK_PASSWORD,
+        SENDGRID_WEBHOOK_PUBLIC_KEY=PUBLIC_DER_B64,
+        SES_SNS_TOPIC_ARNS=SES_TOPIC,
     )
 
 
-async def test_a_deep_postmark_or_resend_delivery_is_422(
+async def test_a_deep_delivery_to_any_provider_webhook_is_422(
     providers: TestClient[Any, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="tenantd")
@@ -192,6 +197,30 @@ async def test_a_deep_postmark_or_resend_delivery_is_422(
     deep = ('{"type": "email.bounced", "data": ' + nested(DEPTH) + "}").encode()
     response = await providers.post(
         "/api/v1/webhooks/resend", data=deep, headers=svix_headers(deep)
+    )
+    found = await error(response, 422, "VALIDATION_ERROR")
+    assert found["details"]["fields"] == {"body": DEEP_MESSAGE}
+    deep = (
+        '[{"event": "bounce", "email": "x@example.com", "extra": ' + nested(DEPTH) + "}]"
+    ).encode()
+    response = await providers.post(
+        "/api/v1/webhooks/sendgrid", data=deep, headers=sendgrid_sign(deep)
+    )
+    found = await error(response, 422, "VALIDATION_ERROR")
+    assert found["details"]["fields"] == {"body": DEEP_MESSAGE}
+    # SES: the SNS envelope is JSON read before its signature can be checked.
+    deep = (
+        '{"Type": "Notification", "TopicArn": "' + SES_TOPIC + '", "x": ' + nested(DEPTH) + "}"
+    ).encode()
+    response = await providers.post(
+        "/api/v1/webhooks/ses",
+        data=deep,
+        headers={
+            "Content-Type": "text/plain; charset=UTF-8",
+            "x-amz-sns-message-type": "Notification",
+            "x-amz-sns-message-id": str(uuid.uuid4()),
+            "x-amz-sns-topic-arn": SES_TOPIC,
+        },
     )
     found = await error(response, 422, "VALIDATION_ERROR")
     assert found["details"]["fields"] == {"body": DEEP_MESSAGE}
