@@ -96,10 +96,6 @@ async def read_json_object(request: web.Request, *, limit: int) -> dict[str, Any
     return data
 
 
-async def parse_body(request: web.Request, model: type[Model], *, limit: int) -> Model:
-    return validate(model, await read_json_object(request, limit=limit))
-
-
 QUERY_MEMO_SIZE = 256
 _QUERY_MEMO: dict[tuple[type[BaseModel], str], BaseModel] = {}
 
