@@ -28,6 +28,7 @@ from tenantd.pubsub.hub import PUBSUB, PubSubHub
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS
 from tenantd.webhooks.relay import WebhookCollector, relaying
+from tenantd.webhooks.sealing import seal_clear_secrets
 
 Hook = Callable[[web.Application], AsyncIterator[None]]
 
@@ -147,8 +148,10 @@ async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def outbox_relay_ctx(app: web.Application) -> AsyncIterator[None]:
     """Number committed outbox events and fan them out to webhook endpoints (and the
-    built-in tenancy notifications when on)."""
+    built-in tenancy notifications when on). Endpoint secrets still in clear (written before
+    they were sealed) are sealed first."""
     services = app[SERVICES]
+    await seal_clear_secrets(services.db, services.settings)
     metrics = app.get(METRICS)
     if metrics is not None:
         metrics.registry.register(WebhookCollector(services.webhook_sender))  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ import typer
 from aiohttp import web
 
 from tenantd.app import create_app
-from tenantd.cli.common import console, settings
+from tenantd.cli.common import console, fail, settings
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate as apply_migrations
@@ -18,6 +18,7 @@ from tenantd.db.provide import provided_database
 from tenantd.logging_setup import setup_logging
 from tenantd.ops.heap import freeze_startup_heap
 from tenantd.services import SERVICES
+from tenantd.settings import env_flag
 
 SHUTDOWN_TIMEOUT = 20.0  # systemd TimeoutStopSec is larger than this
 SPARE_FILES = 1024  # descriptors beyond one per SSE stream: pool, clients, files
@@ -53,12 +54,27 @@ def serve(
     port: int = typer.Option(8080, help="Port to listen on."),
     no_migrate: bool = typer.Option(False, "--no-migrate", help="Do not apply migrations first."),
     env_file: str | None = typer.Option(None, "--env-file", help="KEY=value file to load."),
+    dev: bool = typer.Option(
+        False,
+        "--dev",
+        help="A development run: without DATABASE_URL, start a private throwaway cluster"
+        " (fsync off) under TENANTD_DATA_DIR. Also TENANTD_DEV=true (scripts/run sets it).",
+    ),
 ) -> None:
     """Serve the HTTP API, job runner and scheduler.
+
+    Without DATABASE_URL it refuses to start, unless told this is a development run (--dev or
+    TENANTD_DEV=true): then it starts a private PostgreSQL cluster whose data is not durable.
 
     Example: tenantd serve --host 0.0.0.0 --port 8080
     """
     config = settings(env_file)
+    if not config.database_url and not (dev or env_flag(config.extra, "TENANTD_DEV", False)):
+        fail(
+            "DATABASE_URL is not set; tenantd serve needs a PostgreSQL database"
+            " (for a development run on a private throwaway cluster: --dev or TENANTD_DEV=true)",
+            2,
+        )
     # The CLI quiets info lines; the server logs at the configured level (requests are info).
     setup_logging(config.log_level, config.log_format)
     raise_open_files_limit(config.notifications_sse_max_streams + SPARE_FILES)

@@ -93,14 +93,22 @@ def remove(endpoint_id: str = typer.Argument(..., metavar="ENDPOINT_ID")) -> Non
 
 
 @app.command("rotate-secret")
-def rotate_secret(endpoint_id: str = typer.Argument(..., metavar="ENDPOINT_ID")) -> None:
-    """Print a new secret; the old one keeps signing alongside it for 24 hours.
+def rotate_secret(
+    endpoint_id: str = typer.Argument(..., metavar="ENDPOINT_ID"),
+    now: bool = typer.Option(
+        False, "--now", help="End the old secret at once (it leaked): no 24-hour overlap."
+    ),
+) -> None:
+    """Print a new secret; the old one keeps signing alongside it for 24 hours (--now: not at all).
 
-    Example: tenantd webhooks rotate-secret 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80
+    Example: tenantd webhooks rotate-secret 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80 --now
     """
     key = parse_id(endpoint_id, "endpoint id")
-    created = run(lambda s: endpoints.rotate_secret(s, key))  # type: ignore[arg-type]
+    created = run(lambda s: endpoints.rotate_secret(s, key, now=now))  # type: ignore[arg-type]
     typer.echo(f"secret {created.secret}")
+    if now:
+        console.print("the previous secret no longer signs")
+        return
     console.print(
         "the previous secret also signs until "
         + _iso(created.endpoint["previous_secret_expires_at"])

@@ -17,7 +17,8 @@ AUTH_COOKIE = "auth_token"
 REFRESH_COOKIE = "refresh_token"
 # The browser that signed up: lets its own verification link install its password.
 BINDING_COOKIE = "registration_binding"
-# The browser, across sign-ins: a random id whose keyed hash per user says "seen before".
+# The browser, across sign-ins: a random id whose keyed hash per user says "seen before",
+# signed for the user who signed in last (its own login budget: tenantd/ops/ratelimit.py).
 DEVICE_COOKIE = "device_id"
 
 

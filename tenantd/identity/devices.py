@@ -6,6 +6,10 @@ keeps for 400 days (renewed at every sign-in); the database stores only its keye
 user (`known_devices`). A sign-in whose browser carries no cookie, or one never used by this
 user, is from a new browser, except the user's very first recorded browser (the sign-up's
 own sign-in, or the first sign-in after this feature shipped), which mails nothing.
+
+The cookie also carries a tag naming the user of its last sign-in (`id.tag`): the login limit
+then counts that browser's attempts for that user in a budget of its own (OWASP "device
+cookies"), so wrong passwords sent from elsewhere do not lock the owner's browser out.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from functools import lru_cache
 from ua_parser import parse
 
 DEVICE_COOKIE_MAX_AGE = 400 * 24 * 3600  # the longest lifetime browsers grant a cookie
-_DEVICE_VALUE = re.compile(r"^[A-Za-z0-9_-]{32,128}$")
+# The random id, then (issued since device budgets) a dot and the tag naming the user.
+_DEVICE_VALUE = re.compile(r"^([A-Za-z0-9_-]{32,128})(?:\.[0-9a-f]{32})?$")
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,6 @@ def _describe(user_agent: str) -> Agent:
 
 
 def usable_device_id(value: str | None) -> str | None:
-    """The browser's device cookie when it has the shape we hand out, else None."""
-    if value and _DEVICE_VALUE.match(value):
-        return value
-    return None
+    """The browser's id in its device cookie when it has the shape we hand out, else None."""
+    found = _DEVICE_VALUE.match(value) if value else None
+    return found.group(1) if found else None

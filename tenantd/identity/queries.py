@@ -522,7 +522,9 @@ WITH before AS (
        SET last_seen_at = now(), browser = EXCLUDED.browser, os = EXCLUDED.os
     RETURNING (xmax = 0) AS inserted
 )
-SELECT seen.inserted, before.any_known FROM seen, before
+SELECT seen.inserted, before.any_known,
+       (SELECT email FROM users WHERE id = %(u)s::uuid) AS email
+  FROM seen, before
 """,
 )
 
@@ -531,7 +533,7 @@ async def remember_device(
     conn: Conn, *, user_id: uuid.UUID, device_hash: bytes, browser: str | None, os: str | None
 ) -> Row:
     """Record a sign-in's browser: {inserted (first time for this user), any_known (the user
-    had a browser recorded before)}."""
+    had a browser recorded before), email (the user's address)}."""
     row = await conn.fetch_one(
         REMEMBER_DEVICE, {"u": user_id, "h": device_hash, "b": browser, "o": os}
     )

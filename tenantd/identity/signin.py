@@ -15,6 +15,7 @@ from tenantd.identity import queries
 from tenantd.identity.devices import describe, usable_device_id
 from tenantd.identity.sessions import IssuedTokens, issue_session
 from tenantd.identity.tokens import new_opaque_token, token_hash
+from tenantd.ops.ratelimit import signed_device
 
 if TYPE_CHECKING:
     from tenantd.services import Services
@@ -96,4 +97,5 @@ async def start_session(
             {"purpose": NEW_SIGNIN, "sessionId": str(session_id)},
             conn=conn,
         )
-    return Started(tokens, device, new_browser)
+    # The cookie names the user who signed in here: a login budget of its own from now on.
+    return Started(tokens, signed_device(settings.secret_key, device, seen["email"]), new_browser)

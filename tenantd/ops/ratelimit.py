@@ -47,6 +47,38 @@ def email_key(secret_key: str, email: str) -> str:
     return digest.hexdigest()[:32]
 
 
+# A browser that signed in as a user before carries a device cookie naming that user (its
+# random id, a dot, and this tag over id and address). OWASP's "device cookies": such a browser
+# has a login budget of its own, so failures from anywhere else never lock it out.
+DEVICE_TAG_HEX = 32
+
+
+def device_tag(secret_key: str, device: str, email: str) -> str:
+    """The device cookie's signature naming the user (by the normalised address)."""
+    normal = normalize_email(email).lower()
+    message = b"login-device:" + device.encode() + b":" + normal.encode()
+    return hmac.new(secret_key.encode(), message, hashlib.sha256).hexdigest()[:DEVICE_TAG_HEX]
+
+
+def signed_device(secret_key: str, device: str, email: str) -> str:
+    """The device cookie value issued at a sign-in of `email` on browser `device`."""
+    return f"{device}.{device_tag(secret_key, device, email)}"
+
+
+def device_budget_key(secret_key: str, cookie: str | None, email: str | None) -> str | None:
+    """The key of this browser's own login budget, when its device cookie was issued at a
+    sign-in of `email`; None (the address's shared budget) for no, another or a forged one."""
+    if not cookie or not email:
+        return None
+    device, dot, tag = cookie.rpartition(".")
+    if not dot or not device or len(tag) != DEVICE_TAG_HEX:
+        return None
+    if not hmac.compare_digest(tag, device_tag(secret_key, device, email)):
+        return None
+    digest = hmac.new(secret_key.encode(), b"device:" + device.encode(), hashlib.sha256)
+    return digest.hexdigest()[:32]
+
+
 def ip_key(address: str) -> str:
     """The client identity an IP limit counts: an IPv6 address by its /64 (one subscriber's
     or one host's block: walking through it must not buy fresh budgets), an IPv4-mapped IPv6
@@ -71,11 +103,18 @@ def counters_for(
     email_hash: str | None,
     session: str | None = None,
     user: str | None = None,
+    device: str | None = None,
 ) -> list[Counter]:
+    """The counters of one attempt; with `device` (a device budget key) the browser's own
+    budget takes the place of the address's shared one, at the same limit."""
     counters = []
     if ip and rule.per_ip > 0:
         counters.append(Counter(f"{scope}:ip:{ip_key(ip)}", "ip", rule.per_ip, rule.window_seconds))
-    if email_hash and rule.per_email > 0:
+    if device and rule.per_email > 0:
+        counters.append(
+            Counter(f"{scope}:device:{device}", "device", rule.per_email, rule.window_seconds)
+        )
+    elif email_hash and rule.per_email > 0:
         counters.append(
             Counter(f"{scope}:email:{email_hash}", "email", rule.per_email, rule.window_seconds)
         )

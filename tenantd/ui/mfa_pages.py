@@ -5,7 +5,6 @@ services as the JSON routes."""
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Awaitable, Callable
@@ -17,7 +16,7 @@ from aiohttp import web
 from tenantd.accounts import service as accounts
 from tenantd.auth import email_change
 from tenantd.auth.schemas import EmailChangeBody
-from tenantd.errors import AppError, NotFound
+from tenantd.errors import AppError, NotFound, ValidationFailed
 from tenantd.identity.cookies import clear_cookie
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
@@ -30,6 +29,7 @@ from tenantd.ui.forms import Form, Problem, field, parse, problem, read_form, sa
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import ACCESS, DEVICE, ISSUED, STALE, Viewer, client_meta, load_viewer
 from tenantd.ui.strings import text
+from tenantd.web.json import loads_bounded
 from tenantd.web.ratelimit import rate_limit_request
 
 # -- /login/mfa: the second step of a sign-in -------------------------------------------------
@@ -270,8 +270,8 @@ def _reauth_fields(form: Any) -> dict[str, Any]:
         return {"password": password}
     if passkey := field(form, "passkey"):
         try:
-            return {"passkey": json.loads(passkey)}
-        except ValueError:
+            return {"passkey": loads_bounded(passkey)}
+        except ValidationFailed:  # malformed, or nested too deep: never walked
             return {"passkey": passkey}  # refused by the body model, in words
     return {"totp": field(form, "totp").replace(" ", "")}
 

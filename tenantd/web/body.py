@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from pydantic import BaseModel, ValidationError
 
-from tenantd.errors import Forbidden, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from tenantd.errors import (
+    AppError,
+    Forbidden,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
 from tenantd.settings import SETTINGS, Settings
+from tenantd.web.json import loads_bounded
+from tenantd.web.middlewares import CLIENT_CLOSED
 from tenantd.web.schemas import control_character_fields
 from tenantd.web.spec import Access, RouteSpec
 
@@ -18,6 +28,15 @@ Model = TypeVar("Model", bound=BaseModel)
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SESSION_COOKIES = ("auth_token", "refresh_token")
+
+
+class ClientClosed(AppError):
+    """The client closed the connection before its body arrived: nobody is left to answer,
+    and it is not the server's fault (never a 5xx, never a traceback)."""
+
+    status = CLIENT_CLOSED
+    code = "CLIENT_CLOSED"
+    message = "The client closed the connection before sending the whole body"
 
 
 def field_errors(error: ValidationError) -> dict[str, str]:
@@ -28,14 +47,26 @@ def field_errors(error: ValidationError) -> dict[str, str]:
     return fields
 
 
-async def read_limited(request: web.Request, limit: int) -> bytes:
-    """Read the raw body once, refusing more than `limit` bytes (413)."""
+async def read_limited(
+    request: web.Request, limit: int, *, deadline: Callable[[int], float] | None = None
+) -> bytes:
+    """Read the raw body once, refusing more than `limit` bytes (413). `deadline(size)`: the
+    event-loop time by which more than `size` bytes must have come (TimeoutError after it)."""
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge()
     chunks: list[bytes] = []
     size = 0
     while True:
-        chunk = await request.content.read(65536)
+        try:
+            if deadline is None:
+                chunk = await request.content.read(65536)
+            else:
+                async with asyncio.timeout_at(deadline(size)):
+                    chunk = await request.content.read(65536)
+        except (ConnectionError, HttpProcessingError) as error:
+            # Reset, or the stream ended short of its Content-Length or chunked framing: the
+            # request's own log line (499, at debug) is all that is said about it.
+            raise ClientClosed() from error
         if not chunk:
             break
         size += len(chunk)
@@ -52,17 +83,17 @@ def validate(model: type[Model], data: Any) -> Model:
         raise ValidationFailed(field_errors(error)) from None
 
 
-async def parse_body(request: web.Request, model: type[Model], *, limit: int) -> Model:
+async def read_json_object(request: web.Request, *, limit: int) -> dict[str, Any]:
+    """The body as a JSON object, not validated yet: 415 unless JSON, 413 over `limit`, 422
+    when malformed, not an object, or nested deeper than MAX_JSON_DEPTH (found without
+    recursion, before anything walks it)."""
     if request.content_type != "application/json":
         raise UnsupportedMediaType()
     raw = await read_limited(request, limit)
-    try:
-        data = orjson.loads(raw) if raw else None
-    except orjson.JSONDecodeError:
-        raise ValidationFailed({"body": "malformed JSON"}) from None
+    data = loads_bounded(raw) if raw else None
     if not isinstance(data, dict):
         raise ValidationFailed({"body": "expected a JSON object"})
-    return validate(model, data)
+    return data
 
 
 QUERY_MEMO_SIZE = 256
@@ -98,7 +129,10 @@ def check_path(request: web.Request) -> None:
 
 
 def _origin_of(value: str) -> str | None:
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None  # unparseable (`http://[::1`): no origin, so not an allowed one
     if not parts.scheme or not parts.netloc:
         return None
     return f"{parts.scheme}://{parts.netloc}".lower()

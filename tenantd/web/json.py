@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+from itertools import accumulate
 from typing import Any
 
 import orjson
@@ -15,7 +17,7 @@ from aiohttp.web_response import REASON_PHRASES
 from multidict import CIMultiDict
 from pydantic import BaseModel
 
-from tenantd.errors import AppError
+from tenantd.errors import AppError, ValidationFailed
 
 
 def _default(value: Any) -> Any:
@@ -126,3 +128,33 @@ def error_response(error: AppError, *, request_id: str | None = None) -> web.Res
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)
     return json_response(error_body(error), status=error.status, headers=headers)
+
+
+MAX_JSON_DEPTH = 32  # INTERFACE.md: a body nested deeper is 422 VALIDATION_ERROR
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
+
+
+def json_depth_over(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON text nests arrays and objects deeper than `limit`: strings dropped,
+    only the brackets kept, and the deepest running count of them taken, all in C loops (no
+    recursion, no per-byte Python code), before any parser or validator walks the text (a
+    few hundred levels exhaust Python's stack in any recursive walk)."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False  # the common case: too few brackets to nest that deep at all
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
+
+
+def loads_bounded(raw: bytes | str) -> Any:
+    """JSON text as Python values; 422 VALIDATION_ERROR when malformed or nested deeper than
+    MAX_JSON_DEPTH (checked first, without recursion)."""
+    if json_depth_over(raw):
+        raise ValidationFailed({"body": f"nested deeper than {MAX_JSON_DEPTH} levels"})
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise ValidationFailed({"body": "malformed JSON"}) from None

@@ -8,7 +8,8 @@ its own `_fix_request_current_app` frame, one more coroutine), ~10% of a cheap r
 The log line is structured (method, route template, status, duration, request id, user and
 account ids) and never carries the raw path, query string, headers, cookies or body, so no
 token or password can reach the logs through it. 4xx are logged at warning, 5xx at error
-(with the traceback in the log, never in the body), the rest at info.
+(with the traceback in the log, never in the body), a client that went away (499) at debug,
+the rest at info.
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ def _log_request(
     request: web.Request, route: str, status: int, elapsed: float, error: AppError | None
 ) -> None:
     if status == CLIENT_CLOSED:
-        level = logging.INFO
+        level = logging.DEBUG  # nobody to answer, nothing wrong here: one debug line
     elif status >= 500:
         level = logging.ERROR
     elif status >= 400:

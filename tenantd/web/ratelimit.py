@@ -10,7 +10,15 @@ from tenantd.db import DATABASE
 from tenantd.errors import RateLimited
 from tenantd.ops.config import ops_config
 from tenantd.ops.metrics import METRICS
-from tenantd.ops.ratelimit import Counter, Verdict, client_ip, counters_for, email_key, hit
+from tenantd.ops.ratelimit import (
+    Counter,
+    Verdict,
+    client_ip,
+    counters_for,
+    device_budget_key,
+    email_key,
+    hit,
+)
 from tenantd.settings import SETTINGS
 
 
@@ -20,22 +28,30 @@ def request_ip(request: web.Request) -> str | None:
     return client_ip(request.remote, request.headers.get("X-Forwarded-For"), config.trusted_proxies)
 
 
+DEVICE_COOKIE = "device_id"  # set at sign-in (tenantd/identity/cookies.py)
+DEVICE_BUDGET_SCOPES = frozenset({"login"})  # where a known browser has a budget of its own
+
+
 def rate_limit_counters(
     request: web.Request, scope: str, *, email: str | None = None, session: str | None = None
 ) -> list[Counter]:
-    """The counters this request moves for `scope` (per IP, per email, per `session`); none
-    when rate limiting is off. For a caller that counts them in a statement of its own (the
-    batched refresh); `rate_limit_request` counts them alone."""
+    """The counters this request moves for `scope` (per IP, per email or per known browser,
+    per `session`); none when rate limiting is off. For a caller that counts them in a
+    statement of its own (the batched refresh); `rate_limit_request` counts them alone."""
     settings = request.app[SETTINGS]
     config = ops_config(settings)
     if not config.rate_limit_enabled:
         return []
+    device = None
+    if scope in DEVICE_BUDGET_SCOPES:
+        device = device_budget_key(settings.secret_key, request.cookies.get(DEVICE_COOKIE), email)
     return counters_for(
         scope,
         config.rate_rule(scope),
         ip=request_ip(request),
         email_hash=email_key(settings.secret_key, email) if email else None,
         session=session,
+        device=device,
     )
 
 
@@ -48,14 +64,19 @@ def refused(request: web.Request, scope: str, verdict: Verdict) -> RateLimited:
 
 
 async def rate_limit_request(
-    request: web.Request, scope: str, body: Any, *, session: str | None = None
+    request: web.Request,
+    scope: str,
+    body: Any,
+    *,
+    session: str | None = None,
+    email: str | None = None,
 ) -> None:
-    """Count this request against `scope` per IP, per body email and per `session` (a
-    session family id the caller vouches for); 429 when over."""
-    email = getattr(body, "email", None) if body is not None else None
-    counters = rate_limit_counters(
-        request, scope, email=str(email) if email else None, session=session
-    )
+    """Count this request against `scope` per IP, per email (`email`, else the body's) and
+    per `session` (a session family id the caller vouches for); 429 when over."""
+    if email is None and body is not None:
+        found = getattr(body, "email", None)
+        email = str(found) if found else None
+    counters = rate_limit_counters(request, scope, email=email or None, session=session)
     if not counters:
         return
     async with request.app[DATABASE].connection() as conn:

@@ -1,5 +1,9 @@
 """The router: each declared route becomes a handler that runs the CSRF check, the guard
-it is given, body parsing and the rate limit before the view, and envelopes plain data."""
+it is given, the rate limit and body parsing before the view, and envelopes plain data.
+
+The rate limit counts a request before its body is validated: the body is read (bounded)
+and decoded (its depth checked first) only so far as to find the `email` a limit counts
+per address; a request refused for its body has been counted all the same."""
 
 from __future__ import annotations
 
@@ -10,8 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.errors import NotFound
-from tenantd.web.body import check_csrf, check_path, parse_body, parse_query
+from tenantd.errors import NotFound, ValidationFailed
+from tenantd.web.body import check_csrf, check_path, parse_query, read_json_object, validate
 from tenantd.web.json import json_response, ok
 from tenantd.web.ratelimit import rate_limit_request
 from tenantd.web.spec import CURRENT_ROUTE, Access, Routes, RouteSpec
@@ -49,12 +53,22 @@ def build_handler(
         args: list[Any] = []
         if spec.query is not None:
             args.append(parse_query(request, spec.query))
-        body = None
+        data: dict[str, Any] | None = None
+        refused: ValidationFailed | None = None
         if spec.body is not None:
-            body = await parse_body(request, spec.body, limit=spec.body_limit)
-            args.append(body)
+            try:
+                data = await read_json_object(request, limit=spec.body_limit)
+            except ValidationFailed as error:
+                refused = error
         if spec.rate_limit is not None:
-            await rate_limit_request(request, spec.rate_limit, body)
+            email = data.get("email") if data is not None else None
+            await rate_limit_request(
+                request, spec.rate_limit, None, email=email if isinstance(email, str) else None
+            )
+        if refused is not None:
+            raise refused
+        if spec.body is not None:
+            args.append(validate(spec.body, data))
         result = await spec.view(request, *args)
         if isinstance(result, web.StreamResponse):
             return result

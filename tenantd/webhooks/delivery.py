@@ -35,7 +35,14 @@ from tenantd.outbox import public_event
 from tenantd.services import Services
 from tenantd.settings import Settings
 from tenantd.webhooks import queries
-from tenantd.webhooks.addresses import ForbiddenAddress, GuardedResolver, forbidden_ip
+from tenantd.webhooks.addresses import (
+    ForbiddenAddress,
+    GuardedResolver,
+    forbidden_ip,
+    refusal,
+    refuse_private,
+)
+from tenantd.webhooks.sealing import UndecryptableSecret, signing_secrets
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +63,7 @@ class WebhookSender:
     def __init__(self, settings: Settings, *, resolver: Any = None):
         self.timeout = aiohttp.ClientTimeout(total=settings.webhook_timeout_seconds)
         self._resolver = resolver
+        self.refuse_private = refuse_private(settings)
         self._session: aiohttp.ClientSession | None = None
         self._signers: dict[str, Webhook] = {}
         # Counters for /metrics and logs (this process).
@@ -66,7 +74,9 @@ class WebhookSender:
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(
-                resolver=GuardedResolver(self._resolver), limit=256, ttl_dns_cache=10
+                resolver=GuardedResolver(self._resolver, refuse_private=self.refuse_private),
+                limit=256,
+                ttl_dns_cache=10,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=self.timeout, trust_env=False
@@ -95,8 +105,8 @@ class WebhookSender:
 
     async def send(self, url: str, msg_id: str, body: str, secrets: Sequence[str]) -> Outcome:
         host = _host(url)
-        if forbidden_ip(host):
-            return Outcome(False, None, f"refused: {host} is a cloud metadata address")
+        if forbidden_ip(host, refuse_private=self.refuse_private):
+            return Outcome(False, None, refusal(host, self.refuse_private))
         headers = self.headers(msg_id, body, secrets)
         try:
             async with self.session().post(
@@ -148,13 +158,6 @@ def retry_delay(settings: Settings, attempts: int) -> float:
 
 def body_of(row: Row) -> str:
     return orjson.dumps(public_event(row)).decode()
-
-
-def secrets_of(row: Row) -> list[str]:
-    secrets = [row["secret"]]
-    if row["previous_secret"] and row["previous_secret_live"]:
-        secrets.append(row["previous_secret"])
-    return secrets
 
 
 @dataclass
@@ -223,7 +226,12 @@ async def _send_group(
 ) -> None:
     """One object's deliveries to one endpoint, in order; a failure holds back the rest."""
     for index, row in enumerate(rows):
-        result = await sender.send(row["url"], row["event_id"], body_of(row), secrets_of(row))
+        try:
+            secrets = signing_secrets(settings, row)
+        except UndecryptableSecret:
+            result = Outcome(False, None, "the signing secret does not open with this SECRET_KEY")
+        else:
+            result = await sender.send(row["url"], row["event_id"], body_of(row), secrets)
         if result.ok:
             sender.sent += 1
             outcome.delivered.append((row["id"], result.status or 0))

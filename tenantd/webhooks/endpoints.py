@@ -17,8 +17,9 @@ from tenantd.db import Database, Row
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.outbox import Actor, emit
 from tenantd.outbox import queries as outbox_queries
-from tenantd.webhooks import queries
-from tenantd.webhooks.addresses import ForbiddenAddress, check_url
+from tenantd.settings import Settings
+from tenantd.webhooks import queries, sealing
+from tenantd.webhooks.addresses import ForbiddenAddress, check_url, refuse_private
 from tenantd.webhooks.delivery import WebhookServices, schedule
 from tenantd.webhooks.fanout import create_deliveries
 
@@ -40,9 +41,9 @@ def _types(events: Sequence[str] | None) -> list[str]:
     return types
 
 
-def _url(url: str) -> str:
+def _url(settings: Settings, url: str) -> str:
     try:
-        return check_url(url.strip())
+        return check_url(url.strip(), refuse_private=refuse_private(settings))
     except ForbiddenAddress as error:
         raise ValidationFailed({"url": str(error)}) from None
     except ValueError as error:
@@ -62,11 +63,18 @@ async def add_endpoint(
     events: Sequence[str] | None = None,
     description: str = "",
 ) -> Created:
-    """A new endpoint with a fresh `whsec_` secret (shown once here)."""
+    """A new endpoint with a fresh `whsec_` secret (shown once here, stored sealed)."""
     secret = new_secret()
+    endpoint_id = uuid.uuid4()  # the sealed secret is bound to it
     row = await services.db.fetch_one(
         queries.INSERT_ENDPOINT,
-        {"url": _url(url), "description": description, "types": _types(events), "secret": secret},
+        {
+            "id": endpoint_id,
+            "url": _url(services.settings, url),
+            "description": description,
+            "types": _types(events),
+            "sealed": sealing.seal(services.settings, endpoint_id, secret),
+        },
     )
     assert row is not None
     return Created(row, secret)
@@ -104,15 +112,31 @@ async def remove_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> 
                 raise
 
 
-async def rotate_secret(services: WebhookServices, endpoint_id: uuid.UUID) -> Created:
-    """A new secret; the old one keeps signing alongside it for 24 hours."""
+async def rotate_secret(
+    services: WebhookServices, endpoint_id: uuid.UUID, *, now: bool = False
+) -> Created:
+    """A new secret; the old one keeps signing alongside it for 24 hours, or (`now`: it
+    leaked) ends at once, and any earlier one still in its overlap with it."""
+    settings = services.settings
     secret = new_secret()
-    row = await services.db.fetch_one(
-        queries.ROTATE_SECRET,
-        {"id": endpoint_id, "secret": secret, "overlap": ROTATION_OVERLAP_SECONDS},
-    )
-    if row is None:
-        raise NotFound(f"no webhook endpoint {endpoint_id}")
+    async with services.db.transaction() as conn:
+        locked = await conn.fetch_one(queries.LOCK_ENDPOINT_SECRET, {"id": endpoint_id})
+        if locked is None:
+            raise NotFound(f"no webhook endpoint {endpoint_id}")
+        previous = None
+        if not now:
+            old = sealing.current_secret(settings, locked, endpoint_id)
+            previous = sealing.seal(settings, endpoint_id, old)
+        row = await conn.fetch_one(
+            queries.ROTATE_SECRET,
+            {
+                "id": endpoint_id,
+                "sealed": sealing.seal(settings, endpoint_id, secret),
+                "previous": previous,
+                "overlap": ROTATION_OVERLAP_SECONDS,
+            },
+        )
+    assert row is not None
     return Created(row, secret)
 
 

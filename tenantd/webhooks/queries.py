@@ -8,8 +8,8 @@ ENDPOINT_COLUMNS = (
 )
 
 INSERT_ENDPOINT = f"""
-INSERT INTO webhook_endpoints (url, description, event_types, secret)
-VALUES (%(url)s, %(description)s, %(types)s::text[], %(secret)s)
+INSERT INTO webhook_endpoints (id, url, description, event_types, secret_sealed)
+VALUES (%(id)s, %(url)s, %(description)s, %(types)s::text[], %(sealed)s)
 RETURNING {ENDPOINT_COLUMNS}
 """
 
@@ -22,14 +22,34 @@ DELETE_ENDPOINT = "DELETE FROM webhook_endpoints WHERE id = %(id)s"
 # removing takes them in that order too (the cascade alone would go endpoint first).
 DELETE_ENDPOINT_DELIVERIES = "DELETE FROM webhook_deliveries WHERE endpoint_id = %(id)s"
 
-# The old secret keeps signing next to the new one until it expires.
+LOCK_ENDPOINT_SECRET = """
+SELECT id, secret, secret_sealed FROM webhook_endpoints WHERE id = %(id)s FOR UPDATE
+"""
+
+# The old secret keeps signing next to the new one until it expires (none: it ended now).
 ROTATE_SECRET = f"""
 UPDATE webhook_endpoints
-   SET previous_secret = secret,
-       previous_secret_expires_at = now() + make_interval(secs => %(overlap)s::float8),
-       secret = %(secret)s, updated_at = now()
+   SET previous_secret_sealed = %(previous)s, previous_secret = NULL,
+       previous_secret_expires_at = CASE WHEN %(previous)s::bytea IS NULL THEN NULL
+            ELSE now() + make_interval(secs => %(overlap)s::float8) END,
+       secret_sealed = %(sealed)s, secret = NULL, updated_at = now()
  WHERE id = %(id)s
 RETURNING {ENDPOINT_COLUMNS}
+"""
+
+LOCK_CLEAR_SECRET = """
+SELECT id, secret, secret_sealed, previous_secret, previous_secret_sealed
+  FROM webhook_endpoints
+ WHERE secret IS NOT NULL OR previous_secret IS NOT NULL
+ LIMIT 1
+   FOR UPDATE SKIP LOCKED
+"""
+
+STORE_SEALED_SECRETS = """
+UPDATE webhook_endpoints
+   SET secret_sealed = %(current)s, secret = NULL,
+       previous_secret_sealed = %(previous)s, previous_secret = NULL
+ WHERE id = %(id)s
 """
 
 ENABLE_ENDPOINT = f"""
@@ -83,7 +103,8 @@ UPDATE webhook_deliveries d SET job_id = j.job_id
 LOAD_DELIVERIES = """
 SELECT d.id, d.job_id, d.status, d.attempts, d.endpoint_id, d.subject, d.seq,
        d.first_attempt_at, e.event_id, e.type, e.account_id, e.actor_type, e.actor_id,
-       e.data, e.previous, e.occurred_at, ep.url, ep.secret, ep.previous_secret,
+       e.data, e.previous, e.occurred_at, ep.url, ep.secret, ep.secret_sealed,
+       ep.previous_secret, ep.previous_secret_sealed,
        ep.previous_secret_expires_at > now() AS previous_secret_live, ep.disabled_at,
        ep.failing_since IS NOT NULL AS endpoint_failing, b.until AS blocked_until
   FROM webhook_deliveries d

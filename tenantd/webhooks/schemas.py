@@ -28,3 +28,8 @@ class DeliveriesQuery(ApiModel):
 
 class ReplayBody(RequestBody):
     since: dt.datetime
+
+
+class RotateQuery(ApiModel):
+    # true: the old secret leaked, it stops signing at once (no 24-hour overlap)
+    now: bool = False

@@ -14,7 +14,13 @@ from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Access, Routes
 from tenantd.webhooks import endpoints
 from tenantd.webhooks.delivery import WebhookServices
-from tenantd.webhooks.schemas import DeliveriesQuery, EndpointBody, EventsQuery, ReplayBody
+from tenantd.webhooks.schemas import (
+    DeliveriesQuery,
+    EndpointBody,
+    EventsQuery,
+    ReplayBody,
+    RotateQuery,
+)
 
 ROUTES = Routes("events")
 
@@ -103,9 +109,16 @@ async def remove_endpoint(request: web.Request) -> Any:
     return {}
 
 
-@ROUTES.post(f"{ENDPOINT}/rotate-secret", summary="Rotate the signing secret", **MANAGE)
-async def rotate_secret(request: web.Request) -> Any:
-    created = await endpoints.rotate_secret(_services(request), path_uuid(request, "id"))
+@ROUTES.post(
+    f"{ENDPOINT}/rotate-secret",
+    query=RotateQuery,
+    summary="Rotate the signing secret: the old one signs 24 more hours, or (?now=true) ends now",
+    **MANAGE,
+)
+async def rotate_secret(request: web.Request, query: RotateQuery) -> Any:
+    created = await endpoints.rotate_secret(
+        _services(request), path_uuid(request, "id"), now=query.now
+    )
     return {"endpoint": endpoint_json(created.endpoint), "secret": created.secret}
 
 

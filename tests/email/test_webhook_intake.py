@@ -232,7 +232,11 @@ async def hold_slot(client: TestClient[Any, Any], address: str) -> Holder:
 
 @pytest.fixture
 async def capped(start: Start) -> TestClient[Any, Any]:
-    return await start(RESEND_WEBHOOK_SECRET=SECRET, TENANTD_WEBHOOK_MAX_BODIES="2")
+    return await start(
+        RESEND_WEBHOOK_SECRET=SECRET,
+        TENANTD_WEBHOOK_MAX_BODIES="2",
+        TENANTD_WEBHOOK_MAX_BODIES_PER_CLIENT="2",  # every test client is 127.0.0.1
+    )
 
 
 async def test_over_the_cap_a_delivery_waits_then_gets_503_with_retry_after(

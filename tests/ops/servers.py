@@ -83,13 +83,19 @@ class Server:
         return self.process.wait(timeout=timeout)
 
 
-def start_server(name: str, env: dict[str, str], directory: Path) -> Server:
+def start_server(name: str, env: dict[str, str], directory: Path, *extra_args: str) -> Server:
     port = free_port()
     log_path = directory / f"{name}.log"
     handle = log_path.open("wb")
-    full_env = {"PATH": os.environ.get("PATH", ""), "PYTHONUNBUFFERED": "1", **env}
+    # This checkout's package, whatever the venv's editable install points at.
+    full_env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(REPO),
+        **env,
+    }
     process = subprocess.Popen(
-        [TENANTD, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [TENANTD, "serve", "--host", "127.0.0.1", "--port", str(port), *extra_args],
         env=full_env,
         stdout=handle,
         stderr=subprocess.STDOUT,

@@ -87,7 +87,7 @@ async def test_two_instances_deliver_each_event_once(
 
 
 async def test_a_killed_instance_loses_no_delivery(
-    migrated: str, tmp_path: Path, aiohttp_server: Any
+    migrated: str, tmp_path: Path, aiohttp_server: Any, settings: Settings
 ) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     release = asyncio.Event()
@@ -105,7 +105,9 @@ async def test_a_killed_instance_loses_no_delivery(
         db = await create_database(url_to_dsn(database_url), minsize=1, maxsize=2)
         try:
             await migrate(db)
-            created = await endpoints.add_endpoint(SimpleNamespace(db=db), url=url)  # type: ignore[arg-type]
+            # Sealed with SECRET, the servers' SECRET_KEY (the settings fixture's too).
+            bundle = SimpleNamespace(db=db, settings=settings)
+            created = await endpoints.add_endpoint(bundle, url=url)  # type: ignore[arg-type]
             receiver.secrets.append(created.secret)
             ids = await _emit(db, 200, objects=200)
             env = server_env(

@@ -22,12 +22,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.webhooks.ingest import Outcome, ProviderEvent, apply_events, usable_event_id
 from tenantd.errors import Unauthorized, ValidationFailed
+from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +64,7 @@ def check_credentials(headers: Mapping[str, str], *, username: str, password: st
 
 def parse_event(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
     """The verdict of one Postmark webhook event (or none)."""
-    try:
-        data: Any = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise ValidationFailed({"body": "malformed JSON"}) from None
+    data: Any = loads_bounded(body)  # 422: malformed, or nested too deep
     if not isinstance(data, dict):
         raise ValidationFailed({"body": "expected a JSON object"})
     outcome.events = 1

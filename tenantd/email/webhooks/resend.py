@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import orjson
-
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
 from tenantd.errors import Unauthorized, ValidationFailed
+from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
 
@@ -153,10 +152,7 @@ def verify(secret: str, headers: Mapping[str, str], body: bytes, *, now: float) 
 
 def parse_events(body: bytes, *, message_id: str, outcome: Outcome) -> list[ProviderEvent]:
     """The verdicts of one Resend event (one event per delivery)."""
-    try:
-        data: Any = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise ValidationFailed({"body": "malformed JSON"}) from None
+    data: Any = loads_bounded(body)  # 422: malformed, or nested too deep
     if not isinstance(data, dict):
         raise ValidationFailed({"body": "expected a JSON object"})
     outcome.events = 1

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -31,6 +30,7 @@ from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.webhooks.ingest import Outcome, ProviderEvent, apply_events, usable_event_id
 from tenantd.errors import Unauthorized, ValidationFailed
+from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
 
@@ -124,10 +124,7 @@ def event_verdict(event: dict[str, Any]) -> str | None:
 
 def parse_events(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
     """The verdicts in a batch; unreadable events are counted and skipped."""
-    try:
-        data: Any = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise ValidationFailed({"body": "malformed JSON"}) from None
+    data: Any = loads_bounded(body)  # 422: malformed, or nested too deep
     if not isinstance(data, list):
         raise ValidationFailed({"body": "expected a JSON array of events"})
     outcome.events = len(data)

@@ -28,7 +28,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
-import orjson
 from aiohttp import web
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -39,6 +38,7 @@ from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.webhooks.ingest import Outcome, ProviderEvent, apply_events, usable_event_id
 from tenantd.errors import Unauthorized, ValidationFailed
+from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
 
@@ -204,8 +204,8 @@ def _recipients(items: Any, field: str) -> tuple[str, ...]:
 def ses_events(message_id: str, text: str, *, outcome: Outcome) -> list[ProviderEvent]:
     """The verdict of one SES notification (bounce or complaint; event publishing too)."""
     try:
-        data: Any = orjson.loads(text)
-    except orjson.JSONDecodeError:
+        data: Any = loads_bounded(text)
+    except ValidationFailed:  # malformed, or nested too deep
         outcome.malformed = 1
         return []
     if not isinstance(data, dict):
@@ -246,10 +246,7 @@ async def receive(
     body: bytes,
 ) -> Outcome:
     """Verify one SNS delivery, then confirm a subscription or record the SES verdict."""
-    try:
-        message: Any = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise ValidationFailed({"body": "malformed JSON"}) from None
+    message: Any = loads_bounded(body)  # 422: malformed, or nested too deep
     if not isinstance(message, dict):
         raise ValidationFailed({"body": "expected a JSON object"})
     if message.get("Type") != signed.message_type or message.get("TopicArn") != signed.topic_arn:

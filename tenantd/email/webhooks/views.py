@@ -3,9 +3,19 @@ is read once, here, and verified as is.
 
 Order: the signature headers are checked before a byte of the body is read (a request that
 could never verify gets 401 at once and its connection is closed, so its body is never
-waited for); then the body is read into one of a few slots (TENANTD_WEBHOOK_MAX_BODIES, each
-up to 10 MiB, within BODY_READ_SECONDS); a request that waited SLOT_WAIT_SECONDS without a
-slot gets 503 with Retry-After (both providers retry).
+waited for); then the body is read into a slot, then verified and applied. A request that
+waited SLOT_WAIT_SECONDS without a slot gets 503 with Retry-After (providers retry).
+
+Slots, so that nobody without credentials can starve a provider that has them:
+- A request already authenticated by its headers (Postmark's Basic credentials) takes a slot
+  of its own pool (TENANTD_WEBHOOK_MAX_BODIES of them), which unauthenticated bodies never use.
+- The others (a signature over the body can only be judged once the body is in) share a pool
+  of TENANTD_WEBHOOK_MAX_BODIES slots, at most TENANTD_WEBHOOK_MAX_BODIES_PER_CLIENT of them
+  per client address (an IPv6 client by its /64).
+- A body must keep coming: after BODY_GRACE_SECONDS it must have averaged
+  TENANTD_WEBHOOK_MIN_BODY_RATE bytes a second (a slow-loris body is cut with 408 and its
+  connection closed), and it is cut after BODY_READ_SECONDS whatever its pace.
+Each body is at most 10 MiB, so at most 2 x TENANTD_WEBHOOK_MAX_BODIES x 10 MiB are held.
 """
 
 from __future__ import annotations
@@ -23,10 +33,12 @@ from tenantd.db import DATABASE
 from tenantd.email.webhooks import postmark, resend, sendgrid, ses
 from tenantd.email.webhooks.ingest import Outcome
 from tenantd.errors import AppError, NotFound, Unauthorized
+from tenantd.ops.ratelimit import ip_key
 from tenantd.settings import SETTINGS, Settings, env_int
 from tenantd.web.body import read_limited
 from tenantd.web.json import error_response
 from tenantd.web.middlewares import REQUEST_ID
+from tenantd.web.ratelimit import request_ip
 from tenantd.web.schemas import ApiModel
 from tenantd.web.spec import CURRENT_ROUTE, Access, Routes
 
@@ -35,13 +47,15 @@ ROUTES = Routes("webhooks")
 RESPONSES = {
     401: "Signature, timestamp or headers invalid (refused before the body is read)",
     404: "Webhook not configured",
-    408: "The body did not arrive in time",
+    408: "The body did not arrive in time, or too slowly",
     503: "Too many webhook bodies in flight; retry after Retry-After seconds",
 }
 
-DEFAULT_MAX_BODIES = 8  # x 10 MiB: the most webhook bodies held in memory at once
+DEFAULT_MAX_BODIES = 8  # x 10 MiB: the most webhook bodies of a pool held in memory at once
 SLOT_WAIT_SECONDS = 10.0  # a burst waits this long for a slot, then gets 503
 BODY_READ_SECONDS = 60.0  # a slow sender never holds a slot longer
+BODY_GRACE_SECONDS = 2.0  # a body's first bytes may take this long ...
+DEFAULT_MIN_BODY_RATE = 4096  # ... then it must average this many bytes a second
 BUSY_RETRY_AFTER = 5
 
 Signed = TypeVar("Signed")
@@ -61,45 +75,122 @@ class BodyTimeout(AppError):
 
 
 class BodyGate:
-    """At most `limit` webhook bodies read or held at once, so they never take more than
-    limit x 10 MiB. A request waits up to `wait` seconds for a slot (meanwhile its body stays
-    unread: aiohttp stops reading the socket after 128 KiB); a slot is held for the read
-    (at most `read_seconds`) and the processing."""
+    """At most `limit` webhook bodies of each pool read or held at once (at most `per_client`
+    of the unauthenticated pool per client), so they never take more than 2 x limit x 10 MiB.
+    A request waits up to `wait` seconds for a slot (meanwhile its body stays unread: aiohttp
+    stops reading the socket after 128 KiB); a slot is held for the read (`read_seconds` at
+    most, at `min_rate` bytes a second at least after `grace` seconds) and the processing."""
 
     def __init__(
         self,
         limit: int,
         *,
+        per_client: int | None = None,
         wait: float = SLOT_WAIT_SECONDS,
         read_seconds: float = BODY_READ_SECONDS,
+        grace: float = BODY_GRACE_SECONDS,
+        min_rate: float = DEFAULT_MIN_BODY_RATE,
     ):
         self.limit = limit
+        self.per_client = per_client if per_client is not None else max(1, limit // 4)
         self.wait = wait
         self.read_seconds = read_seconds
-        self.held = 0
+        self.grace = grace
+        self.min_rate = min_rate
+        self.held = 0  # unauthenticated bodies in slots
         self.waiting = 0
+        self.authenticated_held = 0
         self._slots = asyncio.Semaphore(limit)
+        self._authenticated = asyncio.Semaphore(limit)
+        # client key -> (its semaphore, [requests holding or waiting for it, holding it])
+        self._clients: dict[str, tuple[asyncio.Semaphore, list[int]]] = {}
+
+    def held_by(self, client: str) -> int:
+        """The client's share of the unauthenticated pool in use now."""
+        entry = self._clients.get(ip_key(client))
+        return entry[1][1] if entry is not None else 0
 
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        self.waiting += 1
+    async def _client_slot(self, client: str | None) -> AsyncIterator[None]:
+        key = ip_key(client) if client else "?"
+        entry = self._clients.get(key)
+        if entry is None:
+            entry = self._clients[key] = (asyncio.Semaphore(self.per_client), [0, 0])
+        semaphore, counts = entry
+        counts[0] += 1
         try:
-            async with asyncio.timeout(self.wait):
-                await self._slots.acquire()
-        except TimeoutError:
-            raise WebhooksBusy() from None
+            await semaphore.acquire()
+            counts[1] += 1
+            try:
+                yield
+            finally:
+                counts[1] -= 1
+                semaphore.release()
         finally:
-            self.waiting -= 1
-        self.held += 1
-        try:
-            yield
-        finally:
-            self.held -= 1
-            self._slots.release()
+            counts[0] -= 1
+            if counts[0] == 0:
+                del self._clients[key]
+
+    @contextlib.asynccontextmanager
+    async def slot(self, client: str | None, *, authenticated: bool = False) -> AsyncIterator[None]:
+        """A slot of the authenticated pool, or of the shared one within `client`'s share."""
+        if authenticated:
+            async with self._take(self._authenticated, contextlib.nullcontext()):
+                self.authenticated_held += 1
+                try:
+                    yield
+                finally:
+                    self.authenticated_held -= 1
+            return
+        async with self._take(self._slots, self._client_slot(client)):
+            self.held += 1
+            try:
+                yield
+            finally:
+                self.held -= 1
+
+    @contextlib.asynccontextmanager
+    async def _take(
+        self, pool: asyncio.Semaphore, share: contextlib.AbstractAsyncContextManager[None]
+    ) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            self.waiting += 1
+            try:
+                async with asyncio.timeout(self.wait):
+                    await stack.enter_async_context(share)
+                    await pool.acquire()
+            except TimeoutError:
+                raise WebhooksBusy() from None
+            finally:
+                self.waiting -= 1
+            try:
+                yield
+            finally:
+                pool.release()
+
+    def pace(self) -> Callable[[int], float]:
+        """The read's deadline for more than `size` bytes: `min_rate` bytes a second after
+        `grace`, and `read_seconds` in all."""
+        start = asyncio.get_running_loop().time()
+        last = start + self.read_seconds
+        return lambda size: min(last, start + self.grace + size / self.min_rate)
 
 
 def max_bodies(settings: Settings) -> int:
     return env_int(settings.extra, "TENANTD_WEBHOOK_MAX_BODIES", DEFAULT_MAX_BODIES, minimum=1)
+
+
+def new_gate(settings: Settings) -> BodyGate:
+    limit = max_bodies(settings)
+    return BodyGate(
+        limit,
+        per_client=env_int(
+            settings.extra, "TENANTD_WEBHOOK_MAX_BODIES_PER_CLIENT", max(1, limit // 4), minimum=1
+        ),
+        min_rate=env_int(
+            settings.extra, "TENANTD_WEBHOOK_MIN_BODY_RATE", DEFAULT_MIN_BODY_RATE, minimum=1
+        ),
+    )
 
 
 _GATES: weakref.WeakKeyDictionary[web.Application, BodyGate] = weakref.WeakKeyDictionary()
@@ -109,7 +200,7 @@ def body_gate(app: web.Application) -> BodyGate:
     """The process-wide gate of this application (created on first use)."""
     gate = _GATES.get(app)
     if gate is None:
-        gate = _GATES[app] = BodyGate(max_bodies(app[SETTINGS]))
+        gate = _GATES[app] = new_gate(app[SETTINGS])
     return gate
 
 
@@ -129,18 +220,21 @@ async def take_delivery(
     *,
     check: Callable[[Mapping[str, str]], Signed],
     apply: Callable[[Signed, bytes], Awaitable[Outcome]],
+    authenticated: bool = False,
 ) -> dict[str, int] | web.Response:
-    """Headers first (401 with the body unread), then the body in a slot, then verify and apply."""
+    """Headers first (401 with the body unread), then the body in a slot, then verify and
+    apply. `authenticated`: `check` proved the sender (not just the headers' form)."""
     try:
         signed = check(request.headers)
     except Unauthorized as refused:
         return await closing(request, refused)
     gate = body_gate(request.app)
     try:
-        async with gate.slot():
+        async with gate.slot(request_ip(request), authenticated=authenticated):
             try:
-                async with asyncio.timeout(gate.read_seconds):
-                    body = await read_limited(request, request[CURRENT_ROUTE].body_limit)
+                body = await read_limited(
+                    request, request[CURRENT_ROUTE].body_limit, deadline=gate.pace()
+                )
             except TimeoutError:
                 return await closing(request, BodyTimeout())
             outcome = await apply(signed, body)
@@ -216,6 +310,7 @@ async def postmark_webhook(request: web.Request) -> dict[str, int] | web.Respons
             headers, username=username, password=password
         ),
         apply=lambda _, body: postmark.receive(db, body=body),
+        authenticated=True,  # the credentials are in the headers: checked already
     )
 
 
