@@ -24,8 +24,8 @@ from tenantd.errors import Forbidden, MfaRequired, NotFound
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.tokens import AccessClaims, issue_access_token, token_hash
 from tenantd.mfa import mail as mfa_mail
+from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
-from tenantd.mfa.stepup import require_recent_auth
 from tenantd.services import Services
 from tenantd.settings import Settings
 
@@ -265,7 +265,6 @@ async def update_account(
 ) -> Detail:
     """PATCH: rename (admin+) and/or set requireMfa (owner, step-up)."""
     if require_mfa is not None:
-        await require_recent_auth(services, actor)
         await set_require_mfa(services, actor, account_id, required=require_mfa)
     if name is not None:
         return await rename_account(services, actor, account_id, name=name)
@@ -275,14 +274,25 @@ async def update_account(
 async def set_require_mfa(
     services: Services, actor: Principal, account_id: uuid.UUID, *, required: bool
 ) -> PolicyChange:
-    """Owner only: turn the MFA requirement on or off; switching it on mails every member
-    without a factor (after commit)."""
+    """Owner only: turn the MFA requirement on or off (a sensitive action: step-up, the owner
+    is told with a link that sets it back); switching it on mails every member without a
+    factor (after commit)."""
+    await sensitive.require(services, actor, sensitive.MFA_POLICY_CHANGED)
     notified = 0
     async with services.db.transaction() as conn:
         account = await lock_scoped(conn, actor, account_id, "account.mfa_policy")
         if bool(account["require_mfa"]) == required:
             return PolicyChange(required=required, notified=0)
         await queries.set_require_mfa(conn, account_id=account_id, required=required)
+        await sensitive.performed(
+            services,
+            conn,
+            actor=actor,
+            action=sensitive.MFA_POLICY_CHANGED,
+            user_id=actor.user_id,
+            undo={"accountId": str(account_id), "required": not required},
+            data={"accountId": str(account_id), "required": required},
+        )
         await audit.record(
             conn,
             account_id=account_id,
@@ -316,13 +326,23 @@ async def delete_account(
 ) -> Deleted:
     """Soft delete (owner only): deleted_at set, claim released, purged after the grace window.
 
-    The caller's session moves to its next account (or to none). Step-up required.
+    The caller's session moves to its next account (or to none). A sensitive action: step-up;
+    the owner is told, with a link that restores the account.
     """
-    await require_recent_auth(services, actor)
+    await sensitive.require(services, actor, sensitive.ACCOUNT_DELETED)
     async with services.db.transaction() as conn:
         await lock_scoped(conn, actor, account_id, "account.delete")
         deleted_at = await queries.soft_delete_account(conn, account_id)
         purge_after = deleted_at + dt.timedelta(days=GRACE_DAYS)
+        await sensitive.performed(
+            services,
+            conn,
+            actor=actor,
+            action=sensitive.ACCOUNT_DELETED,
+            user_id=actor.user_id,
+            undo={"accountId": str(account_id)},
+            data={"accountId": str(account_id)},
+        )
         await audit.record(
             conn,
             account_id=account_id,

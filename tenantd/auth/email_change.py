@@ -33,6 +33,8 @@ from tenantd.identity import queries as identity_queries
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import revoke_all
 from tenantd.identity.tokens import new_opaque_token, token_hash
+from tenantd.mfa import sensitive
+from tenantd.principal import Principal
 from tenantd.services import Services
 from tenantd.settings import Settings
 
@@ -51,8 +53,11 @@ def bad_link() -> ValidationFailed:
     return ValidationFailed({"token": "This link is invalid, expired or already used"})
 
 
-async def request_change(services: Services, *, user_id: uuid.UUID, new_email: str) -> str:
-    """Start a change: mail the confirmation to the new address and a notice to the old one."""
+async def request_change(services: Services, actor: Principal, *, new_email: str) -> str:
+    """Start a change: mail the confirmation to the new address and a notice to the old one
+    (a sensitive action: step-up; the notice's link is its "This wasn't me")."""
+    await sensitive.require(services, actor, sensitive.EMAIL_CHANGE_REQUESTED)
+    user_id = actor.user_id
     try:
         new = canonical_email(new_email)
     except InvalidEmail as error:
@@ -93,6 +98,14 @@ async def request_change(services: Services, *, user_id: uuid.UUID, new_email: s
                 actor_user_id=user_id,
                 action="user.email_change_requested",
                 target=str(user_id),
+                data={"newEmail": new},
+            )
+            await sensitive.performed(
+                services,
+                conn,
+                actor=actor,
+                action=sensitive.EMAIL_CHANGE_REQUESTED,
+                user_id=user_id,
                 data={"newEmail": new},
             )
             outgoing.append(

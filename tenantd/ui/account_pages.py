@@ -178,7 +178,7 @@ async def restore_post(request: web.Request, viewer: Viewer) -> web.StreamRespon
         await restore.restore_account(
             request.app[SERVICES],
             _uuid(request.match_info["id"]),
-            actor_id=viewer.principal.user_id,
+            actor=viewer.principal,
         )
         return redirect(request, "/accounts?done=restored")
 

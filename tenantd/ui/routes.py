@@ -121,6 +121,8 @@ PAGES: list[tuple[str, str, Any]] = [
     ("POST", "/confirm-email", mfa.confirm_email_post),
     ("GET", "/cancel-email-change", mfa.cancel_email_page),
     ("POST", "/cancel-email-change", mfa.cancel_email_post),
+    ("GET", "/wasnt-me", mfa.wasnt_me_page),
+    ("POST", "/wasnt-me", mfa.wasnt_me_post),
     ("POST", MEMBERS.removesuffix("/members") + "/require-mfa", mfa.require_mfa_post),
     ("POST", "/accounts/{id}/restore", accounts.restore_post),
     # notification frequency, quiet hours, language, account defaults (issue 18)

@@ -315,6 +315,13 @@ EN: dict[str, str] = {
     "email.bad_link": "This link is invalid, expired or already used.",
     "email.cancelled": "The change is stopped and every session is signed out. Sign in and"
     " change your password.",
+    "undo.title": "This wasn't me",
+    "undo.lead": "If you did not make the change this link was mailed about, undo it here."
+    " Every session of the account is signed out.",
+    "undo.submit": "Undo it and sign out everywhere",
+    "undo.done": "The change is undone and every session is signed out. Sign in again and"
+    " change your password (if the notice says the password was removed, use"
+    ' "Forgot password").',
     "members.require_mfa": "Require two-factor authentication",
     "members.require_mfa_lead": "Members without a second factor must set one up before they"
     " can work in this account.",
