@@ -66,7 +66,7 @@ async def delete_user(
         if shared:
             raise TransferOwnershipFirst(details={"accountIds": shared})
         entries: list[AuditEntry] = []
-        actor = Actor.user(user_id)
+        event_actor = Actor.user(user_id)
         for row in owned:
             gone_at = await account_queries.soft_delete_account(conn, row["id"])
             purge_after = gone_at + dt.timedelta(days=account_queries.RESTORE_GRACE_DAYS)
@@ -74,7 +74,7 @@ async def delete_user(
                 conn,
                 "account.deleted",
                 row["id"],
-                actor,
+                event_actor,
                 previous={"deletedAt": None},
                 extra={"purgeAfter": purge_after},
             )
@@ -88,7 +88,7 @@ async def delete_user(
                 )
             )
         for membership in await queries.revoke_memberships_of(conn, user_id):
-            await account_events.membership(conn, "membership.revoked", membership, actor)
+            await account_events.membership(conn, "membership.revoked", membership, event_actor)
             entries.append(
                 AuditEntry(
                     account_id=membership["account_id"],
@@ -125,7 +125,7 @@ async def delete_user(
             conn,
             "user.deleted",
             account_id=None,
-            actor=actor,
+            actor=event_actor,
             data={"id": user_id, "deletedAt": deleted_at, "anonymizeAfter": anonymize_after},
             previous={"deletedAt": None},
         )
