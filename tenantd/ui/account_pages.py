@@ -167,6 +167,7 @@ async def _accounts(
         notice=done_text(request.query.get("done")),
         problem=issue,
         name=name,
+        reauth_back="/accounts",  # a refused restore's step-up comes back here
     )
 
 
