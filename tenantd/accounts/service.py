@@ -20,10 +20,11 @@ from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Row
-from tenantd.errors import Forbidden, MfaRequired, NotFound
+from tenantd.errors import Forbidden, MfaRequired, NotFound, ReauthRequired
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.tokens import AccessClaims, issue_access_token, token_hash
 from tenantd.mfa import mail as mfa_mail
+from tenantd.mfa import queries as mfa_queries
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
 from tenantd.services import Services
@@ -230,7 +231,9 @@ async def activate_next_account(
     refresh_token: str | None,
 ) -> Activation:
     """After leaving or deleting the active account: the session moves to the next one."""
-    next_account = await queries.default_account_id(conn, actor.user_id)
+    next_account = await queries.default_account_id(
+        conn, actor.user_id, factor=identity_queries.used_factor(actor.amr)
+    )
     return await activate(
         conn,
         settings,
@@ -243,10 +246,21 @@ async def activate_next_account(
     )
 
 
-async def refuse_without_mfa(conn: Conn, account: Row, user_id: uuid.UUID) -> None:
-    """An account requiring MFA cannot become active for a user without a factor."""
-    if account["require_mfa"] and not await mfa.mfa_enabled(conn, user_id):
+async def refuse_without_mfa(conn: Conn, account: Row, actor: Principal) -> None:
+    """An account requiring MFA cannot become active for a user without a factor (403
+    MFA_REQUIRED), nor for a session that used none (403 REAUTH_REQUIRED: step up with the
+    authenticator app or a passkey, POST /api/v1/auth/reauth)."""
+    if not account["require_mfa"]:
+        return
+    if not await mfa.mfa_enabled(conn, actor.user_id):
         raise MfaRequired(details={"accountId": str(account["id"])})
+    if not identity_queries.used_factor(actor.amr):
+        summary = await mfa_queries.factor_summary(conn, actor.user_id)
+        factors = mfa.methods_of(summary)
+        raise ReauthRequired(
+            [m for m in factors if m != "recoveryCode"],
+            "This account requires a second factor: confirm it is you with one",
+        )
 
 
 @dataclass(frozen=True)
@@ -392,7 +406,7 @@ async def switch_account(
         role = await queries.active_role(conn, account_id=account_id, user_id=actor.user_id)
         if role is None:
             raise Forbidden("You are not a member of this account")
-        await refuse_without_mfa(conn, account, actor.user_id)
+        await refuse_without_mfa(conn, account, actor)
         activation = await activate(
             conn,
             services.settings,
