@@ -14,7 +14,7 @@ from aiohttp import web
 
 from tenantd.settings import SETTINGS
 from tenantd.ui import csrf
-from tenantd.ui.config import UiConfig, ui_config
+from tenantd.ui.config import UiConfig, passkeys_here, ui_config
 from tenantd.ui.session import VIEWER, apply_session
 from tenantd.ui.strings import event_label, text
 
@@ -83,6 +83,7 @@ def page(
         web_push=settings.web_push_enabled,
         sse=settings.notifications_sse_enabled,
         providers=[p.name for p in settings.oauth_providers],
+        passkeys=passkeys_here(settings, request.host),
         urlencode=urlencode,
         **context,
     )

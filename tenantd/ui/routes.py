@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,13 @@ from tenantd.ui import auth_pages as auth
 from tenantd.ui import mfa_pages as mfa
 from tenantd.ui import notification_pages as notifications
 from tenantd.ui import preference_pages as preferences
-from tenantd.ui.config import ui_config
+from tenantd.ui.config import passkeys_notice, ui_config
 from tenantd.ui.forms import problem
 from tenantd.ui.render import STATIC, page, redirect
 from tenantd.ui.session import load_viewer
 from tenantd.ui.strings import text
+
+log = logging.getLogger(__name__)
 
 MEMBERS = "/accounts/{id}/members"
 
@@ -162,6 +165,9 @@ def install_pages(app: web.Application, settings: Settings) -> None:
     """Add the pages and /static when TENANTD_UI is on."""
     if not ui_config(settings).enabled:
         return
+    notice = passkeys_notice(settings)
+    if notice is not None:
+        log.warning(notice)
     for method, path, handler in PAGES:
         app.router.add_route(method, path, in_words(handler))
     app.router.add_get("/static/{name:.+}", static_file)  # GET and HEAD
