@@ -83,7 +83,7 @@ def page(
         web_push=settings.web_push_enabled,
         sse=settings.notifications_sse_enabled,
         providers=[p.name for p in settings.oauth_providers],
-        passkeys=passkeys_here(settings, request.host),
+        passkeys_on=passkeys_here(settings, request.host),
         urlencode=urlencode,
         **context,
     )
