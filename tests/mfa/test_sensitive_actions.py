@@ -275,3 +275,55 @@ async def test_an_unknown_undo_token_is_refused(make_client: Any) -> None:
     await error(
         await client.post("/api/v1/auth/security/undo", json={"token": uuid.uuid4().hex}), 422
     )
+
+
+async def test_a_deleted_user_comes_back_with_the_link(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
+) -> None:
+    user = await factory.user()
+    browser = await signed_in(make_client, db, settings, user)
+    await data(await browser.delete("/api/v1/users/me"))
+    token = await notice(browser, mail_dir, user, sensitive.USER_DELETED)  # the released address
+    await undo(await make_client(), token)
+    row = await db.fetch_one(
+        "SELECT email, deleted_at, (SELECT deleted_at FROM accounts WHERE id = %(a)s) AS gone,"
+        " (SELECT role FROM memberships WHERE account_id = %(a)s AND user_id = u.id"
+        "  AND revoked_at IS NULL) AS role FROM users u WHERE id = %(u)s",
+        {"u": user.id, "a": user.account_id},
+    )
+    assert row == {"email": user.email, "deleted_at": None, "gone": None, "role": "owner"}
+    # No password (it was dropped with the user): "Forgot password" is the way back in.
+    await error(
+        await (await make_client()).post(
+            "/api/v1/auth/login", json={"email": user.email, "password": user.password}
+        ),
+        401,
+    )
+
+
+async def test_restore_and_mfa_policy_changes_are_undone(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
+) -> None:
+    owner = await factory.user()
+    browser = await signed_in(make_client, db, settings, owner)
+    account = f"/api/v1/accounts/{owner.account_id}"
+    await data(await browser.patch(account, json={"requireMfa": True}))
+    await undo(
+        await make_client(), await notice(browser, mail_dir, owner, sensitive.MFA_POLICY_CHANGED)
+    )
+    required = await db.fetch_val(
+        "SELECT require_mfa FROM accounts WHERE id = %(a)s", {"a": owner.account_id}
+    )
+    assert required is False
+
+    browser = await signed_in(make_client, db, settings, owner)
+    await data(await browser.delete(account))
+    restorer = browser  # its session moved out of the deleted account
+    await data(await restorer.post(f"{account}/restore"))
+    await undo(
+        await make_client(), await notice(restorer, mail_dir, owner, sensitive.ACCOUNT_RESTORED)
+    )
+    deleted_at = await db.fetch_val(
+        "SELECT deleted_at FROM accounts WHERE id = %(a)s", {"a": owner.account_id}
+    )
+    assert deleted_at is not None
