@@ -327,3 +327,29 @@ async def test_restore_and_mfa_policy_changes_are_undone(
         "SELECT deleted_at FROM accounts WHERE id = %(a)s", {"a": owner.account_id}
     )
     assert deleted_at is not None
+
+
+async def test_an_action_cannot_be_performed_without_its_guard(
+    make_client: Any, factory: Factory, db: Database
+) -> None:
+    """`performed` refuses (a server error) unless `require` ran for that action first, so a
+    function that forgets the guard fails loudly instead of acting."""
+    user = await factory.user()
+    services = (await make_client()).server.app[SERVICES]
+    with pytest.raises(sensitive.UnguardedAction):
+        async with db.transaction() as conn:
+            await sensitive.performed(
+                services,
+                conn,
+                actor=sensitive.OPERATOR,
+                action=sensitive.TOTP_ADDED,
+                user_id=user.id,
+            )
+    await sensitive.require(services, sensitive.OPERATOR, sensitive.TOTP_ADDED)
+    async with db.transaction() as conn:
+        await sensitive.performed(
+            services, conn, actor=sensitive.OPERATOR, action=sensitive.TOTP_ADDED, user_id=user.id
+        )
+    # Used up: the guard covers one performance.
+    assert not sensitive.guard_ran(sensitive.TOTP_ADDED)
+    assert sensitive.TOTP_ADDED.name in await events(db, user)
