@@ -10,7 +10,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
@@ -415,9 +415,9 @@ def load_settings(
         introspect_allowed_ips=_networks(env, "TENANTD_INTROSPECT_ALLOWED_IPS"),
         # Multi-factor authentication: WebAuthn's relying party defaults to PUBLIC_BASE_URL.
         reauth_max_age_seconds=env_int(env, "REAUTH_MAX_AGE_SECONDS", 600, minimum=1),
-        webauthn_rp_id=env.get("WEBAUTHN_RP_ID", "").strip() or (origin_parts.hostname or ""),
+        webauthn_rp_id=env.get("WEBAUTHN_RP_ID", "").strip() or _rp_id(origin_parts.hostname),
         webauthn_rp_name=env.get("WEBAUTHN_RP_NAME", "").strip() or "tenantd",
-        webauthn_origins=_list(env.get("WEBAUTHN_ORIGINS", "")) or (default_origin,),
+        webauthn_origins=_list(env.get("WEBAUTHN_ORIGINS", "")) or (_rp_origin(origin_parts),),
         # Outbox, events API and outbound webhooks (issue 15).
         events_retention_days=env_int(env, "TENANTD_EVENTS_RETENTION_DAYS", 30, minimum=1),
         outbox_poll_seconds=env_number(env, "TENANTD_OUTBOX_POLL_SECONDS", 0.1, minimum=0.005),
@@ -451,3 +451,32 @@ def load_settings(
 
 
 SETTINGS = web.AppKey("settings", Settings)
+
+
+# -- WebAuthn's relying party from PUBLIC_BASE_URL (issue 25 item 19) ---------------------------
+
+
+def is_ip_address(host: str | None) -> bool:
+    try:
+        ipaddress.ip_address((host or "").strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _rp_id(hostname: str | None) -> str:
+    """Browsers refuse an IP address as a relying party id: a loopback address (the default
+    development setup) becomes `localhost`; another IP stays (passkeys are then off)."""
+    host = hostname or ""
+    if is_ip_address(host) and ipaddress.ip_address(host.strip("[]")).is_loopback:
+        return "localhost"
+    return host
+
+
+def _rp_origin(parts: SplitResult) -> str:
+    """The origin passkeys are used from: PUBLIC_BASE_URL's, at `localhost` when its host is
+    a loopback address (the relying party id must match the page's host)."""
+    if _rp_id(parts.hostname) == "localhost" and is_ip_address(parts.hostname):
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://localhost{port}"
+    return f"{parts.scheme}://{parts.netloc}"

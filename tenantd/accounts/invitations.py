@@ -261,7 +261,7 @@ async def accept_invitation(
         if email is None or normalize_email(email) != normalize_email(invitation["email"]):
             raise Forbidden("This invitation was sent to another email address")
         # Enrol first: the invitation stays pending until then.
-        await refuse_without_mfa(conn, account, actor.user_id)
+        await refuse_without_mfa(conn, account, actor)
         seats = await queries.seat_state(conn, account_id=account["id"], user_id=actor.user_id)
         if seats["is_member"]:
             raise Conflict("You are already a member of this account")

@@ -17,7 +17,7 @@ from tenantd.accounts import permissions, queries
 from tenantd.accounts.service import Activation, activate_next_account, check_scope, lock_scoped
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, OwnerCannotLeave, ValidationFailed
-from tenantd.mfa.stepup import require_recent_auth
+from tenantd.mfa import sensitive
 from tenantd.services import Services
 
 if TYPE_CHECKING:
@@ -160,9 +160,10 @@ async def transfer_ownership(
 
     The caller's ownership and the target's membership are re-read under the account lock
     (bypassing the role resolved for the token), so concurrent transfers serialise and the
-    account never has zero or two owners. Step-up required.
+    account never has zero or two owners. A sensitive action: step-up; the previous owner is
+    told, with a link that gives the ownership back.
     """
-    await require_recent_auth(services, actor)
+    await sensitive.require(services, actor, sensitive.OWNERSHIP_TRANSFERRED)
     async with services.db.transaction() as conn:
         await lock_scoped(conn, actor, account_id, "ownership.transfer")
         if user_id == actor.user_id:
@@ -197,5 +198,14 @@ async def transfer_ownership(
             previous_owner=previous,
             owner=owner,
             actor=outbox_events.actor_of(actor.user_id),
+        )
+        await sensitive.performed(
+            services,
+            conn,
+            actor=actor,
+            action=sensitive.OWNERSHIP_TRANSFERRED,
+            user_id=actor.user_id,
+            undo={"accountId": str(account_id), "to": str(user_id)},
+            data={"accountId": str(account_id), "to": str(user_id)},
         )
         return Transferred(owner=owner, previous_owner=previous)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import TYPE_CHECKING
 
 import psycopg2.errors
 
@@ -14,7 +15,11 @@ from tenantd import audit
 from tenantd.accounts import events, queries
 from tenantd.db import Conn, Row
 from tenantd.errors import AccountNotDeleted, AccountPurged, DomainTaken, Forbidden, NotFound
+from tenantd.mfa import sensitive
 from tenantd.services import Services
+
+if TYPE_CHECKING:
+    from tenantd.principal import Principal
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +73,27 @@ async def restore_locked(conn: Conn, account_id: uuid.UUID, *, actor_id: uuid.UU
 
 
 async def restore_account(
-    services: Services, account_id: uuid.UUID, *, actor_id: uuid.UUID | None
+    services: Services, account_id: uuid.UUID, *, actor: Principal | sensitive.Operator
 ) -> Row:
-    """Restore a soft-deleted account (owner at deletion time; None: operator)."""
+    """Restore a soft-deleted account (its owner at deletion time, or the operator). A
+    sensitive action: step-up (the operator is exempt); the owner is told, with a link that
+    deletes it again."""
+    await sensitive.require(services, actor, sensitive.ACCOUNT_RESTORED)
+    actor_id = None if isinstance(actor, sensitive.Operator) else actor.user_id
     async with services.db.transaction() as conn:
-        return await restore_locked(conn, account_id, actor_id=actor_id)
+        row = await restore_locked(conn, account_id, actor_id=actor_id)
+        owner = actor_id if actor_id is not None else await queries.owner_of_any(conn, account_id)
+        if owner is not None:
+            await sensitive.performed(
+                services,
+                conn,
+                actor=actor,
+                action=sensitive.ACCOUNT_RESTORED,
+                user_id=owner,
+                undo={"accountId": str(account_id)},
+                data={"accountId": str(account_id)},
+            )
+        return row
 
 
 async def restorable(services: Services, user_id: uuid.UUID) -> list[Row]:

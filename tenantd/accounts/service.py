@@ -20,12 +20,13 @@ from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Row
-from tenantd.errors import Forbidden, MfaRequired, NotFound
+from tenantd.errors import Forbidden, MfaRequired, NotFound, ReauthRequired
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.tokens import AccessClaims, issue_access_token, token_hash
 from tenantd.mfa import mail as mfa_mail
+from tenantd.mfa import queries as mfa_queries
+from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
-from tenantd.mfa.stepup import require_recent_auth
 from tenantd.services import Services
 from tenantd.settings import Settings
 
@@ -230,7 +231,9 @@ async def activate_next_account(
     refresh_token: str | None,
 ) -> Activation:
     """After leaving or deleting the active account: the session moves to the next one."""
-    next_account = await queries.default_account_id(conn, actor.user_id)
+    next_account = await queries.default_account_id(
+        conn, actor.user_id, factor=identity_queries.used_factor(actor.amr)
+    )
     return await activate(
         conn,
         settings,
@@ -243,10 +246,21 @@ async def activate_next_account(
     )
 
 
-async def refuse_without_mfa(conn: Conn, account: Row, user_id: uuid.UUID) -> None:
-    """An account requiring MFA cannot become active for a user without a factor."""
-    if account["require_mfa"] and not await mfa.mfa_enabled(conn, user_id):
+async def refuse_without_mfa(conn: Conn, account: Row, actor: Principal) -> None:
+    """An account requiring MFA cannot become active for a user without a factor (403
+    MFA_REQUIRED), nor for a session that used none (403 REAUTH_REQUIRED: step up with the
+    authenticator app or a passkey, POST /api/v1/auth/reauth)."""
+    if not account["require_mfa"]:
+        return
+    if not await mfa.mfa_enabled(conn, actor.user_id):
         raise MfaRequired(details={"accountId": str(account["id"])})
+    if not identity_queries.used_factor(actor.amr):
+        summary = await mfa_queries.factor_summary(conn, actor.user_id)
+        factors = mfa.methods_of(summary)
+        raise ReauthRequired(
+            [m for m in factors if m != "recoveryCode"],
+            "This account requires a second factor: confirm it is you with one",
+        )
 
 
 @dataclass(frozen=True)
@@ -265,7 +279,6 @@ async def update_account(
 ) -> Detail:
     """PATCH: rename (admin+) and/or set requireMfa (owner, step-up)."""
     if require_mfa is not None:
-        await require_recent_auth(services, actor)
         await set_require_mfa(services, actor, account_id, required=require_mfa)
     if name is not None:
         return await rename_account(services, actor, account_id, name=name)
@@ -275,14 +288,25 @@ async def update_account(
 async def set_require_mfa(
     services: Services, actor: Principal, account_id: uuid.UUID, *, required: bool
 ) -> PolicyChange:
-    """Owner only: turn the MFA requirement on or off; switching it on mails every member
-    without a factor (after commit)."""
+    """Owner only: turn the MFA requirement on or off (a sensitive action: step-up, the owner
+    is told with a link that sets it back); switching it on mails every member without a
+    factor (after commit)."""
+    await sensitive.require(services, actor, sensitive.MFA_POLICY_CHANGED)
     notified = 0
     async with services.db.transaction() as conn:
         account = await lock_scoped(conn, actor, account_id, "account.mfa_policy")
         if bool(account["require_mfa"]) == required:
             return PolicyChange(required=required, notified=0)
         await queries.set_require_mfa(conn, account_id=account_id, required=required)
+        await sensitive.performed(
+            services,
+            conn,
+            actor=actor,
+            action=sensitive.MFA_POLICY_CHANGED,
+            user_id=actor.user_id,
+            undo={"accountId": str(account_id), "required": not required},
+            data={"accountId": str(account_id), "required": required},
+        )
         await audit.record(
             conn,
             account_id=account_id,
@@ -316,13 +340,23 @@ async def delete_account(
 ) -> Deleted:
     """Soft delete (owner only): deleted_at set, claim released, purged after the grace window.
 
-    The caller's session moves to its next account (or to none). Step-up required.
+    The caller's session moves to its next account (or to none). A sensitive action: step-up;
+    the owner is told, with a link that restores the account.
     """
-    await require_recent_auth(services, actor)
+    await sensitive.require(services, actor, sensitive.ACCOUNT_DELETED)
     async with services.db.transaction() as conn:
         await lock_scoped(conn, actor, account_id, "account.delete")
         deleted_at = await queries.soft_delete_account(conn, account_id)
         purge_after = deleted_at + dt.timedelta(days=GRACE_DAYS)
+        await sensitive.performed(
+            services,
+            conn,
+            actor=actor,
+            action=sensitive.ACCOUNT_DELETED,
+            user_id=actor.user_id,
+            undo={"accountId": str(account_id)},
+            data={"accountId": str(account_id)},
+        )
         await audit.record(
             conn,
             account_id=account_id,
@@ -372,7 +406,7 @@ async def switch_account(
         role = await queries.active_role(conn, account_id=account_id, user_id=actor.user_id)
         if role is None:
             raise Forbidden("You are not a member of this account")
-        await refuse_without_mfa(conn, account, actor.user_id)
+        await refuse_without_mfa(conn, account, actor)
         activation = await activate(
             conn,
             services.settings,

@@ -37,7 +37,6 @@ from tenantd.accounts.schemas import (
     TransferResult,
 )
 from tenantd.identity.cookies import REFRESH_COOKIE, set_access_cookie
-from tenantd.mfa.stepup import require_recent_auth
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES, Services
 from tenantd.web.json import ok
@@ -182,10 +181,8 @@ async def delete_account(request: web.Request) -> web.Response:
 )
 async def restore_account(request: web.Request) -> AccountRestoredOut:
     services = _services(request)
-    principal = current_principal(request)
-    await require_recent_auth(services, principal)
     row = await restore.restore_account(
-        services, path_uuid(request, "id"), actor_id=principal.user_id
+        services, path_uuid(request, "id"), actor=current_principal(request)
     )
     return AccountRestoredOut(
         account=AccountRestored(

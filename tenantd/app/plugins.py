@@ -18,6 +18,7 @@ from tenantd.identity.keys import sweeps as key_sweeps
 from tenantd.jobs import sweeps as job_sweeps
 from tenantd.jobs.kinds import JobKind
 from tenantd.mfa import mail as mfa_mail
+from tenantd.mfa import sensitive
 from tenantd.mfa import sweeps as mfa_sweeps
 from tenantd.mfa import views as mfa_views
 from tenantd.notifications import jobs as notification_jobs
@@ -53,6 +54,7 @@ JOB_KINDS: tuple[JobKind, ...] = (
     *account_mail.JOB_KINDS,
     *notification_jobs.JOB_KINDS,
     *mfa_mail.JOB_KINDS,
+    *sensitive.JOB_KINDS,
     *webhook_jobs.JOB_KINDS,
 )
 

@@ -16,7 +16,7 @@ import datetime as dt
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenantd import audit
 from tenantd.accounts import events as account_events
@@ -27,9 +27,13 @@ from tenantd.db import Database
 from tenantd.errors import NotFound, TransferOwnershipFirst
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.sessions import revoke_all
+from tenantd.mfa import sensitive
 from tenantd.ops.sweeps import SweepContext, sweep
 from tenantd.outbox import Actor, emit
 from tenantd.services import Services
+
+if TYPE_CHECKING:
+    from tenantd.principal import Principal
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +47,16 @@ class UserDeleted:
     accounts_deleted: list[uuid.UUID]
 
 
-async def delete_user(services: Services, *, user_id: uuid.UUID) -> UserDeleted:
-    """The rule of `DELETE /api/v1/users/me` (see the module docstring)."""
+async def delete_user(
+    services: Services, actor: Principal | sensitive.Operator, *, user_id: uuid.UUID | None = None
+) -> UserDeleted:
+    """The rule of `DELETE /api/v1/users/me` (see the module docstring). A sensitive action:
+    step-up (the operator, naming `user_id`, is exempt); the user is told at the address
+    being released, with a link that restores the user."""
+    await sensitive.require(services, actor, sensitive.USER_DELETED)
+    if not isinstance(actor, sensitive.Operator):
+        user_id = actor.user_id
+    assert user_id is not None
     async with services.db.transaction() as conn:
         user = await identity_queries.lock_user(conn, user_id)
         if user is None or user.get("deleted_at") is not None:
@@ -54,7 +66,7 @@ async def delete_user(services: Services, *, user_id: uuid.UUID) -> UserDeleted:
         if shared:
             raise TransferOwnershipFirst(details={"accountIds": shared})
         entries: list[AuditEntry] = []
-        actor = Actor.user(user_id)
+        event_actor = Actor.user(user_id)
         for row in owned:
             gone_at = await account_queries.soft_delete_account(conn, row["id"])
             purge_after = gone_at + dt.timedelta(days=account_queries.RESTORE_GRACE_DAYS)
@@ -62,7 +74,7 @@ async def delete_user(services: Services, *, user_id: uuid.UUID) -> UserDeleted:
                 conn,
                 "account.deleted",
                 row["id"],
-                actor,
+                event_actor,
                 previous={"deletedAt": None},
                 extra={"purgeAfter": purge_after},
             )
@@ -76,7 +88,7 @@ async def delete_user(services: Services, *, user_id: uuid.UUID) -> UserDeleted:
                 )
             )
         for membership in await queries.revoke_memberships_of(conn, user_id):
-            await account_events.membership(conn, "membership.revoked", membership, actor)
+            await account_events.membership(conn, "membership.revoked", membership, event_actor)
             entries.append(
                 AuditEntry(
                     account_id=membership["account_id"],
@@ -98,6 +110,14 @@ async def delete_user(services: Services, *, user_id: uuid.UUID) -> UserDeleted:
         )
         await audit.record_many(conn, entries)
         await revoke_all(conn, user_id=user_id)
+        await sensitive.performed(
+            services,
+            conn,
+            actor=actor,
+            action=sensitive.USER_DELETED,
+            user_id=user_id,
+            undo={"accountIds": [str(row["id"]) for row in owned]},
+        )
         deleted_at: dt.datetime = tombstone["deleted_at"]
         anonymize_after = deleted_at + dt.timedelta(days=GRACE_DAYS)
         # Only the id: the address is released and the names go with the anonymisation.
@@ -105,7 +125,7 @@ async def delete_user(services: Services, *, user_id: uuid.UUID) -> UserDeleted:
             conn,
             "user.deleted",
             account_id=None,
-            actor=actor,
+            actor=event_actor,
             data={"id": user_id, "deletedAt": deleted_at, "anonymizeAfter": anonymize_after},
             previous={"deletedAt": None},
         )

@@ -39,6 +39,8 @@ from tenantd.identity.signin import AUTH_EMAIL
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import limit_chosen_recipient
+from tenantd.mfa import sensitive
+from tenantd.principal import Principal
 from tenantd.services import Services
 from tenantd.settings import Settings
 
@@ -59,13 +61,17 @@ def bad_link() -> ValidationFailed:
     return ValidationFailed({"token": "This link is invalid, expired or already used"})
 
 
-async def request_change(services: Services, *, user_id: uuid.UUID, new_email: str) -> str:
-    """Start a change: count it against the mail limits, then queue the mails.
+async def request_change(services: Services, actor: Principal, *, new_email: str) -> str:
+    """Start a change (a sensitive action: step-up; the old address's notice link is its
+    "This wasn't me"): count it against the mail limits, then queue the mails.
 
     The answer does the same work whether or not the address is taken (lock the user, count
-    the limits, queue one `auth.email` job of the same shape); the job decides and mails after
-    the answer, so neither the answer nor its timing tells whether someone uses the address.
+    the limits, write the security event, queue one `auth.email` job of the same shape); the
+    job decides and mails after the answer, so neither the answer nor its timing tells whether
+    someone uses the address.
     """
+    await sensitive.require(services, actor, sensitive.EMAIL_CHANGE_REQUESTED)
+    user_id = actor.user_id
     try:
         new = canonical_email(new_email)
     except InvalidEmail as error:
@@ -84,6 +90,14 @@ async def request_change(services: Services, *, user_id: uuid.UUID, new_email: s
             scope=MAIL_SCOPE,
             user_id=user_id,
             recipient=new,
+        )
+        await sensitive.performed(
+            services,
+            conn,
+            actor=actor,
+            action=sensitive.EMAIL_CHANGE_REQUESTED,
+            user_id=user_id,
+            data={"newEmail": new},
         )
         await services.jobs.submit(
             services,

@@ -292,3 +292,39 @@ async def count_wrong_code(conn: Conn, email: str) -> None:
 
 async def delete_email_code(conn: Conn, email: str) -> None:
     await conn.execute("DELETE FROM email_codes WHERE email = %(e)s", {"e": email})
+
+
+# -- "This wasn't me" of a password change or a user deletion (auth/security_undo.py) --------
+
+
+async def drop_password(conn: Conn, user_id: uuid.UUID) -> bool:
+    return bool(
+        await conn.fetch_val(
+            "DELETE FROM user_passwords WHERE user_id = %(u)s RETURNING true", {"u": user_id}
+        )
+    )
+
+
+async def untombstone_user(conn: Conn, user_id: uuid.UUID) -> bool:
+    """A deleted, not yet anonymised user back at its kept address (unless it was taken)."""
+    return bool(
+        await conn.fetch_val(
+            "UPDATE users u SET email = u.deleted_email, deleted_email = NULL, deleted_at = NULL,"
+            " updated_at = now() WHERE u.id = %(u)s AND u.deleted_at IS NOT NULL"
+            " AND u.anonymized_at IS NULL AND u.deleted_email IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM users o WHERE lower(o.email) = lower(u.deleted_email))"
+            " RETURNING true",
+            {"u": user_id},
+        )
+    )
+
+
+async def unrevoke_owner_memberships(
+    conn: Conn, *, user_id: uuid.UUID, account_ids: list[uuid.UUID]
+) -> None:
+    """The owner memberships of the accounts a user deletion soft-deleted, active again."""
+    await conn.execute(
+        "UPDATE memberships SET revoked_at = NULL, updated_at = now() WHERE user_id = %(u)s"
+        " AND role = 'owner' AND account_id = ANY(%(a)s) AND revoked_at IS NOT NULL",
+        {"u": user_id, "a": account_ids},
+    )

@@ -58,8 +58,8 @@ from tenantd.identity.signin import (
     start_session,
 )
 from tenantd.identity.tokens import AccessClaims, new_opaque_token, token_hash
+from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
-from tenantd.mfa.stepup import require_recent_auth
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import Counter, enforce, hit
 from tenantd.outbox import Actor
@@ -587,7 +587,7 @@ async def change_password(
     """
     settings = services.settings
     user_id, account_id = principal.user_id, principal.account_id
-    await require_recent_auth(services, principal)
+    await sensitive.require(services, principal, sensitive.PASSWORD_CHANGED)
     async with services.db.connection() as conn:
         user = await queries.user_credentials(conn, user_id)
         if user is None:
@@ -640,6 +640,16 @@ async def change_password(
             session_id=tokens.access.session_id,
             ip=client.ip,
             user_agent=client.user_agent,
+        )
+        # The notice and its "This wasn't me" link (which removes the password).
+        await sensitive.performed(
+            services,
+            conn,
+            actor=principal,
+            action=sensitive.PASSWORD_CHANGED,
+            user_id=user_id,
+            undo={"set": stored is None},
+            event=False,  # password_changed or password_set, just above
         )
         row = await queries.user_by_id(conn, user_id)
     assert row is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from tenantd.auth import deletion, email_change
+from tenantd.auth import deletion, email_change, security_undo
 from tenantd.auth.schemas import (
     EmailChangeBody,
     EmailChangeCancelled,
@@ -15,7 +15,6 @@ from tenantd.auth.schemas import (
     UserRef,
 )
 from tenantd.identity.cookies import clear_session_cookies
-from tenantd.mfa.stepup import require_recent_auth
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES
 from tenantd.web.json import ok
@@ -37,11 +36,8 @@ ROUTES = Routes("users")
     summary="Change my email: a link goes to the new address, a notice to the old one",
 )
 async def request_email_change(request: web.Request, body: EmailChangeBody) -> Message:
-    services = request.app[SERVICES]
-    principal = current_principal(request)
-    await require_recent_auth(services, principal)
     message = await email_change.request_change(
-        services, user_id=principal.user_id, new_email=body.new_email
+        request.app[SERVICES], current_principal(request), new_email=body.new_email
     )
     return Message(message=message)
 
@@ -73,6 +69,19 @@ async def cancel_email_change(request: web.Request, body: LinkTokenBody) -> Emai
     return EmailChangeCancelled(restored=done.restored, kept=done.kept, message=done.message)
 
 
+@ROUTES.post(
+    "/api/v1/auth/security/undo",
+    access=Access.PUBLIC,
+    body=LinkTokenBody,
+    response=Empty,
+    summary='"This wasn\'t me" (link mailed with the notice of a sensitive action): undo it '
+    "and end every session",
+)
+async def undo_sensitive_action(request: web.Request, body: LinkTokenBody) -> Empty:
+    await security_undo.undo(request.app[SERVICES], token=body.token)
+    return Empty()
+
+
 @ROUTES.delete(
     "/api/v1/users/me",
     response=UserDeletedOut,
@@ -85,9 +94,7 @@ async def cancel_email_change(request: web.Request, body: LinkTokenBody) -> Emai
 )
 async def delete_me(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
-    principal = current_principal(request)
-    await require_recent_auth(services, principal)
-    done = await deletion.delete_user(services, user_id=principal.user_id)
+    done = await deletion.delete_user(services, current_principal(request))
     response = ok(
         UserDeletedOut(
             deleted_at=done.deleted_at,

@@ -11,6 +11,7 @@ import typer
 from tenantd.accounts import operator, restore
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.errors import AppError, ValidationFailed
+from tenantd.mfa import sensitive
 from tenantd.services import Services
 
 T = TypeVar("T")
@@ -185,5 +186,5 @@ def restore_account(
     Example: tenantd accounts restore 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80
     """
     key = parse_id(account_id)
-    row = run(lambda s: restore.restore_account(s, key, actor_id=None))
+    row = run(lambda s: restore.restore_account(s, key, actor=sensitive.OPERATOR))
     console.print(f"account {key} ({row['name']}) is restored")

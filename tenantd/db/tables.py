@@ -802,3 +802,23 @@ email_codes = Table(
     Index("email_codes_link_key", "link_hash", unique=True),
     Index("email_codes_expires_idx", "expires_at"),
 )
+
+
+# --- Security, round three (issue 25): "This wasn't me" of sensitive actions -----------------
+
+security_undo = Table(
+    "security_undo",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("action", Text, nullable=False),
+    Column("notify_to", Text, nullable=False),
+    Column("data", JSONB, nullable=False),
+    Column("token_hash", LargeBinary, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
+    UniqueConstraint("token_hash", name="security_undo_token_hash_key"),
+    Index("security_undo_user_idx", "user_id", "created_at"),
+    Index("security_undo_expires_idx", "expires_at"),
+)

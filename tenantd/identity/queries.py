@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
@@ -12,6 +13,10 @@ from tenantd.db.core import Prepared
 # The one predicate of an active role, kept by every session-time check (guard, refresh,
 # account switch, the account a sign-in lands in): the membership is not revoked and its
 # account is not soft-deleted. Callers append `AND ...` for the user and the account.
+# RFC 8176 methods that are a second factor: a TOTP or recovery code, a passkey. An account
+# requiring MFA serves only sessions whose amr holds one (issue 25 item 16).
+FACTOR_AMR = ("otp", "hwk")
+
 ACTIVE_MEMBERSHIPS = (
     "memberships m JOIN accounts a ON a.id = m.account_id"
     " WHERE m.revoked_at IS NULL AND a.deleted_at IS NULL"
@@ -166,6 +171,8 @@ _SESSION_STATE = (
     "SELECT s.*, u.tokens_valid_after, clock_timestamp() - s.rotated_at AS since_rotated,"
     " u.mfa_enabled, (SELECT ra.require_mfa FROM accounts ra WHERE ra.id = s.account_id)"
     " AS account_requires_mfa,"
+    " EXISTS (SELECT 1 FROM session_auth sa WHERE sa.family_id = s.family_id"
+    " AND sa.amr && %(factors)s::text[]) AS used_factor,"
     " EXISTS (SELECT 1 FROM sessions f WHERE f.family_id = s.family_id"
     " AND f.revoked_at IS NOT NULL) AS family_revoked"
     " FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = %(hash)s"
@@ -173,11 +180,13 @@ _SESSION_STATE = (
 
 
 async def lock_session_by_hash(conn: Conn, token_hash: bytes) -> Row | None:
-    return await conn.fetch_one(_SESSION_STATE + " FOR UPDATE OF s", {"hash": token_hash})
+    return await conn.fetch_one(
+        _SESSION_STATE + " FOR UPDATE OF s", {"hash": token_hash, "factors": list(FACTOR_AMR)}
+    )
 
 
 async def session_by_hash(conn: Conn, token_hash: bytes) -> Row | None:
-    return await conn.fetch_one(_SESSION_STATE, {"hash": token_hash})
+    return await conn.fetch_one(_SESSION_STATE, {"hash": token_hash, "factors": list(FACTOR_AMR)})
 
 
 async def session_family(conn: Conn, token_hash: bytes) -> uuid.UUID | None:
@@ -315,16 +324,24 @@ async def active_role(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID) 
     return role
 
 
-async def default_account_id(conn: Conn, user_id: uuid.UUID) -> uuid.UUID | None:
+def used_factor(amr: Sequence[str]) -> bool:
+    """Whether a sign-in (its amr) used a second factor."""
+    return any(method in FACTOR_AMR for method in amr)
+
+
+async def default_account_id(
+    conn: Conn, user_id: uuid.UUID, *, factor: bool = True
+) -> uuid.UUID | None:
     """Where a user lands without a choice (sign-in, after leaving or deleting the active
     account): the owned live account, else the oldest active membership (ties: account id).
-    An account requiring MFA is skipped while the user has no factor."""
+    An account requiring MFA is skipped while the user has no factor, or (`factor` False)
+    the session used none."""
     account_id: uuid.UUID | None = await conn.fetch_val(
         f"SELECT m.account_id FROM {ACTIVE_MEMBERSHIPS} AND m.user_id = %(u)s"
-        " AND (NOT a.require_mfa OR EXISTS (SELECT 1 FROM users mu WHERE mu.id = m.user_id"
-        " AND mu.mfa_enabled))"
+        " AND (NOT a.require_mfa OR (%(f)s AND EXISTS (SELECT 1 FROM users mu"
+        " WHERE mu.id = m.user_id AND mu.mfa_enabled)))"
         " ORDER BY (m.role = 'owner') DESC, m.created_at, m.account_id LIMIT 1",
-        {"u": user_id},
+        {"u": user_id, "f": factor},
     )
     return account_id
 

@@ -30,10 +30,10 @@ log = logging.getLogger(__name__)
 
 # Per renewal: lock the presented session while it is renewable (not revoked, rotated or
 # expired; its family not ended; created after the user's cutoff; its aid membership active
-# and, where the account requires MFA, the user has a factor), mark it rotated, drop the
-# family's rows rotated out before it (skipping rows a repeat holds), insert the successor,
-# return the user. A concurrent second use waits on the lock, re-checks, finds it rotated and
-# returns nothing for that row.
+# and, where the account requires MFA, the user has a factor and the session used one), mark
+# it rotated, drop the family's rows rotated out before it (skipping rows a repeat holds),
+# insert the successor, return the user. A concurrent second use waits on the lock, re-checks,
+# finds it rotated and returns nothing for that row.
 _ROTATE = """
 WITH req AS (
     SELECT * FROM unnest(%(old)s::bytea[], %(family)s::uuid[], %(new)s::bytea[],
@@ -53,7 +53,9 @@ WITH req AS (
        AND (s.account_id IS NULL OR EXISTS (
             SELECT 1 FROM {memberships}
                AND m.user_id = s.user_id AND m.account_id = s.account_id
-               AND (u.mfa_enabled OR NOT a.require_mfa))){allowed}
+               AND (NOT a.require_mfa OR (u.mfa_enabled AND EXISTS (
+                    SELECT 1 FROM session_auth sa2 WHERE sa2.family_id = s.family_id
+                       AND sa2.amr && ARRAY['otp', 'hwk']::text[]))))){allowed}
      ORDER BY s.id
        FOR UPDATE OF s
 ), rotated AS (

@@ -337,8 +337,9 @@ async def _refusal(conn: Conn, row: Row) -> str | None:
         await queries.active_role(conn, user_id=row["user_id"], account_id=account_id) is None
     ):
         return "membership"
-    if row["account_requires_mfa"] and not row["mfa_enabled"]:
-        return "mfa_required"  # the account requires MFA and the user has no factor
+    if row["account_requires_mfa"] and not (row["mfa_enabled"] and row["used_factor"]):
+        # The account requires MFA: the user has no factor, or this session used none.
+        return "mfa_required"
     return None
 
 

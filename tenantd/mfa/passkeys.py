@@ -37,9 +37,8 @@ from tenantd.errors import Conflict, InvalidCredentials, NotFound, Unauthorized,
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.signin import ClientMeta, start_session
 from tenantd.identity.tokens import token_hash
-from tenantd.mfa import queries
+from tenantd.mfa import queries, sensitive
 from tenantd.mfa.service import AMR_PASSKEY, Completed, after_factor_removed, first_factor_codes
-from tenantd.mfa.stepup import require_recent_auth
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
@@ -116,10 +115,13 @@ def _signed_challenge(client_data_json: bytes) -> bytes:
         raise _invalid() from None
 
 
-async def _take(conn: Conn, settings: Settings, challenge: bytes, *, purpose: str) -> Row:
-    row = await queries.take_challenge(
-        conn, challenge_hash=_challenge_key(settings, challenge), purpose=purpose
-    )
+async def _spend(services: Services, challenge: bytes, *, purpose: str) -> Row:
+    """Spend the challenge in a transaction of its own, committed before the response is
+    checked: any attempt uses it up, a refused one too (issue 25 item 15)."""
+    async with services.db.transaction() as conn:
+        row = await queries.take_challenge(
+            conn, challenge_hash=_challenge_key(services.settings, challenge), purpose=purpose
+        )
     if row is None or not row["live"]:
         raise _invalid("The passkey challenge is unknown, expired or already used")
     return row
@@ -133,8 +135,11 @@ def _options(options: Any) -> dict[str, Any]:
 # -- registration -----------------------------------------------------------------------------
 
 
-async def registration_options(services: Services, user_id: uuid.UUID) -> dict[str, Any]:
-    """PublicKeyCredentialCreationOptions (JSON) for a new discoverable passkey."""
+async def registration_options(services: Services, actor: Principal) -> dict[str, Any]:
+    """PublicKeyCredentialCreationOptions (JSON) for a new discoverable passkey. Adding a
+    factor is sensitive: step-up here and at registration."""
+    await sensitive.require(services, actor, sensitive.PASSKEY_ADDED)
+    user_id = actor.user_id
     settings = services.settings
     async with services.db.transaction() as conn:
         user = await queries.lock_user(conn, user_id)
@@ -168,19 +173,21 @@ class Registered:
 
 
 async def register(
-    services: Services, user_id: uuid.UUID, *, credential: dict[str, Any], name: str | None
+    services: Services, actor: Principal, *, credential: dict[str, Any], name: str | None
 ) -> Registered:
-    """Verify the browser's attestation and keep the credential (the first factor brings the
-    recovery codes, shown once)."""
+    """Verify the browser's attestation and keep the credential (step-up; the user is told,
+    with a link that removes it; the first factor brings the recovery codes, shown once)."""
+    await sensitive.require(services, actor, sensitive.PASSKEY_ADDED)
+    user_id = actor.user_id
     settings = services.settings
     try:
         parsed = parse_registration_credential_json(credential)
     except (WebAuthnException, ValueError, KeyError, TypeError):
         raise ValidationFailed({"credential": "not a WebAuthn registration response"}) from None
     challenge = _signed_challenge(parsed.response.client_data_json)
+    row = await _spend(services, challenge, purpose=REGISTER)
     async with services.db.transaction() as conn:
         await queries.lock_user(conn, user_id)
-        row = await _take(conn, settings, challenge, purpose=REGISTER)
         if row["user_id"] != user_id:
             raise _invalid()
         try:
@@ -215,6 +222,15 @@ async def register(
             raise Conflict("This passkey is already registered") from None
         codes = await first_factor_codes(conn, settings, user_id)
         await queries.sync_mfa_enabled(conn, user_id)
+        await sensitive.performed(
+            services,
+            conn,
+            actor=actor,
+            action=sensitive.PASSKEY_ADDED,
+            user_id=user_id,
+            undo={"passkeyId": str(passkey["id"])},
+            data={"passkeyId": str(passkey["id"]), "name": passkey["name"]},
+        )
     return Registered(passkey=passkey, recovery_codes=codes)
 
 
@@ -269,8 +285,8 @@ async def verify_assertion(
     except (WebAuthnException, ValueError, KeyError, TypeError):
         raise ValidationFailed({"passkey": "not a WebAuthn authentication response"}) from None
     challenge = _signed_challenge(parsed.response.client_data_json)
+    row = await _spend(services, challenge, purpose=purpose)
     async with services.db.transaction() as conn:
-        row = await _take(conn, settings, challenge, purpose=purpose)
         if user_id is not None and row["user_id"] != user_id:
             raise _invalid()
         if ticket_id is not None and row["ticket_id"] != ticket_id:
@@ -317,13 +333,36 @@ async def rename(services: Services, user_id: uuid.UUID, passkey_id: uuid.UUID, 
 
 
 async def delete(services: Services, principal: Principal, passkey_id: uuid.UUID) -> None:
-    """Remove a passkey (step-up); the last factor takes the recovery codes."""
-    await require_recent_auth(services, principal)
+    """Remove a passkey (step-up; the user is told, with a link that puts it back); the last
+    factor takes the recovery codes."""
+    await sensitive.require(services, principal, sensitive.PASSKEY_REMOVED)
     async with services.db.transaction() as conn:
         await queries.lock_user(conn, principal.user_id)
-        if not await queries.delete_passkey(conn, user_id=principal.user_id, passkey_id=passkey_id):
+        row = await queries.take_passkey(conn, user_id=principal.user_id, passkey_id=passkey_id)
+        if row is None:
             raise NotFound("Passkey not found")
         await after_factor_removed(conn, principal.user_id)
+        await sensitive.performed(
+            services,
+            conn,
+            actor=principal,
+            action=sensitive.PASSKEY_REMOVED,
+            user_id=principal.user_id,
+            undo={
+                "passkey": {
+                    "id": str(row["id"]),
+                    "credentialId": bytes(row["credential_id"]).hex(),
+                    "publicKey": bytes(row["public_key"]).hex(),
+                    "signCount": row["sign_count"],
+                    "aaguid": row["aaguid"],
+                    "transports": list(row["transports"]),
+                    "name": row["name"],
+                    "backedUp": row["backed_up"],
+                    "createdAt": row["created_at"].isoformat(),
+                }
+            },
+            data={"passkeyId": str(row["id"]), "name": row["name"]},
+        )
 
 
 async def sign_in(

@@ -6,6 +6,9 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Sequence
+from typing import Any
+
+from psycopg2.extras import Json
 
 from tenantd.db import Conn, Row
 
@@ -96,6 +99,23 @@ async def delete_totp(conn: Conn, user_id: uuid.UUID) -> bool:
 
 
 # -- wrong-code lockout -----------------------------------------------------------------------
+
+
+async def lock_failures(conn: Conn, user_id: uuid.UUID) -> dt.datetime | None:
+    """Lock the user's wrong-code row (created when missing) for one check: checks of the
+    same user wait here, so a lock set by one is seen by the next (issue 25 item 9). The
+    end of a current lock, or None."""
+    await conn.execute(
+        "INSERT INTO mfa_failures (user_id, window_start, failures) VALUES (%(u)s, now(), 0)"
+        " ON CONFLICT (user_id) DO NOTHING",
+        {"u": user_id},
+    )
+    value: dt.datetime | None = await conn.fetch_val(
+        "SELECT CASE WHEN locked_until > clock_timestamp() THEN locked_until END"
+        " FROM mfa_failures WHERE user_id = %(u)s FOR UPDATE",
+        {"u": user_id},
+    )
+    return value
 
 
 async def locked_until(conn: Conn, user_id: uuid.UUID) -> dt.datetime | None:
@@ -346,3 +366,128 @@ async def linked_providers(conn: Conn, user_id: uuid.UUID) -> list[str]:
         {"u": user_id},
     )
     return [row["provider"] for row in rows]
+
+
+# -- "This wasn't me" links of sensitive actions (sql/0200) -----------------------------------
+
+
+async def notice_address(conn: Conn, user_id: uuid.UUID) -> str | None:
+    """Where a user's security notice goes (a just-deleted user's kept address)."""
+    value: str | None = await conn.fetch_val(
+        "SELECT COALESCE(deleted_email, email) FROM users WHERE id = %(u)s", {"u": user_id}
+    )
+    return value
+
+
+async def insert_undo(
+    conn: Conn,
+    *,
+    undo_id: uuid.UUID,
+    user_id: uuid.UUID,
+    action: str,
+    notify_to: str,
+    data: dict[str, Any],
+    token_hash: bytes,
+    days: int,
+) -> None:
+    await conn.execute(
+        "INSERT INTO security_undo (id, user_id, action, notify_to, data, token_hash,"
+        " expires_at) VALUES (%(id)s, %(u)s, %(a)s, %(to)s, %(d)s, %(h)s,"
+        " now() + make_interval(days => %(days)s))",
+        {
+            "id": undo_id,
+            "u": user_id,
+            "a": action,
+            "to": notify_to,
+            "d": Json(data),
+            "h": token_hash,
+            "days": days,
+        },
+    )
+
+
+async def lock_undo(conn: Conn, token_hash: bytes) -> Row | None:
+    """The live, unused undo row of a token hash, locked."""
+    return await conn.fetch_one(
+        "SELECT * FROM security_undo WHERE token_hash = %(h)s AND used_at IS NULL"
+        " AND expires_at > now() FOR UPDATE",
+        {"h": token_hash},
+    )
+
+
+async def undo_row(conn: Conn, undo_id: uuid.UUID) -> Row | None:
+    return await conn.fetch_one("SELECT * FROM security_undo WHERE id = %(i)s", {"i": undo_id})
+
+
+async def mark_undo_used(conn: Conn, undo_id: uuid.UUID) -> None:
+    await conn.execute("UPDATE security_undo SET used_at = now() WHERE id = %(i)s", {"i": undo_id})
+
+
+# -- undoing factor changes ("This wasn't me") -------------------------------------------------
+
+
+async def take_passkey(conn: Conn, *, user_id: uuid.UUID, passkey_id: uuid.UUID) -> Row | None:
+    """Delete one passkey of the user; the row it was (to put back on undo)."""
+    return await conn.fetch_one(
+        "DELETE FROM passkeys WHERE id = %(id)s AND user_id = %(u)s RETURNING *",
+        {"id": passkey_id, "u": user_id},
+    )
+
+
+async def put_back_passkey(conn: Conn, *, user_id: uuid.UUID, row: dict[str, Any]) -> bool:
+    """A removed passkey back as it was (unless its credential was registered again)."""
+    return bool(
+        await conn.fetch_val(
+            "INSERT INTO passkeys (id, user_id, credential_id, public_key, sign_count, aaguid,"
+            " transports, name, backed_up, created_at) VALUES (%(id)s, %(u)s,"
+            " decode(%(c)s, 'hex'), decode(%(k)s, 'hex'), %(n)s, %(a)s, %(t)s, %(name)s,"
+            " %(b)s, %(at)s) ON CONFLICT DO NOTHING RETURNING true",
+            {
+                "id": row["id"],
+                "u": user_id,
+                "c": row["credentialId"],
+                "k": row["publicKey"],
+                "n": row["signCount"],
+                "a": row["aaguid"],
+                "t": row["transports"],
+                "name": row["name"],
+                "b": row["backedUp"],
+                "at": row["createdAt"],
+            },
+        )
+    )
+
+
+async def delete_totp_created_at(conn: Conn, *, user_id: uuid.UUID, created_at: str) -> bool:
+    """Remove the confirmed secret only when it is the one enrolled at `created_at`."""
+    return bool(
+        await conn.fetch_val(
+            "DELETE FROM mfa_totp WHERE user_id = %(u)s AND confirmed_at IS NOT NULL"
+            " AND created_at = %(at)s::timestamptz RETURNING true",
+            {"u": user_id, "at": created_at},
+        )
+    )
+
+
+async def put_back_totp(
+    conn: Conn, *, user_id: uuid.UUID, secret_hex: str, last_used_step: int | None
+) -> bool:
+    """A removed secret back, confirmed (unless another one was confirmed meanwhile)."""
+    return bool(
+        await conn.fetch_val(
+            "INSERT INTO mfa_totp (user_id, secret_encrypted, confirmed_at, last_used_step)"
+            " VALUES (%(u)s, decode(%(s)s, 'hex'), now(), %(step)s)"
+            " ON CONFLICT (user_id) DO UPDATE SET secret_encrypted = EXCLUDED.secret_encrypted,"
+            " confirmed_at = now(), last_used_step = EXCLUDED.last_used_step, created_at = now()"
+            " WHERE mfa_totp.confirmed_at IS NULL RETURNING true",
+            {"u": user_id, "s": secret_hex, "step": last_used_step},
+        )
+    )
+
+
+async def unused_recovery_hashes(conn: Conn, user_id: uuid.UUID) -> list[bytes]:
+    rows = await conn.fetch_all(
+        "SELECT code_hash FROM mfa_recovery_codes WHERE user_id = %(u)s AND used_at IS NULL",
+        {"u": user_id},
+    )
+    return [bytes(row["code_hash"]) for row in rows]

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, InvalidCredentials, NotFound, RateLimited, Unauthorized
@@ -25,8 +25,7 @@ from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.identity.signin import PASSWORD, ClientMeta, start_session
 from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
-from tenantd.mfa import crypto, mail, queries, totp
-from tenantd.mfa.stepup import require_recent_auth
+from tenantd.mfa import crypto, mail, queries, sensitive, totp
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import enforce
 from tenantd.settings import Settings
@@ -113,8 +112,11 @@ class TotpSetup:
     qr_svg: str
 
 
-async def setup_totp(services: Services, user_id: uuid.UUID) -> TotpSetup:
-    """A new secret, pending until a code from it is confirmed (replaces a pending one)."""
+async def setup_totp(services: Services, actor: Principal) -> TotpSetup:
+    """A new secret, pending until a code from it is confirmed (replaces a pending one).
+    Adding a factor is sensitive: step-up here and at confirmation."""
+    await sensitive.require(services, actor, sensitive.TOTP_ADDED)
+    user_id = actor.user_id
     secret = totp.new_secret()
     async with services.db.transaction() as conn:
         user = await queries.lock_user(conn, user_id)
@@ -132,10 +134,12 @@ async def setup_totp(services: Services, user_id: uuid.UUID) -> TotpSetup:
     return TotpSetup(secret=secret, otpauth_uri=uri, qr_svg=totp.qr_svg(uri))
 
 
-async def confirm_totp(services: Services, user_id: uuid.UUID, *, code: str) -> list[str]:
-    """Enable the pending secret with a current code from it; the recovery codes come with
-    the first factor (an empty list when the user already has codes)."""
-    await _refuse_if_locked(services, user_id)
+async def confirm_totp(services: Services, actor: Principal, *, code: str) -> list[str]:
+    """Enable the pending secret with a current code from it (step-up; the user is told,
+    with a link that removes it); the recovery codes come with the first factor (an empty
+    list when the user already has codes)."""
+    await sensitive.require(services, actor, sensitive.TOTP_ADDED)
+    user_id = actor.user_id
     async with services.db.transaction() as conn:
         await queries.lock_user(conn, user_id)
         row = await queries.totp(conn, user_id)
@@ -143,6 +147,7 @@ async def confirm_totp(services: Services, user_id: uuid.UUID, *, code: str) -> 
             raise NotFound("Start with POST /api/v1/auth/mfa/totp/setup")
         if row["confirmed_at"] is not None:
             raise Conflict("The authenticator app is already confirmed")
+        await _refuse_if_locked(conn, user_id)
         step = totp.matching_step(
             _unseal(services.settings, user_id, row["secret_encrypted"]), code
         )
@@ -151,19 +156,41 @@ async def confirm_totp(services: Services, user_id: uuid.UUID, *, code: str) -> 
             codes = await _first_factor_codes(conn, services.settings, user_id)
             await queries.sync_mfa_enabled(conn, user_id)
             await queries.clear_failures(conn, user_id)
+            await sensitive.performed(
+                services,
+                conn,
+                actor=actor,
+                action=sensitive.TOTP_ADDED,
+                user_id=user_id,
+                undo={"createdAt": row["created_at"].isoformat()},
+            )
             return codes
-    await _wrong_code(services, user_id)
-    raise AssertionError("unreachable")
+        locked = await _count_wrong(conn, user_id)
+    _refuse_wrong(locked)
 
 
 async def disable_totp(services: Services, principal: Principal) -> None:
-    """Remove the authenticator app (step-up); the last factor takes the recovery codes."""
-    await require_recent_auth(services, principal)
+    """Remove the authenticator app (step-up; the user is told, with a link that puts it
+    back); the last factor takes the recovery codes."""
+    await sensitive.require(services, principal, sensitive.TOTP_REMOVED)
     async with services.db.transaction() as conn:
         await queries.lock_user(conn, principal.user_id)
-        if not await queries.delete_totp(conn, principal.user_id):
+        row = await queries.totp(conn, principal.user_id)
+        if row is None or row["confirmed_at"] is None:
             raise NotFound("No authenticator app is set up")
+        await queries.delete_totp(conn, principal.user_id)
         await after_factor_removed(conn, principal.user_id)
+        await sensitive.performed(
+            services,
+            conn,
+            actor=principal,
+            action=sensitive.TOTP_REMOVED,
+            user_id=principal.user_id,
+            undo={
+                "secret": bytes(row["secret_encrypted"]).hex(),
+                "lastUsedStep": row["last_used_step"],
+            },
+        )
 
 
 async def after_factor_removed(conn: Conn, user_id: uuid.UUID) -> None:
@@ -211,38 +238,59 @@ async def first_factor_codes(conn: Conn, settings: Settings, user_id: uuid.UUID)
 
 
 async def regenerate_recovery_codes(services: Services, principal: Principal) -> list[str]:
-    """Ten new codes; the old ones stop working (step-up, MFA on)."""
-    await require_recent_auth(services, principal)
+    """Ten new codes; the old ones stop working (step-up, MFA on; the user is told, with a
+    link that ends the new codes and brings the old ones back)."""
+    await sensitive.require(services, principal, sensitive.RECOVERY_CODES_REGENERATED)
     async with services.db.transaction() as conn:
         user = await queries.lock_user(conn, principal.user_id)
         if user is None or not user["mfa_enabled"]:
             raise Conflict("Set up a second factor first")
-        return await _new_codes(conn, services.settings, principal.user_id)
+        previous = await queries.unused_recovery_hashes(conn, principal.user_id)
+        codes = await _new_codes(conn, services.settings, principal.user_id)
+        await sensitive.performed(
+            services,
+            conn,
+            actor=principal,
+            action=sensitive.RECOVERY_CODES_REGENERATED,
+            user_id=principal.user_id,
+            undo={"previous": [h.hex() for h in previous]},
+        )
+        return codes
 
 
 # -- checking a code (sign-in ticket, reauthentication) ---------------------------------------
 
 
-async def _refuse_if_locked(services: Services, user_id: uuid.UUID) -> None:
-    async with services.db.connection() as conn:
-        until = await queries.locked_until(conn, user_id)
-    if until is not None:
-        raise RateLimited(max(1, math.ceil((until - _now()).total_seconds())))
+def _locked(until: dt.datetime) -> RateLimited:
+    return RateLimited(max(1, math.ceil((until - _now()).total_seconds())))
 
 
-async def _wrong_code(services: Services, user_id: uuid.UUID) -> None:
-    """Count a wrong code (in PostgreSQL: every instance counts together) and refuse."""
-    async with services.db.transaction() as conn:
-        until = await queries.record_failure(
-            conn,
-            user_id=user_id,
-            limit=LOCK_LIMIT,
-            window_seconds=LOCK_WINDOW_SECONDS,
-            lock_seconds=LOCK_SECONDS,
-        )
+async def _refuse_if_locked(conn: Conn, user_id: uuid.UUID) -> None:
+    """In the transaction that checks a code: lock the user's wrong-code row, refuse when the
+    codes are locked. Checks of one user run one at a time from here to their commit, so the
+    count a check reads includes every check before it (at most LOCK_LIMIT are evaluated)."""
+    until = await queries.lock_failures(conn, user_id)
     if until is not None:
+        raise _locked(until)
+
+
+async def _count_wrong(conn: Conn, user_id: uuid.UUID) -> dt.datetime | None:
+    """Count a wrong code (in PostgreSQL: every instance counts together); the lock's end
+    when this one locked the codes."""
+    return await queries.record_failure(
+        conn,
+        user_id=user_id,
+        limit=LOCK_LIMIT,
+        window_seconds=LOCK_WINDOW_SECONDS,
+        lock_seconds=LOCK_SECONDS,
+    )
+
+
+def _refuse_wrong(locked: dt.datetime | None) -> NoReturn:
+    """After the wrong code's count committed: refuse it."""
+    if locked is not None:
         log.warning("mfa codes locked after repeated wrong codes")
-        raise RateLimited(max(1, math.ceil((until - _now()).total_seconds())))
+        raise _locked(locked)
     raise InvalidCredentials("The code is incorrect or was already used")
 
 
@@ -254,11 +302,13 @@ async def check_code(
     recovery_code: str | None = None,
 ) -> str:
     """Accept a TOTP code (once) or a recovery code (once; the user is mailed); the amr
-    method on success. Wrong codes count toward the lock; a locked user is refused."""
-    await _refuse_if_locked(services, user_id)
+    method on success. Wrong codes count toward the lock; a locked user is refused. The
+    lock is checked, the code evaluated and the outcome counted in one transaction holding
+    the user's wrong-code row."""
     settings = services.settings
-    if totp_code is not None:
-        async with services.db.connection() as conn:
+    async with services.db.transaction() as conn:
+        await _refuse_if_locked(conn, user_id)
+        if totp_code is not None:
             row = await queries.totp(conn, user_id)
             if row is not None and row["confirmed_at"] is not None:
                 secret = _unseal(settings, user_id, row["secret_encrypted"])
@@ -268,8 +318,7 @@ async def check_code(
                 ):
                     await queries.clear_failures(conn, user_id)
                     return AMR_OTP
-    elif recovery_code is not None:
-        async with services.db.transaction() as conn:
+        elif recovery_code is not None:
             digest = recovery_code_hash(settings.secret_key, user_id, recovery_code)
             if await queries.use_recovery_code(conn, user_id=user_id, code_hash=digest):
                 await queries.clear_failures(conn, user_id)
@@ -280,8 +329,8 @@ async def check_code(
                 )
                 log.info("recovery code used", extra={"user_id": str(user_id)})
                 return AMR_OTP
-    await _wrong_code(services, user_id)
-    raise AssertionError("unreachable")
+        locked = await _count_wrong(conn, user_id)
+    _refuse_wrong(locked)
 
 
 # -- sign-in tickets --------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Step-up: dangerous actions need an authentication at most REAUTH_MAX_AGE_SECONDS old.
 
-`require_recent_auth` is the one check every domain calls (password change, factor removal,
-recovery codes, ownership transfer, account deletion and policy, API keys, email change):
+`require_recent_auth` is the check behind `sensitive.require`, the guard every sensitive
+action calls first (tenantd/mfa/sensitive.py holds the list; views and pages never call this):
 it reads the access token's `auth_time` (kept by the session family across refreshes and
 moved by POST /api/v1/auth/reauth or a provider's step-up) and refuses with 403
 REAUTH_REQUIRED naming the methods the caller can reauthenticate with.

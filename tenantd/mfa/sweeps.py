@@ -1,5 +1,6 @@
-"""The MFA sweep: sign-in tickets and WebAuthn challenges past their life, and the sign-in
-record (amr, auth_time) of session families that no longer have a session row."""
+"""The MFA sweep: sign-in tickets, WebAuthn challenges and "This wasn't me" links past their
+life, and the sign-in record (amr, auth_time) of session families that no longer have a
+session row."""
 
 from __future__ import annotations
 
@@ -7,16 +8,27 @@ from datetime import timedelta
 
 from sqlalchemy import exists, func, select
 
-from tenantd.db.tables import mfa_tickets, session_auth, sessions, webauthn_challenges
+from tenantd.db.tables import (
+    mfa_tickets,
+    security_undo,
+    session_auth,
+    sessions,
+    webauthn_challenges,
+)
 from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
 
 
-@sweep("mfa", "Expired MFA tickets and WebAuthn challenges, sign-in records of ended sessions")
+@sweep(
+    "mfa",
+    "Expired MFA tickets, WebAuthn challenges and undo links, sign-in records of ended sessions",
+)
 async def mfa_sweep(ctx: SweepContext) -> None:
     """Delete expired or orphaned MFA rows in bounded batches (idempotent)."""
     now = func.now()
     await delete_batches(ctx, mfa_tickets, mfa_tickets.c.expires_at < now - timedelta(hours=1))
     await delete_batches(ctx, webauthn_challenges, webauthn_challenges.c.expires_at < now)
+    # "This wasn't me" links past their 7 days (kept a day longer for the support desk).
+    await delete_batches(ctx, security_undo, security_undo.c.expires_at < now - timedelta(days=1))
     family_alive = exists(
         select(sessions.c.id).where(sessions.c.family_id == session_auth.c.family_id)
     )

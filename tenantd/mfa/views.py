@@ -71,11 +71,11 @@ def _client(request: web.Request) -> ClientMeta:
 @ROUTES.post(
     "/api/v1/auth/mfa/totp/setup",
     response=TotpSetupOut,
-    responses={409: "An authenticator app is already set up"},
+    responses={403: "REAUTH_REQUIRED", 409: "An authenticator app is already set up"},
     summary="Start TOTP enrolment: a secret, its otpauth URI and QR code (pending until confirmed)",
 )
 async def totp_setup(request: web.Request) -> TotpSetupOut:
-    setup = await service.setup_totp(_services(request), current_principal(request).user_id)
+    setup = await service.setup_totp(_services(request), current_principal(request))
     return TotpSetupOut(secret=setup.secret, otpauth_uri=setup.otpauth_uri, qr_svg=setup.qr_svg)
 
 
@@ -83,12 +83,16 @@ async def totp_setup(request: web.Request) -> TotpSetupOut:
     "/api/v1/auth/mfa/totp/confirm",
     body=CodeBody,
     response=RecoveryCodesOut,
-    responses={401: "INVALID_CREDENTIALS: wrong code", 429: "RATE_LIMITED: codes locked"},
+    responses={
+        401: "INVALID_CREDENTIALS: wrong code",
+        403: "REAUTH_REQUIRED",
+        429: "RATE_LIMITED: codes locked",
+    },
     summary="Enable TOTP with a current code; the first factor brings 10 recovery codes",
 )
 async def totp_confirm(request: web.Request, body: CodeBody) -> RecoveryCodesOut:
     codes = await service.confirm_totp(
-        _services(request), current_principal(request).user_id, code=body.code
+        _services(request), current_principal(request), code=body.code
     )
     return RecoveryCodesOut(recovery_codes=codes)
 
@@ -221,12 +225,11 @@ def _passkey_out(row: Any) -> PasskeyOut:
 @ROUTES.post(
     "/api/v1/auth/passkeys/register/options",
     response=dict[str, Any],
-    summary="WebAuthn creation options for a new passkey (discoverable)",
+    responses={403: "REAUTH_REQUIRED"},
+    summary="WebAuthn creation options for a new passkey (discoverable; step-up)",
 )
 async def passkey_register_options(request: web.Request) -> dict[str, Any]:
-    return await passkeys.registration_options(
-        _services(request), current_principal(request).user_id
-    )
+    return await passkeys.registration_options(_services(request), current_principal(request))
 
 
 @ROUTES.post(
@@ -234,13 +237,16 @@ async def passkey_register_options(request: web.Request) -> dict[str, Any]:
     body=RegisterPasskeyBody,
     response=PasskeyRegistered,
     status=201,
-    responses={401: "INVALID_CREDENTIALS: the attestation does not verify"},
+    responses={
+        401: "INVALID_CREDENTIALS: the attestation does not verify",
+        403: "REAUTH_REQUIRED",
+    },
     summary="Keep a new passkey (the first factor brings 10 recovery codes)",
 )
 async def passkey_register_verify(request: web.Request, body: RegisterPasskeyBody) -> web.Response:
     done = await passkeys.register(
         _services(request),
-        current_principal(request).user_id,
+        current_principal(request),
         credential=body.credential,
         name=body.name,
     )

@@ -168,6 +168,7 @@ async def _accounts(
         notice=done_text(request.query.get("done")),
         problem=issue,
         name=name,
+        reauth_back="/accounts",  # a refused restore's step-up comes back here
     )
 
 
@@ -179,7 +180,7 @@ async def restore_post(request: web.Request, viewer: Viewer) -> web.StreamRespon
         await restore.restore_account(
             request.app[SERVICES],
             _uuid(request.match_info["id"]),
-            actor_id=viewer.principal.user_id,
+            actor=viewer.principal,
         )
         return redirect(request, "/accounts?done=restored")
 

@@ -7,8 +7,9 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from tenantd.settings import Settings, SettingsError
+from tenantd.settings import Settings, SettingsError, is_ip_address
 
 _COLOR = re.compile(r"^#[0-9a-fA-F]{3}([0-9a-fA-F]{3})?$")
 DEFAULT_ACCENT = "#4f46e5"
@@ -52,3 +53,34 @@ def _parse(items: tuple[tuple[str, str], ...]) -> UiConfig:
         accent_color=accent,
         templates_dir=Path(templates).absolute() if templates else None,
     )
+
+
+# -- passkeys on the pages (issue 25 item 19) ---------------------------------------------------
+
+
+def passkeys_here(settings: Settings, host: str) -> bool:
+    """Whether a page served at `host` (its Host header) can use passkeys: the relying party
+    id is a domain (browsers refuse an IP address) and the page's origin is a WebAuthn origin.
+    Elsewhere the pages hide them rather than fail on every /login."""
+    if is_ip_address(settings.webauthn_rp_id):
+        return False
+    scheme = urlsplit(settings.public_base_url).scheme or "http"
+    return f"{scheme}://{host}" in settings.webauthn_origins
+
+
+def passkeys_notice(settings: Settings) -> str | None:
+    """Why the pages at PUBLIC_BASE_URL show no passkeys (logged once at start-up), or None."""
+    parts = urlsplit(settings.public_base_url)
+    if is_ip_address(settings.webauthn_rp_id):
+        return (
+            f"passkeys are off: the WebAuthn relying party id {settings.webauthn_rp_id} is an IP"
+            " address, which browsers refuse; serve tenantd under a domain name (PUBLIC_BASE_URL"
+            " or WEBAUTHN_RP_ID)"
+        )
+    if not passkeys_here(settings, parts.netloc):
+        return (
+            f"passkeys are hidden on pages opened at {parts.scheme}://{parts.netloc}: browsers"
+            f" refuse an IP address as a relying party; they work at"
+            f" {', '.join(settings.webauthn_origins)} (relying party {settings.webauthn_rp_id})"
+        )
+    return None

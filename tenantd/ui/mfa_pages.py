@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from tenantd.accounts import service as accounts
-from tenantd.auth import email_change
+from tenantd.auth import email_change, security_undo
 from tenantd.auth.schemas import EmailChangeBody
 from tenantd.errors import AppError, NotFound, ValidationFailed
 from tenantd.identity.cookies import clear_cookie
@@ -156,7 +156,7 @@ def account_form(action: AccountAction) -> Handler:
 
 @account_form
 async def totp_setup_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
-    setup = await mfa.setup_totp(request.app[SERVICES], viewer.principal.user_id)
+    setup = await mfa.setup_totp(request.app[SERVICES], viewer.principal)
     return await _account(
         request, viewer, totp_setup={"secret": setup.secret, "qr_svg": setup.qr_svg}
     )
@@ -167,9 +167,7 @@ async def totp_confirm_post(request: web.Request, viewer: Viewer) -> web.StreamR
     try:
         form = await read_form(request)
         body = parse(CodeBody, {"code": field(form, "code").replace(" ", "")})
-        codes = await mfa.confirm_totp(
-            request.app[SERVICES], viewer.principal.user_id, code=body.code
-        )
+        codes = await mfa.confirm_totp(request.app[SERVICES], viewer.principal, code=body.code)
     except AppError as exc:
         issue = problem(exc)
         if exc.code in ("INVALID_CREDENTIALS", "VALIDATION_ERROR"):
@@ -340,7 +338,7 @@ async def email_post(request: web.Request, viewer: Viewer) -> web.StreamResponse
         new_email = field(form, "newEmail").strip()
         body = parse(EmailChangeBody, {"newEmail": new_email})
         await email_change.request_change(
-            request.app[SERVICES], user_id=viewer.principal.user_id, new_email=str(body.new_email)
+            request.app[SERVICES], viewer.principal, new_email=str(body.new_email)
         )
     except AppError as exc:
         return await _account(request, viewer, issue=problem(exc), new_email=new_email)
@@ -385,6 +383,40 @@ async def cancel_email_post(request: web.Request) -> web.Response:
     request[STALE] = True  # every session of the user ended, this browser's too
     outcome = "restored" if cancelled.restored else "kept" if cancelled.kept else "not_restored"
     return _email_link_page(request, "cancelled", outcome=outcome)
+
+
+# -- "This wasn't me" of a sensitive action ---------------------------------------------------
+
+
+def _undo_page(
+    request: web.Request, mode: str, *, token: str = "", refused: AppError | None = None
+) -> web.Response:
+    return page(
+        request,
+        "wasnt_me.html",
+        status=refused.status if refused is not None else 200,
+        title=text("undo.title"),
+        mode=mode,
+        token=token,
+        problem=_link_problem(refused) if refused is not None else None,
+    )
+
+
+async def wasnt_me_page(request: web.Request) -> web.Response:
+    """The link of a security notice: a button (mail scanners open links; only a post acts)."""
+    return _undo_page(request, "ask", token=request.query.get("token", "")[:4000])
+
+
+async def wasnt_me_post(request: web.Request) -> web.Response:
+    token = ""
+    try:
+        form = await read_form(request)
+        token = field(form, "token")[:4000]
+        await security_undo.undo(request.app[SERVICES], token=token)
+    except AppError as exc:
+        return _undo_page(request, "ask", token=token, refused=exc)
+    request[STALE] = True  # every session of the user ended, this browser's too
+    return _undo_page(request, "done")
 
 
 # -- the account's MFA requirement ------------------------------------------------------------

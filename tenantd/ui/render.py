@@ -16,7 +16,7 @@ from tenantd.auth import captcha
 from tenantd.auth.oauth.presets import label as provider_label
 from tenantd.settings import SETTINGS
 from tenantd.ui import csrf
-from tenantd.ui.config import UiConfig, ui_config
+from tenantd.ui.config import UiConfig, passkeys_here, ui_config
 from tenantd.ui.session import VIEWER, apply_session
 from tenantd.ui.strings import event_label, text
 
@@ -91,6 +91,7 @@ def page(
         magic_link=settings.magic_link_enabled,
         captcha=widget,
         captcha_site_key=settings.captcha_site_key,
+        passkeys_on=passkeys_here(settings, request.host),
         urlencode=urlencode,
         **context,
     )

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,13 @@ from tenantd.ui import email_code_pages as email_codes
 from tenantd.ui import mfa_pages as mfa
 from tenantd.ui import notification_pages as notifications
 from tenantd.ui import preference_pages as preferences
-from tenantd.ui.config import ui_config
+from tenantd.ui.config import passkeys_notice, ui_config
 from tenantd.ui.forms import problem
 from tenantd.ui.render import STATIC, page, redirect
 from tenantd.ui.session import load_viewer
 from tenantd.ui.strings import text
+
+log = logging.getLogger(__name__)
 
 MEMBERS = "/accounts/{id}/members"
 
@@ -122,6 +125,8 @@ PAGES: list[tuple[str, str, Any]] = [
     ("POST", "/confirm-email", mfa.confirm_email_post),
     ("GET", "/cancel-email-change", mfa.cancel_email_page),
     ("POST", "/cancel-email-change", mfa.cancel_email_post),
+    ("GET", "/wasnt-me", mfa.wasnt_me_page),
+    ("POST", "/wasnt-me", mfa.wasnt_me_post),
     ("POST", MEMBERS.removesuffix("/members") + "/require-mfa", mfa.require_mfa_post),
     ("POST", "/accounts/{id}/restore", accounts.restore_post),
     # sign-in by email (issue 29)
@@ -167,6 +172,9 @@ def install_pages(app: web.Application, settings: Settings) -> None:
     """Add the pages and /static when TENANTD_UI is on."""
     if not ui_config(settings).enabled:
         return
+    notice = passkeys_notice(settings)
+    if notice is not None:
+        log.warning(notice)
     for method, path, handler in PAGES:
         app.router.add_route(method, path, in_words(handler))
     app.router.add_get("/static/{name:.+}", static_file)  # GET and HEAD

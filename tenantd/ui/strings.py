@@ -319,6 +319,13 @@ EN: dict[str, str] = {
     " session is signed out. Sign in and change your password.",
     "email.cancelled_not_restored": "Every session is signed out, but the address could not go"
     " back to this one: another account uses it now. Contact support.",
+    "undo.title": "This wasn't me",
+    "undo.lead": "If you did not make the change this link was mailed about, undo it here."
+    " Every session of the account is signed out.",
+    "undo.submit": "Undo it and sign out everywhere",
+    "undo.done": "The change is undone and every session is signed out. Sign in again and"
+    " change your password (if the notice says the password was removed, use"
+    ' "Forgot password").',
     "members.require_mfa": "Require two-factor authentication",
     "members.require_mfa_lead": "Members without a second factor must set one up before they"
     " can work in this account.",

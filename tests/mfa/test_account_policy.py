@@ -65,8 +65,14 @@ async def test_member_without_factor_cannot_switch_into_the_account(
     )
     assert refused["details"]["accountId"] == str(owner.account_id)
 
-    # With a factor, the switch works.
-    await enrol_totp(browser)
+    # With a factor, the switch needs a session that used it (issue 25 item 16): this one
+    # signed in with a password only, so it steps up with the new factor first.
+    enrolled = await enrol_totp(browser)
+    refused = await error(
+        await browser.post("/api/v1/accounts/switch", json=switch), 403, "REAUTH_REQUIRED"
+    )
+    assert refused["details"]["methods"] == ["totp"]
+    await data(await browser.post("/api/v1/auth/reauth", json={"totp": enrolled.code(+1)}))
     switched = await data(await browser.post("/api/v1/accounts/switch", json=switch))
     assert switched["account"]["id"] == str(owner.account_id)
     me = await (await browser.get("/api/v1/users/me")).json()
@@ -81,9 +87,11 @@ async def test_refresh_into_the_account_is_refused_without_a_factor(
     browser = await signed_in(make_client, db, settings, member, account_id=owner.account_id)
     await _require(make_client, db, settings, owner)
     await error(await browser.post("/api/v1/auth/refresh"), 403, "MFA_REQUIRED")
-    # The refresh session was not consumed: once the member has a factor it renews.
-    # (Enrolling needs an access token; the current one is still valid.)
-    await enrol_totp(browser)
+    # The refresh session was not consumed: once the member has a factor and the session
+    # used it, it renews. (Enrolling needs an access token; the current one is still valid.)
+    enrolled = await enrol_totp(browser)
+    await error(await browser.post("/api/v1/auth/refresh"), 403, "MFA_REQUIRED")
+    await data(await browser.post("/api/v1/auth/reauth", json={"totp": enrolled.code(+1)}))
     await data(await browser.post("/api/v1/auth/refresh"))
     assert claims(browser)["aid"] == str(owner.account_id)
 
@@ -137,7 +145,8 @@ async def test_invitation_accept_without_a_factor_is_refused_and_stays_pending(
         403,
         "MFA_REQUIRED",
     )
-    await enrol_totp(browser)
+    enrolled = await enrol_totp(browser)
+    await data(await browser.post("/api/v1/auth/reauth", json={"totp": enrolled.code(+1)}))
     accepted = await data(
         await browser.post("/api/v1/invitations/accept", json={"token": issued["token"]})
     )
@@ -159,3 +168,33 @@ async def test_switching_the_policy_off(
     await data(
         await browser.post("/api/v1/accounts/switch", json={"accountId": str(owner.account_id)})
     )
+
+
+async def test_a_session_that_used_no_factor_is_refused_in_the_account(
+    make_client: Any, factory: Factory, db: Database, settings: Settings
+) -> None:
+    """requireMfa looks at the session, not only the user (issue 25 item 16): a member who has
+    a factor but whose session signed in without it (amr pwd, fed, ...) is refused until
+    it steps up with the factor."""
+    owner, member = await _team(factory)
+    enrolled = await enrol_totp(await signed_in(make_client, db, settings, member))
+    await _require(make_client, db, settings, owner)
+    switch = {"accountId": str(owner.account_id)}
+    for amr in (("pwd",), ("fed",)):
+        browser = await signed_in(make_client, db, settings, member, amr=amr)
+        await error(
+            await browser.post("/api/v1/accounts/switch", json=switch), 403, "REAUTH_REQUIRED"
+        )
+    # A session already in the account without a factor: its refresh is refused.
+    inside = await signed_in(
+        make_client, db, settings, member, account_id=owner.account_id, amr=("pwd",)
+    )
+    await error(await inside.post("/api/v1/auth/refresh"), 403, "MFA_REQUIRED")
+    # A session that used the factor is served.
+    factored = await signed_in(make_client, db, settings, member, amr=("pwd", "otp"))
+    await data(await factored.post("/api/v1/accounts/switch", json=switch))
+    await data(await factored.post("/api/v1/auth/refresh"))
+    assert claims(factored)["aid"] == str(owner.account_id)
+    # Stepping up with the factor opens it to the password-only session.
+    await data(await browser.post("/api/v1/auth/reauth", json={"totp": enrolled.code(+1)}))
+    await data(await browser.post("/api/v1/accounts/switch", json=switch))

@@ -89,8 +89,9 @@ async def test_reauth_with_totp_adds_otp_to_amr(
     make_client: Any, factory: Factory, db: Database, settings: Settings
 ) -> None:
     user = await factory.user()
+    # Adding a factor is itself sensitive: enrolled from a fresh session, used from a stale one.
+    enrolled = await enrol_totp(await signed_in(make_client, db, settings, user))
     browser = await signed_in(make_client, db, settings, user, auth_age=MAX_AGE + 5)
-    enrolled = await enrol_totp(browser)
     refused = await error(
         await browser.post("/api/v1/auth/mfa/recovery-codes/regenerate"), 403, "REAUTH_REQUIRED"
     )

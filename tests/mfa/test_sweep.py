@@ -35,10 +35,22 @@ async def test_mfa_sweep(
         " VALUES ('\\x01', 'sign_in', now() - interval '1 second'),"
         " ('\\x02', 'sign_in', now() + interval '5 minutes')"
     )
+    # The TOTP enrolment left a live undo link; one more, past its life, goes.
+    await db.execute(
+        "INSERT INTO security_undo (user_id, action, notify_to, token_hash, expires_at)"
+        " VALUES (%(u)s, 'totp_added', 'x@example.com', '\\x03', now() - interval '2 days')",
+        {"u": user.id},
+    )
     async with open_services(settings, migrated) as services:
         outcome = await run_sweep(services, registered_sweeps()["mfa"])
     assert outcome.status == "ok", outcome
-    assert outcome.counts == {"mfa_tickets": 1, "webauthn_challenges": 1, "session_auth": 1}
+    assert outcome.counts == {
+        "mfa_tickets": 1,
+        "webauthn_challenges": 1,
+        "security_undo": 1,
+        "session_auth": 1,
+    }
+    assert await db.fetch_val("SELECT count(*) FROM security_undo") == 1
     assert await db.fetch_val("SELECT count(*) FROM mfa_tickets") == 1
     assert await db.fetch_val("SELECT count(*) FROM webauthn_challenges") == 1
     live = await db.fetch_val(

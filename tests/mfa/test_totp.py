@@ -187,8 +187,9 @@ async def test_removing_totp_needs_step_up_and_takes_the_recovery_codes(
     make_client: Any, factory: Factory, db: Database, settings: Settings
 ) -> None:
     user = await factory.user()
+    # Adding a factor is itself sensitive: enrolled from a fresh session, removed from a stale one.
+    enrolled = await enrol_totp(await signed_in(make_client, db, settings, user))
     stale = await signed_in(make_client, db, settings, user, auth_age=3600)
-    enrolled = await enrol_totp(stale)
     refused = await error(await stale.delete("/api/v1/auth/mfa/totp"), 403, "REAUTH_REQUIRED")
     assert refused["details"]["methods"] == ["password", "totp"]
     await data(await stale.post("/api/v1/auth/reauth", json={"totp": enrolled.code(+1)}))

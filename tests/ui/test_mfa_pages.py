@@ -395,3 +395,46 @@ async def test_a_deleted_account_is_restored_from_the_accounts_page(
     page = await (await browser.get("/accounts?done=restored")).text()
     assert "The account is restored." in page
     assert 'data-testid="deleted-accounts"' not in page
+
+
+# -- issue 25: the hosted forms of sensitive actions keep the action's step-up -------------------
+
+
+async def test_a_stale_session_cannot_change_the_email_on_the_page(
+    make_client: Any, factory: Factory, db: Any, settings: Any, mail_dir: Path
+) -> None:
+    user = await factory.user()
+    stale = await signed_in(make_client, db, settings, user, auth_age=3600)
+    response = await post_form(stale, "/account", "/account/email", newEmail="thief@example.org")
+    assert response.status == 403
+    page = await response.text()
+    assert 'data-testid="stepup"' in page  # sent to confirm it is them
+    assert await user_email(db, user) == user.email
+    assert mails_to(mail_dir, "thief@example.org") == []
+    pending = await db.fetch_val(
+        "SELECT count(*) FROM email_changes WHERE user_id = %(u)s", {"u": user.id}
+    )
+    assert pending == 0
+
+
+async def test_a_stale_session_cannot_restore_an_account_on_the_page(
+    make_client: Any, factory: Factory, db: Any, settings: Any
+) -> None:
+    owner = await factory.user()
+    browser = await signed_in(make_client, db, settings, owner)
+    created = await post_form(browser, "/accounts", "/accounts", name="Old project")
+    assert created.status == 303
+    account_id = await db.fetch_val("SELECT id FROM accounts WHERE name = 'Old project'", {})
+    members = f"/accounts/{account_id}/members"
+    assert (await post_form(browser, members, f"/accounts/{account_id}/delete")).status == 303
+
+    stale = await signed_in(make_client, db, settings, owner, auth_age=3600)
+    response = await post_form(stale, "/accounts", f"/accounts/{account_id}/restore")
+    assert response.status == 403
+    page = await response.text()
+    assert 'data-testid="stepup"' in page
+    assert 'name="back" value="/accounts"' in page
+    deleted_at = await db.fetch_val(
+        "SELECT deleted_at FROM accounts WHERE id = %(a)s", {"a": account_id}
+    )
+    assert deleted_at is not None

@@ -67,7 +67,10 @@ export async function createCredential(options) {
   return registration(await navigator.credentials.create({ publicKey: creationOptions(options) }));
 }
 
-const supported = typeof window.PublicKeyCredential === "function";
+// The server says "off" where this page's address cannot use passkeys (an IP address as the
+// relying party, an origin outside WEBAUTHN_ORIGINS): hidden rather than failing on /login.
+const supported = typeof window.PublicKeyCredential === "function"
+  && document.body?.dataset.passkeys !== "off";
 
 // Passwordless sign-in: options without allowCredentials (the authenticator offers its
 // discoverable passkeys for this site), then the session cookies; `extra` as getAssertion.

@@ -1,0 +1,355 @@
+"""Sensitive actions (issue 25): adding a factor needs a recent sign-in like removing one;
+every sensitive action writes a security event and mails a notice whose "This wasn't me"
+link undoes it (a factor an attacker added is removed, a removed one comes back, ...) and
+ends every session."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyotp
+import pytest
+
+from tenantd.db import Database
+from tenantd.errors import InvalidCredentials
+from tenantd.mfa import sensitive
+from tenantd.mfa import service as mfa
+from tenantd.services import SERVICES
+from tenantd.settings import Settings
+from tests.auth.helpers import link_token, mails_to
+from tests.factories import Factory, UserRecord, mail_text
+from tests.helpers import data, error, eventually
+from tests.mfa.helpers import Enrolled, enrol_totp, signed_in
+from tests.mfa.soft_authenticator import SoftAuthenticator
+
+STALE = 3600.0  # seconds since the sign-in: far past REAUTH_MAX_AGE_SECONDS (600)
+
+
+async def notice(client: Any, mail_dir: Path, user: UserRecord, action: sensitive.Sensitive) -> str:
+    """The token of the "This wasn't me" link of `action`'s notice (waits for the job)."""
+    await client.server.app[SERVICES].jobs.drain(10)
+
+    def found() -> list[Any]:
+        return [m for m in mails_to(mail_dir, user.email) if m["Subject"] == action.label]
+
+    [message] = await eventually(found)
+    assert "wasn't you" in mail_text(message)
+    return link_token(message, sensitive.UNDO_PATH)
+
+
+async def undo(client: Any, token: str) -> None:
+    await data(await client.post("/api/v1/auth/security/undo", json={"token": token}))
+
+
+async def events(db: Database, user: UserRecord) -> list[str]:
+    rows = await db.fetch_all(
+        "SELECT type FROM security_events WHERE user_id = %(u)s ORDER BY id", {"u": user.id}
+    )
+    return [row["type"] for row in rows]
+
+
+async def signed_out(client: Any) -> None:
+    """Every session ended: the browser's token is refused."""
+    await error(await client.get("/api/v1/auth/mfa/status"), 401)
+
+
+def authenticator(settings: Settings) -> SoftAuthenticator:
+    return SoftAuthenticator(rp_id=settings.webauthn_rp_id, origin=settings.webauthn_origins[0])
+
+
+async def register_passkey(client: Any, key: SoftAuthenticator) -> dict[str, Any]:
+    options = await data(await client.post("/api/v1/auth/passkeys/register/options"))
+    return dict(
+        await data(
+            await client.post(
+                "/api/v1/auth/passkeys/register/verify",
+                json={"credential": key.create(options), "name": "attacker"},
+            ),
+            201,
+        )
+    )
+
+
+async def passwordless(make_client: Any, key: SoftAuthenticator) -> Any:
+    browser = await make_client()
+    options = await data(await browser.post("/api/v1/auth/passkeys/authenticate/options", json={}))
+    return await browser.post(
+        "/api/v1/auth/passkeys/authenticate/verify", json={"credential": key.get(options)}
+    )
+
+
+# -- item 1: adding a factor needs step-up -------------------------------------------------------
+
+
+async def test_a_stale_session_cannot_add_a_factor(
+    make_client: Any, factory: Factory, db: Database, settings: Settings
+) -> None:
+    user = await factory.user()
+    stale = await signed_in(make_client, db, settings, user, auth_age=STALE)
+    fresh = await signed_in(make_client, db, settings, user)
+    await error(await stale.post("/api/v1/auth/mfa/totp/setup"), 403, "REAUTH_REQUIRED")
+    await error(await stale.post("/api/v1/auth/passkeys/register/options"), 403, "REAUTH_REQUIRED")
+    # Options fetched by a fresh session do not let a stale one finish either.
+    setup = await data(await fresh.post("/api/v1/auth/mfa/totp/setup"))
+    code = pyotp.TOTP(setup["secret"]).now()
+    await error(
+        await stale.post("/api/v1/auth/mfa/totp/confirm", json={"code": code}),
+        403,
+        "REAUTH_REQUIRED",
+    )
+    key = authenticator(settings)
+    options = await data(await fresh.post("/api/v1/auth/passkeys/register/options"))
+    await error(
+        await stale.post(
+            "/api/v1/auth/passkeys/register/verify", json={"credential": key.create(options)}
+        ),
+        403,
+        "REAUTH_REQUIRED",
+    )
+    summary = await db.fetch_one(
+        "SELECT mfa_enabled, (SELECT count(*) FROM passkeys WHERE user_id = u.id) AS passkeys,"
+        " (SELECT count(*) FROM mfa_recovery_codes WHERE user_id = u.id) AS codes"
+        " FROM users u WHERE id = %(u)s",
+        {"u": user.id},
+    )
+    assert summary == {"mfa_enabled": False, "passkeys": 0, "codes": 0}
+
+
+async def test_an_added_authenticator_app_is_announced_and_its_link_removes_it(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
+) -> None:
+    user = await factory.user()
+    attacker = await signed_in(make_client, db, settings, user)
+    owner = await signed_in(make_client, db, settings, user)
+    await enrol_totp(attacker)
+    assert sensitive.TOTP_ADDED.name in await events(db, user)
+    token = await notice(attacker, mail_dir, user, sensitive.TOTP_ADDED)
+    await undo(await make_client(), token)
+    status = await db.fetch_one(
+        "SELECT mfa_enabled, EXISTS (SELECT 1 FROM mfa_totp WHERE user_id = u.id) AS totp,"
+        " (SELECT count(*) FROM mfa_recovery_codes WHERE user_id = u.id) AS codes"
+        " FROM users u WHERE id = %(u)s",
+        {"u": user.id},
+    )
+    assert status == {"mfa_enabled": False, "totp": False, "codes": 0}
+    await signed_out(attacker)
+    await signed_out(owner)
+    assert (await events(db, user))[-1] == "action_undone"
+    # The owner's password sign-in asks for no factor again.
+    answer = await data(
+        await (await make_client()).post(
+            "/api/v1/auth/login", json={"email": user.email, "password": user.password}
+        )
+    )
+    assert "mfaRequired" not in answer
+    # Once.
+    await error(
+        await (await make_client()).post("/api/v1/auth/security/undo", json={"token": token}),
+        422,
+    )
+
+
+async def test_an_added_passkey_is_announced_and_its_link_removes_it(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
+) -> None:
+    user = await factory.user()
+    attacker = await signed_in(make_client, db, settings, user)
+    key = authenticator(settings)
+    registered = await register_passkey(attacker, key)
+    assert len(registered["recoveryCodes"]) == 10
+    await data(await passwordless(make_client, key))  # the passkey signs in
+    assert sensitive.PASSKEY_ADDED.name in await events(db, user)
+    await undo(await make_client(), await notice(attacker, mail_dir, user, sensitive.PASSKEY_ADDED))
+    await signed_out(attacker)
+    assert (
+        await db.fetch_val("SELECT count(*) FROM passkeys WHERE user_id = %(u)s", {"u": user.id})
+        == 0
+    )
+    await error(await passwordless(make_client, key), 401)
+
+
+async def test_a_removed_factor_comes_back_with_the_link(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
+) -> None:
+    user = await factory.user()
+    browser = await signed_in(make_client, db, settings, user)
+    enrolled: Enrolled = await enrol_totp(browser)
+    key = authenticator(settings)
+    passkey = (await register_passkey(browser, key))["passkey"]
+    await data(await browser.delete(f"/api/v1/auth/passkeys/{passkey['id']}"))
+    await error(await passwordless(make_client, key), 401)
+    await undo(
+        await make_client(), await notice(browser, mail_dir, user, sensitive.PASSKEY_REMOVED)
+    )
+    await data(await passwordless(make_client, key))  # back, the same credential
+
+    browser = await signed_in(make_client, db, settings, user)
+    await data(await browser.delete("/api/v1/auth/mfa/totp"))
+    await undo(await make_client(), await notice(browser, mail_dir, user, sensitive.TOTP_REMOVED))
+    again = await signed_in(make_client, db, settings, user, auth_age=STALE)
+    await data(await again.post("/api/v1/auth/reauth", json={"totp": enrolled.code(+1)}))
+
+
+async def test_regenerated_recovery_codes_are_undone(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
+) -> None:
+    user = await factory.user()
+    browser = await signed_in(make_client, db, settings, user)
+    enrolled = await enrol_totp(browser)
+    new = await data(await browser.post("/api/v1/auth/mfa/recovery-codes/regenerate"))
+    await undo(
+        await make_client(),
+        await notice(browser, mail_dir, user, sensitive.RECOVERY_CODES_REGENERATED),
+    )
+    services = browser.server.app[SERVICES]
+    old = enrolled.recovery_codes[0]
+    assert await mfa.check_code(services, user.id, recovery_code=old) == mfa.AMR_OTP
+    with pytest.raises(InvalidCredentials):
+        await mfa.check_code(services, user.id, recovery_code=new["recoveryCodes"][0])
+
+
+async def test_a_password_change_is_undone_by_removing_the_password(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
+) -> None:
+    user = await factory.user()
+    attacker = await signed_in(make_client, db, settings, user)
+    chosen = "the attacker's new passphrase"
+    await data(
+        await attacker.post(
+            "/api/v1/auth/password", json={"currentPassword": user.password, "newPassword": chosen}
+        )
+    )
+    token = await notice(attacker, mail_dir, user, sensitive.PASSWORD_CHANGED)
+    assert "Forgot password" in sensitive.PASSWORD_CHANGED.undo
+    await undo(await make_client(), token)
+    await signed_out(attacker)
+    for password in (chosen, user.password):
+        await error(
+            await (await make_client()).post(
+                "/api/v1/auth/login", json={"email": user.email, "password": password}
+            ),
+            401,
+        )
+
+
+async def test_account_deletion_and_ownership_transfer_are_undone(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
+) -> None:
+    owner = await factory.user()
+    member = await factory.user()
+    assert owner.account_id is not None
+    await db.execute(
+        "INSERT INTO memberships (account_id, user_id, role) VALUES (%(a)s, %(u)s, 'member')",
+        {"a": owner.account_id, "u": member.id},
+    )
+    browser = await signed_in(make_client, db, settings, owner)
+    account = f"/api/v1/accounts/{owner.account_id}"
+    await data(await browser.post(f"{account}/transfer-ownership", json={"userId": str(member.id)}))
+    await undo(
+        await make_client(), await notice(browser, mail_dir, owner, sensitive.OWNERSHIP_TRANSFERRED)
+    )
+    roles = await db.fetch_all(
+        "SELECT user_id, role FROM memberships WHERE account_id = %(a)s AND revoked_at IS NULL",
+        {"a": owner.account_id},
+    )
+    assert {r["user_id"]: r["role"] for r in roles} == {owner.id: "owner", member.id: "admin"}
+
+    browser = await signed_in(make_client, db, settings, owner)
+    await data(await browser.delete(account))
+    await undo(
+        await make_client(), await notice(browser, mail_dir, owner, sensitive.ACCOUNT_DELETED)
+    )
+    assert (
+        await db.fetch_val(
+            "SELECT deleted_at FROM accounts WHERE id = %(a)s", {"a": owner.account_id}
+        )
+        is None
+    )
+    await signed_out(browser)
+
+
+async def test_an_unknown_undo_token_is_refused(make_client: Any) -> None:
+    client = await make_client()
+    await error(
+        await client.post("/api/v1/auth/security/undo", json={"token": uuid.uuid4().hex}), 422
+    )
+
+
+async def test_a_deleted_user_comes_back_with_the_link(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
+) -> None:
+    user = await factory.user()
+    browser = await signed_in(make_client, db, settings, user)
+    await data(await browser.delete("/api/v1/users/me"))
+    token = await notice(browser, mail_dir, user, sensitive.USER_DELETED)  # the released address
+    await undo(await make_client(), token)
+    row = await db.fetch_one(
+        "SELECT email, deleted_at, (SELECT deleted_at FROM accounts WHERE id = %(a)s) AS gone,"
+        " (SELECT role FROM memberships WHERE account_id = %(a)s AND user_id = u.id"
+        "  AND revoked_at IS NULL) AS role FROM users u WHERE id = %(u)s",
+        {"u": user.id, "a": user.account_id},
+    )
+    assert row == {"email": user.email, "deleted_at": None, "gone": None, "role": "owner"}
+    # No password (it was dropped with the user): "Forgot password" is the way back in.
+    await error(
+        await (await make_client()).post(
+            "/api/v1/auth/login", json={"email": user.email, "password": user.password}
+        ),
+        401,
+    )
+
+
+async def test_restore_and_mfa_policy_changes_are_undone(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
+) -> None:
+    owner = await factory.user()
+    browser = await signed_in(make_client, db, settings, owner)
+    account = f"/api/v1/accounts/{owner.account_id}"
+    await data(await browser.patch(account, json={"requireMfa": True}))
+    await undo(
+        await make_client(), await notice(browser, mail_dir, owner, sensitive.MFA_POLICY_CHANGED)
+    )
+    required = await db.fetch_val(
+        "SELECT require_mfa FROM accounts WHERE id = %(a)s", {"a": owner.account_id}
+    )
+    assert required is False
+
+    browser = await signed_in(make_client, db, settings, owner)
+    await data(await browser.delete(account))
+    restorer = browser  # its session moved out of the deleted account
+    await data(await restorer.post(f"{account}/restore"))
+    await undo(
+        await make_client(), await notice(restorer, mail_dir, owner, sensitive.ACCOUNT_RESTORED)
+    )
+    deleted_at = await db.fetch_val(
+        "SELECT deleted_at FROM accounts WHERE id = %(a)s", {"a": owner.account_id}
+    )
+    assert deleted_at is not None
+
+
+async def test_an_action_cannot_be_performed_without_its_guard(
+    make_client: Any, factory: Factory, db: Database
+) -> None:
+    """`performed` refuses (a server error) unless `require` ran for that action first, so a
+    function that forgets the guard fails loudly instead of acting."""
+    user = await factory.user()
+    services = (await make_client()).server.app[SERVICES]
+    with pytest.raises(sensitive.UnguardedAction):
+        async with db.transaction() as conn:
+            await sensitive.performed(
+                services,
+                conn,
+                actor=sensitive.OPERATOR,
+                action=sensitive.TOTP_ADDED,
+                user_id=user.id,
+            )
+    await sensitive.require(services, sensitive.OPERATOR, sensitive.TOTP_ADDED)
+    async with db.transaction() as conn:
+        await sensitive.performed(
+            services, conn, actor=sensitive.OPERATOR, action=sensitive.TOTP_ADDED, user_id=user.id
+        )
+    # Used up: the guard covers one performance.
+    assert not sensitive.guard_ran(sensitive.TOTP_ADDED)
+    assert sensitive.TOTP_ADDED.name in await events(db, user)
