@@ -38,18 +38,7 @@ def services(app: web.Application) -> AppServices:
 
 async def slow_receiver(aiohttp_server: Any, seconds: float) -> Receiver:
     """A receiver that answers 200, `seconds` after each request arrived."""
-    receiver = await start_receiver(aiohttp_server, [])
-    plain = receiver.handle
-
-    async def handle(request: web.Request) -> web.Response:
-        await asyncio.sleep(seconds)
-        return await plain(request)
-
-    app = web.Application()
-    app.router.add_post("/hook", handle)
-    server = await aiohttp_server(app)
-    receiver.url = f"http://127.0.0.1:{server.port}"
-    return receiver
+    return await start_receiver(aiohttp_server, [], delay=seconds)
 
 
 async def add_endpoint(services: AppServices, receiver: Receiver) -> uuid.UUID:
