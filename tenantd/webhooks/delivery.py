@@ -388,9 +388,9 @@ async def _settle(services: WebhookServices, conn: Conn, outcome: Settlement) ->
         jobs = await enqueue_deliveries(
             services, conn, outcome.leftover, [0.0] * len(outcome.leftover)
         )
-        ids = [i for batch in outcome.leftover for i in batch]
+        rest = [i for batch in outcome.leftover for i in batch]
         owners = [job for job, batch in zip(jobs, outcome.leftover, strict=True) for _ in batch]
-        await conn.execute(queries.SET_JOBS, {"ids": ids, "jobs": owners})
+        await conn.execute(queries.SET_JOBS, {"ids": rest, "jobs": owners})
     ok = (outcome.ok_endpoints & outcome.failing_endpoints) - outcome.bad_endpoints
     if ok:
         await conn.execute(queries.ENDPOINTS_SUCCEEDED, {"ids": list(ok)})
