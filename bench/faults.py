@@ -224,6 +224,7 @@ class Load:
     fault_end: float | None = None
     first_success_after_fault: float | None = None
     errors: int = 0
+    restart_ready_s: float | None = None
 
     async def send(self, n: int, deadline: float) -> None:
         body = {
@@ -287,6 +288,7 @@ class Row:
     doubled: int
     recovery_s: float | None
     client_retries: int = 0
+    restart_ready_s: float | None = None  # kill scenarios: kill -> new process ready
 
 
 async def settle_mail(world: World, load: Load) -> Row:
@@ -313,6 +315,7 @@ async def settle_mail(world: World, load: Load) -> Row:
         doubled=sum(c - 1 for c in got.values()),
         recovery_s=recovery,
         client_retries=load.errors,
+        restart_ready_s=load.restart_ready_s,
     )
 
 
@@ -346,6 +349,7 @@ async def kill9_dispatch(world: World, count: int) -> Row:
         load.fault_end = time.monotonic()
         second = world.start("kill9_dispatch-b")
         await second.ready(world.http)
+        load.restart_ready_s = round(time.monotonic() - load.fault_end, 2)
         load.target = second.url
 
     row = await _with_load(world, "kill9_dispatch", count, fault)
@@ -422,6 +426,7 @@ async def kill9_webhooks(world: World, count: int) -> Row:
     killed = time.monotonic()
     second = world.start("kill9_webhooks-b")
     await second.ready(world.http)
+    ready = round(time.monotonic() - killed, 2)
     deadline = time.monotonic() + SETTLE_SECONDS
     wanted = set(event_ids)
     await until(lambda: wanted <= set(world.fakes.hooks), deadline)
@@ -441,6 +446,7 @@ async def kill9_webhooks(world: World, count: int) -> Row:
         lost=len(wanted) - len(got),
         doubled=sum(c - 1 for c in got.values()),
         recovery_s=round(first_after - killed, 2) if first_after else None,
+        restart_ready_s=ready,
     )
 
 
@@ -511,7 +517,12 @@ def print_table(rows: list[Row]) -> None:
         )
         print("| " + " | ".join(str(c) for c in cells) + " |")
     for row in rows:
-        print(f"- {row.scenario}: {row.fault} (client retries: {row.client_retries})")
+        ready = (
+            ""
+            if row.restart_ready_s is None
+            else f"; new process ready after {row.restart_ready_s} s"
+        )
+        print(f"- {row.scenario}: {row.fault} (client retries: {row.client_retries}{ready})")
 
 
 async def run_scenarios(

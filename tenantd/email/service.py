@@ -13,6 +13,7 @@ between its answer and the marker's one-row update): at most the calls in flight
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,10 @@ from tenantd.jobs.kinds import PermanentJobError
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# Writing a sent-marker after the provider accepted: 5 tries over about 8 seconds.
+MARK_ATTEMPTS = 5
+MARK_RETRY_SECONDS = 0.25
 
 
 def build_sender(settings: Settings, http: aiohttp.ClientSession) -> EmailSender:
@@ -84,9 +89,26 @@ class EmailService:
             await self._mirror(refused, message.to)
             return SendResult(status="suppressed", reason=refused.reason)
         if marked:
-            async with self.db.connection() as conn:
-                await conn.execute(queries.SENT_MARK, {"key": key, "message_id": message_id})
+            await self._mark_sent(str(key), message_id)
         return SendResult(status="sent", message_id=message_id)
+
+    async def _mark_sent(self, key: str, message_id: str | None) -> None:
+        """Put the provider's acceptance on record. A database away for a moment (a restart)
+        is waited for a few seconds: a mark not written means the next run sends again."""
+        for attempt in range(MARK_ATTEMPTS):
+            try:
+                async with self.db.connection() as conn:
+                    await conn.execute(queries.SENT_MARK, {"key": key, "message_id": message_id})
+                return
+            except Exception as error:
+                if attempt == MARK_ATTEMPTS - 1:
+                    raise
+                log.warning(
+                    "recording a sent email failed; trying again: %s",
+                    type(error).__name__,
+                    extra={"provider": self.sender.name},
+                )
+                await asyncio.sleep(MARK_RETRY_SECONDS * 2**attempt)
 
     async def send_from_job(self, message: EmailMessage) -> SendResult:
         """`send` for a mail job: a provider failure a retry may fix propagates, so the durable

@@ -11,9 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
+import psycopg2
 import pytest
 
 from tenantd.db import Database
+from tenantd.db.dsn import url_to_dsn
 from tenantd.email.message import EmailMessage, job_mail_key, keyed
 from tenantd.email.providers.file import FileSender
 from tenantd.email.providers.postmark import PostmarkSender
@@ -23,6 +25,7 @@ from tenantd.email.providers.smtp import SmtpSender, parse_url
 from tenantd.email.service import EmailService
 from tests.email.fake_providers import POSTMARK_TOKEN, SENDGRID_KEY, FakeProviders
 from tests.email.fake_smtp import FakeSmtp
+from tests.helpers import eventually
 
 SENDER = "tenantd <no-reply@example.com>"
 MESSAGE = EmailMessage(
@@ -130,3 +133,39 @@ def test_a_mail_job_keys_its_mail_by_its_id() -> None:
     assert own.idempotency_key == "notification/7/email"  # a message's own key stays
     with job_mail_key(None, "auth.email"):  # an inline job (queues off) has no id
         assert keyed(unkeyed).idempotency_key is None
+
+
+async def test_the_sent_mark_waits_for_a_database_that_went_away(
+    db: Database,
+    migrated: str,
+    fake: FakeProviders,
+    http: aiohttp.ClientSession,
+    policy: RetryPolicy,
+) -> None:
+    # The provider accepts; before its answer arrives every connection to the database is
+    # cut (a restart): the mark is written on a new connection, so no later run sends again.
+    sender = PostmarkSender(http, token=POSTMARK_TOKEN, base_url=fake.url, retry=policy)
+    mail = service(db, sender)
+    gate = fake.hold_answer("postmark")
+    sending = asyncio.create_task(mail.send(MESSAGE))
+    await eventually(lambda: fake.delivered)
+    await asyncio.to_thread(cut_connections, migrated)
+    gate.set()
+    assert (await sending).status == "sent"
+    row = await marker(db)
+    assert row is not None and row["state"] == "sent"
+    assert (await mail.send(MESSAGE)).status == "sent"
+    assert len(fake.delivered) == 1
+
+
+def cut_connections(url: str) -> None:
+    conn = psycopg2.connect(url_to_dsn(url))
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+    finally:
+        conn.close()
