@@ -14,6 +14,8 @@ import aiohttp
 import psycopg2
 import pytest
 
+from tenantd.app.plugins import registered_sweeps
+from tenantd.app.services import open_services
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email.message import EmailMessage, job_mail_key, keyed
@@ -23,6 +25,8 @@ from tenantd.email.providers.retry import RetryPolicy
 from tenantd.email.providers.sendgrid import SendGridSender
 from tenantd.email.providers.smtp import SmtpSender, parse_url
 from tenantd.email.service import EmailService
+from tenantd.ops.sweeps import run_sweep
+from tenantd.settings import Settings
 from tests.email.fake_providers import POSTMARK_TOKEN, SENDGRID_KEY, FakeProviders
 from tests.email.fake_smtp import FakeSmtp
 from tests.helpers import eventually
@@ -169,3 +173,14 @@ def cut_connections(url: str) -> None:
             )
     finally:
         conn.close()
+
+
+async def test_old_sent_markers_are_swept(db: Database, settings: Settings, migrated: str) -> None:
+    await db.execute(
+        "INSERT INTO email_sends (key, provider, created_at) VALUES"
+        " ('old', 'postmark', now() - interval '8 days'), ('new', 'postmark', now())"
+    )
+    async with open_services(settings, migrated) as services:
+        outcome = await run_sweep(services, registered_sweeps()["email_sends"])
+    assert (outcome.status, outcome.counts) == ("ok", {"email_sends": 1})
+    assert await db.fetch_val("SELECT array_agg(key) FROM email_sends") == ["new"]
