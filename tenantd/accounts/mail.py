@@ -21,7 +21,7 @@ from tenantd.accounts import queries
 from tenantd.accounts.names import account_name
 from tenantd.db import Conn
 from tenantd.email import templates
-from tenantd.email.message import EmailMessage
+from tenantd.email.message import EmailMessage, job_mail_key
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 
 if TYPE_CHECKING:
@@ -170,7 +170,8 @@ async def run_account_email(services: Services, payload: dict[str, Any], job: Jo
     except (KeyError, ValueError) as error:
         raise PermanentJobError(f"malformed account mail job: {error}") from None
     if message is not None:
-        await services.email.send_from_job(message)
+        with job_mail_key(job.id, ACCOUNT_EMAIL):  # a run again does not mail twice
+            await services.email.send_from_job(message)
 
 
 JOB_KINDS = (JobKind(name=ACCOUNT_EMAIL, run=run_account_email, max_attempts=5, timeout=60.0),)

@@ -13,6 +13,7 @@ from tenantd.auth import user_views
 from tenantd.auth import views as auth_views
 from tenantd.auth.keys import views as key_views
 from tenantd.auth.oauth import views as oauth_views
+from tenantd.email import sweeps as email_sweeps
 from tenantd.email.webhooks import views as email_webhook_views
 from tenantd.identity.keys import sweeps as key_sweeps
 from tenantd.jobs import sweeps as job_sweeps
@@ -68,6 +69,7 @@ SWEEPS: tuple[Sweep, ...] = (
     *mfa_sweeps.SWEEPS,
     *outbox_sweeps.SWEEPS,
     *user_deletion.SWEEPS,
+    *email_sweeps.SWEEPS,
 )
 
 

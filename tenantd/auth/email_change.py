@@ -37,9 +37,9 @@ from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import revoke_all
 from tenantd.identity.signin import AUTH_EMAIL
 from tenantd.identity.tokens import new_opaque_token, token_hash
+from tenantd.mfa import sensitive
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import limit_chosen_recipient
-from tenantd.mfa import sensitive
 from tenantd.principal import Principal
 from tenantd.services import Services
 from tenantd.settings import Settings

@@ -14,6 +14,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from tenantd.auth import email_change, email_code, service
+from tenantd.email.message import job_mail_key
 from tenantd.identity.signin import AUTH_EMAIL, NEW_SIGNIN
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 
@@ -22,6 +23,13 @@ if TYPE_CHECKING:
 
 
 async def run_auth_email(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
+    """One auth mail; keyed by this job, so a run again after a crash does not mail twice
+    (tenantd/email/service.py says what can still repeat)."""
+    with job_mail_key(job.id, AUTH_EMAIL):
+        await _run_auth_email(services, payload)
+
+
+async def _run_auth_email(services: Services, payload: dict[str, Any]) -> None:
     if payload.get("purpose") == NEW_SIGNIN:
         session_id = payload.get("sessionId")
         if not isinstance(session_id, str):

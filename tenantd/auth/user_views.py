@@ -18,7 +18,7 @@ from tenantd.identity.cookies import clear_session_cookies
 from tenantd.principal import current_principal
 from tenantd.services import SERVICES
 from tenantd.web.json import ok
-from tenantd.web.schemas import Message
+from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes
 
 ROUTES = Routes("users")

@@ -300,6 +300,19 @@ email_suppressions = Table(
     Index("email_suppressions_provider_idx", "provider", "reason"),
 )
 
+email_sends = Table(  # sql/0241: sent-markers of keyed emails (tenantd/email/service.py)
+    "email_sends",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("provider", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("message_id", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("sent_at", DateTime(timezone=True)),
+    Index("email_sends_created_idx", "created_at"),
+)
+
 webhook_events = Table(
     "webhook_events",
     metadata,
@@ -515,6 +528,13 @@ webhook_deliveries = Table(
         "subject",
         "seq",
         postgresql_where=text("status = 'pending'"),
+    ),
+    Index(  # sql/0240: parked deliveries, handed over when an earlier one settles
+        "webhook_deliveries_parked_idx",
+        "endpoint_id",
+        "subject",
+        "seq",
+        postgresql_where=text("status = 'pending' AND job_id IS NULL"),
     ),
 )
 

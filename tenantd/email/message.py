@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,8 +28,8 @@ class EmailMessage:
     html: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     tag: str | None = None  # e.g. "verify_email", "notification"
-    # The same for every send of one delivery (its id), so a re-run job cannot mail twice
-    # where the provider honours it (Resend); None: a fresh key per send.
+    # The same for every send of one delivery (a notification delivery's id, a mail job's id),
+    # so a job run again cannot mail twice (tenantd/email/service.py); None: unkeyed.
     idempotency_key: str | None = None
 
     def __post_init__(self) -> None:
@@ -60,3 +64,37 @@ class RecipientSuppressed(Exception):
         self.addresses = addresses
         self.reason = reason
         self.provider = provider
+
+
+@dataclass
+class _JobKey:
+    base: str
+    sent: int = 0
+
+
+_JOB_KEY: contextvars.ContextVar[_JobKey | None] = contextvars.ContextVar(
+    "tenantd_job_mail_key", default=None
+)
+
+
+@contextlib.contextmanager
+def job_mail_key(job_id: int | None, kind: str) -> Iterator[None]:
+    """Mail sent inside is keyed by this durable job (`<kind>/<job id>/<n>`, n counting the
+    job's mails): a run again after a crash sends the same keys. Nothing for an inline job
+    (no id: it does not survive a crash anyway)."""
+    token = _JOB_KEY.set(_JobKey(f"{kind}/{job_id}") if job_id is not None else None)
+    try:
+        yield
+    finally:
+        _JOB_KEY.reset(token)
+
+
+def keyed(message: EmailMessage) -> EmailMessage:
+    """The message with its job's key when it has none of its own and runs in a job."""
+    if message.idempotency_key is not None:
+        return message
+    job = _JOB_KEY.get()
+    if job is None:
+        return message
+    job.sent += 1
+    return dataclasses.replace(message, idempotency_key=f"{job.base}/{job.sent}")

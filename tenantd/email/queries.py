@@ -42,6 +42,23 @@ SUPPRESSION_LIST = (
     " ORDER BY created_at DESC, email LIMIT %(limit)s"
 )
 
+# --- email_sends (tenantd/email/service.py, sql/0241) -------------------------------------
+
+# Before the provider call: the key's marker, written `sending` (or its earlier state).
+SEND_MARK = Prepared(
+    "email_send_mark",
+    "INSERT INTO email_sends (key, provider) VALUES (%(key)s, %(provider)s)"
+    " ON CONFLICT (key) DO UPDATE SET attempts = email_sends.attempts + 1"
+    " RETURNING state, message_id",
+)
+
+# After the provider accepted the message.
+SENT_MARK = Prepared(
+    "email_sent_mark",
+    "UPDATE email_sends SET state = 'sent', message_id = %(message_id)s, sent_at = now()"
+    " WHERE key = %(key)s",
+)
+
 # --- webhook_events (tenantd/email/webhooks/ingest.py) ---------------------------------
 
 # Insert a delivery's event ids (one JSON array, in the order given); the answer is the array

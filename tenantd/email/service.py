@@ -1,7 +1,19 @@
-"""The email send path: the suppression list is consulted before any provider is touched."""
+"""The email send path: the suppression list is consulted before any provider is touched,
+and a keyed message is sent at most once where the provider allows it.
+
+Idempotency (issue 26): a message carries a key that is the same on every run of the job that
+sends it (a notification delivery's id, or the mail job's id through `job_mail_key`). A
+provider that honours the key itself (Resend's `Idempotency-Key`, the `file` provider) gets it
+and sends once per key, even for a call in flight at a crash. For the others (Postmark,
+SendGrid, SMTP) a sent-marker is committed `sending` before the provider call and `sent` once
+it answered; a run that finds `sent` does not call the provider again. What can still repeat:
+a call whose answer was never recorded (the process died while the provider was sending, or
+between its answer and the marker's one-row update): at most the calls in flight at the crash.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -9,8 +21,14 @@ from typing import Any
 import aiohttp
 
 from tenantd.db import Database
-from tenantd.email import suppression, templates
-from tenantd.email.message import EmailMessage, EmailSendError, RecipientSuppressed, SendResult
+from tenantd.email import queries, suppression, templates
+from tenantd.email.message import (
+    EmailMessage,
+    EmailSendError,
+    RecipientSuppressed,
+    SendResult,
+    keyed,
+)
 from tenantd.email.providers import EmailSender
 from tenantd.email.providers.file import FileSender
 from tenantd.email.providers.http import build_http_sender
@@ -19,6 +37,10 @@ from tenantd.jobs.kinds import PermanentJobError
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# Writing a sent-marker after the provider accepted: 5 tries over about 8 seconds.
+MARK_ATTEMPTS = 5
+MARK_RETRY_SECONDS = 0.25
 
 
 def build_sender(settings: Settings, http: aiohttp.ClientSession) -> EmailSender:
@@ -42,17 +64,51 @@ class EmailService:
 
     async def send(self, message: EmailMessage) -> SendResult:
         """Send unless the address is suppressed: then {status: suppressed, reason}."""
+        message = keyed(message)
         async with self.db.connection() as conn:
             row = await suppression.find(conn, message.to)
         if row is not None:
             log.info("email to suppressed address skipped", extra={"reason": row["reason"]})
             return SendResult(status="suppressed", reason=row["reason"])
+        key = message.idempotency_key
+        marked = key is not None and not getattr(self.sender, "honours_key", False)
+        if marked:
+            async with self.db.connection() as conn:
+                mark = await conn.fetch_one(
+                    queries.SEND_MARK, {"key": key, "provider": self.sender.name}
+                )
+            if mark is not None and mark["state"] == "sent":
+                log.info(
+                    "email already sent under this key; not sent again",
+                    extra={"provider": self.sender.name, "tag": message.tag},
+                )
+                return SendResult(status="sent", message_id=mark["message_id"])
         try:
             message_id = await self.sender.send(message, sender=self.sender_address)
         except RecipientSuppressed as refused:
             await self._mirror(refused, message.to)
             return SendResult(status="suppressed", reason=refused.reason)
+        if marked:
+            await self._mark_sent(str(key), message_id)
         return SendResult(status="sent", message_id=message_id)
+
+    async def _mark_sent(self, key: str, message_id: str | None) -> None:
+        """Put the provider's acceptance on record. A database away for a moment (a restart)
+        is waited for a few seconds: a mark not written means the next run sends again."""
+        for attempt in range(MARK_ATTEMPTS):
+            try:
+                async with self.db.connection() as conn:
+                    await conn.execute(queries.SENT_MARK, {"key": key, "message_id": message_id})
+                return
+            except Exception as error:
+                if attempt == MARK_ATTEMPTS - 1:
+                    raise
+                log.warning(
+                    "recording a sent email failed; trying again: %s",
+                    type(error).__name__,
+                    extra={"provider": self.sender.name},
+                )
+                await asyncio.sleep(MARK_RETRY_SECONDS * 2**attempt)
 
     async def send_from_job(self, message: EmailMessage) -> SendResult:
         """`send` for a mail job: a provider failure a retry may fix propagates, so the durable

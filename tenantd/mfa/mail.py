@@ -8,7 +8,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from tenantd.db import Conn
-from tenantd.email.message import EmailMessage, EmailSendError
+from tenantd.email.message import EmailMessage, EmailSendError, job_mail_key
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.mfa import queries
 
@@ -82,7 +82,8 @@ async def run_mfa_email(services: Services, payload: dict[str, Any], job: JobInf
         return  # the user is gone
     mail = message(purpose, to, payload, services.settings.public_base_url)
     try:
-        await services.email.send(mail)  # suppression is checked first
+        with job_mail_key(job.id, MFA_EMAIL):  # a run again does not mail twice
+            await services.email.send(mail)  # suppression is checked first
     except EmailSendError as error:
         if not error.retryable:
             raise PermanentJobError(str(error)) from error

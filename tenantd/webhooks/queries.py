@@ -97,34 +97,65 @@ UPDATE webhook_deliveries d SET job_id = j.job_id
 
 # Everything one batch of delivery jobs needs, in one round trip, with what holds each
 # delivery back: an earlier open delivery of the same (endpoint, subject) outside this batch
-# (`blocked_until`, its next attempt time, says when to look again). LATERAL keeps the plan to
-# one probe of the open-deliveries index per delivery, whatever the statistics say (a join the
-# planner may turn around walks every open delivery: seconds with a backlog).
+# (`blocked`). LATERAL keeps the plan to one probe of the open-deliveries index per
+# delivery, whatever the statistics say (a join the planner may turn around walks every open
+# delivery: seconds with a backlog).
 LOAD_DELIVERIES = """
 SELECT d.id, d.job_id, d.status, d.attempts, d.endpoint_id, d.subject, d.seq,
        d.first_attempt_at, e.event_id, e.type, e.account_id, e.actor_type, e.actor_id,
        e.data, e.previous, e.occurred_at, ep.url, ep.secret, ep.secret_sealed,
        ep.previous_secret, ep.previous_secret_sealed,
        ep.previous_secret_expires_at > now() AS previous_secret_live, ep.disabled_at,
-       ep.failing_since IS NOT NULL AS endpoint_failing, b.until AS blocked_until
+       ep.failing_since IS NOT NULL AS endpoint_failing, b.blocked
   FROM webhook_deliveries d
   JOIN outbox_events e ON e.id = d.event_row
   JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
  CROSS JOIN LATERAL (
-       SELECT max(p.next_attempt_at) AS until
-         FROM webhook_deliveries p
-        WHERE p.endpoint_id = d.endpoint_id AND p.subject = d.subject AND p.seq < d.seq
-          AND p.status = 'pending' AND p.id <> ALL(%(ids)s::bigint[])) AS b
+       SELECT EXISTS (
+              SELECT 1 FROM webhook_deliveries p
+               WHERE p.endpoint_id = d.endpoint_id AND p.subject = d.subject AND p.seq < d.seq
+                 AND p.status = 'pending' AND p.id <> ALL(%(ids)s::bigint[])) AS blocked) AS b
  WHERE d.id = ANY(%(ids)s::bigint[])
 """
 
-SETTLE_DELIVERED = """
-UPDATE webhook_deliveries d
-   SET status = 'delivered', attempts = d.attempts + 1, delivered_at = now(),
-       last_attempt_at = now(), first_attempt_at = coalesce(d.first_attempt_at, now()),
-       last_status_code = r.code, last_error = NULL, job_id = NULL
-  FROM unnest(%(ids)s::bigint[], %(codes)s::int[]) AS r(id, code)
- WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = r.id AND d.status = 'pending'
+# A parked delivery is pending with no job: whatever settles an earlier delivery of its
+# object hands it over to a new job (sql/0240).
+PARK = """
+UPDATE webhook_deliveries SET job_id = NULL
+ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending'
+"""
+
+# The parked rows' open earlier siblings outside the batch, locked in id order (FOR SHARE
+# waits for a settle in progress, and a settle waits for this transaction): a row with none
+# left goes back to its job.
+BLOCKERS = """
+SELECT d.id AS waiter
+  FROM webhook_deliveries d
+  JOIN webhook_deliveries p
+    ON p.endpoint_id = d.endpoint_id AND p.subject = d.subject AND p.seq < d.seq
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND p.status = 'pending'
+   AND p.id <> ALL(%(batch)s::bigint[])
+ ORDER BY p.id
+   FOR SHARE OF p
+"""
+
+UNPARK = """
+UPDATE webhook_deliveries d SET job_id = r.job_id
+  FROM unnest(%(ids)s::bigint[], %(jobs)s::bigint[]) AS r(id, job_id)
+ WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = r.id AND d.job_id IS NULL
+   AND d.status = 'pending'
+"""
+
+# Deliveries that succeeded, recorded at once, their objects' parked successors handed over
+# (sql/0240); the number of jobs made.
+RECORD_DELIVERED = """
+SELECT tenantd_webhook_delivered(%(ids)s::bigint[], %(codes)s::int[], %(kind)s::text,
+                                 %(max_attempts)s::int, %(chunk)s::int)
+"""
+
+HAND_OVER = """
+SELECT tenantd_webhook_hand_over(%(ids)s::bigint[], %(kind)s::text, %(max_attempts)s::int,
+                                 %(chunk)s::int)
 """
 
 SETTLE_FAILED = """
@@ -138,12 +169,6 @@ UPDATE webhook_deliveries d
   FROM unnest(%(ids)s::bigint[], %(codes)s::int[], %(errors)s::text[], %(finals)s::bool[],
               %(delays)s::float8[]) AS r(id, code, error, final, delay)
  WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = r.id AND d.status = 'pending'
-"""
-
-DEFER = """
-UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => r.delay)
-  FROM unnest(%(ids)s::bigint[], %(delays)s::float8[]) AS r(id, delay)
- WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = r.id
 """
 
 FAIL_DISABLED = """

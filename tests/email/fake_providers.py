@@ -1,5 +1,9 @@
 """One in-process aiohttp app standing in for Postmark, Resend and SendGrid.
 
+Idempotency as each provider has it: Resend sends once per `Idempotency-Key` (24 hours, the
+same body answers the first id, another body is 409); Postmark and SendGrid have no key, so
+the same request twice is delivered twice (SendGrid takes `custom_args` and only echoes them).
+
 It speaks each provider's real request and response shapes (authentication headers, required
 fields, success bodies, error bodies), records every request, and can be told to fail:
 `fake.fail("postmark", 503, times=2)`, `fake.drop("resend")` (connection cut),
@@ -28,6 +32,9 @@ POSTMARK_INACTIVE_TEMPLATE = (
     "addresses: {addresses}. Inactive recipients are ones that have generated a hard bounce, "
     "a spam complaint, or a manual suppression."
 )
+
+
+PATHS = {"/email": "postmark", "/emails": "resend", "/v3/mail/send": "sendgrid"}
 
 
 @dataclass
@@ -73,7 +80,9 @@ class FakeProviders:
         self.resend_idempotency: dict[str, str] = {}  # Idempotency-Key -> message id
         self.resend_idempotent_bodies: dict[str, bytes] = {}  # Idempotency-Key -> first body
         self.delivered: list[Recorded] = []  # messages accepted for delivery (not replays)
-        self.app = web.Application()
+        # Requests whose answer waits (after the provider accepted them) for a gate.
+        self.answer_gates: dict[str, deque[asyncio.Event]] = {p: deque() for p in self.scripts}
+        self.app = web.Application(middlewares=[self._late_answer])
         self.app.router.add_post("/email", self.postmark)
         self.app.router.add_post("/emails", self.resend)
         self.app.router.add_post("/v3/mail/send", self.sendgrid)
@@ -98,6 +107,14 @@ class FakeProviders:
         self.scripts[provider].append(Scripted(status=200, gate=gate))
         return gate
 
+    def hold_answer(self, provider: str, *, times: int = 1) -> asyncio.Event:
+        """The next requests are accepted (sent, keys kept) but answered only once the
+        returned event is set: a client that dies meanwhile never learns they were sent."""
+        gate = asyncio.Event()
+        for _ in range(times):
+            self.answer_gates[provider].append(gate)
+        return gate
+
     def postmark_inactive(self, *addresses: str, message: str | None = None) -> None:
         text = message or POSTMARK_INACTIVE_TEMPLATE.format(addresses=", ".join(addresses))
         self.fail("postmark", 422, body={"ErrorCode": 406, "Message": text})
@@ -106,6 +123,14 @@ class FakeProviders:
         return [r for r in self.requests if r.provider == provider]
 
     # --- plumbing ----------------------------------------------------------------------------
+
+    @web.middleware
+    async def _late_answer(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        response: web.StreamResponse = await handler(request)
+        provider = PATHS.get(request.path)
+        if provider is not None and self.answer_gates[provider]:
+            await self.answer_gates[provider].popleft().wait()
+        return response
 
     async def _record(self, provider: str, request: web.Request) -> Recorded:
         recorded = Recorded(provider, request.path, dict(request.headers), await request.read())
@@ -288,6 +313,13 @@ class FakeProviders:
                 400,
                 "Unless a valid template_id is provided, the content parameter is required.",
                 "content",
+            )
+        custom_args = data.get("custom_args", {})
+        if not isinstance(custom_args, dict) or not all(
+            isinstance(v, str) for v in custom_args.values()
+        ):
+            return self._sendgrid_error(
+                400, "Custom args must be an object of string values.", "custom_args"
             )
         types = [c.get("type") for c in content]
         if "text/plain" in types and types[0] != "text/plain":

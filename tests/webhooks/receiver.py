@@ -36,6 +36,8 @@ class Receiver:
     url: str = ""
     # When set, every request waits for it before it is answered (deliveries held in flight).
     gate: asyncio.Event | None = None
+    # A slow but healthy receiver: every answer comes this many seconds after its request.
+    delay: float = 0.0
 
     def verify(self, raw: bytes, headers: dict[str, str]) -> bool:
         for secret in self.secrets:
@@ -49,6 +51,8 @@ class Receiver:
 
     async def handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
+        if self.delay:
+            await asyncio.sleep(self.delay)
         if self.gate is not None:
             await self.gate.wait()
         headers = {k.lower(): v for k, v in request.headers.items()}
@@ -77,8 +81,10 @@ class Receiver:
         return [r for r in self.accepted if r.body["type"] == type_]
 
 
-async def start_receiver(aiohttp_server: Any, secrets: list[str]) -> Receiver:
-    receiver = Receiver(secrets)
+async def start_receiver(
+    aiohttp_server: Any, secrets: list[str], *, delay: float = 0.0
+) -> Receiver:
+    receiver = Receiver(secrets, delay=delay)
     app = web.Application()
     app.router.add_post("/hook", receiver.handle)
     app.router.add_post("/elsewhere", receiver.handle)

@@ -53,6 +53,7 @@ def payload(message: EmailMessage, *, sender: str, stream: str) -> dict[str, Any
 
 class PostmarkSender(JsonApiSender):
     name = "postmark"
+    honours_key = False  # no idempotency key: the email service keeps a sent-marker
     path = "/email"
 
     def __init__(
@@ -69,7 +70,7 @@ class PostmarkSender(JsonApiSender):
         self.stream = stream
 
     def request_headers(self, message: EmailMessage) -> dict[str, str]:
-        # Postmark has no idempotency key: message.idempotency_key cannot be passed on.
+        # Postmark has no idempotency key: the email service's sent-marker stands in for it.
         return {"X-Postmark-Server-Token": self._token}
 
     def body(self, message: EmailMessage, *, sender: str) -> dict[str, Any]:

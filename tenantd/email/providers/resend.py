@@ -47,6 +47,7 @@ def payload(message: EmailMessage, *, sender: str) -> dict[str, Any]:
 
 class ResendSender(JsonApiSender):
     name = "resend"
+    honours_key = True  # Resend keeps each Idempotency-Key 24 hours and sends once per key
     path = "/emails"
 
     def __init__(

@@ -1,6 +1,11 @@
 """Provider C, SendGrid: `POST {SENDGRID_API_URL}/v3/mail/send` with a bearer API key.
 
 SendGrid answers 202 with an empty body; the message id is the `X-Message-Id` header.
+
+SendGrid's v3 Mail Send has no idempotency key: a request sent twice is mailed twice. A keyed
+message carries its key in `custom_args` (`idempotency_key`), which SendGrid echoes in its
+event webhooks (a send can be traced to its job), and the email service keeps a sent-marker so
+a job run again does not call SendGrid for a message it already accepted.
 """
 
 from __future__ import annotations
@@ -38,11 +43,14 @@ def payload(message: EmailMessage, *, sender: str) -> dict[str, Any]:
         body["headers"] = dict(message.headers)
     if message.tag:
         body["categories"] = [message.tag[:255]]
+    if message.idempotency_key:
+        body["custom_args"] = {"idempotency_key": message.idempotency_key}
     return body
 
 
 class SendGridSender(JsonApiSender):
     name = "sendgrid"
+    honours_key = False  # SendGrid's Mail Send takes no idempotency key (see the module doc)
     path = "/v3/mail/send"
 
     def __init__(
@@ -57,7 +65,7 @@ class SendGridSender(JsonApiSender):
         self._api_key = api_key
 
     def request_headers(self, message: EmailMessage) -> dict[str, str]:
-        # SendGrid has no idempotency key: message.idempotency_key cannot be passed on.
+        # SendGrid has no idempotency key: the email service's sent-marker stands in for it.
         return {"Authorization": f"Bearer {self._api_key}"}
 
     def body(self, message: EmailMessage, *, sender: str) -> dict[str, Any]:

@@ -100,6 +100,9 @@ def _reply(error: aiosmtplib.SMTPResponseException) -> str:
 
 class SmtpSender:
     name = PROVIDER
+    # SMTP has no idempotency key: the email service keeps a sent-marker. The key still makes
+    # the Message-ID, so a message sent again is recognisably the same one.
+    honours_key = False
 
     def __init__(
         self,
