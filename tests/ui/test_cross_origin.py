@@ -3,7 +3,8 @@ tenantd on `auth.example.test` and the app on its sibling `app.example.test` (Ch
 both to 127.0.0.1). From the app's page: sign-up, verification and sign-in with credentialed
 fetches (preflighted), the browser module imported from tenantd's /static, `/me`, live
 notifications over SSE, the access cookie reaching the app's own server
-(SESSION_COOKIE_DOMAIN), sign-out. From an unlisted origin the same calls are blocked."""
+(SESSION_COOKIE_DOMAIN), sign-out; docs/cross-origin.md's page script (`cross-origin-page`)
+runs as written. From an unlisted origin the same calls are blocked."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from tests.docs.snippets import snippet
 from tests.helpers import PASSWORD
 from tests.ui.live import (
     CHROMIUM,
@@ -30,7 +32,11 @@ from tests.ui.live import (
 )
 
 DOMAIN = "example.test"
-PAGE = b"<!doctype html><html><head><title>App</title></head><body>The app</body></html>"
+PAGE = (
+    b"<!doctype html><html><head><title>App</title></head>"
+    b'<body><p id="who"></p><div id="inbox"></div></body></html>'
+)
+PLACEHOLDER = "https://auth.example.com"
 
 
 class AppHandler(BaseHTTPRequestHandler):
@@ -177,6 +183,16 @@ def test_an_app_on_a_sibling_subdomain_signs_in_and_goes_live(
     cookies = page.evaluate("fetch('/whoami').then(r => r.json())")["cookies"]
     assert "auth_token" in cookies and "refresh_token" not in cookies, cookies
 
+    # The manual's page script, as written, in another tab of the app.
+    script = snippet("cross-origin-page").code
+    assert PLACEHOLDER in script
+    tab = page.context.new_page()
+    tab.goto(app + "/")
+    tab.add_script_tag(content=script.replace(PLACEHOLDER, live.base), type="module")
+    tab.wait_for_function(
+        "(address) => document.querySelector('#who').textContent === address", arg=address
+    )
+
     # Live notifications over SSE, cross-origin with credentials.
     page.evaluate(
         """() => new Promise((resolve) => {
@@ -191,6 +207,8 @@ def test_an_app_on_a_sibling_subdomain_signs_in_and_goes_live(
     live.cli("notify", "send", "ping.simple", "--user", who["id"], "--payload", payload)
     page.wait_for_function("window.items.length > 0", timeout=WAIT * 1000)
     assert page.evaluate("window.items[0].title") == "Ping 7"
+    tab.wait_for_function("document.querySelector('#inbox').textContent.includes('Ping 7')")
+    tab.close()
     assert page.evaluate("window.tenantd.notifications.unreadCount()") == 1
 
     # Sign out from the app: tenantd's session ends, /me is anonymous again.
