@@ -46,7 +46,7 @@ def cors_headers(request: web.Request, origin: str) -> dict[str, str] | None:
         return None
     if origin not in _listed(request.app[SETTINGS].allowed_origins):
         return None
-    headers = {
+    headers: dict[str, str] = {
         hdrs.ACCESS_CONTROL_ALLOW_ORIGIN: origin,
         hdrs.ACCESS_CONTROL_ALLOW_CREDENTIALS: "true",
         hdrs.ACCESS_CONTROL_EXPOSE_HEADERS: EXPOSE_HEADERS,
