@@ -6,8 +6,8 @@ from the browser with cookies: `/api/v1/*`, `/auth/*`, `/static/*` and
 `Access-Control-Allow-Credentials: true` and `Vary: Origin` on every answer (errors too, so a
 page can read a 401's reason), and its preflight (`OPTIONS` with
 `Access-Control-Request-Method`) answers 204 with the route's methods. Any other origin gets
-no `Access-Control-*` header at all, so the browser keeps the answer from the page, and its
-preflight gets the route's ordinary 405.
+no `Access-Control-*` header at all (only `Vary: Origin`), so the browser keeps the answer from
+the page, and its preflight gets the route's ordinary 405.
 
 `handle_request` asks `cors_headers` only when the request carries an `Origin` header, so a
 same-origin GET without one (the hot path of `/api/v1/users/me`) pays one header lookup.
@@ -32,6 +32,7 @@ EXPOSE_HEADERS = "Content-Disposition, Idempotent-Replayed, Location, Retry-Afte
 MAX_AGE = "600"  # seconds a browser may reuse a preflight (Chromium caps it at 7200)
 
 CORS = web.RequestKey("cors_headers", dict)
+UNLISTED: dict[str, str] = {}  # an Origin not listed: only `Vary: Origin` (never mutated)
 
 
 @functools.cache
@@ -40,12 +41,14 @@ def _listed(configured: tuple[str, ...]) -> frozenset[str]:
 
 
 def cors_headers(request: web.Request, origin: str) -> dict[str, str] | None:
-    """The CORS headers of an answer to `origin`, or None (not a CORS path, not listed)."""
+    """The CORS headers of an answer to `origin` (UNLISTED, empty, when it is not listed), or
+    None on a path without CORS."""
     path = request.path
     if not (path.startswith(CORS_PREFIXES) or path in CORS_PATHS):
         return None
     if origin not in _listed(request.app[SETTINGS].allowed_origins):
-        return None
+        request[CORS] = UNLISTED  # the answer still varies by Origin (caches)
+        return UNLISTED
     headers: dict[str, str] = {
         hdrs.ACCESS_CONTROL_ALLOW_ORIGIN: origin,
         hdrs.ACCESS_CONTROL_ALLOW_CREDENTIALS: "true",
@@ -55,10 +58,10 @@ def cors_headers(request: web.Request, origin: str) -> dict[str, str] | None:
     return headers
 
 
-def preflight(request: web.Request) -> web.Response | None:
+def preflight(request: web.Request, headers: dict[str, str]) -> web.Response | None:
     """The 204 answer to a listed origin's preflight of an existing route, else None (the
     request then takes its ordinary course: an OPTIONS nobody routes is a 405)."""
-    if request.method != hdrs.METH_OPTIONS:
+    if not headers or request.method != hdrs.METH_OPTIONS:
         return None
     if hdrs.ACCESS_CONTROL_REQUEST_METHOD not in request.headers:
         return None
@@ -82,7 +85,8 @@ def apply_cors(request: web.Request, response: web.StreamResponse) -> None:
     headers = request.get(CORS)
     if headers is None:
         return
-    response.headers.update(headers)
+    if headers:
+        response.headers.update(headers)
     vary = response.headers.get(hdrs.VARY)
     if vary is None:
         response.headers[hdrs.VARY] = "Origin"

@@ -104,7 +104,7 @@ async def handle_request(request: web.Request, handler: Handler) -> web.StreamRe
     origin = request.headers.get(hdrs.ORIGIN)  # CORS: only a request with an Origin pays more
     cors = None if origin is None else cors_headers(request, origin)
     try:
-        answer = None if cors is None else preflight(request)
+        answer = None if cors is None else preflight(request, cors)
         response = await handler(request) if answer is None else answer
     except AppError as exc:
         error = exc

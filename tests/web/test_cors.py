@@ -86,6 +86,8 @@ async def test_any_other_origin_gets_no_cors_headers(
     response = await client.get("/api/v1/users/me")
     assert response.status == 200  # the answer is sent; the browser keeps it from the page
     assert_no_cors(response)
+    if origin:
+        assert response.headers["Vary"] == "Origin"  # a cache must not serve it to another
 
 
 async def test_errors_carry_the_headers_so_a_page_reads_the_reason(make_client: Any) -> None:
