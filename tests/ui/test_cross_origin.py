@@ -4,7 +4,8 @@ both to 127.0.0.1). From the app's page: sign-up, verification and sign-in with 
 fetches (preflighted), the browser module imported from tenantd's /static, `/me`, live
 notifications over SSE, the access cookie reaching the app's own server
 (SESSION_COOKIE_DOMAIN), sign-out; docs/cross-origin.md's page script (`cross-origin-page`)
-runs as written. From an unlisted origin the same calls are blocked."""
+runs as written; the stream survives a restart of tenantd. From an unlisted origin the same
+calls are blocked."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
@@ -251,3 +253,54 @@ def test_an_unlisted_origin_is_blocked(
     assert module.startswith("blocked"), module
     # The listed page is still signed in: nothing the other page tried changed the session.
     assert call(page, live.url("/api/v1/users/me"))["body"]["user"]["email"] == address  # type: ignore[index]
+
+
+def test_the_stream_survives_a_restart_of_tenantd(
+    app_page: Page, live: LiveServer, migrated: str, app_port: int
+) -> None:
+    """Last in the module (it restarts the module's server): the cross-origin SSE stream
+    reconnects by itself with Last-Event-ID, and gets what was sent while tenantd was down,
+    once."""
+    page = app_page
+    page.goto(f"http://app.{DOMAIN}:{app_port}/")
+    address = unique_email("restart")
+    call(page, live.url("/auth/register"), "POST", {"email": address, "password": PASSWORD})
+    verified = call(
+        page, live.url("/auth/verify-email"), "POST", {"token": verification_token(live, address)}
+    )
+    assert verified.get("status") == 200, verified
+    user_id = page.evaluate(
+        """(base) => new Promise(async (resolve) => {
+            const tenantd = await import(base + "/static/tenantd.js");
+            tenantd.configure({ baseUrl: base });
+            const { user } = await tenantd.me();
+            window.items = [];
+            window.states = [];
+            tenantd.notifications.subscribe((item) => window.items.push(item.title), {
+                onState: (state) => {
+                    window.states.push(state);
+                    if (state === "open") resolve(user.id);
+                },
+            });
+        })""",
+        live.base,
+    )
+
+    def send(n: int) -> None:
+        payload = json.dumps({"n": n})
+        live.cli("notify", "send", "ping.simple", "--user", user_id, "--payload", payload)
+
+    send(1)
+    page.wait_for_function("window.items.includes('Ping 1')", timeout=WAIT * 1000)
+    live.stop()
+    page.wait_for_function("window.states.includes('retry')", timeout=WAIT * 1000)
+    send(2)  # stored while no tenantd runs
+    restarted = start_server(
+        migrated, live.mail_dir.parent, port=urlsplit(live.base).port, **live.env
+    )
+    try:
+        page.wait_for_function("window.items.includes('Ping 2')", timeout=WAIT * 2000)
+        assert page.evaluate("window.items") == ["Ping 1", "Ping 2"]  # nothing twice
+        assert page.evaluate("window.states.at(-1)") == "open"
+    finally:
+        restarted.stop()
