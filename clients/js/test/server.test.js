@@ -174,3 +174,26 @@ test("a rotation's two signatures: either secret verifies", async () => {
   const v2 = { ...headers, "webhook-signature": `v2,${sign(secrets[0])}` };
   await assert.rejects(verifyWebhook(secrets[0], v2, body), /no matching signature/);
 });
+
+test("ES256 tokens (ACCESS_TOKEN_ALG=ES256) verify too; a key is used only for its own alg", async () => {
+  const { subtle } = globalThis.crypto;
+  const pair = await subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign", "verify"]);
+  const jwk = { ...(await subtle.exportKey("jwk", pair.publicKey)), kid: "es-1", alg: "ES256", use: "sig" };
+  const jwksFetch = async () => new Response(JSON.stringify({ keys: [jwk] }), { headers: { "Content-Type": "application/json" } });
+  const jwks = new JwksCache("https://auth.example.com/.well-known/jwks.json", { fetch: jwksFetch });
+  const now = Math.floor(Date.now() / 1000);
+  const sign = async (header, claims) => {
+    const input = `${b64url(header)}.${b64url(claims)}`;
+    const signature = await subtle.sign({ name: "ECDSA", hash: "SHA-256" }, pair.privateKey, new TextEncoder().encode(input));
+    return `${input}.${Buffer.from(signature).toString("base64url")}`;
+  };
+  const claims = { sub: "u1", sid: "s1", jti: "j1", iat: now, exp: now + 60, iss: "tenantd" };
+  const token = await sign({ alg: "ES256", kid: "es-1", typ: "JWT" }, claims);
+  assert.equal((await verifyAccessToken(token, jwks)).sub, "u1");
+  const asEdDSA = await sign({ alg: "EdDSA", kid: "es-1" }, claims);
+  await assert.rejects(verifyAccessToken(asEdDSA, jwks), /unknown key/);
+  const noSid = await sign({ alg: "ES256", kid: "es-1" }, { ...claims, sid: undefined });
+  await assert.rejects(verifyAccessToken(noSid, jwks), /no sid/);
+  const early = await sign({ alg: "ES256", kid: "es-1" }, { ...claims, nbf: now + 600 });
+  await assert.rejects(verifyAccessToken(early, jwks), /not yet valid/);
+});
