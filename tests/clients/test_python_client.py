@@ -193,3 +193,48 @@ def test_a_live_webhook_is_verified_and_tampering_refused(
     stale["webhook-timestamp"] = str(int(time.time()) - 600)
     with pytest.raises(WebhookVerificationError):
         verify_webhook(secret, stale, body)
+
+
+def test_es256_tokens_verify_and_a_key_serves_only_its_alg() -> None:
+    """ACCESS_TOKEN_ALG=ES256: a P-256 key in a JWKS served locally, tokens signed by PyJWT."""
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    public = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(private.public_key()))
+    document = json.dumps({"keys": [{**public, "kid": "es-1", "alg": "ES256", "use": "sig"}]})
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(document.encode())
+
+        def log_message(self, *_args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        tenantd = Tenantd(f"http://127.0.0.1:{server.server_address[1]}")
+        now = int(time.time())
+        claims = {"sub": "u1", "sid": "s1", "jti": "j1", "iat": now, "exp": now + 60}
+        claims["iss"] = "tenantd"
+        token = jwt.encode(claims, private, algorithm="ES256", headers={"kid": "es-1"})
+        assert tenantd.verify_access_token(token)["sub"] == "u1"
+        forged = jwt.encode(claims, "x" * 32, algorithm="HS256", headers={"kid": "es-1"})
+        with pytest.raises(TokenError, match="not accepted"):
+            tenantd.verify_access_token(forged)
+        no_sid = jwt.encode(
+            {k: v for k, v in claims.items() if k != "sid"},
+            private,
+            algorithm="ES256",
+            headers={"kid": "es-1"},
+        )
+        with pytest.raises(TokenError, match="sid"):
+            tenantd.verify_access_token(no_sid)
+        assert tenantd.jwks.fetches == 1
+    finally:
+        server.shutdown()
+        server.server_close()
