@@ -142,6 +142,7 @@ class Settings:
     secret_key: str
     public_base_url: str = "http://127.0.0.1:8080"
     cookie_secure: bool = True
+    session_cookie_domain: str | None = None
     allowed_origins: tuple[str, ...] = ()
     account_domain_claiming: bool = False
     notifications_sse_enabled: bool = False
@@ -329,6 +330,41 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str 
     return value
 
 
+def _origins(value: str) -> tuple[str, ...]:
+    """ALLOWED_ORIGINS as browsers write an Origin header: lowercase scheme and host, the
+    port only when not the scheme's default, no path (`https://App.example.com:443/` reads
+    `https://app.example.com`), so the CSRF check and CORS compare strings."""
+    default_ports = {"http": 80, "https": 443}
+    origins: list[str] = []
+    for item in _list(value):
+        parts = urlsplit(item.lower())
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if parts.scheme not in default_ports or not parts.hostname or port == -1:
+            raise SettingsError(f"ALLOWED_ORIGINS: not an http(s) origin: {item}")
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        suffix = f":{port}" if port is not None and port != default_ports[parts.scheme] else ""
+        origins.append(f"{parts.scheme}://{host}{suffix}")
+    return tuple(dict.fromkeys(origins))
+
+
+def _cookie_domain(value: str, host: str) -> str | None:
+    """SESSION_COOKIE_DOMAIN: a parent domain of PUBLIC_BASE_URL's host (a browser drops a
+    cookie whose Domain does not cover the host that sets it), or None (host-only)."""
+    domain = value.strip().lower().lstrip(".")
+    if not domain:
+        return None
+    host = host.lower()
+    if "." not in domain or not (host == domain or host.endswith("." + domain)):
+        raise SettingsError(
+            f"SESSION_COOKIE_DOMAIN must be PUBLIC_BASE_URL's host or a parent domain of it"
+            f" (e.g. example.com for auth.example.com), got {value!r}"
+        )
+    return domain
+
+
 def load_settings(
     env_file: str | Path | None = None, environ: dict[str, str] | None = None
 ) -> Settings:
@@ -363,7 +399,10 @@ def load_settings(
         secret_key=_secret_key(data_dir, env),
         public_base_url=public_base_url,
         cookie_secure=_bool(env.get("COOKIE_SECURE", "true"), "COOKIE_SECURE"),
-        allowed_origins=_list(env.get("ALLOWED_ORIGINS", "")) or (default_origin,),
+        session_cookie_domain=_cookie_domain(
+            env.get("SESSION_COOKIE_DOMAIN", ""), origin_parts.hostname or ""
+        ),
+        allowed_origins=_origins(env.get("ALLOWED_ORIGINS", "") or default_origin),
         account_domain_claiming=_bool(
             env.get("ACCOUNT_DOMAIN_CLAIMING", "false"), "ACCOUNT_DOMAIN_CLAIMING"
         ),

@@ -1,6 +1,8 @@
 """tenantd's cookies and their one policy: HttpOnly, SameSite=Lax, Path=/ (the OAuth state
 cookie: its callback path), Secure unless COOKIE_SECURE=false, and Max-Age the value's
-remaining lifetime (0 when cleared)."""
+remaining lifetime (0 when cleared). The access-token cookie alone takes Domain=
+SESSION_COOKIE_DOMAIN when set, so the app's own server on a sibling subdomain receives it too
+(the refresh token stays host-only: only tenantd ever reads it)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ def set_cookie(
     max_age: int,
     path: str = "/",
     same_site: str = "Lax",
+    domain: str | None = None,
 ) -> None:
     """Set one of tenantd's cookies with the policy.
 
@@ -53,6 +56,7 @@ def set_cookie(
             value,
             max_age=max_age,
             path=path,
+            domain=domain,
             httponly=True,
             samesite=same_site,
             secure=settings.cookie_secure or same_site == "None",
@@ -61,9 +65,10 @@ def set_cookie(
     response.cookies.pop(name, None)  # a Morsel set earlier would be written after us
     _drop_header(response, name)
     secure = "; Secure" if settings.cookie_secure else ""
+    scope = f"Domain={domain}; " if domain else ""
     response.headers.add(
         hdrs.SET_COOKIE,
-        f"{name}={value}; HttpOnly; Max-Age={max_age}; Path={path}; SameSite=Lax{secure}",
+        f"{name}={value}; {scope}HttpOnly; Max-Age={max_age}; Path={path}; SameSite=Lax{secure}",
     )
 
 
@@ -87,12 +92,14 @@ def clear_cookie(
     *,
     path: str = "/",
     same_site: str = "Lax",
+    domain: str | None = None,
 ) -> None:
     """Clear one of tenantd's cookies (Max-Age=0) with the attributes it was set with."""
     _drop_header(response, name)
     response.del_cookie(
         name,
         path=path,
+        domain=domain,
         secure=settings.cookie_secure or same_site == "None",
         httponly=True,
         samesite=same_site,
@@ -107,7 +114,14 @@ def remaining(expires_at: float) -> int:
 def set_access_cookie(
     response: web.StreamResponse, settings: Settings, token: str, claims: AccessClaims
 ) -> None:
-    set_cookie(response, settings, AUTH_COOKIE, token, max_age=remaining(claims.expires_at))
+    set_cookie(
+        response,
+        settings,
+        AUTH_COOKIE,
+        token,
+        max_age=remaining(claims.expires_at),
+        domain=settings.session_cookie_domain,
+    )
 
 
 def set_session_cookies(
@@ -119,8 +133,8 @@ def set_session_cookies(
 
 
 def clear_session_cookies(response: web.StreamResponse, settings: Settings) -> None:
-    for name in (AUTH_COOKIE, REFRESH_COOKIE):
-        clear_cookie(response, settings, name)
+    clear_cookie(response, settings, AUTH_COOKIE, domain=settings.session_cookie_domain)
+    clear_cookie(response, settings, REFRESH_COOKIE)
 
 
 def set_binding_cookie(

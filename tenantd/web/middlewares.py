@@ -23,12 +23,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.web_urldispatcher import AbstractRoute, MatchInfoError, UrlMappingMatchInfo
 
 from tenantd.errors import AppError, NotFound, PayloadTooLarge
 from tenantd.ops.metrics import METRICS
 from tenantd.principal import PRINCIPAL
+from tenantd.web.cors import apply_cors, cors_headers, preflight
 from tenantd.web.json import error_response
 from tenantd.web.spec import CURRENT_ROUTE
 
@@ -101,8 +102,11 @@ async def handle_request(request: web.Request, handler: Handler) -> web.StreamRe
     error: AppError | None = None
     if metrics is not None:
         metrics.requests_started += 1
+    origin = request.headers.get(hdrs.ORIGIN)  # CORS: only a request with an Origin pays more
+    cors = None if origin is None else cors_headers(request, origin)
     try:
-        response = await handler(request)
+        answer = None if cors is None else preflight(request, cors)
+        response = await handler(request) if answer is None else answer
     except AppError as exc:
         error = exc
         response = error_response(exc, request_id=request_id)
@@ -125,6 +129,8 @@ async def handle_request(request: web.Request, handler: Handler) -> web.StreamRe
         response = error_response(error, request_id=request_id)
     if not response.prepared:
         response.headers.setdefault("X-Request-ID", request_id)
+        if cors is not None:
+            apply_cors(request, response)
     _finish(request, metrics, response.status, time.perf_counter() - started, error)
     return response
 

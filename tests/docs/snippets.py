@@ -22,6 +22,11 @@ RUNNERS = {
     "send-curl": "tests/docs/test_send_snippets.py",
     "send-node": "tests/docs/test_send_snippets.py",
     "verify-webhook": "tests/docs/test_send_snippets.py",
+    "client-node": "tests/clients/test_doc_snippets.py",
+    "client-python": "tests/clients/test_doc_snippets.py",
+    "same-origin-env": "tests/web/test_cross_origin_docs.py",
+    "sibling-env": "tests/web/test_cross_origin_docs.py",
+    "cross-origin-page": "tests/ui/test_cross_origin.py",
 }
 
 

@@ -127,8 +127,10 @@ class LiveServer:
             self.process.kill()
 
 
-def start_server(database_url: str, tmp: Path, **extra_env: str) -> LiveServer:
-    port = free_port()
+def start_server(
+    database_url: str, tmp: Path, *, port: int | None = None, **extra_env: str
+) -> LiveServer:
+    port = port or free_port()
     base = f"http://127.0.0.1:{port}"
     env = {
         "DATABASE_URL": database_url,

@@ -1,4 +1,4 @@
-// Types of /static/tenantd.js, tenantd's browser client.
+// Types of tenantd's browser client: the npm package `tenantd-client` (and /static/tenantd.js).
 
 export interface User {
   id: string;
@@ -61,8 +61,11 @@ export declare class ApiError extends Error {
   readonly details?: Record<string, unknown>;
 }
 
-/** Point the client at another origin (default: the page's own). */
-export declare function configure(options: { baseUrl?: string }): void;
+/**
+ * Point the client at another origin (default: the page's own; it must list this page's origin
+ * in ALLOWED_ORIGINS). `fetch`: another fetch (tests, a runtime whose fetch keeps no cookies).
+ */
+export declare function configure(options: { baseUrl?: string; fetch?: typeof fetch }): void;
 /** Called once when the session ends (refresh refused, logout, or another tab said so). */
 export declare function onSignedOut(listener: (reason: string) => void): () => void;
 /** fetch with cookies, envelope unwrapping, and one single-flight refresh-and-retry on 401. */

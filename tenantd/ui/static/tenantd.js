@@ -1,7 +1,10 @@
-// tenantd.js: the browser client of tenantd (an ES module; no build step, no dependencies).
+// The browser client of tenantd (an ES module; no build step, no dependencies). The source of
+// the npm package `tenantd-client` (import from "tenantd-client" or "tenantd-client/browser");
+// tenantd serves this very file as /static/tenantd.js.
 //
-//   import { me, login, logout, switchAccount, notifications, push, request, onSignedOut }
-//     from "/static/tenantd.js";
+//   import { configure, me, login, logout, switchAccount, notifications, push, request,
+//     onSignedOut } from "https://auth.example.com/static/tenantd.js";
+//   configure({ baseUrl: "https://auth.example.com" }); // from a page on another origin
 //
 // Cookies carry the session (HttpOnly; this module never sees a token). `request()` is the
 // fetch wrapper every call goes through: on a 401 whose reason is `invalid_session` (or
@@ -10,11 +13,12 @@
 // telling the other tabs a refresh just happened), retries the request, and on a second
 // failure reports "signed out" to the `onSignedOut` listeners.
 
-const config = { baseUrl: "" };
+const config = { baseUrl: "", fetch: null };
 const signedOutListeners = new Set();
 const REFRESH_LOCK = "tenantd-refresh";
 const REFRESHED_KEY = "tenantd:refreshed-at";
 const channel = typeof BroadcastChannel === "function" ? new BroadcastChannel("tenantd") : null;
+if (channel && typeof channel.unref === "function") channel.unref(); // Node: never hold the process open
 let lastRefreshAt = 0; // the newest refresh any tab finished (ms), as this tab heard it
 let refreshing = null; // this tab's refresh in flight (single-flight within the tab)
 let signedOut = false;
@@ -28,9 +32,14 @@ if (channel) {
   };
 }
 
-/** Point the client at another origin (default: the page's own). */
+/**
+ * Point the client at another origin (default: the page's own); that origin's tenantd must list
+ * this page's origin in ALLOWED_ORIGINS. `fetch`: another fetch (tests, a runtime without
+ * cookies in its own).
+ */
 export function configure(options = {}) {
   if (options.baseUrl !== undefined) config.baseUrl = String(options.baseUrl).replace(/\/$/, "");
+  if (options.fetch !== undefined) config.fetch = options.fetch;
 }
 
 /** Call `listener(reason)` when the session ends (refresh refused, logout, another tab). */
@@ -74,7 +83,7 @@ function send(path, { method = "GET", body, headers = {}, signal } = {}) {
     init.body = JSON.stringify(body);
     init.headers["Content-Type"] = "application/json";
   }
-  return fetch(config.baseUrl + path, init);
+  return (config.fetch || fetch)(config.baseUrl + path, init);
 }
 
 async function parse(response) {
@@ -138,9 +147,14 @@ export async function request(path, options = {}) {
   return parse(response);
 }
 
-/** The signed-in user (`{user: null}` when anonymous). */
+/**
+ * The signed-in user (`{user: null}` when anonymous). `/me` answers anonymous once the browser
+ * dropped the expired access cookie, so an anonymous answer tries the refresh cookie once.
+ */
 export async function me() {
-  const data = await request("/api/v1/users/me");
+  const sentAt = Date.now();
+  let data = await request("/api/v1/users/me");
+  if (data && !data.user && (await refresh(sentAt))) data = await request("/api/v1/users/me");
   if (data && data.user) signedOut = false;
   return data;
 }

@@ -25,6 +25,7 @@ from tenantd.notifications.channels.sse.feed import FEED_KEY, StreamQueue
 from tenantd.notifications.schemas import envelope
 from tenantd.notifications.services import NOTIFICATION_SERVICES, NotificationServices
 from tenantd.principal import Principal
+from tenantd.web.cors import apply_cors
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
     # Subscribe before replaying, so nothing published in between is lost.
     await feed.attach(user_id, queue)
     response = EventSourceResponse(sep="\n", ping_interval=3600 * 24, send_timeout=SEND_TIMEOUT)
+    apply_cors(request, response)  # prepared here, not by the envelope
     try:
         await response.prepare(request)
         async with response:
