@@ -7,8 +7,8 @@ its own `_fix_request_current_app` frame, one more coroutine), ~10% of a cheap r
 
 The log line is structured (method, route template, status, duration, request id, user and
 account ids) and never carries the raw path, query string, headers, cookies or body, so no
-token or password can reach the logs through it. 4xx are logged at warning, 5xx at error
-(with the traceback in the log, never in the body), the rest at info.
+token or password can reach the logs through it. 4xx and 503 are logged at warning, other
+5xx at error (with the traceback in the log, never in the body), the rest at info.
 """
 
 from __future__ import annotations
@@ -182,6 +182,8 @@ def _log_request(
 ) -> None:
     if status == CLIENT_CLOSED:
         level = logging.INFO
+    elif status == 503:  # unavailable for now (the database, a cap): expected, no traceback
+        level = logging.WARNING
     elif status >= 500:
         level = logging.ERROR
     elif status >= 400:
