@@ -152,6 +152,7 @@ class DatabaseUnavailable(ServiceUnavailable):
     logged as one warning line, never as a traceback."""
 
     RETRY_AFTER_SECONDS = 5
+    quiet_in_logs = True  # logging_setup.DatabaseOutage: a warning line, never a traceback
 
     def __init__(self, message: str | None = None):
         super().__init__(

@@ -14,8 +14,6 @@ import sys
 import time
 from typing import Any
 
-from tenantd.errors import DatabaseUnavailable
-
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
     "message",
     "asctime",
@@ -110,8 +108,9 @@ class WarningsAndEvents(logging.Filter):
 
 
 class DatabaseOutage(logging.Filter):
-    """A background loop that fails because the database is away logs one warning line, not
-    a traceback, and each loop at most once per REPEAT_SECONDS: the pool has said why
+    """A background loop that fails because the database is away (an error marked
+    `quiet_in_logs`: tenantd.errors.DatabaseUnavailable) logs one warning line, not a
+    traceback, and each loop at most once per REPEAT_SECONDS: the pool has said why
     (tenantd.db.core logs the outage and the recovery)."""
 
     REPEAT_SECONDS = 60.0
@@ -122,7 +121,7 @@ class DatabaseOutage(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if not isinstance(error, DatabaseUnavailable):
+        if not getattr(error, "quiet_in_logs", False):
             return True
         now = time.monotonic()
         key = (record.name, record.msg)

@@ -27,6 +27,7 @@ from aiohttp.web_urldispatcher import AbstractRoute, MatchInfoError, UrlMappingM
 
 from tenantd.errors import AppError, NotFound, PayloadTooLarge
 from tenantd.ops.metrics import METRICS
+from tenantd.ops.shutdown import DRAIN
 from tenantd.principal import PRINCIPAL
 from tenantd.web.json import error_response
 from tenantd.web.spec import CURRENT_ROUTE
@@ -124,6 +125,8 @@ async def handle_request(request: web.Request, handler: Handler) -> web.StreamRe
         response = error_response(error, request_id=request_id)
     if not response.prepared:
         response.headers.setdefault("X-Request-ID", request_id)
+        if DRAIN.active:  # SIGTERM came: this answer is the connection's last
+            response.force_close()
     _finish(request, metrics, response.status, time.perf_counter() - started, error)
     return response
 
