@@ -178,7 +178,7 @@ class _Watchdog:
         its pool probes the database, or (the pool knows it is down) it ends now. When to
         look at it again."""
         session: _Session | None = conn.__dict__.get("_tenantd_session")
-        if session is None or session.health is None:
+        if session is None or session.health is None or session.bound == math.inf:
             return deadline
         started = deadline - session.bound
         if now - started < STALL_SECONDS:
