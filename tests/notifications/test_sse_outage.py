@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 import uuid
@@ -25,7 +26,7 @@ from tenantd.pubsub.hub import PUBSUB
 from tenantd.settings import load_settings
 from tests.factories import Factory
 from tests.helpers import SECRET, eventually
-from tests.notifications.sse_client import STREAM
+from tests.notifications.sse_client import STREAM, open_stream
 from tests.ops.servers import REPO, running, server_env, start_server
 from tests.outage import FaultyCluster, faulty_cluster
 
@@ -217,3 +218,29 @@ async def test_an_instance_whose_stream_fan_out_died_is_not_ready(client: Any, a
     response = await client.get("/readyz")
     assert response.status == 503
     assert (await response.json())["checks"]["sseListener"] == "disconnected"
+
+
+async def test_a_notification_the_feed_could_not_load_is_replayed(
+    app: Any, services: Any, db: Any, factory: Any, make_client: Any
+) -> None:
+    """The feed hears a notification while its pool cannot reach the database: the stream
+    gets it by replay (after its last message) once the database answers again."""
+    user = await factory.user()
+    reader = await open_stream(await make_client(cookies=await factory.cookies(user)))
+    await eventually(lambda: f"notifications:user:{user.id}" in app[PUBSUB].channels)
+    await send(services, "ping.simple", recipient_user_id=user.id, payload={"n": 1})
+    first = await reader.next_event()
+    assert first is not None and json.loads(first["data"])["notification"]["title"] == "Ping 1"
+
+    pool = services.db.pool
+    pool.down = True  # as the pool's probe sets it: this process cannot reach the database
+    try:
+        # Sent by another process (its own pool): heard here, not loadable here.
+        other = dataclasses.replace(services, db=db)
+        await send(other, "ping.simple", recipient_user_id=user.id, payload={"n": 2})
+        await other.jobs.drain(10)
+        await reader.keep_alive()  # the stream lives on, holding what it cannot check
+    finally:
+        pool.down = False
+    second = await reader.next_event()
+    assert second is not None and json.loads(second["data"])["notification"]["title"] == "Ping 2"

@@ -323,6 +323,9 @@ class NotificationFeed:
                 rows = await queries.sse_notifications(conn, ids=list(batch))
         except Exception:
             log.exception("loading notifications for SSE failed")
+            # Their streams replay from their last message once the database answers.
+            for user_id in set(batch.values()):
+                self._on_gap(user_id)
             return
         rows.sort(key=lambda row: (row["created_at"], row["id"]))
         for row in rows:
