@@ -171,7 +171,11 @@ WITH dead AS (
     SELECT w.worker FROM job_workers w
      WHERE w.registered_at > pg_postmaster_start_time()
        AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
-                        WHERE a.pid = w.backend_pid AND a.backend_start = w.backend_start)
+                        WHERE a.pid = w.backend_pid
+                          AND (a.backend_start = w.backend_start
+                               -- another role's session, its details hidden: the pid is
+                               -- enough to count it alive
+                               OR a.backend_start IS NULL))
 ), forgotten AS (
     DELETE FROM job_workers w USING dead
      WHERE w.worker = dead.worker
