@@ -125,8 +125,8 @@ async def handle_request(request: web.Request, handler: Handler) -> web.StreamRe
         response = error_response(error, request_id=request_id)
     if not response.prepared:
         response.headers.setdefault("X-Request-ID", request_id)
-        if DRAIN.active:  # SIGTERM came: this answer is the connection's last
-            response.force_close()
+    if DRAIN.active:  # SIGTERM came: this answer (a stream's end too) is the connection's last
+        response.force_close()
     _finish(request, metrics, response.status, time.perf_counter() - started, error)
     return response
 

@@ -8,18 +8,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from tenantd.db import Database
+from tenantd.settings import load_settings
+from tests.factories import Factory
 from tests.helpers import SECRET, eventually
+from tests.notifications.sse_client import STREAM
 from tests.ops.servers import REPO, running, server_env, start_server
 
 pytestmark = pytest.mark.slow
 
 CLIENTS = 20
+DRAIN = 30  # TENANTD_SHUTDOWN_DRAIN_SECONDS: an upper bound the drain must not need
 REQUEST = b"GET /healthz HTTP/1.1\r\nHost: tenantd\r\n\r\n"
 
 
@@ -84,23 +90,40 @@ async def test_sigterm_answers_every_request_on_open_keep_alive_connections(
     db: Database, migrated: str, tmp_path: Path
 ) -> None:
     env = server_env(
-        migrated, tmp_path, SECRET, TENANTD_SCHEDULER_ENABLED="false", PYTHONPATH=str(REPO)
+        migrated,
+        tmp_path,
+        SECRET,
+        TENANTD_SCHEDULER_ENABLED="false",
+        NOTIFICATIONS_SSE_ENABLED="true",
+        TENANTD_SHUTDOWN_DRAIN_SECONDS=str(DRAIN),
+        PYTHONPATH=str(REPO),
     )
+    factory = Factory(db, load_settings(environ=env))
+    cookies = await factory.cookies(await factory.user())
     server = start_server("drain", env, tmp_path)
     clients = [Client() for _ in range(CLIENTS)]
-    async with running([server]):
+    async with running([server]), aiohttp.ClientSession(cookies=cookies) as browser:
+        # A live stream open at SIGTERM too: it ends, and holds no connection open.
+        stream = await browser.get(server.url + STREAM)
+        assert stream.status == 200
         tasks = [asyncio.create_task(_keep_sending(server.port, c)) for c in clients]
         try:
             # Every client busy on its connection, then SIGTERM lands among their requests.
             await eventually(lambda: all(c.answered >= 20 for c in clients), within=60)
             server.terminate(signal.SIGTERM)
+            stopped = time.monotonic()
             async with asyncio.timeout(30):
                 await asyncio.gather(*tasks)
+                await stream.content.read()
         finally:
             for task in tasks:
                 task.cancel()
         exit_code = await asyncio.to_thread(server.wait, 30)
+        took = time.monotonic() - stopped
     assert exit_code == 0, server.log()[-4000:]
+    # The drain ended when the last connection did, not at its bound (nor when the client
+    # would have dropped its idle connection, aiohttp's 15 s).
+    assert took < 10, took
     for client in clients:
         assert client.unanswered == 0, (clients, server.log()[-4000:])
         assert client.answered == client.sent, clients
