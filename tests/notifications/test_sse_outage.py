@@ -163,7 +163,8 @@ async def _outage_keeps_no_stream_silent(
                 return all(s.ended or s.last_bytes > back for s in streams) and now - back > 2
 
             await eventually(none_silent, within=20)
-            silent = [s for s in streams if not s.ended and time.monotonic() - s.last_bytes > 2]
+            # Ten ticks without a byte: silent.
+            silent = [s for s in streams if not s.ended and time.monotonic() - s.last_bytes > 3]
             assert not silent, f"{len(silent)} of {STREAMS} streams open and silent"
 
             # What is sent now reaches every client: the open streams directly, the ended
