@@ -138,11 +138,11 @@ class _Watchdog:
     def start(self, key: aiopg.Connection | asyncio.Future[Any], bound: float) -> None:
         loop = self.loop()
         assert loop is not None  # it runs this call
-        now = loop.time()
-        deadline = now + bound
+        deadline = loop.time() + bound
         self.running[key] = deadline
-        wake = now + STALL_SECONDS if bound > STALL_SECONDS else deadline
-        if wake < self.armed_for:
+        if deadline < self.armed_for:
+            # Rarely taken: while statements run, `check` keeps the timer within STALL_SECONDS.
+            wake = deadline - bound + STALL_SECONDS if bound > STALL_SECONDS else deadline
             timer = self.timer() if self.timer is not None else None
             if timer is not None:
                 timer.cancel()
