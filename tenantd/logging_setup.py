@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import sys
+import time
 from typing import Any
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
@@ -106,11 +107,41 @@ class WarningsAndEvents(logging.Filter):
         return record.levelno >= logging.WARNING or hasattr(record, "event")
 
 
+class DatabaseOutage(logging.Filter):
+    """A background loop that fails because the database is away (an error marked
+    `quiet_in_logs`: tenantd.errors.DatabaseUnavailable) logs one warning line, not a
+    traceback, and each loop at most once per REPEAT_SECONDS: the pool has said why
+    (tenantd.db.core logs the outage and the recovery)."""
+
+    REPEAT_SECONDS = 60.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: dict[tuple[str, object], float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not getattr(error, "quiet_in_logs", False):
+            return True
+        now = time.monotonic()
+        key = (record.name, record.msg)
+        if now - self.last.get(key, -self.REPEAT_SECONDS) < self.REPEAT_SECONDS:
+            return False
+        self.last[key] = now
+        record.exc_info = None
+        record.exc_text = None
+        record.msg = f"{record.msg}: database unavailable"
+        if record.levelno > logging.WARNING:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 def setup_logging(level: str = "info", fmt: str = "console", *, quiet: bool = False) -> None:
     """Log to stderr at `level`. `quiet` (the CLI's default) keeps only warnings and the
     operational events: a command that delivers inline must still log what SERVICE.md says
     is logged, without the per-request and per-job chatter of info."""
     handler = StderrHandler()
+    handler.addFilter(DatabaseOutage())
     if quiet:
         handler.addFilter(WarningsAndEvents())
     if fmt == "json":

@@ -21,6 +21,7 @@ BASE = {"SECRET_KEY": "k" * 40, "DATABASE_URL": "postgresql:///x"}
         ("TENANTD_WEB_PUSH_TIMEOUT_SECONDS", lambda env: load_settings(environ=env)),
         ("TENANTD_SWEEP_BATCH_SIZE", lambda env: ops_config(load_settings(environ=env))),
         ("TENANTD_SHUTDOWN_TIMEOUT_SECONDS", lambda env: ops_config(load_settings(environ=env))),
+        ("TENANTD_SHUTDOWN_DRAIN_SECONDS", lambda env: ops_config(load_settings(environ=env))),
         ("TENANTD_JOB_CONCURRENCY", lambda env: job_config(load_settings(environ=env))),
         ("TENANTD_JOB_POLL_SECONDS", lambda env: job_config(load_settings(environ=env))),
     ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import signal
 
 import typer
 from aiohttp import web
@@ -16,11 +17,14 @@ from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate as apply_migrations
 from tenantd.db.provide import provided_database
 from tenantd.logging_setup import setup_logging
+from tenantd.ops.config import ops_config
 from tenantd.ops.heap import freeze_startup_heap
+from tenantd.ops.shutdown import DrainingRunner
 from tenantd.services import SERVICES
 from tenantd.settings import env_flag
 
 SHUTDOWN_TIMEOUT = 20.0  # systemd TimeoutStopSec is larger than this
+KEEPALIVE_TIMEOUT = 75.0  # web.run_app's
 SPARE_FILES = 1024  # descriptors beyond one per SSE stream: pool, clients, files
 
 log = logging.getLogger(__name__)
@@ -86,14 +90,28 @@ def serve(
 
         app = create_app(config, url, on_services=migrate_first)
         app.on_startup.append(freeze_startup_heap)  # after the services are up
-        web.run_app(
-            app,
-            host=host,
-            port=port,
-            shutdown_timeout=SHUTDOWN_TIMEOUT,
-            access_log=None,
-            print=lambda message: console.print(message),
-        )
+        asyncio.run(_serve(app, host, port, ops_config(config).shutdown_drain_seconds))
+
+
+async def _serve(app: web.Application, host: str, port: int, drain_seconds: float) -> None:
+    """What web.run_app does for one TCP site, with a drain of open connections between
+    SIGTERM (or SIGINT) and aiohttp's cleanup (tenantd/ops/shutdown.py)."""
+    runner = DrainingRunner(
+        app, access_log=None, keepalive_timeout=KEEPALIVE_TIMEOUT, shutdown_timeout=SHUTDOWN_TIMEOUT
+    )
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        console.print(f"======== Running on {site.name} ========\n(Press CTRL+C to quit)")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+        await runner.drain(drain_seconds)
+    finally:
+        await runner.cleanup()
 
 
 def migrate(

@@ -25,6 +25,8 @@ from aiohttp import web
 from sqlalchemy.dialects.postgresql import psycopg2 as pg_dialect
 from sqlalchemy.sql import ClauseElement
 
+from tenantd.errors import DatabaseUnavailable
+
 Row: TypeAlias = dict[str, Any]
 NoticeSink: TypeAlias = Callable[[list[str]], None]
 Statement: TypeAlias = "ClauseElement | str | Prepared"
@@ -40,6 +42,13 @@ psycopg2.extensions.register_adapter(dict, psycopg2.extras.Json)
 
 
 _NAMED = re.compile(r"%\((\w+)\)s")
+
+# The pool's health (PoolHealth below): a statement unanswered for STALL_SECONDS, or a
+# connection that fails, makes the pool ask the database on a connection of its own; while
+# that probe fails (PROBE_TIMEOUT_SECONDS each, PROBE_INTERVAL_SECONDS apart) the pool is down.
+STALL_SECONDS = 3.0
+PROBE_TIMEOUT_SECONDS = 2.0
+PROBE_INTERVAL_SECONDS = 0.5
 
 
 class Prepared:
@@ -84,13 +93,14 @@ class _Session:
     statement (aiopg builds a Cursor, a Transaction and two coroutines per `cursor()`), and the
     names prepared on it (prepared statements live as long as the session)."""
 
-    __slots__ = ("bound", "cursor", "prepared", "watchdog")
+    __slots__ = ("bound", "cursor", "health", "prepared", "watchdog")
 
     def __init__(self, raw: aiopg.Connection):
         self.cursor = raw.raw.cursor()
         self.prepared: set[str] = set()
         self.watchdog = _watchdog(raw._loop)
         self.bound: float = raw.timeout  # the pool's per-operation bound (30 s)
+        self.health: PoolHealth | None = None  # the pool's, for a pooled connection
 
 
 def _session(raw: aiopg.Connection) -> _Session:
@@ -110,6 +120,10 @@ class _Watchdog:
     statement's connection is closed, a caller queued for a pooled connection gives up. The
     server-side statement_timeout, where set, ends slow statements first; this catches a
     connection that stopped answering.
+
+    The same timer looks at the running statements every STALL_SECONDS: a pooled connection's
+    statement unanswered that long makes its pool probe the database (PoolHealth), and while
+    the pool knows the database is down such a statement is ended at once.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
@@ -127,11 +141,13 @@ class _Watchdog:
         deadline = loop.time() + bound
         self.running[key] = deadline
         if deadline < self.armed_for:
+            # Rarely taken: while statements run, `check` keeps the timer within STALL_SECONDS.
+            wake = deadline - bound + STALL_SECONDS if bound > STALL_SECONDS else deadline
             timer = self.timer() if self.timer is not None else None
             if timer is not None:
                 timer.cancel()
-            self.armed_for = deadline
-            self.timer = weakref.ref(loop.call_at(deadline, self.check))
+            self.armed_for = wake
+            self.timer = weakref.ref(loop.call_at(wake, self.check))
 
     def check(self) -> None:
         self.timer, self.armed_for = None, math.inf
@@ -139,8 +155,12 @@ class _Watchdog:
         if loop is None:
             return
         now = loop.time()
+        earliest = math.inf
         for key, deadline in list(self.running.items()):
             if deadline > now:
+                if not isinstance(key, asyncio.Future):
+                    earliest = min(earliest, self._stalled(key, deadline, now))
+                earliest = min(earliest, deadline)
                 continue
             del self.running[key]
             if isinstance(key, asyncio.Future):
@@ -148,15 +168,35 @@ class _Watchdog:
                     key.set_exception(TimeoutError())
                 continue
             log.warning("a statement outlived its bound; its connection is closed")
-            waiter = key._waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(TimeoutError())
-            key.close()
-        if self.running:
-            earliest = min(self.running.values())
-            if earliest != math.inf:
-                self.armed_for = earliest
-                self.timer = weakref.ref(loop.call_at(earliest, self.check))
+            _end_statement(key, TimeoutError())
+        if earliest != math.inf:
+            self.armed_for = earliest
+            self.timer = weakref.ref(loop.call_at(earliest, self.check))
+
+    def _stalled(self, conn: aiopg.Connection, deadline: float, now: float) -> float:
+        """A running statement not yet out of its bound: when it has waited STALL_SECONDS,
+        its pool probes the database, or (the pool knows it is down) it ends now. When to
+        look at it again."""
+        session: _Session | None = conn.__dict__.get("_tenantd_session")
+        if session is None or session.health is None or session.bound == math.inf:
+            return deadline
+        started = deadline - session.bound
+        if now - started < STALL_SECONDS:
+            return started + STALL_SECONDS
+        if session.health.pool.down:
+            del self.running[conn]
+            _end_statement(conn, DatabaseUnavailable())
+            return math.inf
+        session.health.suspect(f"a statement unanswered for {now - started:.0f} s")
+        return now + STALL_SECONDS
+
+
+def _end_statement(conn: aiopg.Connection, error: BaseException) -> None:
+    """End the statement running on `conn` with `error` and close the connection."""
+    waiter = conn._waiter
+    if waiter is not None and not waiter.done():
+        waiter.set_exception(error)
+    conn.close()
 
 
 _WATCHDOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = (
@@ -317,6 +357,9 @@ class Pool(aiopg.Pool):
     connection (first come, first served, bounded by the pool's timeout as aiopg's wait is).
     No checkout waits on aiopg's Condition (two queues would starve one another); closing
     the pool and dropping a broken or mid-transaction connection stay aiopg's own code.
+
+    While its health (PoolHealth) says the database is down, a checkout fails at once with
+    DatabaseUnavailable instead of waiting for a connection that cannot come.
     """
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -325,11 +368,22 @@ class Pool(aiopg.Pool):
             collections.deque()
         )
         self._watchdog = _watchdog(self._loop)
+        self.down = False  # the database does not answer (PoolHealth keeps it)
+        self.health = PoolHealth(self)
+        self._connecting: set[asyncio.Future[aiopg.Connection]] = set()
+        on_connect = self._on_connect
+
+        async def adopt(conn: aiopg.Connection) -> None:
+            _session(conn).health = self.health  # every connection of the pool, aiopg's too
+            if on_connect is not None:
+                await on_connect(conn)
+
+        self._on_connect = adopt
 
     def take_nowait(self) -> aiopg.Connection | None:
         """A free connection, if one is free and no other caller waits for one."""
         free = self._free
-        while free and not self._closing and not self._queued:
+        while free and not self._closing and not self._queued and not self.down:
             conn = free.pop()  # the most recently used: its backend is warm
             if conn.closed:
                 continue
@@ -341,6 +395,8 @@ class Pool(aiopg.Pool):
         while True:
             if self._closing:
                 raise RuntimeError("Cannot acquire connection after closing pool")
+            if self.down:
+                raise DatabaseUnavailable()
             conn = self.take_nowait()
             if conn is not None:
                 return conn
@@ -361,20 +417,14 @@ class Pool(aiopg.Pool):
         under the pool's Condition lock, in turn (a burst of callers on a cold pool is served
         in the order aiopg serves it; None if the pool filled up while this one waited)."""
         async with asyncio.timeout(self._timeout), self._cond:
+            if self.down:
+                raise DatabaseUnavailable()
             conn = self.take_nowait()  # returned while this caller waited its turn
             if conn is not None or self._opened() >= (self.maxsize or math.inf):
                 return conn
             self._acquiring += 1
             try:
-                conn = await aiopg.connect(
-                    self._dsn,
-                    timeout=self._timeout,
-                    enable_json=self._enable_json,
-                    enable_hstore=self._enable_hstore,
-                    enable_uuid=self._enable_uuid,
-                    echo=self._echo,
-                    **self._conn_kwargs,
-                )
+                conn = await self._connect()
                 try:
                     if self._on_connect is not None:
                         await self._on_connect(conn)
@@ -385,6 +435,55 @@ class Pool(aiopg.Pool):
                 self._acquiring -= 1
             self._used.add(conn)
             return conn
+
+    async def _connect(self) -> aiopg.Connection:
+        """A new connection; a connect unanswered for STALL_SECONDS makes the pool probe the
+        database, and ends with DatabaseUnavailable when the pool finds it down."""
+
+        async def connect() -> aiopg.Connection:
+            return await aiopg.connect(
+                self._dsn,
+                timeout=self._timeout,
+                enable_json=self._enable_json,
+                enable_hstore=self._enable_hstore,
+                enable_uuid=self._enable_uuid,
+                echo=self._echo,
+                **self._conn_kwargs,
+            )
+
+        attempt = self._loop.create_task(connect())
+        self._connecting.add(attempt)
+        stalled = self._loop.call_later(
+            STALL_SECONDS, self.health.suspect, f"a connect unanswered for {STALL_SECONDS:.0f} s"
+        )
+        try:
+            return await attempt
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self.down and attempt.cancelled() and not (task and task.cancelling()):
+                raise DatabaseUnavailable() from None  # ended by the pool going down
+            raise
+        finally:
+            stalled.cancel()
+            self._connecting.discard(attempt)
+            if not attempt.done():
+                attempt.cancel()
+
+    def refuse_all(self) -> None:
+        """The database is down: close the free connections and end every wait for one
+        (queued checkouts, connects, running statements) with DatabaseUnavailable."""
+        while self._free:
+            self._free.pop().close()
+        while self._queued:
+            waiter = self._queued.popleft()
+            if not waiter.done():
+                waiter.set_exception(DatabaseUnavailable())
+        for attempt in list(self._connecting):
+            attempt.cancel()
+        for conn in list(self._used):
+            if conn._waiter is not None and not conn._waiter.done():
+                self._watchdog.running.pop(conn, None)
+                _end_statement(conn, DatabaseUnavailable())
 
     async def _queue(self) -> aiopg.Connection | None:
         """Wait for a connection handed over by a release (None: look again)."""
@@ -448,6 +547,99 @@ class Pool(aiopg.Pool):
                 return True
         return False
 
+    def close(self) -> None:
+        self.health.stop()
+        super().close()
+
+
+def is_connection_error(error: BaseException) -> bool:
+    """Whether `error` says the database (or the way to it) is gone, rather than that a
+    statement failed: a connection refused, closed or lost, the server shutting down or
+    still starting (SQLSTATE classes 08 and 57P), or the pool already knowing it is down."""
+    if isinstance(error, DatabaseUnavailable | psycopg2.InterfaceError):
+        return True
+    if isinstance(error, psycopg2.OperationalError):
+        code = error.pgcode
+        return code is None or code.startswith(("08", "57P"))
+    return False
+
+
+class PoolHealth:
+    """Whether a pool's database answers: a circuit set by connection errors and stalled
+    statements, probed in the background, cleared when the database answers again.
+
+    `suspect` (a connection error, a statement or connect unanswered for STALL_SECONDS)
+    starts one probe task: a connection of its own and `SELECT 1`, bounded by
+    PROBE_TIMEOUT_SECONDS. While probes fail the pool is down: every wait for the database
+    ends with DatabaseUnavailable and checkouts fail at once (a 503 with Retry-After instead
+    of a 30 s wait or a traceback); it probes every PROBE_INTERVAL_SECONDS and reopens when
+    one succeeds. The happy path costs nothing: the pool reads one flag per checkout.
+    """
+
+    def __init__(self, pool: Pool):
+        self.pool = pool
+        self.probe: asyncio.Task[None] | None = None
+        self.down_since: float | None = None
+        self.probes = 0
+
+    def suspect(self, reason: str) -> None:
+        """Something looked like the database is gone: ask it (once at a time)."""
+        if self.probe is None and not self.pool._closing:
+            self.probe = self.pool._loop.create_task(self._probe(reason))
+
+    def stop(self) -> None:
+        if self.probe is not None:
+            self.probe.cancel()
+            self.probe = None
+
+    async def _probe(self, reason: str) -> None:
+        pool = self.pool
+        try:
+            while not pool._closing:
+                self.probes += 1
+                failure = await self._answers()
+                if failure is None:
+                    if pool.down:
+                        pool.down = False
+                        took = pool._loop.time() - (self.down_since or pool._loop.time())
+                        log.warning("database available again after %.1f s", took)
+                    return
+                if not pool.down:
+                    pool.down = True
+                    self.down_since = pool._loop.time()
+                    log.warning(
+                        "database unavailable (%s; probe: %s); answering 503 until it answers",
+                        reason,
+                        failure,
+                    )
+                    pool.refuse_all()
+                await asyncio.sleep(PROBE_INTERVAL_SECONDS)
+        finally:
+            if self.probe is asyncio.current_task():
+                self.probe = None
+
+    async def _answers(self) -> str | None:
+        """None when the database answers a statement; else what went wrong."""
+        pool = self.pool
+        conn: aiopg.Connection | None = None
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_SECONDS):
+                conn = await aiopg.connect(
+                    pool._dsn, timeout=PROBE_TIMEOUT_SECONDS, enable_hstore=False
+                )
+                async with conn.cursor() as cursor:
+                    await cursor.execute("SELECT 1")
+        except TimeoutError:
+            return f"no answer in {PROBE_TIMEOUT_SECONDS:.0f} s"
+        except psycopg2.Error as error:
+            if is_connection_error(error):
+                return str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            return None  # the server answered (e.g. too many clients): it is up
+        finally:
+            if conn is not None:
+                conn.close()
+        return None
+
 
 class _Checkout:
     """`Database.connection()`: a pooled connection for the block, without a generator."""
@@ -465,18 +657,44 @@ class _Checkout:
         # way) is always asked through it.
         if isinstance(pool, Pool) and "acquire" not in pool.__dict__:
             raw = pool.take_nowait()
-            self.raw = raw if raw is not None else await pool.acquire()
+            if raw is None:
+                try:
+                    raw = await pool.acquire()
+                except Exception as error:
+                    translated = _unavailable(pool, error)
+                    if translated is error:
+                        raise
+                    raise translated from error
+            self.raw = raw
         else:  # a plain aiopg pool, or an instrumented one
             self.cm = pool.acquire()
             self.raw = await self.cm.__aenter__()
         return Conn(self.raw, self.db.notice_sink)
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
         raw, self.raw = self.raw, None
         if self.cm is not None:
-            await self.cm.__aexit__(*exc)
+            await self.cm.__aexit__(exc_type, exc, tb)
         elif raw is not None:
             self.db.pool.give_back(raw)  # type: ignore[attr-defined]
+        if exc is not None and isinstance(exc, Exception):
+            translated = _unavailable(self.db.pool, exc)
+            if translated is not exc:
+                raise translated from exc
+
+
+def _unavailable(pool: Any, error: Exception) -> Exception:
+    """A connection error as DatabaseUnavailable (the pool then probes the database); any
+    other error as it is."""
+    if isinstance(error, DatabaseUnavailable) or not is_connection_error(error):
+        return error
+    health = getattr(pool, "health", None)
+    if health is not None:
+        first = str(error).strip().splitlines()
+        health.suspect(first[0] if first else type(error).__name__)
+    return DatabaseUnavailable()
 
 
 class _CheckoutTransaction:
@@ -497,12 +715,16 @@ class _CheckoutTransaction:
             await self.checkout.__aexit__(type(error), error, error.__traceback__)
             raise
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
         try:
             if self.transaction is not None:
-                await self.transaction.__aexit__(*exc)
-        finally:
-            await self.checkout.__aexit__(*exc)
+                await self.transaction.__aexit__(exc_type, exc, tb)
+        except BaseException as error:  # COMMIT or ROLLBACK failed: that is the error now
+            await self.checkout.__aexit__(type(error), error, error.__traceback__)
+            raise
+        await self.checkout.__aexit__(exc_type, exc, tb)
 
 
 class Database:

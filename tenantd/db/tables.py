@@ -348,6 +348,15 @@ jobs = Table(
     Index("jobs_ready_idx", "run_at", "id", postgresql_where=text("status = 'queued'")),
 )
 
+job_workers = Table(
+    "job_workers",
+    metadata,
+    Column("worker", Text, primary_key=True),
+    Column("backend_pid", Integer, nullable=False),
+    Column("backend_start", DateTime(timezone=True), nullable=False),
+    Column("registered_at", DateTime(timezone=True), nullable=False),
+)
+
 notifications = Table(
     "notifications",
     metadata,

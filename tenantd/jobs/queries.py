@@ -160,24 +160,65 @@ async def claim_jobs(
     )
 
 
-# Running jobs whose lease ran out (their process died) are queued again, keeping their
-# place in line (run_at) and their attempt count; the next claim by any instance takes them.
+# Running jobs whose lease ran out, or whose worker is known dead, are queued again, keeping
+# their place in line (run_at) and their attempt count; the next claim by any instance takes
+# them. A worker is dead when the session it registered (job_workers, kept open for as long as
+# it lives) has left pg_stat_activity since the server last started: a kill -9 closes its
+# socket and the server ends the session at once, so its jobs run again without waiting out
+# the lease. Rows of dead workers go once none of their jobs is still running.
 REQUEUE_EXPIRED_SQL = """
+WITH dead AS (
+    SELECT w.worker FROM job_workers w
+     WHERE w.registered_at > pg_postmaster_start_time()
+       AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                        WHERE a.pid = w.backend_pid
+                          AND (a.backend_start = w.backend_start
+                               -- another role's session, its details hidden: the pid is
+                               -- enough to count it alive
+                               OR a.backend_start IS NULL))
+), forgotten AS (
+    DELETE FROM job_workers w USING dead
+     WHERE w.worker = dead.worker
+       AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.status = 'running' AND r.locked_by = w.worker)
+)
 UPDATE jobs j
    SET status = 'queued', locked_until = NULL, locked_by = NULL, updated_at = now(),
-       last_error = 'lease expired (worker ' || coalesce(j.locked_by, '?') || ')'
+       last_error = CASE WHEN j.locked_until < now()
+                         THEN 'lease expired (worker ' || coalesce(j.locked_by, '?') || ')'
+                         ELSE 'worker ' || j.locked_by || ' is gone' END
  WHERE j.id = ANY(ARRAY(
          SELECT id FROM jobs
-          WHERE status = 'running' AND locked_until < now()
+          WHERE status = 'running'
+            AND (locked_until < now() OR locked_by IN (SELECT worker FROM dead))
           ORDER BY locked_until
           LIMIT %(limit)s::int
             FOR UPDATE SKIP LOCKED))
-   AND j.status = 'running' AND j.locked_until < now()
+   AND j.status = 'running'
+   AND (j.locked_until < now() OR j.locked_by IN (SELECT worker FROM dead))
 """
 
 
 async def requeue_expired(conn: Conn, *, limit: int = 1000) -> int:
     return await conn.execute(REQUEUE_EXPIRED_SQL, {"limit": limit})
+
+
+# Run on the worker's presence connection itself: the session registered is that one.
+REGISTER_WORKER_SQL = """
+INSERT INTO job_workers (worker, backend_pid, backend_start)
+SELECT %(worker)s::text, pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()
+ON CONFLICT (worker) DO UPDATE
+   SET backend_pid = excluded.backend_pid, backend_start = excluded.backend_start,
+       registered_at = now()
+"""
+
+
+async def register_worker(conn: Conn, *, worker: str) -> None:
+    """Record `conn`'s session as the one `worker` keeps open while it lives."""
+    await conn.execute(REGISTER_WORKER_SQL, {"worker": worker})
+
+
+async def unregister_worker(conn: Conn, *, worker: str) -> None:
+    await conn.execute("DELETE FROM job_workers WHERE worker = %(w)s", {"w": worker})
 
 
 COMPLETE_SQL = (

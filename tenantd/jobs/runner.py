@@ -2,11 +2,15 @@
 
 - Claims use `FOR UPDATE SKIP LOCKED` and lease each job for JOB_LEASE_SECONDS; a heartbeat
   extends the leases of running jobs, so only a dead process lets its lease run out. Every
-  runner looks for such jobs every tenth of a lease (at least a poll interval) and queues
-  them again, and then any instance claims them. The heartbeat has a connection of its own
-  (outside the pool, which busy requests or jobs may exhaust), and each beat is bounded by
-  the beat interval (a third of the lease): a live process never loses a lease by waiting
-  for a pool connection.
+  runner looks for such jobs every tenth of a lease (at most 5 s, at least a poll interval),
+  and once at its start, and queues them again, and then any instance claims them.
+- A runner keeps one connection of its own open while it lives (its presence, outside the
+  pool, which busy requests or jobs may exhaust) and registers that session in job_workers.
+  When the process dies (kill -9, a crash, the host gone) the server ends the session, and the
+  next look of any runner, a restarted instance's first one included, queues its jobs again
+  without waiting out the lease (jobs/queries.py, REQUEUE_EXPIRED_SQL). The heartbeat beats
+  on that connection, each beat bounded by the beat interval (a third of the lease): a live
+  process never loses a lease by waiting for a pool connection.
 - Completions are written in batches (one UPDATE for many jobs). A crash between a job's
   own commit and its completion runs the job again, which is why job functions are
   idempotent (notification jobs key on the notification id).
@@ -38,6 +42,9 @@ from tenantd.jobs.queue import JobConfig, JobHost, describe, give_up, retry_dela
 log = logging.getLogger(__name__)
 
 COMPLETE_FLUSH_SECONDS = 0.02
+PRESENCE_RETRY_SECONDS = (0.1, 5.0)  # reconnect backoff of the presence connection
+REGISTER_WAIT_SECONDS = 5.0  # start() waits this long for the first registration
+DEAD_CHECK_SECONDS = 5.0  # the longest time between two looks for dead workers' jobs
 
 
 class JobRunner:
@@ -56,11 +63,18 @@ class JobRunner:
         self._stopping = False
         self._scheduler: aiojobs.Scheduler | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._presence: Conn | None = None  # registered in job_workers while it is open
+        self._registered = asyncio.Event()
+        self._presence_task: asyncio.Task[None] | None = None
         self.claimed = 0
         # Expired leases are looked for a tenth of a lease apart (at least a poll apart): a
         # dead process's jobs run again at most 10% later, and an idle runner makes one
         # statement per poll instead of two (each costs the busy server a context switch).
-        self.requeue_seconds = max(self.config.poll_seconds, self.lease_seconds / 10)
+        # Dead workers (their session gone) are looked for at least every DEAD_CHECK_SECONDS
+        # whatever the lease: their jobs need not wait for it.
+        self.requeue_seconds = max(
+            self.config.poll_seconds, min(self.lease_seconds / 10, DEAD_CHECK_SECONDS)
+        )
 
     @property
     def kinds(self) -> dict[str, JobKind]:
@@ -72,6 +86,11 @@ class JobRunner:
     async def start(self) -> None:
         self._scheduler = aiojobs.Scheduler(limit=None, pending_limit=0)
         loop = asyncio.get_running_loop()
+        self._presence_task = loop.create_task(self._presence_loop())
+        # Registered before the first claim, so every job it runs is known to be its own.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(REGISTER_WAIT_SECONDS):
+                await self._registered.wait()
         self._tasks = [
             loop.create_task(self._claim_loop()),
             loop.create_task(self._heartbeat_loop()),
@@ -101,7 +120,20 @@ class JobRunner:
             async with self.services.db.connection() as conn:
                 released = await queries.release_jobs(conn, ids=leftover, worker=self.worker_id)
             log.warning("released %d unfinished job(s) at shutdown", released)
+        await self._leave()
         log.info("job runner stopped", extra={"worker": self.worker_id})
+
+    async def _leave(self) -> None:
+        """Close the presence connection and forget this worker (nothing of it runs now)."""
+        if self._presence_task is not None:
+            self._presence_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._presence_task
+        try:
+            async with self.services.db.connection() as conn:
+                await queries.unregister_worker(conn, worker=self.worker_id)
+        except Exception as error:  # the row of a worker with no job running harms nothing
+            log.warning("could not unregister job worker: %r", error)
 
     # --- claiming -----------------------------------------------------------------------
 
@@ -292,33 +324,54 @@ class JobRunner:
         async with self.services.db.connection() as conn:
             await queries.complete_jobs(conn, ids=ids, worker=self.worker_id)
 
+    async def _presence_loop(self) -> None:
+        """Keep the presence connection open and registered; reconnect (and register the new
+        session) whenever it ends."""
+        delay, longest = PRESENCE_RETRY_SECONDS
+        while True:
+            conn: Conn | None = None
+            try:
+                raw = await aiopg.connect(self._dsn, enable_hstore=False)
+                conn = Conn(raw)
+                await queries.register_worker(conn, worker=self.worker_id)
+                self._presence = conn
+                self._registered.set()
+                delay = PRESENCE_RETRY_SECONDS[0]
+                while True:  # nothing is LISTENed: this returns only when the session ends
+                    await raw.notifies.get()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning("job runner presence connection lost; reconnecting: %r", error)
+            finally:
+                self._presence = None
+                await _closed(conn)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, longest)
+
     async def _heartbeat_loop(self) -> None:
         interval = max(self.lease_seconds / 3, 0.2)
-        conn: Conn | None = None
-        try:
-            # Beats go on while jobs run during a stop; the flag ends the loop even if aiopg
-            # swallows the cancel (asyncio.wait_for on Python 3.11).
-            while not self._stopping or self._running:
-                await asyncio.sleep(interval)
-                if not self._running:
-                    continue
-                try:
-                    async with asyncio.timeout(interval):
-                        if conn is None:
-                            raw = await aiopg.connect(self._dsn, enable_hstore=False)
-                            conn = Conn(raw)
-                        await queries.extend_leases(
-                            conn,
-                            ids=list(self._running),
-                            worker=self.worker_id,
-                            lease_seconds=self.lease_seconds,
-                        )
-                except Exception as error:
-                    log.warning("extending job leases failed: %r", error)
-                    await _closed(conn)
-                    conn = None
-        finally:
-            await _closed(conn)
+        # Beats go on while jobs run during a stop; the flag ends the loop even if aiopg
+        # swallows the cancel (asyncio.wait_for on Python 3.11).
+        while not self._stopping or self._running:
+            await asyncio.sleep(interval)
+            if not self._running:
+                continue
+            conn = self._presence
+            if conn is None:
+                log.warning("extending job leases failed: no database connection")
+                continue
+            try:
+                async with asyncio.timeout(interval):
+                    await queries.extend_leases(
+                        conn,
+                        ids=list(self._running),
+                        worker=self.worker_id,
+                        lease_seconds=self.lease_seconds,
+                    )
+            except Exception as error:
+                log.warning("extending job leases failed: %r", error)
+                conn.raw.close()  # the presence loop opens and registers a new one
 
 
 async def _closed(conn: Conn | None) -> None:

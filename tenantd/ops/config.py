@@ -67,6 +67,7 @@ class OpsConfig:
     metrics_token: str | None = None
     metrics_refresh_seconds: float = 15.0
     shutdown_timeout_seconds: float = 25.0
+    shutdown_drain_seconds: float = 5.0
 
     def rate_rule(self, scope: str) -> RateRule:
         rule = self.rate_rules.get(scope)
@@ -170,6 +171,7 @@ def parse_ops_config(env: dict[str, str]) -> OpsConfig:
         shutdown_timeout_seconds=env_number(
             env, "TENANTD_SHUTDOWN_TIMEOUT_SECONDS", 25.0, minimum=1
         ),
+        shutdown_drain_seconds=env_number(env, "TENANTD_SHUTDOWN_DRAIN_SECONDS", 5.0, minimum=0),
     )
 
 

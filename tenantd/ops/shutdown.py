@@ -1,12 +1,17 @@
-"""The shutdown bound of `tenantd serve`.
+"""The shutdown of `tenantd serve`: the drain of open connections and the bound of the whole.
 
-SIGTERM makes aiohttp stop accepting, run the on_shutdown hooks (SSE streams end, the
-sweep scheduler stops ticking), wait for requests in flight, then close every cleanup_ctx
-resource in reverse: SSE listener, scheduler, job runner (running jobs finish or go back
-to the queue), pools. Each step has its own timeout; this watchdog bounds the sum: if the
-process is still shutting down TENANTD_SHUTDOWN_TIMEOUT_SECONDS after SIGTERM, it logs and
-exits at once (an unfinished job's lease then runs out and another instance claims it).
-systemd's TimeoutStopSec is set a few seconds above that bound.
+SIGTERM (`DrainingRunner.drain`) stops the listener, runs the on_shutdown hooks (SSE streams
+end, the sweep scheduler stops ticking, this watchdog arms), and drains the open connections
+for up to TENANTD_SHUTDOWN_DRAIN_SECONDS: a request in flight or arriving meanwhile on an open
+keep-alive connection is served and answered with `Connection: close`, and its connection
+closes after that answer; the drain ends as soon as none is left. Only connections idle for
+the whole drain are closed without a last answer. Then aiohttp waits for what is still in
+flight and every cleanup_ctx resource closes in reverse: SSE listener, scheduler, job runner
+(running jobs finish or go back to the queue), pools. Each step has its own timeout; the
+watchdog bounds the sum: if the process is still shutting down
+TENANTD_SHUTDOWN_TIMEOUT_SECONDS after SIGTERM, it logs and exits at once (an unfinished
+job's lease then runs out and another instance claims it). systemd's TimeoutStopSec is set a
+few seconds above that bound.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -26,6 +32,50 @@ from tenantd.settings import SETTINGS
 log = logging.getLogger(__name__)
 
 FORCED_EXIT_STATUS = 1
+DRAIN_POLL_SECONDS = 0.02
+
+
+class Drain:
+    """Whether this process is draining (SIGTERM came): every answer then closes its
+    connection. Process-wide, as the signal is; the request envelope reads it."""
+
+    __slots__ = ("active",)
+
+    def __init__(self) -> None:
+        self.active = False
+
+
+DRAIN = Drain()
+
+
+class DrainingRunner(web.AppRunner):
+    """aiohttp's AppRunner with a drain before its cleanup (see the module docstring)."""
+
+    def __init__(self, app: web.Application, **kwargs: Any):
+        super().__init__(app, **kwargs)
+        self._shut_down = False
+
+    async def drain(self, seconds: float) -> None:
+        """Stop listening, run on_shutdown, then let open connections finish within
+        `seconds`, each closed after its next answer (Connection: close)."""
+        for site in list(self.sites):
+            await site.stop()
+        DRAIN.active = True
+        await self.shutdown()
+        server = self.server
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        # aiohttp signals no "last connection gone": look every DRAIN_POLL_SECONDS.
+        while server is not None and server.connections and loop.time() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(DRAIN_POLL_SECONDS)
+        left = len(server.connections) if server is not None else 0
+        log.info("drained open connections", extra={"idle_closed": left})
+
+    async def shutdown(self) -> None:
+        """The app's on_shutdown hooks, once (the drain runs them before the cleanup does)."""
+        if not self._shut_down:
+            self._shut_down = True
+            await super().shutdown()
 
 
 class Watchdog:

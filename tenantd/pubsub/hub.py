@@ -85,6 +85,20 @@ class PubSubHub:
         self._confirmed_at = began
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._read_loop()), loop.create_task(self._health_loop())]
+        for task in self._tasks:
+            task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """A loop of the hub ended outside close(): nothing is heard any more, and /readyz
+        says so (`alive`)."""
+        if self._closing or task.cancelled():
+            return
+        error = task.exception()
+        log.error("pubsub loop ended; this instance is not ready", exc_info=error)
+
+    def alive(self) -> bool:
+        """Whether the reader and the round-trip loop still run (both end only at close)."""
+        return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
     async def close(self) -> None:
         self._closing = True

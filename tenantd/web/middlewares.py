@@ -7,9 +7,9 @@ its own `_fix_request_current_app` frame, one more coroutine), ~10% of a cheap r
 
 The log line is structured (method, route template, status, duration, request id, user and
 account ids) and never carries the raw path, query string, headers, cookies or body, so no
-token or password can reach the logs through it. 4xx are logged at warning, 5xx at error
-(with the traceback in the log, never in the body), a client that went away (499) at debug,
-the rest at info.
+token or password can reach the logs through it. 4xx and 503 are logged at warning, other
+5xx at error (with the traceback in the log, never in the body), a client that went away (499)
+at debug, the rest at info.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from aiohttp.web_urldispatcher import AbstractRoute, MatchInfoError, UrlMappingM
 
 from tenantd.errors import AppError, NotFound, PayloadTooLarge
 from tenantd.ops.metrics import METRICS
+from tenantd.ops.shutdown import DRAIN
 from tenantd.principal import PRINCIPAL
 from tenantd.web.cors import apply_cors, cors_headers, preflight
 from tenantd.web.json import error_response
@@ -131,6 +132,8 @@ async def handle_request(request: web.Request, handler: Handler) -> web.StreamRe
         response.headers.setdefault("X-Request-ID", request_id)
         if cors is not None:
             apply_cors(request, response)
+    if DRAIN.active:  # SIGTERM came: this answer (a stream's end too) is the connection's last
+        response.force_close()
     _finish(request, metrics, response.status, time.perf_counter() - started, error)
     return response
 
@@ -189,6 +192,8 @@ def _log_request(
 ) -> None:
     if status == CLIENT_CLOSED:
         level = logging.DEBUG  # nobody to answer, nothing wrong here: one debug line
+    elif status == 503:  # unavailable for now (the database, a cap): expected, no traceback
+        level = logging.WARNING
     elif status >= 500:
         level = logging.ERROR
     elif status >= 400:

@@ -38,7 +38,11 @@ async def readyz(request: web.Request) -> web.Response:
     result = await check_readiness(
         request.app[DATABASE],
         sse_enabled=request.app[SETTINGS].notifications_sse_enabled,
-        listener_connected=(lambda: hub.backend_pid() is not None) if hub is not None else None,
+        # Connected, and its loops alive: a hub whose reader died hears nothing (no stream
+        # gets a message, no cache an invalidation) even with its connection open.
+        listener_connected=(
+            (lambda: hub.backend_pid() is not None and hub.alive()) if hub is not None else None
+        ),
     )
     body = {"status": "ready" if result.ready else "not_ready", "checks": result.checks}
     return json_response(body, status=200 if result.ready else 503)

@@ -4,6 +4,11 @@ The handler attaches a bounded queue to the process's feed (feed.py), replays wh
 after Last-Event-ID, then sends what the feed offers. Before each buffered message and on
 every idle tick the principal is checked again by the guard's own `recheck` (expiry, jti
 and session revocation, the user-wide cutoff); any failure ends the stream.
+
+A stream never stays open and silent. While the database is away (a re-check or a replay
+cannot run) it holds its messages, keeps sending keep-alives and tries again at the next
+tick; nothing is sent unchecked. Any other error ends it cleanly (the body is terminated),
+so the client reconnects with Last-Event-ID and the replay gives it what it missed.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Callable
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse
 
-from tenantd.errors import NotFound, Unauthorized
+from tenantd.errors import DatabaseUnavailable, NotFound, Unauthorized
 from tenantd.identity.guards import recheck
 from tenantd.identity.tokens import AccessClaims
 from tenantd.notifications import queries
@@ -37,13 +42,18 @@ SUPERSEDED_FRAME = b": replaced by a newer stream of this user\nretry: 30000\n\n
 REPLAY_LIMIT = 100  # frames replayed for Last-Event-ID
 SEND_TIMEOUT = 30.0  # a write that does not finish in time aborts that stream
 RECENT_IDS = 256  # ids remembered per stream so replay and live frames never double
+KEEP_ALIVE = b": keep-alive\n\n"
 
 
-async def _revoked(services: NotificationServices, claims: AccessClaims) -> bool:
+async def _revoked(services: NotificationServices, claims: AccessClaims) -> bool | None:
+    """True when the token no longer holds, False when it does, None when it cannot be
+    checked now (the database is away)."""
     try:
         await recheck(services, claims)
     except Unauthorized:
         return True
+    except DatabaseUnavailable:
+        return None
     return False
 
 
@@ -88,12 +98,10 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
     try:
         await response.prepare(request)
         async with response:
-            if last_sent is not None:
-                await _replay(services, response, user_id, last_sent, recent)
-                if recent:
-                    last_sent = recent[-1]
+            # A replay owed (Last-Event-ID, or a gap in the feed) is a gap to fill.
+            queue.gap = last_sent is not None
             while True:
-                active = await queue.wait(tick)
+                active = queue.gap or await queue.wait(tick)
                 if queue.closing or queue.overflowed:
                     if queue.overflowed:
                         log.warning(
@@ -107,26 +115,42 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
                             await response.write(SUPERSEDED_FRAME)
                     break
                 queue.recheck = False
-                if await _revoked(services, claims):
+                verdict = await _revoked(services, claims)
+                if verdict:
                     break
-                if not active:
-                    await response.write(b": keep-alive\n\n")
+                if verdict is None or not active:
+                    await response.write(KEEP_ALIVE)
+                    if verdict is None:  # the database is away: hold everything a tick
+                        await queue.hold(tick)
                     continue
-                if queue.gap:
-                    queue.gap = False
-                    if last_sent is not None:
+                if queue.gap and last_sent is not None:
+                    try:
                         await _replay(services, response, user_id, last_sent, recent)
-                while queue.items:
-                    notification_id, data = queue.items.popleft()
-                    if notification_id in recent:
+                    except DatabaseUnavailable:
+                        await response.write(KEEP_ALIVE)
+                        await queue.hold(tick)
                         continue
-                    if await _revoked(services, claims):
-                        return response
-                    await response.send(data.decode(), id=str(notification_id))
-                    recent.append(notification_id)
-                    last_sent = notification_id
+                    if recent:
+                        last_sent = recent[-1]
+                queue.gap = False
+                while queue.items:
+                    notification_id, data = queue.items[0]
+                    if notification_id not in recent:
+                        verdict = await _revoked(services, claims)
+                        if verdict:
+                            return response
+                        if verdict is None:
+                            break  # sent once the token is checked again
+                        await response.send(data.decode(), id=str(notification_id))
+                        recent.append(notification_id)
+                        last_sent = notification_id
+                    queue.items.popleft()
     except (ConnectionResetError, ConnectionError, TimeoutError):
         pass  # the client went away or stalled
+    except Exception:
+        # The headers went out: an error answer is impossible. End the body cleanly so the
+        # client reconnects (with Last-Event-ID) instead of waiting on a silent stream.
+        log.exception("SSE stream failed; ended so its client reconnects")
     finally:
         await feed.detach(user_id, queue)
     return response

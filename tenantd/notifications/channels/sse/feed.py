@@ -121,6 +121,21 @@ class StreamQueue:
         self.close_reason = reason
         self._event.set()
 
+    async def hold(self, seconds: float) -> None:
+        """Wait `seconds` whatever is offered meanwhile (it stays queued); a close, an
+        overflow or a re-check request ends the wait early."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while not (self.closing or self.overflowed or self.recheck):
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            self._event.clear()
+            try:
+                async with asyncio.timeout(left):
+                    await self._event.wait()
+            except TimeoutError:
+                return
+
     async def wait(self, seconds: float) -> bool:
         """True when something happened, False on an idle tick."""
         if self.items or self.overflowed or self.gap or self.closing or self.recheck:
@@ -308,6 +323,9 @@ class NotificationFeed:
                 rows = await queries.sse_notifications(conn, ids=list(batch))
         except Exception:
             log.exception("loading notifications for SSE failed")
+            # Their streams replay from their last message once the database answers.
+            for user_id in set(batch.values()):
+                self._on_gap(user_id)
             return
         rows.sort(key=lambda row: (row["created_at"], row["id"]))
         for row in rows:
