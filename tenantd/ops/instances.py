@@ -152,10 +152,13 @@ async def heartbeating(db: Database, instance: Instance, interval: float) -> Asy
 
     A failed beat (database away) is logged and tried again at the next one; the row then
     looks stale to `tenantd status` until a beat succeeds, which is the truth."""
-    async with db.connection() as conn:
-        await conn.execute(PRUNE)
-    await _beat(db, instance, interval)
-    log.info("instance registered", extra={"instance": instance.id})
+    try:  # never a reason not to serve (e.g. `serve --no-migrate` before this migration)
+        async with asyncio.timeout(5.0), db.connection() as conn:
+            await conn.execute(PRUNE)
+        await _beat(db, instance, interval)
+        log.info("instance registered", extra={"instance": instance.id})
+    except Exception as error:
+        log.warning("could not register instance (tried again every beat): %r", error)
 
     async def loop() -> None:
         while True:
