@@ -13,10 +13,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pytest
 
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
+from tenantd.ops.instances import InstanceConflict, follow_instances
 from tenantd.settings import load_settings
 from tests.factories import Factory
 from tests.helpers import SECRET, eventually
@@ -34,6 +36,11 @@ PUSH_MODULE = "tests.notifications.push_events_fixture"
 BEAT = "0.2"  # seconds between heartbeats: stale after three missed
 
 pytestmark = pytest.mark.slow
+
+
+def run_sql(url: str, statement: str) -> None:
+    with psycopg2.connect(url_to_dsn(url)) as conn, conn.cursor() as cur:
+        cur.execute(statement)
 
 
 def write_env_file(path: Path, values: dict[str, str]) -> Path:
@@ -124,6 +131,10 @@ async def test_status_shows_each_instance_stale_after_kill_gone_after_sigterm(
             # Nothing secret in a row: not the database URL, not the secret key.
             row = json.dumps(instance)
             assert SECRET not in row and url not in row and "postgresql" not in row
+
+            # The row is written again at the next heartbeat when it went missing.
+            await asyncio.to_thread(run_sql, url, "DELETE FROM instances")
+            await poll_status(operator, lambda r: mine(r, a.process.pid) is not None)
 
             human = cli(operator, "status")
             assert human.returncode == 0, human.stderr
@@ -279,3 +290,40 @@ def test_cli_default_env_file_is_the_services(
     assert common.settings().magic_link_enabled is False
     monkeypatch.setenv("TENANTD_ENV_FILE", "")  # none at all
     assert common.default_env_file() is None
+
+
+def test_notify_send_refuses_instances_that_disagree(tmp_path: Path) -> None:
+    config = load_settings(environ={"TENANTD_DATA_DIR": str(tmp_path), "SECRET_KEY": SECRET})
+
+    def instance(pid: int, queues: bool, *, stale: bool = False) -> dict[str, Any]:
+        return {
+            "host": "h",
+            "pid": pid,
+            "stale": stale,
+            "switches": {"QUEUES_ENABLED": queues},
+            "eventTypes": ["comment.created"],
+        }
+
+    with pytest.raises(InstanceConflict, match=r"disagree on QUEUES_ENABLED \(h:1 on, h:2 off\)"):
+        follow_instances(config, [instance(1, True), instance(2, False)], "comment.created")
+    # A stale instance runs nothing: only the live ones count.
+    followed = follow_instances(
+        config, [instance(1, True), instance(2, False, stale=True)], "comment.created"
+    )
+    assert followed.queues_enabled is True and config.queues_enabled is False
+    # None running: the CLI's own configuration.
+    assert follow_instances(config, [instance(1, True, stale=True)], "x") is config
+
+
+async def test_serve_without_the_instances_table_still_serves(
+    migrated: str, tmp_path: Path
+) -> None:
+    with fresh_database(migrated) as url:
+        service = server_env(url, tmp_path, SECRET, TENANTD_INSTANCE_HEARTBEAT_SECONDS=BEAT)
+        assert cli({**service, "TENANTD_ENV_FILE": ""}, "migrate").returncode == 0
+        await asyncio.to_thread(run_sql, url, "DROP TABLE instances")
+        server = start_server("no-table", service, tmp_path, "--no-migrate")
+        async with running([server]):
+            report = status_json({**service, "TENANTD_ENV_FILE": ""})
+            assert report["database"] == "ok" and report["instances"] is None
+        assert "could not register instance" in server.log()
