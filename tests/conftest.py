@@ -26,6 +26,10 @@ from tests.email.fake_providers import FakeProviders
 from tests.factories import Factory
 from tests.helpers import ORIGIN, SECRET, truncate_all
 
+# Tests never read the host's service configuration (/etc/tenantd/tenantd.env, the CLI's
+# default env file): they pass their settings explicitly.
+os.environ.setdefault("TENANTD_ENV_FILE", "")
+
 
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:

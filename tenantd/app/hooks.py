@@ -22,6 +22,7 @@ from tenantd.notifications.channels.sse.feed import FEED_KEY, sse_ctx
 from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.notifications.tenancy.feed import tenancy_feed
 from tenantd.ops.config import ops_config
+from tenantd.ops.instances import Instance, heartbeating, switches
 from tenantd.ops.metrics import METRICS, Metrics
 from tenantd.ops.scheduler import SCHEDULER, SweepScheduler
 from tenantd.pubsub.hub import PUBSUB, PubSubHub
@@ -159,6 +160,26 @@ async def outbox_relay_ctx(app: web.Application) -> AsyncIterator[None]:
     others = [tenancy_feed(app[NOTIFICATION_SERVICES])] if tenancy.enabled(app[SETTINGS]) else []
     async with relaying(services, others):  # type: ignore[arg-type]
         yield
+
+
+def instance_hook(listen: str | None) -> Hook:
+    """`tenantd serve`'s row of `instances`: what this server runs with (switches, event
+    types, version), refreshed every TENANTD_INSTANCE_HEARTBEAT_SECONDS, deleted at a clean
+    shutdown (ops/instances.py). Only the server has it: `tenantd status` lists servers."""
+
+    async def instance_ctx(app: web.Application) -> AsyncIterator[None]:
+        services = app[NOTIFICATION_SERVICES]
+        settings = app[SETTINGS]
+
+        def describe() -> tuple[dict[str, Any], list[str]]:
+            return switches(settings), [event.type for event in services.registry.events()]
+
+        instance = Instance(listen, describe)
+        interval = ops_config(settings).instance_heartbeat_seconds
+        async with heartbeating(services.db, instance, interval):
+            yield
+
+    return instance_ctx
 
 
 HOOKS: tuple[Hook, ...] = (

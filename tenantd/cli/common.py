@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import typer
@@ -17,6 +19,7 @@ from rich.table import Table
 
 from tenantd.app.services import open_services
 from tenantd.cli.state import state
+from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate
@@ -36,27 +39,61 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+# The service's configuration (systemd/tenantd.service: EnvironmentFile=): every command,
+# `serve` included, reads it when it exists and no --env-file is given, so the CLI runs with
+# what the service runs with. TENANTD_ENV_FILE names another default ("" for none).
+DEFAULT_ENV_FILE = "/etc/tenantd/tenantd.env"
+
+
+def default_env_file() -> str | None:
+    """TENANTD_ENV_FILE when set (empty: no file), else DEFAULT_ENV_FILE if it exists."""
+    named = os.environ.get("TENANTD_ENV_FILE")
+    if named is not None:
+        return named.strip() or None
+    return DEFAULT_ENV_FILE if os.path.exists(DEFAULT_ENV_FILE) else None
+
+
 def settings(env_file: str | None = None) -> Settings:
+    """The configuration of this command: --env-file (or the default file, the service's),
+    under the process environment, which wins over the file."""
+    path = env_file or state.env_file or default_env_file()
     try:
-        loaded = load_settings(env_file or state.env_file)
+        loaded = load_settings(path)
+    except PermissionError:
+        fail(
+            f"cannot read {path} (the service's configuration): run as its user or root,"
+            " or name another file with --env-file",
+            2,
+        )
     except (SettingsError, OSError) as error:
         fail(str(error), 2)
+    state.loaded_env_file = str(Path(path).absolute()) if path else None
     # At the default level, commands show warnings and the operational events only.
     setup_logging(loaded.log_level, loaded.log_format, quiet=loaded.log_level == "info")
     return loaded
 
 
-def with_services(work: Callable[[Services], Awaitable[T]], *, env_file: str | None = None) -> T:
-    """Provide a database (migrated), open the services, run `work` once."""
+def with_services(
+    work: Callable[[Services], Awaitable[T]],
+    *,
+    env_file: str | None = None,
+    adjust: Callable[[Settings, Database], Awaitable[Settings]] | None = None,
+) -> T:
+    """Provide a database (migrated), open the services, run `work` once. `adjust` may
+    replace the settings the services open with, once the database is there (e.g. by what
+    the running instances report)."""
     config = settings(env_file)
 
     async def main(url: str) -> T:
+        opened = config
         db = await create_database(url_to_dsn(url), minsize=1, maxsize=2)
         try:
             await migrate(db)
+            if adjust is not None:
+                opened = await adjust(config, db)
         finally:
             await db.close()
-        async with open_services(config, url) as services:
+        async with open_services(opened, url) as services:
             return await work(services)
 
     try:

@@ -64,7 +64,7 @@ COMMANDS: tuple[LazyCommand, ...] = (
         "status",
         "tenantd.cli.status",
         "status",
-        "Show version, database, migrations, queue depth, channels and sweeps.",
+        "Show version, database, migrations, queue depth, channels, sweeps and instances.",
     ),
     LazyCommand(
         "suppress",

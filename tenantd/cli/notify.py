@@ -9,10 +9,13 @@ from typing import Any
 import typer
 
 from tenantd.cli.common import fail, print_json, with_services
+from tenantd.db import Database
 from tenantd.errors import AppError, ValidationFailed
 from tenantd.notifications import send
 from tenantd.notifications.registry import RegistryError
+from tenantd.ops.instances import InstanceConflict, follow_instances, read_instances
 from tenantd.services import Services
+from tenantd.settings import Settings
 
 app = typer.Typer(help="Notifications.", no_args_is_help=True)
 
@@ -25,6 +28,11 @@ def send_command(
     account: str | None = typer.Option(None, "--account", help="Account id to attach."),
 ) -> None:
     """Send one notification (validated against the event's schema).
+
+    It follows the running service: with instances running (tenantd status lists them) it
+    takes QUEUES_ENABLED from them. On, it writes the dispatch job and their runners deliver
+    it; off, it delivers itself and refuses when its configuration differs from theirs on a
+    switch that changes a send. Refused too when they don't register EVENT_TYPE.
 
     Example: tenantd notify send comment.created --user 6f1c... --payload '{"text": "hi"}'
     """
@@ -48,8 +56,13 @@ def send_command(
             "status": outcome.status,
         }
 
+    async def follow(config: Settings, db: Database) -> Settings:
+        return follow_instances(config, await read_instances(db), event_type)
+
     try:
-        result = with_services(work)
+        result = with_services(work, adjust=follow)
+    except InstanceConflict as error:
+        fail(str(error))
     except ValidationFailed as error:
         details = "; ".join(f"{field}: {message}" for field, message in error.fields.items())
         fail(f"{error.message}: {details}")

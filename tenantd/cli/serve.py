@@ -11,6 +11,7 @@ import typer
 from aiohttp import web
 
 from tenantd.app import create_app
+from tenantd.app.hooks import instance_hook
 from tenantd.cli.common import console, fail, settings
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
@@ -90,6 +91,7 @@ def serve(
 
         app = create_app(config, url, on_services=migrate_first)
         app.on_startup.append(freeze_startup_heap)  # after the services are up
+        app.cleanup_ctx.append(instance_hook(f"{host}:{port}"))  # once everything runs
         asyncio.run(_serve(app, host, port, ops_config(config).shutdown_drain_seconds))
 
 

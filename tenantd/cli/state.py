@@ -6,7 +6,8 @@ from __future__ import annotations
 
 
 class CliState:
-    env_file: str | None = None
+    env_file: str | None = None  # --env-file of the root command
+    loaded_env_file: str | None = None  # the file the command's settings were read from
 
 
 state = CliState()

@@ -68,6 +68,7 @@ class OpsConfig:
     metrics_refresh_seconds: float = 15.0
     shutdown_timeout_seconds: float = 25.0
     shutdown_drain_seconds: float = 5.0
+    instance_heartbeat_seconds: float = 10.0  # each server's row of `instances` (ops/instances.py)
 
     def rate_rule(self, scope: str) -> RateRule:
         rule = self.rate_rules.get(scope)
@@ -172,6 +173,9 @@ def parse_ops_config(env: dict[str, str]) -> OpsConfig:
             env, "TENANTD_SHUTDOWN_TIMEOUT_SECONDS", 25.0, minimum=1
         ),
         shutdown_drain_seconds=env_number(env, "TENANTD_SHUTDOWN_DRAIN_SECONDS", 5.0, minimum=0),
+        instance_heartbeat_seconds=env_number(
+            env, "TENANTD_INSTANCE_HEARTBEAT_SECONDS", 10.0, minimum=0.05
+        ),
     )
 
 

@@ -1,4 +1,5 @@
-"""What `tenantd status` reports: version, database, migrations, queue, channels, sweeps."""
+"""What `tenantd status` reports: version, database, migrations, queue, channels, sweeps, and
+each running instance as it reports itself, with where this configuration differs from it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tenantd.db import Database
 from tenantd.db.migrate import available_migrations
 from tenantd.db.queries import applied_versions
 from tenantd.ops import queries
+from tenantd.ops.instances import differences, read_instances, switches
 from tenantd.settings import Settings
 
 STATUS_TIMEOUT = 5.0
@@ -25,8 +27,15 @@ def channels(settings: Settings) -> dict[str, Any]:
     }
 
 
-async def gather_status(db: Database | None, settings: Settings) -> dict[str, Any]:
-    """Everything `tenantd status` shows; `ok` is false when the service is not ready."""
+async def gather_status(
+    db: Database | None, settings: Settings, env_file: str | None = None
+) -> dict[str, Any]:
+    """Everything `tenantd status` shows; `ok` is false when the service is not ready.
+
+    `queuesEnabled`, `channels` and `config` are this process's configuration (read from
+    `env_file` under the environment); `instances` what each `tenantd serve` reports, each
+    with the `differences` between the two."""
+    mine = switches(settings)
     status: dict[str, Any] = {
         "version": __version__,
         "database": "unavailable",
@@ -35,6 +44,8 @@ async def gather_status(db: Database | None, settings: Settings) -> dict[str, An
         "queuesEnabled": settings.queues_enabled,
         "channels": channels(settings),
         "sweeps": [],
+        "config": {"envFile": env_file, "switches": mine},
+        "instances": None,
         "ok": False,
     }
     if db is None:
@@ -49,8 +60,13 @@ async def gather_status(db: Database | None, settings: Settings) -> dict[str, An
             if tables == 2:
                 status["queue"] = await conn.fetch_one(queries.STATUS_QUEUE)
                 status["sweeps"] = await conn.fetch_all(queries.STATUS_SWEEPS)
+        async with asyncio.timeout(STATUS_TIMEOUT):
+            instances = await read_instances(db)
     except Exception as error:
         status["error"] = f"{type(error).__name__}: {error}".strip()[:300]
         return status
+    for instance in instances or ():
+        instance["differences"] = differences(mine, instance["switches"])
+    status["instances"] = instances
     status["ok"] = not status["migrations"]["pending"]
     return status

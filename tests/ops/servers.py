@@ -91,6 +91,7 @@ def start_server(name: str, env: dict[str, str], directory: Path, *extra_args: s
     full_env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONUNBUFFERED": "1",
+        "TENANTD_ENV_FILE": "",  # not the host's /etc/tenantd/tenantd.env
         "PYTHONPATH": str(REPO),
         **env,
     }
