@@ -34,6 +34,7 @@ PAGES = [
     "/join-requests",
     "/static/tenantd.js",
     "/static/tenantd.d.ts",
+    "/static/components.js",
 ]
 Maker = Callable[..., Awaitable[Any]]
 
