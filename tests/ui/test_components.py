@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from tests.docs.snippets import snippet
 from tests.helpers import PASSWORD
 from tests.ui.live import (
     CHROMIUM,
@@ -37,21 +38,24 @@ DOMAIN = "example.test"
 SHOTS = REPO_ROOT / "docs" / "screenshots"
 ACCENT = "rgb(15, 118, 110)"  # --tenantd-accent on the app's page: #0f766e
 
-PAGE = """<!doctype html>
+PLACEHOLDER = "https://auth.example.com"
+LAYOUT = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Acme</title>
-<script type="module" src="{base}/static/components.js"></script>
 <style>
-  body {{ margin: 0; font-family: system-ui, sans-serif; background: #f6f7f9; }}
-  header {{ display: flex; align-items: center; gap: 12px; padding: 12px 20px;
-    background: #fff; border-bottom: 1px solid #e5e7eb; --tenantd-accent: #0f766e; }}
-  header strong {{ margin-right: auto; }}
-  main {{ height: 520px; }}
+  body { margin: 0; font-family: system-ui, sans-serif; background: #f6f7f9; }
+  header { display: flex; align-items: center; gap: 12px; padding: 12px 20px;
+    background: #fff; border-bottom: 1px solid #e5e7eb; }
+  header strong { margin-right: auto; }
+  main { height: 520px; }
 </style></head>
-<body><header><strong>Acme</strong>
-<tenantd-account-switcher></tenantd-account-switcher>
-<tenantd-inbox></tenantd-inbox>
-<tenantd-user-button></tenantd-user-button>
-</header><main></main></body></html>"""
+<body>SNIPPET<main></main></body></html>"""
+
+
+def app_page(base: str) -> str:
+    """docs/components.md's snippet (`components-page`), as written, in a page of the app."""
+    code = snippet("components-page").code
+    assert PLACEHOLDER in code
+    return LAYOUT.replace("SNIPPET", code.replace(PLACEHOLDER, base))
 
 
 APP_PAGE: dict[str, bytes] = {}  # what the app's server answers on every path
@@ -185,7 +189,7 @@ def test_the_components_work_from_another_origin(
     page: Page, live: LiveServer, app_port: int
 ) -> None:
     app = f"http://app.{DOMAIN}:{app_port}"
-    set_page(PAGE.format(base=live.base))
+    set_page(app_page(live.base))
     me = signed_up(page, live, app, unique_email("components"))
     user_id = me["user"]["id"]
     first = api(page, live, f"/api/v1/accounts/{me['account']['id']}", "PATCH", {"name": "Acme"})
@@ -307,7 +311,7 @@ def test_the_components_work_from_another_origin(
 def test_a_signed_out_visitor_sees_a_sign_in_link_only(
     page: Page, live: LiveServer, app_port: int
 ) -> None:
-    set_page(PAGE.format(base=live.base))
+    set_page(app_page(live.base))
     page.goto(f"http://app.{DOMAIN}:{app_port}/")
     expect(page.get_by_role("link", name="Sign in")).to_be_visible()
     expect(page.locator("tenantd-inbox")).to_be_hidden()
