@@ -236,6 +236,13 @@ def test_the_components_work_from_another_origin(
     expect(bell).to_have_attribute("aria-expanded", "false")
     assert shadow(page, "tenantd-inbox", "r => r.activeElement?.getAttribute('part')") == "bell"
 
+    # A click elsewhere on the page closes it too.
+    bell.click()
+    expect(dialog).to_be_visible()
+    page.locator("main").click(position={"x": 5, "y": 200})
+    expect(dialog).to_be_hidden()
+    expect(bell).to_have_attribute("aria-expanded", "false")
+
     # Mark one read: the server's state changes, the count follows.
     bell.click()
     dialog.get_by_role("button", name="Mark as read: Ping 1").click()
@@ -275,6 +282,13 @@ def test_the_components_work_from_another_origin(
     expect(listbox).to_be_visible()
     expect(listbox.get_by_role("option")).to_have_count(2)
     expect(listbox.get_by_role("option", selected=True)).to_contain_text(first["name"])
+    # Tab leaves the list for "Manage accounts", then the element: the list closes.
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    expect(listbox).to_be_hidden()
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    assert shadow(page, "tenantd-inbox", "r => r.activeElement?.getAttribute('part')") == "bell"
+    toggle.click()
     shoot(page, "tenantd-account-switcher", "account-switcher")
     page.keyboard.press("ArrowDown")  # from the selected option to the other one
     focused = shadow(page, "tenantd-account-switcher", "r => r.activeElement?.dataset.id")
@@ -285,6 +299,17 @@ def test_the_components_work_from_another_origin(
         page.get_by_role("button", name="Account: Globex Research. Switch account")
     ).to_be_visible()
     assert api(page, live, "/api/v1/users/me")["account"]["id"] == second_id
+
+    # Every control in the three elements has a name a screen reader reads out.
+    unnamed = page.evaluate(
+        """() => [...document.querySelectorAll("tenantd-inbox, tenantd-user-button,"
+                + " tenantd-account-switcher")]
+            .flatMap((host) => [...host.shadowRoot.querySelectorAll(
+                "button, a, [role=option], [role=menuitem]")])
+            .filter((c) => !(c.getAttribute("aria-label") || c.textContent).trim())
+            .map((c) => c.outerHTML)"""
+    )
+    assert unnamed == []
 
     # The user button: initials, name and email, profile and security, sign out (a menu).
     user_button = page.get_by_role("button", name="Account menu for Ada Lovelace")

@@ -35,6 +35,7 @@ PAGES = [
     "/static/tenantd.js",
     "/static/tenantd.d.ts",
     "/static/components.js",
+    "/static/components.d.ts",
 ]
 Maker = Callable[..., Awaitable[Any]]
 

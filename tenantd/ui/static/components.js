@@ -193,6 +193,11 @@ class TenantdElement extends HTMLElement {
         this.close();
       }
     });
+    // Tab (or a click) taking the focus out of the element closes its popover.
+    this.shadowRoot.addEventListener("focusout", (event) => {
+      const next = event.relatedTarget;
+      if (this._open && next && !this.shadowRoot.contains(next)) this.close(false);
+    });
   }
 
   get baseUrl() {
