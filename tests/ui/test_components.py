@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -342,3 +343,38 @@ def test_a_signed_out_visitor_sees_a_sign_in_link_only(
     expect(page.locator("tenantd-inbox")).to_be_hidden()
     expect(page.locator("tenantd-account-switcher")).to_be_hidden()
     assert page.get_by_role("button").count() == 0
+
+
+def test_the_inbox_catches_up_when_its_stream_reconnects(
+    page: Page, live: LiveServer, migrated: str, app_port: int
+) -> None:
+    """Last in the module (it restarts the module's server): what changed while the stream was
+    down (here: everything read from another tab, which no stream event tells) shows once the
+    stream is back, without a reload."""
+    app = f"http://app.{DOMAIN}:{app_port}"
+    set_page(app_page(live.base))
+    me = signed_up(page, live, app, unique_email("reconnect"))
+    send(live, me["user"]["id"], 1)
+    send(live, me["user"]["id"], 2)
+    page.goto(app + "/")
+    inbox = page.locator("tenantd-inbox")
+    expect(inbox).to_have_attribute("data-stream", "open")
+    expect(page.get_by_role("button", name="Notifications, 2 unread")).to_be_visible()
+
+    other = page.context.new_page()
+    other.goto(app + "/")
+    assert api(other, live, "/api/v1/notifications/read-all", "POST")["updated"] == 2
+    live.stop()
+    expect(inbox).to_have_attribute("data-stream", "retry")
+    restarted = start_server(
+        migrated, live.mail_dir.parent, port=urlsplit(live.base).port, **live.env
+    )
+    try:
+        expect(inbox).to_have_attribute("data-stream", "open", timeout=WAIT * 2000)
+        expect(page.get_by_role("button", name="Notifications, no unread")).to_be_visible()
+        page.get_by_role("button", name="Notifications, no unread").click()
+        items = page.get_by_role("dialog", name="Notifications").get_by_role("listitem")
+        expect(items).to_have_count(2)
+        expect(items.first).to_have_attribute("data-status", "read")
+    finally:
+        restarted.stop()

@@ -308,14 +308,28 @@ class TenantdInbox extends TenantdElement {
     this.userId = user.id;
     this.hidden = false;
     this.build();
+    // The stream first, then the inbox: nothing sent in between is missed (arrivals are
+    // told apart by id). Each (re)opening of the stream reloads the list and the count, so
+    // a reconnect after a network drop shows what was read or sent meanwhile.
+    this.stream = client.notifications.subscribe((item) => this.arrived(item), {
+      onState: (state) => {
+        this.setAttribute("data-stream", state);
+        if (state === "open") this.sync();
+      },
+    });
+    await this.sync();
+  }
+
+  async sync() {
+    const userId = this.userId;
     try {
       const [page, count] = await Promise.all([client.notifications.list({ limit: 20 }), client.notifications.unreadCount()]);
-      this.items = page.items;
+      if (userId !== this.userId) return; // signed out (or another user) meanwhile
+      const listed = new Set(page.items.map((item) => item.id));
+      const newer = this.items.filter((item) => !listed.has(item.id) && (!page.items.length || item.createdAt > page.items[0].createdAt));
+      this.items = [...newer, ...page.items];
       this.setCount(count);
       this.renderItems();
-      this.stream = client.notifications.subscribe((item) => this.arrived(item), {
-        onState: (state) => this.setAttribute("data-stream", state),
-      });
       this.setAttribute("data-state", "ready");
     } catch (err) {
       this.fail(err);
@@ -422,6 +436,11 @@ class TenantdInbox extends TenantdElement {
     if (item.status === "unread") this.setCount(this.count + 1);
     this.renderItems();
     this.emit("tenantd-notification", item);
+    // The server's count settles any overlap with a load that already counted this one.
+    const userId = this.userId;
+    client.notifications.unreadCount().then((count) => {
+      if (userId === this.userId) this.setCount(count);
+    }, () => {});
   }
 
   showError(err) {
