@@ -27,6 +27,11 @@ RUNNERS = {
     "same-origin-env": "tests/web/test_cross_origin_docs.py",
     "sibling-env": "tests/web/test_cross_origin_docs.py",
     "cross-origin-page": "tests/ui/test_cross_origin.py",
+    "components-page": "tests/ui/test_components.py",
+    "tutorial-env": "tests/ui/test_tutorial_own_app.py",
+    "tutorial-events": "tests/ui/test_tutorial_own_app.py",
+    "tutorial-backend": "tests/ui/test_tutorial_own_app.py",
+    "tutorial-page": "tests/ui/test_tutorial_own_app.py",
 }
 
 

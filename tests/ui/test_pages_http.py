@@ -34,6 +34,8 @@ PAGES = [
     "/join-requests",
     "/static/tenantd.js",
     "/static/tenantd.d.ts",
+    "/static/components.js",
+    "/static/components.d.ts",
 ]
 Maker = Callable[..., Awaitable[Any]]
 
