@@ -22,6 +22,8 @@ RUNNERS = {
     "send-curl": "tests/docs/test_send_snippets.py",
     "send-node": "tests/docs/test_send_snippets.py",
     "verify-webhook": "tests/docs/test_send_snippets.py",
+    "define-event-node": "tests/docs/test_event_catalog_snippets.py",
+    "event-catalog-yaml": "tests/docs/test_event_catalog_snippets.py",
 }
 
 

@@ -133,6 +133,8 @@ ESCAPES = [
     ("dedup", {"key": "{% if %}", "windowSeconds": 60}, "dedup.key"),
     ("payloadSchema", {"type": "nonsense"}, "payloadSchema"),
     ("payloadSchema", {"properties": {"a": {"minLength": -1}}}, "payloadSchema"),
+    ("payloadSchema", {"$ref": "http://169.254.169.254/latest/meta-data"}, "payloadSchema"),
+    ("inApp", {"title": "{% block t %}x{% endblock %}"}, "inApp.title"),
     ("email", None, "email"),  # the email channel without email templates
 ]
 
