@@ -20,6 +20,7 @@ from tenantd.email.service import EmailService
 from tenantd.jobs.queue import JobQueue
 from tenantd.notifications import tenancy
 from tenantd.notifications.declared import load_catalog
+from tenantd.notifications.definitions import load_stored_once
 from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.settings import Settings
 from tenantd.webhooks.delivery import WebhookSender
@@ -89,6 +90,8 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
         services = AppServices(settings=settings, db=db, http=http, email=email, registry=registry)
         # Trigger notices seen by our own writes invalidate the cache before we answer.
         db.notice_sink = services.apply_notices
+        # The stored event types, for the CLI too (the app's feed then keeps them current).
+        await load_stored_once(db, registry)
         try:
             yield services
         finally:

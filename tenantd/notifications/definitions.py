@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg2.errors
 from pydantic import ValidationError
 
 from tenantd.apikeys.audit import record_key_action
@@ -74,6 +75,14 @@ async def load_stored(db: Database, registry: EventRegistry) -> int:
         ]:
             registry.replace_stored(events)
         return len(fresh)
+
+
+async def load_stored_once(db: Database, registry: EventRegistry) -> None:
+    """One load at start-up (the CLI's too); a database not migrated yet has none."""
+    try:
+        await load_stored(db, registry)
+    except psycopg2.errors.UndefinedTable:
+        log.warning("table event_definitions missing (run tenantd migrate): no stored types")
 
 
 def _compiled(row: Any) -> RegisteredEvent | None:

@@ -22,7 +22,7 @@ from tenantd.notifications import preferences, send
 from tenantd.notifications.registry import RegistryError
 from tenantd.settings import load_settings
 from tests.apikeys.helpers import bearer, new_key
-from tests.factories import read_mails
+from tests.factories import read_mails, run_tenantd
 from tests.helpers import ORIGIN, PASSWORD, data, error, eventually
 from tests.notifications.support import deliveries, quiesce
 from tests.ui.test_pages_http import form_token
@@ -419,3 +419,30 @@ def test_a_bad_catalog_fails_start_up_naming_the_entry(
     env["TENANTD_EVENT_CATALOG"] = str(path)
     with pytest.raises(RegistryError, match=re.escape(message)):
         event_registry(load_settings(environ=env))
+
+
+async def test_the_cli_sends_a_stored_type(
+    client: Any, db: Database, factory: Any, env: dict[str, str]
+) -> None:
+    """`tenantd notify send` knows the types stored over HTTP (read once as it starts)."""
+    headers = await manager(db)
+    body = definition(defaultChannels=["in_app"])
+    del body["email"]
+    await data(await put(client, headers, "post.commented", body), 201)
+    user = await factory.user()
+    code, out, err = await run_tenantd(
+        env,
+        "notify",
+        "send",
+        "post.commented",
+        "--user",
+        str(user.id),
+        "--payload",
+        json.dumps(payload()),
+    )
+    assert code == 0, err
+    sent = json.loads(out)
+    row = await db.fetch_one(
+        "SELECT title FROM notifications WHERE id = %(i)s", {"i": sent["notificationId"]}
+    )
+    assert row["title"] == "New comment on p1"
