@@ -18,6 +18,7 @@ definition version: a send costs a schema validation and the renders, as a Pytho
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -38,7 +39,7 @@ from tenantd.errors import ValidationFailed
 try:  # the same checks in Rust, ~30 times faster: the send's fast path when installed
     import jsonschema_rs
 except ImportError:  # pragma: no cover - jsonschema alone answers
-    jsonschema_rs = None
+    jsonschema_rs = None  # type: ignore[assignment]
 from tenantd.notifications.registry import (
     RESERVED_PREFIX,
     Dedup,
@@ -132,10 +133,47 @@ _UNSAFE_NAMES = frozenset(
 )
 
 
-def _environment(**options: Any) -> jinja2.sandbox.ImmutableSandboxedEnvironment:
-    return jinja2.sandbox.ImmutableSandboxedEnvironment(
-        undefined=jinja2.ChainableUndefined, keep_trailing_newline=True, **options
-    )
+MAX_REPEAT = 100_000  # characters or items one `*` may make
+MAX_EXPONENT = 1_000
+# A format width or precision of four digits or more (`{:>99999}`, `%99999s`) makes a string
+# as long: refused, as are the filters whose width argument does the same.
+_WIDE = re.compile(r"\{[^{}]*:[^{}]*\d{4,}[^{}]*\}|%[-#0 +.*]*\d{4,}")
+_WIDE_FILTERS = ("center", "indent", "format", "wordwrap")
+
+
+class Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    """Jinja2's immutable sandbox, also bounded in memory: `*`, `**` and `%` go through
+    `call_binop` (so none is folded at compile time either) and refuse huge results."""
+
+    intercepted_binops = frozenset({"*", "**", "%"})
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        for name in _WIDE_FILTERS:
+            self.filters.pop(name, None)
+        self.globals.clear()  # no range, lipsum, cycler...: only what a render passes
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for sequence, times in ((left, right), (right, left)):
+                sized = isinstance(sequence, str | list | tuple) and isinstance(times, int)
+                if sized and len(sequence) * times > MAX_REPEAT:
+                    raise jinja2.sandbox.SecurityError("a repetition too large")
+        if operator == "**" and isinstance(right, int | float) and abs(right) > MAX_EXPONENT:
+            raise jinja2.sandbox.SecurityError("an exponent too large")
+        if operator == "%" and isinstance(left, str) and _WIDE.search(left):
+            raise jinja2.sandbox.SecurityError("a format width too large")
+        return super().call_binop(context, operator, left, right)
+
+    def wrap_str_format(self, value: Any) -> Any:
+        template = getattr(value, "__self__", None)
+        if isinstance(template, str) and _WIDE.search(template):
+            raise jinja2.sandbox.SecurityError("a format width too large")
+        return super().wrap_str_format(value)
+
+
+def _environment(**options: Any) -> Sandbox:
+    return Sandbox(undefined=jinja2.ChainableUndefined, keep_trailing_newline=True, **options)
 
 
 _TEXT = _environment(autoescape=False)  # in-app texts, subjects and keys: stored as text
@@ -145,9 +183,15 @@ def _unsafe(name: object) -> bool:
     return isinstance(name, str) and (name.startswith("_") or name in _UNSAFE_NAMES)
 
 
-def _check_source(env: jinja2.Environment, source: str, field: str) -> jinja2.nodes.Template:
-    """The parsed template, or ValidationFailed naming `field` when it does not compile or
-    reaches outside the sandbox."""
+TEXT_NAMES = frozenset({"payload", "recipient", "locale"})
+EMAIL_NAMES = TEXT_NAMES | {"unsubscribe_url", "notification", "digest", "base_url"}
+
+
+def _check_source(
+    env: jinja2.Environment, source: str, field: str, names: frozenset[str] = TEXT_NAMES
+) -> jinja2.nodes.Template:
+    """The parsed template, or ValidationFailed naming `field` when it does not compile,
+    names something not in scope or reaches outside the sandbox."""
     try:
         tree = env.parse(source)
     except jinja2.TemplateSyntaxError as error:
@@ -158,6 +202,13 @@ def _check_source(env: jinja2.Environment, source: str, field: str) -> jinja2.no
         raise ValidationFailed({field: "a template may not include or import another"})
     if any(tree.find_all(nodes.Block)):
         raise ValidationFailed({field: "a template may not define blocks"})
+    try:
+        unknown = sorted(jinja2.meta.find_undeclared_variables(tree) - names)
+    except jinja2.TemplateSyntaxError as error:  # an unknown filter or test
+        raise ValidationFailed({field: f"template does not compile: {error.message}"}) from None
+    if unknown:
+        scope = ", ".join(sorted(names))
+        raise ValidationFailed({field: f"unknown name {unknown[0]} (in scope: {scope})"})
     for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter, nodes.Test)):
         reached: Any = None
         if isinstance(node, nodes.Getattr):
@@ -171,10 +222,15 @@ def _check_source(env: jinja2.Environment, source: str, field: str) -> jinja2.no
     return tree
 
 
-def _compile(env: jinja2.Environment, source: str, field: str) -> jinja2.Template:
-    """Check and compile a template (see `_probe`)."""
-    _check_source(env, source, field)
-    template = env.from_string(source)
+def _compile(
+    env: jinja2.Environment, source: str, field: str, names: frozenset[str] = TEXT_NAMES
+) -> jinja2.Template:
+    """Check and compile a template (see `_probe`); `source` may also be a loader's name."""
+    _check_source(env, source, field, names)
+    try:
+        template = env.from_string(source)
+    except jinja2.TemplateSyntaxError as error:  # an unknown filter or test, too
+        raise ValidationFailed({field: f"template does not compile: {error.message}"}) from None
     _probe(template, field)
     return template
 
@@ -183,7 +239,12 @@ def _probe(template: jinja2.Template, field: str) -> None:
     """Render on an empty payload: a sandbox refusal there is refused now (other render
     errors depend on the payload: they show at send)."""
     try:
-        template.render(payload={}, recipient=PLACEHOLDER_RECIPIENT, locale=None)
+        variables: dict[str, Any] = {
+            "payload": {},
+            "recipient": PLACEHOLDER_RECIPIENT,
+            "locale": None,
+        }
+        "".join(template.root_render_func(template.new_context(variables, shared=True)))
     except jinja2.sandbox.SecurityError as error:
         raise ValidationFailed({field: f"template reaches outside the sandbox ({error})"}) from None
     except Exception:  # a payload-dependent error shows at send time
@@ -400,10 +461,10 @@ def _email(spec: EmailSpec) -> tuple[Callable[..., EmailContent], jinja2.Environ
         autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default=False),
     )
     subject = Texts({"subject": spec.subject}, "email.")
-    _compile(env, spec.text, "email.text")
-    if spec.html is not None:
-        _check_source(env, spec.html, "email.html")
-        _probe(env.get_template("email.html"), "email.html")  # compiled once: the loader keeps it
+    for name, source in files.items():
+        field = "email." + name.removeprefix("email.").replace("txt", "text")
+        _compile(env, source, field, EMAIL_NAMES)
+        env.get_template(name)  # compiled once more, kept by the loader for every send
     path = "email.html" if spec.html is not None else "email.txt"
 
     def email(recipient: str, model: Any, *, locale: str | None = None) -> EmailContent:

@@ -135,6 +135,16 @@ ESCAPES = [
     ("payloadSchema", {"properties": {"a": {"minLength": -1}}}, "payloadSchema"),
     ("payloadSchema", {"$ref": "http://169.254.169.254/latest/meta-data"}, "payloadSchema"),
     ("inApp", {"title": "{% block t %}x{% endblock %}"}, "inApp.title"),
+    # Memory: huge repetitions, exponents and format widths (folded or rendered at PUT).
+    ("inApp", {"title": "{{ 'a' * 1000000000 }}"}, "inApp.title"),
+    ("inApp", {"title": "{{ [1] * 1000000000 }}"}, "inApp.title"),
+    ("inApp", {"title": "{{ 7 ** 100000000 }}"}, "inApp.title"),
+    ("inApp", {"title": "{{ '{:>999999999}'.format(1) }}"}, "inApp.title"),
+    ("inApp", {"title": "{{ '%999999999s' % 1 }}"}, "inApp.title"),
+    ("inApp", {"title": "{{ '' | center(999999999) }}"}, "inApp.title"),
+    ("inApp", {"title": "{% for i in range(99999) %}{% endfor %}"}, "inApp.title"),
+    ("inApp", {"title": "{{ lipsum() }}"}, "inApp.title"),
+    ("email", {"subject": "s", "text": "{{ config }}"}, "email.text"),
     ("email", None, "email"),  # the email channel without email templates
 ]
 
