@@ -456,3 +456,25 @@ async def test_the_cli_sends_a_stored_type(
         "SELECT title FROM notifications WHERE id = %(i)s", {"i": sent["notificationId"]}
     )
     assert row["title"] == "New comment on p1"
+
+
+async def test_a_payload_that_makes_a_huge_text_at_send_is_refused(
+    client: Any, db: Database, factory: Any
+) -> None:
+    headers = await manager(db)
+    body = definition(
+        defaultChannels=["in_app"],
+        payloadSchema={"type": "object", "properties": {"n": {"type": "integer"}}},
+        inApp={"title": "{{ 'ab' * payload.n }}"},
+    )
+    del body["email"], body["dedup"]
+    await data(await put(client, headers, "post.repeated", body), 201)  # n absent: harmless
+    user = await factory.user()
+
+    async def sent(n: int) -> Any:
+        item = {"type": "post.repeated", "recipientUserId": str(user.id), "payload": {"n": n}}
+        return await client.post(SEND, json=item, headers=headers)
+
+    assert (await data(await sent(3), 202))["status"] == "created"
+    refused = await error(await sent(10_000_000), 422, "VALIDATION_ERROR")
+    assert "inApp.title" in refused["details"]["fields"]
