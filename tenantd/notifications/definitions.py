@@ -44,6 +44,11 @@ RELOAD_SECONDS = 5.0
 
 # One load at a time per registry: a slower, older read never replaces a newer one.
 _LOCKS: weakref.WeakKeyDictionary[EventRegistry, asyncio.Lock] = weakref.WeakKeyDictionary()
+# (type, version) this code cannot compile (stored by another version of tenantd): logged
+# once, not at every reload; the type keeps its last usable version, if any.
+_UNUSABLE: weakref.WeakKeyDictionary[EventRegistry, set[tuple[str, int]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class DeployedEventType(Conflict):
@@ -55,15 +60,18 @@ async def load_stored(db: Database, registry: EventRegistry) -> int:
     lock = _LOCKS.setdefault(registry, asyncio.Lock())
     async with lock:
         known = registry.stored_events()
+        unusable = _UNUSABLE.setdefault(registry, set())
         async with db.connection() as conn:
             versions = await queries.event_definition_versions(conn)
             wanted = [
                 r["type"]
                 for r in versions
-                if (event := known.get(r["type"])) is None or event.version != r["version"]
+                if ((event := known.get(r["type"])) is None or event.version != r["version"])
+                and (r["type"], r["version"]) not in unusable
             ]
             rows = await queries.event_definitions(conn, types=wanted) if wanted else []
         fresh = {row["type"]: _compiled(row) for row in rows}
+        unusable.update((row["type"], row["version"]) for row in rows if fresh[row["type"]] is None)
         events: dict[str, RegisteredEvent] = {}
         for row in versions:
             name = row["type"]

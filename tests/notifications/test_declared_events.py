@@ -478,3 +478,22 @@ async def test_a_payload_that_makes_a_huge_text_at_send_is_refused(
     assert (await data(await sent(3), 202))["status"] == "created"
     refused = await error(await sent(10_000_000), 422, "VALIDATION_ERROR")
     assert "inApp.title" in refused["details"]["fields"]
+
+
+async def test_a_stored_row_this_code_cannot_compile_is_not_offered(
+    client: Any, db: Database, services: AppServices, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A row written by another version of tenantd (or by hand) that this one refuses: the
+    type is not offered, the others are, and the refusal is logged once, not every reload."""
+    headers = await manager(db)
+    await db.execute(
+        "INSERT INTO event_definitions (type, definition) VALUES ('post.odd', %(d)s)",
+        {"d": json.dumps(definition(inApp={"title": "{{ oops"}))},
+    )
+    await data(await put(client, headers, "post.commented", definition()), 201)
+    listed = {item["type"] for item in await data(await client.get(TYPES, headers=headers))}
+    assert "post.commented" in listed and "post.odd" not in listed
+    await data(await put(client, headers, "post.commented", definition(critical=True)), 200)
+    refusals = [r for r in caplog.records if "post.odd" in r.getMessage()]
+    assert len(refusals) == 1, refusals
+    assert "post.odd" not in services.registry
