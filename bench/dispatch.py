@@ -128,10 +128,15 @@ async def _inline_declared(
         first = 200_000
         for _round in range(ROUNDS):
             for event, rounds in rates.items():
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 await _send_many(services, users, count, start=first, event=event)
                 elapsed = time.perf_counter() - started
-                rounds.append({"rate": round(count / elapsed, 1), "count": count})
+                # This process's CPU per send (validation, renders, driver): what the kind of
+                # definition changes, and steadier than the rate on a busy machine.
+                cpu_us = (time.process_time() - cpu) / count * 1e6
+                rounds.append(
+                    {"rate": round(count / elapsed, 1), "count": count, "cpu_us": round(cpu_us, 1)}
+                )
                 first += count
     declared = median_of(rates["bench.declared"])
     python = median_of(rates["bench.event"])
@@ -139,6 +144,12 @@ async def _inline_declared(
         **declared,
         "python_rate": python["rate"],
         "python_rounds": python["rounds"],
+        "cpu_us_per_send": sorted(r["cpu_us"] for r in rates["bench.declared"])[
+            len(rates["bench.declared"]) // 2
+        ],
+        "python_cpu_us_per_send": sorted(r["cpu_us"] for r in rates["bench.event"])[
+            len(rates["bench.event"]) // 2
+        ],
         "ratio_to_python": round(declared["rate"] / python["rate"], 3),
         "unit": "notifications/s",
     }

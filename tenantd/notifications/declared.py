@@ -258,30 +258,97 @@ def _uses_locale(env: jinja2.Environment, sources: Iterable[str]) -> bool:
 _MARKUP = ("{{", "{%", "{#")
 
 
-class Texts:
-    """Named text templates of one definition, rendered together on one context.
+# A plain substitution's parts: a text, the recipient, or a path of keys into the payload.
+Part = str | tuple[str, ...] | None  # None: the recipient
+_MISSING = object()
 
-    The hot path of a send: a template without markup is its text, computed once; the others
-    share one context, made without the environment's globals (`shared=True`: only
-    `payload`, `recipient` and `locale` are in scope, so neither `range` nor `lipsum` nor
-    `cycler` is), which is most of what a Jinja2 render costs."""
+
+def _plain(tree: nodes.Template) -> list[Part] | None:
+    """The parts of a template that only substitutes (`Hi {{ payload.user.name }}`), or None
+    when it does anything else (filters, tests, loops, conditions, a key that is also a
+    method of dict such as `items`): those are rendered by Jinja2."""
+    if len(tree.body) != 1 or not isinstance(tree.body[0], nodes.Output):
+        return None
+    parts: list[Part] = []
+    for node in tree.body[0].nodes:
+        if isinstance(node, nodes.TemplateData):
+            parts.append(node.data)
+            continue
+        keys: list[str] = []
+        while isinstance(node, nodes.Getattr | nodes.Getitem):
+            key: Any = None
+            if isinstance(node, nodes.Getattr):
+                key = node.attr
+            elif isinstance(node.arg, nodes.Const):
+                key = node.arg.value
+            if not isinstance(key, str) or hasattr(dict, key):
+                return None
+            keys.append(key)
+            node = node.node
+        if isinstance(node, nodes.Name) and node.name == "payload":
+            parts.append(tuple(reversed(keys)))
+        elif isinstance(node, nodes.Name) and node.name == "recipient" and not keys:
+            parts.append(None)
+        else:
+            return None
+    return parts
+
+
+def _substitute(parts: list[Part], payload: dict[str, Any], recipient: str) -> str | None:
+    """A plain template's text (what Jinja2 renders: `str` of each value, a missing key
+    empty), or None when a key meets something other than an object (Jinja2 decides)."""
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif part is None:
+            out.append(recipient)
+        else:
+            value: Any = payload
+            for key in part:
+                if type(value) is not dict:
+                    return None
+                value = value.get(key, _MISSING)
+                if value is _MISSING:
+                    break
+            out.append("" if value is _MISSING else str(value))
+    return "".join(out)
+
+
+class Texts:
+    """Named text templates of one definition, rendered together.
+
+    The hot path of a send: a template without markup is its text, computed once; a plain
+    substitution is done without Jinja2 (what it would render, a few dict lookups); the
+    others share one context, made without globals (none is offered anyway)."""
 
     def __init__(self, sources: dict[str, str], prefix: str):
         self.constants: dict[str, str] = {}
+        self.plain: dict[str, list[Part]] = {}
         self.templates: dict[str, tuple[str, jinja2.Template]] = {}
         for name, source in sources.items():
             field = f"{prefix}{name}"
             template = _compile(_TEXT, source, field)
-            if any(mark in source for mark in _MARKUP):
-                self.templates[name] = (field, template)
-            else:
+            parts = _plain(_TEXT.parse(source))
+            if not any(mark in source for mark in _MARKUP):
                 self.constants[name] = template.render()
+            elif parts is not None:
+                self.plain[name] = parts
+            self.templates[name] = (field, template)
         self.uses_locale = _uses_locale(_TEXT, sources.values())
 
     def render(self, payload: dict[str, Any], recipient: str, locale: str | None) -> dict[str, str]:
         texts = dict(self.constants)
         context = None
         for name, (field, template) in self.templates.items():
+            if name in texts:
+                continue
+            parts = self.plain.get(name)
+            if parts is not None:
+                text = _substitute(parts, payload, recipient)
+                if text is not None:
+                    texts[name] = text
+                    continue
             if context is None:
                 variables = {"payload": payload, "recipient": recipient, "locale": locale}
                 context = template.new_context(variables, shared=True)

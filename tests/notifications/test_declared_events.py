@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pytest
 import yaml
 
@@ -19,6 +20,7 @@ from tenantd.app import AppServices, create_app
 from tenantd.app.services import event_registry
 from tenantd.db import Database
 from tenantd.notifications import preferences, send
+from tenantd.notifications.declared import Sandbox, Texts
 from tenantd.notifications.registry import RegistryError
 from tenantd.settings import load_settings
 from tests.apikeys.helpers import bearer, new_key
@@ -497,3 +499,28 @@ async def test_a_stored_row_this_code_cannot_compile_is_not_offered(
     refusals = [r for r in caplog.records if "post.odd" in r.getMessage()]
     assert len(refusals) == 1, refusals
     assert "post.odd" not in services.registry
+
+
+PLAIN_SOURCES = [
+    "A {{ payload.a }} B",
+    "{{ payload.b.c }}|{{ payload.b.d }}|{{ payload.b.e }}|{{ payload.b.f }}",
+    "{{ payload['a'] }}-{{ recipient }}",
+    "{{ payload.b.c.x }}{{ payload.missing }}!",
+    "{{ payload.b.items }}",  # a method of dict: Jinja2's answer
+    "{{ payload }} {{ payload.a.k }}",
+    "{{ payload.a | upper }}",
+]
+PLAIN_PAYLOADS = [
+    {"a": 1, "b": {"c": None, "d": [1, 2], "e": True, "f": 1.5}},
+    {"a": "str", "b": "not an object"},
+    {},
+    {"a": {"k": 1}, "b": {"c": {"x": 0}}},
+]
+
+
+@pytest.mark.parametrize("source", PLAIN_SOURCES)
+def test_the_fast_substitution_renders_what_jinja_renders(source: str) -> None:
+    texts = Texts({"t": source}, "inApp.")
+    template = Sandbox(undefined=jinja2.ChainableUndefined).from_string(source)
+    for value in PLAIN_PAYLOADS:
+        assert texts.render(value, "R", None)["t"] == template.render(payload=value, recipient="R")
