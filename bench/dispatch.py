@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -35,7 +36,9 @@ def _settings(env: dict[str, str], **overrides: str) -> Any:
     return load_settings(environ={**env, **overrides})
 
 
-async def _send_many(services: Any, users: int, count: int, start: int = 0) -> None:
+async def _send_many(
+    services: Any, users: int, count: int, start: int = 0, event: str = "bench.event"
+) -> None:
     queue: asyncio.Queue[int] = asyncio.Queue()
     for n in range(start, start + count):
         queue.put_nowait(n)
@@ -44,7 +47,7 @@ async def _send_many(services: Any, users: int, count: int, start: int = 0) -> N
         while not queue.empty():
             n = queue.get_nowait()
             user = uuid.UUID(user_uuid((n % users) + 1))
-            await send(services, "bench.event", recipient_user_id=user, payload={"n": n})
+            await send(services, event, recipient_user_id=user, payload={"n": n})
 
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 
@@ -102,6 +105,60 @@ async def _queued_round(services: Any, users: int, count: int, first: int) -> di
         "delivered": done,
         "enqueue_rate": round(count / enqueued, 1),
     }
+
+
+CATALOG = Path(__file__).with_name("event-catalog.json")  # bench.declared: bench.event as data
+
+
+async def _inline_declared(
+    env: dict[str, str], database_url: str, users: int, count: int
+) -> dict[str, Any]:
+    """The declarative twin of bench.event against the Python-defined one, rounds
+    alternating in one process (so the machine's drift hits both alike)."""
+    settings = _settings(
+        env,
+        QUEUES_ENABLED="false",
+        DB_POOL_MAX=str(CONCURRENCY),
+        TENANTD_EVENT_CATALOG=str(CATALOG),
+    )
+    rates: dict[str, list[dict[str, Any]]] = {"bench.event": [], "bench.declared": []}
+    async with open_services(settings, database_url) as services:
+        for event in rates:
+            await _send_many(services, users, 200, event=event)  # warm-up
+        first = 200_000
+        for _round in range(ROUNDS):
+            for event, rounds in rates.items():
+                started, cpu = time.perf_counter(), time.process_time()
+                await _send_many(services, users, count, start=first, event=event)
+                elapsed = time.perf_counter() - started
+                # This process's CPU per send (validation, renders, driver): what the kind of
+                # definition changes, and steadier than the rate on a busy machine.
+                cpu_us = (time.process_time() - cpu) / count * 1e6
+                rounds.append(
+                    {"rate": round(count / elapsed, 1), "count": count, "cpu_us": round(cpu_us, 1)}
+                )
+                first += count
+    declared = median_of(rates["bench.declared"])
+    python = median_of(rates["bench.event"])
+    return {
+        **declared,
+        "python_rate": python["rate"],
+        "python_rounds": python["rounds"],
+        "cpu_us_per_send": sorted(r["cpu_us"] for r in rates["bench.declared"])[
+            len(rates["bench.declared"]) // 2
+        ],
+        "python_cpu_us_per_send": sorted(r["cpu_us"] for r in rates["bench.event"])[
+            len(rates["bench.event"]) // 2
+        ],
+        "ratio_to_python": round(declared["rate"] / python["rate"], 3),
+        "unit": "notifications/s",
+    }
+
+
+def dispatch_inline_declared(
+    server_url: str, dsn: str, env: dict[str, str], plan: Any
+) -> dict[str, Any]:
+    return asyncio.run(_inline_declared(env, env["DATABASE_URL"], plan.users, 10_000))
 
 
 def dispatch_inline(server_url: str, dsn: str, env: dict[str, str], plan: Any) -> dict[str, Any]:

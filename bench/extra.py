@@ -25,6 +25,7 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
         ("metrics_scrape", metrics_scrape.metrics_scrape),
         ("sendgrid_ingestion", webhooks.sendgrid_ingestion),
         ("dispatch_inline", dispatch.dispatch_inline),
+        ("dispatch_inline_declared", dispatch.dispatch_inline_declared),
         ("dispatch_queued", dispatch.dispatch_queued),
         # Last: it leaves its dispatch jobs to the server's runner.
         ("send_batch", apikeys.send_batch),

@@ -56,6 +56,14 @@ def below(key: str, limit: float, text: str) -> Target:
     return Target(text, met)
 
 
+def at_least(key: str, limit: float, text: str) -> Target:
+    def met(figure: Figure, _all: dict[str, Figure]) -> bool | None:
+        value = _number(figure, key)
+        return None if value is None else value >= limit
+
+    return Target(text, met)
+
+
 def like(other: str, share: float = 0.9) -> Target:
     """About as fast as another figure of the same run (at least `share` of its ratio)."""
 
@@ -101,6 +109,7 @@ TARGETS: dict[str, Target] = {
     "notifications_list": ratio_at_least(0.50),
     "unread_count": ratio_at_least(0.50),
     "dispatch_queued": ratio_at_least(0.15),
+    "dispatch_inline_declared": at_least("ratio_to_python", 0.9, ">= 0.9x the Python-defined send"),
     "sse_latency_10000_clients": sse_streams(10_000, 250, 600),
     "api_key_check": like("me_authenticated"),
     "send_batch": rate_at_least(2_000, "notifications/s"),

@@ -167,6 +167,7 @@ class Settings:
     resend_webhook_secret: str | None = None
     sendgrid_webhook_public_key: str | None = None
     event_modules: tuple[str, ...] = ()
+    event_catalog: str | None = None  # a JSON or YAML file of declarative event types
     invitation_ttl_hours: int = 168
     refresh_token_ttl_days: int = 30
     # A rotated-out refresh token repeats its rotation within this many seconds while its
@@ -438,6 +439,7 @@ def load_settings(
         resend_webhook_secret=opt("RESEND_WEBHOOK_SECRET"),
         sendgrid_webhook_public_key=opt("SENDGRID_WEBHOOK_PUBLIC_KEY"),
         event_modules=_list(env.get("TENANTD_EVENT_MODULES", "")),
+        event_catalog=opt("TENANTD_EVENT_CATALOG"),
         invitation_ttl_hours=env_int(env, "INVITATION_TTL_HOURS", 168, minimum=1),
         refresh_token_ttl_days=env_int(env, "REFRESH_TOKEN_TTL_DAYS", 30, minimum=1),
         refresh_reuse_interval_seconds=env_int(env, "REFRESH_REUSE_INTERVAL_SECONDS", 10),

@@ -24,7 +24,7 @@ def bearer_token(request: web.Request) -> str:
     return token
 
 
-async def check_api_key(request: web.Request, scope: str) -> ActingKey:
+async def check_api_key(request: web.Request, scope: str | tuple[str, ...]) -> ActingKey:
     """The request's key if it is valid and holds `scope` (401 / 403 otherwise); it also goes
     on the request. For a route that takes a key or something else (introspection from an
     allowed address): declare it PUBLIC and call this when there is an Authorization header."""

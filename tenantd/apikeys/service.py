@@ -24,7 +24,13 @@ from tenantd.principal import ActingKey
 from tenantd.services import Services
 from tenantd.web.schemas import control_character_fields
 
-SCOPES = ("events:read", "notifications:send", "webhooks:manage", "sessions:introspect")
+SCOPES = (
+    "events:read",
+    "notifications:send",
+    "webhooks:manage",
+    "sessions:introspect",
+    "notifications:manage",
+)
 PREFIX = "tdk_"
 _TOKEN = re.compile(r"tdk_([0-9a-f]{32})_([A-Za-z0-9_-]{43})")
 NAME_MAX = 100
@@ -184,6 +190,8 @@ async def verify_token(services: Services, cache: ApiKeyCache, token: str) -> Ac
     return known.key
 
 
-def require_scope(key: ActingKey, scope: str) -> None:
-    if scope not in key.scopes:
-        raise MissingScope(scope)
+def require_scope(key: ActingKey, scope: str | tuple[str, ...]) -> None:
+    """The key holds `scope` (a tuple: any one of them), else 403 INSUFFICIENT_SCOPE."""
+    wanted = (scope,) if isinstance(scope, str) else scope
+    if not any(name in key.scopes for name in wanted):
+        raise MissingScope(" or ".join(wanted))

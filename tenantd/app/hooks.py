@@ -17,7 +17,7 @@ from tenantd.db import DATABASE
 from tenantd.identity.keys.feed import fed
 from tenantd.identity.revocations import mirrored
 from tenantd.jobs.runner import running
-from tenantd.notifications import tenancy
+from tenantd.notifications import definitions, tenancy
 from tenantd.notifications.channels.sse.feed import FEED_KEY, sse_ctx
 from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.notifications.tenancy.feed import tenancy_feed
@@ -80,6 +80,14 @@ async def keyring_ctx(app: web.Application) -> AsyncIterator[None]:
     keyring holds them, and every change of signing_keys reloads it (NOTIFY, gap, timer)."""
     services = app[SERVICES]
     async with fed(services.db, services.settings, services.keyring, app[PUBSUB]):
+        yield
+
+
+async def event_definitions_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The declarative event types stored over HTTP: loaded now, and every change reloaded
+    (NOTIFY, gap, timer) so each instance uses a new definition within seconds."""
+    services = app[NOTIFICATION_SERVICES]
+    async with definitions.fed(services.db, services.registry, app[PUBSUB]):
         yield
 
 
@@ -186,6 +194,7 @@ HOOKS: tuple[Hook, ...] = (
     pubsub_ctx,
     context_cache_ctx,
     keyring_ctx,
+    event_definitions_ctx,
     api_key_cache_ctx,
     metrics_ctx,
     job_runner_ctx,

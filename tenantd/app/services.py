@@ -19,6 +19,8 @@ from tenantd.db.dsn import url_to_dsn
 from tenantd.email.service import EmailService
 from tenantd.jobs.queue import JobQueue
 from tenantd.notifications import tenancy
+from tenantd.notifications.declared import load_catalog
+from tenantd.notifications.definitions import load_stored_once
 from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.settings import Settings
 from tenantd.webhooks.delivery import WebhookSender
@@ -66,11 +68,18 @@ class AppServices:
         self.api_key_cache.apply_notices(notices)
 
 
+def event_registry(settings: Settings) -> EventRegistry:
+    """The deployment's event types: the Python modules', then the catalog file's. A bad
+    module or catalog entry fails start-up (RegistryError naming it)."""
+    registry = load_registry(tenancy.event_modules(settings))
+    load_catalog(registry, settings.event_catalog)
+    return registry
+
+
 @contextlib.asynccontextmanager
 async def open_services(settings: Settings, database_url: str) -> AsyncIterator[AppServices]:
     """Open the pool and the shared HTTP client; close them in reverse order."""
-    # A bad event module fails start-up.
-    registry = load_registry(tenancy.event_modules(settings))
+    registry = event_registry(settings)
     db = await create_database(
         url_to_dsn(database_url), minsize=settings.db_pool_min, maxsize=settings.db_pool_max
     )
@@ -81,6 +90,8 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
         services = AppServices(settings=settings, db=db, http=http, email=email, registry=registry)
         # Trigger notices seen by our own writes invalidate the cache before we answer.
         db.notice_sink = services.apply_notices
+        # The stored event types, for the CLI too (the app's feed then keeps them current).
+        await load_stored_once(db, registry)
         try:
             yield services
         finally:

@@ -7,6 +7,7 @@ from typing import Any
 
 from tenantd.errors import Forbidden, ValidationFailed
 from tenantd.notifications import queries
+from tenantd.notifications.registry import localized_text
 from tenantd.notifications.service import live_channels
 from tenantd.notifications.services import NotificationServices
 
@@ -14,7 +15,8 @@ from tenantd.notifications.services import NotificationServices
 async def effective_preferences(
     services: NotificationServices, *, user_id: uuid.UUID, account_id: uuid.UUID | None = None
 ) -> list[dict[str, Any]]:
-    """Every registered event type with its channels, the caller's effective setting and
+    """Every registered event type with its label (in the user's locale where the definition
+    gives one per locale), its channels, the caller's effective setting and
     where it comes from: `user` (their own choice), `account` (the active account's default)
     or `default` (on)."""
     registry, settings = services.registry, services.settings
@@ -22,6 +24,7 @@ async def effective_preferences(
         rows = await queries.preferences(conn, user_id=user_id)
         defaults = await queries.account_defaults(conn, account_id=account_id) if account_id else []
         chosen = await queries.frequencies(conn, user_id=user_id)
+        locale = await queries.user_locale(conn, user_id=user_id)
     stored = {(row["event_type"], row["channel"]): row["enabled"] for row in rows}
     by_account = {(row["event_type"], row["channel"]): row["enabled"] for row in defaults}
     frequency = {(row["event_type"], row["channel"]): row["frequency"] for row in chosen}
@@ -37,6 +40,7 @@ async def effective_preferences(
     return [
         {
             "eventType": event.type,
+            "label": localized_text(event.definition.label, locale) or event.type,
             "channels": [
                 {"channel": channel, **setting((event.type, channel))}
                 for channel in live_channels(settings, event.definition.default_channels)

@@ -761,3 +761,40 @@ async def set_locale(conn: Conn, *, user_id: uuid.UUID, locale: str) -> None:
         "UPDATE users SET locale = %(l)s, updated_at = now() WHERE id = %(u)s",
         {"u": user_id, "l": locale},
     )
+
+
+# --- declarative event types (sql/0280) ---------------------------------------------------
+
+
+async def event_definition_versions(conn: Conn) -> list[Row]:
+    """Every stored event type with its version, in the order they were first defined."""
+    return await conn.fetch_all(
+        "SELECT type, version FROM event_definitions ORDER BY created_at, type"
+    )
+
+
+async def event_definitions(conn: Conn, *, types: list[str]) -> list[Row]:
+    return await conn.fetch_all(
+        "SELECT type, version, definition FROM event_definitions WHERE type = ANY(%(t)s)",
+        {"t": types},
+    )
+
+
+async def put_event_definition(conn: Conn, *, event_type: str, definition: dict[str, Any]) -> Row:
+    """Create or replace; the row's new version and whether it was created."""
+    row = await conn.fetch_one(
+        "INSERT INTO event_definitions (type, definition) VALUES (%(t)s, %(d)s)"
+        " ON CONFLICT (type) DO UPDATE SET definition = EXCLUDED.definition,"
+        " version = nextval('event_definitions_version_seq'), updated_at = now()"
+        " RETURNING version, (xmax = 0) AS created",
+        {"t": event_type, "d": Json(definition)},
+    )
+    assert row is not None
+    return row
+
+
+async def delete_event_definition(conn: Conn, *, event_type: str) -> bool:
+    deleted = await conn.execute(
+        "DELETE FROM event_definitions WHERE type = %(t)s", {"t": event_type}
+    )
+    return deleted > 0

@@ -92,6 +92,26 @@ class EventDefinition:
     digest: Digest | None = None
     throttle: Throttle | None = None
     critical: bool = False  # bypasses preferences, quiet hours and digests, never suppression
+    # Shown instead of the type on the preferences answer and page: a text, or one per
+    # locale ({"en": ..., "fr": ...}); None: the type itself.
+    label: str | dict[str, str] | None = None
+    description: str | dict[str, str] | None = None
+
+
+def localized_text(value: str | dict[str, str] | None, locale: str | None) -> str | None:
+    """A text, or the locale's entry of a per-locale one (its language, then English, then
+    the first given)."""
+    if value is None or isinstance(value, str):
+        return value
+    if not value:
+        return None
+    if locale:
+        if locale in value:
+            return value[locale]
+        language = locale.split("-")[0]
+        if language in value:
+            return value[language]
+    return value.get("en") or next(iter(value.values()))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -129,32 +149,66 @@ class UnknownEventType(NotFound):
 class RegisteredEvent:
     definition: EventDefinition
     base_dir: Path  # the defining module's folder: email templates are relative to it
+    # Declared events (no Python): where `EmailContent.template_path` is looked up, and
+    # the stored version the definition was compiled from (None: defined in Python or in
+    # the catalog file, i.e. with the deployment).
+    environment: jinja2.Environment | None = None
+    version: int | None = None
+    declared: dict[str, Any] | None = None  # the declarative definition as given (camelCase)
 
     @property
     def type(self) -> str:
         return self.definition.type
 
+    @property
+    def stored(self) -> bool:
+        """Declared over HTTP (table event_definitions): replaceable and removable there."""
+        return self.version is not None
+
 
 class EventRegistry:
-    """Event type -> definition, in registration order."""
+    """Event type -> definition, in registration order: those of the deployment (Python
+    modules, then the catalog file), then those stored over HTTP (swapped as a whole by the
+    event-definition feed, so a reader never sees half a reload)."""
 
     def __init__(self) -> None:
         self._events: dict[str, RegisteredEvent] = {}
+        self._stored: dict[str, RegisteredEvent] = {}
+        self.version = 0  # bumped by every change: answers built from the registry compare it
 
     def __contains__(self, event_type: object) -> bool:
-        return event_type in self._events
+        return event_type in self._events or event_type in self._stored
 
     def __len__(self) -> int:
-        return len(self._events)
+        return len(self._events) + len(self._stored)
 
     def events(self) -> list[RegisteredEvent]:
-        return list(self._events.values())
+        return [*self._events.values(), *self._stored.values()]
 
     def get(self, event_type: str) -> RegisteredEvent:
-        try:
-            return self._events[event_type]
-        except KeyError:
-            raise UnknownEventType(f"Unknown notification event type: {event_type}") from None
+        event = self._events.get(event_type) or self._stored.get(event_type)
+        if event is None:
+            raise UnknownEventType(f"Unknown notification event type: {event_type}")
+        return event
+
+    def deployed(self, event_type: str) -> bool:
+        """Defined with the deployment (a Python module or the catalog file)."""
+        return event_type in self._events
+
+    def stored_events(self) -> dict[str, RegisteredEvent]:
+        return dict(self._stored)
+
+    def replace_stored(self, events: dict[str, RegisteredEvent]) -> None:
+        """Swap in the stored definitions (a type the deployment defines is never shadowed)."""
+        self._stored = {name: e for name, e in events.items() if name not in self._events}
+        self.version += 1
+
+    def add(self, event: RegisteredEvent) -> None:
+        """Add an already checked deployment event (the catalog file's)."""
+        if event.type in self._events:
+            raise RegistryError(f"event {event.type}: duplicate event type")
+        self._events[event.type] = event
+        self.version += 1
 
     def register(self, definition: EventDefinition, *, base_dir: Path | str) -> None:
         """Check one definition and add it (RegistryError naming the event if unusable)."""
@@ -207,6 +261,7 @@ class EventRegistry:
                 raise RegistryError(f"event {name}: email channel without an email render function")
             _check_template(definition, base)
         self._events[name] = RegisteredEvent(definition=definition, base_dir=base)
+        self.version += 1
 
 
 def load_registry(module_names: Iterable[str]) -> EventRegistry:

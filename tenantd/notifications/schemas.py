@@ -139,6 +139,7 @@ class ChannelSetting(WithFrequency):
 
 class EventPreferences(ApiModel):
     event_type: str
+    label: str  # the definition's label (in the user's locale), else the type
     channels: list[ChannelSetting]
 
 

@@ -18,7 +18,7 @@ import orjson
 
 from tenantd.apikeys import idempotency
 from tenantd.apikeys.audit import record_key_action
-from tenantd.notifications.registry import EventRegistry
+from tenantd.notifications.registry import EventRegistry, RegisteredEvent
 from tenantd.notifications.service import SendOutcome, SendRequest, live_channels, send_many
 from tenantd.notifications.services import NotificationServices
 from tenantd.principal import ActingKey
@@ -30,26 +30,38 @@ _EVENT_TYPES: weakref.WeakKeyDictionary[EventRegistry, tuple[int, Settings, orjs
 
 
 def event_types(registry: EventRegistry, settings: Settings) -> orjson.Fragment:
-    """Every registered event type: its default channels, those live in this configuration,
-    and the JSON Schema of its payload, as JSON. Serialised once per registry and settings:
-    the list only changes when an event type is registered (types are never removed), so
-    the count of types tells a stale answer apart."""
-    count = len(registry)
+    """Every registered event type (Python, catalog file and stored alike): its label, default
+    channels, those live in this configuration, and the JSON Schema of its payload, as JSON.
+    Serialised once per registry change and settings (the registry's version says when)."""
+    version = registry.version
     kept = _EVENT_TYPES.get(registry)
-    if kept is not None and kept[0] == count and kept[1] is settings:
+    if kept is not None and kept[0] == version and kept[1] is settings:
         return kept[2]
-    listed = [
-        {
-            "type": event.type,
-            "defaultChannels": list(event.definition.default_channels),
-            "channels": list(live_channels(settings, event.definition.default_channels)),
-            "payloadSchema": event.definition.schema.model_json_schema(),
-        }
-        for event in registry.events()
-    ]
+    listed = [event_type_json(event, settings) for event in registry.events()]
     encoded = orjson.Fragment(orjson.dumps(listed))
-    _EVENT_TYPES[registry] = (count, settings, encoded)
+    _EVENT_TYPES[registry] = (version, settings, encoded)
     return encoded
+
+
+def event_type_json(event: RegisteredEvent, settings: Settings) -> dict[str, Any]:
+    """One event type as the event-types routes answer it; a declarative one also gives its
+    definition as stored (`definition`) and, when stored over HTTP, its `version`."""
+    definition = event.definition
+    item: dict[str, Any] = {
+        "type": event.type,
+        "label": definition.label if definition.label is not None else event.type,
+        "description": definition.description,
+        "source": "api" if event.stored else "catalog" if event.declared else "python",
+        "defaultChannels": list(definition.default_channels),
+        "channels": list(live_channels(settings, definition.default_channels)),
+        "payloadSchema": definition.schema.model_json_schema(),
+        "critical": definition.critical,
+    }
+    if event.declared is not None:
+        item["definition"] = event.declared
+    if event.version is not None:
+        item["version"] = event.version
+    return item
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import uuid
 from typing import Annotated, Any
 
@@ -15,8 +16,9 @@ from pydantic import Field
 from tenantd.apikeys.audit import record_key_action
 from tenantd.apikeys.idempotency import KEY_PATTERN, fingerprint
 from tenantd.errors import ValidationFailed
-from tenantd.notifications import server
-from tenantd.notifications.schemas import EventType
+from tenantd.notifications import definitions, server
+from tenantd.notifications.declared import EventTypeBody
+from tenantd.notifications.schemas import EVENT_TYPE_PATTERN, EventType
 from tenantd.notifications.service import SendRequest, cancel_scheduled
 from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.principal import ActingKey, acting_key
@@ -29,6 +31,8 @@ ROUTES = Routes("notifications (server)")
 
 BASE = "/api/v1/notifications"
 SCOPE = "notifications:send"
+MANAGE = "notifications:manage"  # declarative event types: define, replace, delete
+DEFINITION_BODY_LIMIT = 4 * API_BODY_LIMIT  # a definition carries its email templates
 MAX_BATCH = 1000
 BATCH_BODY_LIMIT = 16 * API_BODY_LIMIT  # 1,000 items of up to ~16 KiB each
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -99,9 +103,20 @@ class BatchAccepted(ApiModel):
 
 class EventTypeOut(ApiModel):
     type: str
+    label: str | dict[str, str]  # the type itself when none is given
+    description: str | dict[str, str] | None = None
+    source: str  # python | catalog | api (stored over HTTP: PUT / DELETE manage it)
     default_channels: list[str]
     channels: list[str]  # the default channels that exist in this configuration
     payload_schema: dict[str, Any]  # JSON Schema of the payload (from the pydantic model)
+    critical: bool
+    definition: dict[str, Any] | None = None  # a declarative type's definition as given
+    version: int | None = None  # a stored type's version (a new one at every PUT)
+
+
+class EventTypeDeleted(ApiModel):
+    type: str
+    status: str  # deleted
 
 
 def idempotency_key(request: web.Request, field: str | None) -> str | None:
@@ -135,13 +150,64 @@ def answer(accepted: server.Accepted) -> web.Response:
 @ROUTES.get(
     f"{BASE}/event-types",
     access=Access.API_KEY,
-    scope=SCOPE,
+    scope=(SCOPE, MANAGE),
     response=list[EventTypeOut],
-    summary="Every notification event type: default channels and payload JSON Schema",
+    summary="Every notification event type (Python, catalog file, stored): label, default "
+    "channels and payload JSON Schema",
 )
 async def event_types(request: web.Request) -> orjson.Fragment:
     services = request.app[NOTIFICATION_SERVICES]
     return server.event_types(services.registry, services.settings)
+
+
+@ROUTES.put(
+    f"{BASE}/event-types/{{type}}",
+    access=Access.API_KEY,
+    scope=MANAGE,
+    body=EventTypeBody,
+    body_limit=DEFINITION_BODY_LIMIT,
+    response=EventTypeOut,
+    status=201,
+    responses={
+        200: "Replaced (a new version)",
+        409: "CONFLICT: the type is defined by the deployment (Python module or catalog file)",
+        422: "VALIDATION_ERROR: a bad JSON Schema, a template that does not compile or "
+        "reaches outside the sandbox",
+    },
+    summary="Define or replace a declarative event type; every instance uses it within 5 s",
+)
+async def define_event_type(request: web.Request, body: EventTypeBody) -> web.Response:
+    services = request.app[NOTIFICATION_SERVICES]
+    defined = await definitions.define(
+        services, acting_key(request), event_type=_event_type(request), body=body
+    )
+    item = server.event_type_json(defined.event, services.settings)
+    return ok(item, status=201 if defined.created else 200)
+
+
+@ROUTES.delete(
+    f"{BASE}/event-types/{{type}}",
+    access=Access.API_KEY,
+    scope=MANAGE,
+    response=EventTypeDeleted,
+    responses={
+        404: "NOT_FOUND: no stored event type of this name",
+        409: "CONFLICT: the type is defined by the deployment (Python module or catalog file)",
+    },
+    summary="Delete a declarative event type stored over HTTP",
+)
+async def delete_event_type(request: web.Request) -> EventTypeDeleted:
+    event_type = _event_type(request)
+    services = request.app[NOTIFICATION_SERVICES]
+    await definitions.remove(services, acting_key(request), event_type=event_type)
+    return EventTypeDeleted(type=event_type, status="deleted")
+
+
+def _event_type(request: web.Request) -> str:
+    name = request.match_info["type"]
+    if len(name) > 200 or not re.fullmatch(EVENT_TYPE_PATTERN, name):
+        raise ValidationFailed({"type": "must be a dot-separated event type name"})
+    return name
 
 
 @ROUTES.post(

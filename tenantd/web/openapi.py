@@ -98,7 +98,8 @@ def _operation(spec: RouteSpec, index: int, schemas: Schemas) -> dict[str, Any]:
         )
     if spec.access is Access.API_KEY:
         # Server routes: a `tdk_` key holding the route's scope (issue 15).
-        operation["security"] = [{"apiKeyAuth": [spec.scope]}]
+        scopes = (spec.scope,) if isinstance(spec.scope, str) else spec.scope or ()
+        operation["security"] = [{"apiKeyAuth": [scope]} for scope in scopes]
     data_schema = schemas.response(index)
     if spec.wrapped:
         data_schema = {

@@ -49,8 +49,9 @@ class RouteSpec:
     rate_limit: str | None = None
     # Media type of the success answer (the OpenAPI document says so); JSON unless stated.
     produces: str = "application/json"
-    # The API-key scope a server route (Access.API_KEY) requires, e.g. "events:read".
-    scope: str | None = None
+    # The API-key scope a server route (Access.API_KEY) requires, e.g. "events:read"; a
+    # tuple: any one of them.
+    scope: str | tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -81,7 +82,7 @@ class Routes:
         content_type: str = "application/json",
         rate_limit: str | None = None,
         produces: str = "application/json",
-        scope: str | None = None,
+        scope: str | tuple[str, ...] | None = None,
     ) -> Callable[[View], View]:
         if (access is Access.API_KEY) != (scope is not None):
             raise ValueError(f"{method} {path}: a scope goes with Access.API_KEY, and only there")

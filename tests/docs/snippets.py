@@ -32,6 +32,8 @@ RUNNERS = {
     "tutorial-events": "tests/ui/test_tutorial_own_app.py",
     "tutorial-backend": "tests/ui/test_tutorial_own_app.py",
     "tutorial-page": "tests/ui/test_tutorial_own_app.py",
+    "define-event-node": "tests/docs/test_event_catalog_snippets.py",
+    "event-catalog-yaml": "tests/docs/test_event_catalog_snippets.py",
 }
 
 

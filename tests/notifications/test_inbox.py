@@ -128,6 +128,7 @@ async def test_preferences_list_every_event_with_effective_settings(
     assert listing == [
         {
             "eventType": "comment.created",
+            "label": "comment.created",  # a Python type without a label: its name
             "channels": [
                 {"channel": "in_app", "enabled": True, "source": "default"},
                 {"channel": "email", "enabled": True, "source": "default"},
@@ -136,6 +137,7 @@ async def test_preferences_list_every_event_with_effective_settings(
         },
         {
             "eventType": "report.ready",
+            "label": "report.ready",  # a Python type without a label: its name
             "channels": [
                 {"channel": "in_app", "enabled": True, "source": "default"},
                 {"channel": "email", "enabled": True, "source": "default"},
@@ -143,6 +145,7 @@ async def test_preferences_list_every_event_with_effective_settings(
         },
         {
             "eventType": "ping.simple",
+            "label": "ping.simple",  # a Python type without a label: its name
             "channels": [
                 {"channel": "in_app", "enabled": True, "source": "default"},
                 {"channel": "sse", "enabled": True, "source": "default"},

@@ -232,7 +232,7 @@ async def server_key(db: Database) -> dict[str, str]:
             conn,
             secret_key=SECRET,
             name="fuzz",
-            scopes=["events:read", "notifications:send", "webhooks:manage", "sessions:introspect"],
+            scopes=list(apikeys.SCOPES),
         )
     return {"Authorization": f"Bearer {created.token}"}
 

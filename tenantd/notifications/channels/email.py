@@ -68,7 +68,7 @@ def render_email(
 ) -> tuple[str, str | None]:
     """(text, html) of the event's template (its `<locale>` variant first); `.html` templates
     also get a text part, and their relative links are resolved against PUBLIC_BASE_URL."""
-    env = template_environment(event.base_dir)
+    env = event.environment or template_environment(event.base_dir)
     path = content.template_path
     context = {**content.variables, **variables, "base_url": base_url, "locale": locale}
     try:
