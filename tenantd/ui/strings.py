@@ -242,6 +242,8 @@ EN: dict[str, str] = {
     "error.cross_site": "This request did not come from this site.",
     "error.not_found": "There is nothing here.",
     "error.not_found_title": "Page not found",
+    "error.forbidden_title": "Not allowed",
+    "error.reference": "If it happens again, tell us this reference: {id}",
     # API error codes in words
     "code.INVALID_CREDENTIALS": "That email and password do not match.",
     "code.EMAIL_NOT_VERIFIED": "Confirm your email address first: open the link we sent you.",
