@@ -3,12 +3,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.ui.test_pages_http import Maker, make  # noqa: F401 (fixture)
+from tenantd.app import create_app
+from tenantd.settings import load_settings
+from tests.helpers import ORIGIN
+
+Maker = Callable[..., Awaitable[Any]]
+
+
+@pytest.fixture
+def make(env: dict[str, str], migrated: str, db: Any, aiohttp_client: Any) -> Maker:
+    async def build(**overrides: str) -> Any:
+        settings = load_settings(environ={**env, **overrides})
+        return await aiohttp_client(create_app(settings, migrated), headers={"Origin": ORIGIN})
+
+    return build
+
 
 BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 BRAND = {"TENANTD_UI_BRAND_NAME": "Acme Cloud", "TENANTD_UI_ACCENT_COLOR": "#0f766e"}
