@@ -27,7 +27,7 @@ _LINK_ATTRIBUTE = re.compile(r"""(?i)(\s(?:href|src)\s*=\s*)(["'])(.*?)\2""", re
 
 DEFAULT_BRAND_NAME = "tenantd"
 DEFAULT_ACCENT = "#4f46e5"
-_COLOR = re.compile(r"^#[0-9a-fA-F]{3}([0-9a-fA-F]{3})?$")
+ACCENT_COLOR = re.compile(r"^#[0-9a-fA-F]{3}([0-9a-fA-F]{3})?$")  # #rgb or #rrggbb
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def brand_of(settings: Settings) -> Brand:
     return Brand(
         name=extra.get("TENANTD_UI_BRAND_NAME", "").strip() or DEFAULT_BRAND_NAME,
         logo_url=extra.get("TENANTD_UI_LOGO_URL", "").strip() or None,
-        accent_color=accent if _COLOR.match(accent) else DEFAULT_ACCENT,
+        accent_color=accent if ACCENT_COLOR.match(accent) else DEFAULT_ACCENT,
         base_url=settings.public_base_url.rstrip("/"),
     )
 
