@@ -94,6 +94,7 @@ DRIVEN: dict[tuple[str, str], dict[str, Any]] = {
         "form": {"requireMfa": "true"},
     },
     ("POST", "/accounts/{id}/restore"): {"path": {"id": ACCOUNT}},
+    ("POST", "/account/delete"): {},  # delete my user (issue 28)
 }
 
 

@@ -17,6 +17,7 @@ from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email.service import EmailService
+from tenantd.email.templates import brand_of, use_brand
 from tenantd.jobs.queue import JobQueue
 from tenantd.notifications import tenancy
 from tenantd.notifications.declared import load_catalog
@@ -80,6 +81,7 @@ def event_registry(settings: Settings) -> EventRegistry:
 async def open_services(settings: Settings, database_url: str) -> AsyncIterator[AppServices]:
     """Open the pool and the shared HTTP client; close them in reverse order."""
     registry = event_registry(settings)
+    use_brand(brand_of(settings))  # every HTML mail's layout shows the pages' brand
     db = await create_database(
         url_to_dsn(database_url), minsize=settings.db_pool_min, maxsize=settings.db_pool_max
     )

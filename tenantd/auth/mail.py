@@ -24,12 +24,7 @@ VERIFY_TTL_HOURS = 48
 
 @lru_cache(maxsize=1)
 def _own_templates() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-        autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default=False),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
+    return templates.mail_environment([Path(__file__).parent / "templates"])
 
 
 def _shipped(

@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, EmailStr, Field
+from pydantic import ConfigDict, EmailStr, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from tenantd.db import Row
@@ -306,3 +306,26 @@ class UserDeletedOut(ApiModel):
     deleted_at: dt.datetime
     anonymize_after: dt.datetime
     accounts_deleted: list[uuid.UUID]
+
+
+PersonName = Annotated[str, Field(max_length=100)]
+
+
+class ProfileBody(
+    RequestBody, json_schema_extra={"examples": [{"firstName": "Ada", "lastName": "Lovelace"}]}
+):
+    """PATCH /api/v1/users/me: single-line names (an empty string clears one)."""
+
+    first_name: PersonName | None = None
+    last_name: PersonName | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> ProfileBody:
+        if self.first_name is None and self.last_name is None:
+            raise ValueError("give firstName and/or lastName")
+        return self
+
+
+class ProfileOut(ApiModel):
+    first_name: str
+    last_name: str

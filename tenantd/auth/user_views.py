@@ -1,16 +1,18 @@
-"""The user's own record: change of email address (and its "this wasn't me" link), delete
-my user, export my data."""
+"""The user's own record: names, change of email address (and its "this wasn't me" link),
+delete my user, export my data."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from tenantd.auth import deletion, email_change, security_undo
+from tenantd.auth import deletion, email_change, profile, security_undo
 from tenantd.auth.schemas import (
     EmailChangeBody,
     EmailChangeCancelled,
     EmailChanged,
     LinkTokenBody,
+    ProfileBody,
+    ProfileOut,
     UserDeletedOut,
     UserRef,
 )
@@ -22,6 +24,22 @@ from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes
 
 ROUTES = Routes("users")
+
+
+@ROUTES.patch(
+    "/api/v1/users/me",
+    body=ProfileBody,
+    response=ProfileOut,
+    summary="Change my first and/or last name (single-line text; an empty string clears one)",
+)
+async def update_me(request: web.Request, body: ProfileBody) -> ProfileOut:
+    names = await profile.update_names(
+        request.app[SERVICES],
+        current_principal(request),
+        first_name=body.first_name,
+        last_name=body.last_name,
+    )
+    return ProfileOut(first_name=names.first_name, last_name=names.last_name)
 
 
 @ROUTES.post(

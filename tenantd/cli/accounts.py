@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import typer
 
@@ -45,10 +45,6 @@ def run(work: Callable[[Services], Awaitable[T]]) -> T:
         fail(refused(error), 1)
 
 
-def _iso(value: Any) -> Any:
-    return value.isoformat() if hasattr(value, "isoformat") else value
-
-
 @app.command("list")
 def list_accounts(
     include_deleted: bool = typer.Option(
@@ -71,8 +67,8 @@ def list_accounts(
                     "seats": r["seats"],
                     "seatsUsed": r["seats_used"],
                     "claimedDomain": r["claimed_domain"],
-                    "createdAt": _iso(r["created_at"]),
-                    "deletedAt": _iso(r["deleted_at"]),
+                    "createdAt": r["created_at"],
+                    "deletedAt": r["deleted_at"],
                 }
                 for r in rows
             ]
@@ -109,7 +105,7 @@ def show(
     key = parse_id(account_id)
     detail = run(lambda s: operator.show_account(s, key))
     if as_json:
-        print_json({k: _iso(v) for k, v in detail.items()})
+        print_json(detail)
         return
     fields = [
         ("id", detail["id"]),
@@ -123,8 +119,8 @@ def show(
         ("owner", detail["owner"]),
         ("claimed domain", detail["claimedDomain"]),
         ("pending invitations", detail["pendingInvitations"]),
-        ("created", _iso(detail["createdAt"])),
-        ("deleted", _iso(detail["deletedAt"])),
+        ("created", detail["createdAt"]),
+        ("deleted", detail["deletedAt"]),
         (
             "features",
             ", ".join(f"{k}={'on' if v else 'off'}" for k, v in detail["features"].items()),

@@ -33,19 +33,15 @@ def operator_name() -> str:
         return "cli"
 
 
-def _iso(value: Any) -> Any:
-    return value.isoformat() if hasattr(value, "isoformat") else value
-
-
 def _json_row(row: Row) -> dict[str, Any]:
     return {
         "id": str(row["id"]),
         "name": row["name"],
         "scopes": list(row["scopes"]),
         "createdBy": row["created_by"],
-        "createdAt": _iso(row["created_at"]),
-        "lastUsedAt": _iso(row["last_used_at"]),
-        "revokedAt": _iso(row["revoked_at"]),
+        "createdAt": row["created_at"],
+        "lastUsedAt": row["last_used_at"],
+        "revokedAt": row["revoked_at"],
     }
 
 
@@ -109,7 +105,7 @@ def list_(
         COLUMNS,
         [
             [row["id"], row["name"], ",".join(row["scopes"])]
-            + [_iso(row[c]) for c in ("created_at", "last_used_at", "revoked_at")]
+            + [row[c] for c in ("created_at", "last_used_at", "revoked_at")]
             for row in rows
         ],
     )

@@ -6,16 +6,19 @@ Exit status: 0 success, 1 refused operation, 2 bad usage (Typer's own usage erro
 from __future__ import annotations
 
 import asyncio
-import json
+import datetime as dt
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+import orjson
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from tenantd.app.services import open_services
 from tenantd.cli.state import state
@@ -27,6 +30,7 @@ from tenantd.db.provide import provided_database
 from tenantd.logging_setup import setup_logging
 from tenantd.services import Services
 from tenantd.settings import Settings, SettingsError, load_settings
+from tenantd.web.json import dumps
 
 T = TypeVar("T")
 
@@ -104,13 +108,45 @@ def with_services(
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, default=str, indent=2) + "\n")
+    """JSON as the API writes it (its serializer: camelCase models, ISO 8601 dates in UTC with
+    `Z`, ids as strings), indented."""
+    sys.stdout.write(orjson.dumps(orjson.loads(dumps(value)), option=orjson.OPT_INDENT_2).decode())
+    sys.stdout.write("\n")
+
+
+# Columns holding identifiers (ids, kids, addresses): never cut, kept on one line when the
+# terminal has room (folded, never shortened with an ellipsis, when it has not).
+_IDENTIFIER = re.compile(r"(^|[_ ])(id|kid|key|email|address|domain|url)$")
+PIPE_WIDTH = 10_000  # no terminal: a row is never wrapped to a guessed width
+
+
+def table_console() -> Console:
+    """The terminal's console; piped or redirected output gets no width limit (rich would
+    otherwise assume 80 columns, or COLUMNS, and shorten cells)."""
+    return console if console.is_terminal else Console(width=PIPE_WIDTH, highlight=False)
+
+
+def cell(value: Any) -> str:
+    """A table cell: a time in UTC to the second (as the JSON's, without the fraction)."""
+    if value is None:
+        return ""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    return str(value)
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[cell(value) for value in row] for row in rows]
     table = Table(title=title)
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*("" if value is None else str(value) for value in row))
-    console.print(table)
+    for index, column in enumerate(columns):
+        identifier = _IDENTIFIER.search(column.lower()) is not None
+        widest = max((len(row[index]) for row in cells), default=0)
+        table.add_column(
+            column,
+            overflow="fold",  # every column: wrap or fold, never an ellipsis
+            no_wrap=identifier,
+            min_width=max(widest, len(column)) if identifier else None,
+        )
+    for row in cells:
+        table.add_row(*(Text(value) for value in row))  # text, never rich markup
+    table_console().print(table)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tenantd.accounts import operator
+from tenantd.accounts.schemas import InvitationOut
 from tenantd.cli.accounts import parse_id, run
 from tenantd.cli.common import console, print_json, print_table
 
@@ -28,20 +29,7 @@ def list_invitations(
     key = parse_id(account_id)
     rows = run(lambda s: operator.list_invitations(s, key))
     if as_json:
-        print_json(
-            [
-                {
-                    "id": str(r["id"]),
-                    "accountId": str(r["account_id"]),
-                    "email": r["email"],
-                    "role": r["role"],
-                    "createdAt": r["created_at"].isoformat(),
-                    "expiresAt": r["expires_at"].isoformat(),
-                    "resentAt": r["resent_at"].isoformat() if r["resent_at"] else None,
-                }
-                for r in rows
-            ]
-        )
+        print_json([InvitationOut.of(r) for r in rows])  # the API's own answer
         return
     print_table(
         "Pending invitations",

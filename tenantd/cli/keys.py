@@ -22,18 +22,15 @@ COLUMNS = ("kid", "alg", "state", "published_at", "signing_from", "retired_at", 
 
 
 def _json(view: KeyView) -> dict[str, Any]:
-    def iso(value: Any) -> str | None:
-        return None if value is None else value.isoformat()
-
     return {
         "kid": view.kid,
         "alg": view.alg,
         "state": view.state,
         "hasPrivateKey": view.has_private_key,
-        "publishedAt": iso(view.published_at),
-        "signingFrom": iso(view.signing_from),
-        "retiredAt": iso(view.retired_at),
-        "notAfter": iso(view.not_after),
+        "publishedAt": view.published_at,
+        "signingFrom": view.signing_from,
+        "retiredAt": view.retired_at,
+        "notAfter": view.not_after,
     }
 
 

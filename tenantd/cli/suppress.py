@@ -40,7 +40,7 @@ def _json_row(row: Row) -> dict[str, Any]:
         "email": row["email"],
         "reason": row["reason"],
         "provider": row["provider"],
-        "createdAt": row["created_at"].isoformat(),
+        "createdAt": row["created_at"],
     }
 
 

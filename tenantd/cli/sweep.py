@@ -94,7 +94,7 @@ def sweep(
     if name != "all" and name not in SWEEP_NAMES:
         fail(f"unknown sweep {name!r}; choose all, {', '.join(SWEEP_NAMES)}", 2)
     wanted = list(SWEEP_NAMES) if name == "all" else [name]
-    show_progress = sys.stdout.isatty() and not as_json
+    show_progress = sys.stdout.isatty() and not as_json and not dry_run
 
     async def work(services: Services) -> list[SweepOutcome]:
         available = registered_sweeps()
@@ -113,7 +113,8 @@ def sweep(
                         dry_run=dry_run,
                         batch_size=batch_size or config.sweep_batch_size,
                         batch_pause=config.sweep_batch_pause_ms / 1000,
-                        on_batch=None if as_json else on_batch,
+                        # A dry run's counts are its plan: the table prints it, once.
+                        on_batch=None if as_json or dry_run else on_batch,
                     )
                 )
         return outcomes

@@ -1,10 +1,13 @@
 """Jinja2 rendering of the transactional emails shipped with tenantd, and what every HTML
-email needs before it is sent: links a mail client can follow and a plain-text part."""
+email needs before it is sent: one branded layout, links a mail client can follow and a
+plain-text part."""
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -12,19 +15,82 @@ from urllib.parse import urljoin, urlsplit
 
 import jinja2
 
+from tenantd.settings import Settings
+
 TEMPLATE_DIR = Path(__file__).parent / "templates"
+LAYOUT_DIR = Path(__file__).parent / "layout"  # _layout.html, _mail.html (macros)
 
 _LINK_ATTRIBUTE = re.compile(r"""(?i)(\s(?:href|src)\s*=\s*)(["'])(.*?)\2""", re.S)
 
 
-@lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
-        autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default=False),
+# --- the brand of every HTML email (issue 28) ----------------------------------------------
+
+DEFAULT_BRAND_NAME = "tenantd"
+DEFAULT_ACCENT = "#4f46e5"
+ACCENT_COLOR = re.compile(r"^#[0-9a-fA-F]{3}([0-9a-fA-F]{3})?$")  # #rgb or #rrggbb
+
+
+@dataclass(frozen=True)
+class Brand:
+    """What the mail layout shows: the hosted pages' brand settings and the public address."""
+
+    name: str = DEFAULT_BRAND_NAME
+    logo_url: str | None = None
+    accent_color: str = DEFAULT_ACCENT
+    base_url: str = ""
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.base_url).netloc or self.base_url
+
+
+def brand_of(settings: Settings) -> Brand:
+    """The brand of TENANTD_UI_BRAND_NAME, TENANTD_UI_LOGO_URL and TENANTD_UI_ACCENT_COLOR
+    (the hosted pages refuse a bad colour at start-up; here it falls back to the default)."""
+    extra = settings.extra
+    accent = extra.get("TENANTD_UI_ACCENT_COLOR", "").strip()
+    return Brand(
+        name=extra.get("TENANTD_UI_BRAND_NAME", "").strip() or DEFAULT_BRAND_NAME,
+        logo_url=extra.get("TENANTD_UI_LOGO_URL", "").strip() or None,
+        accent_color=accent if ACCENT_COLOR.match(accent) else DEFAULT_ACCENT,
+        base_url=settings.public_base_url.rstrip("/"),
+    )
+
+
+_BRAND: list[Brand] = [Brand()]
+
+
+def use_brand(brand: Brand) -> None:
+    """Set the process's mail brand (the composition root does, from the settings it runs
+    with; one process serves one configuration)."""
+    _BRAND[0] = brand
+
+
+def current_brand() -> Brand:
+    return _BRAND[0]
+
+
+def mail_environment(
+    folders: Iterable[Path], *, extensions: tuple[str, ...] = ("html",)
+) -> jinja2.Environment:
+    """A Jinja2 environment for mail templates in `folders`, which can also extend the one
+    layout (`{% extends "_layout.html" %}`) and import its macros (`_mail.html`)."""
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(
+            [jinja2.FileSystemLoader(folder) for folder in folders]
+            + [jinja2.FileSystemLoader(LAYOUT_DIR)]
+        ),
+        autoescape=jinja2.select_autoescape(enabled_extensions=extensions, default=False),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
+    env.globals["brand"] = current_brand
+    return env
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    return mail_environment([TEMPLATE_DIR])
 
 
 def render(

@@ -24,6 +24,7 @@ from typing import Any
 import jinja2
 from pydantic import BaseModel
 
+from tenantd.email.templates import mail_environment
 from tenantd.errors import NotFound
 
 CHANNELS = ("in_app", "email", "sse", "web_push")
@@ -301,12 +302,8 @@ def template_environment(base_dir: Path) -> jinja2.Environment:
     """A Jinja2 environment rooted at the defining module's folder (no escaping out of it)."""
     env = _ENVIRONMENTS.get(base_dir)
     if env is None:
-        env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(base_dir),
-            autoescape=jinja2.select_autoescape(enabled_extensions=("html", "htm"), default=False),
-            undefined=jinja2.StrictUndefined,
-            keep_trailing_newline=True,
-        )
+        # Event templates may extend the mail layout too (`{% extends "_layout.html" %}`).
+        env = mail_environment([base_dir], extensions=("html", "htm"))
         _ENVIRONMENTS[base_dir] = env
     return env
 

@@ -11,18 +11,27 @@ from aiohttp import web
 
 from tenantd.accounts import invitations, join_requests, memberships, restore
 from tenantd.accounts import service as accounts
-from tenantd.accounts.schemas import AccountCreate, InvitationCreate, RoleBody, TransferBody
+from tenantd.accounts.schemas import (
+    AccountCreate,
+    AccountRename,
+    InvitationCreate,
+    RoleBody,
+    TransferBody,
+)
+from tenantd.auth import deletion
+from tenantd.auth import profile as names
 from tenantd.auth import service as auth_service
-from tenantd.auth.schemas import PasswordChangeBody
-from tenantd.errors import AppError, NotFound
+from tenantd.auth.schemas import PasswordChangeBody, ProfileBody
+from tenantd.errors import AppError, NotFound, TransferOwnershipFirst
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
 from tenantd.services import SERVICES
 from tenantd.ui.forms import Form, Problem, field, parse, problem, submit
 from tenantd.ui.render import page, redirect
-from tenantd.ui.session import ACCESS, ISSUED, Viewer, client_meta, load_viewer
+from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta, load_viewer
 from tenantd.ui.strings import done_text, text
+from tenantd.web.json import dumps
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -104,6 +113,7 @@ async def profile(
         "recovery_codes": None,
         "reauth_back": "/account",
         "new_email": "",
+        "blocked": [],
         **(await mfa_context(request, viewer)),
         **extra,
     }
@@ -141,6 +151,54 @@ async def password_post(request: web.Request, viewer: Viewer) -> web.StreamRespo
         request[ISSUED] = result.tokens
         done = "password_breached" if result.warnings else "password"
         return redirect(request, f"/account?done={done}")
+
+    return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
+
+
+@signed_in
+async def names_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    """Edit my first and last name (the API's body model and service)."""
+
+    async def action(form: Form) -> web.StreamResponse:
+        body = parse(
+            ProfileBody,
+            {"firstName": field(form, "firstName"), "lastName": field(form, "lastName")},
+        )
+        await names.update_names(
+            request.app[SERVICES],
+            viewer.principal,
+            first_name=body.first_name,
+            last_name=body.last_name,
+        )
+        return redirect(request, "/account?done=names")
+
+    return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
+
+
+@signed_in
+async def export_get(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    """Everything stored about me, as the file GET /api/v1/users/me/export answers."""
+    exported = await deletion.export_user(request.app[SERVICES], user_id=viewer.principal.user_id)
+    response = web.Response(body=dumps(exported), content_type="application/json")
+    response.headers["Content-Disposition"] = 'attachment; filename="tenantd-export.json"'
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@signed_in
+async def delete_me_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    """Delete my user: the API's service, so its step-up and ownership rule hold here too."""
+
+    async def action(form: Form) -> web.StreamResponse:
+        try:
+            await deletion.delete_user(request.app[SERVICES], viewer.principal)
+        except TransferOwnershipFirst as exc:
+            shared = set((exc.details or {}).get("accountIds", []))
+            blocked = [m for m in viewer.me["memberships"] if m["accountId"] in shared]
+            return await profile(request, viewer, issue=problem(exc), blocked=blocked)
+        request.pop(ISSUED, None)
+        request[STALE] = True  # the service ended every session: the cookies go too
+        return redirect(request, "/login?done=user_deleted")
 
     return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
 
@@ -301,6 +359,16 @@ def member_action(action: MemberAction) -> Handler:
 
     handler.__name__ = action.__name__
     return handler
+
+
+@member_action
+async def rename(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
+    body = parse(AccountRename, {"name": field(form, "name").strip()})
+    assert body.name is not None
+    await accounts.rename_account(
+        request.app[SERVICES], viewer.principal, account_id, name=body.name
+    )
+    return "renamed"
 
 
 @member_action

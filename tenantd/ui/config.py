@@ -3,22 +3,20 @@ process: TENANTD_UI turns the pages on (default) or off, the others restyle them
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tenantd.email.templates import ACCENT_COLOR as _COLOR
+from tenantd.email.templates import DEFAULT_ACCENT, DEFAULT_BRAND_NAME
 from tenantd.settings import Settings, SettingsError, is_ip_address
-
-_COLOR = re.compile(r"^#[0-9a-fA-F]{3}([0-9a-fA-F]{3})?$")
-DEFAULT_ACCENT = "#4f46e5"
 
 
 @dataclass(frozen=True)
 class UiConfig:
     enabled: bool = True
-    brand_name: str = "tenantd"
+    brand_name: str = DEFAULT_BRAND_NAME
     logo_url: str | None = None
     accent_color: str = DEFAULT_ACCENT
     templates_dir: Path | None = None
@@ -48,7 +46,7 @@ def _parse(items: tuple[tuple[str, str], ...]) -> UiConfig:
     templates = env.get("TENANTD_UI_TEMPLATES_DIR", "").strip()
     return UiConfig(
         enabled=_flag(env.get("TENANTD_UI", "true") or "true", "TENANTD_UI"),
-        brand_name=env.get("TENANTD_UI_BRAND_NAME", "").strip() or "tenantd",
+        brand_name=env.get("TENANTD_UI_BRAND_NAME", "").strip() or DEFAULT_BRAND_NAME,
         logo_url=env.get("TENANTD_UI_LOGO_URL", "").strip() or None,
         accent_color=accent,
         templates_dir=Path(templates).absolute() if templates else None,

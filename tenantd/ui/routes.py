@@ -24,6 +24,7 @@ from tenantd.ui.forms import problem
 from tenantd.ui.render import STATIC, page, redirect
 from tenantd.ui.session import load_viewer
 from tenantd.ui.strings import text
+from tenantd.web.middlewares import ERROR_PAGE, REQUEST_ID
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +89,14 @@ PAGES: list[tuple[str, str, Any]] = [
     ("POST", "/invitations/accept", auth.invitation_post),
     ("GET", "/account", accounts.account_page),
     ("POST", "/account/password", accounts.password_post),
+    ("POST", "/account/names", accounts.names_post),
+    ("GET", "/account/export", accounts.export_get),
+    ("POST", "/account/delete", accounts.delete_me_post),
     ("GET", "/accounts", accounts.accounts_page),
     ("POST", "/accounts", accounts.create_post),
     ("POST", "/accounts/switch", accounts.switch_post),
     ("GET", MEMBERS, accounts.members_page),
+    ("POST", "/accounts/{id}/rename", accounts.rename),
     ("POST", MEMBERS + "/invite", accounts.invite),
     ("POST", MEMBERS + "/{userId}/role", accounts.change_role),
     ("POST", MEMBERS + "/{userId}/remove", accounts.remove),
@@ -145,6 +150,27 @@ PAGES: list[tuple[str, str, Any]] = [
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def error_page_of(request: web.Request, exc: AppError) -> web.Response:
+    """An error as a page of the hosted pages' layout (not found, not allowed, our fault)."""
+    issue = problem(exc)
+    if exc.status == 404:
+        heading, message = text("error.not_found_title"), text("error.not_found")
+    elif exc.status == 403:
+        heading, message = text("error.forbidden_title"), issue.message
+    else:
+        heading, message = text("error.title"), issue.message
+    return page(
+        request,
+        "error.html",
+        status=exc.status,
+        title=heading,
+        heading=heading,
+        message=message,
+        status_code=exc.status,
+        request_id=request.get(REQUEST_ID, "") if exc.status >= 500 else "",
+    )
+
+
 def in_words(handler: Handler) -> Handler:
     """A page's own errors (not found, refused form) as a page, never the API's JSON."""
 
@@ -152,20 +178,16 @@ def in_words(handler: Handler) -> Handler:
         try:
             return await handler(request)
         except AppError as exc:
-            issue = problem(exc)
-            heading = text("error.not_found_title" if exc.status == 404 else "error.title")
-            message = text("error.not_found") if exc.status == 404 else issue.message
-            return page(
-                request,
-                "error.html",
-                status=exc.status,
-                title=heading,
-                heading=heading,
-                message=message,
-            )
+            return error_page_of(request, exc)
 
     wrapped.__name__ = getattr(handler, "__name__", "page")
     return wrapped
+
+
+async def error_page(request: web.Request, exc: AppError) -> web.StreamResponse:
+    """The error answer of a person's request that reached no page (an unknown path, a wrong
+    method) or broke one (500), in the pages' branded layout."""
+    return error_page_of(request, exc)
 
 
 def install_pages(app: web.Application, settings: Settings) -> None:
@@ -177,4 +199,5 @@ def install_pages(app: web.Application, settings: Settings) -> None:
         log.warning(notice)
     for method, path, handler in PAGES:
         app.router.add_route(method, path, in_words(handler))
+    app[ERROR_PAGE] = error_page
     app.router.add_get("/static/{name:.+}", static_file)  # GET and HEAD

@@ -108,6 +108,23 @@ EN: dict[str, str] = {
     "account.sign_out_all": "Sign out everywhere",
     "account.sign_out_all_lead": "Ends every session of yours, on every device, including"
     " this one.",
+    # self-service (issue 28): names, my data, delete my user
+    "account.names_submit": "Save name",
+    "account.data": "Your data",
+    "account.export_lead": "Download everything stored about you (profile, sign-in methods,"
+    " memberships, sessions, notifications, preferences, your audit entries) as one JSON file.",
+    "account.export": "Download my data",
+    "account.delete": "Delete my user",
+    "account.delete_lead": "Signs you out everywhere, leaves every account and deletes the"
+    " accounts you own alone. Your data is erased for good after 30 days.",
+    "account.delete_confirm": "Delete your user? You are signed out everywhere.",
+    "account.delete_blocked": "You own an account that has other members. Transfer its"
+    " ownership to one of them (or delete the account) first:",
+    "done.names": "Name saved.",
+    "done.user_deleted": "Your user is deleted. Everything stored about you is erased for"
+    " good after 30 days.",
+    "code.TRANSFER_OWNERSHIP_FIRST": "You own an account that has other members. Transfer its"
+    " ownership or delete the account first.",
     # accounts
     "accounts.title": "Your accounts",
     "accounts.lead": "Switch between the teams you belong to, or start a new one.",
@@ -154,6 +171,8 @@ EN: dict[str, str] = {
     "members.deleted": "The account is deleted. It is purged for good after 30 days.",
     "members.danger": "Danger zone",
     "members.invitations_off": "Invitations need a plan with team invitations.",
+    "members.rename_submit": "Rename",
+    "done.renamed": "Account renamed.",
     # join requests
     "join.title": "Join requests",
     "join.lead": "People whose email domain belongs to {account} asked to join.",
@@ -223,6 +242,8 @@ EN: dict[str, str] = {
     "error.cross_site": "This request did not come from this site.",
     "error.not_found": "There is nothing here.",
     "error.not_found_title": "Page not found",
+    "error.forbidden_title": "Not allowed",
+    "error.reference": "If it happens again, tell us this reference: {id}",
     # API error codes in words
     "code.INVALID_CREDENTIALS": "That email and password do not match.",
     "code.EMAIL_NOT_VERIFIED": "Confirm your email address first: open the link we sent you.",

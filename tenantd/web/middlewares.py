@@ -95,6 +95,49 @@ def _allowed_methods(request: web.Request, exc: web.HTTPMethodNotAllowed) -> lis
     return sorted(exc.allowed_methods)
 
 
+# -- an error as a page for a person, JSON for everything else -------------------------------------
+
+ErrorPage = Callable[[web.Request, AppError], Awaitable[web.StreamResponse]]
+ERROR_PAGE: web.AppKey[ErrorPage] = web.AppKey("error_page")  # set by the hosted pages
+# Paths that answer the JSON envelope whatever the Accept header says: the APIs, the protocol
+# endpoints (OpenID, SCIM, SSO), the static files and the probes.
+JSON_PREFIXES = (
+    "/api/",
+    "/auth/",
+    "/.well-known/",
+    "/scim/",
+    "/sso/",
+    "/static/",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+)
+
+
+def wants_page(request: web.Request) -> bool:
+    """The one rule choosing how an error reads: an HTML page for a browser (its Accept names
+    text/html) on a path outside the JSON prefixes, the JSON envelope for anything else."""
+    path = request.path
+    if any(path.startswith(p) or path == p.rstrip("/") for p in JSON_PREFIXES):
+        return False
+    accept = request.headers.get(hdrs.ACCEPT, "")
+    return "text/html" in accept or "application/xhtml+xml" in accept
+
+
+async def error_answer(
+    request: web.Request, error: AppError, request_id: str
+) -> web.StreamResponse:
+    """The error as the hosted pages' branded page (when they are on and a person asked), else
+    the JSON envelope. A page that fails to render falls back to the envelope."""
+    render = request.app.get(ERROR_PAGE)
+    if render is not None and wants_page(request):
+        try:
+            return await render(request, error)
+        except Exception:
+            log.exception("error page failed", extra={"request_id": request_id})
+    return error_response(error, request_id=request_id)
+
+
 async def handle_request(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = _request_id(request)
     request[REQUEST_ID] = request_id
@@ -110,12 +153,12 @@ async def handle_request(request: web.Request, handler: Handler) -> web.StreamRe
         response = await handler(request) if answer is None else answer
     except AppError as exc:
         error = exc
-        response = error_response(exc, request_id=request_id)
+        response = await error_answer(request, exc, request_id)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         error = _from_http_exception(exc)
-        response = error_response(error, request_id=request_id)
+        response = await error_answer(request, error, request_id)
         if isinstance(exc, web.HTTPMethodNotAllowed):
             response.headers["Allow"] = ", ".join(_allowed_methods(request, exc))
     except asyncio.CancelledError:
@@ -127,7 +170,7 @@ async def handle_request(request: web.Request, handler: Handler) -> web.StreamRe
             "unhandled error",
             extra={"request_id": request_id, "route": route_template(request)},
         )
-        response = error_response(error, request_id=request_id)
+        response = await error_answer(request, error, request_id)
     if not response.prepared:
         response.headers.setdefault("X-Request-ID", request_id)
         if cors is not None:
