@@ -24,7 +24,13 @@ from tenantd.principal import ActingKey
 from tenantd.services import Services
 from tenantd.web.schemas import control_character_fields
 
-SCOPES = ("events:read", "notifications:send", "webhooks:manage", "sessions:introspect")
+SCOPES = (
+    "events:read",
+    "notifications:send",
+    "webhooks:manage",
+    "sessions:introspect",
+    "users:manage",
+)
 PREFIX = "tdk_"
 _TOKEN = re.compile(r"tdk_([0-9a-f]{32})_([A-Za-z0-9_-]{43})")
 NAME_MAX = 100

@@ -98,7 +98,7 @@ COMMANDS: tuple[LazyCommand, ...] = (
         "tenantd.cli.apikeys",
         "app",
         "Server API keys (scopes: events:read, notifications:send, webhooks:manage,"
-        " sessions:introspect).",
+        " sessions:introspect, users:manage).",
     ),
     LazyCommand("users", "tenantd.cli.users", "app", "Users: operator actions, import and export."),
     LazyCommand(

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tenantd.db import Conn, Row
-from tenantd.errors import Conflict, InvalidCredentials, NotFound, RateLimited, Unauthorized
+from tenantd.errors import (
+    Conflict,
+    Impersonation,
+    InvalidCredentials,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+)
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
@@ -475,7 +482,10 @@ async def check_password(services: Services, user_id: uuid.UUID, password: str) 
 
 
 async def reauthenticated(services: Services, principal: Principal, method: str) -> Reauthenticated:
-    """A new access token of the same session whose auth_time is now (the family keeps it)."""
+    """A new access token of the same session whose auth_time is now (the family keeps it).
+    An operator's impersonation never steps up (403 IMPERSONATION)."""
+    if principal.act is not None:
+        raise Impersonation()
     return await reauthenticated_session(
         services,
         user_id=principal.user_id,
@@ -504,6 +514,8 @@ async def reauthenticated_session(
             row = await identity_queries.refresh_auth_time(
                 conn, family_id=session_id, user_id=user_id, amr=[method]
             )
+            if row["act"] is not None:
+                raise Impersonation()  # rolled back: the family's auth_time stays
         methods = list(row["amr"])
         auth_time = row["auth_time"].timestamp()
     token, claims = issue_access_token(

@@ -72,6 +72,7 @@ EN: dict[str, str] = {
     "logout.done": "You are signed out.",
     "signed_out.title": "You are signed out",
     "signed_out.lead": "Your session ended. Sign in again to continue.",
+    "impersonation.banner": "You are signed in as {email} by an operator",
     # reset password
     "reset.title": "Reset your password",
     "reset.lead": "Enter your email and we will send you a link to choose a new password.",
@@ -227,6 +228,8 @@ EN: dict[str, str] = {
     "code.INVALID_CREDENTIALS": "That email and password do not match.",
     "code.EMAIL_NOT_VERIFIED": "Confirm your email address first: open the link we sent you.",
     "code.FORBIDDEN": "You are not allowed to do this.",
+    "code.USER_DISABLED": "This user is disabled. Contact the service's operators.",
+    "code.IMPERSONATION": "Not allowed while an operator is signed in as this user.",
     "code.FEATURE_NOT_ENABLED": "This account's plan does not include this feature.",
     "code.NOT_FOUND": "We could not find that.",
     "code.CONFLICT": "That conflicts with the current state.",
