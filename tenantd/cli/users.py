@@ -19,7 +19,7 @@ from tenantd.auth.transfer import service as transfer
 from tenantd.auth.transfer.formats import FORMATS, HashOptions
 from tenantd.auth.transfer.service import ImportSummary
 from tenantd.cli.accounts import run
-from tenantd.cli.common import console, fail, print_table
+from tenantd.cli.common import console, fail
 from tenantd.identity.passwords import FirebaseScrypt
 from tenantd.mfa import service as mfa
 from tenantd.mfa.sensitive import OPERATOR
@@ -222,13 +222,12 @@ def list_users(
     if as_json:
         _print_json({"items": items, "nextCursor": page.next_cursor})
         return
-    print_table(
-        "Users",
+    _print_columns(
         ["id", "email", "verified", "disabled", "created", "last sign-in"],
         [
             [
-                item["id"],
-                item["email"],
+                str(item["id"]),
+                str(item["email"]),
                 _day(item["emailVerifiedAt"]),
                 _day(item["disabledAt"]),
                 _day(item["createdAt"]),
@@ -239,6 +238,14 @@ def list_users(
     )
     if page.next_cursor:
         sys.stderr.write(f"more: tenantd users list --cursor {page.next_cursor}\n")
+
+
+def _print_columns(header: list[str], rows: list[list[str]]) -> None:
+    """Plain aligned columns that never cut an id or an address, whatever the terminal."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
+    for row in [header, *rows]:
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        sys.stdout.write(line.rstrip() + "\n")
 
 
 def _day(value: object) -> str:
