@@ -34,22 +34,22 @@ async def top_up(dsn: str) -> tuple[int, list[str]]:
         if count < MIN_USERS:
             await db.execute(
                 "INSERT INTO users (email, first_name, last_name, email_verified_at, created_at)"
-                " SELECT 'admin' || i || '@bench' || (i % 997) || '.example', 'Ada' || i,"
-                " 'Lovelace' || (i % 101), now(), now() - (i || ' seconds')::interval"
+                " SELECT 'admin' || i || '@bench' || (i %% 997) || '.example', 'Ada' || i,"
+                " 'Lovelace' || (i %% 101), now(), now() - (i || ' seconds')::interval"
                 " FROM generate_series(1, %(n)s) i",
                 {"n": MIN_USERS - count},
             )
         await db.execute("ANALYZE users")
         total: int = await db.fetch_val("SELECT count(*) FROM users WHERE deleted_at IS NULL")
         plans = []
-        for where in (
-            "lower(u.email || ' ' || u.first_name || ' ' || u.last_name) LIKE '%%r12%%'",
-            "lower(u.email) LIKE 'us%%'",
+        for where, pattern in (
+            ("lower(u.email || ' ' || u.first_name || ' ' || u.last_name)", "%r12%"),
+            ("lower(u.email)", "us%"),
         ):
             rows = await db.fetch_all(
-                "EXPLAIN SELECT u.id FROM users u WHERE u.deleted_at IS NULL AND "
-                + where
-                + " ORDER BY u.created_at DESC, u.id DESC LIMIT 51"
+                f"EXPLAIN SELECT u.id FROM users u WHERE u.deleted_at IS NULL AND {where}"
+                " LIKE %(p)s ORDER BY u.created_at DESC, u.id DESC LIMIT 51",
+                {"p": pattern},
             )
             plans.append(" / ".join(str(r["QUERY PLAN"]).strip() for r in rows))
         return total, plans

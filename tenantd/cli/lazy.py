@@ -100,7 +100,12 @@ COMMANDS: tuple[LazyCommand, ...] = (
         "Server API keys (scopes: events:read, notifications:send, webhooks:manage,"
         " sessions:introspect, users:manage).",
     ),
-    LazyCommand("users", "tenantd.cli.users", "app", "Users: operator actions, import and export."),
+    LazyCommand(
+        "users",
+        "tenantd.cli.users",
+        "app",
+        "Users: find, disable, delete, impersonate; import and export.",
+    ),
     LazyCommand(
         "audit", "tenantd.cli.audit", "app", "The audit log: export it, verify its hash chains."
     ),
