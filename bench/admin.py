@@ -45,13 +45,18 @@ async def top_up(dsn: str) -> tuple[int, list[str]]:
         for where, pattern in (
             ("lower(u.email || ' ' || u.first_name || ' ' || u.last_name)", "%r12%"),
             ("lower(u.email)", "us%"),
+            ("true OR u.email", ""),
         ):
             rows = await db.fetch_all(
-                f"EXPLAIN SELECT u.id FROM users u WHERE u.deleted_at IS NULL AND {where}"
-                " LIKE %(p)s ORDER BY u.created_at DESC, u.id DESC LIMIT 51",
+                "EXPLAIN ANALYZE SELECT u.id, u.email, u.email_verified_at, u.disabled_at,"
+                " u.created_at, u.last_sign_in_at FROM users u WHERE u.deleted_at IS NULL"
+                f" AND ({where} LIKE %(p)s) ORDER BY u.created_at DESC, u.id DESC LIMIT 51",
                 {"p": pattern},
             )
-            plans.append(" / ".join(str(r["QUERY PLAN"]).strip() for r in rows))
+            lines = [str(r["QUERY PLAN"]).strip() for r in rows]
+            scans = [line.split("  (")[0].lstrip("-> ") for line in lines if " on " in line]
+            took = next(line for line in lines if line.startswith("Execution Time"))
+            plans.append(f"{pattern or 'no query'}: {' / '.join(scans)}; {took}")
         return total, plans
     finally:
         await db.close()
