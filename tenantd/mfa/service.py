@@ -26,6 +26,7 @@ from tenantd.errors import (
     NotFound,
     RateLimited,
     Unauthorized,
+    UserDisabled,
 )
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.passwords import verified_rehash
@@ -361,7 +362,10 @@ async def start_ticket(
     amr: Sequence[str],
     return_to: str | None = None,
 ) -> Ticket:
-    """Issue a single-use, 5-minute ticket bound to this browser (binding cookie)."""
+    """Issue a single-use, 5-minute ticket bound to this browser (binding cookie). A user an
+    operator disabled gets none (403 USER_DISABLED), as `issue_session` refuses them too."""
+    if await identity_queries.user_disabled_at(conn, user_id) is not None:
+        raise UserDisabled()
     ticket, binding = new_opaque_token(), new_opaque_token()
     expires_at = _now() + dt.timedelta(seconds=TICKET_TTL_SECONDS)
     await queries.insert_ticket(

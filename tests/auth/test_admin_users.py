@@ -17,7 +17,8 @@ from tenantd.services import SERVICES
 from tests.apikeys.helpers import bearer, new_key
 from tests.auth.helpers import last_token, mail_sent, mails_to, register, set_cookies
 from tests.factories import Factory, mail_text
-from tests.helpers import PASSWORD, data, error
+from tests.helpers import data, error
+from tests.mfa.helpers import user_with_totp
 
 USERS = "/api/v1/admin/users"
 CODE = re.compile(r"code to sign in: (\d{6})")
@@ -271,3 +272,14 @@ async def test_delete_erases_as_self_delete_does(
         {"u": user.id},
     )
     assert kinds and kinds[0]["data"]["by"] == "operator"
+
+
+async def test_a_disabled_user_with_a_second_factor_gets_no_ticket(
+    make_client: Any, factory: Factory, admin: dict[str, str], db: Database, settings: Any
+) -> None:
+    user, _ = await user_with_totp(factory, make_client, db, settings)
+    browser = await make_client()
+    first = await data(await sign_in(browser, user))
+    assert first["mfaRequired"] is True  # before: the password earns a ticket
+    await data(await browser.post(f"{USERS}/{user.id}/disable", headers=admin))
+    await error(await sign_in(await make_client(), user), 403, "USER_DISABLED")
