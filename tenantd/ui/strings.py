@@ -251,6 +251,7 @@ EN: dict[str, str] = {
     "oauth.oauth_unavailable": "The provider cannot be reached right now.",
     "oauth.email_missing": "The provider did not share your email address.",
     "oauth.email_not_verified": "The provider has not verified your email address.",
+    "oauth.user_disabled": "This user is disabled. Contact the service's operators.",
     "oauth.domain_claimed": "Your email domain belongs to an existing account; we asked its"
     " owner to let you in.",
     "oauth.identity_conflict": "Your account is already linked to another identity there.",
