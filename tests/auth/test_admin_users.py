@@ -12,13 +12,16 @@ from typing import Any
 import pytest
 
 from tenantd.db import Database
+from tenantd.errors import UserDisabled
 from tenantd.identity.signin import ClientMeta, start_session
 from tenantd.services import SERVICES
 from tests.apikeys.helpers import bearer, new_key
 from tests.auth.helpers import last_token, mail_sent, mails_to, register, set_cookies
 from tests.factories import Factory, mail_text
 from tests.helpers import data, error
+from tests.mfa.helpers import signed_in as mfa_signed_in
 from tests.mfa.helpers import user_with_totp
+from tests.mfa.soft_authenticator import SoftAuthenticator
 
 USERS = "/api/v1/admin/users"
 CODE = re.compile(r"code to sign in: (\d{6})")
@@ -192,9 +195,9 @@ async def test_disable_ends_sessions_and_refuses_every_sign_in_path(
         403,
         "USER_DISABLED",
     )
-    # OpenID Connect and passkeys start their sessions where every sign-in does.
+    # Every sign-in starts its session in one place (providers and passkeys: tests below).
     async with db.transaction() as conn:
-        with pytest.raises(Exception) as refused:
+        with pytest.raises(UserDisabled):
             await start_session(
                 stranger.server.app[SERVICES],
                 conn,
@@ -204,7 +207,6 @@ async def test_disable_ends_sessions_and_refuses_every_sign_in_path(
                 method="google",
                 amr=("fed",),
             )
-    assert getattr(refused.value, "code", None) == "USER_DISABLED"
 
     # Enabled: sign-in works again; the old sessions stay ended.
     enabled = await data(await admin_client.post(f"{USERS}/{user.id}/enable", headers=admin))
@@ -283,3 +285,32 @@ async def test_a_disabled_user_with_a_second_factor_gets_no_ticket(
     assert first["mfaRequired"] is True  # before: the password earns a ticket
     await data(await browser.post(f"{USERS}/{user.id}/disable", headers=admin))
     await error(await sign_in(await make_client(), user), 403, "USER_DISABLED")
+
+
+async def test_a_disabled_user_cannot_sign_in_with_a_passkey(
+    make_client: Any, factory: Factory, admin: dict[str, str], db: Database, settings: Any
+) -> None:
+    user = await factory.user()
+    browser = await mfa_signed_in(make_client, db, settings, user)
+    key = SoftAuthenticator(rp_id=settings.webauthn_rp_id, origin=settings.webauthn_origins[0])
+    options = await data(await browser.post("/api/v1/auth/passkeys/register/options"))
+    registered = await browser.post(
+        "/api/v1/auth/passkeys/register/verify",
+        json={"credential": key.create(options), "name": "laptop"},
+    )
+    await data(registered, 201)
+
+    async def passkey_sign_in() -> Any:
+        stranger = await make_client()
+        options = await data(
+            await stranger.post("/api/v1/auth/passkeys/authenticate/options", json={})
+        )
+        return await stranger.post(
+            "/api/v1/auth/passkeys/authenticate/verify", json={"credential": key.get(options)}
+        )
+
+    assert (await passkey_sign_in()).status == 200
+    await data(await browser.post(f"{USERS}/{user.id}/disable", headers=admin))
+    await error(await passkey_sign_in(), 403, "USER_DISABLED")
+    shown = await data(await browser.get(f"{USERS}/{user.id}", headers=admin))
+    assert [p["provider"] for p in shown["authProviders"]] == ["password", "passkey"]
