@@ -98,7 +98,7 @@ async def test_link_signs_in_once_with_an_act_claim_and_no_refresh(
     await error(await browser.post("/api/v1/auth/refresh"), 401)
 
     # Single use: the same link again signs in nobody.
-    again, second = await open_link(make_client, url)
+    _, second = await open_link(make_client, url)
     assert second.status == 422
     assert "auth_token" not in set_cookies(second)
     session = await db.fetch_one(
