@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench import apikeys, db_roundtrip, dispatch, metrics_scrape, mfa, outbox, webhooks
+from bench import admin, apikeys, db_roundtrip, dispatch, metrics_scrape, mfa, outbox, webhooks
 
 Benchmark = Callable[[str, str, dict[str, str], Any], dict[str, Any]]
 
@@ -37,4 +37,6 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
         ("outbox_overhead", outbox.outbox_overhead),
         # A prepared SELECT 1 through tenantd/db, 32 in flight, on the server's core.
         ("db_roundtrip", db_roundtrip.figure),
+        # GET /api/v1/admin/users?query= over at least 10,000 users (issue 28).
+        ("admin_user_search", admin.admin_user_search),
     ]

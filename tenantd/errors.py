@@ -219,3 +219,22 @@ class CaptchaFailed(AppError):
     status = 422
     code = "CAPTCHA_FAILED"
     message = "Complete the bot check and try again"
+
+
+# -- Operators (issue 28) ------------------------------------------------------------------------
+
+
+class UserDisabled(AppError):
+    """An operator disabled the user: every sign-in path and every renewal is refused."""
+
+    status = 403
+    code = "USER_DISABLED"
+    message = "This user is disabled"
+
+
+class Impersonation(AppError):
+    """An operator's impersonation session may not perform sensitive actions."""
+
+    status = 403
+    code = "IMPERSONATION"
+    message = "Not allowed while an operator is signed in as this user"

@@ -18,6 +18,7 @@ class AccessClaims:
     session_id: uuid.UUID | None = None  # the `sid` claim: the refresh session (family)
     amr: tuple[str, ...] = ()  # RFC 8176 methods of the sign-in (`pwd`, `otp`, `hwk`, ...)
     auth_time: float | None = None  # when the session last proved who it is (step-up)
+    act: str | None = None  # the `act` claim's sub: the operator impersonating the user
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,7 @@ class Principal:
     session_id: uuid.UUID | None = None  # the token's sid: logout of that session ends it
     amr: tuple[str, ...] = ()
     auth_time: float | None = None
+    act: str | None = None  # set when an operator impersonates the user ("apikey:<id>")
 
     @property
     def claims(self) -> AccessClaims:
@@ -44,6 +46,7 @@ class Principal:
             session_id=self.session_id,
             amr=self.amr,
             auth_time=self.auth_time,
+            act=self.act,
         )
 
 

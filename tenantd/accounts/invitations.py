@@ -306,5 +306,7 @@ async def accept_invitation(
                 refresh_token=refresh_token,
                 amr=actor.amr,
                 auth_time=actor.auth_time,
+                act=actor.act,
+                act_until=actor.expires_at,
             )
     return Accepted(account=account, membership=membership, activation=activation)

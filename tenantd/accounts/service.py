@@ -84,11 +84,14 @@ async def activate(
     refresh_token: str | None,
     amr: tuple[str, ...] = (),
     auth_time: float | None = None,
+    act: str | None = None,
+    act_until: float | None = None,
 ) -> Activation:
     """Issue an access token for `account_id` and point the caller's refresh session at it.
 
     The old access token is not revoked: it keeps its old account until it expires. The new
-    one keeps the caller's `amr` and `auth_time` (pass the principal's).
+    one keeps the caller's `amr` and `auth_time` (pass the principal's), and an operator's
+    impersonation (`act`) with its end (`act_until`: the new token never outlives the old).
     """
     jti = uuid.uuid4()
     session_id = None
@@ -108,6 +111,8 @@ async def activate(
         session_id=session_id,  # logout of the session ends this token too
         amr=amr,
         auth_time=auth_time,
+        act=act,
+        not_after=act_until if act is not None else None,
     )
     return Activation(account_id=account_id, access_token=token, claims=claims)
 
@@ -147,6 +152,8 @@ async def create_account(
                 refresh_token=refresh_token,
                 amr=actor.amr,
                 auth_time=actor.auth_time,
+                act=actor.act,
+                act_until=actor.expires_at,
             )
     account = next(row for row in rows if row["id"] == account_id)
     return Created(account=account, activation=activation)
@@ -243,6 +250,8 @@ async def activate_next_account(
         refresh_token=refresh_token,
         amr=actor.amr,
         auth_time=actor.auth_time,
+        act=actor.act,
+        act_until=actor.expires_at,
     )
 
 
@@ -416,5 +425,7 @@ async def switch_account(
             refresh_token=refresh_token,
             amr=actor.amr,
             auth_time=actor.auth_time,
+            act=actor.act,
+            act_until=actor.expires_at,
         )
     return Switched(account=account, role=role, activation=activation)

@@ -30,6 +30,7 @@ SCOPES = (
     "webhooks:manage",
     "sessions:introspect",
     "notifications:manage",
+    "users:manage",
 )
 PREFIX = "tdk_"
 _TOKEN = re.compile(r"tdk_([0-9a-f]{32})_([A-Za-z0-9_-]{43})")

@@ -11,6 +11,7 @@ from tenantd.auth import deletion as user_deletion
 from tenantd.auth import jobs as auth_jobs
 from tenantd.auth import user_views
 from tenantd.auth import views as auth_views
+from tenantd.auth.admin import views as admin_views
 from tenantd.auth.keys import views as key_views
 from tenantd.auth.oauth import views as oauth_views
 from tenantd.email import sweeps as email_sweeps
@@ -48,6 +49,7 @@ ROUTES: tuple[Routes, ...] = (
     mfa_views.ROUTES,
     webhook_views.ROUTES,
     user_views.ROUTES,
+    admin_views.ROUTES,
 )
 
 JOB_KINDS: tuple[JobKind, ...] = (

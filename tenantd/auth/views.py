@@ -37,6 +37,7 @@ from tenantd.auth.schemas import (
     VerifyEmailBody,
 )
 from tenantd.email.templates import best_locale
+from tenantd.errors import Unauthorized
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
     DEVICE_COOKIE,
@@ -355,6 +356,10 @@ async def me(request: web.Request) -> web.Response:
 async def refresh(request: web.Request) -> web.Response:
     raw = request.cookies.get(REFRESH_COOKIE)
     if not raw:
+        principal = optional_principal(request)
+        if principal is not None and principal.act is not None:
+            # An operator's impersonation has one access token and nothing to renew it.
+            raise Unauthorized("impersonation", "An impersonation session cannot be refreshed")
         # Nothing to refresh: the anonymous branch of tryAuth.
         return ok(RefreshData(user=None))
     services = request.app[SERVICES]

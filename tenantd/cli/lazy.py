@@ -98,9 +98,14 @@ COMMANDS: tuple[LazyCommand, ...] = (
         "tenantd.cli.apikeys",
         "app",
         "Server API keys (scopes: events:read, notifications:send, webhooks:manage,"
-        " sessions:introspect, notifications:manage).",
+        " sessions:introspect, notifications:manage, users:manage).",
     ),
-    LazyCommand("users", "tenantd.cli.users", "app", "Users: operator actions, import and export."),
+    LazyCommand(
+        "users",
+        "tenantd.cli.users",
+        "app",
+        "Users: find, disable, delete, impersonate; import and export.",
+    ),
     LazyCommand(
         "audit", "tenantd.cli.audit", "app", "The audit log: export it, verify its hash chains."
     ),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from tenantd import audit
+from tenantd.auth.admin import service as admin
 from tenantd.auth.transfer import service as transfer
 from tenantd.auth.transfer.formats import FORMATS, HashOptions
 from tenantd.auth.transfer.service import ImportSummary
@@ -19,12 +22,13 @@ from tenantd.cli.accounts import run
 from tenantd.cli.common import console, fail
 from tenantd.identity.passwords import FirebaseScrypt
 from tenantd.mfa import service as mfa
+from tenantd.mfa.sensitive import OPERATOR
 from tenantd.services import Services
 
 app = typer.Typer(
     name="users",
-    help="Users: operator actions, import and export.\n\n"
-    "Example: tenantd users import users.jsonl --format auth0 --dry-run",
+    help="Users: find, disable, delete, impersonate; import and export.\n\n"
+    "Example: tenantd users list --query ada --json",
     no_args_is_help=True,
 )
 
@@ -183,3 +187,172 @@ def export_users(
 
     count = run(work)
     sys.stderr.write(f"exported {count} users\n")
+
+
+# -- administration (issue 28): the same service functions as /api/v1/admin/users -------------
+
+WHO_HELP = "The user's email address (or id)."
+
+
+def _print_json(value: object) -> None:
+    """The API's own encoding (ISO dates, camelCase keys), so both read the same."""
+    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+async def _user_id(services: Services, who: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(who)
+    except ValueError:
+        return await admin.user_id_by_email(services, who)
+
+
+@app.command("list")
+def list_users(
+    query: str | None = typer.Option(None, "--query", "-q", help="Part of an email or name."),
+    limit: int = typer.Option(50, "--limit", min=1, max=admin.MAX_LIMIT, help="Users a page."),
+    cursor: str | None = typer.Option(None, "--cursor", help="The next page's cursor."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """List users newest first, or search them by email and names.
+
+    Example: tenantd users list --query ada --json
+    """
+    page = run(lambda s: admin.list_users(s, query=query, cursor=cursor, limit=limit))
+    items = [admin.user_json(row) for row in page.items]
+    if as_json:
+        _print_json({"items": items, "nextCursor": page.next_cursor})
+        return
+    _print_columns(
+        ["id", "email", "verified", "disabled", "created", "last sign-in"],
+        [
+            [
+                str(item["id"]),
+                str(item["email"]),
+                _day(item["emailVerifiedAt"]),
+                _day(item["disabledAt"]),
+                _day(item["createdAt"]),
+                _day(item["lastSignInAt"]),
+            ]
+            for item in items
+        ],
+    )
+    if page.next_cursor:
+        sys.stderr.write(f"more: tenantd users list --cursor {page.next_cursor}\n")
+
+
+def _print_columns(header: list[str], rows: list[list[str]]) -> None:
+    """Plain aligned columns that never cut an id or an address, whatever the terminal."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
+    for row in [header, *rows]:
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        sys.stdout.write(line.rstrip() + "\n")
+
+
+def _day(value: object) -> str:
+    return value.isoformat(timespec="seconds") if isinstance(value, dt.datetime) else ""
+
+
+@app.command("show")
+def show_user(
+    who: str = typer.Argument(..., help=WHO_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of lines."),
+) -> None:
+    """One user: verification, disabled, last sign-in, memberships, sign-in methods.
+
+    Example: tenantd users show ada@example.com
+    """
+
+    async def work(services: Services) -> dict[str, object]:
+        return await admin.show_user(services, user_id=await _user_id(services, who))
+
+    user = run(work)
+    if as_json:
+        _print_json(user)
+        return
+    for key, value in user.items():
+        if isinstance(value, list):
+            console.print(f"{key}:")
+            for entry in value:
+                console.print("  " + ", ".join(f"{k}={v}" for k, v in entry.items()))
+        else:
+            console.print(f"{key}: {'' if value is None else value}")
+
+
+@app.command("disable")
+def disable_user(who: str = typer.Argument(..., help=WHO_HELP)) -> None:
+    """End every session of the user and refuse sign-in (USER_DISABLED) until enabled.
+
+    Example: tenantd users disable ada@example.com
+    """
+
+    async def work(services: Services) -> None:
+        await admin.disable_user(services, OPERATOR, user_id=await _user_id(services, who))
+
+    run(work)
+    console.print(f"disabled {who}: every session ended")
+
+
+@app.command("enable")
+def enable_user(who: str = typer.Argument(..., help=WHO_HELP)) -> None:
+    """Let a disabled user sign in again.
+
+    Example: tenantd users enable ada@example.com
+    """
+
+    async def work(services: Services) -> None:
+        await admin.enable_user(services, OPERATOR, user_id=await _user_id(services, who))
+
+    run(work)
+    console.print(f"enabled {who}")
+
+
+@app.command("delete")
+def delete_user(
+    who: str = typer.Argument(..., help=WHO_HELP),
+    yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation."),
+) -> None:
+    """Delete the user as self-delete does (address released, sessions ended, anonymised
+    after the grace window).
+
+    Example: tenantd users delete ada@example.com --yes
+    """
+    if not yes and not typer.confirm(f"Delete {who}?"):
+        fail("not deleted", 1)
+
+    async def work(services: Services) -> None:
+        await admin.delete_user(services, OPERATOR, user_id=await _user_id(services, who))
+
+    run(work)
+    console.print(f"deleted {who}")
+
+
+@app.command("resend-verification")
+def resend_verification(who: str = typer.Argument(..., help=WHO_HELP)) -> None:
+    """Mail the user a fresh verification link.
+
+    Example: tenantd users resend-verification ada@example.com
+    """
+
+    async def work(services: Services) -> None:
+        await admin.resend_verification(services, OPERATOR, user_id=await _user_id(services, who))
+
+    run(work)
+    console.print(f"verification link queued for {who}")
+
+
+@app.command("impersonate")
+def impersonate(
+    who: str = typer.Argument(..., help=WHO_HELP),
+    reason: str = typer.Option(..., "--reason", help="Why (written to the audit log)."),
+) -> None:
+    """Print a one-time link that signs in as the user for 15 minutes at most (audited).
+
+    Example: tenantd users impersonate ada@example.com --reason "ticket 4711"
+    """
+
+    async def work(services: Services) -> str:
+        return await admin.impersonate(
+            services, OPERATOR, user_id=await _user_id(services, who), reason=reason
+        )
+
+    sys.stdout.write(run(work) + "\n")

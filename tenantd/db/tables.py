@@ -51,12 +51,28 @@ users = Table(
     Column("quiet_hours_start", Time),
     Column("quiet_hours_end", Time),
     Column("locale", Text),  # Beyond (issue 18): languages
+    # Operators (issue 28): sql/0290
+    Column("disabled_at", DateTime(timezone=True)),
+    Column("last_sign_in_at", DateTime(timezone=True)),
 )
 Index("users_email_key", func.lower(users.c.email), unique=True)
 Index(
     "users_deleted_idx",
     users.c.deleted_at,
     postgresql_where=text("deleted_at IS NOT NULL AND anonymized_at IS NULL"),
+)
+Index("users_created_idx", users.c.created_at.desc(), users.c.id.desc())
+Index(
+    "users_email_prefix_idx",
+    func.lower(users.c.email),
+    postgresql_ops={"lower": "text_pattern_ops"},
+)
+Index(
+    "users_search_trgm_idx",
+    # as PostgreSQL prints the expression of sql/0290
+    text("lower((((email || ' '::text) || first_name) || ' '::text) || last_name)"),
+    postgresql_using="gin",
+    _table=users,
 )
 
 user_passwords = Table(
@@ -629,7 +645,24 @@ session_auth = Table(
     Column("amr", ARRAY(Text), nullable=False),
     Column("auth_time", DateTime(timezone=True), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("act", Text),  # sql/0290: the operator of an impersonation session
     Index("session_auth_user_idx", "user_id"),
+)
+
+impersonation_links = Table(
+    "impersonation_links",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("token_hash", LargeBinary, nullable=False),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
+    Column("family_id", UUID(as_uuid=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("token_hash", name="impersonation_links_token_hash_key"),
+    Index("impersonation_links_user_idx", "user_id"),
 )
 
 passkeys = Table(

@@ -72,6 +72,7 @@ def decide(
         session_id=claims.session_id,
         amr=claims.amr,
         auth_time=claims.auth_time,
+        act=claims.act,
     )
 
 

@@ -130,12 +130,30 @@ async def insert_session_auth(
     user_id: uuid.UUID,
     amr: list[str],
     auth_time: dt.datetime,
+    act: str | None = None,
 ) -> None:
     await conn.execute(
-        "INSERT INTO session_auth (family_id, user_id, amr, auth_time)"
-        " VALUES (%(f)s, %(u)s, %(amr)s, %(t)s)",
-        {"f": family_id, "u": user_id, "amr": amr, "t": auth_time},
+        "INSERT INTO session_auth (family_id, user_id, amr, auth_time, act)"
+        " VALUES (%(f)s, %(u)s, %(amr)s, %(t)s, %(act)s)",
+        {"f": family_id, "u": user_id, "amr": amr, "t": auth_time, "act": act},
     )
+
+
+async def mark_signed_in(conn: Conn, user_id: uuid.UUID) -> dt.datetime | None:
+    """A sign-in of the user starts now: its last sign-in is now; answers when an operator
+    disabled the user (None: not disabled)."""
+    value: dt.datetime | None = await conn.fetch_val(
+        "UPDATE users SET last_sign_in_at = now() WHERE id = %(u)s RETURNING disabled_at",
+        {"u": user_id},
+    )
+    return value
+
+
+async def user_disabled_at(conn: Conn, user_id: uuid.UUID) -> dt.datetime | None:
+    value: dt.datetime | None = await conn.fetch_val(
+        "SELECT disabled_at FROM users WHERE id = %(u)s", {"u": user_id}
+    )
+    return value
 
 
 async def session_auth(conn: Conn, family_id: uuid.UUID) -> Row | None:
@@ -156,7 +174,7 @@ async def refresh_auth_time(
         " amr = ARRAY(SELECT m FROM unnest(session_auth.amr || EXCLUDED.amr) WITH ORDINALITY"
         " AS t(m, n) GROUP BY m ORDER BY min(n))"
         " WHERE session_auth.user_id = EXCLUDED.user_id"
-        " RETURNING amr, auth_time",
+        " RETURNING amr, auth_time, act",
         {"f": family_id, "u": user_id, "amr": amr},
     )
     assert row is not None
@@ -168,7 +186,8 @@ async def refresh_auth_time(
 # database clock, like rotated_at itself; the wall clock, as now() is when the transaction
 # began, maybe before a concurrent rotation it waited for).
 _SESSION_STATE = (
-    "SELECT s.*, u.tokens_valid_after, clock_timestamp() - s.rotated_at AS since_rotated,"
+    "SELECT s.*, u.tokens_valid_after, u.disabled_at AS user_disabled_at,"
+    " clock_timestamp() - s.rotated_at AS since_rotated,"
     " u.mfa_enabled, (SELECT ra.require_mfa FROM accounts ra WHERE ra.id = s.account_id)"
     " AS account_requires_mfa,"
     " EXISTS (SELECT 1 FROM session_auth sa WHERE sa.family_id = s.family_id"

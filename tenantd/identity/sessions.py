@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Database, Row
-from tenantd.errors import MfaRequired, RateLimited, Unauthorized
+from tenantd.errors import MfaRequired, RateLimited, Unauthorized, UserDisabled
 from tenantd.identity import queries
 from tenantd.identity.events import sessions_revoked
 from tenantd.identity.rotation import RotationRequest, batcher_for
@@ -64,6 +64,8 @@ class Renewal:
             log.info("refresh refused", extra={"reason": self.refusal})
             if self.refusal == "mfa_required":
                 raise MfaRequired()
+            if self.refusal == "disabled":
+                raise UserDisabled()
             raise Unauthorized("invalid_session", "Session is invalid or expired")
         return self.tokens
 
@@ -90,7 +92,12 @@ async def issue_session(
     `amr` says how the user signed in (RFC 8176) and `auth_time` when (default now); the
     family keeps both (`session_auth`), so every token it is renewed with carries them.
     `method` names the sign-in for the sessions list (password, email_link, a provider).
+
+    Every sign-in path comes here: a user an operator disabled is refused (403 USER_DISABLED)
+    and the caller's transaction rolls back; otherwise the user's last sign-in is now.
     """
+    if await queries.mark_signed_in(conn, user_id) is not None:
+        raise UserDisabled()
     family_id = uuid.uuid4()
     moment = time.time() if auth_time is None else auth_time
     auth = SessionAuth(tuple(amr), moment)
@@ -114,6 +121,53 @@ async def issue_session(
         auth=auth,
         method=method,
     )
+
+
+async def issue_impersonation_session(
+    conn: Conn,
+    settings: Settings,
+    *,
+    keyring: Keyring,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    act: str,
+    lifetime: dt.timedelta,
+    user_agent: str | None = None,
+    ip: str | None = None,
+) -> IssuedTokens:
+    """A session an operator (`act`) opens as the user: one access token carrying the `act`
+    claim and living `lifetime` at most, a session row ending with it (so the user's sessions
+    list shows it and logout-all ends it), and no refresh token (none is ever handed out)."""
+    if await queries.user_disabled_at(conn, user_id) is not None:
+        raise UserDisabled()
+    family_id = uuid.uuid4()
+    now = _utcnow()
+    await queries.insert_session_auth(
+        conn, family_id=family_id, user_id=user_id, amr=[], auth_time=now, act=act
+    )
+    ends = now + lifetime
+    access_token, claims = issue_access_token(
+        keyring,
+        user_id=user_id,
+        account_id=account_id,
+        session_id=family_id,
+        act=act,
+        not_after=ends.timestamp(),
+    )
+    unused = new_refresh_token(settings.secret_key, family_id)  # stored hashed, never given
+    await queries.insert_session(
+        conn,
+        family_id=family_id,
+        user_id=user_id,
+        account_id=account_id,
+        token_hash=token_hash(settings.secret_key, unused),
+        expires_at=ends,
+        access_jti=claims.jti,
+        user_agent=user_agent,
+        ip=ip,
+        method="impersonation",
+    )
+    return IssuedTokens(access_token, claims, "", ends)
 
 
 @dataclass(frozen=True)
@@ -256,6 +310,8 @@ async def rotate(
             return Renewal(refusal="unknown")
         # One of our tokens whose row is gone: rotated out before the row now kept.
         return await _revoke_for_reuse(conn, family_id)
+    if row["user_disabled_at"] is not None:
+        return Renewal(refusal="disabled")
     if row["revoked_at"] is not None or row["family_revoked"]:
         return Renewal(refusal="revoked")
     successor = successor_refresh_token(secret_key, refresh_token, row["family_id"])

@@ -90,18 +90,26 @@ def issue_access_token(
     session_id: uuid.UUID | None = None,
     amr: tuple[str, ...] = (),
     auth_time: float | None = None,
+    act: str | None = None,
+    not_after: float | None = None,
 ) -> tuple[str, AccessClaims]:
+    """`act`: the operator impersonating the user (the `act` claim, RFC 8693); `not_after`
+    caps the expiry (an impersonation session's tokens never outlive it)."""
     # Millisecond iat so a cutoff set earlier in the same second is still told apart.
     issued_at = round(now if now is not None else time.time(), 3)
+    expires_at = issued_at + ACCESS_TTL_SECONDS
+    if not_after is not None:
+        expires_at = min(expires_at, not_after)
     claims = AccessClaims(
         user_id=user_id,
         account_id=account_id,
         jti=jti or uuid.uuid4(),
         issued_at=issued_at,
-        expires_at=issued_at + ACCESS_TTL_SECONDS,
+        expires_at=expires_at,
         session_id=session_id,
         amr=tuple(amr),
         auth_time=int(auth_time) if auth_time is not None else None,
+        act=act,
     )
     payload: dict[str, object] = {
         "sub": str(user_id),
@@ -116,6 +124,8 @@ def issue_access_token(
         payload["amr"] = list(claims.amr)
     if claims.auth_time is not None:
         payload["auth_time"] = claims.auth_time
+    if claims.act is not None:
+        payload["act"] = {"sub": claims.act}
     return keyring.sign(payload), claims
 
 
@@ -148,6 +158,7 @@ def _verified(keyring: Keyring, token: str) -> tuple[AccessClaims, str | None]:
         sid = payload.get("sid")
         amr = payload.get("amr") or []
         auth_time = payload.get("auth_time")
+        act = payload.get("act")
         claims = AccessClaims(
             user_id=uuid.UUID(str(payload["sub"])),
             account_id=uuid.UUID(str(aid)) if aid else None,
@@ -157,6 +168,7 @@ def _verified(keyring: Keyring, token: str) -> tuple[AccessClaims, str | None]:
             session_id=uuid.UUID(str(sid)) if sid else None,
             amr=tuple(str(method) for method in amr),
             auth_time=float(auth_time) if auth_time is not None else None,
+            act=str(act["sub"]) if isinstance(act, dict) and act.get("sub") else None,
         )
         return claims, kid
     except (UntrustedToken, ValueError, TypeError, KeyError):

@@ -3,7 +3,8 @@
 A sensitive action is performed by a service function that every entry point calls (the API
 view, the hosted page, the JS client through the API). That function, and not a view:
 
-1. calls `require(services, actor, ACTION)` before it changes anything: a session whose
+1. calls `require(services, actor, ACTION)` before it changes anything: an operator's
+   impersonation session (the `act` claim) is refused (403 IMPERSONATION); a session whose
    `auth_time` is older than REAUTH_MAX_AGE_SECONDS is refused (403 REAUTH_REQUIRED; a hosted
    page shows the step-up form and performs nothing). The operator (`OPERATOR`, the CLI) is
    exempt; its commands are audited.
@@ -32,6 +33,7 @@ from urllib.parse import quote
 from tenantd.audit import security
 from tenantd.db import Conn, Row
 from tenantd.email.message import EmailMessage, EmailSendError
+from tenantd.errors import Impersonation
 from tenantd.identity.tokens import token_hash
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.mfa import queries
@@ -169,9 +171,12 @@ _guarded: ContextVar[frozenset[str]] = ContextVar("sensitive_guarded", default=f
 
 
 async def require(services: Services, actor: Principal | Operator, action: Sensitive) -> None:
-    """The guard of every sensitive action: a recent sign-in (403 REAUTH_REQUIRED otherwise);
-    the operator is exempt. Remembers, for this task, that the guard of `action` ran."""
+    """The guard of every sensitive action: never in an operator's impersonation session (403
+    IMPERSONATION), and a recent sign-in (403 REAUTH_REQUIRED otherwise); the operator is
+    exempt. Remembers, for this task, that the guard of `action` ran."""
     if not isinstance(actor, Operator):
+        if actor.act is not None:
+            raise Impersonation()
         await require_recent_auth(services, actor)
     _guarded.set(_guarded.get() | {action.name})
 

@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tenantd.db import Conn, Row
-from tenantd.errors import Conflict, InvalidCredentials, NotFound, RateLimited, Unauthorized
+from tenantd.errors import (
+    Conflict,
+    Impersonation,
+    InvalidCredentials,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+    UserDisabled,
+)
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
@@ -354,7 +362,10 @@ async def start_ticket(
     amr: Sequence[str],
     return_to: str | None = None,
 ) -> Ticket:
-    """Issue a single-use, 5-minute ticket bound to this browser (binding cookie)."""
+    """Issue a single-use, 5-minute ticket bound to this browser (binding cookie). A user an
+    operator disabled gets none (403 USER_DISABLED), as `issue_session` refuses them too."""
+    if await identity_queries.user_disabled_at(conn, user_id) is not None:
+        raise UserDisabled()
     ticket, binding = new_opaque_token(), new_opaque_token()
     expires_at = _now() + dt.timedelta(seconds=TICKET_TTL_SECONDS)
     await queries.insert_ticket(
@@ -475,7 +486,10 @@ async def check_password(services: Services, user_id: uuid.UUID, password: str) 
 
 
 async def reauthenticated(services: Services, principal: Principal, method: str) -> Reauthenticated:
-    """A new access token of the same session whose auth_time is now (the family keeps it)."""
+    """A new access token of the same session whose auth_time is now (the family keeps it).
+    An operator's impersonation never steps up (403 IMPERSONATION)."""
+    if principal.act is not None:
+        raise Impersonation()
     return await reauthenticated_session(
         services,
         user_id=principal.user_id,
@@ -504,6 +518,8 @@ async def reauthenticated_session(
             row = await identity_queries.refresh_auth_time(
                 conn, family_id=session_id, user_id=user_id, amr=[method]
             )
+            if row["act"] is not None:
+                raise Impersonation()  # rolled back: the family's auth_time stays
         methods = list(row["amr"])
         auth_time = row["auth_time"].timestamp()
     token, claims = issue_access_token(

@@ -14,6 +14,7 @@ from aiohttp import web
 from tenantd.errors import AppError, NotFound
 from tenantd.settings import Settings
 from tenantd.ui import account_pages as accounts
+from tenantd.ui import admin_pages
 from tenantd.ui import auth_pages as auth
 from tenantd.ui import email_code_pages as email_codes
 from tenantd.ui import mfa_pages as mfa
@@ -144,6 +145,8 @@ PAGES: list[tuple[str, str, Any]] = [
     ("POST", preferences.QUIET_HOURS, preferences.quiet_hours_post),
     ("GET", preferences.DEFAULTS, preferences.defaults_page),
     ("POST", preferences.DEFAULTS, preferences.defaults_post),
+    # an operator's impersonation link (issue 28)
+    ("GET", admin_pages.IMPERSONATE, admin_pages.impersonate_page),
 ]
 
 

@@ -72,6 +72,7 @@ EN: dict[str, str] = {
     "logout.done": "You are signed out.",
     "signed_out.title": "You are signed out",
     "signed_out.lead": "Your session ended. Sign in again to continue.",
+    "impersonation.banner": "You are signed in as {email} by an operator",
     # reset password
     "reset.title": "Reset your password",
     "reset.lead": "Enter your email and we will send you a link to choose a new password.",
@@ -248,6 +249,8 @@ EN: dict[str, str] = {
     "code.INVALID_CREDENTIALS": "That email and password do not match.",
     "code.EMAIL_NOT_VERIFIED": "Confirm your email address first: open the link we sent you.",
     "code.FORBIDDEN": "You are not allowed to do this.",
+    "code.USER_DISABLED": "This user is disabled. Contact the service's operators.",
+    "code.IMPERSONATION": "Not allowed while an operator is signed in as this user.",
     "code.FEATURE_NOT_ENABLED": "This account's plan does not include this feature.",
     "code.NOT_FOUND": "We could not find that.",
     "code.CONFLICT": "That conflicts with the current state.",
@@ -269,6 +272,7 @@ EN: dict[str, str] = {
     "oauth.oauth_unavailable": "The provider cannot be reached right now.",
     "oauth.email_missing": "The provider did not share your email address.",
     "oauth.email_not_verified": "The provider has not verified your email address.",
+    "oauth.user_disabled": "This user is disabled. Contact the service's operators.",
     "oauth.domain_claimed": "Your email domain belongs to an existing account; we asked its"
     " owner to let you in.",
     "oauth.identity_conflict": "Your account is already linked to another identity there.",

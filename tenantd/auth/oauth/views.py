@@ -17,12 +17,12 @@ from urllib.parse import parse_qsl, urlencode
 from aiohttp import web
 from pydantic import Field
 
-from tenantd.auth.oauth import presets, service
+from tenantd.auth.oauth import errors, presets, service
 from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, ReauthBinding, callback_path
 from tenantd.auth.oauth.reauth import SteppedUp
-from tenantd.errors import Conflict, NotFound
+from tenantd.errors import Conflict, NotFound, UserDisabled
 from tenantd.identity.cookies import (
     DEVICE_COOKIE,
     clear_cookie,
@@ -236,6 +236,9 @@ async def _callback(request: web.Request, params: service.CallbackParams) -> web
         )
     except OAuthRefused as refused:
         response = _refused(refused, provider)
+    except UserDisabled:
+        refusal = OAuthRefused(errors.USER_DISABLED, "an operator disabled the user")
+        response = _refused(refusal, provider)
     else:
         if isinstance(signed, SteppedUp):
             # A step-up of the session that asked: a new access token, the same session.

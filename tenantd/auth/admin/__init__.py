@@ -1,0 +1,1 @@
+"""Operators' user administration: the admin API (scope `users:manage`) and its CLI."""

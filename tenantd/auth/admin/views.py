@@ -1,0 +1,89 @@
+"""`/api/v1/admin/users`: server routes under the API-key scope `users:manage`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from tenantd.auth.admin import service
+from tenantd.auth.admin.schemas import ImpersonateBody, UsersQuery
+from tenantd.principal import acting_key
+from tenantd.services import SERVICES
+from tenantd.web.routing import path_uuid
+from tenantd.web.spec import Access, Routes
+
+ROUTES = Routes("admin")
+
+SCOPE = "users:manage"
+USERS = "/api/v1/admin/users"
+USER = USERS + "/{id}"
+MANAGE: dict[str, Any] = {"access": Access.API_KEY, "scope": SCOPE}
+
+
+@ROUTES.get(USERS, query=UsersQuery, summary="List and search users (keyset pages)", **MANAGE)
+async def list_users(request: web.Request, query: UsersQuery) -> Any:
+    """`{items, nextCursor}`; `query` matches email and names; pass nextCursor as `cursor`."""
+    page = await service.list_users(
+        request.app[SERVICES], query=query.query, cursor=query.cursor, limit=query.limit
+    )
+    return {"items": [service.user_json(row) for row in page.items], "nextCursor": page.next_cursor}
+
+
+@ROUTES.get(USER, summary="One user with memberships and sign-in methods", **MANAGE)
+async def show_user(request: web.Request) -> Any:
+    return await service.show_user(request.app[SERVICES], user_id=path_uuid(request, "id"))
+
+
+@ROUTES.post(
+    f"{USER}/disable", summary="Disable a user: end every session, refuse sign-in", **MANAGE
+)
+async def disable_user(request: web.Request) -> Any:
+    row = await service.disable_user(
+        request.app[SERVICES], acting_key(request), user_id=path_uuid(request, "id")
+    )
+    return service.user_json(row)
+
+
+@ROUTES.post(f"{USER}/enable", summary="Enable a disabled user", **MANAGE)
+async def enable_user(request: web.Request) -> Any:
+    row = await service.enable_user(
+        request.app[SERVICES], acting_key(request), user_id=path_uuid(request, "id")
+    )
+    return service.user_json(row)
+
+
+@ROUTES.delete(USER, summary="Delete a user (the erasure of self-delete)", **MANAGE)
+async def delete_user(request: web.Request) -> Any:
+    done = await service.delete_user(
+        request.app[SERVICES], acting_key(request), user_id=path_uuid(request, "id")
+    )
+    return {
+        "deletedAt": done.deleted_at,
+        "anonymizeAfter": done.anonymize_after,
+        "accountsDeleted": done.accounts_deleted,
+    }
+
+
+@ROUTES.post(f"{USER}/resend-verification", summary="Mail a fresh verification link", **MANAGE)
+async def resend_verification(request: web.Request) -> Any:
+    await service.resend_verification(
+        request.app[SERVICES], acting_key(request), user_id=path_uuid(request, "id")
+    )
+    return {}
+
+
+@ROUTES.post(
+    f"{USER}/impersonate",
+    body=ImpersonateBody,
+    summary="A one-time link that signs in as the user (audited with its reason)",
+    **MANAGE,
+)
+async def impersonate(request: web.Request, body: ImpersonateBody) -> Any:
+    url = await service.impersonate(
+        request.app[SERVICES],
+        acting_key(request),
+        user_id=path_uuid(request, "id"),
+        reason=body.reason,
+    )
+    return {"url": url}
