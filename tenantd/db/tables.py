@@ -12,6 +12,7 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     Boolean,
+    Double,
     Column,
     DateTime,
     Index,
@@ -517,9 +518,11 @@ webhook_endpoints = Table(
     Column("url", Text, nullable=False),
     Column("description", Text, nullable=False),
     Column("event_types", ARRAY(Text), nullable=False),
-    Column("secret", Text, nullable=False),
+    Column("secret", Text),  # clear text only until the start-up hook seals it (0220)
     Column("previous_secret", Text),
     Column("previous_secret_expires_at", DateTime(timezone=True)),
+    Column("secret_sealed", LargeBinary),
+    Column("previous_secret_sealed", LargeBinary),
     Column("failing_since", DateTime(timezone=True)),
     Column("disabled_at", DateTime(timezone=True)),
     Column("disabled_reason", Text),
@@ -883,4 +886,32 @@ security_undo = Table(
     UniqueConstraint("token_hash", name="security_undo_token_hash_key"),
     Index("security_undo_user_idx", "user_id", "created_at"),
     Index("security_undo_expires_idx", "expires_at"),
+)
+
+
+# Declarative event types (0280, issue 28): one row per type, its version from a sequence.
+event_definitions = Table(
+    "event_definitions",
+    metadata,
+    Column("type", Text, primary_key=True),
+    Column("definition", JSONB, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+# What each running `tenantd serve` reports about itself (0310, issue 28): `tenantd status`.
+instances = Table(
+    "instances",
+    metadata,
+    Column("instance", Text, primary_key=True),
+    Column("host", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("listen", Text),
+    Column("version", Text, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False),
+    Column("heartbeat_seconds", Double, nullable=False),
+    Column("switches", JSONB, nullable=False),
+    Column("event_types", ARRAY(Text), nullable=False),
 )
