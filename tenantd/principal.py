@@ -31,6 +31,9 @@ class Principal:
     session_id: uuid.UUID | None = None  # the token's sid: logout of that session ends it
     amr: tuple[str, ...] = ()
     auth_time: float | None = None
+    # The token's account requires MFA and this session used no second factor (amr): every
+    # request but the few that step up, enrol a factor or leave the account is refused.
+    owes_factor: bool = False
 
     @property
     def claims(self) -> AccessClaims:

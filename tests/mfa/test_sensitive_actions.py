@@ -305,7 +305,9 @@ async def test_restore_and_mfa_policy_changes_are_undone(
     make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
 ) -> None:
     owner = await factory.user()
-    browser = await signed_in(make_client, db, settings, owner)
+    await enrol_totp(await signed_in(make_client, db, settings, owner))
+    # Switched on from a session that used the factor (one that used none is refused it).
+    browser = await signed_in(make_client, db, settings, owner, amr=("pwd", "otp"))
     account = f"/api/v1/accounts/{owner.account_id}"
     await data(await browser.patch(account, json={"requireMfa": True}))
     await undo(
