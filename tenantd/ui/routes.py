@@ -21,7 +21,7 @@ from tenantd.ui import notification_pages as notifications
 from tenantd.ui import preference_pages as preferences
 from tenantd.ui.config import passkeys_notice, ui_config
 from tenantd.ui.forms import problem
-from tenantd.ui.render import STATIC, page, redirect
+from tenantd.ui.render import STATIC, page, redirect, retry_after
 from tenantd.ui.session import load_viewer
 from tenantd.ui.strings import text
 
@@ -155,7 +155,7 @@ def in_words(handler: Handler) -> Handler:
             issue = problem(exc)
             heading = text("error.not_found_title" if exc.status == 404 else "error.title")
             message = text("error.not_found") if exc.status == 404 else issue.message
-            return page(
+            response = page(
                 request,
                 "error.html",
                 status=exc.status,
@@ -163,6 +163,8 @@ def in_words(handler: Handler) -> Handler:
                 heading=heading,
                 message=message,
             )
+            retry_after(response, issue.retry_after)
+            return response
 
     wrapped.__name__ = getattr(handler, "__name__", "page")
     return wrapped
