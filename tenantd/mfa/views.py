@@ -191,7 +191,9 @@ async def reauth(request: web.Request, body: ReauthBody) -> web.Response:
     services = _services(request)
     principal = current_principal(request)
     if body.password is not None:
-        method = await service.check_password(services, principal.user_id, body.password)
+        method = await service.check_password(
+            services, principal.user_id, body.password, device=_client(request).device
+        )
     elif body.totp is not None:
         method = await service.check_code(services, principal.user_id, totp_code=body.totp)
     else:
