@@ -33,6 +33,9 @@ class Principal:
     amr: tuple[str, ...] = ()
     auth_time: float | None = None
     act: str | None = None  # set when an operator impersonates the user ("apikey:<id>")
+    # The token's account requires MFA and this session used no second factor (amr): every
+    # request but the few that step up, enrol a factor or leave the account is refused.
+    owes_factor: bool = False
 
     @property
     def claims(self) -> AccessClaims:

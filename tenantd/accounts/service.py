@@ -272,6 +272,17 @@ async def refuse_without_mfa(conn: Conn, account: Row, actor: Principal) -> None
         )
 
 
+async def refuse_owed_factor(services: Services, actor: Principal) -> None:
+    """Every request of a session that owes its account's second factor
+    (`Principal.owes_factor`: the account requires MFA, read with the token's cached state,
+    and the session's amr holds no factor), however long ago its token was issued: refused
+    as a switch into the account would be (MFA_REQUIRED, or REAUTH_REQUIRED listing the
+    factors to step up with)."""
+    async with services.db.connection() as conn:
+        await refuse_without_mfa(conn, {"id": actor.account_id, "require_mfa": True}, actor)
+    raise ReauthRequired([], "This account requires a second factor: sign in with one")
+
+
 @dataclass(frozen=True)
 class PolicyChange:
     required: bool
@@ -299,13 +310,17 @@ async def set_require_mfa(
 ) -> PolicyChange:
     """Owner only: turn the MFA requirement on or off (a sensitive action: step-up, the owner
     is told with a link that sets it back); switching it on mails every member without a
-    factor (after commit)."""
+    factor (after commit). The owner switches it on from a session that used a factor
+    (MFA_REQUIRED or REAUTH_REQUIRED otherwise): every other session in the account is
+    refused from its next request on (`refuse_owed_factor`), which would lock the owner out."""
     await sensitive.require(services, actor, sensitive.MFA_POLICY_CHANGED)
     notified = 0
     async with services.db.transaction() as conn:
         account = await lock_scoped(conn, actor, account_id, "account.mfa_policy")
         if bool(account["require_mfa"]) == required:
             return PolicyChange(required=required, notified=0)
+        if required:
+            await refuse_without_mfa(conn, {**account, "require_mfa": True}, actor)
         await queries.set_require_mfa(conn, account_id=account_id, required=required)
         await sensitive.performed(
             services,

@@ -69,7 +69,12 @@ def _answer(
 # -- accounts ---------------------------------------------------------------------------------
 
 
-@ROUTES.get("/api/v1/accounts", response=list[AccountSummary], summary="My accounts with role")
+@ROUTES.get(
+    "/api/v1/accounts",
+    response=list[AccountSummary],
+    summary="My accounts with role",
+    mfa_exempt=True,
+)
 async def list_accounts(request: web.Request) -> list[AccountSummary]:
     principal = current_principal(request)
     rows = await service.list_accounts(_services(request), principal)
@@ -105,6 +110,7 @@ async def create_account(request: web.Request, body: AccountCreate) -> web.Respo
 @ROUTES.post(
     "/api/v1/accounts/switch",
     body=SwitchBody,
+    mfa_exempt=True,
     response=SwitchResult,
     summary="Switch the active account: a new access token with that aid",
 )

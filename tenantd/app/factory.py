@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
+from tenantd.accounts.service import refuse_owed_factor
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.apikeys.guard import require_api_key
 from tenantd.app.hooks import HOOKS
@@ -15,22 +16,28 @@ from tenantd.db import DATABASE
 from tenantd.identity.guards import guard as session_guard
 from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.ops.shutdown import shutdown_ctx
+from tenantd.principal import PRINCIPAL
 from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.ui.routes import install_pages
 from tenantd.web.middlewares import envelope_routes
 from tenantd.web.parser_log import ServerLog
 from tenantd.web.routing import register
-from tenantd.web.spec import WEBHOOK_BODY_LIMIT, Access, Routes
+from tenantd.web.spec import CURRENT_ROUTE, WEBHOOK_BODY_LIMIT, Access, Routes
 
 
 async def guard(request: web.Request, access: Access) -> None:
     """Server routes take an API key and nothing else; every other route the session guards
-    (which never read an API key)."""
+    (which never read an API key). A session that owes its account's second factor
+    (requireMfa, no factor in its amr) is refused everywhere but the routes that let it step
+    up, enrol a factor or leave (`mfa_exempt`): 403 REAUTH_REQUIRED or MFA_REQUIRED."""
     if access is Access.API_KEY:
         await require_api_key(request)
-    else:
-        await session_guard(request, access)
+        return
+    await session_guard(request, access)
+    principal = request.get(PRINCIPAL)
+    if principal is not None and principal.owes_factor and not request[CURRENT_ROUTE].mfa_exempt:
+        await refuse_owed_factor(request.app[SERVICES], principal)
 
 
 def create_app(

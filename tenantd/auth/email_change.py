@@ -6,7 +6,8 @@ address, announced to the old one with a "this wasn't me" link.
 - The old address is told at once; its link (`POST /api/v1/auth/email-change/cancel {token}`,
   no session needed) cancels a pending change or, within CANCEL_DAYS, changes the address back
   whatever came after (A->B->C: A's link brings A back and ends B->C), and ends every session
-  of the user either way; the answer says which happened.
+  of the user either way; the answer says which happened. A password set and a factor added
+  while the address was away end with it (whoever held the address reset or added them).
 - A request is limited per user and per recipient (`MAIL_RATE_LIMITS`), here in the action;
   its mails leave from a job after the answer, the same work whether or not the address is
   taken.
@@ -19,6 +20,7 @@ address, announced to the old one with a "this wasn't me" link.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ import psycopg2.errors
 from tenantd import audit
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import mail, queries
+from tenantd.db import Conn
 from tenantd.email import suppression
 from tenantd.email.message import EmailMessage
 from tenantd.errors import Conflict, NotFound, ValidationFailed
@@ -37,7 +40,9 @@ from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import revoke_all
 from tenantd.identity.signin import AUTH_EMAIL
 from tenantd.identity.tokens import new_opaque_token, token_hash
+from tenantd.mfa import queries as mfa_queries
 from tenantd.mfa import sensitive
+from tenantd.mfa.service import after_factor_removed
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import limit_chosen_recipient
 from tenantd.principal import Principal
@@ -235,6 +240,23 @@ async def confirm_change(services: Services, *, user_id: uuid.UUID, token: str) 
     return Changed(user_id=user_id, email=new)
 
 
+async def _end_credentials_since(conn: Conn, user_id: uuid.UUID, since: dt.datetime) -> list[str]:
+    """While the address was away (from the confirmation of the cancelled change on), the
+    mail about the account went to whoever held it: a password reset there, and the
+    notices (with their undo links) of a password or a factor added then. Whatever was set
+    then ends with the cancel, or its holder signs straight back in: a password set or
+    changed (the owner chooses a new one with "Forgot password", mailed to the address now
+    back), an authenticator app or passkey added (the recovery codes go with the last
+    factor). What ended, for the audit row."""
+    ended = []
+    if await queries.drop_password_set_since(conn, user_id=user_id, since=since):
+        ended.append("password")
+    if await mfa_queries.delete_factors_since(conn, user_id=user_id, since=since):
+        await after_factor_removed(conn, user_id)
+        ended.append("factors")
+    return ended
+
+
 @dataclass(frozen=True)
 class Cancelled:
     """What a "this wasn't me" link did: `restored` when the address went back to the one
@@ -286,6 +308,9 @@ async def cancel_change(services: Services, *, token: str) -> Cancelled:
             await queries.set_user_email(conn, user_id=user_id, email=original)
             await queries.drop_user_links(conn, user_id=user_id)
             restored = True
+        ended = []
+        if not kept and change["confirmed_at"] is not None:
+            ended = await _end_credentials_since(conn, user_id, change["confirmed_at"])
         # This change and every later one end (their links with them), confirmed or not.
         await queries.cancel_email_changes_since(conn, user_id=user_id, change_id=change["id"])
         await audit.record(
@@ -294,7 +319,7 @@ async def cancel_change(services: Services, *, token: str) -> Cancelled:
             actor_user_id=None,
             action="user.email_change_cancelled",
             target=str(user_id),
-            data={"reverted": restored, "newEmail": change["new_email"]},
+            data={"reverted": restored, "newEmail": change["new_email"], "ended": ended},
         )
         if restored:
             await user_changed(conn, "user.updated", user_id, previous={"email": current})

@@ -6,6 +6,7 @@ tenantd/identity/queries.py.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 
 from tenantd.db import Conn, Row
@@ -295,6 +296,17 @@ async def delete_email_code(conn: Conn, email: str) -> None:
 
 
 # -- "This wasn't me" of a password change or a user deletion (auth/security_undo.py) --------
+
+
+async def drop_password_set_since(conn: Conn, *, user_id: uuid.UUID, since: dt.datetime) -> bool:
+    """Remove the password when it was set or changed at or after `since`."""
+    return bool(
+        await conn.fetch_val(
+            "DELETE FROM user_passwords WHERE user_id = %(u)s AND updated_at >= %(t)s"
+            " RETURNING true",
+            {"u": user_id, "t": since},
+        )
+    )
 
 
 async def drop_password(conn: Conn, user_id: uuid.UUID) -> bool:

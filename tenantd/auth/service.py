@@ -583,7 +583,8 @@ async def change_password(
 
     The user-wide cutoff ends the other sessions and access tokens; the caller gets a new
     session issued after it, so this browser stays signed in. Attempts count against the
-    login limit of the address, so the route is no faster a password oracle than login.
+    login limit of the address, so the route is no faster a password oracle than login; a
+    browser that signed in as the user before counts in its own budget, as at login.
     """
     settings = services.settings
     user_id, account_id = principal.user_id, principal.account_id
@@ -603,6 +604,7 @@ async def change_password(
                 scope="login",
                 ip=None,  # the route counts the address per IP
                 email=user["email"],
+                device_cookie=client.device,
             )
     if stored is not None and not await verify_password(stored, current_password or ""):
         raise InvalidCredentials("Current password is incorrect")

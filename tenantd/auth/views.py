@@ -332,6 +332,7 @@ ANONYMOUS_ME = dumps(AnonymousUser())
 @ROUTES.get(
     "/api/v1/users/me",
     access=Access.TRY,
+    mfa_exempt=True,
     response=CurrentUser | AnonymousUser,
     wrapped=False,
     summary="Current user (user null when anonymous)",
@@ -350,6 +351,7 @@ async def me(request: web.Request) -> web.Response:
 @ROUTES.post(
     "/api/v1/auth/refresh",
     access=Access.TRY,
+    mfa_exempt=True,
     response=RefreshData,
     summary="Rotate the refresh cookie and issue a new access token (user null without one)",
 )
@@ -383,6 +385,7 @@ async def refresh(request: web.Request) -> web.Response:
 @ROUTES.get(
     "/api/v1/auth/mfa/status",
     access=Access.TRY,
+    mfa_exempt=True,
     response=MfaStatusOut | MfaStatus,
     summary="MFA status: {enabled, methods, recoveryCodesRemaining}; anonymous: {enabled: false}",
 )
@@ -393,7 +396,7 @@ async def mfa_status(request: web.Request) -> MfaStatus | dict[str, object]:
     return await mfa.status(request.app[SERVICES], principal.user_id)
 
 
-@ROUTES.post("/api/v1/auth/logout", response=Empty, summary="End this session")
+@ROUTES.post("/api/v1/auth/logout", response=Empty, summary="End this session", mfa_exempt=True)
 async def logout(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]
@@ -408,7 +411,12 @@ async def logout(request: web.Request) -> web.Response:
     return response
 
 
-@ROUTES.post("/api/v1/auth/logout-all", response=Empty, summary="End every session of the user")
+@ROUTES.post(
+    "/api/v1/auth/logout-all",
+    response=Empty,
+    summary="End every session of the user",
+    mfa_exempt=True,
+)
 async def logout_all(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]

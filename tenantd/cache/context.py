@@ -3,9 +3,10 @@
 What is cached: the Principal of an access token (keyed by jti, found also by its user and
 its session: user, aid, role, after the revocation and cutoff checks), the serialised /me
 body (keyed by user and aid), and the user's inbox answers (first pages and unread count).
-Also each user's token facts (the user-wide cutoff and the role per account, as the guard's
-statement last read them) which, with the mirror of revocations (`Revocations`), answer a
-token this instance has not seen yet without a statement (`token_state`).
+Also each user's token facts (the user-wide cutoff, and per account the role and whether the
+account requires MFA, as the guard's statement last read them) which, with the mirror of
+revocations (`Revocations`), answer a token this instance has not seen yet without a
+statement (`token_state`).
 
 How it stays correct: database triggers (sql/0070, 0071) announce every write to users,
 memberships, accounts, plans, feature overrides, passwords, identities, revoked tokens,
@@ -72,8 +73,11 @@ class ContextCache:
         self._jtis_by_session: dict[uuid.UUID, set[uuid.UUID]] = {}
         self._me: dict[uuid.UUID, dict[uuid.UUID | None, bytes]] = {}
         self._me_count = 0
-        # Per user: (tokens_valid_after as epoch seconds or None, role per account asked).
-        self._facts: dict[uuid.UUID, tuple[float | None, dict[uuid.UUID | None, str | None]]] = {}
+        # Per user: (tokens_valid_after as epoch seconds or None, per account asked: the role
+        # and whether the account requires MFA). A change of either announces `account:`.
+        self._facts: dict[
+            uuid.UUID, tuple[float | None, dict[uuid.UUID | None, tuple[str | None, bool]]]
+        ] = {}
         self._facts_count = 0
         self.revocations = Revocations()
         # Per-user inbox answers (first pages, unread count), oldest first. They change with
@@ -110,9 +114,9 @@ class ContextCache:
         account_id: uuid.UUID | None,
         jti: uuid.UUID,
         session_id: uuid.UUID | None,
-    ) -> tuple[float | None, bool, str | None] | None:
-        """What the guard's token-state statement would answer (cutoff, revoked, role),
-        from memory; None when that is not known here (then the statement runs)."""
+    ) -> tuple[float | None, bool, str | None, bool] | None:
+        """What the guard's token-state statement would answer (cutoff, revoked, role,
+        require_mfa), from memory; None when that is not known here (then it runs)."""
         if not self.serving:
             return None
         facts = self._facts.get(user_id)
@@ -124,7 +128,8 @@ class ContextCache:
         revoked = self.revocations.refuses(jti, session_id)
         if revoked is None:
             return None
-        return cutoff, revoked, roles[account_id]
+        role, require_mfa = roles[account_id]
+        return cutoff, revoked, role, require_mfa
 
     def me_body(self, user_id: uuid.UUID, account_id: uuid.UUID | None) -> bytes | None:
         if not self.serving:
@@ -151,8 +156,10 @@ class ContextCache:
         account_id: uuid.UUID | None,
         role: str | None,
         generation: int,
+        require_mfa: bool = False,
     ) -> None:
-        """A user's cutoff and role in one account, as the token-state statement read them."""
+        """A user's cutoff, role in one account and whether that account requires MFA, as the
+        token-state statement read them."""
         if not self.serving or generation != self.generation:
             return
         if self._facts_count >= self.max_entries:
@@ -163,7 +170,7 @@ class ContextCache:
             self._facts_count -= len(facts[1]) if facts is not None else 0
             facts = self._facts[user_id] = (cutoff, {})
         self._facts_count += account_id not in facts[1]
-        facts[1][account_id] = role
+        facts[1][account_id] = (role, require_mfa)
 
     def store_me(
         self, user_id: uuid.UUID, account_id: uuid.UUID | None, body: bytes, generation: int

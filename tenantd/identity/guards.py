@@ -29,12 +29,13 @@ def invalid() -> Unauthorized:
 
 async def check_claims(conn: Conn, claims: AccessClaims) -> Principal:
     """Expiry, jti and session revocation, the user-wide cutoff and the aid membership."""
-    principal, _ = await _checked(conn, claims)
+    principal, _, _ = await _checked(conn, claims)
     return principal
 
 
-async def _checked(conn: Conn, claims: AccessClaims) -> tuple[Principal, float | None]:
-    """`check_claims`, with the user's cutoff it read (epoch seconds) for the cache."""
+async def _checked(conn: Conn, claims: AccessClaims) -> tuple[Principal, float | None, bool]:
+    """`check_claims`, with the user's cutoff it read (epoch seconds) and whether the token's
+    account requires MFA, for the cache."""
     if claims.expires_at <= time.time():
         raise invalid()
     state = await queries.token_state(
@@ -48,14 +49,25 @@ async def _checked(conn: Conn, claims: AccessClaims) -> tuple[Principal, float |
         raise invalid()  # the user is gone
     cutoff = state["tokens_valid_after"]
     at = cutoff.timestamp() if cutoff is not None else None
-    return decide(claims, cutoff=at, revoked=state["revoked"], role=state["role"]), at
+    require_mfa = bool(state["require_mfa"])
+    principal = decide(
+        claims, cutoff=at, revoked=state["revoked"], role=state["role"], require_mfa=require_mfa
+    )
+    return principal, at, require_mfa
 
 
 def decide(
-    claims: AccessClaims, *, cutoff: float | None, revoked: bool, role: str | None
+    claims: AccessClaims,
+    *,
+    cutoff: float | None,
+    revoked: bool,
+    role: str | None,
+    require_mfa: bool = False,
 ) -> Principal:
     """The principal of a token whose state is known (from the statement or the cache's
-    mirror of it); `invalid()` when that state refuses it."""
+    mirror of it); `invalid()` when that state refuses it. `owes_factor` says the token's
+    account requires MFA and the session used no factor (the caller refuses it, see
+    `app.factory.guard`)."""
     if revoked:
         raise invalid()
     if cutoff is not None and claims.issued_at < cutoff:
@@ -73,6 +85,7 @@ def decide(
         amr=claims.amr,
         auth_time=claims.auth_time,
         act=claims.act,
+        owes_factor=require_mfa and not queries.used_factor(claims.amr),
     )
 
 
@@ -99,13 +112,17 @@ async def recheck(services: Services, claims: AccessClaims) -> Principal:
     generation = cache.generation
     known = cache.token_state(claims.user_id, claims.account_id, claims.jti, claims.session_id)
     if known is not None:
-        cutoff, revoked, role = known
-        principal = decide(claims, cutoff=cutoff, revoked=revoked, role=role)
+        cutoff, revoked, role, require_mfa = known
+        principal = decide(
+            claims, cutoff=cutoff, revoked=revoked, role=role, require_mfa=require_mfa
+        )
         cache.store_principal(principal, generation)
         return principal
     async with services.db.connection() as conn:
-        principal, cutoff = await _checked(conn, claims)
-    cache.store_facts(claims.user_id, cutoff, claims.account_id, principal.role, generation)
+        principal, cutoff, require_mfa = await _checked(conn, claims)
+    cache.store_facts(
+        claims.user_id, cutoff, claims.account_id, principal.role, generation, require_mfa
+    )
     cache.store_principal(principal, generation)
     return principal
 

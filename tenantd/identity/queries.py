@@ -29,9 +29,10 @@ SELECT u.tokens_valid_after,
        EXISTS (SELECT 1 FROM revoked_tokens r WHERE r.jti = %(jti)s)
        OR EXISTS (SELECT 1 FROM sessions s
                    WHERE s.family_id = %(sid)s AND s.revoked_at IS NOT NULL) AS revoked,
-       (SELECT m.role FROM {ACTIVE_MEMBERSHIPS}
-           AND m.user_id = u.id AND m.account_id = %(aid)s) AS role
+       ma.role, COALESCE(ma.require_mfa, false) AS require_mfa
   FROM users u
+  LEFT JOIN LATERAL (SELECT m.role, a.require_mfa FROM {ACTIVE_MEMBERSHIPS}
+                        AND m.user_id = u.id AND m.account_id = %(aid)s) ma ON true
  WHERE u.id = %(uid)s
 """,
 )
@@ -45,8 +46,9 @@ async def token_state(
     account_id: uuid.UUID | None,
     session_id: uuid.UUID | None = None,
 ) -> Row | None:
-    """User cutoff, jti or session revocation and the role in the token's account, in one
-    round trip. A session family with a revoked row is ended as a whole (logout, reuse)."""
+    """User cutoff, jti or session revocation, the role in the token's account and whether
+    that account requires a second factor (`require_mfa`), in one round trip. A session
+    family with a revoked row is ended as a whole (logout, reuse)."""
     return await conn.fetch_one(
         TOKEN_STATE, {"uid": user_id, "jti": jti, "aid": account_id, "sid": session_id}
     )

@@ -90,6 +90,19 @@ async def use_totp_step(conn: Conn, *, user_id: uuid.UUID, step: int) -> bool:
     )
 
 
+async def delete_factors_since(conn: Conn, *, user_id: uuid.UUID, since: dt.datetime) -> int:
+    """Remove the authenticator app and the passkeys added at or after `since`; how many."""
+    totp = await conn.fetch_all(
+        "DELETE FROM mfa_totp WHERE user_id = %(u)s AND created_at >= %(t)s RETURNING 1",
+        {"u": user_id, "t": since},
+    )
+    keys = await conn.fetch_all(
+        "DELETE FROM passkeys WHERE user_id = %(u)s AND created_at >= %(t)s RETURNING 1",
+        {"u": user_id, "t": since},
+    )
+    return len(totp) + len(keys)
+
+
 async def delete_totp(conn: Conn, user_id: uuid.UUID) -> bool:
     return bool(
         await conn.fetch_val(

@@ -458,8 +458,11 @@ class Reauthenticated:
     claims: AccessClaims
 
 
-async def check_password(services: Services, user_id: uuid.UUID, password: str) -> str:
-    """The user's password (login limit counted per address); the amr method."""
+async def check_password(
+    services: Services, user_id: uuid.UUID, password: str, *, device: str | None = None
+) -> str:
+    """The user's password (login limit counted per address, or in the browser's own budget
+    when `device`, its device cookie, was issued at a sign-in of this user); the amr method."""
     settings = services.settings
     async with services.db.connection() as conn:
         user = await identity_queries.user_credentials(conn, user_id)
@@ -472,6 +475,7 @@ async def check_password(services: Services, user_id: uuid.UUID, password: str) 
             scope="login",
             ip=None,
             email=user["email"],
+            device_cookie=device,
         )
     stored = user["password_hash"]
     matches, rehashed = await verified_rehash(stored, password)

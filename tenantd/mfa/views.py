@@ -70,6 +70,7 @@ def _client(request: web.Request) -> ClientMeta:
 
 @ROUTES.post(
     "/api/v1/auth/mfa/totp/setup",
+    mfa_exempt=True,
     response=TotpSetupOut,
     responses={403: "REAUTH_REQUIRED", 409: "An authenticator app is already set up"},
     summary="Start TOTP enrolment: a secret, its otpauth URI and QR code (pending until confirmed)",
@@ -81,6 +82,7 @@ async def totp_setup(request: web.Request) -> TotpSetupOut:
 
 @ROUTES.post(
     "/api/v1/auth/mfa/totp/confirm",
+    mfa_exempt=True,
     body=CodeBody,
     response=RecoveryCodesOut,
     responses={
@@ -178,6 +180,7 @@ async def mfa_verify(request: web.Request, body: VerifyBody) -> web.Response:
 @ROUTES.post(
     "/api/v1/auth/reauth",
     body=ReauthBody,
+    mfa_exempt=True,
     response=ReauthOut,
     rate_limit="mfa",
     responses={401: "INVALID_CREDENTIALS", 429: "RATE_LIMITED"},
@@ -188,7 +191,9 @@ async def reauth(request: web.Request, body: ReauthBody) -> web.Response:
     services = _services(request)
     principal = current_principal(request)
     if body.password is not None:
-        method = await service.check_password(services, principal.user_id, body.password)
+        method = await service.check_password(
+            services, principal.user_id, body.password, device=_client(request).device
+        )
     elif body.totp is not None:
         method = await service.check_code(services, principal.user_id, totp_code=body.totp)
     else:
@@ -206,6 +211,7 @@ async def reauth(request: web.Request, body: ReauthBody) -> web.Response:
 
 @ROUTES.post(
     "/api/v1/auth/reauth/passkey-options",
+    mfa_exempt=True,
     response=dict[str, Any],
     summary="WebAuthn request options for reauthenticating with a passkey",
 )
@@ -224,6 +230,7 @@ def _passkey_out(row: Any) -> PasskeyOut:
 
 @ROUTES.post(
     "/api/v1/auth/passkeys/register/options",
+    mfa_exempt=True,
     response=dict[str, Any],
     responses={403: "REAUTH_REQUIRED"},
     summary="WebAuthn creation options for a new passkey (discoverable; step-up)",
@@ -234,6 +241,7 @@ async def passkey_register_options(request: web.Request) -> dict[str, Any]:
 
 @ROUTES.post(
     "/api/v1/auth/passkeys/register/verify",
+    mfa_exempt=True,
     body=RegisterPasskeyBody,
     response=PasskeyRegistered,
     status=201,

@@ -170,13 +170,20 @@ async def check(
     ip: str | None,
     email: str | None,
     session: str | None = None,
+    device_cookie: str | None = None,
 ) -> Verdict:
-    """Count this attempt of `scope` per IP, email and session; say whether it is allowed."""
+    """Count this attempt of `scope` per IP, email and session; say whether it is allowed.
+    A `device_cookie` issued at a sign-in of `email` counts in that browser's own budget
+    instead of the address's shared one (`device_budget_key`)."""
     if not config.rate_limit_enabled:
         return Verdict(True, 0)
     email_hash = email_key(secret_key, email) if email else None
+    device = device_budget_key(secret_key, device_cookie, email)
     rule = config.rate_rule(scope)
-    return await hit(conn, counters_for(scope, rule, ip=ip, email_hash=email_hash, session=session))
+    return await hit(
+        conn,
+        counters_for(scope, rule, ip=ip, email_hash=email_hash, session=session, device=device),
+    )
 
 
 async def enforce(
@@ -187,9 +194,18 @@ async def enforce(
     scope: str,
     ip: str | None,
     email: str | None,
+    device_cookie: str | None = None,
 ) -> None:
     """As `check`, raising RateLimited (429 with Retry-After) when over a limit."""
-    verdict = await check(conn, config, secret_key=secret_key, scope=scope, ip=ip, email=email)
+    verdict = await check(
+        conn,
+        config,
+        secret_key=secret_key,
+        scope=scope,
+        ip=ip,
+        email=email,
+        device_cookie=device_cookie,
+    )
     if not verdict.allowed:
         raise RateLimited(verdict.retry_after)
 

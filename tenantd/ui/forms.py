@@ -64,6 +64,8 @@ class Problem:
     # REAUTH_REQUIRED: how the user can confirm it is them (password, totp, passkey).
     methods: list[str] = dataclasses.field(default_factory=list)
     providers: list[str] = dataclasses.field(default_factory=list)  # for the `provider` method
+    # RATE_LIMITED (and 503): seconds until a retry can succeed; the page says Retry-After.
+    retry_after: int | None = None
 
 
 def problem(exc: AppError) -> Problem:
@@ -84,6 +86,7 @@ def problem(exc: AppError) -> Problem:
         code=exc.code,
         methods=methods,
         providers=providers,
+        retry_after=getattr(exc, "retry_after", None),
     )
 
 

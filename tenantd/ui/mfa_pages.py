@@ -239,7 +239,12 @@ async def reauth_post(request: web.Request, viewer: Viewer) -> web.StreamRespons
         body = parse(ReauthBody, _reauth_fields(form))
         await rate_limit_request(request, "mfa", body)
         if body.password is not None:
-            method = await mfa.check_password(services, viewer.principal.user_id, body.password)
+            method = await mfa.check_password(
+                services,
+                viewer.principal.user_id,
+                body.password,
+                device=client_meta(request).device,
+            )
         elif body.passkey is not None:
             await passkeys.verify_assertion(
                 services, body.passkey, purpose=passkeys.REAUTH, user_id=viewer.principal.user_id

@@ -66,7 +66,9 @@ def page(
     title: str = "",
     **context: Any,
 ) -> web.Response:
-    """Render one page with the chrome's context; set the cookies the request decided on."""
+    """Render one page with the chrome's context; set the cookies the request decided on. A
+    refusal shown (`problem` or `issue`) that names a retry time (429, 503) says Retry-After,
+    as the API's answer does."""
     settings = request.app[SETTINGS]
     config: UiConfig = ui_config(settings)
 
@@ -100,8 +102,15 @@ def page(
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["Referrer-Policy"] = "same-origin"
     response.headers["Content-Security-Policy"] = content_security_policy(widget)
+    shown = context.get("problem") or context.get("issue")
+    retry_after(response, getattr(shown, "retry_after", None))
     finish(request, response)
     return response
+
+
+def retry_after(response: web.StreamResponse, seconds: int | None) -> None:
+    if seconds is not None:
+        response.headers["Retry-After"] = str(seconds)
 
 
 def content_security_policy(widget: captcha.Provider | None) -> str:

@@ -22,7 +22,7 @@ from tenantd.ui import notification_pages as notifications
 from tenantd.ui import preference_pages as preferences
 from tenantd.ui.config import passkeys_notice, ui_config
 from tenantd.ui.forms import problem
-from tenantd.ui.render import STATIC, page, redirect
+from tenantd.ui.render import STATIC, page, redirect, retry_after
 from tenantd.ui.session import load_viewer
 from tenantd.ui.strings import text
 from tenantd.web.middlewares import ERROR_PAGE, REQUEST_ID
@@ -162,7 +162,7 @@ def error_page_of(request: web.Request, exc: AppError) -> web.Response:
         heading, message = text("error.forbidden_title"), issue.message
     else:
         heading, message = text("error.title"), issue.message
-    return page(
+    response = page(
         request,
         "error.html",
         status=exc.status,
@@ -172,6 +172,8 @@ def error_page_of(request: web.Request, exc: AppError) -> web.Response:
         status_code=exc.status,
         request_id=request.get(REQUEST_ID, "") if exc.status >= 500 else "",
     )
+    retry_after(response, issue.retry_after)
+    return response
 
 
 def in_words(handler: Handler) -> Handler:

@@ -81,10 +81,15 @@ async def _principal(request: web.Request) -> Principal | None:
     services = request.app[SERVICES]
     token = request.cookies.get(AUTH_COOKIE)
     if token:
+        # A session that owes its account's second factor (requireMfa) is no viewer of the
+        # pages: its refresh is refused alike, so the browser signs in again, with the factor.
         try:
-            return await authenticate(request, token)
+            principal = await authenticate(request, token)
         except AppError:
             pass
+        else:
+            if not principal.owes_factor:
+                return principal
     raw = request.cookies.get(REFRESH_COOKIE)
     if not raw:
         if token:
@@ -96,6 +101,9 @@ async def _principal(request: web.Request) -> Principal | None:
         )
         principal = await recheck(services, signed.tokens.access)
     except AppError:
+        request[STALE] = True
+        return None
+    if principal.owes_factor:
         request[STALE] = True
         return None
     request[ISSUED] = signed.tokens

@@ -52,6 +52,9 @@ class RouteSpec:
     # The API-key scope a server route (Access.API_KEY) requires, e.g. "events:read"; a
     # tuple: any one of them.
     scope: str | tuple[str, ...] | None = None
+    # Served to a session that owes its account's second factor (Principal.owes_factor): the
+    # few routes that tell the state, step up, enrol a factor or leave the account.
+    mfa_exempt: bool = False
 
     @property
     def name(self) -> str:
@@ -83,6 +86,7 @@ class Routes:
         rate_limit: str | None = None,
         produces: str = "application/json",
         scope: str | tuple[str, ...] | None = None,
+        mfa_exempt: bool = False,
     ) -> Callable[[View], View]:
         if (access is Access.API_KEY) != (scope is not None):
             raise ValueError(f"{method} {path}: a scope goes with Access.API_KEY, and only there")
@@ -110,6 +114,7 @@ class Routes:
                     rate_limit=rate_limit,
                     produces=produces,
                     scope=scope,
+                    mfa_exempt=mfa_exempt,
                 )
             )
             return view

@@ -115,3 +115,48 @@ async def test_the_hosted_login_page_keeps_the_same_budgets(
         allow_redirects=False,
     )
     assert response.status == 429
+
+
+async def test_step_up_and_password_change_keep_the_browsers_own_budget(
+    make_client: Any, factory: Factory
+) -> None:
+    """The password step-up (POST /api/v1/auth/reauth, and the hosted step-up box) and the
+    password change count like login: failures elsewhere spend the address's shared budget,
+    not the budget of a browser that signed in as the user, so they cannot lock the owner's
+    browser out of confirming a change; that browser's own failures still end its budget."""
+    owner = await factory.user()
+    browser = await make_client()
+    assert (await login(browser, owner.email, owner.password)).status == 200
+    assert cookie(browser, DEVICE_COOKIE)
+    attacker = await make_client()
+    for _ in range(SHARED_BUDGET - 1):  # the owner's sign-in spent one
+        await error(await login(attacker, owner.email, "wrong password"), 401)
+    await error(await login(attacker, owner.email, owner.password), 429, "RATE_LIMITED")
+    # A session without the owner's device cookie is held to the spent shared budget.
+    elsewhere = await make_client()
+    assert (await login(browser, owner.email, owner.password)).status == 200  # own budget
+    elsewhere.session.cookie_jar.update_cookies(
+        {"auth_token": str(cookie(browser, "auth_token"))}, response_url=elsewhere.make_url("/")
+    )
+    await error(
+        await elsewhere.post("/api/v1/auth/reauth", json={"password": owner.password}),
+        429,
+        "RATE_LIMITED",
+    )
+
+    response = await browser.post("/api/v1/auth/reauth", json={"password": owner.password})
+    assert response.status == 200, await response.text()
+    new_password = "a brand new passphrase 42"
+    response = await browser.post(
+        "/api/v1/auth/password",
+        json={"currentPassword": owner.password, "newPassword": new_password},
+    )
+    assert response.status == 200, await response.text()
+    # Not an unlimited budget: the browser's own wrong passwords end it.
+    for _ in range(SHARED_BUDGET):
+        answer = await browser.post("/api/v1/auth/reauth", json={"password": "wrong password"})
+        if answer.status == 429:
+            break
+        assert answer.status == 401, await answer.text()
+    else:
+        raise AssertionError("the browser's own budget never ran out")

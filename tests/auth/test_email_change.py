@@ -14,6 +14,7 @@ import pytest
 from tests.auth.helpers import mail_sent
 from tests.factories import Factory, UserRecord, mail_text, read_mails
 from tests.helpers import ORIGIN, data, error
+from tests.mfa.helpers import enrol_totp
 
 
 async def signed_in(make_client: Any, factory: Factory, user: UserRecord) -> Any:
@@ -216,3 +217,55 @@ async def test_invitations_and_suppression_follow_the_new_address(
     )
     accepted = await client.post("/api/v1/invitations/accept", json={"token": invited["token"]})
     assert accepted.status == 200, await accepted.text()
+
+
+async def test_this_wasnt_me_ends_a_password_and_a_factor_set_while_the_address_was_away(
+    make_client: Any, factory: Factory, db: Any, mail_dir: Path
+) -> None:
+    """A stolen session changes the address, confirms it, resets the password through the new
+    address and adds an authenticator app (their notices go to the new address): the owner's
+    cancel link brings the address back and ends that password and that factor, or the
+    attacker would sign straight back in. The owner's "Forgot password" reaches them again."""
+    user = await factory.user()
+    attacker = await signed_in(make_client, factory, user)
+    evil = f"evil-{uuid.uuid4().hex[:8]}@example.org"
+    await attacker.post("/api/v1/users/me/email", json={"newEmail": evil})
+    await mail_sent(attacker)
+    confirm = link_token(mails_to(mail_dir, evil)[0], "/confirm-email")
+    cancel = link_token(mails_to(mail_dir, user.email)[0], "/cancel-email-change")
+    await data(await attacker.post("/api/v1/users/me/email/confirm", json={"token": confirm}))
+    anonymous = await make_client()
+    await data(await anonymous.post("/api/v1/auth/password-reset/request", json={"email": evil}))
+    await mail_sent(anonymous)
+    reset = link_token(mails_to(mail_dir, evil)[-1], "/reset-password")
+    stolen = "the attacker's own passphrase 7"
+    await data(
+        await anonymous.post(
+            "/api/v1/auth/password-reset/confirm", json={"token": reset, "password": stolen}
+        )
+    )
+    thief = await make_client()
+    login = await thief.post("/api/v1/auth/login", json={"email": evil, "password": stolen})
+    assert login.status == 200, await login.text()
+    await enrol_totp(thief)
+
+    owner = await make_client()
+    await data(await owner.post("/api/v1/auth/email-change/cancel", json={"token": cancel}))
+    assert await user_email(db, user) == user.email
+    for password in (stolen, user.password):  # neither: "Forgot password" is the way back
+        await error(
+            await thief.post(
+                "/api/v1/auth/login", json={"email": user.email, "password": password}
+            ),
+            401,
+        )
+    factors = await db.fetch_one(
+        "SELECT u.mfa_enabled, (SELECT count(*) FROM mfa_totp t WHERE t.user_id = u.id) AS totp,"
+        " (SELECT count(*) FROM mfa_recovery_codes r WHERE r.user_id = u.id) AS codes"
+        " FROM users u WHERE u.id = %(u)s",
+        {"u": user.id},
+    )
+    assert factors == {"mfa_enabled": False, "totp": 0, "codes": 0}
+    await data(await owner.post("/api/v1/auth/password-reset/request", json={"email": user.email}))
+    await mail_sent(owner)
+    assert "/reset-password" in mail_text(mails_to(mail_dir, user.email)[-1])

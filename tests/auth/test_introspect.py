@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 
 from tenantd.apikeys.service import create_key
+from tenantd.cache.context import CHANNEL
 from tenantd.db import Database
+from tenantd.pubsub.hub import PUBSUB
+from tests.factories import wait_until_heard
 from tests.helpers import SECRET, access_claims, error_of
 
 INTROSPECT = "/api/v1/auth/introspect"
@@ -60,6 +63,22 @@ async def test_a_logged_out_sessions_token_is_inactive_at_once(
     # A refresh, then logout with the new token: the first token's session ends too (sid).
     assert (await browser.post("/api/v1/auth/refresh")).status == 200
     assert (await browser.post("/api/v1/auth/logout")).status == 200
+    assert await introspect(server, cookies["auth_token"]) == {"active": False}
+
+
+async def test_a_token_owing_its_accounts_second_factor_is_inactive(
+    make_client: Any, factory: Any, db: Database, app: Any
+) -> None:
+    """Once its account requires MFA, a token of a session that used no factor is refused by
+    every route but step-up, enrolment and leaving: not active for a server caller either."""
+    user = await factory.user()
+    cookies = await factory.cookies(user)
+    server = await make_client(origin=None)
+    assert (await introspect(server, cookies["auth_token"]))["active"] is True  # now cached
+    await db.execute(
+        "UPDATE accounts SET require_mfa = true WHERE id = %(a)s", {"a": user.account_id}
+    )
+    await wait_until_heard(db, app[PUBSUB], CHANNEL)  # the account's invalidation arrived
     assert await introspect(server, cookies["auth_token"]) == {"active": False}
 
 

@@ -2,7 +2,7 @@
 address its caller chooses (`tenantd.app.mail_actions.MAIL_ACTIONS`, and the anonymous
 sign-up, resend and reset of `ANONYMOUS_MAIL_ACTIONS`) is limited: the walk
 finds the routes (tests/mail_limits/reach.py), and each found route is driven past the limit
-and must refuse (API: 429 RATE_LIMITED with Retry-After; page: 429 in words) with no mail
+and must refuse (API: 429 RATE_LIMITED; page: 429 in words; both with Retry-After) with no mail
 beyond it. A new route reaching such an action without a driver here fails the walk; an
 action whose limit is removed fails it too (the last test removes each in turn)."""
 
@@ -69,6 +69,7 @@ async def refused_api(response: Any) -> None:
 
 async def refused_page(response: Any) -> None:
     assert response.status == 429, (response.status, (await response.text())[:500])
+    assert int(response.headers["Retry-After"]) > 0  # the page says when, as the API does
 
 
 # -- drivers: one per route that reaches a mail action ----------------------------------------

@@ -5,22 +5,27 @@ ends every session."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pyotp
 import pytest
+from aiohttp import web
 
+from tenantd.app import create_app
 from tenantd.db import Database
 from tenantd.errors import InvalidCredentials
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
 from tenantd.services import SERVICES
 from tenantd.settings import Settings
+from tenantd.web.spec import Access, Routes
 from tests.auth.helpers import link_token, mails_to
 from tests.factories import Factory, UserRecord, mail_text
-from tests.helpers import data, error, eventually
+from tests.helpers import ORIGIN, data, error, eventually
 from tests.mfa.helpers import Enrolled, enrol_totp, signed_in
 from tests.mfa.soft_authenticator import SoftAuthenticator
 
@@ -305,7 +310,9 @@ async def test_restore_and_mfa_policy_changes_are_undone(
     make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
 ) -> None:
     owner = await factory.user()
-    browser = await signed_in(make_client, db, settings, owner)
+    await enrol_totp(await signed_in(make_client, db, settings, owner))
+    # Switched on from a session that used the factor (one that used none is refused it).
+    browser = await signed_in(make_client, db, settings, owner, amr=("pwd", "otp"))
     account = f"/api/v1/accounts/{owner.account_id}"
     await data(await browser.patch(account, json={"requireMfa": True}))
     await undo(
@@ -353,3 +360,62 @@ async def test_an_action_cannot_be_performed_without_its_guard(
     # Used up: the guard covers one performance.
     assert not sensitive.guard_ran(sensitive.TOTP_ADDED)
     assert sensitive.TOTP_ADDED.name in await events(db, user)
+
+
+async def test_an_undo_link_used_concurrently_undoes_once(
+    make_client: Any, factory: Factory, db: Database, settings: Settings, mail_dir: Path
+) -> None:
+    """Eight browsers open the same "This wasn't me" link at once: the row is locked and
+    re-read (used_at), so exactly one undoes, the others are told the link is used, none
+    fails, and one undo is recorded."""
+    owner = await factory.user()
+    browser = await signed_in(make_client, db, settings, owner)
+    await data(await browser.delete(f"/api/v1/accounts/{owner.account_id}"))
+    token = await notice(browser, mail_dir, owner, sensitive.ACCOUNT_DELETED)
+    clients = [await make_client() for _ in range(8)]
+    answers = await asyncio.gather(
+        *(c.post("/api/v1/auth/security/undo", json={"token": token}) for c in clients)
+    )
+    assert sorted(a.status for a in answers) == [200] + [422] * 7
+    assert (await events(db, owner)).count("action_undone") == 1
+    undone = await db.fetch_val(
+        "SELECT count(*) FROM audit_log WHERE action = 'security.action_undone' AND target = %(u)s",
+        {"u": str(owner.id)},
+    )
+    assert undone == 1
+
+
+GUARD_PROBE = Routes("tests")
+
+
+@GUARD_PROBE.route("POST", "/test/guard", access=Access.PUBLIC, wrapped=False)
+async def _guard_set(request: web.Request) -> dict[str, Any]:
+    """Runs a guard and performs nothing (as an action refused after its guard does)."""
+    await sensitive.require(request.app[SERVICES], sensitive.OPERATOR, sensitive.TOTP_ADDED)
+    return await _guard_seen(request)
+
+
+@GUARD_PROBE.route("GET", "/test/guard", access=Access.PUBLIC, wrapped=False)
+async def _guard_seen(request: web.Request) -> dict[str, Any]:
+    assert request.transport is not None
+    client = request.transport.get_extra_info("peername")
+    return {"ran": sensitive.guard_ran(sensitive.TOTP_ADDED), "client": list(client)}
+
+
+async def test_a_guard_does_not_outlive_its_request_on_a_kept_alive_connection(
+    settings: Settings, migrated: str, aiohttp_server: Any
+) -> None:
+    """The guard is remembered per task; aiohttp serves each request of a connection in a
+    task of its own (a copy of the connection's context), so a guard that ran in one request
+    and was not used is gone in the next request on the same connection."""
+    server = await aiohttp_server(create_app(settings, migrated, extra_routes=[GUARD_PROBE]))
+    connector = aiohttp.TCPConnector(limit=1)  # one connection, kept alive
+    async with aiohttp.ClientSession(connector=connector) as session:
+        url = server.make_url("/test/guard")
+        async with session.post(url, headers={"Origin": ORIGIN}) as first:
+            assert first.status == 200, await first.text()
+            before = await first.json()
+        async with session.get(url) as second:
+            after = await second.json()
+    assert before["ran"] is True and after["ran"] is False
+    assert before["client"] == after["client"]  # one connection: the same client port

@@ -267,3 +267,21 @@ async def test_one_listen_connection_per_process(app: web.Application) -> None:
     assert "tenantd_cache" in hub.channels
     assert app[SERVICES].context_cache.serving
     assert hub.backend_pid() is not None
+
+
+async def test_an_open_stream_ends_when_its_account_starts_requiring_a_factor(
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
+) -> None:
+    """A stream of a session that used no second factor ends once its account requires MFA
+    (the account's change reaches the cached context), as its next request would be refused."""
+    user = await factory.user()
+    reader = await open_stream(await make_client(cookies=await factory.cookies(user)))
+    await eventually(lambda: listening(app, user.id))
+    await ping(services, user.id, 1)
+    assert await reader.next_event() is not None
+    await services.db.execute(
+        "UPDATE accounts SET require_mfa = true WHERE id = %(a)s", {"a": user.account_id}
+    )
+    await wait_until_heard(services.db, app[PUBSUB], CHANNEL)
+    await ping(services, user.id, 1)
+    assert await reader.next_event() is None

@@ -83,21 +83,26 @@ class Server:
         return self.process.wait(timeout=timeout)
 
 
-def start_server(name: str, env: dict[str, str], directory: Path, *extra_args: str) -> Server:
-    port = free_port()
-    log_path = directory / f"{name}.log"
-    handle = log_path.open("wb")
-    # This checkout's package, whatever the venv's editable install points at.
-    full_env = {
+def process_env(env: dict[str, str]) -> dict[str, str]:
+    """The whole environment of a spawned tenantd: `env`, PATH, and this checkout's package
+    first on the path, whatever the shared venv's editable install points at (another
+    checkout: a server of that code would answer for this one)."""
+    return {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONUNBUFFERED": "1",
         "TENANTD_ENV_FILE": "",  # not the host's /etc/tenantd/tenantd.env
         "PYTHONPATH": str(REPO),
         **env,
     }
+
+
+def start_server(name: str, env: dict[str, str], directory: Path, *extra_args: str) -> Server:
+    port = free_port()
+    log_path = directory / f"{name}.log"
+    handle = log_path.open("wb")
     process = subprocess.Popen(
         [TENANTD, "serve", "--host", "127.0.0.1", "--port", str(port), *extra_args],
-        env=full_env,
+        env=process_env(env),
         stdout=handle,
         stderr=subprocess.STDOUT,
         cwd=directory,

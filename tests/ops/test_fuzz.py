@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import tempfile
 import threading
 import time
 import urllib.request
@@ -50,9 +52,20 @@ from tenantd.web.schemas import (
 from tenantd.web.spec import Access, Routes
 from tests.factories import Factory, UserRecord
 from tests.helpers import ORIGIN, SECRET
-from tests.ops.servers import Server, server_env, start_server
+from tests.ops.servers import REPO, TENANTD, Server, process_env, server_env, start_server
 
 T = TypeVar("T")
+
+# The spawned server's settings beyond server_env's; the in-process document is built with
+# the same ones, so a route that depends on a setting is in both or in neither.
+FUZZ_SETTINGS = {
+    "NOTIFICATIONS_SSE_ENABLED": "true",
+    "TENANTD_SCHEDULER_ENABLED": "false",
+    "RATE_LIMIT_ENABLED": "false",  # reach the views; limits have their own tests
+    "LOG_LEVEL": "error",
+}
+# The interpreter the venv's `tenantd` script runs (its shebang), as a spawned server does.
+TENANTD_PYTHON = Path(TENANTD).read_text().splitlines()[0].removeprefix("#!").strip()
 
 CHECKS = [
     not_a_server_error,
@@ -109,15 +122,7 @@ def wait_ready(server: Server, limit: float = 60.0) -> None:
 @pytest.fixture(scope="module")
 def fuzz_server(migrated: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     directory: Path = tmp_path_factory.mktemp("fuzz")
-    env = server_env(
-        migrated,
-        directory,
-        SECRET,
-        NOTIFICATIONS_SSE_ENABLED="true",
-        TENANTD_SCHEDULER_ENABLED="false",
-        RATE_LIMIT_ENABLED="false",  # reach the views; limits have their own tests
-        LOG_LEVEL="error",
-    )
+    env = server_env(migrated, directory, SECRET, **FUZZ_SETTINGS)
     server = start_server("fuzz", env, directory)
     try:
         wait_ready(server)
@@ -141,10 +146,11 @@ def sessions(migrated: str, fuzz_server: str) -> Iterator[Sessions]:
 
 
 def local_document() -> dict[str, Any]:
-    """The document the server serves, built from the same route table in this process
-    (schemathesis' lazy fixture loader does not work with this pytest; a test below checks
-    the served document is this one)."""
-    app = create_app(load_settings(environ={"SECRET_KEY": SECRET}), "postgresql:///unused")
+    """The document the server serves, built from the same route table in this process, with
+    the server's own settings (schemathesis' lazy fixture loader does not work with this
+    pytest; a test below checks the served document is this one)."""
+    environ = server_env("postgresql:///unused", Path("unused"), SECRET, **FUZZ_SETTINGS)
+    app = create_app(load_settings(environ=environ), environ["DATABASE_URL"])
     return build_openapi(app[ROUTE_SPEC])
 
 
@@ -155,8 +161,26 @@ schema.config.generation.update(modes=[GenerationMode.POSITIVE, GenerationMode.N
 
 
 def test_served_document_is_the_fuzzed_one(fuzz_server: str) -> None:
-    with urllib.request.urlopen(fuzz_server + "/api/v1/openapi.json", timeout=5) as response:
-        assert json.loads(response.read()) == DOCUMENT
+    with urllib.request.urlopen(fuzz_server + "/api/v1/openapi.json", timeout=30) as response:
+        served = json.loads(response.read())
+    missing = sorted(set(DOCUMENT["paths"]) - set(served["paths"]))
+    extra = sorted(set(served["paths"]) - set(DOCUMENT["paths"]))
+    assert (missing, extra) == ([], []), "the spawned server runs other routes"
+    assert served == DOCUMENT
+
+
+def test_a_spawned_server_runs_this_checkout() -> None:
+    """The venv's `tenantd` is an editable install of whichever checkout installed it; a
+    spawned server must import this one (or it serves another route table)."""
+    found = subprocess.run(
+        [TENANTD_PYTHON, "-c", "import tenantd; print(tenantd.__file__)"],
+        env=process_env({}),
+        cwd=Path(tempfile.gettempdir()),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(found.stdout.strip()) == REPO / "tenantd" / "__init__.py"
 
 
 @pytest.mark.slow

@@ -290,7 +290,8 @@ async def test_email_change_from_the_profile_and_its_two_links(
 async def test_owner_requires_mfa_on_the_members_page(
     make_client: Any, factory: Factory, db: Any, settings: Any
 ) -> None:
-    owner = await factory.user()
+    # The owner has a factor: the policy is switched on from a session that used one.
+    owner, enrolled = await user_with_totp(factory, make_client, db, settings)
     members = f"/accounts/{owner.account_id}/members"
     action = f"/accounts/{owner.account_id}/require-mfa"
     stale = await signed_in(make_client, db, settings, owner, auth_age=3600)
@@ -303,7 +304,7 @@ async def test_owner_requires_mfa_on_the_members_page(
     assert f'name="back" value="{action}"' in page
     response = await stale.post(
         "/reauth",
-        data={"csrf": token_in(page, "/reauth"), "back": action, "password": owner.password},
+        data={"csrf": token_in(page, "/reauth"), "back": action, "totp": enrolled.code(+1)},
         allow_redirects=False,
     )
     assert response.headers["Location"] == members + "?done=reauthed"

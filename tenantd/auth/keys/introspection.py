@@ -59,6 +59,8 @@ async def introspect(services: Services, token: str) -> dict[str, Any]:
         principal = await recheck(services, claims)
     except Unauthorized:
         return {"active": False}
+    if principal.owes_factor:  # refused by every route but step-up, enrolment and leaving
+        return {"active": False}
     return {
         "active": True,
         "sub": str(principal.user_id),

@@ -46,15 +46,16 @@ KEEP_ALIVE = b": keep-alive\n\n"
 
 
 async def _revoked(services: NotificationServices, claims: AccessClaims) -> bool | None:
-    """True when the token no longer holds, False when it does, None when it cannot be
-    checked now (the database is away)."""
+    """True when the token no longer holds (or its account now requires a factor this
+    session did not use), False when it does, None when it cannot be checked now (the
+    database is away)."""
     try:
-        await recheck(services, claims)
+        principal = await recheck(services, claims)
     except Unauthorized:
         return True
     except DatabaseUnavailable:
         return None
-    return False
+    return principal.owes_factor
 
 
 def _connection_gone(request: web.Request) -> Callable[[], bool]:
