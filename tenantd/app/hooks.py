@@ -180,7 +180,9 @@ def instance_hook(listen: str | None) -> Hook:
         settings = app[SETTINGS]
 
         def describe() -> tuple[dict[str, Any], list[str]]:
-            return switches(settings), [event.type for event in services.registry.events()]
+            events = services.registry.events()
+            declared = sum(1 for event in events if event.declared is not None)
+            return switches(settings, declared), [event.type for event in events]
 
         instance = Instance(listen, describe)
         interval = ops_config(settings).instance_heartbeat_seconds

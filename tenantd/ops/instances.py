@@ -41,14 +41,20 @@ SEND_SWITCHES = (
     "PUBLIC_BASE_URL",
     "TENANTD_EVENT_MODULES",
     "TENANTD_BUILTIN_NOTIFICATIONS",
+    "TENANTD_EVENT_CATALOG",
 )
 
 
-def switches(settings: Settings) -> dict[str, Any]:
+def switches(settings: Settings, declared_event_types: int | None = None) -> dict[str, Any]:
     """The switches of a configuration, by the variable that sets each (WEB_PUSH: the three
-    WEB_PUSH_VAPID_* variables are set). Values only a name or a flag: nothing secret."""
+    WEB_PUSH_VAPID_* variables are set; TENANTD_EVENT_CATALOG: the file's absolute path,
+    "" when unset). Values only a name, a path or a flag: nothing secret. A server also gives
+    DECLARED_EVENT_TYPES, how many of its event types are declarative (the catalog file's and
+    those defined over HTTP); a CLI's own switches leave it out, so it is never one of the
+    differences."""
     extra = settings.extra
-    return {
+    catalog = settings.event_catalog
+    reported: dict[str, Any] = {
         "QUEUES_ENABLED": settings.queues_enabled,
         "NOTIFICATIONS_SSE_ENABLED": settings.notifications_sse_enabled,
         "MAGIC_LINK_ENABLED": settings.magic_link_enabled,
@@ -67,7 +73,11 @@ def switches(settings: Settings) -> dict[str, Any]:
         "TENANTD_UI": env_flag(extra, "TENANTD_UI", True),
         "TENANTD_SCHEDULER_ENABLED": env_flag(extra, "TENANTD_SCHEDULER_ENABLED", True),
         "TENANTD_METRICS_ENABLED": env_flag(extra, "TENANTD_METRICS_ENABLED", True),
+        "TENANTD_EVENT_CATALOG": os.path.abspath(catalog) if catalog else "",
     }
+    if declared_event_types is not None:
+        reported["DECLARED_EVENT_TYPES"] = declared_event_types
+    return reported
 
 
 def differences(

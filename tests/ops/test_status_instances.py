@@ -18,7 +18,7 @@ import pytest
 
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
-from tenantd.ops.instances import InstanceConflict, follow_instances
+from tenantd.ops.instances import SEND_SWITCHES, InstanceConflict, follow_instances, switches
 from tenantd.settings import load_settings
 from tests.factories import Factory
 from tests.helpers import SECRET, eventually
@@ -41,6 +41,19 @@ pytestmark = pytest.mark.slow
 def run_sql(url: str, statement: str) -> None:
     with psycopg2.connect(url_to_dsn(url)) as conn, conn.cursor() as cur:
         cur.execute(statement)
+
+
+def write_catalog(path: Path) -> Path:
+    """A TENANTD_EVENT_CATALOG file with one declarative event type."""
+    entry = {
+        "type": "build.failed",
+        "payloadSchema": {"type": "object", "properties": {"repo": {"type": "string"}}},
+        "defaultChannels": ["in_app"],
+        "label": "Build failed",
+        "inApp": {"title": "Build of {{ payload.repo }} failed"},
+    }
+    path.write_text(json.dumps([entry]))
+    return path
 
 
 def write_env_file(path: Path, values: dict[str, str]) -> Path:
@@ -86,6 +99,7 @@ async def poll_status(env: dict[str, str], check: Any, *args: str) -> dict[str, 
 async def test_status_shows_each_instance_stale_after_kill_gone_after_sigterm(
     migrated: str, tmp_path: Path
 ) -> None:
+    catalog = write_catalog(tmp_path / "events.json")
     with fresh_database(migrated) as url:
         service = server_env(
             url,
@@ -95,6 +109,7 @@ async def test_status_shows_each_instance_stale_after_kill_gone_after_sigterm(
             NOTIFICATIONS_SSE_ENABLED="true",
             MAGIC_LINK_ENABLED="true",
             TENANTD_EVENT_MODULES=EVENT_MODULE,
+            TENANTD_EVENT_CATALOG=str(catalog),
             TENANTD_SCHEDULER_ENABLED="false",
             TENANTD_INSTANCE_HEARTBEAT_SECONDS=BEAT,
         )
@@ -124,7 +139,10 @@ async def test_status_shows_each_instance_stale_after_kill_gone_after_sigterm(
             assert switches["NOTIFICATIONS_SSE_ENABLED"] is True
             assert switches["MAGIC_LINK_ENABLED"] is True
             assert switches["EMAIL_PROVIDER"] == "file"
+            assert switches["TENANTD_EVENT_CATALOG"] == str(catalog)
+            assert switches["DECLARED_EVENT_TYPES"] == 1  # the catalog's one entry
             assert "comment.created" in instance["eventTypes"]
+            assert "build.failed" in instance["eventTypes"]
             # The CLI read the same file: no difference, and its own view agrees.
             assert instance["differences"] == []
             assert report["queuesEnabled"] is True
@@ -140,6 +158,8 @@ async def test_status_shows_each_instance_stale_after_kill_gone_after_sigterm(
             assert human.returncode == 0, human.stderr
             assert f"pid {a.process.pid} on 127.0.0.1:{a.port}: live" in human.stdout
             assert "QUEUES_ENABLED=on" in human.stdout
+            assert f"TENANTD_EVENT_CATALOG={catalog} " in human.stdout
+            assert "DECLARED_EVENT_TYPES=1" in human.stdout
             assert "comment.created" in human.stdout
             assert "differs from this CLI: nothing" in human.stdout
             assert str(env_file) in human.stdout
@@ -327,3 +347,32 @@ async def test_serve_without_the_instances_table_still_serves(
             report = status_json({**service, "TENANTD_ENV_FILE": ""})
             assert report["database"] == "ok" and report["instances"] is None
         assert "could not register instance" in server.log()
+
+
+def test_notify_send_refuses_an_instance_with_another_event_catalog(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path / "events.json")
+    base = {"TENANTD_DATA_DIR": str(tmp_path), "SECRET_KEY": SECRET}
+    config = load_settings(environ={**base, "TENANTD_EVENT_CATALOG": str(catalog)})
+    assert "TENANTD_EVENT_CATALOG" in SEND_SWITCHES
+    assert "DECLARED_EVENT_TYPES" not in switches(config)  # a server's count only
+
+    def instance(catalog_path: str) -> dict[str, Any]:
+        environ = {**base, "TENANTD_EVENT_CATALOG": catalog_path}
+        return {
+            "host": "h",
+            "pid": 1,
+            "stale": False,
+            "switches": switches(load_settings(environ=environ), 1),
+            "eventTypes": ["build.failed"],
+        }
+
+    # Queues off on the instance: the CLI would deliver itself, with its own catalog.
+    followed = follow_instances(config, [instance(str(catalog))], "build.failed")
+    assert followed.queues_enabled is False
+    other = str(tmp_path / "other.json")
+    with pytest.raises(InstanceConflict, match="TENANTD_EVENT_CATALOG") as refused:
+        follow_instances(config, [instance(other)], "build.failed")
+    assert f"this CLI {catalog}, the instance {other}" in str(refused.value)
+    without = load_settings(environ=base)
+    with pytest.raises(InstanceConflict, match=r"TENANTD_EVENT_CATALOG: this CLI \(unset\)"):
+        follow_instances(without, [instance(str(catalog))], "build.failed")

@@ -4,16 +4,20 @@ tests/ui/test_cross_origin.py): the inbox's count, list, mark read and mark all 
 server's state changes), a notification sent meanwhile arriving over SSE; the account switcher
 switching the active account; the user button signing out; the keyboard (Tab to the bell,
 Enter opens, Escape closes and gives the focus back); the roles and labels a screen reader
-reads; the theme's custom properties. Each component is photographed open into
-docs/screenshots/ for docs/components.md."""
+reads; the theme's custom properties. Each component is photographed open (a PNG checked in
+every run): into the test's tmp_path, or into docs/screenshots/ for docs/components.md when
+TENANTD_WRITE_SCREENSHOTS=1."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import struct
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,7 +40,8 @@ from tests.ui.live import (
 from tests.ui.test_cross_origin import call, verification_token
 
 DOMAIN = "example.test"
-SHOTS = REPO_ROOT / "docs" / "screenshots"
+DOCS_SHOTS = REPO_ROOT / "docs" / "screenshots"  # with TENANTD_WRITE_SCREENSHOTS=1 only
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ACCENT = "rgb(15, 118, 110)"  # --tenantd-accent on the app's page: #0f766e
 
 PLACEHOLDER = "https://auth.example.com"
@@ -135,8 +140,19 @@ def page(browser: Browser) -> Iterator[Page]:
         context.close()
 
 
-def shoot(page: Page, host: str, name: str) -> None:
-    """A picture of the component `host` with its open popover, for docs/components.md."""
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where the pictures go: docs/screenshots/ when TENANTD_WRITE_SCREENSHOTS=1 (to refresh
+    docs/components.md's), else this test's tmp_path, so a run leaves the checkout as it was."""
+    if os.environ.get("TENANTD_WRITE_SCREENSHOTS") == "1":
+        DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+        return DOCS_SHOTS
+    return tmp_path
+
+
+def shoot(page: Page, host: str, name: str, folder: Path) -> None:
+    """A picture of the component `host` with its open popover, for docs/components.md: a
+    PNG of at least the component's size, in `folder`."""
     box = page.evaluate(
         """(host) => {
             const el = document.querySelector(host);
@@ -153,8 +169,12 @@ def shoot(page: Page, host: str, name: str) -> None:
         host,
     )
     page.mouse.move(0, 0)  # no hover in the picture
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"components-{name}.png"), clip=box)
+    path = folder / f"components-{name}.png"
+    page.screenshot(path=str(path), clip=box)
+    data = path.read_bytes()
+    assert data.startswith(PNG_SIGNATURE) and data[12:16] == b"IHDR", path
+    width, height = struct.unpack(">II", data[16:24])
+    assert width >= 32 and height >= 32, (path, width, height)
 
 
 def signed_up(page: Page, live: LiveServer, app: str, address: str) -> dict[str, Any]:
@@ -187,7 +207,7 @@ def shadow(page: Page, host: str, script: str) -> Any:
 
 
 def test_the_components_work_from_another_origin(
-    page: Page, live: LiveServer, app_port: int
+    page: Page, live: LiveServer, app_port: int, shots: Path
 ) -> None:
     app = f"http://app.{DOMAIN}:{app_port}"
     set_page(app_page(live.base))
@@ -257,7 +277,7 @@ def test_the_components_work_from_another_origin(
     expect(page.get_by_role("button", name="Notifications, 2 unread")).to_be_visible()
     expect(items).to_have_count(3)
     expect(items.first).to_contain_text("Ping 3")
-    shoot(page, "tenantd-inbox", "inbox")
+    shoot(page, "tenantd-inbox", "inbox", shots)
 
     # Mark all read.
     dialog.get_by_role("button", name="Mark all as read").click()
@@ -290,7 +310,7 @@ def test_the_components_work_from_another_origin(
     expect(toggle).to_have_attribute("aria-expanded", "false")
     assert shadow(page, "tenantd-inbox", "r => r.activeElement?.getAttribute('part')") == "bell"
     toggle.click()
-    shoot(page, "tenantd-account-switcher", "account-switcher")
+    shoot(page, "tenantd-account-switcher", "account-switcher", shots)
     page.keyboard.press("ArrowDown")  # from the selected option to the other one
     focused = shadow(page, "tenantd-account-switcher", "r => r.activeElement?.dataset.id")
     assert focused == second_id
@@ -326,7 +346,7 @@ def test_the_components_work_from_another_origin(
     )
     expect(page.locator("tenantd-user-button .email")).to_have_text(me["user"]["email"])
     assert shadow(page, "tenantd-user-button", "r => r.activeElement?.textContent") == "Profile"
-    shoot(page, "tenantd-user-button", "user-button")
+    shoot(page, "tenantd-user-button", "user-button", shots)
     menu.get_by_role("menuitem", name="Sign out").click()
     expect(page.get_by_role("link", name="Sign in")).to_have_attribute("href", live.base + "/login")
     expect(inbox).to_be_hidden()
