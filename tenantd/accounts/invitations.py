@@ -18,6 +18,13 @@ from typing import TYPE_CHECKING
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import mail, permissions, queries
+from tenantd.accounts.errors import (
+    FeatureNotEnabled,
+    InvitationAlreadyUsed,
+    InvitationExpired,
+    InvitationRevoked,
+    SeatLimitReached,
+)
 from tenantd.accounts.plans import entitlements
 from tenantd.accounts.service import (
     Activation,
@@ -28,17 +35,7 @@ from tenantd.accounts.service import (
 )
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.db import Conn, Row
-from tenantd.errors import (
-    Conflict,
-    FeatureNotEnabled,
-    Forbidden,
-    InvitationAlreadyUsed,
-    InvitationExpired,
-    InvitationRevoked,
-    NotFound,
-    SeatLimitReached,
-    ValidationFailed,
-)
+from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from tenantd.identity.tokens import token_hash
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import limit_chosen_recipient

@@ -13,8 +13,9 @@ import psycopg2.errors
 
 from tenantd import audit
 from tenantd.accounts import events, queries
+from tenantd.accounts.errors import AccountNotDeleted, AccountPurged, DomainTaken
 from tenantd.db import Conn, Row
-from tenantd.errors import AccountNotDeleted, AccountPurged, DomainTaken, Forbidden, NotFound
+from tenantd.errors import Forbidden, NotFound
 from tenantd.mfa import sensitive
 from tenantd.services import Services
 

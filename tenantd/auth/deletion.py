@@ -23,8 +23,9 @@ from tenantd.accounts import events as account_events
 from tenantd.accounts import queries as account_queries
 from tenantd.audit import AuditEntry
 from tenantd.auth import queries
+from tenantd.auth.errors import TransferOwnershipFirst
 from tenantd.db import Database
-from tenantd.errors import NotFound, TransferOwnershipFirst
+from tenantd.errors import NotFound
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.sessions import revoke_all
 from tenantd.mfa import sensitive

@@ -33,8 +33,9 @@ from webauthn.helpers.structs import (
 )
 
 from tenantd.db import Conn, Row
-from tenantd.errors import Conflict, InvalidCredentials, NotFound, Unauthorized, ValidationFailed
+from tenantd.errors import Conflict, NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries as identity_queries
+from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.signin import ClientMeta, start_session
 from tenantd.identity.tokens import token_hash
 from tenantd.mfa import queries, sensitive

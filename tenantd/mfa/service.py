@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tenantd.db import Conn, Row
-from tenantd.errors import Conflict, InvalidCredentials, NotFound, RateLimited, Unauthorized
+from tenantd.errors import Conflict, NotFound, RateLimited, Unauthorized
 from tenantd.identity import queries as identity_queries
+from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.identity.signin import PASSWORD, ClientMeta, start_session

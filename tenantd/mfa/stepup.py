@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tenantd.db import Conn
-from tenantd.errors import ReauthRequired
 from tenantd.mfa import queries
+from tenantd.mfa.errors import ReauthRequired
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:

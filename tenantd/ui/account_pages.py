@@ -21,8 +21,9 @@ from tenantd.accounts.schemas import (
 from tenantd.auth import deletion
 from tenantd.auth import profile as names
 from tenantd.auth import service as auth_service
+from tenantd.auth.errors import TransferOwnershipFirst
 from tenantd.auth.schemas import PasswordChangeBody, ProfileBody
-from tenantd.errors import AppError, NotFound, TransferOwnershipFirst
+from tenantd.errors import AppError, NotFound
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa

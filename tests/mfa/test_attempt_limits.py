@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from tenantd.db import Database
-from tenantd.errors import InvalidCredentials, RateLimited
+from tenantd.errors import RateLimited
+from tenantd.identity.errors import InvalidCredentials
 from tenantd.mfa import service as mfa
 from tenantd.mfa import totp
 from tenantd.services import SERVICES

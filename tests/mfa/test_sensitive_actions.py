@@ -13,7 +13,7 @@ import pyotp
 import pytest
 
 from tenantd.db import Database
-from tenantd.errors import InvalidCredentials
+from tenantd.identity.errors import InvalidCredentials
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
 from tenantd.services import SERVICES

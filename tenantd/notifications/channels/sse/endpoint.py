@@ -22,7 +22,8 @@ from collections.abc import Callable
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse
 
-from tenantd.errors import DatabaseUnavailable, NotFound, Unauthorized
+from tenantd.db.errors import DatabaseUnavailable
+from tenantd.errors import NotFound, Unauthorized
 from tenantd.identity.guards import recheck
 from tenantd.identity.tokens import AccessClaims
 from tenantd.notifications import queries
