@@ -34,12 +34,12 @@ from tenantd.accounts.service import (
     refuse_without_mfa,
 )
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
+from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from tenantd.identity.tokens import token_hash
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import limit_chosen_recipient
-from tenantd.services import Services
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal

@@ -18,6 +18,7 @@ from tenantd.accounts import events as outbox_events
 from tenantd.accounts import permissions, queries
 from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
+from tenantd.bundle import Services
 from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Row
 from tenantd.errors import Forbidden, NotFound
@@ -29,7 +30,6 @@ from tenantd.mfa import queries as mfa_queries
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
 from tenantd.mfa.errors import ReauthRequired
-from tenantd.services import Services
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from tenantd.ops.ratelimit import Counter, email_key, hit, ip_key, peek
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from tenantd.accounts import queries as account_queries
 from tenantd.audit import AuditEntry
 from tenantd.auth import queries
 from tenantd.auth.errors import TransferOwnershipFirst
+from tenantd.bundle import Services
 from tenantd.db import Database
 from tenantd.errors import NotFound
 from tenantd.identity import queries as identity_queries
@@ -31,7 +32,6 @@ from tenantd.identity.sessions import revoke_all
 from tenantd.mfa import sensitive
 from tenantd.ops.sweeps import SweepContext, sweep
 from tenantd.outbox import Actor, emit
-from tenantd.services import Services
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal

@@ -43,7 +43,7 @@ from tenantd.outbox import Actor
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
 
 EMAIL_CODE = "email_code"  # the auth.email job's purpose; the session method of a code
 MAGIC_LINK = "magic_link"  # the session method of the link

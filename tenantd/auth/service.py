@@ -62,8 +62,8 @@ from tenantd.outbox import Actor
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
+    from tenantd.bundle import Services
     from tenantd.principal import Principal
-    from tenantd.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from tenantd import audit
 from tenantd.auth.transfer import service as transfer
 from tenantd.auth.transfer.formats import FORMATS, HashOptions
 from tenantd.auth.transfer.service import ImportSummary
+from tenantd.bundle import Services
 from tenantd.cli.accounts import run
 from tenantd.cli.common import console, fail
 from tenantd.identity.passwords import FirebaseScrypt
 from tenantd.mfa import service as mfa
-from tenantd.services import Services
 
 app = typer.Typer(
     name="users",

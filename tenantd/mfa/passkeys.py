@@ -43,8 +43,8 @@ from tenantd.mfa.service import AMR_PASSKEY, Completed, after_factor_removed, fi
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
+    from tenantd.bundle import Services
     from tenantd.principal import Principal
-    from tenantd.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -39,8 +39,8 @@ from tenantd.mfa.stepup import require_recent_auth
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
+    from tenantd.bundle import Services
     from tenantd.principal import Principal
-    from tenantd.services import Services
 
 UNDO_DAYS = 7
 NOTICE_JOB = "security.notice"

@@ -32,8 +32,8 @@ from tenantd.ops.ratelimit import enforce
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
+    from tenantd.bundle import Services
     from tenantd.principal import Principal
-    from tenantd.services import Services
 
 log = logging.getLogger(__name__)
 

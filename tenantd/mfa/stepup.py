@@ -20,8 +20,8 @@ from tenantd.mfa.errors import ReauthRequired
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
+    from tenantd.bundle import Services
     from tenantd.principal import Principal
-    from tenantd.services import Services
 
 # Tests may replace the clock; production reads the wall clock.
 clock: Callable[[], float] = time.time

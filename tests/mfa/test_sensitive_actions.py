@@ -12,11 +12,11 @@ from typing import Any
 import pyotp
 import pytest
 
+from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.identity.errors import InvalidCredentials
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
-from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tests.auth.helpers import link_token, mails_to
 from tests.factories import Factory, UserRecord, mail_text

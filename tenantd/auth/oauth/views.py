@@ -22,6 +22,7 @@ from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, ReauthBinding, callback_path
 from tenantd.auth.oauth.reauth import SteppedUp
+from tenantd.bundle import SERVICES
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity.cookies import (
     DEVICE_COOKIE,
@@ -35,7 +36,6 @@ from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.mfa import service as mfa
 from tenantd.mfa import stepup
 from tenantd.principal import current_principal
-from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.web.body import read_limited
 from tenantd.web.schemas import ApiModel, Empty
