@@ -18,7 +18,7 @@ from typing import Any
 from bench.rounds import ROUNDS, median_of
 from bench.seed import account_uuid, user_uuid
 from tenantd.accounts import service as accounts
-from tenantd.app.services import open_services
+from tenantd.app.bundle import open_services
 from tenantd.db.core import create_database
 from tenantd.outbox import Actor, Event, emit_many
 from tenantd.principal import Principal

@@ -109,7 +109,7 @@ class WarningsAndEvents(logging.Filter):
 
 class DatabaseOutage(logging.Filter):
     """A background loop that fails because the database is away (an error marked
-    `quiet_in_logs`: tenantd.errors.DatabaseUnavailable) logs one warning line, not a
+    `quiet_in_logs`: tenantd.db.errors.DatabaseUnavailable) logs one warning line, not a
     traceback, and each loop at most once per REPEAT_SECONDS: the pool has said why
     (tenantd.db.core logs the outage and the recovery)."""
 

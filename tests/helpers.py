@@ -13,9 +13,9 @@ from typing import Any
 
 import jwt
 
+from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.principal import AccessClaims
-from tenantd.services import SERVICES
 
 ORIGIN = "http://127.0.0.1:8080"
 SECRET = "test-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"

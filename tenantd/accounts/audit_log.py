@@ -13,8 +13,8 @@ from tenantd.audit import queries as audit_queries
 from tenantd.db import Row
 
 if TYPE_CHECKING:
+    from tenantd.bundle import Services
     from tenantd.principal import Principal
-    from tenantd.services import Services
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,13 @@ from typing import TYPE_CHECKING
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import mail, permissions, queries
+from tenantd.accounts.errors import (
+    FeatureNotEnabled,
+    InvitationAlreadyUsed,
+    InvitationExpired,
+    InvitationRevoked,
+    SeatLimitReached,
+)
 from tenantd.accounts.plans import entitlements
 from tenantd.accounts.service import (
     Activation,
@@ -27,22 +34,12 @@ from tenantd.accounts.service import (
     refuse_without_mfa,
 )
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
+from tenantd.bundle import Services
 from tenantd.db import Conn, Row
-from tenantd.errors import (
-    Conflict,
-    FeatureNotEnabled,
-    Forbidden,
-    InvitationAlreadyUsed,
-    InvitationExpired,
-    InvitationRevoked,
-    NotFound,
-    SeatLimitReached,
-    ValidationFailed,
-)
+from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from tenantd.identity.tokens import token_hash
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import limit_chosen_recipient
-from tenantd.services import Services
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import permissions, queries
+from tenantd.accounts.errors import SeatLimitReached
 from tenantd.accounts.service import check_scope, lock_scoped
+from tenantd.bundle import Services
 from tenantd.db import Conn, Row
-from tenantd.errors import Conflict, NotFound, SeatLimitReached
-from tenantd.services import Services
+from tenantd.errors import Conflict, NotFound
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal

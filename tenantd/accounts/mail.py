@@ -25,7 +25,7 @@ from tenantd.email.message import EmailMessage, job_mail_key
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
     from tenantd.settings import Settings
 
 ACCOUNT_EMAIL = "accounts.email"

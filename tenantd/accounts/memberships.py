@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import permissions, queries
+from tenantd.accounts.errors import OwnerCannotLeave
 from tenantd.accounts.service import Activation, activate_next_account, check_scope, lock_scoped
+from tenantd.bundle import Services
 from tenantd.db import Conn, Row
-from tenantd.errors import Conflict, Forbidden, NotFound, OwnerCannotLeave, ValidationFailed
+from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from tenantd.mfa import sensitive
-from tenantd.services import Services
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal

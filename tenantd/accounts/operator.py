@@ -11,9 +11,9 @@ from typing import Any
 from tenantd import audit
 from tenantd.accounts import invitations, queries
 from tenantd.accounts.plans import KNOWN_FEATURES, resolve_features
+from tenantd.bundle import Services
 from tenantd.db import Row
 from tenantd.errors import NotFound, ValidationFailed
-from tenantd.services import Services
 
 
 async def list_accounts(services: Services, *, include_deleted: bool = False) -> list[Row]:

@@ -14,9 +14,10 @@ from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.domains import claimable_domain
+from tenantd.accounts.errors import DomainClaimed
 from tenantd.accounts.names import account_name
 from tenantd.db import Conn
-from tenantd.errors import Conflict, DomainClaimed
+from tenantd.errors import Conflict
 from tenantd.identity import queries as auth_queries
 from tenantd.settings import Settings
 

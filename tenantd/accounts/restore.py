@@ -13,10 +13,11 @@ import psycopg2.errors
 
 from tenantd import audit
 from tenantd.accounts import events, queries
+from tenantd.accounts.errors import AccountNotDeleted, AccountPurged, DomainTaken
+from tenantd.bundle import Services
 from tenantd.db import Conn, Row
-from tenantd.errors import AccountNotDeleted, AccountPurged, DomainTaken, Forbidden, NotFound
+from tenantd.errors import Forbidden, NotFound
 from tenantd.mfa import sensitive
-from tenantd.services import Services
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal

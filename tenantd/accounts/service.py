@@ -18,16 +18,18 @@ from tenantd.accounts import events as outbox_events
 from tenantd.accounts import permissions, queries
 from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
+from tenantd.bundle import Services
 from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Row
-from tenantd.errors import Forbidden, MfaRequired, NotFound, ReauthRequired
+from tenantd.errors import Forbidden, NotFound
 from tenantd.identity import queries as identity_queries
+from tenantd.identity.errors import MfaRequired
 from tenantd.identity.tokens import AccessClaims, issue_access_token, token_hash
 from tenantd.mfa import mail as mfa_mail
 from tenantd.mfa import queries as mfa_queries
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
-from tenantd.services import Services
+from tenantd.mfa.errors import ReauthRequired
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:

@@ -36,9 +36,9 @@ from tenantd.accounts.schemas import (
     TransferBody,
     TransferResult,
 )
+from tenantd.bundle import SERVICES, Services
 from tenantd.identity.cookies import REFRESH_COOKIE, set_access_cookie
 from tenantd.principal import current_principal
-from tenantd.services import SERVICES, Services
 from tenantd.web.json import ok
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Routes

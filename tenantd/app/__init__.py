@@ -2,7 +2,7 @@
 services bundle and the aiohttp application from the domains' routes, job kinds, sweeps and
 hooks (listed in `plugins`)."""
 
+from tenantd.app.bundle import AppServices, open_services
 from tenantd.app.factory import create_app
-from tenantd.app.services import AppServices, open_services
 
 __all__ = ["AppServices", "create_app", "open_services"]

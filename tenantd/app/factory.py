@@ -9,15 +9,15 @@ from aiohttp import web
 from tenantd.accounts.service import refuse_owed_factor
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.apikeys.guard import require_api_key
+from tenantd.app.bundle import open_services
 from tenantd.app.hooks import HOOKS
 from tenantd.app.plugins import ROUTES
-from tenantd.app.services import open_services
+from tenantd.bundle import SERVICES
 from tenantd.db import DATABASE
 from tenantd.identity.guards import guard as session_guard
-from tenantd.notifications.services import NOTIFICATION_SERVICES
+from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.ops.shutdown import shutdown_ctx
 from tenantd.principal import PRINCIPAL
-from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.ui.routes import install_pages
 from tenantd.web.middlewares import envelope_routes

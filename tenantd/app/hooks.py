@@ -12,21 +12,21 @@ from aiohttp import web
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.app.plugins import SWEEPS
 from tenantd.auth import breach
+from tenantd.bundle import SERVICES
 from tenantd.cache.context import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
 from tenantd.identity.keys.feed import fed
 from tenantd.identity.revocations import mirrored
 from tenantd.jobs.runner import running
 from tenantd.notifications import definitions, tenancy
+from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.channels.sse.feed import FEED_KEY, sse_ctx
-from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.notifications.tenancy.feed import tenancy_feed
 from tenantd.ops.config import ops_config
 from tenantd.ops.instances import Instance, heartbeating, switches
 from tenantd.ops.metrics import METRICS, Metrics
 from tenantd.ops.scheduler import SCHEDULER, SweepScheduler
 from tenantd.pubsub.hub import PUBSUB, PubSubHub
-from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS
 from tenantd.webhooks.relay import WebhookCollector, relaying
 from tenantd.webhooks.sealing import seal_clear_secrets

@@ -22,7 +22,7 @@ from prometheus_client import Counter
 from tenantd.errors import ValidationFailed
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
 
 log = logging.getLogger(__name__)
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
+from tenantd.auth.errors import CaptchaFailed
 from tenantd.db import Conn
-from tenantd.errors import CaptchaFailed
 from tenantd.ops.ratelimit import Counter, email_key, hit, ip_key, peek
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
 
 log = logging.getLogger(__name__)
 

@@ -23,14 +23,15 @@ from tenantd.accounts import events as account_events
 from tenantd.accounts import queries as account_queries
 from tenantd.audit import AuditEntry
 from tenantd.auth import queries
+from tenantd.auth.errors import TransferOwnershipFirst
+from tenantd.bundle import Services
 from tenantd.db import Database
-from tenantd.errors import NotFound, TransferOwnershipFirst
+from tenantd.errors import NotFound
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.sessions import revoke_all
 from tenantd.mfa import sensitive
 from tenantd.ops.sweeps import SweepContext, sweep
 from tenantd.outbox import Actor, emit
-from tenantd.services import Services
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal

@@ -31,6 +31,7 @@ import psycopg2.errors
 from tenantd import audit
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import mail, queries
+from tenantd.bundle import Services
 from tenantd.db import Conn
 from tenantd.email import suppression
 from tenantd.email.message import EmailMessage
@@ -46,7 +47,6 @@ from tenantd.mfa.service import after_factor_removed
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import limit_chosen_recipient
 from tenantd.principal import Principal
-from tenantd.services import Services
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from tenantd.accounts import mail as account_mail
+from tenantd.accounts.errors import DomainClaimed
 from tenantd.accounts.provisioning import provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import captcha, mail
@@ -32,7 +33,7 @@ from tenantd.auth.oauth.queries import claim_unverified_user
 from tenantd.auth.service import MfaPending, SignedIn
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
-from tenantd.errors import DomainClaimed, NotFound, ValidationFailed
+from tenantd.errors import NotFound, ValidationFailed
 from tenantd.identity import queries
 from tenantd.identity.events import user_changed
 from tenantd.identity.signin import AUTH_EMAIL, ClientMeta, start_session
@@ -42,7 +43,7 @@ from tenantd.outbox import Actor
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
 
 EMAIL_CODE = "email_code"  # the auth.email job's purpose; the session method of a code
 MAGIC_LINK = "magic_link"  # the session method of the link

@@ -19,7 +19,7 @@ from tenantd.identity.signin import AUTH_EMAIL, NEW_SIGNIN
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
 
 
 async def run_auth_email(services: Services, payload: dict[str, Any], job: JobInfo) -> None:

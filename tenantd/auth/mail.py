@@ -13,7 +13,7 @@ from tenantd.email import templates
 from tenantd.email.message import EmailMessage, EmailSendError, SendResult
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
     from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tenantd.bundle import Services
 from tenantd.errors import NotFound
 from tenantd.identity import queries
 from tenantd.identity.events import user_changed
-from tenantd.services import Services
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal

@@ -39,13 +39,13 @@ from tenantd.accounts import queries as account_queries
 from tenantd.accounts.restore import restore_locked
 from tenantd.audit import security
 from tenantd.auth import queries
+from tenantd.bundle import Services
 from tenantd.db import Conn
 from tenantd.errors import AppError, ValidationFailed
 from tenantd.identity.sessions import revoke_all
 from tenantd.mfa import queries as mfa_queries
 from tenantd.mfa import sensitive
 from tenantd.mfa.service import after_factor_removed
-from tenantd.services import Services
 
 log = logging.getLogger(__name__)
 

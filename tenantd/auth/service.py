@@ -23,22 +23,18 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from tenantd.accounts import mail as account_mail
+from tenantd.accounts.errors import DomainClaimed
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.audit import security
 from tenantd.auth import breach, captcha, mail
+from tenantd.auth.errors import EmailNotVerified
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
-from tenantd.errors import (
-    DomainClaimed,
-    EmailNotVerified,
-    InvalidCredentials,
-    NotFound,
-    Unauthorized,
-    ValidationFailed,
-)
+from tenantd.errors import NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries
 from tenantd.identity.devices import describe
+from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.events import user_changed
 from tenantd.identity.passwords import hash_password, verified_rehash, verify_password
 from tenantd.identity.sessions import (
@@ -66,8 +62,8 @@ from tenantd.outbox import Actor
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
+    from tenantd.bundle import Services
     from tenantd.principal import Principal
-    from tenantd.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from tenantd.auth.schemas import (
     UserDeletedOut,
     UserRef,
 )
+from tenantd.bundle import SERVICES
 from tenantd.identity.cookies import clear_session_cookies
 from tenantd.principal import current_principal
-from tenantd.services import SERVICES
 from tenantd.web.json import ok
 from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes

@@ -36,6 +36,7 @@ from tenantd.auth.schemas import (
     VerifiedUser,
     VerifyEmailBody,
 )
+from tenantd.bundle import SERVICES
 from tenantd.email.templates import best_locale
 from tenantd.errors import Unauthorized
 from tenantd.identity.cookies import (
@@ -56,7 +57,6 @@ from tenantd.identity.tokens import refresh_token_family
 from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import MfaChallengeOut, MfaStatusOut
 from tenantd.principal import current_principal, optional_principal
-from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.web.json import JsonResponse, dumps, ok
 from tenantd.web.ratelimit import rate_limit_counters, refused, request_ip

@@ -9,10 +9,10 @@ from typing import TypeVar
 import typer
 
 from tenantd.accounts import operator, restore
+from tenantd.bundle import Services
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.errors import AppError, ValidationFailed
 from tenantd.mfa import sensitive
-from tenantd.services import Services
 
 T = TypeVar("T")
 

@@ -11,10 +11,10 @@ from typing import Any
 import typer
 
 from tenantd.apikeys import service
+from tenantd.bundle import Services
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.db import Row
 from tenantd.errors import NotFound, ValidationFailed
-from tenantd.services import Services
 
 app = typer.Typer(
     name="api-keys",

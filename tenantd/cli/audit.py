@@ -11,9 +11,9 @@ import typer
 
 from tenantd.audit import chain
 from tenantd.audit import queries as audit_queries
+from tenantd.bundle import Services
 from tenantd.cli.accounts import parse_id
 from tenantd.cli.common import fail, with_services
-from tenantd.services import Services
 
 app = typer.Typer(
     name="audit",

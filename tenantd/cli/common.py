@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tenantd.app.services import open_services
+from tenantd.app.bundle import open_services
+from tenantd.bundle import Services
 from tenantd.cli.state import state
 from tenantd.db import Database
 from tenantd.db.core import create_database
@@ -28,7 +29,6 @@ from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate
 from tenantd.db.provide import provided_database
 from tenantd.logging_setup import setup_logging
-from tenantd.services import Services
 from tenantd.settings import Settings, SettingsError, load_settings
 from tenantd.web.json import dumps
 

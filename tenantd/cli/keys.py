@@ -6,11 +6,11 @@ from typing import Any
 
 import typer
 
+from tenantd.bundle import Services
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.errors import AppError
 from tenantd.identity.keys import service
 from tenantd.identity.keys.service import KeyView
-from tenantd.services import Services
 
 app = typer.Typer(
     name="keys",

@@ -8,13 +8,13 @@ from typing import Any
 
 import typer
 
+from tenantd.bundle import Services
 from tenantd.cli.common import fail, print_json, with_services
 from tenantd.db import Database
 from tenantd.errors import AppError, ValidationFailed
 from tenantd.notifications import send
 from tenantd.notifications.registry import RegistryError
 from tenantd.ops.instances import InstanceConflict, follow_instances, read_instances
-from tenantd.services import Services
 from tenantd.settings import Settings
 
 app = typer.Typer(help="Notifications.", no_args_is_help=True)

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from tenantd.app import create_app
 from tenantd.app.hooks import instance_hook
+from tenantd.bundle import SERVICES
 from tenantd.cli.common import console, fail, settings
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
@@ -21,7 +22,6 @@ from tenantd.logging_setup import setup_logging
 from tenantd.ops.config import ops_config
 from tenantd.ops.heap import freeze_startup_heap
 from tenantd.ops.shutdown import DrainingRunner
-from tenantd.services import SERVICES
 from tenantd.settings import env_flag
 
 SHUTDOWN_TIMEOUT = 20.0  # systemd TimeoutStopSec is larger than this

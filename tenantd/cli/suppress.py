@@ -7,11 +7,11 @@ from typing import Any
 import typer
 
 from tenantd.addresses import InvalidEmail, canonical_email
+from tenantd.bundle import Services
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.db import Row
 from tenantd.email import suppression
 from tenantd.outbox import Actor
-from tenantd.services import Services
 
 app = typer.Typer(
     name="suppress",

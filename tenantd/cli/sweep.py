@@ -12,10 +12,10 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from tenantd.app.plugins import registered_sweeps
+from tenantd.bundle import Services
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.ops.config import ops_config
 from tenantd.ops.sweeps import BatchCallback, SweepOutcome, run_sweep
-from tenantd.services import Services
 
 SWEEP_NAMES = tuple(registered_sweeps())
 

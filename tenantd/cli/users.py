@@ -18,12 +18,12 @@ from tenantd.auth.admin import service as admin
 from tenantd.auth.transfer import service as transfer
 from tenantd.auth.transfer.formats import FORMATS, HashOptions
 from tenantd.auth.transfer.service import ImportSummary
+from tenantd.bundle import Services
 from tenantd.cli.accounts import run
 from tenantd.cli.common import console, fail
 from tenantd.identity.passwords import FirebaseScrypt
 from tenantd.mfa import service as mfa
 from tenantd.mfa.sensitive import OPERATOR
-from tenantd.services import Services
 
 app = typer.Typer(
     name="users",

@@ -25,7 +25,7 @@ from aiohttp import web
 from sqlalchemy.dialects.postgresql import psycopg2 as pg_dialect
 from sqlalchemy.sql import ClauseElement
 
-from tenantd.errors import DatabaseUnavailable
+from tenantd.db.errors import DatabaseUnavailable
 
 Row: TypeAlias = dict[str, Any]
 NoticeSink: TypeAlias = Callable[[list[str]], None]

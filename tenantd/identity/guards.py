@@ -12,13 +12,13 @@ import time
 
 from aiohttp import web
 
+from tenantd.bundle import SERVICES, Services
 from tenantd.db import Conn
 from tenantd.errors import Unauthorized
 from tenantd.identity import queries
 from tenantd.identity.cookies import AUTH_COOKIE
 from tenantd.identity.tokens import AccessClaims, decode_access_token
 from tenantd.principal import PRINCIPAL, Principal
-from tenantd.services import SERVICES, Services
 from tenantd.web.cookie_header import token_cookie
 from tenantd.web.spec import Access
 

@@ -18,7 +18,7 @@ from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.ops.ratelimit import signed_device
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
 
 AUTH_EMAIL = "auth.email"  # the job kind that sends the auth mails (tenantd/auth/jobs.py)
 NEW_SIGNIN = "new_signin"

@@ -13,7 +13,7 @@ from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.mfa import queries
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
 
 MFA_EMAIL = "mfa.email"
 RECOVERY_CODE_USED = "recovery_code_used"

@@ -33,8 +33,9 @@ from webauthn.helpers.structs import (
 )
 
 from tenantd.db import Conn, Row
-from tenantd.errors import Conflict, InvalidCredentials, NotFound, Unauthorized, ValidationFailed
+from tenantd.errors import Conflict, NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries as identity_queries
+from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.signin import ClientMeta, start_session
 from tenantd.identity.tokens import token_hash
 from tenantd.mfa import queries, sensitive
@@ -42,8 +43,8 @@ from tenantd.mfa.service import AMR_PASSKEY, Completed, after_factor_removed, fi
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
+    from tenantd.bundle import Services
     from tenantd.principal import Principal
-    from tenantd.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -33,16 +33,16 @@ from urllib.parse import quote
 from tenantd.audit import security
 from tenantd.db import Conn, Row
 from tenantd.email.message import EmailMessage, EmailSendError
-from tenantd.errors import Impersonation
 from tenantd.identity.tokens import token_hash
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.mfa import queries
+from tenantd.mfa.errors import Impersonation
 from tenantd.mfa.stepup import require_recent_auth
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
+    from tenantd.bundle import Services
     from tenantd.principal import Principal
-    from tenantd.services import Services
 
 UNDO_DAYS = 7
 NOTICE_JOB = "security.notice"

@@ -19,28 +19,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tenantd.db import Conn, Row
-from tenantd.errors import (
-    Conflict,
-    Impersonation,
-    InvalidCredentials,
-    NotFound,
-    RateLimited,
-    Unauthorized,
-    UserDisabled,
-)
+from tenantd.errors import Conflict, NotFound, RateLimited, Unauthorized
 from tenantd.identity import queries as identity_queries
+from tenantd.identity.errors import InvalidCredentials, UserDisabled
 from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.identity.signin import PASSWORD, ClientMeta, start_session
 from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
 from tenantd.mfa import crypto, mail, queries, sensitive, totp
+from tenantd.mfa.errors import Impersonation
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import enforce
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
+    from tenantd.bundle import Services
     from tenantd.principal import Principal
-    from tenantd.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tenantd.db import Conn
-from tenantd.errors import ReauthRequired
 from tenantd.mfa import queries
+from tenantd.mfa.errors import ReauthRequired
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
+    from tenantd.bundle import Services
     from tenantd.principal import Principal
-    from tenantd.services import Services
 
 # Tests may replace the clock; production reads the wall clock.
 clock: Callable[[], float] = time.time

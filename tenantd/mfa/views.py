@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tenantd.bundle import SERVICES, Services
 from tenantd.identity.cookies import (
     DEVICE_COOKIE,
     clear_cookie,
@@ -38,7 +39,6 @@ from tenantd.mfa.schemas import (
     VerifyBody,
 )
 from tenantd.principal import current_principal
-from tenantd.services import SERVICES, Services
 from tenantd.web.json import ok
 from tenantd.web.ratelimit import rate_limit_request
 from tenantd.web.routing import path_uuid

@@ -31,9 +31,9 @@ from tenantd.cache.reloader import Reloader
 from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.notifications import queries
+from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.declared import EventTypeBody, compile_declared
 from tenantd.notifications.registry import RESERVED_PREFIX, EventRegistry, RegisteredEvent
-from tenantd.notifications.services import NotificationServices
 from tenantd.principal import ActingKey
 from tenantd.pubsub.hub import PubSubHub
 

@@ -25,7 +25,7 @@ from tenantd.notifications.service import (
 )
 
 if TYPE_CHECKING:
-    from tenantd.notifications.services import NotificationServices
+    from tenantd.notifications.bundle import NotificationServices
 
 
 async def run_dispatch(

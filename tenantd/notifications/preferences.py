@@ -7,9 +7,9 @@ from typing import Any
 
 from tenantd.errors import Forbidden, ValidationFailed
 from tenantd.notifications import queries
+from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.registry import localized_text
 from tenantd.notifications.service import live_channels
-from tenantd.notifications.services import NotificationServices
 
 
 async def effective_preferences(

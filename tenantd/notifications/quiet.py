@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from tenantd.email.templates import SUPPORTED_LOCALES
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import queries
-from tenantd.notifications.services import NotificationServices
+from tenantd.notifications.bundle import NotificationServices
 
 DELAYED_CHANNELS = ("email", "web_push")
 

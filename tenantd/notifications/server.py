@@ -18,9 +18,9 @@ import orjson
 
 from tenantd.apikeys import idempotency
 from tenantd.apikeys.audit import record_key_action
+from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.registry import EventRegistry, RegisteredEvent
 from tenantd.notifications.service import SendOutcome, SendRequest, live_channels, send_many
-from tenantd.notifications.services import NotificationServices
 from tenantd.principal import ActingKey
 from tenantd.settings import Settings
 

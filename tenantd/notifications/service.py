@@ -37,13 +37,13 @@ from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.jobs import queries as job_queries
 from tenantd.jobs.queue import enqueue
 from tenantd.notifications import queries
+from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.quiet import DELAYED_CHANNELS, quiet_delay
 from tenantd.notifications.registry import EventDefinition, render, wants_locale
-from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.notifications.services import NotificationServices
+    from tenantd.notifications.bundle import NotificationServices
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ from pydantic import Field
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
 from tenantd.notifications import unsubscribe as unsub
+from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.channels import in_app
 from tenantd.notifications.channels.sse.endpoint import stream_notifications
 from tenantd.notifications.channels.web_push import subscriptions as push
@@ -35,7 +36,6 @@ from tenantd.notifications.schemas import (
     VapidPublicKey,
 )
 from tenantd.notifications.schemas import Notification as NotificationOut
-from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.principal import current_principal
 from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import ApiModel

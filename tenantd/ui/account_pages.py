@@ -21,12 +21,13 @@ from tenantd.accounts.schemas import (
 from tenantd.auth import deletion
 from tenantd.auth import profile as names
 from tenantd.auth import service as auth_service
+from tenantd.auth.errors import TransferOwnershipFirst
 from tenantd.auth.schemas import PasswordChangeBody, ProfileBody
-from tenantd.errors import AppError, NotFound, TransferOwnershipFirst
+from tenantd.bundle import SERVICES
+from tenantd.errors import AppError, NotFound
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
-from tenantd.services import SERVICES
 from tenantd.ui.forms import Form, Problem, field, parse, problem, submit
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta, load_viewer

@@ -18,6 +18,7 @@ from tenantd.auth.schemas import (
     RegisterBody,
     VerifyEmailBody,
 )
+from tenantd.bundle import SERVICES
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
     REFRESH_COOKIE,
@@ -27,7 +28,6 @@ from tenantd.identity.cookies import (
     set_cookie,
 )
 from tenantd.mfa import service as mfa
-from tenantd.services import SERVICES
 from tenantd.ui.account_pages import work_in
 from tenantd.ui.forms import Form, Problem, again, field, parse, read_form, safe_next, submit
 from tenantd.ui.render import page, redirect

@@ -11,8 +11,8 @@ from aiohttp import web
 from tenantd.errors import AppError, NotFound
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import unsubscribe as unsub
+from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.channels import in_app
-from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.ui.account_pages import signed_in
 from tenantd.ui.forms import Problem, problem, read_form
 from tenantd.ui.render import page, redirect

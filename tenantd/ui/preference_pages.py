@@ -16,7 +16,7 @@ from tenantd.email.templates import SUPPORTED_LOCALES
 from tenantd.errors import AppError, Forbidden, NotFound
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
-from tenantd.notifications.services import NOTIFICATION_SERVICES, NotificationServices
+from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
 from tenantd.ui.account_pages import signed_in
 from tenantd.ui.forms import Problem, field, problem, read_form
 from tenantd.ui.render import page, redirect

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from tenantd.auth import service as auth_service
 from tenantd.auth.me import current_user
+from tenantd.bundle import SERVICES
 from tenantd.errors import AppError
 from tenantd.identity.cookies import (
     AUTH_COOKIE,
@@ -25,10 +26,9 @@ from tenantd.identity.cookies import (
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.guards import authenticate, recheck
 from tenantd.identity.sessions import IssuedTokens
+from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.channels import in_app
-from tenantd.notifications.services import NOTIFICATION_SERVICES
 from tenantd.principal import PRINCIPAL, AccessClaims, Principal
-from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tenantd.web.ratelimit import request_ip
 

@@ -33,11 +33,11 @@ import aiohttp
 import orjson
 from standardwebhooks.webhooks import Webhook
 
+from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.jobs.kinds import JobInfo, JobKind
 from tenantd.jobs.queue import enqueue_many
 from tenantd.outbox import public_event
-from tenantd.services import Services
 from tenantd.settings import Settings, env_number
 from tenantd.webhooks import queries
 from tenantd.webhooks.addresses import (

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from tenantd.accounts import restore as restore_module
 from tenantd.accounts.sweeps import purge_deleted_accounts
+from tenantd.bundle import SERVICES
 from tenantd.cli.main import app as cli_app
 from tenantd.identity.sessions import issue_session
-from tenantd.services import SERVICES
 from tests.accounts.helpers import Login, Team, audit_actions
 from tests.factories import Factory
 from tests.helpers import data, error

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from tenantd.bundle import SERVICES
 from tenantd.db import Database
-from tenantd.errors import UserDisabled
+from tenantd.identity.errors import UserDisabled
 from tenantd.identity.signin import ClientMeta, start_session
-from tenantd.services import SERVICES
 from tests.apikeys.helpers import bearer, new_key
 from tests.auth.helpers import last_token, mail_sent, mails_to, register, set_cookies
 from tests.factories import Factory, mail_text

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tenantd.bundle import Services
 from tenantd.db import Database
 from tenantd.identity import rotation
 from tenantd.identity.sessions import renew_batched
@@ -16,7 +17,6 @@ from tenantd.identity.tokens import refresh_token_family
 from tenantd.ops.config import ops_config
 from tenantd.ops.metrics import METRICS
 from tenantd.ops.ratelimit import Counter, counters_for
-from tenantd.services import Services
 from tests.helpers import error_of
 
 REFRESH = "/api/v1/auth/refresh"

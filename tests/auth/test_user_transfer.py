@@ -20,8 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tenantd.auth.transfer import service as transfer
+from tenantd.bundle import Services
 from tenantd.cli.main import app
-from tenantd.services import Services
 from tests.auth.test_imported_hashes import DJANGO, FIREBASE_STORED, PHP_BCRYPT
 from tests.factories import Factory
 

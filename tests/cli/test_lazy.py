@@ -51,7 +51,7 @@ def test_root_help_imports_at_most_150_modules_beyond_typer() -> None:
     assert code == 0
     assert len(beyond) <= MAX_MODULES_BEYOND_TYPER, beyond
     # None of the server: no web framework, no database driver, no domain.
-    for heavy in ("aiohttp", "sqlalchemy", "psycopg2", "tenantd.app", "tenantd.services"):
+    for heavy in ("aiohttp", "sqlalchemy", "psycopg2", "tenantd.app", "tenantd.bundle"):
         assert heavy not in beyond, heavy
 
 

@@ -14,8 +14,8 @@ import aiohttp
 import psycopg2
 import pytest
 
+from tenantd.app.bundle import open_services
 from tenantd.app.plugins import registered_sweeps
-from tenantd.app.services import open_services
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email.message import EmailMessage, job_mail_key, keyed

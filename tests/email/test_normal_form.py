@@ -19,10 +19,10 @@ from tenantd.addresses import (
     is_plausible,
     normalize_email,
 )
+from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.db.migrate import sql_dir
 from tenantd.email.message import EmailMessage
-from tenantd.services import SERVICES
 from tests.email.support import Start
 from tests.email.test_resend_webhook import SECRET as RESEND_SECRET
 from tests.email.test_resend_webhook import URL as RESEND_URL

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from tenantd.bundle import Services
 from tenantd.db import Database
 from tenantd.identity import rotation
 from tenantd.identity.rotation import RotationBatcher, batcher_for
 from tenantd.identity.sessions import IssuedTokens, renew_batched
 from tenantd.identity.tokens import token_hash
-from tenantd.services import Services
 from tests.helpers import eventually
 from tests.identity.test_refresh_reuse import REFRESH, family_rows
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import tenantd.app.services as app_services
+import tenantd.app.bundle as app_services
 from tenantd.jobs.kinds import JobInfo, JobKind
 
 EVENTS: list[Any] = []

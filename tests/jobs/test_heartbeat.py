@@ -10,10 +10,10 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices
+from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.jobs import JobInfo, JobKind, enqueue
 from tenantd.jobs import queries as jobs
-from tenantd.services import SERVICES
 from tests.helpers import eventually
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tenantd.app import AppServices
-from tenantd.app.services import open_services
+from tenantd.app.bundle import open_services
 from tenantd.jobs import JobInfo, JobKind, PermanentJobError, enqueue
 from tenantd.jobs.queue import retry_delay
 from tenantd.jobs.runner import JobRunner

@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 from tenantd.app import AppServices
-from tenantd.app.services import open_services
+from tenantd.app.bundle import open_services
 from tenantd.jobs.kinds import JobInfo, JobKind
 from tenantd.jobs.runner import JobRunner
 from tenantd.settings import load_settings

@@ -20,8 +20,8 @@ from aiohttp import web
 
 from tenantd.accounts import queries as account_queries
 from tenantd.app.mail_actions import ANONYMOUS_MAIL_ACTIONS, MAIL_ACTIONS
+from tenantd.bundle import SERVICES
 from tenantd.ops.config import DEFAULT_RATE_LIMITS, MAIL_RATE_LIMITS
-from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tenantd.web.routing import ROUTE_SPEC
 from tests.factories import Factory, UserRecord, read_mails

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 import jwt
 import pyotp
 
+from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.identity.sessions import issue_session
-from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tests.factories import Factory, UserRecord
 from tests.helpers import data

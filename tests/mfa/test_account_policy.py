@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from tenantd.bundle import SERVICES
 from tenantd.cache.context import CHANNEL
 from tenantd.db import Database
 from tenantd.pubsub.hub import PUBSUB
-from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tests.factories import Factory, UserRecord, read_mails, wait_until_heard
 from tests.helpers import data, error, eventually

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
+from tenantd.bundle import SERVICES
 from tenantd.db import Database
-from tenantd.errors import InvalidCredentials, RateLimited
+from tenantd.errors import RateLimited
+from tenantd.identity.errors import InvalidCredentials
 from tenantd.mfa import service as mfa
 from tenantd.mfa import totp
-from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tests.factories import Factory
 from tests.helpers import data, error

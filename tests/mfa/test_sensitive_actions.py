@@ -16,11 +16,11 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import create_app
+from tenantd.bundle import SERVICES
 from tenantd.db import Database
-from tenantd.errors import InvalidCredentials
+from tenantd.identity.errors import InvalidCredentials
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
-from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tenantd.web.spec import Access, Routes
 from tests.auth.helpers import link_token, mails_to

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.ops.config import ops_config
-from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tests.factories import Factory, mail_text, read_mails
 from tests.helpers import data, error, eventually

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenantd.app.bundle import open_services
 from tenantd.app.plugins import registered_sweeps
-from tenantd.app.services import open_services
 from tenantd.db import Database
 from tenantd.ops.sweeps import run_sweep
 from tenantd.settings import Settings

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tenantd.app import AppServices, create_app
-from tenantd.app.services import event_registry
+from tenantd.app.bundle import event_registry
 from tenantd.db import Database
 from tenantd.notifications import preferences, send
 from tenantd.notifications.declared import Sandbox, Texts

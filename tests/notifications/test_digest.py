@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tenantd.app import AppServices
-from tenantd.app.services import open_services
+from tenantd.app.bundle import open_services
 from tenantd.jobs.runner import JobRunner
 from tenantd.notifications import send
 from tests.factories import mail_text, read_mails

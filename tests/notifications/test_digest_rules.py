@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tenantd.app import AppServices
-from tenantd.app.services import open_services
+from tenantd.app.bundle import open_services
 from tenantd.jobs.kinds import JobInfo
 from tenantd.jobs.runner import JobRunner
 from tenantd.notifications import send

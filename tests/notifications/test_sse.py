@@ -12,11 +12,11 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices, create_app
+from tenantd.bundle import SERVICES
 from tenantd.cache.context import CHANNEL
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.feed import FEED_KEY, QUEUE_SIZE, StreamQueue
 from tenantd.pubsub.hub import PUBSUB
-from tenantd.services import SERVICES
 from tests.factories import wait_until_heard
 from tests.helpers import ORIGIN, eventually
 from tests.notifications.sse_client import STREAM, open_stream

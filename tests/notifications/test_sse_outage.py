@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tenantd.app.services import open_services
+from tenantd.app.bundle import open_services
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.notifications import send

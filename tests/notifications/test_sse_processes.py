@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tenantd.app.services import open_services
+from tenantd.app.bundle import open_services
 from tenantd.notifications import send
 from tenantd.settings import load_settings
 from tests.notifications.sse_client import SseReader

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tenantd.app import AppServices
-from tenantd.app.services import open_services
+from tenantd.app.bundle import open_services
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.jobs.runner import JobRunner
 from tenantd.notifications import (

@@ -9,8 +9,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tenantd.app.bundle import open_services
 from tenantd.app.plugins import registered_sweeps
-from tenantd.app.services import open_services
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import available_migrations

@@ -21,11 +21,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.email import suppression
 from tenantd.jobs import queries as jobs
 from tenantd.ops.metrics import Metrics, StateSnapshot, fold_counts
-from tenantd.services import SERVICES
 from tests.helpers import SECRET, eventually
 from tests.ops.servers import running, server_env, start_server
 from tests.ops.test_metrics import Samples, scrape, value

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tenantd.app.services import INLINE_DRAIN_SECONDS, open_services
+from tenantd.app.bundle import INLINE_DRAIN_SECONDS, open_services
 from tenantd.cli.serve import SHUTDOWN_TIMEOUT
 from tenantd.db import Database
 from tenantd.jobs.queue import job_config

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import func
 
 from tenantd.app import AppServices
+from tenantd.app.bundle import open_services
 from tenantd.app.plugins import registered_sweeps
-from tenantd.app.services import open_services
 from tenantd.db import Database
 from tenantd.db.tables import revoked_tokens
 from tenantd.ops.config import parse_ops_config

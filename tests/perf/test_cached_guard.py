@@ -10,9 +10,9 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app import create_app
+from tenantd.bundle import SERVICES
 from tenantd.cache.context import CHANNEL
 from tenantd.pubsub.hub import PUBSUB
-from tenantd.services import SERVICES
 from tests.factories import wait_until_heard
 
 HEARD_WITHIN = 30.0  # generous: the machine may be busy; the 100 ms bound is tested elsewhere

@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import create_app
+from tenantd.bundle import SERVICES
 from tenantd.cache.context import CHANNEL, ContextCache, live_while_confirmed
 from tenantd.cache.revocations import Revocations
 from tenantd.db import Database
@@ -27,7 +28,6 @@ from tenantd.identity.revocations import mirrored
 from tenantd.identity.tokens import issue_access_token
 from tenantd.pubsub import PubSubHub
 from tenantd.pubsub.hub import PUBSUB
-from tenantd.services import SERVICES
 from tests.factories import wait_until_heard
 from tests.perf.test_context_cache import FreezableProxy
 

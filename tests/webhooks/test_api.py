@@ -8,8 +8,8 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.apikeys import service as apikeys
+from tenantd.bundle import SERVICES
 from tenantd.outbox import Actor, emit
-from tenantd.services import SERVICES
 from tests.helpers import SECRET, data, eventually
 
 

@@ -13,9 +13,9 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices
+from tenantd.bundle import SERVICES
 from tenantd.jobs.kinds import JobInfo
 from tenantd.outbox import Actor, Event, emit_many
-from tenantd.services import SERVICES
 from tenantd.webhooks import endpoints
 from tenantd.webhooks.delivery import DELIVER, DELIVERIES_PER_JOB, run_deliveries
 from tenantd.webhooks.fanout import create_deliveries

@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from tenantd.app.services import open_services
+from tenantd.app.bundle import open_services
 from tenantd.db import Database
 from tenantd.outbox import Actor, Event, emit_many
 from tenantd.settings import load_settings

@@ -14,10 +14,10 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices
+from tenantd.bundle import SERVICES
 from tenantd.errors import ValidationFailed
 from tenantd.ops.metrics import METRICS
 from tenantd.outbox import Actor, emit
-from tenantd.services import SERVICES
 from tenantd.webhooks import endpoints
 from tenantd.webhooks.delivery import WebhookSender
 from tests.helpers import eventually

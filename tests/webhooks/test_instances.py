@@ -14,13 +14,13 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices
-from tenantd.app.services import open_services
+from tenantd.app.bundle import open_services
+from tenantd.bundle import SERVICES
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate
 from tenantd.jobs.runner import JobRunner
 from tenantd.outbox import Actor, emit
-from tenantd.services import SERVICES
 from tenantd.settings import Settings
 from tenantd.webhooks import endpoints
 from tests.helpers import SECRET, eventually

@@ -9,8 +9,8 @@ import asyncio
 from aiohttp import web
 
 from tenantd.app import AppServices
+from tenantd.bundle import SERVICES
 from tenantd.outbox import Actor, emit
-from tenantd.services import SERVICES
 from tenantd.webhooks import endpoints
 from tests.helpers import eventually
 

@@ -14,8 +14,8 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices
+from tenantd.bundle import SERVICES
 from tenantd.outbox import Actor, Event, emit_many
-from tenantd.services import SERVICES
 from tenantd.webhooks import endpoints
 from tenantd.webhooks.delivery import DELIVER, DELIVER_KIND
 from tests.helpers import eventually

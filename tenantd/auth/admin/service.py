@@ -30,6 +30,7 @@ from tenantd.audit import security
 from tenantd.auth import deletion
 from tenantd.auth import service as auth_service
 from tenantd.auth.admin import queries
+from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.identity import queries as identity_queries
@@ -38,7 +39,6 @@ from tenantd.identity.signin import ClientMeta
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import sensitive
 from tenantd.principal import ActingKey
-from tenantd.services import Services
 from tenantd.settings import Settings
 
 AdminActor = ActingKey | sensitive.Operator

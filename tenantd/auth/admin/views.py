@@ -8,8 +8,8 @@ from aiohttp import web
 
 from tenantd.auth.admin import service
 from tenantd.auth.admin.schemas import ImpersonateBody, UsersQuery
+from tenantd.bundle import SERVICES
 from tenantd.principal import acting_key
-from tenantd.services import SERVICES
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Access, Routes
 

@@ -32,7 +32,7 @@ from tenantd.auth.oauth.jwks import JwksCache
 from tenantd.settings import OAuthProviderSettings
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from tenantd.mfa import service as mfa
 from tenantd.principal import AccessClaims
 
 if TYPE_CHECKING:
-    from tenantd.services import Services
+    from tenantd.bundle import Services
 
 log = logging.getLogger(__name__)
 

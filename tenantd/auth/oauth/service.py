@@ -56,7 +56,7 @@ from tenantd.settings import OAuthProviderSettings, Settings
 if TYPE_CHECKING:
     import jwt
 
-    from tenantd.services import Services
+    from tenantd.bundle import Services
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, ReauthBinding, callback_path
 from tenantd.auth.oauth.reauth import SteppedUp
-from tenantd.errors import Conflict, NotFound, UserDisabled
+from tenantd.bundle import SERVICES
+from tenantd.errors import Conflict, NotFound
 from tenantd.identity.cookies import (
     DEVICE_COOKIE,
     clear_cookie,
@@ -32,10 +33,10 @@ from tenantd.identity.cookies import (
     set_session_cookies,
 )
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
+from tenantd.identity.errors import UserDisabled
 from tenantd.mfa import service as mfa
 from tenantd.mfa import stepup
 from tenantd.principal import current_principal
-from tenantd.services import SERVICES
 from tenantd.settings import SETTINGS, Settings
 from tenantd.web.body import read_limited
 from tenantd.web.schemas import ApiModel, Empty

@@ -27,10 +27,10 @@ from tenantd.audit import log as audit
 from tenantd.auth.oauth import queries as oauth_queries
 from tenantd.auth.transfer import queries
 from tenantd.auth.transfer.formats import BadLine, HashOptions, ImportedUser, read_user
+from tenantd.bundle import Services
 from tenantd.db import Conn
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.events import user_changed
-from tenantd.services import Services
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from tenantd.notifications import queries
 
 if TYPE_CHECKING:
-    from tenantd.notifications.services import NotificationServices
+    from tenantd.notifications.bundle import NotificationServices
 
 
 async def settle_delivery(

@@ -34,7 +34,7 @@ from tenantd.notifications.service import validate_payload
 from tenantd.notifications.unsubscribe import make_token, page_url, unsubscribe_url
 
 if TYPE_CHECKING:
-    from tenantd.notifications.services import NotificationServices
+    from tenantd.notifications.bundle import NotificationServices
 
 log = logging.getLogger(__name__)
 

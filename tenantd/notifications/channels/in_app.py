@@ -18,7 +18,7 @@ from tenantd.notifications import queries
 from tenantd.notifications.schemas import notification_json
 
 if TYPE_CHECKING:
-    from tenantd.notifications.services import NotificationServices
+    from tenantd.notifications.bundle import NotificationServices
 
 
 def encode_cursor(created_at: dt.datetime, notification_id: uuid.UUID) -> str:

@@ -13,8 +13,8 @@ import uuid
 from typing import Any
 
 from tenantd.db import Conn, Row
+from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.service import SendRequest, send_many
-from tenantd.notifications.services import NotificationServices
 from tenantd.notifications.tenancy import events
 from tenantd.outbox import Consumer
 

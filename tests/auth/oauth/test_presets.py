@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from tenantd.auth.oauth import presets
 from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.flow import code_challenge, decode_state
+from tenantd.bundle import Services
 from tenantd.db import Database
 from tenantd.mfa import stepup
-from tenantd.services import Services
 from tenantd.settings import OAuthProviderSettings, SettingsError, load_settings
 from tests.auth.helpers import set_cookies
 from tests.auth.oauth.fake_idp import FakeIdP, FakeUser

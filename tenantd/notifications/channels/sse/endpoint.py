@@ -22,13 +22,14 @@ from collections.abc import Callable
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse
 
-from tenantd.errors import DatabaseUnavailable, NotFound, Unauthorized
+from tenantd.db.errors import DatabaseUnavailable
+from tenantd.errors import NotFound, Unauthorized
 from tenantd.identity.guards import recheck
 from tenantd.identity.tokens import AccessClaims
 from tenantd.notifications import queries
+from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
 from tenantd.notifications.channels.sse.feed import FEED_KEY, StreamQueue
 from tenantd.notifications.schemas import envelope
-from tenantd.notifications.services import NOTIFICATION_SERVICES, NotificationServices
 from tenantd.principal import Principal
 from tenantd.web.cors import apply_cors
 

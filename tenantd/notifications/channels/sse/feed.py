@@ -34,8 +34,8 @@ from aiohttp import web
 from tenantd.cache.context import CHANNEL as CACHE_CHANNEL
 from tenantd.errors import ServiceUnavailable
 from tenantd.notifications import queries
+from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
 from tenantd.notifications.schemas import envelope
-from tenantd.notifications.services import NOTIFICATION_SERVICES, NotificationServices
 from tenantd.pubsub import PubSubHub, Subscription
 from tenantd.pubsub.hub import PUBSUB
 from tenantd.settings import Settings, env_int, env_number

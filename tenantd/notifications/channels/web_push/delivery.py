@@ -31,7 +31,7 @@ from tenantd.notifications.channels.web_push.vapid import signer
 from tenantd.notifications.schemas import envelope, notification_json
 
 if TYPE_CHECKING:
-    from tenantd.notifications.services import NotificationServices
+    from tenantd.notifications.bundle import NotificationServices
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,12 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tenantd.bundle import Services
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import queries
 from tenantd.notifications.channels.web_push.hosts import endpoint_problem
 from tenantd.notifications.channels.web_push.vapid import require_push
 from tenantd.notifications.schemas import subscription_json
-from tenantd.services import Services
 from tenantd.settings import Settings
 
 

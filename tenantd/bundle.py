@@ -1,5 +1,6 @@
-"""What every domain may use of the long-lived resources (the concrete bundle is built by
-`tenantd.app`). A domain that needs more declares its own Protocol on top of this one."""
+"""The services bundle's Protocol: what every domain may use of the long-lived resources (the
+concrete bundle is `tenantd.app.bundle`). A domain that needs more declares its own Protocol
+on top of this one in its `bundle.py`. (A domain's `service.py` is something else: its rules.)"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The concrete services bundle every view, job and CLI command is handed."""
+"""The concrete services bundle every view, job and CLI command is handed, and how it is
+opened and closed (`open_services`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What the notifications domain needs beyond the shared services: its event registry."""
+"""The notifications domain's view of the services bundle: the shared Protocol plus its event
+registry."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from typing import Protocol
 
 from aiohttp import web
 
+from tenantd.bundle import Services
 from tenantd.notifications.registry import EventRegistry
-from tenantd.services import Services
 
 
 class NotificationServices(Services, Protocol):

@@ -1,0 +1,29 @@
+"""Who-the-caller-is errors: a refused secret, a missing second factor."""
+
+from __future__ import annotations
+
+from tenantd.errors import AppError, Forbidden
+
+
+class InvalidCredentials(AppError):
+    """401 without the `reason` of `Unauthorized` (which callers catch to mean "the token no
+    longer holds"): a password or code was wrong."""
+
+    status = 401
+    code = "INVALID_CREDENTIALS"
+    message = "Email or password is incorrect"
+
+
+class MfaRequired(Forbidden):
+    """The account requires multi-factor authentication and the user has no factor yet."""
+
+    code = "MFA_REQUIRED"
+    message = "This account requires multi-factor authentication: enrol a factor first"
+
+
+class UserDisabled(AppError):
+    """An operator disabled the user: every sign-in path and every renewal is refused."""
+
+    status = 403
+    code = "USER_DISABLED"
+    message = "This user is disabled"
