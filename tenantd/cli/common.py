@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-import orjson
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -110,7 +109,7 @@ def with_services(
 def print_json(value: Any) -> None:
     """JSON as the API writes it (its serializer: camelCase models, ISO 8601 dates in UTC with
     `Z`, ids as strings), indented."""
-    sys.stdout.write(orjson.dumps(orjson.loads(dumps(value)), option=orjson.OPT_INDENT_2).decode())
+    sys.stdout.write(dumps(value, indent=True).decode())
     sys.stdout.write("\n")
 
 

@@ -30,7 +30,12 @@ def _default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def dumps(value: Any) -> bytes:
+def dumps(value: Any, *, indent: bool = False) -> bytes:
+    """The API's JSON; `indent` for people (the CLI's --json), where keys may also be str
+    subclasses (enum members)."""
+    if indent:
+        options = orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS | orjson.OPT_INDENT_2
+        return orjson.dumps(value, default=_default, option=options)
     return orjson.dumps(value, default=_default, option=orjson.OPT_UTC_Z)
 
 
