@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from tenantd.db import Conn, Database
 from tenantd.notifications import queries
-from tenantd.ops.sweeps import SweepContext, sweep
+from tenantd.ops.sweeps import SweepContext, in_batches, sweep
 
 Count = Callable[[Conn], Awaitable[int]]
 DeleteBatch = Callable[..., Awaitable[int]]
@@ -19,12 +19,7 @@ async def _delete_in_batches(
     async with db.connection() as conn:
         if dry_run:
             return await count(conn)
-        total = 0
-        while True:
-            deleted = await delete(conn, batch_size=batch_size)
-            total += deleted
-            if deleted < batch_size:
-                return total
+        return await in_batches(lambda: delete(conn, batch_size=batch_size), batch_size)
 
 
 async def cleanup_dedup(db: Database, *, dry_run: bool = False, batch_size: int = 1000) -> int:
