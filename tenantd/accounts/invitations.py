@@ -301,10 +301,8 @@ async def accept_invitation(
                 conn,
                 services.settings,
                 keyring=services.keyring,
-                user_id=actor.user_id,
+                actor=actor,
                 account_id=account["id"],
                 refresh_token=refresh_token,
-                amr=actor.amr,
-                auth_time=actor.auth_time,
             )
     return Accepted(account=account, membership=membership, activation=activation)

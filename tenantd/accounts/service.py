@@ -79,17 +79,16 @@ async def activate(
     settings: Settings,
     *,
     keyring: Keyring,
-    user_id: uuid.UUID,
+    actor: Principal,
     account_id: uuid.UUID | None,
     refresh_token: str | None,
-    amr: tuple[str, ...] = (),
-    auth_time: float | None = None,
 ) -> Activation:
     """Issue an access token for `account_id` and point the caller's refresh session at it.
 
     The old access token is not revoked: it keeps its old account until it expires. The new
-    one keeps the caller's `amr` and `auth_time` (pass the principal's).
+    one keeps the caller's `amr` and `auth_time`.
     """
+    user_id = actor.user_id
     jti = uuid.uuid4()
     session_id = None
     if refresh_token:
@@ -106,8 +105,8 @@ async def activate(
         account_id=account_id,
         jti=jti,
         session_id=session_id,  # logout of the session ends this token too
-        amr=amr,
-        auth_time=auth_time,
+        amr=actor.amr,
+        auth_time=actor.auth_time,
     )
     return Activation(account_id=account_id, access_token=token, claims=claims)
 
@@ -142,11 +141,9 @@ async def create_account(
                 conn,
                 services.settings,
                 keyring=services.keyring,
-                user_id=actor.user_id,
+                actor=actor,
                 account_id=account_id,
                 refresh_token=refresh_token,
-                amr=actor.amr,
-                auth_time=actor.auth_time,
             )
     account = next(row for row in rows if row["id"] == account_id)
     return Created(account=account, activation=activation)
@@ -238,11 +235,9 @@ async def activate_next_account(
         conn,
         settings,
         keyring=keyring,
-        user_id=actor.user_id,
+        actor=actor,
         account_id=next_account,
         refresh_token=refresh_token,
-        amr=actor.amr,
-        auth_time=actor.auth_time,
     )
 
 
@@ -411,10 +406,8 @@ async def switch_account(
             conn,
             services.settings,
             keyring=services.keyring,
-            user_id=actor.user_id,
+            actor=actor,
             account_id=account_id,
             refresh_token=refresh_token,
-            amr=actor.amr,
-            auth_time=actor.auth_time,
         )
     return Switched(account=account, role=role, activation=activation)
