@@ -298,11 +298,6 @@ async def accept_invitation(
         activation = None
         if actor.account_id is None:
             activation = await activate(
-                conn,
-                services.settings,
-                keyring=services.keyring,
-                actor=actor,
-                account_id=account["id"],
-                refresh_token=refresh_token,
+                conn, services.settings, services.keyring, actor, account["id"], refresh_token
             )
     return Accepted(account=account, membership=membership, activation=activation)

@@ -77,7 +77,6 @@ async def lock_scoped(conn: Conn, actor: Principal, account_id: uuid.UUID, actio
 async def activate(
     conn: Conn,
     settings: Settings,
-    *,
     keyring: Keyring,
     actor: Principal,
     account_id: uuid.UUID | None,
@@ -138,12 +137,7 @@ async def create_account(
         activation = None
         if actor.account_id is None:
             activation = await activate(
-                conn,
-                services.settings,
-                keyring=services.keyring,
-                actor=actor,
-                account_id=account_id,
-                refresh_token=refresh_token,
+                conn, services.settings, services.keyring, actor, account_id, refresh_token
             )
     account = next(row for row in rows if row["id"] == account_id)
     return Created(account=account, activation=activation)
@@ -231,14 +225,7 @@ async def activate_next_account(
     next_account = await queries.default_account_id(
         conn, actor.user_id, factor=identity_queries.used_factor(actor.amr)
     )
-    return await activate(
-        conn,
-        settings,
-        keyring=keyring,
-        actor=actor,
-        account_id=next_account,
-        refresh_token=refresh_token,
-    )
+    return await activate(conn, settings, keyring, actor, next_account, refresh_token)
 
 
 async def refuse_without_mfa(conn: Conn, account: Row, actor: Principal) -> None:
@@ -403,11 +390,6 @@ async def switch_account(
             raise Forbidden("You are not a member of this account")
         await refuse_without_mfa(conn, account, actor)
         activation = await activate(
-            conn,
-            services.settings,
-            keyring=services.keyring,
-            actor=actor,
-            account_id=account_id,
-            refresh_token=refresh_token,
+            conn, services.settings, services.keyring, actor, account_id, refresh_token
         )
     return Switched(account=account, role=role, activation=activation)
