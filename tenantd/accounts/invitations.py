@@ -295,15 +295,6 @@ async def accept_invitation(
         activation = None
         if actor.account_id is None:
             activation = await activate(
-                conn,
-                services.settings,
-                keyring=services.keyring,
-                user_id=actor.user_id,
-                account_id=account["id"],
-                refresh_token=refresh_token,
-                amr=actor.amr,
-                auth_time=actor.auth_time,
-                act=actor.act,
-                act_until=actor.expires_at,
+                conn, services.settings, services.keyring, actor, account["id"], refresh_token
             )
     return Accepted(account=account, membership=membership, activation=activation)

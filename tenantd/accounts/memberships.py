@@ -80,23 +80,36 @@ async def remove_member(
     async with services.db.transaction() as conn:
         await lock_scoped(conn, actor, account_id, "members.manage")
         target = await _locked_target(conn, account_id, user_id)
-        revoked = await queries.revoke_membership(conn, target["id"])
-        await audit.record(
-            conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="membership.revoked",
-            target=str(user_id),
-            data={"role": target["role"], "reason": "removed"},
-        )
-        await outbox_events.membership(
-            conn,
-            "membership.revoked",
-            revoked,
-            outbox_events.actor_of(actor.user_id),
-            previous={"revokedAt": None},
-        )
-        return revoked
+        return await _revoke(conn, actor, account_id, target, user_id=user_id, reason="removed")
+
+
+async def _revoke(
+    conn: Conn,
+    actor: Principal,
+    account_id: uuid.UUID,
+    membership: Row,
+    *,
+    user_id: uuid.UUID,
+    reason: str,
+) -> Row:
+    """Soft-revoke `membership` (of `user_id`), with its audit row and event."""
+    revoked = await queries.revoke_membership(conn, membership["id"])
+    await audit.record(
+        conn,
+        account_id=account_id,
+        actor_user_id=actor.user_id,
+        action="membership.revoked",
+        target=str(user_id),
+        data={"role": membership["role"], "reason": reason},
+    )
+    await outbox_events.membership(
+        conn,
+        "membership.revoked",
+        revoked,
+        outbox_events.actor_of(actor.user_id),
+        previous={"revokedAt": None},
+    )
+    return revoked
 
 
 @dataclass(frozen=True)
@@ -122,22 +135,7 @@ async def leave_account(
             raise NotFound("You are not a member of this account")
         if own["role"] == "owner":
             raise OwnerCannotLeave()
-        revoked = await queries.revoke_membership(conn, own["id"])
-        await audit.record(
-            conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="membership.revoked",
-            target=str(actor.user_id),
-            data={"role": own["role"], "reason": "left"},
-        )
-        await outbox_events.membership(
-            conn,
-            "membership.revoked",
-            revoked,
-            outbox_events.actor_of(actor.user_id),
-            previous={"revokedAt": None},
-        )
+        revoked = await _revoke(conn, actor, account_id, own, user_id=actor.user_id, reason="left")
         activation = await activate_next_account(
             conn,
             services.settings,

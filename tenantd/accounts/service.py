@@ -79,22 +79,18 @@ async def lock_scoped(conn: Conn, actor: Principal, account_id: uuid.UUID, actio
 async def activate(
     conn: Conn,
     settings: Settings,
-    *,
     keyring: Keyring,
-    user_id: uuid.UUID,
+    actor: Principal,
     account_id: uuid.UUID | None,
     refresh_token: str | None,
-    amr: tuple[str, ...] = (),
-    auth_time: float | None = None,
-    act: str | None = None,
-    act_until: float | None = None,
 ) -> Activation:
     """Issue an access token for `account_id` and point the caller's refresh session at it.
 
     The old access token is not revoked: it keeps its old account until it expires. The new
-    one keeps the caller's `amr` and `auth_time` (pass the principal's), and an operator's
-    impersonation (`act`) with its end (`act_until`: the new token never outlives the old).
+    one keeps the caller's `amr` and `auth_time`, and an operator's impersonation (`act`) with
+    its end (the new token never outlives the old).
     """
+    user_id = actor.user_id
     jti = uuid.uuid4()
     session_id = None
     if refresh_token:
@@ -111,10 +107,10 @@ async def activate(
         account_id=account_id,
         jti=jti,
         session_id=session_id,  # logout of the session ends this token too
-        amr=amr,
-        auth_time=auth_time,
-        act=act,
-        not_after=act_until if act is not None else None,
+        amr=actor.amr,
+        auth_time=actor.auth_time,
+        act=actor.act,
+        not_after=actor.expires_at if actor.act is not None else None,
     )
     return Activation(account_id=account_id, access_token=token, claims=claims)
 
@@ -146,16 +142,7 @@ async def create_account(
         activation = None
         if actor.account_id is None:
             activation = await activate(
-                conn,
-                services.settings,
-                keyring=services.keyring,
-                user_id=actor.user_id,
-                account_id=account_id,
-                refresh_token=refresh_token,
-                amr=actor.amr,
-                auth_time=actor.auth_time,
-                act=actor.act,
-                act_until=actor.expires_at,
+                conn, services.settings, services.keyring, actor, account_id, refresh_token
             )
     account = next(row for row in rows if row["id"] == account_id)
     return Created(account=account, activation=activation)
@@ -243,18 +230,7 @@ async def activate_next_account(
     next_account = await queries.default_account_id(
         conn, actor.user_id, factor=identity_queries.used_factor(actor.amr)
     )
-    return await activate(
-        conn,
-        settings,
-        keyring=keyring,
-        user_id=actor.user_id,
-        account_id=next_account,
-        refresh_token=refresh_token,
-        amr=actor.amr,
-        auth_time=actor.auth_time,
-        act=actor.act,
-        act_until=actor.expires_at,
-    )
+    return await activate(conn, settings, keyring, actor, next_account, refresh_token)
 
 
 async def refuse_without_mfa(conn: Conn, account: Row, actor: Principal) -> None:
@@ -434,15 +410,6 @@ async def switch_account(
             raise Forbidden("You are not a member of this account")
         await refuse_without_mfa(conn, account, actor)
         activation = await activate(
-            conn,
-            services.settings,
-            keyring=services.keyring,
-            user_id=actor.user_id,
-            account_id=account_id,
-            refresh_token=refresh_token,
-            amr=actor.amr,
-            auth_time=actor.auth_time,
-            act=actor.act,
-            act_until=actor.expires_at,
+            conn, services.settings, services.keyring, actor, account_id, refresh_token
         )
     return Switched(account=account, role=role, activation=activation)

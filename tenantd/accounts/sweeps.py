@@ -13,7 +13,7 @@ from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.service import GRACE_DAYS
 from tenantd.db import Database
-from tenantd.ops.sweeps import SweepContext, sweep
+from tenantd.ops.sweeps import SweepContext, in_batches, sweep
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +37,14 @@ async def purge_deleted_accounts(
     if dry_run:
         async with db.connection() as conn:
             return await queries.count_purgeable_accounts(conn, older_than_days=older_than_days)
-    total = 0
-    while True:
+
+    async def purge_batch() -> int:
         async with db.transaction() as conn:
             batch = await queries.lock_purgeable_accounts(
                 conn, older_than_days=older_than_days, limit=batch_size
             )
             if not batch:
-                break
+                return 0
             await audit.record_many(
                 conn,
                 [
@@ -63,9 +63,10 @@ async def purge_deleted_accounts(
                 ],
             )
             await outbox_events.purged(conn, batch)
-            total += await queries.delete_accounts(conn, [row["id"] for row in batch])
-        if len(batch) < batch_size:
-            break
+            # The batch is locked by this transaction: every row of it is deleted.
+            return await queries.delete_accounts(conn, [row["id"] for row in batch])
+
+    total = await in_batches(purge_batch, batch_size)
     if total:
         log.info("purged soft-deleted accounts", extra={"count": total})
     return total
@@ -90,8 +91,8 @@ async def expire_invitations(
     if dry_run:
         async with db.connection() as conn:
             return await queries.count_expired_invitations(conn, ttl_hours=ttl_hours)
-    total = 0
-    while True:
+
+    async def expire_batch() -> int:
         async with db.transaction() as conn:
             batch = await queries.revoke_expired_invitations(
                 conn, ttl_hours=ttl_hours, limit=batch_size
@@ -110,9 +111,9 @@ async def expire_invitations(
                 ],
             )
             await outbox_events.expired(conn, batch)
-        total += len(batch)
-        if len(batch) < batch_size:
-            break
+        return len(batch)
+
+    total = await in_batches(expire_batch, batch_size)
     if total:
         log.info("expired pending invitations", extra={"count": total})
     return total

@@ -1,6 +1,6 @@
 """The one place an API key's changes are written to the audit log (actor `api_key`).
 
-The audit writer is moving to tenantd/audit; when it lands, only this function changes.
+The row is written by the audit log's one writer (`tenantd.audit.record`).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tenantd.apikeys import queries
+from tenantd import audit
 from tenantd.db import Conn
 from tenantd.principal import ActingKey
 
@@ -23,9 +23,10 @@ async def record_key_action(
     data: dict[str, Any] | None = None,
 ) -> None:
     """Write one audit row for something `key` changed (in the caller's transaction)."""
-    await queries.insert_audit(
+    await audit.record(
         conn,
         account_id=account_id,
+        actor_user_id=None,  # the actor is the key, named in `data`
         action=action,
         target=target,
         data={"actor": key.actor, "apiKeyName": key.name, **(data or {})},

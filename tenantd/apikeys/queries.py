@@ -77,22 +77,6 @@ async def revoke_key(conn: Conn, key_id: uuid.UUID) -> Row | None:
     )
 
 
-async def insert_audit(
-    conn: Conn,
-    *,
-    account_id: uuid.UUID | None,
-    action: str,
-    target: str | None,
-    data: dict[str, Any],
-) -> None:
-    """An audit row whose actor is not a user (an API key, an operator): it is in `data`."""
-    await conn.execute(
-        "INSERT INTO audit_log (account_id, actor_user_id, action, target, data)"
-        " VALUES (%(a)s, NULL, %(action)s, %(target)s, %(data)s)",
-        {"a": account_id, "action": action, "target": target, "data": data},
-    )
-
-
 # --- idempotency of server routes (sql/0116) ---------------------------------------------
 
 # Take the key for this request: a fresh insert, or over a row older than the retention.

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tenantd import audit
 from tenantd.apikeys import queries
 from tenantd.apikeys.cache import ApiKeyCache, KnownKey
 from tenantd.bundle import Services
@@ -115,9 +116,10 @@ async def create_key(
         secret_hash=token_hash(secret_key, token),
         created_by=created_by,
     )
-    await queries.insert_audit(
+    await audit.record(
         conn,
         account_id=None,
+        actor_user_id=None,
         action="api_key.created",
         target=str(key_id),
         data={
@@ -142,9 +144,10 @@ async def revoke_key(conn: Conn, key_id: uuid.UUID, *, revoked_by: str | None = 
         if row is None:
             raise NotFound(f"API key {key_id} not found")
         if row["changed"]:
-            await queries.insert_audit(
+            await audit.record(
                 conn,
                 account_id=None,
+                actor_user_id=None,
                 action="api_key.revoked",
                 target=str(key_id),
                 data={"actor": {"type": "operator", "id": revoked_by}, "name": row["name"]},

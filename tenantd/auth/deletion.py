@@ -30,7 +30,7 @@ from tenantd.errors import NotFound
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.sessions import revoke_all
 from tenantd.mfa import sensitive
-from tenantd.ops.sweeps import SweepContext, sweep
+from tenantd.ops.sweeps import SweepContext, in_batches, sweep
 from tenantd.outbox import Actor, emit
 
 if TYPE_CHECKING:
@@ -165,14 +165,18 @@ async def anonymize_deleted_users(
     db: Database, *, batch_size: int = 100, dry_run: bool = False
 ) -> int:
     """Anonymise users deleted more than GRACE_DAYS ago, in small locked batches."""
-    total = 0
-    while True:
+    if dry_run:
         async with db.transaction() as conn:
             batch = await queries.lock_users_to_anonymize(
                 conn, older_than_days=GRACE_DAYS, limit=batch_size
             )
-            if dry_run:
-                return len(batch)
+            return len(batch)
+
+    async def anonymize_batch() -> int:
+        async with db.transaction() as conn:
+            batch = await queries.lock_users_to_anonymize(
+                conn, older_than_days=GRACE_DAYS, limit=batch_size
+            )
             ids = [row["id"] for row in batch]
             if ids:
                 await queries.anonymize_users(conn, ids)
@@ -188,9 +192,9 @@ async def anonymize_deleted_users(
                         for i in ids
                     ],
                 )
-        total += len(ids)
-        if len(ids) < batch_size:
-            break
+        return len(ids)
+
+    total = await in_batches(anonymize_batch, batch_size)
     if total:
         log.info("anonymised deleted users", extra={"count": total})
     return total

@@ -51,6 +51,7 @@ from tenantd.identity.signin import (
     EMAIL_LINK,
     PASSWORD,
     ClientMeta,
+    start_default_session,
     start_session,
 )
 from tenantd.identity.tokens import AccessClaims, new_opaque_token, token_hash
@@ -494,12 +495,10 @@ async def login(
                 conn, settings, user_id=user["id"], amr=[mfa.AMR_PASSWORD]
             )
             return MfaPending(ticket)
-        account_id = await queries.default_account_id(conn, user["id"])
-        started = await start_session(
+        started = await start_default_session(
             services,
             conn,
             user_id=user["id"],
-            account_id=account_id,
             client=client,
             method=PASSWORD,
             amr=(mfa.AMR_PASSWORD,),

@@ -99,3 +99,26 @@ async def start_session(
         )
     # The cookie names the user who signed in here: a login budget of its own from now on.
     return Started(tokens, signed_device(settings.secret_key, device, seen["email"]), new_browser)
+
+
+async def start_default_session(
+    services: Services,
+    conn: Conn,
+    *,
+    user_id: uuid.UUID,
+    client: ClientMeta,
+    method: str,
+    amr: Sequence[str],
+) -> Started:
+    """`start_session` in the account the user lands in without a choice (password,
+    passkey, a finished MFA ticket)."""
+    account_id = await queries.default_account_id(conn, user_id)
+    return await start_session(
+        services,
+        conn,
+        user_id=user_id,
+        account_id=account_id,
+        client=client,
+        method=method,
+        amr=amr,
+    )

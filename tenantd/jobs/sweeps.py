@@ -5,7 +5,7 @@ from __future__ import annotations
 from tenantd.db import Database
 from tenantd.jobs import queries
 from tenantd.ops.config import ops_config
-from tenantd.ops.sweeps import SweepContext, sweep
+from tenantd.ops.sweeps import SweepContext, in_batches, sweep
 
 FINISHED_RETENTION_SECONDS = 7 * 24 * 3600
 
@@ -23,12 +23,7 @@ async def cleanup_finished_jobs(
         count: int = await db.fetch_val(queries.count_jobs(where))
         return count
     stmt = queries.delete_jobs_batch(where, batch_size)
-    total = 0
-    while True:
-        deleted = await db.execute(stmt)
-        total += deleted
-        if deleted < batch_size:
-            return total
+    return await in_batches(lambda: db.execute(stmt), batch_size)
 
 
 @sweep("jobs", "Delete done and failed jobs past TENANTD_JOBS_RETENTION_DAYS")

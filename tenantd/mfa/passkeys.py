@@ -36,7 +36,7 @@ from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.errors import InvalidCredentials
-from tenantd.identity.signin import ClientMeta, start_session
+from tenantd.identity.signin import ClientMeta, start_default_session
 from tenantd.identity.tokens import token_hash
 from tenantd.mfa import queries, sensitive
 from tenantd.mfa.service import AMR_PASSKEY, Completed, after_factor_removed, first_factor_codes
@@ -375,14 +375,7 @@ async def sign_in(
         user = await identity_queries.user_by_id(conn, passkey["user_id"])
         if user is None:
             raise _invalid()
-        account_id = await identity_queries.default_account_id(conn, user["id"])
-        started = await start_session(
-            services,
-            conn,
-            user_id=user["id"],
-            account_id=account_id,
-            client=client,
-            method="passkey",
-            amr=[AMR_PASSKEY],
+        started = await start_default_session(
+            services, conn, user_id=user["id"], client=client, method="passkey", amr=[AMR_PASSKEY]
         )
     return Completed(tokens=started.tokens, user=user, return_to=None, device=started.device)

@@ -24,7 +24,7 @@ from tenantd.identity import queries as identity_queries
 from tenantd.identity.errors import InvalidCredentials, UserDisabled
 from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
-from tenantd.identity.signin import PASSWORD, ClientMeta, start_session
+from tenantd.identity.signin import PASSWORD, ClientMeta, start_default_session
 from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
 from tenantd.mfa import crypto, mail, queries, sensitive, totp
 from tenantd.mfa.errors import Impersonation
@@ -428,15 +428,9 @@ async def complete_ticket(
         user = await identity_queries.user_by_id(conn, ticket["user_id"])
         if user is None:
             raise bad_ticket()
-        account_id = await identity_queries.default_account_id(conn, user["id"])
-        started = await start_session(
-            services,
-            conn,
-            user_id=user["id"],
-            account_id=account_id,
-            client=client,
-            method=sign_in_method(ticket["amr"]),
-            amr=amr,
+        method = sign_in_method(ticket["amr"])
+        started = await start_default_session(
+            services, conn, user_id=user["id"], client=client, method=method, amr=amr
         )
     return Completed(
         tokens=started.tokens, user=user, return_to=ticket["return_to"], device=started.device

@@ -172,6 +172,10 @@ class Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         return super().wrap_str_format(value)
 
 
+# Not `email.templates.mail_environment` (the one factory of the shipped and Python-defined
+# mail templates): these templates come from API callers and the catalog file, so they run in
+# the immutable sandbox above, with no file loader (no layout, no filesystem) and chainable
+# undefineds, and every render stays guarded.
 def _environment(**options: Any) -> Sandbox:
     return Sandbox(undefined=jinja2.ChainableUndefined, keep_trailing_newline=True, **options)
 

@@ -464,19 +464,32 @@ async def delete_subscriptions(conn: Conn, *, ids: Sequence[uuid.UUID]) -> int:
     )
 
 
-async def count_expired_dedup(conn: Conn) -> int:
-    count: int = await conn.fetch_val(
-        "SELECT count(*) FROM notification_dedup WHERE expires_at < now()"
-    )
+@dataclasses.dataclass(frozen=True)
+class Expiring:
+    """A table of keys that expire: dedup records, throttle windows."""
+
+    table: str
+    key: str
+    expired: str  # the SQL test of a row whose time is up
+
+
+# A dedup key counts until its expiry; a throttle window has ended at its expiry.
+EXPIRED_DEDUP = Expiring("notification_dedup", "dedup_key", "expires_at < now()")
+EXPIRED_THROTTLES = Expiring("notification_throttles", "throttle_key", "expires_at <= now()")
+
+
+async def count_expired(conn: Conn, kind: Expiring) -> int:
+    count: int = await conn.fetch_val(f"SELECT count(*) FROM {kind.table} WHERE {kind.expired}")
     return count
 
 
-async def delete_expired_dedup(conn: Conn, *, batch_size: int) -> int:
-    """One batch of expired dedup keys; a key reused meanwhile has a future expiry and stays."""
+async def delete_expired(conn: Conn, kind: Expiring, *, batch_size: int) -> int:
+    """One batch of expired keys; a key taken or counted again meanwhile (a future expiry)
+    stays."""
     return await conn.execute(
-        "DELETE FROM notification_dedup WHERE dedup_key IN ("
-        " SELECT dedup_key FROM notification_dedup WHERE expires_at < now()"
-        " LIMIT %(batch)s FOR UPDATE SKIP LOCKED) AND expires_at < now()",
+        f"DELETE FROM {kind.table} WHERE {kind.key} IN ("
+        f" SELECT {kind.key} FROM {kind.table} WHERE {kind.expired}"
+        f" LIMIT %(batch)s FOR UPDATE SKIP LOCKED) AND {kind.expired}",
         {"batch": batch_size},
     )
 
@@ -500,24 +513,6 @@ async def count_throttled(conn: Conn, *, key: str, window_seconds: int) -> int:
         {"k": key, "w": window_seconds},
     )
     return count
-
-
-async def count_expired_throttles(conn: Conn) -> int:
-    count: int = await conn.fetch_val(
-        "SELECT count(*) FROM notification_throttles WHERE expires_at <= now()"
-    )
-    return count
-
-
-async def delete_expired_throttles(conn: Conn, *, batch_size: int) -> int:
-    """One batch of ended throttle windows; a key counted again meanwhile (a new window, a
-    future expiry) stays."""
-    return await conn.execute(
-        "DELETE FROM notification_throttles WHERE throttle_key IN ("
-        " SELECT throttle_key FROM notification_throttles WHERE expires_at <= now()"
-        " LIMIT %(batch)s FOR UPDATE SKIP LOCKED) AND expires_at <= now()",
-        {"batch": batch_size},
-    )
 
 
 async def claim_dedup(conn: Conn, *, key: str, window_seconds: int) -> bool:

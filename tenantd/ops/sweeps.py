@@ -6,9 +6,10 @@ them their guarantees.
 - Once per interval: the scheduler's runs record their start in `sweep_runs` under that lock
   and skip when the last start is younger than the interval, so N schedulers run a daily
   sweep once a day, not N times.
-- Bounded work: `delete_batches` touches at most `batch_size` rows per
-  statement, each statement its own short transaction, so a sweep over a million rows never
-  holds long locks or builds a huge transaction; between batches it honours a stop request.
+- Bounded work: `delete_batches` touches at most `batch_size` rows per statement, each
+  statement its own short transaction, so a sweep over a million rows never holds long locks
+  or builds a huge transaction; between batches it honours a stop request. Every batch loop
+  (a statement, or a transaction that also audits) runs on `in_batches`.
 """
 
 from __future__ import annotations
@@ -130,6 +131,27 @@ def instance_name() -> str:
 # --- batching helpers -------------------------------------------------------------------
 
 
+async def in_batches(
+    step: Callable[[], Awaitable[int]], batch_size: int, ctx: SweepContext | None = None
+) -> int:
+    """Run `step` until one handles fewer than `batch_size` rows; return how many in all.
+
+    `step` is one short statement or transaction over at most `batch_size` rows that returns
+    how many it handled (deleted, revoked, ...). With a sweep context, each step first honours
+    a stop request, and the context's pause is kept between steps.
+    """
+    total = 0
+    while True:
+        if ctx is not None:
+            ctx.check_stopping()
+        handled = await step()
+        total += handled
+        if handled < batch_size:
+            return total
+        if ctx is not None:
+            await ctx.pause()
+
+
 async def delete_batches(ctx: SweepContext, table: Table, where: ColumnElement[bool]) -> int:
     """DELETE FROM `table` WHERE `where`, at most batch_size rows per statement.
 
@@ -141,16 +163,14 @@ async def delete_batches(ctx: SweepContext, table: Table, where: ColumnElement[b
         ctx.report(table.name, count)
         return count
     stmt = queries.delete_batch(table, where, ctx.batch_size)
-    total = 0
-    while True:
-        ctx.check_stopping()
+
+    async def batch() -> int:
         rows = await ctx.db.execute(stmt)  # autocommit: each batch its own transaction
         if rows:
-            total += rows
             ctx.report(table.name, rows)
-        if rows < ctx.batch_size:
-            return total
-        await ctx.pause()
+        return rows
+
+    return await in_batches(batch, ctx.batch_size, ctx)
 
 
 def sweep(name: str, description: str) -> Callable[[SweepFn], Sweep]:

@@ -25,6 +25,9 @@ STATIC = Path(__file__).parent / "static"
 ROLES = ("owner", "admin", "member")
 
 
+# The pages' own environment, not `email.templates.mail_environment`: pages escape every
+# template, trim block lines and carry the UI's globals; mail escapes HTML parts only and
+# keeps trailing newlines.
 @cache
 def environment(override: Path | None) -> jinja2.Environment:
     loaders: list[jinja2.BaseLoader] = []

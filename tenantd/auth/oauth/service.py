@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -233,14 +234,16 @@ async def complete(
     if not identity.email_verified:
         # Nothing is written: no user, identity, account or session.
         raise OAuthRefused(errors.EMAIL_NOT_VERIFIED, "provider does not vouch for the email")
-    return await _sign_in(
-        services,
-        provider=config.name,
-        subject=identity.subject,
-        email=email,
-        names=(identity.given_name, identity.family_name),
-        return_to=flow.return_to or "/",
-        client=client,
+    return await _retry_raced_sign_up(
+        lambda: _sign_in(
+            services,
+            provider=config.name,
+            subject=identity.subject,
+            email=email,
+            names=(identity.given_name, identity.family_name),
+            return_to=flow.return_to or "/",
+            client=client,
+        )
     )
 
 
@@ -311,27 +314,10 @@ async def _consume(db: Database, flow: FlowState) -> None:
             raise OAuthRefused(errors.STATE_INVALID, "state already used (replayed callback)")
 
 
-async def _sign_in(
-    services: Services,
-    *,
-    provider: str,
-    subject: str,
-    email: str,
-    names: tuple[str, str],
-    return_to: str,
-    client: ClientMeta,
-) -> SignedIn:
+async def _retry_raced_sign_up(sign_in: Callable[[], Awaitable[SignedIn]]) -> SignedIn:
     for attempt in (1, 2):
         try:
-            return await _sign_in_once(
-                services,
-                provider=provider,
-                subject=subject,
-                email=email,
-                names=names,
-                return_to=return_to,
-                client=client,
-            )
+            return await sign_in()
         except psycopg2.errors.UniqueViolation:
             # A password sign-up took the address between our read and our insert: the
             # second attempt sees that user and links it.
@@ -341,7 +327,7 @@ async def _sign_in(
     raise AssertionError("unreachable")
 
 
-async def _sign_in_once(
+async def _sign_in(
     services: Services,
     *,
     provider: str,

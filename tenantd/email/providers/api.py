@@ -43,3 +43,18 @@ class JsonApiSender:
             provider=self.name,
         )
         return self.interpret(reply, message)
+
+
+class ApiKeySender(JsonApiSender):
+    """A provider that authenticates with one API key (Resend, SendGrid)."""
+
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        *,
+        api_key: str,
+        base_url: str,
+        retry: RetryPolicy | None = None,
+    ):
+        super().__init__(http, base_url=base_url, retry=retry)
+        self._api_key = api_key

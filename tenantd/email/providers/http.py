@@ -6,6 +6,7 @@ from __future__ import annotations
 import aiohttp
 
 from tenantd.email.providers import EmailSender
+from tenantd.email.providers.api import ApiKeySender
 from tenantd.email.providers.postmark import PostmarkSender
 from tenantd.email.providers.resend import ResendSender
 from tenantd.email.providers.retry import RetryPolicy
@@ -28,21 +29,15 @@ def build_http_sender(
             base_url=settings.postmark_api_url,
             retry=retry,
         )
-    if provider == "resend":
-        if not settings.resend_api_key:
-            raise SettingsError("EMAIL_PROVIDER=resend requires RESEND_API_KEY")
-        return ResendSender(
-            http, api_key=settings.resend_api_key, base_url=settings.resend_api_url, retry=retry
-        )
-    if provider == "sendgrid":
-        if not settings.sendgrid_api_key:
-            raise SettingsError("EMAIL_PROVIDER=sendgrid requires SENDGRID_API_KEY")
-        return SendGridSender(
-            http,
-            api_key=settings.sendgrid_api_key,
-            base_url=settings.sendgrid_api_url,
-            retry=retry,
-        )
+    keyed: dict[str, tuple[type[ApiKeySender], str | None, str]] = {
+        "resend": (ResendSender, settings.resend_api_key, settings.resend_api_url),
+        "sendgrid": (SendGridSender, settings.sendgrid_api_key, settings.sendgrid_api_url),
+    }
+    if provider in keyed:
+        sender, api_key, base_url = keyed[provider]
+        if not api_key:
+            raise SettingsError(f"EMAIL_PROVIDER={provider} requires {provider.upper()}_API_KEY")
+        return sender(http, api_key=api_key, base_url=base_url, retry=retry)
     if provider == "smtp":
         if not settings.smtp_url:
             raise SettingsError("EMAIL_PROVIDER=smtp requires SMTP_URL")

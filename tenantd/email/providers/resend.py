@@ -15,11 +15,9 @@ import re
 import uuid
 from typing import Any
 
-import aiohttp
-
 from tenantd.email.message import EmailMessage, EmailSendError
-from tenantd.email.providers.api import JsonApiSender
-from tenantd.email.providers.retry import Reply, RetryPolicy, refused
+from tenantd.email.providers.api import ApiKeySender
+from tenantd.email.providers.retry import Reply, refused
 
 log = logging.getLogger(__name__)
 
@@ -45,21 +43,10 @@ def payload(message: EmailMessage, *, sender: str) -> dict[str, Any]:
     return body
 
 
-class ResendSender(JsonApiSender):
+class ResendSender(ApiKeySender):
     name = "resend"
     honours_key = True  # Resend keeps each Idempotency-Key 24 hours and sends once per key
     path = "/emails"
-
-    def __init__(
-        self,
-        http: aiohttp.ClientSession,
-        *,
-        api_key: str,
-        base_url: str,
-        retry: RetryPolicy | None = None,
-    ):
-        super().__init__(http, base_url=base_url, retry=retry)
-        self._api_key = api_key
 
     def request_headers(self, message: EmailMessage) -> dict[str, str]:
         key = message.idempotency_key or str(uuid.uuid4())

@@ -13,11 +13,9 @@ from __future__ import annotations
 import email.utils
 from typing import Any
 
-import aiohttp
-
 from tenantd.email.message import EmailMessage
-from tenantd.email.providers.api import JsonApiSender
-from tenantd.email.providers.retry import Reply, RetryPolicy, refused
+from tenantd.email.providers.api import ApiKeySender
+from tenantd.email.providers.retry import Reply, refused
 
 
 def address(value: str) -> dict[str, str]:
@@ -48,21 +46,10 @@ def payload(message: EmailMessage, *, sender: str) -> dict[str, Any]:
     return body
 
 
-class SendGridSender(JsonApiSender):
+class SendGridSender(ApiKeySender):
     name = "sendgrid"
     honours_key = False  # SendGrid's Mail Send takes no idempotency key (see the module doc)
     path = "/v3/mail/send"
-
-    def __init__(
-        self,
-        http: aiohttp.ClientSession,
-        *,
-        api_key: str,
-        base_url: str,
-        retry: RetryPolicy | None = None,
-    ):
-        super().__init__(http, base_url=base_url, retry=retry)
-        self._api_key = api_key
 
     def request_headers(self, message: EmailMessage) -> dict[str, str]:
         # SendGrid has no idempotency key: the email service's sent-marker stands in for it.
