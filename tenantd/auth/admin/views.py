@@ -66,7 +66,7 @@ async def delete_user(request: web.Request) -> Any:
 
 
 @ROUTES.post(f"{USER}/resend-verification", summary="Mail a fresh verification link", **MANAGE)
-async def resend_verification(request: web.Request) -> Any:
+async def admin_resend_verification(request: web.Request) -> Any:
     await service.resend_verification(
         request.app[SERVICES], acting_key(request), user_id=path_uuid(request, "id")
     )
