@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg2
+
+from tenantd.db.dsn import url_to_dsn
+from tenantd.ops.instances import STALE_AFTER_BEATS
 from tests.helpers import PASSWORD, SECRET
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +38,15 @@ CHROMIUM_ARGS = [
 MISSING_CHROMIUM = "Chromium is missing at /usr/bin/chromium: apt-get install chromium"
 EVENT_MODULE = "tests.notifications.events_fixture"
 WAIT = 30.0  # seconds: generous, the machine is shared
+# A short heartbeat: the row of a server that ended without its goodbye (killed after the
+# stop's wait) goes stale within three of them, and the next test's `notify send` does not
+# take it for a running deployment with another configuration.
+HEARTBEAT = "0.5"
+LIVE_ROWS = f"""
+SELECT count(*) FROM instances
+WHERE host = %s AND pid = %s
+  AND heartbeat_at >= now() - make_interval(secs => {STALE_AFTER_BEATS} * heartbeat_seconds)
+"""
 DESKTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
 
@@ -120,11 +133,30 @@ class LiveServer:
             time.sleep(0.1)
 
     def stop(self) -> None:
+        """End the server, then wait until its row of `instances` no longer counts as a
+        running instance (deleted by its clean shutdown, or stale when it had to be killed):
+        the next server on this database is then the only one `notify send` follows."""
         self.process.terminate()
         try:
             self.process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             self.process.kill()
+            self.process.wait(timeout=20)
+        deadline = time.monotonic() + WAIT
+        conn = psycopg2.connect(url_to_dsn(self.env["DATABASE_URL"]))
+        try:
+            conn.autocommit = True
+            while True:
+                with conn.cursor() as cur:
+                    cur.execute(LIVE_ROWS, (socket.gethostname(), self.process.pid))
+                    row = cur.fetchone()
+                if row is None or row[0] == 0:
+                    return
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"the row of the stopped server {self.base} stays live")
+                time.sleep(0.1)
+        finally:
+            conn.close()
 
 
 def start_server(
@@ -146,6 +178,7 @@ def start_server(
         "TENANTD_SSE_TICK_SECONDS": "0.3",
         "TENANTD_EVENT_MODULES": EVENT_MODULE,
         "RATE_LIMIT_ENABLED": "false",
+        "TENANTD_INSTANCE_HEARTBEAT_SECONDS": HEARTBEAT,
         "PYTHONPATH": str(REPO_ROOT),
         **extra_env,
     }
