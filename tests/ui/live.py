@@ -15,7 +15,9 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -247,3 +249,26 @@ def shoot(page: Any, name: str) -> None:
 
 def cookies_of(context: Any) -> dict[str, str]:
     return {c["name"]: c["value"] for c in context.cookies()}
+
+
+SIBLING_DOMAIN = "example.test"  # Chromium maps *.example.test to 127.0.0.1
+
+
+@contextmanager
+def sibling_server(migrated: str, directory: Path, app_port: int) -> Iterator[LiveServer]:
+    """tenantd at auth.example.test, serving an app at app.example.test:`app_port` (sibling
+    subdomains: CORS for the app's origin, the access cookie on the parent domain)."""
+    port = free_port()
+    public = f"http://auth.{SIBLING_DOMAIN}:{port}"
+    server = start_server(
+        migrated,
+        directory,
+        port=port,
+        PUBLIC_BASE_URL=public,
+        ALLOWED_ORIGINS=f"{public},http://app.{SIBLING_DOMAIN}:{app_port}",
+        SESSION_COOKIE_DOMAIN=SIBLING_DOMAIN,
+    )
+    try:
+        yield replace(server, base=public)  # links in mails name the public URL
+    finally:
+        server.stop()

@@ -10,7 +10,6 @@ TENANTD_WRITE_SCREENSHOTS=1."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import struct
@@ -31,15 +30,16 @@ from tests.ui.live import (
     CHROMIUM_ARGS,
     MISSING_CHROMIUM,
     REPO_ROOT,
+    SIBLING_DOMAIN,
     WAIT,
     LiveServer,
-    free_port,
+    sibling_server,
     start_server,
     unique_email,
 )
 from tests.ui.test_cross_origin import call, verification_token
 
-DOMAIN = "example.test"
+DOMAIN = SIBLING_DOMAIN
 DOCS_SHOTS = REPO_ROOT / "docs" / "screenshots"  # with TENANTD_WRITE_SCREENSHOTS=1 only
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ACCENT = "rgb(15, 118, 110)"  # --tenantd-accent on the app's page: #0f766e
@@ -98,20 +98,8 @@ def app_port() -> Iterator[int]:
 def live(
     migrated: str, tmp_path_factory: pytest.TempPathFactory, app_port: int
 ) -> Iterator[LiveServer]:
-    port = free_port()
-    public = f"http://auth.{DOMAIN}:{port}"
-    server = start_server(
-        migrated,
-        tmp_path_factory.mktemp("components"),
-        port=port,
-        PUBLIC_BASE_URL=public,
-        ALLOWED_ORIGINS=f"{public},http://app.{DOMAIN}:{app_port}",
-        SESSION_COOKIE_DOMAIN=DOMAIN,
-    )
-    try:
-        yield dataclasses.replace(server, base=public)
-    finally:
-        server.stop()
+    with sibling_server(migrated, tmp_path_factory.mktemp("components"), app_port) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

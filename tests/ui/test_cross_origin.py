@@ -9,7 +9,6 @@ calls are blocked."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import threading
@@ -26,14 +25,15 @@ from tests.ui.live import (
     CHROMIUM,
     CHROMIUM_ARGS,
     MISSING_CHROMIUM,
+    SIBLING_DOMAIN,
     WAIT,
     LiveServer,
-    free_port,
+    sibling_server,
     start_server,
     unique_email,
 )
 
-DOMAIN = "example.test"
+DOMAIN = SIBLING_DOMAIN
 PAGE = (
     b"<!doctype html><html><head><title>App</title></head>"
     b'<body><p id="who"></p><div id="inbox"></div></body></html>'
@@ -80,20 +80,8 @@ def app_port() -> Iterator[int]:
 def live(
     migrated: str, tmp_path_factory: pytest.TempPathFactory, app_port: int
 ) -> Iterator[LiveServer]:
-    port = free_port()
-    public = f"http://auth.{DOMAIN}:{port}"
-    server = start_server(
-        migrated,
-        tmp_path_factory.mktemp("cross-origin"),
-        port=port,
-        PUBLIC_BASE_URL=public,
-        ALLOWED_ORIGINS=f"{public},http://app.{DOMAIN}:{app_port}",
-        SESSION_COOKIE_DOMAIN=DOMAIN,
-    )
-    try:
-        yield dataclasses.replace(server, base=public)  # links in mails name the public URL
-    finally:
-        server.stop()
+    with sibling_server(migrated, tmp_path_factory.mktemp("cross-origin"), app_port) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
