@@ -201,8 +201,9 @@ async def run_sweep(
     the last recorded start is older than that many seconds)."""
     started = time.perf_counter()
     key = lock_key(sweep.name)
-    async with services.db.pool.acquire() as raw:
-        lock_conn = Conn(raw)
+    # db.connection(): a lost connection surfaces as DatabaseUnavailable (one warning line
+    # from the scheduler during an outage, not a traceback).
+    async with services.db.connection() as lock_conn:
         try:
             got = await lock_conn.fetch_val(queries.TRY_LOCK, {"c": LOCK_CLASS, "k": key})
             if not got:
@@ -232,7 +233,7 @@ async def run_sweep(
         except BaseException:
             # A connection whose unlock may not have run must not go back to the pool
             # still holding the session lock: closing it releases the lock.
-            raw.close()
+            lock_conn.raw.close()
             raise
 
 

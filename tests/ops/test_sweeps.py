@@ -7,12 +7,14 @@ import collections
 import dataclasses
 from typing import Any
 
+import pytest
 from sqlalchemy import func
 
 from tenantd.app import AppServices
 from tenantd.app.bundle import open_services
 from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
+from tenantd.db.errors import DatabaseUnavailable
 from tenantd.db.tables import revoked_tokens
 from tenantd.ops.config import parse_ops_config
 from tenantd.ops.scheduler import SweepScheduler
@@ -259,3 +261,31 @@ async def test_sweeps_due_together_do_not_starve_a_small_pool(
             await scheduler.stop()
     assert sorted(working) == names
     assert {r["last_status"] for r in rows} == {"ok"}
+
+
+async def test_a_sweep_whose_lock_connection_is_lost_raises_database_unavailable(
+    standalone_services: AppServices, db: Database
+) -> None:
+    """The scheduler logs DatabaseUnavailable as one warning line; a raw psycopg2 error from
+    the lock connection would be logged with a traceback (seen after a database restart)."""
+
+    async def lose_lock_connection(ctx: SweepContext) -> dict[str, int]:
+        await db.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks"
+            " WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()"
+        )
+        return {"things": 0}
+
+    sweep = Sweep(name="test-lost-lock", description="test", run=lose_lock_connection)
+    with pytest.raises(DatabaseUnavailable):
+        await run_sweep(standalone_services, sweep)
+
+    # The pool recovers by itself, and the advisory lock went with the closed connection.
+    async def ran_again() -> bool:
+        try:
+            outcome = await run_sweep(standalone_services, counting_sweep("test-lost-lock", []))
+        except DatabaseUnavailable:  # the pool's probe has not answered yet
+            return False
+        return outcome.status == "ok"
+
+    await eventually(ran_again)
