@@ -26,9 +26,10 @@ import psycopg2
 import pyotp
 from argon2 import PasswordHasher
 
+from tenantd import crypto
 from tenantd.identity.passwords import hasher
 from tenantd.identity.tokens import token_hash
-from tenantd.mfa import crypto
+from tenantd.mfa.totp import TOTP_SECRET_INFO
 
 SECRET = "bench-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
 PASSWORD = "bench password for sign-in figures"
@@ -80,7 +81,7 @@ def _seed(dsn: str, *, with_totp: bool, password_hash: str | None = None) -> lis
             if with_totp:
                 secret = pyotp.random_base32(32)
                 sealed = crypto.seal(
-                    SECRET, crypto.TOTP_SECRET_INFO, secret.encode(), associated=user_id.bytes
+                    SECRET, TOTP_SECRET_INFO, secret.encode(), associated=user_id.bytes
                 )
                 cur.execute(
                     "INSERT INTO mfa_totp (user_id, secret_encrypted, confirmed_at)"

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 
 from tenantd.db import Conn, Row
+from tenantd.db.core import Prepared
 
 # The session-time view of memberships is identity's: one predicate for an active role (live
 # account, unrevoked membership) and one rule for the default account.
@@ -649,3 +650,42 @@ async def undelete_account(conn: Conn, account_id: uuid.UUID) -> None:
         "UPDATE accounts SET deleted_at = NULL, updated_at = now() WHERE id = %(a)s",
         {"a": account_id},
     )
+
+
+# -- GET /api/v1/users/me (tenantd/accounts/me.py) -----------------------------------------
+
+# One round trip: user, providers, memberships and the active account's plan and overrides.
+ME = Prepared(
+    "tenantd_me",
+    """
+SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at, u.mfa_enabled,
+       (p.user_id IS NOT NULL) AS has_password,
+       p.created_at AS password_created_at,
+       COALESCE((SELECT jsonb_agg(jsonb_build_object('provider', i.provider,
+                                                    'createdAt', i.created_at)
+                                  ORDER BY i.created_at)
+                   FROM user_identities i WHERE i.user_id = u.id), '[]') AS identities,
+       COALESCE((SELECT jsonb_agg(jsonb_build_object('accountId', m.account_id,
+                                                    'accountName', a.name,
+                                                    'role', m.role,
+                                                    'createdAt', m.created_at,
+                                                    'requireMfa', a.require_mfa)
+                                  ORDER BY m.created_at, m.account_id)
+                   FROM memberships m JOIN accounts a ON a.id = m.account_id
+                  WHERE m.user_id = u.id AND m.revoked_at IS NULL AND a.deleted_at IS NULL),
+                '[]') AS memberships,
+       (SELECT pl.features FROM account_plans ap JOIN plans pl ON pl.code = ap.plan_code
+         WHERE ap.account_id = %(aid)s) AS plan_features,
+       COALESCE((SELECT jsonb_object_agg(o.feature, o.enabled)
+                   FROM account_feature_overrides o WHERE o.account_id = %(aid)s),
+                '{}') AS overrides
+  FROM users u
+  LEFT JOIN user_passwords p ON p.user_id = u.id
+ WHERE u.id = %(uid)s
+""",
+)
+
+
+async def me(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID | None) -> Row | None:
+    """The /me row of a user, with the plan and overrides of `account_id` (one round trip)."""
+    return await conn.fetch_one(ME, {"uid": user_id, "aid": account_id})

@@ -23,13 +23,11 @@ from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Row
 from tenantd.errors import Forbidden, NotFound
 from tenantd.identity import queries as identity_queries
-from tenantd.identity.errors import MfaRequired
+from tenantd.identity.errors import MfaRequired, ReauthRequired
 from tenantd.identity.tokens import AccessClaims, issue_access_token, token_hash
 from tenantd.mfa import mail as mfa_mail
-from tenantd.mfa import queries as mfa_queries
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
-from tenantd.mfa.errors import ReauthRequired
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
@@ -242,7 +240,7 @@ async def refuse_without_mfa(conn: Conn, account: Row, actor: Principal) -> None
     if not await mfa.mfa_enabled(conn, actor.user_id):
         raise MfaRequired(details={"accountId": str(account["id"])})
     if not identity_queries.used_factor(actor.amr):
-        summary = await mfa_queries.factor_summary(conn, actor.user_id)
+        summary = await identity_queries.factor_summary(conn, actor.user_id)
         factors = mfa.methods_of(summary)
         raise ReauthRequired(
             [m for m in factors if m != "recoveryCode"],

@@ -7,9 +7,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from tenantd.apikeys.cache import API_KEY_CACHE
+from tenantd.apikeys.principal import ACTING_KEY, ActingKey
 from tenantd.apikeys.service import invalid_key, missing_key, require_scope, verify_token
 from tenantd.bundle import SERVICES
-from tenantd.principal import ACTING_KEY, ActingKey
 from tenantd.web.spec import CURRENT_ROUTE
 
 

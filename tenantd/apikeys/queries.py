@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
-
-from psycopg2.extras import Json
 
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
@@ -74,61 +71,4 @@ async def revoke_key(conn: Conn, key_id: uuid.UUID) -> Row | None:
         "         EXISTS (SELECT 1 FROM revoked) AS changed"
         "   FROM api_keys k WHERE k.id = %(id)s",
         {"id": key_id},
-    )
-
-
-# --- idempotency of server routes (sql/0116) ---------------------------------------------
-
-# Take the key for this request: a fresh insert, or over a row older than the retention.
-# A concurrent insert of the same key waits here until the other transaction ends.
-CLAIM_IDEMPOTENCY = """
-INSERT INTO api_idempotency_keys (api_key_id, route, idempotency_key, request_hash)
-VALUES (%(kid)s, %(route)s, %(key)s, %(hash)s)
-ON CONFLICT (api_key_id, route, idempotency_key) DO UPDATE
-   SET request_hash = EXCLUDED.request_hash, response = NULL, created_at = now()
- WHERE api_idempotency_keys.created_at <= now() - make_interval(secs => %(ttl)s::float8)
-RETURNING true
-"""
-
-
-async def claim_idempotency(
-    conn: Conn,
-    *,
-    key_id: uuid.UUID,
-    route: str,
-    idempotency_key: str,
-    request_hash: bytes,
-    ttl_seconds: float,
-) -> bool:
-    """True when this request holds the key now (the first, or the first after expiry)."""
-    claimed = await conn.fetch_val(
-        CLAIM_IDEMPOTENCY,
-        {
-            "kid": key_id,
-            "route": route,
-            "key": idempotency_key,
-            "hash": request_hash,
-            "ttl": ttl_seconds,
-        },
-    )
-    return bool(claimed)
-
-
-async def idempotency_row(
-    conn: Conn, *, key_id: uuid.UUID, route: str, idempotency_key: str
-) -> Row | None:
-    return await conn.fetch_one(
-        "SELECT request_hash, response FROM api_idempotency_keys"
-        " WHERE api_key_id = %(kid)s AND route = %(route)s AND idempotency_key = %(key)s",
-        {"kid": key_id, "route": route, "key": idempotency_key},
-    )
-
-
-async def store_idempotent_answer(
-    conn: Conn, *, key_id: uuid.UUID, route: str, idempotency_key: str, response: Any
-) -> None:
-    await conn.execute(
-        "UPDATE api_idempotency_keys SET response = %(response)s::jsonb"
-        " WHERE api_key_id = %(kid)s AND route = %(route)s AND idempotency_key = %(key)s",
-        {"kid": key_id, "route": route, "key": idempotency_key, "response": Json(response)},
     )

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from tenantd import audit
 from tenantd.apikeys import queries
 from tenantd.apikeys.cache import ApiKeyCache, KnownKey
+from tenantd.apikeys.principal import ActingKey
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Forbidden, NotFound, Unauthorized, ValidationFailed
 from tenantd.identity.tokens import token_hash
-from tenantd.principal import ActingKey
 from tenantd.web.schemas import control_character_fields
 
 SCOPES = (

@@ -25,6 +25,8 @@ from tenantd.notifications.declared import load_catalog
 from tenantd.notifications.definitions import load_stored_once
 from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.settings import Settings
+from tenantd.suppression import service as suppression
+from tenantd.suppression.webhooks import check_settings as check_webhook_settings
 from tenantd.webhooks.delivery import WebhookSender
 
 log = logging.getLogger(__name__)
@@ -89,7 +91,8 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
     timeout = aiohttp.ClientTimeout(total=15, connect=5)
     http = aiohttp.ClientSession(timeout=timeout)
     try:
-        email = EmailService.from_settings(settings, db=db, http=http)
+        check_webhook_settings(settings)
+        email = EmailService.from_settings(settings, db=db, http=http, blocklist=suppression)
         services = AppServices(settings=settings, db=db, http=http, email=email, registry=registry)
         # Trigger notices seen by our own writes invalidate the cache before we answer.
         db.notice_sink = services.apply_notices

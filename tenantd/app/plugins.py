@@ -6,7 +6,6 @@ from __future__ import annotations
 from tenantd.accounts import mail as account_mail
 from tenantd.accounts import sweeps as account_sweeps
 from tenantd.accounts import views as account_views
-from tenantd.apikeys import sweeps as apikey_sweeps
 from tenantd.auth import deletion as user_deletion
 from tenantd.auth import jobs as auth_jobs
 from tenantd.auth import user_views
@@ -15,7 +14,6 @@ from tenantd.auth.admin import views as admin_views
 from tenantd.auth.keys import views as key_views
 from tenantd.auth.oauth import views as oauth_views
 from tenantd.email import sweeps as email_sweeps
-from tenantd.email.webhooks import views as email_webhook_views
 from tenantd.identity.keys import sweeps as key_sweeps
 from tenantd.jobs import sweeps as job_sweeps
 from tenantd.jobs.kinds import JobKind
@@ -30,7 +28,9 @@ from tenantd.notifications import views as notification_views
 from tenantd.ops import session_sweep
 from tenantd.ops.sweeps import Sweep
 from tenantd.outbox import sweeps as outbox_sweeps
+from tenantd.suppression.webhooks import views as suppression_webhook_views
 from tenantd.web import health, openapi, probes
+from tenantd.web import sweeps as web_sweeps
 from tenantd.web.spec import Routes
 from tenantd.webhooks import jobs as webhook_jobs
 from tenantd.webhooks import views as webhook_views
@@ -42,7 +42,7 @@ ROUTES: tuple[Routes, ...] = (
     auth_views.ROUTES,
     account_views.ROUTES,
     oauth_views.ROUTES,
-    email_webhook_views.ROUTES,
+    suppression_webhook_views.ROUTES,
     notification_views.ROUTES,
     notification_server_views.ROUTES,
     key_views.ROUTES,
@@ -66,7 +66,7 @@ SWEEPS: tuple[Sweep, ...] = (
     *notification_sweeps.SWEEPS,
     *session_sweep.SWEEPS,
     *job_sweeps.SWEEPS,
-    *apikey_sweeps.SWEEPS,
+    *web_sweeps.SWEEPS,
     *key_sweeps.SWEEPS,
     *mfa_sweeps.SWEEPS,
     *outbox_sweeps.SWEEPS,

@@ -33,7 +33,6 @@ from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import mail, queries
 from tenantd.bundle import Services
 from tenantd.db import Conn
-from tenantd.email import suppression
 from tenantd.email.message import EmailMessage
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.identity import queries as identity_queries
@@ -48,6 +47,7 @@ from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import limit_chosen_recipient
 from tenantd.principal import Principal
 from tenantd.settings import Settings
+from tenantd.suppression import service as suppression
 
 log = logging.getLogger(__name__)
 

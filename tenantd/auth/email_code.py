@@ -32,7 +32,6 @@ from tenantd.auth import queries as auth_queries
 from tenantd.auth.oauth.queries import claim_unverified_user
 from tenantd.auth.service import MfaPending, SignedIn
 from tenantd.db import Conn, Row
-from tenantd.email import suppression
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.identity import queries
 from tenantd.identity.events import user_changed
@@ -41,6 +40,7 @@ from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import service as mfa
 from tenantd.outbox import Actor
 from tenantd.settings import Settings
+from tenantd.suppression import service as suppression
 
 if TYPE_CHECKING:
     from tenantd.bundle import Services

@@ -30,7 +30,6 @@ from tenantd.audit import security
 from tenantd.auth import breach, captcha, mail
 from tenantd.auth.errors import EmailNotVerified
 from tenantd.db import Conn, Row
-from tenantd.email import suppression
 from tenantd.errors import NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries
 from tenantd.identity.devices import describe
@@ -61,6 +60,7 @@ from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import Counter, enforce, hit
 from tenantd.outbox import Actor
 from tenantd.settings import Settings
+from tenantd.suppression import service as suppression
 
 if TYPE_CHECKING:
     from tenantd.bundle import Services

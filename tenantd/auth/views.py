@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from tenantd.accounts.me import current_user_json
 from tenantd.audit import cursors
 from tenantd.auth import email_code, service
-from tenantd.auth.me import current_user_json
 from tenantd.auth.schemas import (
     AccountRef,
     AnonymousUser,

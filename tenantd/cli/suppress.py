@@ -10,8 +10,8 @@ from tenantd.addresses import InvalidEmail, canonical_email
 from tenantd.bundle import Services
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.db import Row
-from tenantd.email import suppression
 from tenantd.outbox import Actor
+from tenantd.suppression import service as suppression
 
 app = typer.Typer(
     name="suppress",

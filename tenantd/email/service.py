@@ -1,5 +1,6 @@
-"""The email send path: the suppression list is consulted before any provider is touched,
-and a keyed message is sent at most once where the provider allows it.
+"""The email send path: the suppression list it is handed (`Blocklist`, tenantd/suppression)
+is consulted before any provider is touched, and a keyed message is sent at most once where
+the provider allows it.
 
 Idempotency (issue 26): a message carries a key that is the same on every run of the job that
 sends it (a notification delivery's id, or the mail job's id through `job_mail_key`). A
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
-from tenantd.db import Database
-from tenantd.email import queries, suppression, templates
+from tenantd.db import Conn, Database, Row
+from tenantd.email import queries, templates
 from tenantd.email.message import (
     EmailMessage,
     EmailSendError,
@@ -32,7 +34,6 @@ from tenantd.email.message import (
 from tenantd.email.providers import EmailSender
 from tenantd.email.providers.file import FileSender
 from tenantd.email.providers.http import build_http_sender
-from tenantd.email.webhooks import check_settings as check_webhook_settings
 from tenantd.jobs.kinds import PermanentJobError
 from tenantd.settings import Settings
 
@@ -49,24 +50,44 @@ def build_sender(settings: Settings, http: aiohttp.ClientSession) -> EmailSender
     return build_http_sender(settings, http)
 
 
+class Blocklist(Protocol):
+    """The addresses no mail goes to (tenantd/suppression/service.py is the one)."""
+
+    async def find(self, conn: Conn, email: str) -> Row | None: ...
+
+    async def add_many(
+        self, conn: Conn, rows: Iterable[tuple[str, str, dict[str, Any]]], *, provider: str
+    ) -> list[Row]: ...
+
+
 @dataclass
 class EmailService:
     db: Database
     sender: EmailSender
     sender_address: str
+    blocklist: Blocklist
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, db: Database, http: aiohttp.ClientSession
+        cls,
+        settings: Settings,
+        *,
+        db: Database,
+        http: aiohttp.ClientSession,
+        blocklist: Blocklist,
     ) -> EmailService:
-        check_webhook_settings(settings)
-        return cls(db=db, sender=build_sender(settings, http), sender_address=settings.email_from)
+        return cls(
+            db=db,
+            sender=build_sender(settings, http),
+            sender_address=settings.email_from,
+            blocklist=blocklist,
+        )
 
     async def send(self, message: EmailMessage) -> SendResult:
         """Send unless the address is suppressed: then {status: suppressed, reason}."""
         message = keyed(message)
         async with self.db.connection() as conn:
-            row = await suppression.find(conn, message.to)
+            row = await self.blocklist.find(conn, message.to)
         if row is not None:
             log.info("email to suppressed address skipped", extra={"reason": row["reason"]})
             return SendResult(status="suppressed", reason=row["reason"])
@@ -126,7 +147,7 @@ class EmailService:
         details = {"source": "send"}
         rows = [(a, refused.reason, details) for a in refused.addresses or [recipient]]
         async with self.db.connection() as conn:
-            recorded = await suppression.add_many(conn, rows, provider=refused.provider)
+            recorded = await self.blocklist.add_many(conn, rows, provider=refused.provider)
         for row in recorded:
             log.info(
                 "email suppression recorded",

@@ -1,4 +1,4 @@
-"""Who-the-caller-is errors: a refused secret, a missing second factor."""
+"""Who-the-caller-is errors: a refused secret, a missing second factor, a stale sign-in."""
 
 from __future__ import annotations
 
@@ -27,3 +27,17 @@ class UserDisabled(AppError):
     status = 403
     code = "USER_DISABLED"
     message = "This user is disabled"
+
+
+class ReauthRequired(Forbidden):
+    """A dangerous action needs a recent authentication (POST /api/v1/auth/reauth)."""
+
+    code = "REAUTH_REQUIRED"
+    message = "Confirm it is you: authenticate again to continue"
+
+    def __init__(
+        self, methods: list[str], message: str | None = None, *, providers: list[str] | None = None
+    ):
+        # `providers`: where the `provider` method goes (GET /api/v1/auth/oauth/{p}/reauth).
+        super().__init__(message, details={"methods": methods, "providers": providers or []})
+        self.methods = methods

@@ -577,3 +577,30 @@ async def remember_device(
     )
     assert row is not None
     return row
+
+
+# -- step-up (tenantd/identity/stepup.py): how a user can prove it is them -------------------
+
+
+async def factor_summary(conn: Conn, user_id: uuid.UUID) -> Row | None:
+    """Which factors a user has, how many recovery codes are left, and whether a password."""
+    return await conn.fetch_one(
+        "SELECT u.mfa_enabled, u.email,"
+        " EXISTS (SELECT 1 FROM mfa_totp t WHERE t.user_id = u.id"
+        "   AND t.confirmed_at IS NOT NULL) AS totp,"
+        " (SELECT count(*) FROM passkeys p WHERE p.user_id = u.id) AS passkeys,"
+        " (SELECT count(*) FROM mfa_recovery_codes r WHERE r.user_id = u.id"
+        "   AND r.used_at IS NULL) AS recovery_codes,"
+        " EXISTS (SELECT 1 FROM user_passwords pw WHERE pw.user_id = u.id) AS password"
+        " FROM users u WHERE u.id = %(u)s",
+        {"u": user_id},
+    )
+
+
+async def linked_providers(conn: Conn, user_id: uuid.UUID) -> list[str]:
+    """The providers the user has an identity at (configured or not)."""
+    rows = await conn.fetch_all(
+        "SELECT provider FROM user_identities WHERE user_id = %(u)s ORDER BY provider",
+        {"u": user_id},
+    )
+    return [row["provider"] for row in rows]

@@ -1,22 +1,8 @@
-"""Step-up's error: a dangerous action needs a recent authentication."""
+"""Errors of the MFA domain."""
 
 from __future__ import annotations
 
-from tenantd.errors import AppError, Forbidden
-
-
-class ReauthRequired(Forbidden):
-    """A dangerous action needs a recent authentication (POST /api/v1/auth/reauth)."""
-
-    code = "REAUTH_REQUIRED"
-    message = "Confirm it is you: authenticate again to continue"
-
-    def __init__(
-        self, methods: list[str], message: str | None = None, *, providers: list[str] | None = None
-    ):
-        # `providers`: where the `provider` method goes (GET /api/v1/auth/oauth/{p}/reauth).
-        super().__init__(message, details={"methods": methods, "providers": providers or []})
-        self.methods = methods
+from tenantd.errors import AppError
 
 
 class Impersonation(AppError):

@@ -33,11 +33,11 @@ from urllib.parse import quote
 from tenantd.audit import security
 from tenantd.db import Conn, Row
 from tenantd.email.message import EmailMessage, EmailSendError
+from tenantd.identity.stepup import require_recent_auth
 from tenantd.identity.tokens import token_hash
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.mfa import queries
 from tenantd.mfa.errors import Impersonation
-from tenantd.mfa.stepup import require_recent_auth
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from tenantd import crypto
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, RateLimited, Unauthorized
 from tenantd.identity import queries as identity_queries
@@ -26,7 +27,7 @@ from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.identity.signin import PASSWORD, ClientMeta, start_default_session
 from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
-from tenantd.mfa import crypto, mail, queries, sensitive, totp
+from tenantd.mfa import mail, queries, sensitive, totp
 from tenantd.mfa.errors import Impersonation
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import enforce
@@ -77,7 +78,7 @@ def methods_of(summary: Row | None) -> list[str]:
 async def status(services: Services, user_id: uuid.UUID) -> dict[str, Any]:
     """{enabled, methods, recoveryCodesRemaining} of a signed-in user."""
     async with services.db.connection() as conn:
-        summary = await queries.factor_summary(conn, user_id)
+        summary = await identity_queries.factor_summary(conn, user_id)
     if summary is None:
         raise Unauthorized("invalid_session", "Session is invalid or expired")
     return {
@@ -97,13 +98,13 @@ async def mfa_enabled(conn: Conn, user_id: uuid.UUID) -> bool:
 
 def _seal(settings: Settings, user_id: uuid.UUID, secret: str) -> bytes:
     return crypto.seal(
-        settings.secret_key, crypto.TOTP_SECRET_INFO, secret.encode(), associated=user_id.bytes
+        settings.secret_key, totp.TOTP_SECRET_INFO, secret.encode(), associated=user_id.bytes
     )
 
 
 def _unseal(settings: Settings, user_id: uuid.UUID, blob: bytes) -> str:
     return crypto.unseal(
-        settings.secret_key, crypto.TOTP_SECRET_INFO, blob, associated=user_id.bytes
+        settings.secret_key, totp.TOTP_SECRET_INFO, blob, associated=user_id.bytes
     ).decode()
 
 
@@ -228,7 +229,7 @@ async def _new_codes(conn: Conn, settings: Settings, user_id: uuid.UUID) -> list
 
 
 async def _first_factor_codes(conn: Conn, settings: Settings, user_id: uuid.UUID) -> list[str]:
-    summary = await queries.factor_summary(conn, user_id)
+    summary = await identity_queries.factor_summary(conn, user_id)
     if summary is not None and summary["mfa_enabled"] and summary["recovery_codes"]:
         return []  # not the first factor: the codes the user holds stay good
     return await _new_codes(conn, settings, user_id)
@@ -324,7 +325,7 @@ async def check_code(
             digest = recovery_code_hash(settings.secret_key, user_id, recovery_code)
             if await queries.use_recovery_code(conn, user_id=user_id, code_hash=digest):
                 await queries.clear_failures(conn, user_id)
-                summary = await queries.factor_summary(conn, user_id)
+                summary = await identity_queries.factor_summary(conn, user_id)
                 remaining = int(summary["recovery_codes"]) if summary else 0
                 await mail.submit(
                     services, conn, mail.RECOVERY_CODE_USED, user_id=user_id, remaining=remaining
@@ -371,7 +372,7 @@ async def start_ticket(
         return_to=return_to,
         expires_at=expires_at,
     )
-    methods = methods_of(await queries.factor_summary(conn, user_id))
+    methods = methods_of(await identity_queries.factor_summary(conn, user_id))
     return Ticket(ticket=ticket, binding=binding, methods=methods, expires_at=expires_at)
 
 

@@ -12,6 +12,7 @@ import time
 import pyotp
 import segno
 
+TOTP_SECRET_INFO = b"tenantd/mfa/totp-secret/v1"  # the label its secrets are sealed under
 PERIOD = 30
 DIGITS = 6
 DRIFT_STEPS = 1

@@ -26,7 +26,8 @@ from typing import Any
 import psycopg2.errors
 from pydantic import ValidationError
 
-from tenantd.apikeys.audit import record_key_action
+from tenantd.apikeys.principal import ActingKey
+from tenantd.audit.keys import record_key_action
 from tenantd.cache.reloader import Reloader
 from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound, ValidationFailed
@@ -34,7 +35,6 @@ from tenantd.notifications import queries
 from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.declared import EventTypeBody, compile_declared
 from tenantd.notifications.registry import RESERVED_PREFIX, EventRegistry, RegisteredEvent
-from tenantd.principal import ActingKey
 from tenantd.pubsub.hub import PubSubHub
 
 log = logging.getLogger(__name__)

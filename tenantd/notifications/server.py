@@ -16,13 +16,13 @@ from typing import Any
 
 import orjson
 
-from tenantd.apikeys import idempotency
-from tenantd.apikeys.audit import record_key_action
+from tenantd.apikeys.principal import ActingKey
+from tenantd.audit.keys import record_key_action
 from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.registry import EventRegistry, RegisteredEvent
 from tenantd.notifications.service import SendOutcome, SendRequest, live_channels, send_many
-from tenantd.principal import ActingKey
 from tenantd.settings import Settings
+from tenantd.web import idempotency
 
 _EVENT_TYPES: weakref.WeakKeyDictionary[EventRegistry, tuple[int, Settings, orjson.Fragment]] = (
     weakref.WeakKeyDictionary()

@@ -13,15 +13,15 @@ import orjson
 from aiohttp import web
 from pydantic import Field
 
-from tenantd.apikeys.audit import record_key_action
-from tenantd.apikeys.idempotency import KEY_PATTERN, fingerprint
+from tenantd.apikeys.principal import ActingKey, acting_key
+from tenantd.audit.keys import record_key_action
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import definitions, server
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.declared import EventTypeBody
 from tenantd.notifications.schemas import EVENT_TYPE_PATTERN, EventType
 from tenantd.notifications.service import SendRequest, cancel_scheduled
-from tenantd.principal import ActingKey, acting_key
+from tenantd.web.idempotency import KEY_PATTERN, fingerprint
 from tenantd.web.json import ok
 from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import ApiModel, Matches, Multiline, RequestBody

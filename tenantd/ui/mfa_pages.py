@@ -19,10 +19,10 @@ from tenantd.auth.schemas import EmailChangeBody
 from tenantd.bundle import SERVICES
 from tenantd.errors import AppError, NotFound, ValidationFailed
 from tenantd.identity.cookies import clear_cookie
+from tenantd.identity.stepup import reauth_methods, reauth_providers
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
-from tenantd.mfa.stepup import reauth_methods, reauth_providers
 from tenantd.ui.account_pages import Handler, profile, signed_in
 from tenantd.ui.account_pages import _members as members_page_with
 from tenantd.ui.forms import Form, Problem, field, parse, problem, read_form, safe_next, submit

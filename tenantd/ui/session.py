@@ -10,8 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tenantd.accounts.me import current_user
 from tenantd.auth import service as auth_service
-from tenantd.auth.me import current_user
 from tenantd.bundle import SERVICES
 from tenantd.errors import AppError
 from tenantd.identity.cookies import (

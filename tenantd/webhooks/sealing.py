@@ -1,5 +1,5 @@
 """Endpoint signing secrets at rest: sealed with the same AES-256-GCM mechanism as TOTP secrets
-(tenantd/mfa/crypto.py), under their own purpose label and bound to the endpoint's id, so a
+(tenantd/crypto.py), under their own purpose label and bound to the endpoint's id, so a
 sealed secret copied onto another endpoint does not open. Rows written before sealing (clear
 `secret` / `previous_secret`) are sealed by the first instance to start; until then they are
 read as they are."""
@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import uuid
 
+from tenantd import crypto
+from tenantd.crypto import UndecryptableSecret
 from tenantd.db import Database, Row
-from tenantd.mfa import crypto
-from tenantd.mfa.crypto import UndecryptableSecret
 from tenantd.settings import Settings
 from tenantd.webhooks import queries
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from aiohttp import web
 
+from tenantd.apikeys.principal import acting_key
 from tenantd.bundle import SERVICES
 from tenantd.db import Row
 from tenantd.outbox import Actor, public_event, read
-from tenantd.principal import acting_key
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Access, Routes
 from tenantd.webhooks import endpoints

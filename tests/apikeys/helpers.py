@@ -8,10 +8,11 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.apikeys import service
+from tenantd.apikeys.principal import acting_key
 from tenantd.apikeys.service import CreatedKey
 from tenantd.app import create_app
 from tenantd.db import Database
-from tenantd.principal import acting_key, current_principal
+from tenantd.principal import current_principal
 from tenantd.settings import Settings
 from tenantd.web.spec import Access, Routes
 from tests.helpers import SECRET

@@ -13,10 +13,10 @@ import pytest
 
 from tenantd.addresses import InvalidEmail, canonical_email
 from tests.auth.helpers import mail_sent
-from tests.email.test_suppress_cli import cli_env, invoke, table
 from tests.factories import Factory, read_mails
 from tests.helpers import PASSWORD, error
 from tests.mfa.helpers import signed_in
+from tests.suppression.test_suppress_cli import cli_env, invoke, table
 from tests.ui.test_mfa_pages import post_form
 
 __all__ = ["cli_env"]  # the fixture, imported for the CLI case

@@ -11,8 +11,8 @@ from typing import Any
 from tenantd.accounts.provisioning import DomainConflict, Provisioned
 from tenantd.auth import service
 from tenantd.db import Conn, Database
-from tenantd.email import suppression
 from tenantd.identity.tokens import new_opaque_token, token_hash
+from tenantd.suppression import service as suppression
 from tests.auth.helpers import last_token, mail_sent, mails_to, register, set_cookies
 from tests.factories import mail_text
 from tests.helpers import SECRET, access_claims, error_of

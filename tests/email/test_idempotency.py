@@ -27,6 +27,7 @@ from tenantd.email.providers.smtp import SmtpSender, parse_url
 from tenantd.email.service import EmailService
 from tenantd.ops.sweeps import run_sweep
 from tenantd.settings import Settings
+from tenantd.suppression import service as suppression
 from tests.email.fake_providers import POSTMARK_TOKEN, SENDGRID_KEY, FakeProviders
 from tests.email.fake_smtp import FakeSmtp
 from tests.helpers import eventually
@@ -38,7 +39,7 @@ MESSAGE = EmailMessage(
 
 
 def service(db: Database, sender: object) -> EmailService:
-    return EmailService(db=db, sender=sender, sender_address=SENDER)  # type: ignore[arg-type]
+    return EmailService(db=db, sender=sender, sender_address=SENDER, blocklist=suppression)  # type: ignore[arg-type]
 
 
 async def marker(db: Database) -> dict[str, object] | None:

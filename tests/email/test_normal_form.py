@@ -24,10 +24,10 @@ from tenantd.db import Database
 from tenantd.db.migrate import sql_dir
 from tenantd.email.message import EmailMessage
 from tests.email.support import Start
-from tests.email.test_resend_webhook import SECRET as RESEND_SECRET
-from tests.email.test_resend_webhook import URL as RESEND_URL
-from tests.email.test_resend_webhook import event, svix_headers
 from tests.factories import mail_text, read_mails
+from tests.suppression.test_resend_webhook import SECRET as RESEND_SECRET
+from tests.suppression.test_resend_webhook import URL as RESEND_URL
+from tests.suppression.test_resend_webhook import event, svix_headers
 
 PASSWORD = "a long enough passphrase"
 TOKEN = re.compile(r"/verify-email\?token=([\w-]+)")

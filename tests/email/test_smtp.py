@@ -15,6 +15,7 @@ from tenantd.email.providers.retry import RetryPolicy
 from tenantd.email.providers.smtp import SmtpSender, is_permanent_address_refusal, parse_url
 from tenantd.email.service import EmailService, build_sender
 from tenantd.settings import SettingsError, load_settings
+from tenantd.suppression import service as suppression
 from tests.email.fake_smtp import PASSWORD, USER, FakeSmtp
 from tests.email.support import Sleeps
 
@@ -118,7 +119,10 @@ async def test_a_permanent_address_refusal_is_mirrored_into_the_suppression_list
     with FakeSmtp(tmp_path, mode="starttls") as smtp:
         url = f"smtp://{USER}:{PASSWORD}@127.0.0.1:{smtp.port}"
         service = EmailService(
-            db=db, sender=sender(url, policy, ca=smtp.cert), sender_address=SENDER
+            db=db,
+            sender=sender(url, policy, ca=smtp.cert),
+            sender_address=SENDER,
+            blocklist=suppression,
         )
         result = await service.send(message("Gone@Example.com"))
         assert (result.status, result.reason) == ("suppressed", "hard_bounce")
@@ -138,6 +142,7 @@ async def test_a_policy_refusal_fails_without_suppressing(
             db=db,
             sender=sender(f"smtp://127.0.0.1:{smtp.port}", policy, starttls=False),
             sender_address=SENDER,
+            blocklist=suppression,
         )
         with pytest.raises(EmailSendError) as refused:
             await service.send(message("blocked@example.com"))

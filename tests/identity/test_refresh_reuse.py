@@ -18,10 +18,10 @@ from tenantd.app import create_app
 from tenantd.bundle import SERVICES
 from tenantd.cache.context import ContextCache
 from tenantd.db import Database
-from tenantd.email import suppression
 from tenantd.identity.tokens import new_refresh_token, refresh_token_family
 from tenantd.principal import Principal
 from tenantd.settings import load_settings
+from tenantd.suppression import service as suppression
 from tests.auth.helpers import mail_sent, mails_to, set_cookies
 from tests.factories import mail_text
 from tests.helpers import ORIGIN, SECRET, access_claims, error_of

@@ -7,9 +7,10 @@ from typing import Any
 
 import pyotp
 
+from tenantd import crypto
 from tenantd.app import create_app
 from tenantd.db import Database
-from tenantd.mfa import crypto
+from tenantd.mfa.totp import TOTP_SECRET_INFO
 from tenantd.settings import Settings
 from tests.factories import Factory
 from tests.helpers import SECRET, data, error
@@ -51,11 +52,11 @@ async def test_setup_confirm_enables_totp_and_gives_ten_recovery_codes(
     row = await db.fetch_one("SELECT * FROM mfa_totp WHERE user_id = %(u)s", {"u": user.id})
     blob = bytes(row["secret_encrypted"])
     assert setup["secret"].encode() not in blob
-    opened = crypto.unseal(SECRET, crypto.TOTP_SECRET_INFO, blob, associated=user.id.bytes)
+    opened = crypto.unseal(SECRET, TOTP_SECRET_INFO, blob, associated=user.id.bytes)
     assert opened.decode() == setup["secret"]
     other = await factory.user()
     try:
-        crypto.unseal(SECRET, crypto.TOTP_SECRET_INFO, blob, associated=other.id.bytes)
+        crypto.unseal(SECRET, TOTP_SECRET_INFO, blob, associated=other.id.bytes)
     except crypto.UndecryptableSecret:
         pass
     else:

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from tenantd.apikeys import service as apikeys
-from tenantd.apikeys.sweeps import idempotency_sweep
 from tenantd.app import AppServices
 from tenantd.db import Database
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.ops.sweeps import SweepContext
+from tenantd.web.sweeps import idempotency_sweep
 from tests.helpers import SECRET, data, error, eventually
 from tests.notifications.events_fixture import EVENTS, CommentCreated
 

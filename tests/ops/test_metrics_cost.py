@@ -23,9 +23,9 @@ from aiohttp.test_utils import TestClient
 
 from tenantd.bundle import SERVICES
 from tenantd.db import Database
-from tenantd.email import suppression
 from tenantd.jobs import queries as jobs
 from tenantd.ops.metrics import Metrics, StateSnapshot, fold_counts
+from tenantd.suppression import service as suppression
 from tests.helpers import SECRET, eventually
 from tests.ops.servers import running, server_env, start_server
 from tests.ops.test_metrics import Samples, scrape, value

@@ -14,9 +14,9 @@ from tenantd.accounts import service as accounts
 from tenantd.accounts.sweeps import expire_invitations, purge_deleted_accounts
 from tenantd.auth import service as auth
 from tenantd.bundle import SERVICES
-from tenantd.email import suppression
 from tenantd.errors import AppError
 from tenantd.outbox import Actor, public_event, pump, read
+from tenantd.suppression import service as suppression
 from tests.accounts.helpers import principal
 from tests.auth.helpers import signed_up
 from tests.factories import Factory

@@ -24,16 +24,16 @@ from tenantd.web.routing import ROUTE_SPEC
 from tenantd.web.spec import Access, RouteSpec
 from tests.apikeys.helpers import bearer, new_key
 from tests.email.support import Start
-from tests.email.test_postmark_webhook import PASSWORD as POSTMARK_PASSWORD
-from tests.email.test_postmark_webhook import USER as POSTMARK_USER
-from tests.email.test_resend_webhook import SECRET as RESEND_SECRET
-from tests.email.test_resend_webhook import svix_headers
-from tests.email.test_sendgrid_webhook import PUBLIC_DER_B64
-from tests.email.test_sendgrid_webhook import sign as sendgrid_sign
-from tests.email.test_ses_webhook import TOPIC as SES_TOPIC
 from tests.factories import Factory
 from tests.helpers import ORIGIN, error, eventually
 from tests.mfa.helpers import signed_in
+from tests.suppression.test_postmark_webhook import PASSWORD as POSTMARK_PASSWORD
+from tests.suppression.test_postmark_webhook import USER as POSTMARK_USER
+from tests.suppression.test_resend_webhook import SECRET as RESEND_SECRET
+from tests.suppression.test_resend_webhook import svix_headers
+from tests.suppression.test_sendgrid_webhook import PUBLIC_DER_B64
+from tests.suppression.test_sendgrid_webhook import sign as sendgrid_sign
+from tests.suppression.test_ses_webhook import TOPIC as SES_TOPIC
 from tests.ui.test_mfa_pages import post_form, token_in
 
 DEPTH = 300  # what the review sent: past Python's stack in any recursive walk

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenantd import audit
+from tenantd.apikeys.principal import ActingKey
 from tenantd.audit import security
 from tenantd.auth import deletion
 from tenantd.auth import service as auth_service
@@ -38,7 +39,6 @@ from tenantd.identity.sessions import IssuedTokens, issue_impersonation_session,
 from tenantd.identity.signin import ClientMeta
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import sensitive
-from tenantd.principal import ActingKey
 from tenantd.settings import Settings
 
 AdminActor = ActingKey | sensitive.Operator

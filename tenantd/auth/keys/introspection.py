@@ -15,12 +15,12 @@ from aiohttp import web
 
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.apikeys.guard import bearer_token
+from tenantd.apikeys.principal import ACTING_KEY
 from tenantd.apikeys.service import require_scope, verify_token
 from tenantd.bundle import SERVICES, Services
 from tenantd.errors import Unauthorized
 from tenantd.identity.guards import recheck
 from tenantd.identity.tokens import decode_access_token
-from tenantd.principal import ACTING_KEY
 from tenantd.settings import SETTINGS
 from tenantd.web.ratelimit import request_ip
 

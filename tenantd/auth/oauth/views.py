@@ -24,6 +24,7 @@ from tenantd.auth.oauth.flow import STATE_COOKIE, ReauthBinding, callback_path
 from tenantd.auth.oauth.reauth import SteppedUp
 from tenantd.bundle import SERVICES
 from tenantd.errors import Conflict, NotFound
+from tenantd.identity import stepup
 from tenantd.identity.cookies import (
     DEVICE_COOKIE,
     clear_cookie,
@@ -35,7 +36,6 @@ from tenantd.identity.cookies import (
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.errors import UserDisabled
 from tenantd.mfa import service as mfa
-from tenantd.mfa import stepup
 from tenantd.principal import current_principal
 from tenantd.settings import SETTINGS, Settings
 from tenantd.web.body import read_limited

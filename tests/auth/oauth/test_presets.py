@@ -16,7 +16,7 @@ from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.flow import code_challenge, decode_state
 from tenantd.bundle import Services
 from tenantd.db import Database
-from tenantd.mfa import stepup
+from tenantd.identity import stepup
 from tenantd.settings import OAuthProviderSettings, SettingsError, load_settings
 from tests.auth.helpers import set_cookies
 from tests.auth.oauth.fake_idp import FakeIdP, FakeUser

@@ -16,10 +16,10 @@ from aiohttp.test_utils import TestClient
 
 from tenantd.db import Database
 from tests.email.support import Start
-from tests.email.test_postmark_webhook import PASSWORD, USER, bounce
-from tests.email.test_resend_webhook import SECRET, event, svix_headers
-from tests.email.test_webhook_intake import RawConnection, gate_of, request_head, suppressed
 from tests.helpers import eventually
+from tests.suppression.test_postmark_webhook import PASSWORD, USER, bounce
+from tests.suppression.test_resend_webhook import SECRET, event, svix_headers
+from tests.suppression.test_webhook_intake import RawConnection, gate_of, request_head, suppressed
 
 RESEND = "/api/v1/webhooks/resend"
 SES = "/api/v1/webhooks/ses"

@@ -36,8 +36,13 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
-from tenantd.email.webhooks.ingest import Outcome, ProviderEvent, apply_events, usable_event_id
 from tenantd.errors import Unauthorized, ValidationFailed
+from tenantd.suppression.webhooks.ingest import (
+    Outcome,
+    ProviderEvent,
+    apply_events,
+    usable_event_id,
+)
 from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)

@@ -11,27 +11,23 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tenantd.db import Conn
-from tenantd.mfa import queries
-from tenantd.mfa.errors import ReauthRequired
+from tenantd.identity import queries
+from tenantd.identity.errors import ReauthRequired
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
     from tenantd.bundle import Services
     from tenantd.principal import Principal
 
-# Tests may replace the clock; production reads the wall clock.
-clock: Callable[[], float] = time.time
-
 
 def is_recent(principal: Principal, max_age_seconds: int, *, now: float | None = None) -> bool:
     """Whether the token's authentication is recent enough (no auth_time: never)."""
     if principal.auth_time is None:
         return False
-    moment = clock() if now is None else now
+    moment = time.time() if now is None else now
     return moment - principal.auth_time <= max_age_seconds
 
 

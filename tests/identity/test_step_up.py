@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tenantd.db import Database
-from tenantd.mfa import stepup
+from tenantd.identity import stepup
 from tenantd.principal import Principal
 from tenantd.settings import Settings
 from tests.factories import Factory
@@ -26,7 +26,7 @@ def env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def test_is_recent_reads_auth_time_against_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_is_recent_reads_auth_time_against_the_clock() -> None:
     principal = Principal(
         user_id=uuid.uuid4(),
         account_id=None,
@@ -36,10 +36,8 @@ def test_is_recent_reads_auth_time_against_the_clock(monkeypatch: pytest.MonkeyP
         expires_at=1900.0,
         auth_time=1000.0,
     )
-    monkeypatch.setattr(stepup, "clock", lambda: 1600.0)
-    assert stepup.is_recent(principal, 600)
-    monkeypatch.setattr(stepup, "clock", lambda: 1601.0)
-    assert not stepup.is_recent(principal, 600)
+    assert stepup.is_recent(principal, 600, now=1600.0)
+    assert not stepup.is_recent(principal, 600, now=1601.0)
     # A token without auth_time (issued before MFA existed) is never recent.
     old = Principal(
         user_id=uuid.uuid4(),

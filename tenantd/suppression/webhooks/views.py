@@ -30,11 +30,11 @@ from typing import TypeVar
 from aiohttp import web
 
 from tenantd.db import DATABASE
-from tenantd.email.webhooks import postmark, resend, sendgrid, ses
-from tenantd.email.webhooks.ingest import Outcome
 from tenantd.errors import AppError, NotFound, Unauthorized
 from tenantd.ops.ratelimit import ip_key
 from tenantd.settings import SETTINGS, Settings, env_int
+from tenantd.suppression.webhooks import postmark, resend, sendgrid, ses
+from tenantd.suppression.webhooks.ingest import Outcome
 from tenantd.web.body import read_limited
 from tenantd.web.json import error_response
 from tenantd.web.middlewares import REQUEST_ID

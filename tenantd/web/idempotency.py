@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
-from tenantd.apikeys import queries
 from tenantd.db import Conn
 from tenantd.errors import Conflict
+from tenantd.web import queries
 
 TTL_SECONDS = 24 * 3600.0
 KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"  # printable ASCII, no space (as Stripe and IETF use it)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import orjson
 
 from tenantd.db import Conn
-from tenantd.email import queries, suppression
+from tenantd.suppression import queries
+from tenantd.suppression import service as suppression
 
 log = logging.getLogger(__name__)
 

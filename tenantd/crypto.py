@@ -1,8 +1,10 @@
 """Secrets at rest: AES-256-GCM under a key derived from SECRET_KEY (HKDF-SHA256).
 
-Each purpose derives its own key (a distinct HKDF `info` label), so a ciphertext of one
-purpose never opens under another. The associated data binds a ciphertext to its row (the
-user id), so a secret copied onto another user's row does not decrypt.
+Each purpose derives its own key (a distinct HKDF `info` label, named by the package that
+seals: TOTP secrets in tenantd/mfa/totp.py, endpoint secrets in tenantd/webhooks/sealing.py),
+so a ciphertext of one purpose never opens under another. The associated data binds a
+ciphertext to its row (the user id), so a secret copied onto another user's row does not
+decrypt.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-TOTP_SECRET_INFO = b"tenantd/mfa/totp-secret/v1"
 NONCE_BYTES = 12
 
 

@@ -1,21 +1,31 @@
 """The one place an API key's changes are written to the audit log (actor `api_key`).
 
-The row is written by the audit log's one writer (`tenantd.audit.record`).
+The row is written by the audit log's one writer (`tenantd.audit.record`); the key is any
+caller that names itself (`tenantd.apikeys.principal.ActingKey` is the one).
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
-from tenantd import audit
+from tenantd.audit.log import record
 from tenantd.db import Conn
-from tenantd.principal import ActingKey
+
+
+class KeyCaller(Protocol):
+    """A server caller authorized by an API key."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def actor(self) -> dict[str, str]: ...
 
 
 async def record_key_action(
     conn: Conn,
-    key: ActingKey,
+    key: KeyCaller,
     *,
     action: str,
     account_id: uuid.UUID | None = None,
@@ -23,7 +33,7 @@ async def record_key_action(
     data: dict[str, Any] | None = None,
 ) -> None:
     """Write one audit row for something `key` changed (in the caller's transaction)."""
-    await audit.record(
+    await record(
         conn,
         account_id=account_id,
         actor_user_id=None,  # the actor is the key, named in `data`

@@ -26,8 +26,8 @@ from typing import Any
 
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
-from tenantd.email.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
 from tenantd.errors import Unauthorized, ValidationFailed
+from tenantd.suppression.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
 from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)

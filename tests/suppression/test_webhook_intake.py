@@ -15,12 +15,18 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from tenantd.db import Database
-from tenantd.email.webhooks.views import BUSY_RETRY_AFTER, BodyGate, body_gate
+from tenantd.suppression.webhooks.views import BUSY_RETRY_AFTER, BodyGate, body_gate
 from tests.email.support import Start
-from tests.email.test_resend_webhook import SECRET, event, svix_headers
-from tests.email.test_sendgrid_webhook import PUBLIC_DER_B64, SIGNATURE, TIMESTAMP, batch, sg_event
-from tests.email.test_sendgrid_webhook import sign as sendgrid_sign
 from tests.helpers import eventually
+from tests.suppression.test_resend_webhook import SECRET, event, svix_headers
+from tests.suppression.test_sendgrid_webhook import (
+    PUBLIC_DER_B64,
+    SIGNATURE,
+    TIMESTAMP,
+    batch,
+    sg_event,
+)
+from tests.suppression.test_sendgrid_webhook import sign as sendgrid_sign
 
 RESEND = "/api/v1/webhooks/resend"
 SENDGRID = "/api/v1/webhooks/sendgrid"

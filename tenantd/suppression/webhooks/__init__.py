@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tenantd.email.webhooks import resend, sendgrid
 from tenantd.settings import Settings, SettingsError
+from tenantd.suppression.webhooks import resend, sendgrid
 
 
 def check_settings(settings: Settings) -> None:

@@ -24,8 +24,8 @@ from cryptography.x509.oid import NameOID
 
 from tenantd.app import create_app
 from tenantd.db import Database
-from tenantd.email.webhooks.ses import SNS_CERTIFICATES, SnsCertificates
 from tenantd.settings import load_settings
+from tenantd.suppression.webhooks.ses import SNS_CERTIFICATES, SnsCertificates
 from tests.helpers import error
 
 URL = "/api/v1/webhooks/ses"

@@ -21,7 +21,7 @@ from sendgrid.helpers.eventwebhook import EventWebhook
 
 from tenantd.db import Database
 from tenantd.db.core import Conn
-from tenantd.email.webhooks import sendgrid
+from tenantd.suppression.webhooks import sendgrid
 from tests.email.support import Start
 
 URL = "/api/v1/webhooks/sendgrid"

@@ -7,9 +7,9 @@ from typing import Any
 
 import orjson
 
+from tenantd.accounts import queries
 from tenantd.accounts.permissions import capabilities
 from tenantd.accounts.plans import resolve_features
-from tenantd.auth import queries
 from tenantd.cache.context import ContextCache
 from tenantd.db import Conn, Database
 from tenantd.principal import Principal

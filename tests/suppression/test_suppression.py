@@ -8,10 +8,10 @@ import pytest
 
 from tenantd.addresses import InvalidEmail, canonical_email, is_plausible, normalize_email
 from tenantd.db import Database
-from tenantd.email import suppression
 from tenantd.email.message import EmailMessage
 from tenantd.email.providers.file import FileSender
 from tenantd.email.service import EmailService
+from tenantd.suppression import service as suppression
 from tests.factories import read_mails
 
 
@@ -129,7 +129,9 @@ async def test_concurrent_inserts_of_one_address_leave_one_row(db: Database) -> 
 
 
 async def test_service_checks_the_list_with_the_same_normalisation(db: Database, tmp_path) -> None:
-    service = EmailService(db=db, sender=FileSender(tmp_path), sender_address="t <t@localhost>")
+    service = EmailService(
+        db=db, sender=FileSender(tmp_path), sender_address="t <t@localhost>", blocklist=suppression
+    )
     await db.execute(
         "INSERT INTO email_suppressions (email, reason, provider)"
         " VALUES ('ann@example.com', 'hard_bounce', 'resend')"

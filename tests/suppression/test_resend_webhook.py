@@ -19,7 +19,7 @@ from standardwebhooks.webhooks import Webhook as StandardWebhook
 from svix.webhooks import Webhook, WebhookVerificationError
 
 from tenantd.db import Database
-from tenantd.email.webhooks import resend
+from tenantd.suppression.webhooks import resend
 from tests.email.support import Start
 
 URL = "/api/v1/webhooks/resend"

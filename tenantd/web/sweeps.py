@@ -1,4 +1,4 @@
-"""Sweeps of the API-key domain."""
+"""Sweeps of the web package: the answers kept for Idempotency-Key."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from sqlalchemy import func
 
-from tenantd.apikeys.idempotency import TTL_SECONDS
 from tenantd.db.tables import api_idempotency_keys
 from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
+from tenantd.web.idempotency import TTL_SECONDS
 
 
 @sweep("idempotency", "Delete Idempotency-Key answers older than 24 hours")

@@ -9,8 +9,8 @@ import orjson
 
 from tenantd.addresses import normalize_email
 from tenantd.db import Conn, Row
-from tenantd.email import queries
 from tenantd.outbox import Actor, Event, emit, emit_many
+from tenantd.suppression import queries
 
 REASONS = ("manual", "inactive", "hard_bounce", "complaint", "dropped")
 PROVIDERS = ("manual", "postmark", "resend", "sendgrid", "smtp", "ses")
