@@ -24,7 +24,7 @@ from bench.loadgen import pin
 from bench.rounds import ROUNDS, median_of
 from bench.seed import account_uuid, user_uuid
 from tenantd.app.bundle import open_services
-from tenantd.cache.keyring import Keyring
+from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.tokens import issue_access_token
 from tenantd.notifications import send
 from tenantd.settings import load_settings

@@ -12,10 +12,10 @@ from typing import Any
 import aiohttp
 
 from bench.seed import account_uuid, user_uuid
-from tenantd.cache.keyring import Keyring
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.identity.keys.feed import prepare
+from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.tokens import issue_access_token
 from tenantd.settings import load_settings
 

@@ -7,10 +7,8 @@ from __future__ import annotations
 from typing import Protocol
 
 import aiohttp
-from aiohttp import web
 
 from tenantd.cache.context import ContextCache
-from tenantd.cache.keyring import Keyring
 from tenantd.db import Database
 from tenantd.email.service import EmailService
 from tenantd.jobs.queue import JobQueue
@@ -35,9 +33,3 @@ class Services(Protocol):
 
     @property
     def context_cache(self) -> ContextCache: ...
-
-    @property
-    def keyring(self) -> Keyring: ...
-
-
-SERVICES: web.AppKey[Services] = web.AppKey("services")

@@ -15,12 +15,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tenantd.app import AppServices, create_app
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.embedded import EmbeddedCluster
 from tenantd.db.migrate import migrate
+from tenantd.identity.bundle import SERVICES
 from tenantd.settings import Settings, load_settings
 from tests.email.fake_providers import FakeProviders
 from tests.factories import Factory

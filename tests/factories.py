@@ -18,10 +18,10 @@ from pathlib import Path
 
 from tenantd.accounts import queries as accounts_queries
 from tenantd.accounts.provisioning import create_account
-from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Database
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.keys.feed import prepare
+from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.passwords import hash_password
 from tenantd.identity.sessions import IssuedTokens, issue_session
 from tenantd.pubsub.hub import PubSubHub

@@ -13,8 +13,8 @@ from typing import Any
 
 import jwt
 
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tenantd.principal import AccessClaims
 
 ORIGIN = "http://127.0.0.1:8080"

@@ -37,6 +37,7 @@ from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.tokens import token_hash
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import limit_chosen_recipient
@@ -238,7 +239,7 @@ def _refuse_unless_pending(invitation: Row) -> None:
 
 
 async def accept_invitation(
-    services: Services, actor: Principal, *, token: str, refresh_token: str | None
+    services: IdentityServices, actor: Principal, *, token: str, refresh_token: str | None
 ) -> Accepted:
     """Redeem a raw token: seat cap checked under the account lock, membership created."""
     digest = token_hash(services.settings.secret_key, token)

@@ -19,6 +19,7 @@ from tenantd.accounts.service import Activation, activate_next_account, check_sc
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from tenantd.identity.bundle import IdentityServices
 from tenantd.mfa import sensitive
 
 if TYPE_CHECKING:
@@ -119,7 +120,11 @@ class Left:
 
 
 async def leave_account(
-    services: Services, actor: Principal, account_id: uuid.UUID, *, refresh_token: str | None
+    services: IdentityServices,
+    actor: Principal,
+    account_id: uuid.UUID,
+    *,
+    refresh_token: str | None,
 ) -> Left:
     """The caller leaves (member or admin; the owner gets OWNER_CANNOT_LEAVE).
 

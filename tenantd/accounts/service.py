@@ -19,11 +19,12 @@ from tenantd.accounts import permissions, queries
 from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.bundle import Services
-from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Row
 from tenantd.errors import Forbidden, NotFound
 from tenantd.identity import queries as identity_queries
+from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.errors import MfaRequired, ReauthRequired
+from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.tokens import AccessClaims, issue_access_token, token_hash
 from tenantd.mfa import mail as mfa_mail
 from tenantd.mfa import sensitive
@@ -129,7 +130,7 @@ class Created:
 
 
 async def create_account(
-    services: Services, actor: Principal, *, name: str, refresh_token: str | None
+    services: IdentityServices, actor: Principal, *, name: str, refresh_token: str | None
 ) -> Created:
     """A new account with the caller as owner; a caller without an active account lands in it."""
     async with services.db.transaction() as conn:
@@ -336,7 +337,11 @@ class Deleted:
 
 
 async def delete_account(
-    services: Services, actor: Principal, account_id: uuid.UUID, *, refresh_token: str | None
+    services: IdentityServices,
+    actor: Principal,
+    account_id: uuid.UUID,
+    *,
+    refresh_token: str | None,
 ) -> Deleted:
     """Soft delete (owner only): deleted_at set, claim released, purged after the grace window.
 
@@ -396,7 +401,11 @@ class Switched:
 
 
 async def switch_account(
-    services: Services, actor: Principal, *, account_id: uuid.UUID, refresh_token: str | None
+    services: IdentityServices,
+    actor: Principal,
+    *,
+    account_id: uuid.UUID,
+    refresh_token: str | None,
 ) -> Switched:
     """A new access token whose aid is another account the caller is an active member of."""
     async with services.db.transaction() as conn:

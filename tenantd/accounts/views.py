@@ -36,7 +36,8 @@ from tenantd.accounts.schemas import (
     TransferBody,
     TransferResult,
 )
-from tenantd.bundle import SERVICES, Services
+from tenantd.bundle import Services
+from tenantd.identity.bundle import SERVICES, IdentityServices
 from tenantd.identity.cookies import REFRESH_COOKIE, set_access_cookie
 from tenantd.principal import current_principal
 from tenantd.web.json import ok
@@ -48,7 +49,7 @@ ROUTES = Routes("accounts")
 ACCOUNT = "/api/v1/accounts/{id}"
 
 
-def _services(request: web.Request) -> Services:
+def _services(request: web.Request) -> IdentityServices:
     return request.app[SERVICES]
 
 

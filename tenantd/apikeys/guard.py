@@ -9,7 +9,7 @@ from aiohttp import web
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.apikeys.principal import ACTING_KEY, ActingKey
 from tenantd.apikeys.service import invalid_key, missing_key, require_scope, verify_token
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tenantd.web.spec import CURRENT_ROUTE
 
 

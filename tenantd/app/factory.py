@@ -12,8 +12,8 @@ from tenantd.apikeys.guard import require_api_key
 from tenantd.app.bundle import open_services
 from tenantd.app.hooks import HOOKS
 from tenantd.app.plugins import ROUTES
-from tenantd.bundle import SERVICES
 from tenantd.db import DATABASE
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.guards import guard as session_guard
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.ops.shutdown import shutdown_ctx

@@ -12,9 +12,9 @@ from aiohttp import web
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.app.plugins import SWEEPS
 from tenantd.auth import breach
-from tenantd.bundle import SERVICES
 from tenantd.cache.context import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.keys.feed import fed
 from tenantd.identity.revocations import mirrored
 from tenantd.jobs.runner import running

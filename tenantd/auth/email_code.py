@@ -34,6 +34,7 @@ from tenantd.auth.service import MfaPending, SignedIn
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.identity import queries
+from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.signin import AUTH_EMAIL, ClientMeta, start_session
 from tenantd.identity.tokens import new_opaque_token, token_hash
@@ -136,7 +137,7 @@ async def mail_code(services: Services, email: str) -> None:
 
 
 async def verify(
-    services: Services,
+    services: IdentityServices,
     *,
     email: str | None,
     code: str | None,
@@ -153,7 +154,7 @@ async def verify(
 
 
 async def verify_code(
-    services: Services, *, email: str, code: str, client: ClientMeta
+    services: IdentityServices, *, email: str, code: str, client: ClientMeta
 ) -> SignedIn | MfaPending:
     """Sign in with the address's code; a wrong one counts against it (five end it)."""
     settings = services.settings
@@ -179,7 +180,7 @@ async def verify_code(
 
 
 async def verify_link(
-    services: Services, *, token: str, client: ClientMeta
+    services: IdentityServices, *, token: str, client: ClientMeta
 ) -> SignedIn | MfaPending:
     """Sign in with the mail's link (single use; refused once five wrong codes ended it)."""
     settings = services.settings
@@ -210,7 +211,7 @@ def _answer(
 
 
 async def _sign_in(
-    services: Services, conn: Conn, email: str, client: ClientMeta, method: str
+    services: IdentityServices, conn: Conn, email: str, client: ClientMeta, method: str
 ) -> tuple[SignedIn | MfaPending | None, Conflict | None]:
     """The mailbox is proven: the user (created or verified if need be), then a session, an
     MFA ticket, or the domain conflict (its join request and mails committed by the caller)."""

@@ -32,6 +32,7 @@ from tenantd.auth.errors import EmailNotVerified
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries
+from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.devices import describe
 from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.events import user_changed
@@ -362,7 +363,7 @@ async def _proven_password(services: Services, *, token: str, password: str) -> 
 
 
 async def verify_email(
-    services: Services,
+    services: IdentityServices,
     *,
     token: str,
     client: ClientMeta,
@@ -458,7 +459,7 @@ async def verify_email(
 
 
 async def login(
-    services: Services,
+    services: IdentityServices,
     *,
     email: str,
     password: str,
@@ -564,7 +565,7 @@ async def confirm_password_reset(
 
 
 async def change_password(
-    services: Services,
+    services: IdentityServices,
     principal: Principal,
     *,
     current_password: str | None,
@@ -654,7 +655,7 @@ async def change_password(
 
 
 async def refresh_session(
-    services: Services,
+    services: IdentityServices,
     *,
     refresh_token: str,
     client: ClientMeta,

@@ -16,7 +16,7 @@ from tenantd.auth.schemas import (
     UserDeletedOut,
     UserRef,
 )
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import clear_session_cookies
 from tenantd.principal import current_principal
 from tenantd.web.json import ok

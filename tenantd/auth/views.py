@@ -36,9 +36,9 @@ from tenantd.auth.schemas import (
     VerifiedUser,
     VerifyEmailBody,
 )
-from tenantd.bundle import SERVICES
 from tenantd.email.templates import best_locale
 from tenantd.errors import Unauthorized
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
     DEVICE_COOKIE,

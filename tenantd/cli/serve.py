@@ -12,12 +12,12 @@ from aiohttp import web
 
 from tenantd.app import create_app
 from tenantd.app.hooks import instance_hook
-from tenantd.bundle import SERVICES
 from tenantd.cli.common import console, fail, settings
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate as apply_migrations
 from tenantd.db.provide import provided_database
+from tenantd.identity.bundle import SERVICES
 from tenantd.logging_setup import setup_logging
 from tenantd.ops.config import ops_config
 from tenantd.ops.heap import freeze_startup_heap

@@ -12,10 +12,11 @@ import time
 
 from aiohttp import web
 
-from tenantd.bundle import SERVICES, Services
+from tenantd.bundle import Services
 from tenantd.db import Conn
 from tenantd.errors import Unauthorized
 from tenantd.identity import queries
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import AUTH_COOKIE
 from tenantd.identity.tokens import AccessClaims, decode_access_token
 from tenantd.principal import PRINCIPAL, Principal

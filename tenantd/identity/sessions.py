@@ -20,12 +20,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tenantd.cache.keyring import Keyring
 from tenantd.db import Conn, Database, Row
 from tenantd.errors import RateLimited, Unauthorized
 from tenantd.identity import queries
 from tenantd.identity.errors import MfaRequired, UserDisabled
 from tenantd.identity.events import sessions_revoked
+from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.rotation import RotationRequest, batcher_for
 from tenantd.identity.tokens import (
     AccessClaims,

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 from tenantd.audit import security
 from tenantd.db import Conn
 from tenantd.identity import queries
+from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.devices import describe, usable_device_id
 from tenantd.identity.sessions import IssuedTokens, issue_session
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.ops.ratelimit import signed_device
 
 if TYPE_CHECKING:
-    from tenantd.bundle import Services
+    pass
 
 AUTH_EMAIL = "auth.email"  # the job kind that sends the auth mails (tenantd/auth/jobs.py)
 NEW_SIGNIN = "new_signin"
@@ -46,7 +47,7 @@ class Started:
 
 
 async def start_session(
-    services: Services,
+    services: IdentityServices,
     conn: Conn,
     *,
     user_id: uuid.UUID,
@@ -102,7 +103,7 @@ async def start_session(
 
 
 async def start_default_session(
-    services: Services,
+    services: IdentityServices,
     conn: Conn,
     *,
     user_id: uuid.UUID,

@@ -11,8 +11,8 @@ import time
 import uuid
 from functools import lru_cache
 
-from tenantd.cache.keyring import Keyring, UntrustedToken
 from tenantd.errors import Unauthorized
+from tenantd.identity.keys.keyring import Keyring, UntrustedToken
 from tenantd.principal import AccessClaims
 
 ISSUER = "tenantd"

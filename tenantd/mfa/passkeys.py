@@ -35,6 +35,7 @@ from webauthn.helpers.structs import (
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries as identity_queries
+from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.signin import ClientMeta, start_default_session
 from tenantd.identity.tokens import token_hash
@@ -367,7 +368,7 @@ async def delete(services: Services, principal: Principal, passkey_id: uuid.UUID
 
 
 async def sign_in(
-    services: Services, credential: dict[str, Any], *, client: ClientMeta
+    services: IdentityServices, credential: dict[str, Any], *, client: ClientMeta
 ) -> Completed:
     """Passwordless sign-in: a verified assertion of a discoverable passkey starts a session."""
     passkey = await verify_assertion(services, credential, purpose=SIGN_IN)

@@ -22,6 +22,7 @@ from tenantd import crypto
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, RateLimited, Unauthorized
 from tenantd.identity import queries as identity_queries
+from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.errors import InvalidCredentials, UserDisabled
 from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
@@ -414,7 +415,7 @@ def sign_in_method(amr: Sequence[str]) -> str:
 
 
 async def complete_ticket(
-    services: Services,
+    services: IdentityServices,
     ticket: Row,
     *,
     method: str,
@@ -478,7 +479,9 @@ async def check_password(
     return AMR_PASSWORD
 
 
-async def reauthenticated(services: Services, principal: Principal, method: str) -> Reauthenticated:
+async def reauthenticated(
+    services: IdentityServices, principal: Principal, method: str
+) -> Reauthenticated:
     """A new access token of the same session whose auth_time is now (the family keeps it).
     An operator's impersonation never steps up (403 IMPERSONATION)."""
     if principal.act is not None:
@@ -494,7 +497,7 @@ async def reauthenticated(services: Services, principal: Principal, method: str)
 
 
 async def reauthenticated_session(
-    services: Services,
+    services: IdentityServices,
     *,
     user_id: uuid.UUID,
     account_id: uuid.UUID | None,

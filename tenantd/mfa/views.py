@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.bundle import SERVICES, Services
+from tenantd.identity.bundle import SERVICES, IdentityServices
 from tenantd.identity.cookies import (
     DEVICE_COOKIE,
     clear_cookie,
@@ -53,7 +53,7 @@ ROUTES = Routes("mfa")
 PASSKEY_OPTIONS = "passkey_sign_in_options"
 
 
-def _services(request: web.Request) -> Services:
+def _services(request: web.Request) -> IdentityServices:
     return request.app[SERVICES]
 
 

@@ -23,8 +23,8 @@ from tenantd.auth import profile as names
 from tenantd.auth import service as auth_service
 from tenantd.auth.errors import TransferOwnershipFirst
 from tenantd.auth.schemas import PasswordChangeBody, ProfileBody
-from tenantd.bundle import SERVICES
 from tenantd.errors import AppError, NotFound
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from tenantd.auth.admin import service as admin
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import REFRESH_COOKIE, clear_cookie, set_access_cookie
 from tenantd.ui.render import redirect
 from tenantd.ui.session import client_meta, forget_viewer

@@ -18,7 +18,7 @@ from tenantd.auth.schemas import (
     RegisterBody,
     VerifyEmailBody,
 )
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
     REFRESH_COOKIE,

@@ -10,8 +10,8 @@ from aiohttp import web
 
 from tenantd.auth import email_code
 from tenantd.auth.schemas import CaptchaEmailBody, EmailCodeVerifyBody
-from tenantd.bundle import SERVICES
 from tenantd.errors import NotFound
+from tenantd.identity.bundle import SERVICES
 from tenantd.ui.auth_pages import captcha_token, signed_in_or_mfa
 from tenantd.ui.forms import Form, again, field, parse, safe_next, submit
 from tenantd.ui.render import page, redirect

@@ -16,8 +16,8 @@ from aiohttp import web
 from tenantd.accounts import service as accounts
 from tenantd.auth import email_change, security_undo
 from tenantd.auth.schemas import EmailChangeBody
-from tenantd.bundle import SERVICES
 from tenantd.errors import AppError, NotFound, ValidationFailed
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import clear_cookie
 from tenantd.identity.stepup import reauth_methods, reauth_providers
 from tenantd.mfa import passkeys

@@ -12,8 +12,8 @@ from aiohttp import web
 
 from tenantd.accounts.me import current_user
 from tenantd.auth import service as auth_service
-from tenantd.bundle import SERVICES
 from tenantd.errors import AppError
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     AUTH_COOKIE,
     DEVICE_COOKIE,

@@ -7,8 +7,8 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.apikeys.principal import acting_key
-from tenantd.bundle import SERVICES
 from tenantd.db import Row
+from tenantd.identity.bundle import SERVICES
 from tenantd.outbox import Actor, public_event, read
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Access, Routes

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from tenantd.accounts import restore as restore_module
 from tenantd.accounts.sweeps import purge_deleted_accounts
-from tenantd.bundle import SERVICES
 from tenantd.cli.main import app as cli_app
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.sessions import issue_session
 from tests.accounts.helpers import Login, Team, audit_actions
 from tests.factories import Factory

@@ -12,9 +12,9 @@ import pytest
 
 from tenantd.apikeys import service
 from tenantd.apikeys.cache import API_KEY_CACHE
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.errors import ValidationFailed
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.tokens import token_hash
 from tests.apikeys.helpers import bearer, new_key
 from tests.factories import Factory

@@ -11,9 +11,9 @@ from aiohttp.test_utils import TestServer
 
 from tenantd.apikeys import queries, service
 from tenantd.apikeys.cache import API_KEY_CACHE, ApiKeyCache
-from tenantd.bundle import SERVICES
 from tenantd.cache.context import CHANNEL
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.hub import PUBSUB
 from tenantd.settings import Settings
 from tests.apikeys.helpers import bearer, new_key, probe_app

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tests.factories import mail_text, read_mails
 from tests.helpers import PASSWORD
 

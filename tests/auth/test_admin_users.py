@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.errors import UserDisabled
 from tenantd.identity.signin import ClientMeta, start_session
 from tests.apikeys.helpers import bearer, new_key

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tests.auth.helpers import PASSWORD, mails_to, set_cookies, signed_up
 from tests.factories import mail_text
 from tests.helpers import ORIGIN

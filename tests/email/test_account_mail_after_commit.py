@@ -13,7 +13,7 @@ import pytest
 from tenantd.accounts import invitations
 from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import provision_personal_account
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tests.accounts.helpers import principal
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders
 from tests.email.support import Start

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders
 from tests.email.support import Start
 from tests.helpers import eventually

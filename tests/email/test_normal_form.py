@@ -19,10 +19,10 @@ from tenantd.addresses import (
     is_plausible,
     normalize_email,
 )
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.db.migrate import sql_dir
 from tenantd.email.message import EmailMessage
+from tenantd.identity.bundle import SERVICES
 from tests.email.support import Start
 from tests.factories import mail_text, read_mails
 from tests.suppression.test_resend_webhook import SECRET as RESEND_SECRET

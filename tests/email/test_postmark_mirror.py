@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.email.message import EmailMessage, EmailSendError
+from tenantd.identity.bundle import SERVICES
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders
 from tests.email.support import Start
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tests.helpers import eventually
 
 ME = "/api/v1/users/me"

@@ -17,8 +17,8 @@ from typing import Any
 import jwt
 import pytest
 
-from tenantd.cache.keyring import Keyring
 from tenantd.db import Database
+from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.tokens import issue_access_token
 from tests.helpers import SECRET, error_of
 

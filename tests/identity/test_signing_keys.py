@@ -20,11 +20,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from tenantd.app import create_app
-from tenantd.bundle import SERVICES
-from tenantd.cache.keyring import Keyring
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.keys import material, service
 from tenantd.identity.keys.feed import prepare
+from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.keys.sweeps import keys_sweep
 from tenantd.identity.tokens import issue_access_token
 from tenantd.ops.sweeps import run_sweep

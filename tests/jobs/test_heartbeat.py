@@ -10,8 +10,8 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tenantd.jobs import JobInfo, JobKind, enqueue
 from tenantd.jobs import queries as jobs
 from tests.helpers import eventually

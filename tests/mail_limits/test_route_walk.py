@@ -20,7 +20,7 @@ from aiohttp import web
 
 from tenantd.accounts import queries as account_queries
 from tenantd.app.mail_actions import ANONYMOUS_MAIL_ACTIONS, MAIL_ACTIONS
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tenantd.ops.config import DEFAULT_RATE_LIMITS, MAIL_RATE_LIMITS
 from tenantd.settings import Settings
 from tenantd.web.routing import ROUTE_SPEC

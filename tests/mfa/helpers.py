@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import jwt
 import pyotp
 
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.sessions import issue_session
 from tenantd.settings import Settings
 from tests.factories import Factory, UserRecord

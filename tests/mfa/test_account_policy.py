@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tenantd.bundle import SERVICES
 from tenantd.cache.context import CHANNEL
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.hub import PUBSUB
 from tenantd.settings import Settings
 from tests.factories import Factory, UserRecord, read_mails, wait_until_heard

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
 from tenantd.errors import RateLimited
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.errors import InvalidCredentials
 from tenantd.mfa import service as mfa
 from tenantd.mfa import totp

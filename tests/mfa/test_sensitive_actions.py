@@ -16,8 +16,8 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import create_app
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.errors import InvalidCredentials
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tenantd.ops.config import ops_config
 from tenantd.settings import Settings
 from tests.factories import Factory, mail_text, read_mails

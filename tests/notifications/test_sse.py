@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices, create_app
-from tenantd.bundle import SERVICES
 from tenantd.cache.context import CHANNEL
+from tenantd.identity.bundle import SERVICES
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.feed import FEED_KEY, QUEUE_SIZE, StreamQueue
 from tenantd.pubsub.hub import PUBSUB

@@ -21,8 +21,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tenantd.jobs import queries as jobs
 from tenantd.ops.metrics import Metrics, StateSnapshot, fold_counts
 from tenantd.suppression import service as suppression

@@ -13,8 +13,8 @@ from tenantd.accounts import invitations, memberships
 from tenantd.accounts import service as accounts
 from tenantd.accounts.sweeps import expire_invitations, purge_deleted_accounts
 from tenantd.auth import service as auth
-from tenantd.bundle import SERVICES
 from tenantd.errors import AppError
+from tenantd.identity.bundle import SERVICES
 from tenantd.outbox import Actor, public_event, pump, read
 from tenantd.suppression import service as suppression
 from tests.accounts.helpers import principal

@@ -10,8 +10,8 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app import create_app
-from tenantd.bundle import SERVICES
 from tenantd.cache.context import CHANNEL
+from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.hub import PUBSUB
 from tests.factories import wait_until_heard
 

@@ -12,8 +12,8 @@ import jwt
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
-from tenantd.cache.keyring import MAX_HEADERS, Keyring, UntrustedToken
 from tenantd.errors import ValidationFailed
+from tenantd.identity.keys.keyring import MAX_HEADERS, Keyring, UntrustedToken
 from tenantd.identity.tokens import ISSUER, REQUIRED_CLAIMS, token_hash
 from tenantd.notifications.schemas import ListQuery
 from tenantd.web import body

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tests.auth.fake_signin_services import FakeSiteverify
 from tests.auth.test_email_code import last_mail
 from tests.factories import Factory

@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.apikeys import service as apikeys
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tenantd.outbox import Actor, emit
 from tests.helpers import SECRET, data, eventually
 

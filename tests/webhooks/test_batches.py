@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tenantd.jobs.kinds import JobInfo
 from tenantd.outbox import Actor, Event, emit_many
 from tenantd.webhooks import endpoints

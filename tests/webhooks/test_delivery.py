@@ -14,8 +14,8 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices
-from tenantd.bundle import SERVICES
 from tenantd.errors import ValidationFailed
+from tenantd.identity.bundle import SERVICES
 from tenantd.ops.metrics import METRICS
 from tenantd.outbox import Actor, emit
 from tenantd.webhooks import endpoints

@@ -15,10 +15,10 @@ from aiohttp import web
 
 from tenantd.app import AppServices
 from tenantd.app.bundle import open_services
-from tenantd.bundle import SERVICES
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate
+from tenantd.identity.bundle import SERVICES
 from tenantd.jobs.runner import JobRunner
 from tenantd.outbox import Actor, emit
 from tenantd.settings import Settings

@@ -9,7 +9,7 @@ import asyncio
 from aiohttp import web
 
 from tenantd.app import AppServices
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tenantd.outbox import Actor, emit
 from tenantd.webhooks import endpoints
 from tests.helpers import eventually

@@ -16,8 +16,8 @@ from aiohttp.test_utils import TestClient
 
 from tenantd.apikeys import service as apikeys
 from tenantd.app import AppServices, create_app
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tenantd.settings import Settings
 from tenantd.webhooks import endpoints
 from tests.factories import run_tenantd

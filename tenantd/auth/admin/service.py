@@ -35,6 +35,7 @@ from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.identity import queries as identity_queries
+from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.sessions import IssuedTokens, issue_impersonation_session, revoke_all
 from tenantd.identity.signin import ClientMeta
 from tenantd.identity.tokens import new_opaque_token, token_hash
@@ -250,7 +251,7 @@ async def impersonate(
 
 
 async def start_impersonation(
-    services: Services, *, token: str, client: ClientMeta
+    services: IdentityServices, *, token: str, client: ClientMeta
 ) -> IssuedTokens:
     """Open an impersonation link once: the session it starts (no refresh token). An unknown,
     used or expired link is refused (400 INVALID_TOKEN)."""

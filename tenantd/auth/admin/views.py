@@ -9,7 +9,7 @@ from aiohttp import web
 from tenantd.apikeys.principal import acting_key
 from tenantd.auth.admin import service
 from tenantd.auth.admin.schemas import ImpersonateBody, UsersQuery
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Access, Routes
 

@@ -17,8 +17,8 @@ from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.apikeys.guard import bearer_token
 from tenantd.apikeys.principal import ACTING_KEY
 from tenantd.apikeys.service import require_scope, verify_token
-from tenantd.bundle import SERVICES, Services
 from tenantd.errors import Unauthorized
+from tenantd.identity.bundle import SERVICES, IdentityServices
 from tenantd.identity.guards import recheck
 from tenantd.identity.tokens import decode_access_token
 from tenantd.settings import SETTINGS
@@ -52,7 +52,7 @@ async def admit(request: web.Request) -> None:
     request[ACTING_KEY] = key
 
 
-async def introspect(services: Services, token: str) -> dict[str, Any]:
+async def introspect(services: IdentityServices, token: str) -> dict[str, Any]:
     """{active, sub, aid, sid, exp} of a token tenantd would accept now; else {active: false}."""
     try:
         claims = decode_access_token(services.keyring, token)

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from tenantd.auth.keys import introspection
 from tenantd.auth.keys.schemas import IntrospectBody, Introspection, Jwks
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.keys.service import JWKS_MAX_AGE_SECONDS
 from tenantd.web.json import json_response
 from tenantd.web.spec import Access, Routes

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 from tenantd.auth.oauth import errors, queries
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import CLOCK_SKEW_SECONDS, FlowState, VerifiedIdentity
+from tenantd.identity.bundle import IdentityServices
 from tenantd.mfa import service as mfa
 from tenantd.principal import AccessClaims
 
 if TYPE_CHECKING:
-    from tenantd.bundle import Services
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class SteppedUp:
 
 
 async def step_up(
-    services: Services, *, provider: str, flow: FlowState, identity: VerifiedIdentity
+    services: IdentityServices, *, provider: str, flow: FlowState, identity: VerifiedIdentity
 ) -> SteppedUp:
     binding = flow.reauth
     assert binding is not None

@@ -48,6 +48,7 @@ from tenantd.auth.oauth.reauth import SteppedUp, step_up
 from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
+from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.identity.signin import ClientMeta, Started, start_session
@@ -57,7 +58,6 @@ from tenantd.settings import OAuthProviderSettings, Settings
 if TYPE_CHECKING:
     import jwt
 
-    from tenantd.bundle import Services
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ async def start(
 
 
 async def complete(
-    services: Services,
+    services: IdentityServices,
     transport: OidcTransport,
     *,
     provider: str,
@@ -328,7 +328,7 @@ async def _retry_raced_sign_up(sign_in: Callable[[], Awaitable[SignedIn]]) -> Si
 
 
 async def _sign_in(
-    services: Services,
+    services: IdentityServices,
     *,
     provider: str,
     subject: str,

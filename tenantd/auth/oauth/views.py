@@ -22,9 +22,9 @@ from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, ReauthBinding, callback_path
 from tenantd.auth.oauth.reauth import SteppedUp
-from tenantd.bundle import SERVICES
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import stepup
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     DEVICE_COOKIE,
     clear_cookie,

@@ -15,10 +15,10 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from tenantd.cache.keyring import RELOAD_SECONDS, Keyring
 from tenantd.cache.reloader import Reloader
 from tenantd.db import Database
 from tenantd.identity.keys import service
+from tenantd.identity.keys.keyring import RELOAD_SECONDS, Keyring
 from tenantd.pubsub.hub import PubSubHub
 from tenantd.settings import Settings
 

@@ -12,10 +12,10 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
-from tenantd.cache.keyring import HS256, Keyring, SigningKey
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity.keys import material, queries
+from tenantd.identity.keys.keyring import HS256, Keyring, SigningKey
 from tenantd.identity.tokens import ACCESS_TTL_SECONDS
 from tenantd.settings import Settings
 

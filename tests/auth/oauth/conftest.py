@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tenantd.auth.oauth import client as oauth_client
 from tenantd.auth.oauth.client import OidcClient
-from tenantd.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES
 from tests.auth.oauth.fake_idp import FakeIdP
 from tests.auth.oauth.support import CLIENT_ID, CLIENT_SECRET, PROVIDER, REDIRECT_URI, Browser
 

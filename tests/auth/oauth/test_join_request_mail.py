@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tenantd.bundle import SERVICES
 from tenantd.db import Database
+from tenantd.identity.bundle import SERVICES
 from tests.auth.oauth.fake_idp import FakeIdP, FakeUser
 from tests.auth.oauth.support import Browser, login_error
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders

@@ -29,8 +29,8 @@ from tenantd.auth.oauth.flow import (
     verify_id_token,
 )
 from tenantd.auth.oauth.jwks import JwksCache, parse_jwks
-from tenantd.cache.keyring import Keyring
 from tenantd.errors import Unauthorized
+from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.tokens import decode_access_token, issue_access_token
 from tenantd.settings import OAuthProviderSettings
 from tests.auth.oauth.fake_idp import FakeIdP, IssuedCode, SigningKey, b64url

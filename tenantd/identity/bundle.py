@@ -1,0 +1,24 @@
+"""The identity domain's view of the services bundle: the shared Protocol plus the signing keys
+and the cache of resolved request contexts. Every domain above identity that signs or checks
+tokens is handed this one."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from aiohttp import web
+
+from tenantd.bundle import Services
+from tenantd.cache.context import ContextCache
+from tenantd.identity.keys.keyring import Keyring
+
+
+class IdentityServices(Services, Protocol):
+    @property
+    def keyring(self) -> Keyring: ...
+
+    @property
+    def context_cache(self) -> ContextCache: ...
+
+
+SERVICES: web.AppKey[IdentityServices] = web.AppKey("services")
