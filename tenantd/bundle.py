@@ -8,7 +8,6 @@ from typing import Protocol
 
 import aiohttp
 
-from tenantd.cache.context import ContextCache
 from tenantd.db import Database
 from tenantd.email.service import EmailService
 from tenantd.jobs.queue import JobQueue
@@ -30,6 +29,3 @@ class Services(Protocol):
 
     @property
     def jobs(self) -> JobQueue: ...
-
-    @property
-    def context_cache(self) -> ContextCache: ...

@@ -10,8 +10,8 @@ import orjson
 from tenantd.accounts import queries
 from tenantd.accounts.permissions import capabilities
 from tenantd.accounts.plans import resolve_features
-from tenantd.cache.context import ContextCache
 from tenantd.db import Conn, Database
+from tenantd.identity.context import ContextCache
 from tenantd.principal import Principal
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from tenantd.apikeys.principal import ActingKey
-from tenantd.cache.context import CHANNEL, PSYCOPG_NOTICE_LIMIT
+from tenantd.cache.invalidation import CHANNEL, PSYCOPG_NOTICE_LIMIT
 
 MAX_KEYS = 10_000
 _NOTICE = re.compile(r"apikey:([0-9a-f-]{36})")

@@ -12,12 +12,12 @@ import aiohttp
 
 from tenantd.apikeys.cache import ApiKeyCache
 from tenantd.app.plugins import JOB_KINDS
-from tenantd.cache.context import ContextCache
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email.service import EmailService
 from tenantd.email.templates import brand_of, use_brand
+from tenantd.identity.context import ContextCache
 from tenantd.identity.keys.keyring import Keyring
 from tenantd.jobs.queue import JobQueue
 from tenantd.notifications import tenancy

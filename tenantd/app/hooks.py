@@ -12,7 +12,7 @@ from aiohttp import web
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.app.plugins import SWEEPS
 from tenantd.auth import breach
-from tenantd.cache.context import CHANNEL, live_while_confirmed
+from tenantd.cache.invalidation import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.keys.feed import fed

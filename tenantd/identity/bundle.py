@@ -9,7 +9,7 @@ from typing import Protocol
 from aiohttp import web
 
 from tenantd.bundle import Services
-from tenantd.cache.context import ContextCache
+from tenantd.identity.context import ContextCache
 from tenantd.identity.keys.keyring import Keyring
 
 

@@ -12,11 +12,10 @@ import time
 
 from aiohttp import web
 
-from tenantd.bundle import Services
 from tenantd.db import Conn
 from tenantd.errors import Unauthorized
 from tenantd.identity import queries
-from tenantd.identity.bundle import SERVICES
+from tenantd.identity.bundle import SERVICES, IdentityServices
 from tenantd.identity.cookies import AUTH_COOKIE
 from tenantd.identity.tokens import AccessClaims, decode_access_token
 from tenantd.principal import PRINCIPAL, Principal
@@ -90,7 +89,7 @@ def decide(
     )
 
 
-async def recheck(services: Services, claims: AccessClaims) -> Principal:
+async def recheck(services: IdentityServices, claims: AccessClaims) -> Principal:
     """The principal of decoded claims, checked again: expiry, then the context cache or
     `check_claims`. The guard and every SSE stream (before each message and on idle ticks)
     call this one function; it raises `invalid()` when the token no longer holds.

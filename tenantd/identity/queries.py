@@ -54,7 +54,7 @@ async def token_state(
     )
 
 
-# What the in-process mirror of revocations (tenantd/cache/revocations.py) is loaded from:
+# What the in-process mirror of revocations (tenantd/identity/revoked.py) is loaded from:
 # the same rows the token-state statement consults. Revoked jtis a while past their expiry
 # are left out (the token's own exp refuses it; the margin covers clock skew).
 REVOKED_JTIS = "SELECT jti FROM revoked_tokens WHERE expires_at > now() - interval '1 hour'"

@@ -1,4 +1,4 @@
-"""Keeps the context cache's mirror of revocations (tenantd/cache/revocations.py) loaded.
+"""Keeps the context cache's mirror of revocations (tenantd/identity/revoked.py) loaded.
 
 The mirror is fed by the same announcements as the cache (`jti:` and `session:` on
 tenantd_cache, heard by the cache's own subscription); this feed loads it in full at start,
@@ -13,11 +13,11 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from tenantd.cache.context import CHANNEL
+from tenantd.cache.invalidation import CHANNEL
 from tenantd.cache.reloader import Reloader
-from tenantd.cache.revocations import Revocations
 from tenantd.db import Database
 from tenantd.identity import queries
+from tenantd.identity.revoked import Revocations
 from tenantd.pubsub.hub import PubSubHub
 
 log = logging.getLogger(__name__)

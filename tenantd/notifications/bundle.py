@@ -7,11 +7,11 @@ from typing import Protocol
 
 from aiohttp import web
 
-from tenantd.bundle import Services
+from tenantd.identity.bundle import IdentityServices
 from tenantd.notifications.registry import EventRegistry
 
 
-class NotificationServices(Services, Protocol):
+class NotificationServices(IdentityServices, Protocol):
     @property
     def registry(self) -> EventRegistry: ...
 

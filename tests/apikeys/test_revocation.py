@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestServer
 
 from tenantd.apikeys import queries, service
 from tenantd.apikeys.cache import API_KEY_CACHE, ApiKeyCache
-from tenantd.cache.context import CHANNEL
+from tenantd.cache.invalidation import CHANNEL
 from tenantd.db import Database
 from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.hub import PUBSUB

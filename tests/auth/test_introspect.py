@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tenantd.apikeys.service import create_key
-from tenantd.cache.context import CHANNEL
+from tenantd.cache.invalidation import CHANNEL
 from tenantd.db import Database
 from tenantd.pubsub.hub import PUBSUB
 from tests.factories import wait_until_heard

@@ -15,9 +15,9 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import create_app
-from tenantd.cache.context import ContextCache
 from tenantd.db import Database
 from tenantd.identity.bundle import SERVICES
+from tenantd.identity.context import ContextCache
 from tenantd.identity.tokens import new_refresh_token, refresh_token_family
 from tenantd.principal import Principal
 from tenantd.settings import load_settings

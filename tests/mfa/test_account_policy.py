@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.cache.context import CHANNEL
+from tenantd.cache.invalidation import CHANNEL
 from tenantd.db import Database
 from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.hub import PUBSUB

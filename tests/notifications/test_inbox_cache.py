@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app import AppServices, create_app
-from tenantd.cache.context import ContextCache
+from tenantd.identity.context import ContextCache
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import send
 from tenantd.notifications.jobs import run_dispatch_batch

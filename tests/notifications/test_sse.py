@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import AppServices, create_app
-from tenantd.cache.context import CHANNEL
+from tenantd.cache.invalidation import CHANNEL
 from tenantd.identity.bundle import SERVICES
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.feed import FEED_KEY, QUEUE_SIZE, StreamQueue

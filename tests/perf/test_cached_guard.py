@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app import create_app
-from tenantd.cache.context import CHANNEL
+from tenantd.cache.invalidation import CHANNEL
 from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.hub import PUBSUB
 from tests.factories import wait_until_heard

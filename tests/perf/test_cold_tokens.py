@@ -18,13 +18,14 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import create_app
-from tenantd.cache.context import CHANNEL, ContextCache, live_while_confirmed
-from tenantd.cache.revocations import Revocations
+from tenantd.cache.invalidation import CHANNEL, live_while_confirmed
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.identity import queries
 from tenantd.identity.bundle import SERVICES
+from tenantd.identity.context import ContextCache
 from tenantd.identity.revocations import mirrored
+from tenantd.identity.revoked import Revocations
 from tenantd.identity.tokens import issue_access_token
 from tenantd.pubsub import PubSubHub
 from tenantd.pubsub.hub import PUBSUB

@@ -12,14 +12,10 @@ from typing import Any
 
 import psycopg2.extensions
 
-from tenantd.cache.context import (
-    CHANNEL,
-    STALENESS_SECONDS,
-    ContextCache,
-    live_while_confirmed,
-)
+from tenantd.cache.invalidation import CHANNEL, STALENESS_SECONDS, live_while_confirmed
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
+from tenantd.identity.context import ContextCache
 from tenantd.principal import Principal
 from tenantd.pubsub import PubSubHub
 

@@ -31,7 +31,7 @@ from typing import Literal
 
 from aiohttp import web
 
-from tenantd.cache.context import CHANNEL as CACHE_CHANNEL
+from tenantd.cache.invalidation import CHANNEL as CACHE_CHANNEL
 from tenantd.errors import ServiceUnavailable
 from tenantd.notifications import queries
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices

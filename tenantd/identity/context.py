@@ -25,26 +25,23 @@ ended sessions (sql/0092: every access token of the session goes) and notificati
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
-from tenantd.cache.revocations import Revocations
+from tenantd.cache.invalidation import CHANNEL, PSYCOPG_NOTICE_LIMIT
+from tenantd.identity.revoked import Revocations
 from tenantd.principal import Principal
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "tenantd_cache"
 _NOTICE = re.compile(r"tenantd_cache:(user|account|jti|session|inbox|all)(?::([0-9a-f-]{36}))?")
 # Several users' inboxes in one announcement (sql/0191): `inboxes:<uuid>,<uuid>,...`.
 _INBOXES = re.compile(r"tenantd_cache:inboxes:([0-9a-f,-]*)")
-PSYCOPG_NOTICE_LIMIT = 50  # psycopg2 keeps only the newest 50 notices
-STALENESS_SECONDS = 5.0  # the most a served entry may lag a committed write
 
 
 # Memory bounds: a server keeps well under 150 MB with 1,000 SSE clients attached.
@@ -317,19 +314,6 @@ class ContextCache:
         for notice in notices:
             if CHANNEL in notice:
                 self.apply(notice[notice.index(CHANNEL) :].strip())
-
-
-class Listener(Protocol):
-    """The listen connection the cache is fed from (the pub/sub hub)."""
-
-    def confirmed_within(self, seconds: float) -> bool: ...
-
-
-def live_while_confirmed(hub: Listener, bound: float = STALENESS_SECONDS) -> Callable[[], bool]:
-    """The staleness rule: serve only while a round trip on the listen connection that began
-    less than `bound` seconds ago has come back, so no invalidation committed before then is
-    still on its way."""
-    return functools.partial(hub.confirmed_within, bound)  # a frame fewer than a lambda
 
 
 def _inbox_size(value: Any) -> int:
