@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.apikeys.cache import API_KEY_CACHE
-from tenantd.app.plugins import SWEEPS
+from tenantd.app.plugins import METRIC_GAUGES, SWEEPS
 from tenantd.auth import breach
 from tenantd.cache.invalidation import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
@@ -111,7 +111,7 @@ def _sse_client_count(app: web.Application) -> Callable[[], int]:
 async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     """This application's metrics registry and the one task per process that refreshes its
     database figures (it also folds metric_counts, so it runs even with /metrics off)."""
-    registry = Metrics()
+    registry = Metrics(counted=METRIC_GAUGES)
     registry.registry.register(breach.CHECK_ERRORS)  # process-wide: sign-up lookups
     app[METRICS] = registry
     settings = app[SETTINGS]

@@ -3,10 +3,10 @@ one process never share counters).
 
 Counted in process: HTTP requests and latency by route template and status, sweeps, rate
 limit refusals. Read from the database (so they agree across instances and need no
-cooperation from the domains): jobs by status, notification deliveries by channel and
-status, email suppressions by provider and reason, age of the oldest due job, last
-successful sweep. The SSE client count comes from the SSE hub of this process, when there
-is one.
+cooperation from the domains at run time): jobs by status, age of the oldest due job, last
+successful sweep, and the counted gauges the domains declare (`CountedGauge`: notification
+deliveries by channel and status, email suppressions by provider and reason), handed over by
+tenantd/app. The SSE client count comes from the SSE hub of this process, when there is one.
 
 A scrape never touches the database: one task per process reads the database figures every
 TENANTD_METRICS_REFRESH_SECONDS on one pool connection, and every scrape serves the last
@@ -50,8 +50,18 @@ DEFAULT_REFRESH_SECONDS = 15.0
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OTHER_METHOD = "OTHER"
 JOB_STATUSES = ("queued", "running", "failed")
-CHANNELS = ("in_app", "email", "sse", "web_push")
-DELIVERY_STATUSES = ("pending", "sent", "failed", "suppressed")
+
+
+@dataclass(frozen=True)
+class CountedGauge:
+    """A gauge over the exact counts a domain's triggers keep in metric_counts under `family`
+    (sql/0094), one sample per label pair; `always` are label pairs shown even at zero."""
+
+    family: str
+    name: str
+    help: str
+    labels: tuple[str, str]
+    always: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -60,8 +70,8 @@ class StateSnapshot:
 
     jobs: dict[str, float] = field(default_factory=dict)
     oldest_queued_seconds: float = 0.0
-    deliveries: dict[tuple[str, str], float] = field(default_factory=dict)
-    suppressions: dict[tuple[str, str], float] = field(default_factory=dict)
+    # Per counted family (deliveries, suppressions, ...): the count of each label pair.
+    counts: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
     sweep_success: dict[str, float] = field(default_factory=dict)
     read_at: float = 0.0  # time.time() of the read
 
@@ -88,19 +98,18 @@ async def read_state(conn: Conn) -> StateSnapshot:
             snapshot.jobs[a] = value
         elif family == "jobs_oldest_queued":
             snapshot.oldest_queued_seconds = value
-        elif family == "deliveries":
-            snapshot.deliveries[(a, b)] = value
-        elif family == "suppressions":
-            snapshot.suppressions[(a, b)] = value
         elif family == "sweep_success":
             snapshot.sweep_success[a] = value
+        else:
+            snapshot.counts.setdefault(family, {})[(a, b)] = value
     return snapshot
 
 
 class StateCollector(Collector):
     """Yields the last database figures, and the live figures of this process."""
 
-    def __init__(self) -> None:
+    def __init__(self, counted: tuple[CountedGauge, ...] = ()) -> None:
+        self.counted = counted
         self.snapshot: StateSnapshot | None = None
         self.database_up = False
         self.pool: Callable[[], tuple[int, int]] | None = None  # (size, free)
@@ -149,23 +158,12 @@ class StateCollector(Collector):
         )
         oldest.add_metric([], snap.oldest_queued_seconds)
         yield oldest
-        deliveries = GaugeMetricFamily(
-            "tenantd_notification_deliveries",
-            "Notification delivery rows by channel and status",
-            labels=["channel", "status"],
-        )
-        keys = {(c, s) for c in CHANNELS for s in DELIVERY_STATUSES} | set(snap.deliveries)
-        for channel, status in sorted(keys):
-            deliveries.add_metric([channel, status], snap.deliveries.get((channel, status), 0.0))
-        yield deliveries
-        suppressions = GaugeMetricFamily(
-            "tenantd_email_suppressions",
-            "Suppressed email addresses by provider and reason",
-            labels=["provider", "reason"],
-        )
-        for (provider, reason), value in sorted(snap.suppressions.items()):
-            suppressions.add_metric([provider, reason], value)
-        yield suppressions
+        for gauge in self.counted:
+            counts = snap.counts.get(gauge.family, {})
+            family = GaugeMetricFamily(gauge.name, gauge.help, labels=list(gauge.labels))
+            for a, b in sorted(set(gauge.always) | set(counts)):
+                family.add_metric([a, b], counts.get((a, b), 0.0))
+            yield family
         sweeps = GaugeMetricFamily(
             "tenantd_sweep_last_success_timestamp_seconds",
             "Unix time of the last successful run of each sweep (any instance)",
@@ -179,7 +177,7 @@ class StateCollector(Collector):
 class Metrics:
     """The registry of one application and the instruments the middleware and sweeps use."""
 
-    def __init__(self) -> None:
+    def __init__(self, counted: tuple[CountedGauge, ...] = ()) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         # Requests and latency: plain totals read at scrape (no lock per request, issue 19).
         self.request_counts = RequestCounts(LATENCY_BUCKETS)
@@ -212,7 +210,7 @@ class Metrics:
             ["scope", "dimension"],
             registry=self.registry,
         )
-        self.state = StateCollector()
+        self.state = StateCollector(counted)
         self.registry.register(self.state)
         self.started = time.time()
         self._next_render: asyncio.Future[bytes] | None = None

@@ -17,12 +17,17 @@ import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import func
 
 from tenantd.addresses import normalize_email
 from tenantd.db.core import Conn
+from tenantd.db.tables import rate_limits
 from tenantd.errors import RateLimited
-from tenantd.ops.config import MAIL_RATE_LIMITS, OpsConfig, RateRule
+from tenantd.ops.config import MAIL_RATE_LIMITS, OpsConfig, RateRule, ops_config
 from tenantd.ops.queries import RATE_LIMIT_HIT, RATE_LIMIT_PEEK
+from tenantd.ops.sweeps import SweepContext, delete_batches
 
 
 @dataclass(frozen=True)
@@ -265,3 +270,10 @@ def client_ip(
             except ValueError:
                 return peer  # a malformed hop: fall back to what we know
     return hops[0] if hops else peer
+
+
+async def expired_counters(ctx: SweepContext) -> None:
+    """The session sweep's part for counters: those whose window ended longer ago than the
+    longest window."""
+    window = timedelta(seconds=ops_config(ctx.settings).longest_rate_window)
+    await delete_batches(ctx, rate_limits, rate_limits.c.window_start < func.now() - window)

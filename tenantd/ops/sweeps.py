@@ -182,6 +182,16 @@ def sweep(name: str, description: str) -> Callable[[SweepFn], Sweep]:
     return decorate
 
 
+def combined(name: str, description: str, *parts: SweepFn) -> Sweep:
+    """One sweep `name` made of several domains' parts, run in order under its one lock."""
+
+    async def run(ctx: SweepContext) -> None:
+        for part in parts:
+            await part(ctx)
+
+    return Sweep(name=name, description=description, run=run)
+
+
 # --- runner -----------------------------------------------------------------------------
 
 

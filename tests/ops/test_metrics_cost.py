@@ -59,9 +59,9 @@ def figures(snapshot: StateSnapshot | None) -> dict[str, dict[Any, float]]:
         return {key: n for key, n in counts.items() if n}
 
     return {
-        "deliveries": nonzero(snapshot.deliveries),
+        "deliveries": nonzero(snapshot.counts.get("deliveries", {})),
         "jobs": nonzero(snapshot.jobs),
-        "suppressions": nonzero(snapshot.suppressions),
+        "suppressions": nonzero(snapshot.counts.get("suppressions", {})),
     }
 
 
