@@ -689,3 +689,26 @@ SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at, u.mfa_enab
 async def me(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID | None) -> Row | None:
     """The /me row of a user, with the plan and overrides of `account_id` (one round trip)."""
     return await conn.fetch_one(ME, {"uid": user_id, "aid": account_id})
+
+
+# -- memberships of a user being deleted or restored (tenantd/auth/deletion.py, security_undo.py) --
+
+
+async def revoke_memberships_of(conn: Conn, user_id: uuid.UUID) -> list[Row]:
+    return await conn.fetch_all(
+        "UPDATE memberships SET revoked_at = now(), updated_at = now()"
+        " WHERE user_id = %(u)s AND revoked_at IS NULL"
+        " RETURNING id, account_id, user_id, role, created_at, revoked_at",
+        {"u": user_id},
+    )
+
+
+async def unrevoke_owner_memberships(
+    conn: Conn, *, user_id: uuid.UUID, account_ids: list[uuid.UUID]
+) -> None:
+    """The owner memberships of the accounts a user deletion soft-deleted, active again."""
+    await conn.execute(
+        "UPDATE memberships SET revoked_at = NULL, updated_at = now() WHERE user_id = %(u)s"
+        " AND role = 'owner' AND account_id = ANY(%(a)s) AND revoked_at IS NOT NULL",
+        {"u": user_id, "a": account_ids},
+    )

@@ -88,7 +88,7 @@ async def delete_user(
                     data={"reason": "user_deleted"},
                 )
             )
-        for membership in await queries.revoke_memberships_of(conn, user_id):
+        for membership in await account_queries.revoke_memberships_of(conn, user_id):
             await account_events.membership(conn, "membership.revoked", membership, event_actor)
             entries.append(
                 AuditEntry(
@@ -99,7 +99,7 @@ async def delete_user(
                     data={"role": membership["role"], "reason": "user_deleted"},
                 )
             )
-        tombstone = await queries.tombstone_user(conn, user_id)
+        tombstone = await identity_queries.tombstone_user(conn, user_id)
         await queries.drop_credentials(conn, user_id)
         entries.append(
             AuditEntry(
@@ -179,7 +179,7 @@ async def anonymize_deleted_users(
             )
             ids = [row["id"] for row in batch]
             if ids:
-                await queries.anonymize_users(conn, ids)
+                await identity_queries.anonymize_users(conn, ids)
                 await audit.record_many(
                     conn,
                     [

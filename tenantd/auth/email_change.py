@@ -221,11 +221,11 @@ async def confirm_change(services: Services, *, user_id: uuid.UUID, token: str) 
         if await queries.email_in_use(conn, new):
             raise Conflict("Another account uses this address now")
         try:
-            await queries.set_user_email(conn, user_id=user_id, email=new)
+            await identity_queries.set_user_email(conn, user_id=user_id, email=new)
         except psycopg2.errors.UniqueViolation:
             raise Conflict("Another account uses this address now") from None
         await queries.finish_email_change(conn, change_id=change["id"], outcome="confirmed_at")
-        await queries.drop_user_links(conn, user_id=user_id)
+        await identity_queries.drop_user_links(conn, user_id=user_id)
         await suppression.remove(conn, new)  # the mailbox just proved it works
         await audit.record(
             conn,
@@ -249,7 +249,7 @@ async def _end_credentials_since(conn: Conn, user_id: uuid.UUID, since: dt.datet
     back), an authenticator app or passkey added (the recovery codes go with the last
     factor). What ended, for the audit row."""
     ended = []
-    if await queries.drop_password_set_since(conn, user_id=user_id, since=since):
+    if await identity_queries.drop_password_set_since(conn, user_id=user_id, since=since):
         ended.append("password")
     if await mfa_queries.delete_factors_since(conn, user_id=user_id, since=since):
         await after_factor_removed(conn, user_id)
@@ -305,8 +305,8 @@ async def cancel_change(services: Services, *, token: str) -> Cancelled:
         kept = normalize_email(current) == normalize_email(original)
         restored = False
         if not kept and not await queries.email_in_use(conn, original):
-            await queries.set_user_email(conn, user_id=user_id, email=original)
-            await queries.drop_user_links(conn, user_id=user_id)
+            await identity_queries.set_user_email(conn, user_id=user_id, email=original)
+            await identity_queries.drop_user_links(conn, user_id=user_id)
             restored = True
         ended = []
         if not kept and change["confirmed_at"] is not None:

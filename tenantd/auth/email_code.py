@@ -29,13 +29,13 @@ from tenantd.accounts.provisioning import provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import captcha, mail
 from tenantd.auth import queries as auth_queries
-from tenantd.auth.oauth.queries import claim_unverified_user
 from tenantd.auth.service import MfaPending, SignedIn
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.identity import queries
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
+from tenantd.identity.queries import claim_unverified_user
 from tenantd.identity.signin import AUTH_EMAIL, ClientMeta, start_session
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import service as mfa

@@ -6,7 +6,6 @@ tenantd/identity/queries.py.
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 
 from tenantd.db import Conn, Row
@@ -99,20 +98,6 @@ async def email_in_use(conn: Conn, email: str) -> bool:
     )
 
 
-async def set_user_email(conn: Conn, *, user_id: uuid.UUID, email: str) -> None:
-    """The address changes and counts as verified (its owner clicked the link)."""
-    await conn.execute(
-        "UPDATE users SET email = %(e)s, email_verified_at = now(), updated_at = now()"
-        " WHERE id = %(u)s",
-        {"e": email, "u": user_id},
-    )
-
-
-async def drop_user_links(conn: Conn, *, user_id: uuid.UUID) -> None:
-    """Verification and reset links mailed to the previous address stop working."""
-    await conn.execute("DELETE FROM user_tokens WHERE user_id = %(u)s", {"u": user_id})
-
-
 # -- delete my user, export (tenantd/auth/deletion.py) ----------------------------------------
 
 
@@ -127,26 +112,6 @@ async def lock_owned_accounts(conn: Conn, user_id: uuid.UUID) -> list[Row]:
         " AND a.deleted_at IS NULL ORDER BY a.id FOR UPDATE OF a",
         {"u": user_id},
     )
-
-
-async def revoke_memberships_of(conn: Conn, user_id: uuid.UUID) -> list[Row]:
-    return await conn.fetch_all(
-        "UPDATE memberships SET revoked_at = now(), updated_at = now()"
-        " WHERE user_id = %(u)s AND revoked_at IS NULL"
-        " RETURNING id, account_id, user_id, role, created_at, revoked_at",
-        {"u": user_id},
-    )
-
-
-async def tombstone_user(conn: Conn, user_id: uuid.UUID) -> Row:
-    """The address is released at once (kept aside in deleted_email for the grace window)."""
-    row = await conn.fetch_one(
-        "UPDATE users SET deleted_email = email, email = 'deleted+' || id::text || '@invalid',"
-        " deleted_at = now(), updated_at = now() WHERE id = %(u)s RETURNING deleted_at",
-        {"u": user_id},
-    )
-    assert row is not None
-    return row
 
 
 async def drop_credentials(conn: Conn, user_id: uuid.UUID) -> None:
@@ -168,24 +133,6 @@ async def lock_users_to_anonymize(conn: Conn, *, older_than_days: int, limit: in
         " ORDER BY deleted_at, id LIMIT %(n)s FOR UPDATE SKIP LOCKED",
         {"d": older_than_days, "n": limit},
     )
-
-
-async def anonymize_users(conn: Conn, user_ids: list[uuid.UUID]) -> None:
-    """Names and the kept address cleared; the user's notifications, preferences and
-    sessions deleted. The row stays (audit rows and memberships point at its id)."""
-    ids = {"ids": user_ids}
-    await conn.execute(
-        "UPDATE users SET first_name = '', last_name = '', deleted_email = NULL,"
-        " anonymized_at = now(), updated_at = now() WHERE id = ANY(%(ids)s)",
-        ids,
-    )
-    for table in (
-        "notifications",
-        "notification_preferences",
-        "notification_frequencies",
-        "sessions",
-    ):
-        await conn.execute(f"DELETE FROM {table} WHERE user_id = ANY(%(ids)s)", ids)
 
 
 EXPORT_QUERIES = {
@@ -258,47 +205,3 @@ async def delete_email_code(conn: Conn, email: str) -> None:
 
 
 # -- "This wasn't me" of a password change or a user deletion (auth/security_undo.py) --------
-
-
-async def drop_password_set_since(conn: Conn, *, user_id: uuid.UUID, since: dt.datetime) -> bool:
-    """Remove the password when it was set or changed at or after `since`."""
-    return bool(
-        await conn.fetch_val(
-            "DELETE FROM user_passwords WHERE user_id = %(u)s AND updated_at >= %(t)s"
-            " RETURNING true",
-            {"u": user_id, "t": since},
-        )
-    )
-
-
-async def drop_password(conn: Conn, user_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "DELETE FROM user_passwords WHERE user_id = %(u)s RETURNING true", {"u": user_id}
-        )
-    )
-
-
-async def untombstone_user(conn: Conn, user_id: uuid.UUID) -> bool:
-    """A deleted, not yet anonymised user back at its kept address (unless it was taken)."""
-    return bool(
-        await conn.fetch_val(
-            "UPDATE users u SET email = u.deleted_email, deleted_email = NULL, deleted_at = NULL,"
-            " updated_at = now() WHERE u.id = %(u)s AND u.deleted_at IS NOT NULL"
-            " AND u.anonymized_at IS NULL AND u.deleted_email IS NOT NULL"
-            " AND NOT EXISTS (SELECT 1 FROM users o WHERE lower(o.email) = lower(u.deleted_email))"
-            " RETURNING true",
-            {"u": user_id},
-        )
-    )
-
-
-async def unrevoke_owner_memberships(
-    conn: Conn, *, user_id: uuid.UUID, account_ids: list[uuid.UUID]
-) -> None:
-    """The owner memberships of the accounts a user deletion soft-deleted, active again."""
-    await conn.execute(
-        "UPDATE memberships SET revoked_at = NULL, updated_at = now() WHERE user_id = %(u)s"
-        " AND role = 'owner' AND account_id = ANY(%(a)s) AND revoked_at IS NOT NULL",
-        {"u": user_id, "a": account_ids},
-    )

@@ -38,10 +38,10 @@ from tenantd.accounts import events as account_events
 from tenantd.accounts import queries as account_queries
 from tenantd.accounts.restore import restore_locked
 from tenantd.audit import security
-from tenantd.auth import queries
 from tenantd.bundle import Services
 from tenantd.db import Conn
 from tenantd.errors import AppError, ValidationFailed
+from tenantd.identity import queries as identity_queries
 from tenantd.identity.sessions import revoke_all
 from tenantd.mfa import queries as mfa_queries
 from tenantd.mfa import sensitive
@@ -77,14 +77,14 @@ async def _totp_removed(conn: Conn, user_id: uuid.UUID, data: dict[str, Any]) ->
     back = await mfa_queries.put_back_totp(
         conn, user_id=user_id, secret_hex=str(data["secret"]), last_used_step=data["lastUsedStep"]
     )
-    await mfa_queries.sync_mfa_enabled(conn, user_id)
+    await identity_queries.sync_mfa_enabled(conn, user_id)
     return back
 
 
 async def _passkey_removed(conn: Conn, user_id: uuid.UUID, data: dict[str, Any]) -> bool:
     await mfa_queries.lock_user(conn, user_id)
     back = await mfa_queries.put_back_passkey(conn, user_id=user_id, row=data["passkey"])
-    await mfa_queries.sync_mfa_enabled(conn, user_id)
+    await identity_queries.sync_mfa_enabled(conn, user_id)
     return back
 
 
@@ -99,7 +99,7 @@ async def _codes_regenerated(conn: Conn, user_id: uuid.UUID, data: dict[str, Any
 
 async def _password_changed(conn: Conn, user_id: uuid.UUID, data: dict[str, Any]) -> bool:
     await mfa_queries.lock_user(conn, user_id)
-    return await queries.drop_password(conn, user_id)
+    return await identity_queries.drop_password(conn, user_id)
 
 
 async def _account_deleted(conn: Conn, user_id: uuid.UUID, data: dict[str, Any]) -> bool:
@@ -175,10 +175,10 @@ async def _mfa_policy_changed(conn: Conn, user_id: uuid.UUID, data: dict[str, An
 
 async def _user_deleted(conn: Conn, user_id: uuid.UUID, data: dict[str, Any]) -> bool:
     await mfa_queries.lock_user(conn, user_id)
-    if not await queries.untombstone_user(conn, user_id):
+    if not await identity_queries.untombstone_user(conn, user_id):
         return False
     account_ids = [uuid.UUID(str(a)) for a in data.get("accountIds", [])]
-    await queries.unrevoke_owner_memberships(conn, user_id=user_id, account_ids=account_ids)
+    await account_queries.unrevoke_owner_memberships(conn, user_id=user_id, account_ids=account_ids)
     for account_id in account_ids:
         try:
             await restore_locked(conn, account_id, actor_id=user_id)

@@ -604,3 +604,204 @@ async def linked_providers(conn: Conn, user_id: uuid.UUID) -> list[str]:
         {"u": user_id},
     )
     return [row["provider"] for row in rows]
+
+
+# -- writes of users, passwords and links for auth's flows (email change, deletion, undo) --
+
+
+async def set_user_email(conn: Conn, *, user_id: uuid.UUID, email: str) -> None:
+    """The address changes and counts as verified (its owner clicked the link)."""
+    await conn.execute(
+        "UPDATE users SET email = %(e)s, email_verified_at = now(), updated_at = now()"
+        " WHERE id = %(u)s",
+        {"e": email, "u": user_id},
+    )
+
+
+async def drop_user_links(conn: Conn, *, user_id: uuid.UUID) -> None:
+    """Verification and reset links mailed to the previous address stop working."""
+    await conn.execute("DELETE FROM user_tokens WHERE user_id = %(u)s", {"u": user_id})
+
+
+async def tombstone_user(conn: Conn, user_id: uuid.UUID) -> Row:
+    """The address is released at once (kept aside in deleted_email for the grace window)."""
+    row = await conn.fetch_one(
+        "UPDATE users SET deleted_email = email, email = 'deleted+' || id::text || '@invalid',"
+        " deleted_at = now(), updated_at = now() WHERE id = %(u)s RETURNING deleted_at",
+        {"u": user_id},
+    )
+    assert row is not None
+    return row
+
+
+async def anonymize_users(conn: Conn, user_ids: list[uuid.UUID]) -> None:
+    """Names and the kept address cleared; the user's notifications, preferences and
+    sessions deleted. The row stays (audit rows and memberships point at its id)."""
+    ids = {"ids": user_ids}
+    await conn.execute(
+        "UPDATE users SET first_name = '', last_name = '', deleted_email = NULL,"
+        " anonymized_at = now(), updated_at = now() WHERE id = ANY(%(ids)s)",
+        ids,
+    )
+    for table in (
+        "notifications",
+        "notification_preferences",
+        "notification_frequencies",
+        "sessions",
+    ):
+        await conn.execute(f"DELETE FROM {table} WHERE user_id = ANY(%(ids)s)", ids)
+
+
+async def drop_password_set_since(conn: Conn, *, user_id: uuid.UUID, since: dt.datetime) -> bool:
+    """Remove the password when it was set or changed at or after `since`."""
+    return bool(
+        await conn.fetch_val(
+            "DELETE FROM user_passwords WHERE user_id = %(u)s AND updated_at >= %(t)s"
+            " RETURNING true",
+            {"u": user_id, "t": since},
+        )
+    )
+
+
+async def drop_password(conn: Conn, user_id: uuid.UUID) -> bool:
+    return bool(
+        await conn.fetch_val(
+            "DELETE FROM user_passwords WHERE user_id = %(u)s RETURNING true", {"u": user_id}
+        )
+    )
+
+
+async def untombstone_user(conn: Conn, user_id: uuid.UUID) -> bool:
+    """A deleted, not yet anonymised user back at its kept address (unless it was taken)."""
+    return bool(
+        await conn.fetch_val(
+            "UPDATE users u SET email = u.deleted_email, deleted_email = NULL, deleted_at = NULL,"
+            " updated_at = now() WHERE u.id = %(u)s AND u.deleted_at IS NOT NULL"
+            " AND u.anonymized_at IS NULL AND u.deleted_email IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM users o WHERE lower(o.email) = lower(u.deleted_email))"
+            " RETURNING true",
+            {"u": user_id},
+        )
+    )
+
+
+# -- users made or claimed by a provider sign-in (tenantd/auth/oauth/service.py) --
+
+
+async def insert_verified_user(
+    conn: Conn, *, email: str, first_name: str, last_name: str
+) -> uuid.UUID:
+    user_id: uuid.UUID = await conn.fetch_val(
+        "INSERT INTO users (email, first_name, last_name, email_verified_at)"
+        " VALUES (%(e)s, %(f)s, %(l)s, now()) RETURNING id",
+        {"e": email, "f": first_name, "l": last_name},
+    )
+    return user_id
+
+
+# The provider proved the mailbox, the earlier sign-up never did: mark the address verified and
+# drop what that unproven sign-up chose (its password, its pending verification links), so a
+# stranger who registered the address first cannot sign in to the owner's account later.
+CLAIM_UNVERIFIED_SQL = """
+WITH verified AS (
+    UPDATE users SET email_verified_at = now(), updated_at = now()
+     WHERE id = %(u)s AND email_verified_at IS NULL
+    RETURNING id
+), passwords AS (
+    DELETE FROM user_passwords WHERE user_id IN (SELECT id FROM verified)
+), links AS (
+    DELETE FROM user_tokens
+     WHERE user_id IN (SELECT id FROM verified) AND purpose = 'verify_email'
+)
+SELECT count(*) FROM verified
+"""
+
+
+async def claim_unverified_user(conn: Conn, user_id: uuid.UUID) -> bool:
+    return bool(await conn.fetch_val(CLAIM_UNVERIFIED_SQL, {"u": user_id}))
+
+
+# -- an operator disables a user (tenantd/auth/admin/service.py) --
+
+
+async def set_disabled(conn: Conn, user_id: uuid.UUID, *, disabled: bool) -> None:
+    await conn.execute(
+        "UPDATE users SET disabled_at = CASE WHEN %(d)s THEN COALESCE(disabled_at, now()) END,"
+        " updated_at = now() WHERE id = %(u)s",
+        {"u": user_id, "d": disabled},
+    )
+
+
+# -- users imported from another system (tenantd/auth/transfer/service.py) --
+
+
+async def insert_imported_user(
+    conn: Conn,
+    *,
+    email: str,
+    first_name: str,
+    last_name: str,
+    verified: bool,
+    created_at: dt.datetime | None,
+) -> uuid.UUID | None:
+    """A new user as exported; None when the address is taken."""
+    user_id: uuid.UUID | None = await conn.fetch_val(
+        "INSERT INTO users (email, first_name, last_name, email_verified_at, created_at)"
+        " VALUES (%(e)s, %(f)s, %(l)s, CASE WHEN %(v)s THEN now() END,"
+        " COALESCE(%(c)s, now()))"
+        " ON CONFLICT (lower(email)) DO NOTHING RETURNING id",
+        {"e": email, "f": first_name, "l": last_name, "v": verified, "c": created_at},
+    )
+    return user_id
+
+
+async def fill_names(conn: Conn, user_id: uuid.UUID, *, first: str, last: str) -> bool:
+    """Set the names the user has left empty; whether anything changed."""
+    changed = await conn.fetch_val(
+        "UPDATE users SET first_name = CASE WHEN first_name = '' THEN %(f)s ELSE first_name END,"
+        " last_name = CASE WHEN last_name = '' THEN %(l)s ELSE last_name END, updated_at = now()"
+        " WHERE id = %(u)s AND ((first_name = '' AND %(f)s <> '')"
+        " OR (last_name = '' AND %(l)s <> '')) RETURNING id",
+        {"u": user_id, "f": first, "l": last},
+    )
+    return changed is not None
+
+
+# -- the users.mfa_enabled flag, recomputed from MFA's factor rows --
+
+
+async def sync_mfa_enabled(conn: Conn, user_id: uuid.UUID) -> bool:
+    """Recompute users.mfa_enabled from the factor rows (after enabling or removing one)."""
+    enabled: bool = await conn.fetch_val(
+        "UPDATE users SET mfa_enabled = (EXISTS (SELECT 1 FROM mfa_totp t"
+        " WHERE t.user_id = users.id AND t.confirmed_at IS NOT NULL)"
+        " OR EXISTS (SELECT 1 FROM passkeys p WHERE p.user_id = users.id)),"
+        " updated_at = now() WHERE id = %(u)s RETURNING mfa_enabled",
+        {"u": user_id},
+    )
+    return bool(enabled)
+
+
+# -- a user's notification settings kept on the users row (tenantd/notifications/quiet.py) --
+
+
+async def set_quiet_hours(
+    conn: Conn,
+    *,
+    user_id: uuid.UUID,
+    time_zone: str | None,
+    start: dt.time | None,
+    end: dt.time | None,
+) -> None:
+    await conn.execute(
+        "UPDATE users SET time_zone = %(z)s, quiet_hours_start = %(s)s, quiet_hours_end = %(e)s,"
+        " updated_at = now() WHERE id = %(u)s",
+        {"u": user_id, "z": time_zone, "s": start, "e": end},
+    )
+
+
+async def set_locale(conn: Conn, *, user_id: uuid.UUID, locale: str) -> None:
+    await conn.execute(
+        "UPDATE users SET locale = %(l)s, updated_at = now() WHERE id = %(u)s",
+        {"u": user_id, "l": locale},
+    )

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from tenantd.db import Conn, Database, Row
 from tenantd.db.core import Prepared
 from tenantd.identity import queries
+from tenantd.ops.queries import COUNTING_CTES
 from tenantd.ops.ratelimit import Counter, Verdict
 
 log = logging.getLogger(__name__)
@@ -100,30 +101,7 @@ ROTATE = Prepared(
 ROTATE_COUNTED = Prepared(
     "tenantd_rotate_sessions_counted",
     _ROTATE.format(
-        counting=""", hit AS (
-    SELECT * FROM unnest(%(hit_n)s::int[], %(hit_key)s::text[], %(hit_secs)s::int[],
-                         %(hit_limit)s::int[]) AS h(n, key, secs, lim)
-), counted AS (
-    INSERT INTO rate_limits AS c (key, window_start, count)
-    SELECT h.key,
-           to_timestamp((floor(extract(epoch FROM now()) / max(h.secs)) * max(h.secs))::float8),
-           count(*)
-      FROM hit h
-     GROUP BY h.key
-     ORDER BY h.key
-    ON CONFLICT (key) DO UPDATE SET
-        count = CASE WHEN c.window_start = excluded.window_start
-                     THEN c.count + excluded.count ELSE excluded.count END,
-        window_start = excluded.window_start
-    RETURNING c.key, c.count, extract(epoch FROM c.window_start - now())::float8 AS start_offset
-), over AS (
-    SELECT h.n, h.key, k.start_offset
-      FROM (SELECT h.*, row_number() OVER (PARTITION BY h.key ORDER BY h.n) AS nth,
-                   count(*) OVER (PARTITION BY h.key) AS hits
-              FROM hit h) h
-      JOIN counted k ON k.key = h.key
-     WHERE k.count - h.hits + h.nth > h.lim
-)""",
+        counting=COUNTING_CTES,
         memberships=queries.ACTIVE_MEMBERSHIPS,
         allowed="\n       AND NOT EXISTS (SELECT 1 FROM over o WHERE o.n = r.n)",
         renewed_columns=(

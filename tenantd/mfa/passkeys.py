@@ -223,7 +223,7 @@ async def register(
         except LookupError:
             raise Conflict("This passkey is already registered") from None
         codes = await first_factor_codes(conn, settings, user_id)
-        await queries.sync_mfa_enabled(conn, user_id)
+        await identity_queries.sync_mfa_enabled(conn, user_id)
         await sensitive.performed(
             services,
             conn,

@@ -21,18 +21,6 @@ async def lock_user(conn: Conn, user_id: uuid.UUID) -> Row | None:
     )
 
 
-async def sync_mfa_enabled(conn: Conn, user_id: uuid.UUID) -> bool:
-    """Recompute users.mfa_enabled from the factor rows (after enabling or removing one)."""
-    enabled: bool = await conn.fetch_val(
-        "UPDATE users SET mfa_enabled = (EXISTS (SELECT 1 FROM mfa_totp t"
-        " WHERE t.user_id = users.id AND t.confirmed_at IS NOT NULL)"
-        " OR EXISTS (SELECT 1 FROM passkeys p WHERE p.user_id = users.id)),"
-        " updated_at = now() WHERE id = %(u)s RETURNING mfa_enabled",
-        {"u": user_id},
-    )
-    return bool(enabled)
-
-
 # -- TOTP -------------------------------------------------------------------------------------
 
 

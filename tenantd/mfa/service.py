@@ -158,7 +158,7 @@ async def confirm_totp(services: Services, actor: Principal, *, code: str) -> li
         if step is not None:
             await queries.confirm_totp(conn, user_id=user_id, step=step)
             codes = await _first_factor_codes(conn, services.settings, user_id)
-            await queries.sync_mfa_enabled(conn, user_id)
+            await identity_queries.sync_mfa_enabled(conn, user_id)
             await queries.clear_failures(conn, user_id)
             await sensitive.performed(
                 services,
@@ -199,7 +199,7 @@ async def disable_totp(services: Services, principal: Principal) -> None:
 
 async def after_factor_removed(conn: Conn, user_id: uuid.UUID) -> None:
     """Recompute mfa_enabled; with no factor left the recovery codes go too."""
-    if not await queries.sync_mfa_enabled(conn, user_id):
+    if not await identity_queries.sync_mfa_enabled(conn, user_id):
         await queries.delete_recovery_codes(conn, user_id)
 
 
@@ -543,7 +543,7 @@ async def reset_user(conn: Conn, *, email: str) -> uuid.UUID:
     await queries.delete_passkeys(conn, user["id"])
     await queries.delete_recovery_codes(conn, user["id"])
     await queries.clear_failures(conn, user["id"])
-    await queries.sync_mfa_enabled(conn, user["id"])
+    await identity_queries.sync_mfa_enabled(conn, user["id"])
     user_id: uuid.UUID = user["id"]
     return user_id
 

@@ -1,20 +1,15 @@
 """The MFA sweep: sign-in tickets, WebAuthn challenges and "This wasn't me" links past their
-life, and the sign-in record (amr, auth_time) of session families that no longer have a
-session row."""
+life, and (identity's part, `identity.sweeps.ended_session_auth`) the sign-in record (amr,
+auth_time) of session families that no longer have a session row."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import exists, func, select
+from sqlalchemy import func
 
-from tenantd.db.tables import (
-    mfa_tickets,
-    security_undo,
-    session_auth,
-    sessions,
-    webauthn_challenges,
-)
+from tenantd.db.tables import mfa_tickets, security_undo, webauthn_challenges
+from tenantd.identity.sweeps import ended_session_auth
 from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
 
 
@@ -29,14 +24,7 @@ async def mfa_sweep(ctx: SweepContext) -> None:
     await delete_batches(ctx, webauthn_challenges, webauthn_challenges.c.expires_at < now)
     # "This wasn't me" links past their 7 days (kept a day longer for the support desk).
     await delete_batches(ctx, security_undo, security_undo.c.expires_at < now - timedelta(days=1))
-    family_alive = exists(
-        select(sessions.c.id).where(sessions.c.family_id == session_auth.c.family_id)
-    )
-    await delete_batches(
-        ctx,
-        session_auth,
-        (session_auth.c.created_at < now - timedelta(hours=1)) & ~family_alive,
-    )
+    await ended_session_auth(ctx)
 
 
 SWEEPS = (mfa_sweep,)

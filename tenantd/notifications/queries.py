@@ -729,33 +729,11 @@ async def quiet_hours(conn: Conn, *, user_id: uuid.UUID) -> Row | None:
     )
 
 
-async def set_quiet_hours(
-    conn: Conn,
-    *,
-    user_id: uuid.UUID,
-    time_zone: str | None,
-    start: dt.time | None,
-    end: dt.time | None,
-) -> None:
-    await conn.execute(
-        "UPDATE users SET time_zone = %(z)s, quiet_hours_start = %(s)s, quiet_hours_end = %(e)s,"
-        " updated_at = now() WHERE id = %(u)s",
-        {"u": user_id, "z": time_zone, "s": start, "e": end},
-    )
-
-
 async def user_locale(conn: Conn, *, user_id: uuid.UUID) -> str | None:
     locale: str | None = await conn.fetch_val(
         "SELECT locale FROM users WHERE id = %(u)s", {"u": user_id}
     )
     return locale
-
-
-async def set_locale(conn: Conn, *, user_id: uuid.UUID, locale: str) -> None:
-    await conn.execute(
-        "UPDATE users SET locale = %(l)s, updated_at = now() WHERE id = %(u)s",
-        {"u": user_id, "l": locale},
-    )
 
 
 # --- declarative event types (sql/0280) ---------------------------------------------------

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tenantd.email.templates import SUPPORTED_LOCALES
 from tenantd.errors import ValidationFailed
+from tenantd.identity import queries as identity_queries
 from tenantd.notifications import queries
 from tenantd.notifications.bundle import NotificationServices
 
@@ -94,9 +95,9 @@ async def set_settings(
     if begins is not None and time_zone is None:
         raise ValidationFailed({"timeZone": "quiet hours need a time zone"})
     async with services.db.connection() as conn:
-        await queries.set_quiet_hours(
+        await identity_queries.set_quiet_hours(
             conn, user_id=user_id, time_zone=time_zone, start=begins, end=ends
         )
         if locale is not None:
-            await queries.set_locale(conn, user_id=user_id, locale=locale)
+            await identity_queries.set_locale(conn, user_id=user_id, locale=locale)
     return await settings_of(services, user_id=user_id)

@@ -70,6 +70,35 @@ ON CONFLICT (key) DO UPDATE SET
 RETURNING r.key, r.count, extract(epoch FROM r.window_start - now())::float8 AS start_offset
 """
 
+# The same counting for a batch of requests, as CTEs that follow the first CTE of a caller's
+# statement (the session rotation of tenantd/identity/rotation.py): `hit` lists each
+# request's counters (its ordinal `n`), `counted` moves every counter row once by the
+# requests counting it (in key order), `over` names each request's counters over their limit.
+COUNTING_CTES = """, hit AS (
+    SELECT * FROM unnest(%(hit_n)s::int[], %(hit_key)s::text[], %(hit_secs)s::int[],
+                         %(hit_limit)s::int[]) AS h(n, key, secs, lim)
+), counted AS (
+    INSERT INTO rate_limits AS c (key, window_start, count)
+    SELECT h.key,
+           to_timestamp((floor(extract(epoch FROM now()) / max(h.secs)) * max(h.secs))::float8),
+           count(*)
+      FROM hit h
+     GROUP BY h.key
+     ORDER BY h.key
+    ON CONFLICT (key) DO UPDATE SET
+        count = CASE WHEN c.window_start = excluded.window_start
+                     THEN c.count + excluded.count ELSE excluded.count END,
+        window_start = excluded.window_start
+    RETURNING c.key, c.count, extract(epoch FROM c.window_start - now())::float8 AS start_offset
+), over AS (
+    SELECT h.n, h.key, k.start_offset
+      FROM (SELECT h.*, row_number() OVER (PARTITION BY h.key ORDER BY h.n) AS nth,
+                   count(*) OVER (PARTITION BY h.key) AS hits
+              FROM hit h) h
+      JOIN counted k ON k.key = h.key
+     WHERE k.count - h.hits + h.nth > h.lim
+)"""
+
 # The counts of the current window (one window length for all the keys), counting nothing.
 RATE_LIMIT_PEEK = """
 SELECT key, count FROM rate_limits

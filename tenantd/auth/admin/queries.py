@@ -99,14 +99,6 @@ async def lock_live_user(conn: Conn, user_id: uuid.UUID) -> Row | None:
     )
 
 
-async def set_disabled(conn: Conn, user_id: uuid.UUID, *, disabled: bool) -> None:
-    await conn.execute(
-        "UPDATE users SET disabled_at = CASE WHEN %(d)s THEN COALESCE(disabled_at, now()) END,"
-        " updated_at = now() WHERE id = %(u)s",
-        {"u": user_id, "d": disabled},
-    )
-
-
 async def insert_impersonation_link(
     conn: Conn,
     *,

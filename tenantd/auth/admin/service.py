@@ -176,7 +176,7 @@ async def disable_user(services: Services, actor: AdminActor, *, user_id: uuid.U
     is refused with USER_DISABLED until it is enabled again."""
     async with services.db.transaction() as conn:
         await _locked(conn, user_id)
-        await queries.set_disabled(conn, user_id, disabled=True)
+        await identity_queries.set_disabled(conn, user_id, disabled=True)
         await revoke_all(conn, user_id=user_id)
         await _audit(conn, actor, "user.disabled", user_id)
         row = await queries.user_item(conn, user_id)
@@ -188,7 +188,7 @@ async def enable_user(services: Services, actor: AdminActor, *, user_id: uuid.UU
     """Let a disabled user sign in again (their ended sessions stay ended)."""
     async with services.db.transaction() as conn:
         await _locked(conn, user_id)
-        await queries.set_disabled(conn, user_id, disabled=False)
+        await identity_queries.set_disabled(conn, user_id, disabled=False)
         await _audit(conn, actor, "user.enabled", user_id)
         row = await queries.user_item(conn, user_id)
     assert row is not None

@@ -61,17 +61,6 @@ async def refresh_identity_email(conn: Conn, *, provider: str, subject: str, ema
     )
 
 
-async def insert_verified_user(
-    conn: Conn, *, email: str, first_name: str, last_name: str
-) -> uuid.UUID:
-    user_id: uuid.UUID = await conn.fetch_val(
-        "INSERT INTO users (email, first_name, last_name, email_verified_at)"
-        " VALUES (%(e)s, %(f)s, %(l)s, now()) RETURNING id",
-        {"e": email, "f": first_name, "l": last_name},
-    )
-    return user_id
-
-
 async def insert_identity(
     conn: Conn, *, user_id: uuid.UUID, provider: str, subject: str, email: str
 ) -> None:
@@ -80,28 +69,6 @@ async def insert_identity(
         " VALUES (%(u)s, %(p)s, %(s)s, %(e)s)",
         {"u": user_id, "p": provider, "s": subject, "e": email},
     )
-
-
-# The provider proved the mailbox, the earlier sign-up never did: mark the address verified and
-# drop what that unproven sign-up chose (its password, its pending verification links), so a
-# stranger who registered the address first cannot sign in to the owner's account later.
-CLAIM_UNVERIFIED_SQL = """
-WITH verified AS (
-    UPDATE users SET email_verified_at = now(), updated_at = now()
-     WHERE id = %(u)s AND email_verified_at IS NULL
-    RETURNING id
-), passwords AS (
-    DELETE FROM user_passwords WHERE user_id IN (SELECT id FROM verified)
-), links AS (
-    DELETE FROM user_tokens
-     WHERE user_id IN (SELECT id FROM verified) AND purpose = 'verify_email'
-)
-SELECT count(*) FROM verified
-"""
-
-
-async def claim_unverified_user(conn: Conn, user_id: uuid.UUID) -> bool:
-    return bool(await conn.fetch_val(CLAIM_UNVERIFIED_SQL, {"u": user_id}))
 
 
 UNLINK_SQL = """

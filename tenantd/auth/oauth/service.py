@@ -48,6 +48,7 @@ from tenantd.auth.oauth.reauth import SteppedUp, step_up
 from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
+from tenantd.identity import queries as identity_queries
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import IssuedTokens
@@ -358,7 +359,7 @@ async def _sign_in(
                 )
             user_id = found["email_user_id"]
             outcome = "linked"
-            if found["email_verified_at"] is None and await queries.claim_unverified_user(
+            if found["email_verified_at"] is None and await identity_queries.claim_unverified_user(
                 conn, user_id
             ):
                 await user_changed(
@@ -369,7 +370,7 @@ async def _sign_in(
             )
         else:
             outcome = "created"
-            user_id = await queries.insert_verified_user(
+            user_id = await identity_queries.insert_verified_user(
                 conn, email=email, first_name=names[0], last_name=names[1]
             )
             await user_changed(conn, "user.created", user_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 
 from tenantd.db import Conn, Row
@@ -16,44 +15,12 @@ async def lock_email(conn: Conn, email: str) -> None:
     )
 
 
-async def insert_imported_user(
-    conn: Conn,
-    *,
-    email: str,
-    first_name: str,
-    last_name: str,
-    verified: bool,
-    created_at: dt.datetime | None,
-) -> uuid.UUID | None:
-    """A new user as exported; None when the address is taken."""
-    user_id: uuid.UUID | None = await conn.fetch_val(
-        "INSERT INTO users (email, first_name, last_name, email_verified_at, created_at)"
-        " VALUES (%(e)s, %(f)s, %(l)s, CASE WHEN %(v)s THEN now() END,"
-        " COALESCE(%(c)s, now()))"
-        " ON CONFLICT (lower(email)) DO NOTHING RETURNING id",
-        {"e": email, "f": first_name, "l": last_name, "v": verified, "c": created_at},
-    )
-    return user_id
-
-
 async def lock_user_by_email(conn: Conn, email: str) -> Row | None:
     return await conn.fetch_one(
         "SELECT id, email_verified_at, deleted_at FROM users"
         " WHERE lower(email) = lower(%(e)s) FOR UPDATE",
         {"e": email},
     )
-
-
-async def fill_names(conn: Conn, user_id: uuid.UUID, *, first: str, last: str) -> bool:
-    """Set the names the user has left empty; whether anything changed."""
-    changed = await conn.fetch_val(
-        "UPDATE users SET first_name = CASE WHEN first_name = '' THEN %(f)s ELSE first_name END,"
-        " last_name = CASE WHEN last_name = '' THEN %(l)s ELSE last_name END, updated_at = now()"
-        " WHERE id = %(u)s AND ((first_name = '' AND %(f)s <> '')"
-        " OR (last_name = '' AND %(l)s <> '')) RETURNING id",
-        {"u": user_id, "f": first, "l": last},
-    )
-    return changed is not None
 
 
 async def has_password(conn: Conn, user_id: uuid.UUID) -> bool:

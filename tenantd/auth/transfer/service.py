@@ -24,7 +24,6 @@ import psycopg2.errors
 
 from tenantd.accounts.provisioning import provision_personal_account
 from tenantd.audit import log as audit
-from tenantd.auth.oauth import queries as oauth_queries
 from tenantd.auth.transfer import queries
 from tenantd.auth.transfer.formats import BadLine, HashOptions, ImportedUser, read_user
 from tenantd.bundle import Services
@@ -155,7 +154,7 @@ async def _import_line(
 async def apply_user(conn: Conn, settings: Settings, user: ImportedUser) -> tuple[str, list[str]]:
     """Create the user, or fill in what the existing one lacks (caller's transaction)."""
     await queries.lock_email(conn, user.email)
-    user_id = await queries.insert_imported_user(
+    user_id = await identity_queries.insert_imported_user(
         conn,
         email=user.email,
         first_name=user.first_name,
@@ -180,11 +179,13 @@ async def _fill_in(conn: Conn, settings: Settings, user: ImportedUser) -> tuple[
     user_id: uuid.UUID = existing["id"]
     if existing["deleted_at"] is not None:
         return UNCHANGED, ["a deleted user has this address: left as it is"]
-    changed = await queries.fill_names(conn, user_id, first=user.first_name, last=user.last_name)
+    changed = await identity_queries.fill_names(
+        conn, user_id, first=user.first_name, last=user.last_name
+    )
     if user.email_verified and existing["email_verified_at"] is None:
         # The export vouches for the mailbox: as after an OpenID sign-in, what an unproven
         # sign-up chose here (its password, its pending links) is dropped.
-        await oauth_queries.claim_unverified_user(conn, user_id)
+        await identity_queries.claim_unverified_user(conn, user_id)
         await user_changed(conn, "user.email_verified", user_id, previous={"emailVerified": False})
         changed = True
     if user.password_hash and not await queries.has_password(conn, user_id):
