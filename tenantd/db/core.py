@@ -653,9 +653,7 @@ class _Checkout:
 
     async def __aenter__(self) -> Conn:
         pool = self.db.pool
-        # A pool whose acquire() was replaced on the instance (tests count checkouts that
-        # way) is always asked through it.
-        if isinstance(pool, Pool) and "acquire" not in pool.__dict__:
+        if isinstance(pool, Pool):
             raw = pool.take_nowait()
             if raw is None:
                 try:
@@ -666,7 +664,7 @@ class _Checkout:
                         raise
                     raise translated from error
             self.raw = raw
-        else:  # a plain aiopg pool, or an instrumented one
+        else:  # a plain aiopg pool
             self.cm = pool.acquire()
             self.raw = await self.cm.__aenter__()
         return Conn(self.raw, self.db.notice_sink)

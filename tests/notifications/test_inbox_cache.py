@@ -1,6 +1,6 @@
 """The cached inbox (first page, unread count) never shows a stale answer: writes on this
 instance show on the very next request; writes elsewhere once the listener hears them (the
-100 ms bound on that: tests/perf/test_context_cache.py)."""
+100 ms bound on that: tests/identity/test_context_cache.py)."""
 
 from __future__ import annotations
 

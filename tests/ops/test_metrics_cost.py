@@ -22,6 +22,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from tenantd.db import Database
+from tenantd.db.core import Pool
 from tenantd.identity.bundle import SERVICES
 from tenantd.jobs import queries as jobs
 from tenantd.ops.metrics import Metrics, StateSnapshot, fold_counts
@@ -357,16 +358,26 @@ class TestScrapeRunsNoStatement:
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         pool = app[SERVICES].db.pool
-        acquire = pool.acquire
+        assert isinstance(pool, Pool)
+        take_nowait, acquire = pool.take_nowait, pool.acquire
         by_requests = 0
 
-        def counting_acquire() -> Any:
+        def by_a_request() -> None:
             nonlocal by_requests
             task = asyncio.current_task()
             if task is not None and task.get_coro().__qualname__ in REQUEST_TASKS:
                 by_requests += 1
+
+        # A checkout takes an idle connection (take_nowait) or waits for one (acquire).
+        def counting_take_nowait() -> Any:
+            by_a_request()
+            return take_nowait()
+
+        def counting_acquire() -> Any:
+            by_a_request()
             return acquire()
 
+        monkeypatch.setattr(pool, "take_nowait", counting_take_nowait)
         monkeypatch.setattr(pool, "acquire", counting_acquire)
         # The counter sees a request's statement (the check would fail if the rule broke).
         response = await client.get("/readyz")

@@ -1,6 +1,7 @@
 """The guard's context cache: same-instance writes take effect on the very next request,
 writes on another instance as soon as it hears their NOTIFY (the 100 ms bound on that is
-measured in test_context_cache.py), and hot requests stop touching the database."""
+measured in tests/identity/test_context_cache.py), and hot requests stop touching the
+database."""
 
 from __future__ import annotations
 

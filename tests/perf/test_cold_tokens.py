@@ -29,8 +29,8 @@ from tenantd.identity.revoked import Revocations
 from tenantd.identity.tokens import issue_access_token
 from tenantd.pubsub import PubSubHub
 from tenantd.pubsub.hub import PUBSUB
+from tests.cache.test_staleness import FreezableProxy
 from tests.factories import wait_until_heard
-from tests.perf.test_context_cache import FreezableProxy
 
 HEARD_WITHIN = 30.0  # seconds: the bound for "it arrives at all" on a busy machine
 LATENCY_SAMPLES = 9
