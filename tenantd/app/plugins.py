@@ -30,6 +30,8 @@ from tenantd.notifications import views as notification_views
 from tenantd.ops import session_sweep
 from tenantd.ops.sweeps import Sweep
 from tenantd.outbox import sweeps as outbox_sweeps
+from tenantd.sso import sweeps as sso_sweeps
+from tenantd.sso import views as sso_views
 from tenantd.web import health, openapi, probes
 from tenantd.web.spec import Routes
 from tenantd.webhooks import jobs as webhook_jobs
@@ -50,6 +52,7 @@ ROUTES: tuple[Routes, ...] = (
     webhook_views.ROUTES,
     user_views.ROUTES,
     admin_views.ROUTES,
+    sso_views.ROUTES,
 )
 
 JOB_KINDS: tuple[JobKind, ...] = (
@@ -72,6 +75,7 @@ SWEEPS: tuple[Sweep, ...] = (
     *outbox_sweeps.SWEEPS,
     *user_deletion.SWEEPS,
     *email_sweeps.SWEEPS,
+    *sso_sweeps.SWEEPS,
 )
 
 

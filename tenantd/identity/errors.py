@@ -27,3 +27,12 @@ class UserDisabled(AppError):
     status = 403
     code = "USER_DISABLED"
     message = "This user is disabled"
+
+
+class SsoRequired(Forbidden):
+    """The user's email domain belongs to an account's SSO connection with `enforce` on:
+    only that connection signs them in (password, email code, passkey and social sign-in are
+    refused). `details` names the connection and where its sign-in starts."""
+
+    code = "SSO_REQUIRED"
+    message = "Your organisation requires single sign-on: sign in through its identity provider"
