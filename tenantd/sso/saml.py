@@ -276,6 +276,7 @@ def read_response(
     assertion = response.assertion
     if not assertion.signature:
         raise SamlRefused("assertion not signed")
+    _refuse_weak(assertion.signature)
     return SamlIdentity(
         name_id=(response.name_id.text or "").strip() if response.name_id else "",
         assertion_id=str(assertion.id),
@@ -283,6 +284,30 @@ def read_response(
         in_response_to=response.in_response_to,
         attributes=_attributes(response.ava or {}),
     )
+
+
+# SHA-1 (and MD5) signatures and digests are refused: Okta, Entra ID and Google sign with
+# SHA-256 by default.
+WEAK_ALGORITHMS = frozenset(
+    {
+        xmldsig.SIG_RSA_SHA1,
+        xmldsig.SIG_DSA_SHA1,
+        xmldsig.SIG_ECDSA_SHA1,
+        xmldsig.DIGEST_SHA1,
+        "http://www.w3.org/2001/04/xmldsig-more#rsa-md5",
+        "http://www.w3.org/2001/04/xmldsig-more#md5",
+    }
+)
+
+
+def _refuse_weak(signature: Any) -> None:
+    """The checked signature's own algorithms (its SignedInfo) must not be SHA-1 or MD5."""
+    info = signature.signed_info
+    used = [info.signature_method.algorithm]
+    used += [reference.digest_method.algorithm for reference in info.reference]
+    weak = [algorithm for algorithm in used if algorithm in WEAK_ALGORITHMS]
+    if weak:
+        raise SamlRefused(f"weak signature algorithm {weak[0]}")
 
 
 def _not_on_or_after(assertion: Any) -> dt.datetime:

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from tenantd.web.schemas import ApiModel, MultilineText, RequestBody
+from tenantd.web.schemas import ApiModel, Multiline, RequestBody
 
 Role = Literal["admin", "member"]
 Domain = Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=253)]
@@ -17,6 +17,8 @@ Name = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
 Attribute = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
 MAX_METADATA = 200_000  # characters of idpMetadataXml (a large IdP's document, several certs)
 MAX_DOMAINS = 50
+MetadataXml = Annotated[str | None, Multiline(), Field(max_length=MAX_METADATA)]
+CertificatePem = Annotated[str | None, Multiline(), Field(max_length=20_000)]
 
 
 class AttributeMapping(RequestBody):
@@ -51,10 +53,10 @@ class ConnectionCreate(RequestBody, json_schema_extra={"examples": [_SAML_EXAMPL
         default_factory=dict, description="Group name -> role given at just-in-time membership"
     )
     allow_idp_initiated: bool = Field(False, description="SAML: accept unsolicited answers")
-    idp_metadata_xml: MultilineText | None = Field(None, max_length=MAX_METADATA)
+    idp_metadata_xml: MetadataXml = None
     idp_entity_id: Short | None = None
     idp_sso_url: Short | None = None
-    idp_certificate: MultilineText | None = Field(None, max_length=20_000)
+    idp_certificate: CertificatePem = None
     issuer: Short | None = None
     client_id: Short | None = None
     client_secret: Short | None = None
@@ -71,10 +73,10 @@ class ConnectionChange(RequestBody, json_schema_extra={"examples": [{"enforce": 
     attribute_mapping: AttributeMapping | None = None
     group_roles: dict[Attribute, Role] | None = None
     allow_idp_initiated: bool | None = None
-    idp_metadata_xml: MultilineText | None = Field(None, max_length=MAX_METADATA)
+    idp_metadata_xml: MetadataXml = None
     idp_entity_id: Short | None = None
     idp_sso_url: Short | None = None
-    idp_certificate: MultilineText | None = Field(None, max_length=20_000)
+    idp_certificate: CertificatePem = None
     issuer: Short | None = None
     client_id: Short | None = None
     client_secret: Short | None = None

@@ -246,9 +246,12 @@ async def saml_metadata(request: web.Request) -> web.Response:
     return web.Response(text=document, content_type="application/samlmetadata+xml")
 
 
+# Access.SIGNATURE: the answer is authenticated by its XML signature and bound to the browser
+# by the binding cookie, never by a session cookie; so no Origin check either (an identity
+# provider on a sibling subdomain posts same-site, with the session cookies).
 @ROUTES.post(
     "/sso/saml/{connectionId}/acs",
-    access=Access.PUBLIC,
+    access=Access.SIGNATURE,
     status=302,
     wrapped=False,
     body_limit=ACS_FORM_LIMIT,
