@@ -10,7 +10,6 @@ import datetime as dt
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import saml2
