@@ -34,7 +34,7 @@ def login(make_client: Any, factory: Factory) -> Login:
 
 @pytest.fixture
 def make_team(factory: Factory, login: Login) -> Callable[..., Awaitable[Team]]:
-    async def make(plan: str = "team", domain: str = "acme.test") -> Team:
+    async def make(plan: str = "team", domain: str = "acme.example.com") -> Team:
         owner = await factory.user(email=f"owner@{domain}", plan=plan, password=None)
         admin = await factory.user(email=f"admin@{domain}", password=None)
         member = await factory.user(email=f"member@{domain}", password=None)

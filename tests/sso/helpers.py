@@ -29,7 +29,7 @@ async def add_saml(
     service provider's metadata from GET /sso/saml/{id}/metadata, as an admin uploads it."""
     body = {
         "type": "saml",
-        "domains": domains or ["acme.test"],
+        "domains": domains or ["acme.example.com"],
         "idpEntityId": idp.entity_id,
         "idpSsoUrl": idp.sso_url,
         "idpCertificate": idp.certificate_pem,

@@ -14,8 +14,8 @@ from tests.sso.saml_idp import SamlIdp
 
 OIDC = {
     "type": "oidc",
-    "domains": ["acme.test"],
-    "issuer": "https://login.acme.test/",
+    "domains": ["acme.example.com"],
+    "issuer": "https://login.acme.example.com/",
     "clientId": "tenantd",
     "clientSecret": "s3cret-client-value",
 }
@@ -30,7 +30,7 @@ async def test_admin_adds_lists_changes_and_removes_a_connection(
     team: Team, db: Any, saml_idp: SamlIdp
 ) -> None:
     created = await data(await team.admin_client.post(url(team), json=OIDC), 201)
-    assert created["type"] == "oidc" and created["domains"] == ["acme.test"]
+    assert created["type"] == "oidc" and created["domains"] == ["acme.example.com"]
     assert created["enforce"] is False and created["defaultRole"] == "member"
     assert created["redirectUri"].endswith(f"/sso/oidc/{created['id']}/callback")
     assert "clientSecret" not in created
@@ -42,10 +42,14 @@ async def test_admin_adds_lists_changes_and_removes_a_connection(
     assert [c["id"] for c in listed] == [created["id"]]
     changed = await data(
         await team.admin_client.patch(
-            url(team, created["id"]), json={"domains": ["acme.test", "Acme-Labs.TEST"], "name": "Okta"}
+            url(team, created["id"]),
+            json={"domains": ["acme.example.com", "Acme-Labs.example.com"], "name": "Okta"},
         )
     )
-    assert changed["domains"] == ["acme-labs.test", "acme.test"] and changed["name"] == "Okta"
+    assert (
+        changed["domains"] == ["acme-labs.example.com", "acme.example.com"]
+        and changed["name"] == "Okta"
+    )
     await data(await team.admin_client.delete(url(team, created["id"])))
     assert await data(await team.owner_client.get(url(team))) == []
     actions = await audit_actions(db, team.account_id)
@@ -63,7 +67,7 @@ async def test_admin_adds_lists_changes_and_removes_a_connection(
         "sso_connection.updated",
         "sso_connection.deleted",
     ]
-    assert events[1]["previous"]["domains"] == ["acme.test"]
+    assert events[1]["previous"]["domains"] == ["acme.example.com"]
     assert all("clientSecret" not in str(e["data"]) for e in events)
 
 
@@ -78,21 +82,27 @@ async def test_validation_errors(team: Team, saml_idp: SamlIdp) -> None:
         ({**OIDC, "domains": ["gmail.com"]}, "domains"),
         ({**OIDC, "domains": ["not a domain"]}, "domains"),
         ({**OIDC, "domains": []}, "domains"),
-        ({"type": "oidc", "domains": ["acme.test"], "issuer": "https://x.test"}, "clientId"),
-        ({**OIDC, "issuer": "ftp://x.test"}, "issuer"),
-        ({**OIDC, "idpSsoUrl": "https://x.test"}, "idpSsoUrl"),
-        ({"type": "saml", "domains": ["acme.test"], "idpEntityId": "x"}, "idpSsoUrl"),
+        (
+            {"type": "oidc", "domains": ["acme.example.com"], "issuer": "https://x.example.com"},
+            "clientId",
+        ),
+        ({**OIDC, "issuer": "ftp://x.example.com"}, "issuer"),
+        ({**OIDC, "idpSsoUrl": "https://x.example.com"}, "idpSsoUrl"),
+        ({"type": "saml", "domains": ["acme.example.com"], "idpEntityId": "x"}, "idpSsoUrl"),
         (
             {
                 "type": "saml",
-                "domains": ["acme.test"],
+                "domains": ["acme.example.com"],
                 "idpEntityId": "x",
                 "idpSsoUrl": "https://idp.test/sso",
                 "idpCertificate": "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----",
             },
             "idpCertificate",
         ),
-        ({"type": "saml", "domains": ["acme.test"], "idpMetadataXml": "<x/>"}, "idpMetadataXml"),
+        (
+            {"type": "saml", "domains": ["acme.example.com"], "idpMetadataXml": "<x/>"},
+            "idpMetadataXml",
+        ),
         ({**OIDC, "defaultRole": "owner"}, "defaultRole"),
     ]
     for body, field in cases:
@@ -106,14 +116,14 @@ async def test_a_domain_belongs_to_one_live_connection(
     await data(await team.owner_client.post(url(team), json=OIDC), 201)
     # The same account cannot give it to a second connection either.
     taken = await error(await team.owner_client.post(url(team), json=OIDC), 409, "SSO_DOMAIN_TAKEN")
-    assert taken["details"] == {"domain": "acme.test", "field": "domains"}
-    other = await make_team(domain="other.test")
+    assert taken["details"] == {"domain": "acme.example.com", "field": "domains"}
+    other = await make_team(domain="other.example.com")
     await error(await other.owner_client.post(url(other), json=OIDC), 409, "SSO_DOMAIN_TAKEN")
 
 
 async def test_two_accounts_racing_for_a_domain_one_wins(make_team: Any) -> None:
-    teams = [await make_team(domain=f"team{i}.test") for i in range(4)]
-    body = {**OIDC, "domains": ["contested.test", "x.test"]}
+    teams = [await make_team(domain=f"team{i}.example.com") for i in range(4)]
+    body = {**OIDC, "domains": ["contested.example.com", "x.example.com"]}
     answers = await asyncio.gather(*(t.owner_client.post(url(t), json=body) for t in teams))
     statuses = sorted(a.status for a in answers)
     assert statuses == [201, 409, 409, 409], statuses
@@ -125,12 +135,12 @@ async def test_two_accounts_racing_for_a_domain_one_wins(make_team: Any) -> None
 async def test_a_domain_claimed_by_another_account_cannot_be_taken(
     team: Team, make_team: Any, db: Any
 ) -> None:
-    other = await make_team(domain="other.test")
+    other = await make_team(domain="other.example.com")
     await db.execute(
-        "UPDATE accounts SET claimed_domain = 'claimed.test' WHERE id = %(a)s",
+        "UPDATE accounts SET claimed_domain = 'claimed.example.com' WHERE id = %(a)s",
         {"a": other.account_id},
     )
-    body = {**OIDC, "domains": ["claimed.test"]}
+    body = {**OIDC, "domains": ["claimed.example.com"]}
     await error(await team.owner_client.post(url(team), json=body), 409, "SSO_DOMAIN_TAKEN")
     await data(await other.owner_client.post(url(other), json=body), 201)
 
@@ -142,7 +152,7 @@ async def test_a_soft_deleted_accounts_connection_releases_its_domains(
     await db.execute(
         "UPDATE accounts SET deleted_at = now() WHERE id = %(a)s", {"a": team.account_id}
     )
-    other = await make_team(domain="other.test")
+    other = await make_team(domain="other.example.com")
     await data(await other.owner_client.post(url(other), json=OIDC), 201)
 
 
@@ -150,7 +160,7 @@ async def test_another_accounts_connection_is_not_found(
     team: Team, make_team: Any, saml_idp: SamlIdp, login: Login, factory: Factory
 ) -> None:
     connection = await add_saml(team.owner_client, team.account_id, saml_idp)
-    other = await make_team(domain="other.test")
+    other = await make_team(domain="other.example.com")
     path = f"/api/v1/accounts/{other.account_id}/sso-connections/{connection['id']}"
     await error(await other.owner_client.patch(path, json={"enforce": True}), 404)
     await error(await other.owner_client.delete(path), 404)

@@ -36,22 +36,25 @@ async def test_sp_initiated_sign_in_joins_the_account_just_in_time(
     browser = await make_client(origin=None)
     flow = await start(browser, saml_idp, connection, return_to="/projects?tab=1")
     saml_response = answer(
-        saml_idp, flow, "Alice@ACME.test", attributes={"given": ["Alice"], "family": ["Liddell"]}
+        saml_idp,
+        flow,
+        "Alice@ACME.example.com",
+        attributes={"given": ["Alice"], "family": ["Liddell"]},
     )
     response = await flow.post(saml_response)
     assert landed(response) == "/projects?tab=1"
     body = await me(browser)
-    assert body["user"]["email"] == "alice@acme.test"
+    assert body["user"]["email"] == "alice@acme.example.com"
     assert body["account"]["id"] == str(team.account_id)
     assert body["role"] == "member"
     user = await db.fetch_one(
-        "SELECT first_name, last_name, email_verified_at FROM users WHERE email = 'alice@acme.test'"
+        "SELECT first_name, last_name, email_verified_at FROM users WHERE email = 'alice@acme.example.com'"
     )
     assert (user["first_name"], user["last_name"]) == ("Alice", "Liddell")
     assert user["email_verified_at"] is not None
     method = await db.fetch_val(
         "SELECT method FROM sessions s JOIN users u ON u.id = s.user_id"
-        " WHERE u.email = 'alice@acme.test'"
+        " WHERE u.email = 'alice@acme.example.com'"
     )
     assert method == "sso"
     actions = await audit_actions(db, team.account_id)
@@ -80,7 +83,7 @@ async def test_a_user_the_account_has_no_hold_on_is_refused(
 ) -> None:
     """A connection never takes over someone else's user: the address is in the domain, but
     the user is no member and the account has not claimed the domain."""
-    outsider = await factory.user(email="carol@acme.test", password=None)
+    outsider = await factory.user(email="carol@acme.example.com", password=None)
     connection = await add_saml(team.owner_client, team.account_id, saml_idp)
     browser = await make_client(origin=None)
     flow = await start(browser, saml_idp, connection)
@@ -95,7 +98,7 @@ async def test_an_address_outside_the_domains_is_refused(
     connection = await add_saml(team.owner_client, team.account_id, saml_idp)
     browser = await make_client(origin=None)
     flow = await start(browser, saml_idp, connection)
-    response = await flow.post(answer(saml_idp, flow, "mallory@elsewhere.test"))
+    response = await flow.post(answer(saml_idp, flow, "mallory@elsewhere.example.com"))
     assert refusal(response) == "sso_domain_mismatch"
 
 
@@ -105,7 +108,7 @@ async def test_a_replayed_answer_is_refused(
     connection = await add_saml(team.owner_client, team.account_id, saml_idp)
     browser = await make_client(origin=None)
     flow = await start(browser, saml_idp, connection)
-    saml_response = answer(saml_idp, flow, "alice@acme.test")
+    saml_response = answer(saml_idp, flow, "alice@acme.example.com")
     assert landed(await flow.post(saml_response)) == "/"
     assert refusal(await flow.post(saml_response)) == "sso_response_replayed"
     # The same assertion answering a new request of the same browser: its id is remembered.
@@ -124,7 +127,7 @@ async def test_an_answer_reaching_another_browser_is_refused(
     connection = await add_saml(team.owner_client, team.account_id, saml_idp)
     flow = await start(await make_client(origin=None), saml_idp, connection)
     flow.browser = await make_client(origin=None)
-    assert refusal(await flow.post(answer(saml_idp, flow, "alice@acme.test"))) == (
+    assert refusal(await flow.post(answer(saml_idp, flow, "alice@acme.example.com"))) == (
         "sso_response_invalid"
     )
 
@@ -134,7 +137,7 @@ async def test_unsigned_wrong_key_wrong_audience_expired_and_sha1_answers_are_re
 ) -> None:
     connection = await add_saml(team.owner_client, team.account_id, saml_idp)
     other_account = await add_saml(
-        team.owner_client, team.account_id, saml_idp, domains=["other.test"]
+        team.owner_client, team.account_id, saml_idp, domains=["other.example.com"]
     )
     impostor = SamlIdp(tmp_path, key_index=1, sp_metadata=saml_idp.sp_metadata)
     weak = SamlIdp(
@@ -144,16 +147,16 @@ async def test_unsigned_wrong_key_wrong_audience_expired_and_sha1_answers_are_re
         digest_algorithm="http://www.w3.org/2000/09/xmldsig#sha1",
     )
     cases = {
-        "unsigned": lambda flow: answer(saml_idp, flow, "a@acme.test", sign_assertion=False),
-        "wrong key": lambda flow: answer(impostor, flow, "a@acme.test"),
+        "unsigned": lambda flow: answer(saml_idp, flow, "a@acme.example.com", sign_assertion=False),
+        "wrong key": lambda flow: answer(impostor, flow, "a@acme.example.com"),
         "wrong audience": lambda flow: saml_idp.answer(
             sp_entity_id=other_account["spEntityId"],  # for the other connection ...
             acs_url=flow.connection["acsUrl"],  # ... posted to this one
-            email="a@acme.test",
+            email="a@acme.example.com",
             in_response_to=flow.request_id,
         ),
-        "expired": lambda flow: answer(saml_idp, flow, "a@acme.test", lifetime_minutes=-10),
-        "sha1": lambda flow: answer(weak, flow, "a@acme.test"),
+        "expired": lambda flow: answer(saml_idp, flow, "a@acme.example.com", lifetime_minutes=-10),
+        "sha1": lambda flow: answer(weak, flow, "a@acme.example.com"),
     }
     browser = await make_client(origin=None)
     for name, build in cases.items():
@@ -172,7 +175,9 @@ async def test_signature_wrapping_answers_are_refused(
     browser = await make_client(origin=None)
 
     def forged_from(signed: str, *, same_id: bool) -> str:
-        evil = SIGNATURE.sub("", signed).replace("victim@acme.test", "attacker@acme.test")
+        evil = SIGNATURE.sub("", signed).replace(
+            "victim@acme.example.com", "attacker@acme.example.com"
+        )
         return evil if same_id else ASSERTION_ID.sub(r"\1id-forged\3", evil)
 
     def beside(xml: str) -> str:  # forged first, signed original second
@@ -198,11 +203,11 @@ async def test_signature_wrapping_answers_are_refused(
         return xml.replace(signed, forged)
 
     def tampered(xml: str) -> str:  # the signed assertion itself, its address changed
-        return xml.replace("victim@acme.test", "attacker@acme.test")
+        return xml.replace("victim@acme.example.com", "attacker@acme.example.com")
 
     for attack in (beside, hidden_in_extensions, wrapped_in_advice, tampered):
         flow = await start(browser, saml_idp, connection)
-        xml = decode(answer(saml_idp, flow, "victim@acme.test"))
+        xml = decode(answer(saml_idp, flow, "victim@acme.example.com"))
         forged_xml = attack(xml)
         assert forged_xml != xml, attack.__name__
         assert refusal(await flow.post(encode(forged_xml))) == "sso_response_invalid", (
@@ -218,7 +223,7 @@ async def test_idp_initiated_sign_in_is_off_by_default(
     unsolicited = saml_idp.answer(
         sp_entity_id=connection["spEntityId"],
         acs_url=connection["acsUrl"],
-        email="alice@acme.test",
+        email="alice@acme.example.com",
         in_response_to=None,
     )
     browser = await make_client(origin=None)
@@ -244,7 +249,7 @@ async def test_idp_initiated_sign_in_when_allowed_lands_on_a_same_origin_relay_s
         unsolicited = saml_idp.answer(
             sp_entity_id=connection["spEntityId"],
             acs_url=connection["acsUrl"],
-            email="alice@acme.test",
+            email="alice@acme.example.com",
             in_response_to=None,
         )
         browser = await make_client(origin=None)
@@ -262,7 +267,7 @@ async def test_return_to_must_be_a_same_origin_path(
     connection = await add_saml(team.owner_client, team.account_id, saml_idp)
     browser = await make_client(origin=None)
     flow = await start(browser, saml_idp, connection, return_to="https://evil.example/")
-    assert landed(await flow.post(answer(saml_idp, flow, "alice@acme.test"))) == "/"
+    assert landed(await flow.post(answer(saml_idp, flow, "alice@acme.example.com"))) == "/"
 
 
 async def test_metadata_xml_connection_and_the_sp_metadata(
@@ -270,7 +275,11 @@ async def test_metadata_xml_connection_and_the_sp_metadata(
 ) -> None:
     response = await team.owner_client.post(
         f"/api/v1/accounts/{team.account_id}/sso-connections",
-        json={"type": "saml", "domains": ["acme.test"], "idpMetadataXml": saml_idp.metadata_xml()},
+        json={
+            "type": "saml",
+            "domains": ["acme.example.com"],
+            "idpMetadataXml": saml_idp.metadata_xml(),
+        },
     )
     connection = await data(response, 201)
     assert connection["idpEntityId"] == saml_idp.entity_id
@@ -282,7 +291,7 @@ async def test_metadata_xml_connection_and_the_sp_metadata(
     saml_idp.sp_metadata.append(text)
     browser = await make_client(origin=None)
     flow = await start(browser, saml_idp, connection)
-    assert landed(await flow.post(answer(saml_idp, flow, "alice@acme.test"))) == "/"
+    assert landed(await flow.post(answer(saml_idp, flow, "alice@acme.example.com"))) == "/"
 
 
 async def test_home_realm_discovery_by_email(
@@ -291,11 +300,11 @@ async def test_home_realm_discovery_by_email(
     await add_saml(team.owner_client, team.account_id, saml_idp)
     browser = await make_client(origin=None)
     found = await browser.get(
-        "/sso/start", params={"email": "Someone@Acme.Test"}, allow_redirects=False
+        "/sso/start", params={"email": "Someone@Acme.example.com"}, allow_redirects=False
     )
     assert found.status == 302 and found.headers["Location"].startswith(saml_idp.sso_url)
     other = await browser.get(
-        "/sso/start", params={"email": "someone@elsewhere.test"}, allow_redirects=False
+        "/sso/start", params={"email": "someone@elsewhere.example.com"}, allow_redirects=False
     )
     assert other.status == 302
-    assert other.headers["Location"] == "/login?email=someone%40elsewhere.test"
+    assert other.headers["Location"] == "/login?email=someone%40elsewhere.example.com"
