@@ -48,7 +48,8 @@ async def test_sp_initiated_sign_in_joins_the_account_just_in_time(
     assert body["account"]["id"] == str(team.account_id)
     assert body["role"] == "member"
     user = await db.fetch_one(
-        "SELECT first_name, last_name, email_verified_at FROM users WHERE email = 'alice@acme.example.com'"
+        "SELECT first_name, last_name, email_verified_at FROM users WHERE email = %(e)s",
+        {"e": "alice@acme.example.com"},
     )
     assert (user["first_name"], user["last_name"]) == ("Alice", "Liddell")
     assert user["email_verified_at"] is not None
