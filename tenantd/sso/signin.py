@@ -350,7 +350,9 @@ async def complete_oidc(
         )
     except OAuthRefused as refused:
         raise SsoRefused(refused.code, refused.reason) from None
-    if not identity.email_verified:
+    # The connection's provider is the authority for its own domains (checked in sign_in):
+    # only an explicit `email_verified: false` is refused (Entra ID sends no such claim).
+    if not identity.email_verified and identity.claims.get("email_verified") is not None:
         raise SsoRefused("email_not_verified", "the provider does not vouch for the email")
     claims = dict(identity.claims)
     claims.setdefault("email", identity.email)

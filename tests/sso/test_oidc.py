@@ -100,3 +100,17 @@ async def test_enforcement_refuses_social_sign_in(
     # Through the connection itself the same member signs in.
     assert (await sso_sign_in(browser, connection)).headers["Location"] == "/"
     assert (await browser.me())["user"]["id"] == str(team.member.id)
+
+
+async def test_a_provider_without_email_verified_signs_in_but_false_is_refused(
+    team: Team, idp: FakeIdP, make_client: Any, idp_session: aiohttp.ClientSession
+) -> None:
+    """Entra ID's ID tokens carry no `email_verified`: the connection's provider is the
+    authority for its domains. An explicit false is still refused."""
+    connection = await add_oidc(team, idp)
+    idp.user = FakeUser(sub="entra-1", email="fay@acme.example.com", email_verified=None)
+    browser = Browser(await make_client(), idp_session)
+    assert (await sso_sign_in(browser, connection)).headers["Location"] == "/"
+    idp.user = FakeUser(sub="entra-2", email="gus@acme.example.com", email_verified=False)
+    other = Browser(await make_client(), idp_session)
+    assert login_error(await sso_sign_in(other, connection))["error"] == "email_not_verified"
