@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import functools
 import logging
 import shutil
 import threading
@@ -35,6 +36,7 @@ from saml2 import md, saml, xmldsig
 from saml2.client import Saml2Client
 from saml2.config import SPConfig
 from saml2.metadata import create_metadata_string
+from saml2.sigver import CryptoBackendXmlSec1
 from saml2.time_util import str_to_time
 
 log = logging.getLogger(__name__)
@@ -152,6 +154,27 @@ def idp_from_metadata(metadata_xml: str) -> IdpDescription:
 # -- the service provider ---------------------------------------------------------------------
 
 
+@functools.cache
+def _xmlsec_version(binary: str) -> str:
+    version: str = CryptoBackendXmlSec1(binary).version  # `xmlsec1 --version`, once
+    return version
+
+
+class _Xmlsec1(CryptoBackendXmlSec1):
+    """pysaml2's own xmlsec1 backend, the binary's version read once per process: pysaml2
+    asks `xmlsec1 --version` twice per signature check, two of its three child processes."""
+
+    @property
+    def version(self) -> str:
+        return _xmlsec_version(self.xmlsec)
+
+
+def _client(config: SPConfig) -> Saml2Client:
+    client = Saml2Client(config=config)
+    client.sec.crypto = _Xmlsec1(XMLSEC_BINARY)
+    return client
+
+
 _CONFIGS: OrderedDict[tuple[str, str, str, bool], SPConfig] = OrderedDict()
 _CONFIGS_LOCK = threading.Lock()
 _CONFIGS_KEPT = 64
@@ -214,7 +237,7 @@ def sp_metadata(config: SPConfig) -> str:
 def authn_request(config: SPConfig, *, idp_entity_id: str, relay_state: str) -> tuple[str, str]:
     """An AuthnRequest for the identity provider: its id (stored; the answer's InResponseTo
     must name it) and the HTTP-Redirect location."""
-    client = Saml2Client(config=config)
+    client = _client(config)
     request_id, info = client.prepare_for_authenticate(
         entityid=idp_entity_id, relay_state=relay_state, binding=saml2.BINDING_HTTP_REDIRECT
     )
@@ -258,7 +281,7 @@ def read_response(
     _, assertions = _shape(xml)
     if assertions != 1:
         raise SamlRefused(f"the document holds {assertions} assertions, not one")
-    client = Saml2Client(config=config)
+    client = _client(config)
     try:
         response = client.parse_authn_request_response(
             saml_response, saml2.BINDING_HTTP_POST, outstanding=outstanding
