@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench import admin, apikeys, db_roundtrip, dispatch, metrics_scrape, mfa, outbox, webhooks
+from bench import (
+    admin,
+    apikeys,
+    db_roundtrip,
+    dispatch,
+    metrics_scrape,
+    mfa,
+    outbox,
+    sso,
+    webhooks,
+)
 
 Benchmark = Callable[[str, str, dict[str, str], Any], dict[str, Any]]
 
@@ -33,6 +43,7 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
         ("email_code_login", mfa.email_code_login),
         ("imported_bcrypt_login", mfa.imported_bcrypt_login),
         ("mfa_verify", mfa.mfa_verify),
+        ("saml_sign_in", sso.saml_sign_in),
         ("webhook_deliveries", outbox.webhook_deliveries),
         ("outbox_overhead", outbox.outbox_overhead),
         # A prepared SELECT 1 through tenantd/db, 32 in flight, on the server's core.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import permissions, queries
-from tenantd.accounts.errors import OwnerCannotLeave
+from tenantd.accounts.errors import OwnerCannotLeave, SeatLimitReached
 from tenantd.accounts.service import Activation, activate_next_account, check_scope, lock_scoped
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
@@ -213,3 +213,38 @@ async def transfer_ownership(
             data={"accountId": str(account_id), "to": str(user_id)},
         )
         return Transferred(owner=owner, previous_owner=previous)
+
+
+async def join_within_seats(
+    conn: Conn, *, account_id: uuid.UUID, user_id: uuid.UUID, role: str, via: str
+) -> Row | None:
+    """Make the user a member with `role` if a seat is free (the seat cap read under the
+    account lock, as invitations and join requests do); the membership, or None when the user
+    already is a member. SeatLimitReached when no seat is free; NotFound for a deleted account.
+    The caller owns the transaction (a just-in-time sign-in: `via` is "sso")."""
+    if role not in ("admin", "member"):
+        raise ValidationFailed({"role": "must be admin or member"})
+    account = await queries.lock_account(conn, account_id)
+    if account is None:
+        raise NotFound("The account no longer exists")
+    seats = await queries.seat_state(conn, account_id=account_id, user_id=user_id)
+    if seats["is_member"]:
+        return None
+    cap = seats["seats"] if seats["seats"] is not None else 1
+    if seats["used"] >= cap:
+        raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
+    membership = await queries.insert_membership(
+        conn, account_id=account_id, user_id=user_id, role=role
+    )
+    await audit.record(
+        conn,
+        account_id=account_id,
+        actor_user_id=user_id,
+        action="membership.created",
+        target=str(user_id),
+        data={"role": role, "via": via},
+    )
+    await outbox_events.membership(
+        conn, "membership.created", membership, outbox_events.actor_of(user_id)
+    )
+    return membership

@@ -18,6 +18,7 @@ ACTIONS: dict[str, str] = {
     "members.manage": "admin",
     "join_requests.decide": "admin",
     "audit.read": "admin",
+    "sso.manage": "admin",  # SSO connections (issue 30)
     "ownership.transfer": "owner",
     "account.delete": "owner",
     "account.mfa_policy": "owner",  # requireMfa

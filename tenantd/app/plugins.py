@@ -32,6 +32,8 @@ from tenantd.ops import ratelimit
 from tenantd.ops.metrics import CountedGauge
 from tenantd.ops.sweeps import Sweep, combined
 from tenantd.outbox import sweeps as outbox_sweeps
+from tenantd.sso import sweeps as sso_sweeps
+from tenantd.sso import views as sso_views
 from tenantd.suppression import metrics as suppression_metrics
 from tenantd.suppression import sweeps as suppression_sweeps
 from tenantd.suppression.webhooks import views as suppression_webhook_views
@@ -56,6 +58,7 @@ ROUTES: tuple[Routes, ...] = (
     webhook_views.ROUTES,
     user_views.ROUTES,
     admin_views.ROUTES,
+    sso_views.ROUTES,
 )
 
 JOB_KINDS: tuple[JobKind, ...] = (
@@ -88,6 +91,7 @@ SWEEPS: tuple[Sweep, ...] = (
     *outbox_sweeps.SWEEPS,
     *user_deletion.SWEEPS,
     *email_sweeps.SWEEPS,
+    *sso_sweeps.SWEEPS,
 )
 
 

@@ -915,3 +915,58 @@ instances = Table(
     Column("switches", JSONB, nullable=False),
     Column("event_types", ARRAY(Text), nullable=False),
 )
+
+# Single sign-on connections per account (0340, issue 30): SAML or OpenID Connect.
+sso_connections = Table(
+    "sso_connections",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("account_id", UUID(as_uuid=True), nullable=False),
+    Column("type", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("enforce", Boolean, nullable=False),
+    Column("default_role", Text, nullable=False),
+    Column("attribute_mapping", JSONB, nullable=False),
+    Column("group_roles", JSONB, nullable=False),
+    Column("allow_idp_initiated", Boolean, nullable=False),
+    Column("idp_metadata_xml", Text),
+    Column("idp_entity_id", Text),
+    Column("idp_sso_url", Text),
+    Column("idp_certificate", Text),
+    Column("issuer", Text),
+    Column("client_id", Text),
+    Column("client_secret_sealed", LargeBinary),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("sso_connections_account_idx", "account_id"),
+)
+
+sso_connection_domains = Table(
+    "sso_connection_domains",
+    metadata,
+    Column("domain", Text, primary_key=True),
+    Column("connection_id", UUID(as_uuid=True), nullable=False),
+    Column("account_id", UUID(as_uuid=True), nullable=False),
+    Index("sso_connection_domains_connection_idx", "connection_id"),
+)
+
+sso_saml_requests = Table(
+    "sso_saml_requests",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("connection_id", UUID(as_uuid=True), nullable=False),
+    Column("binding_hash", LargeBinary, nullable=False),
+    Column("return_to", Text),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
+    Index("sso_saml_requests_expires_idx", "expires_at"),
+)
+
+sso_saml_assertions = Table(
+    "sso_saml_assertions",
+    metadata,
+    Column("connection_id", UUID(as_uuid=True), primary_key=True),
+    Column("assertion_id", Text, primary_key=True),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index("sso_saml_assertions_expires_idx", "expires_at"),
+)

@@ -41,3 +41,12 @@ class ReauthRequired(Forbidden):
         # `providers`: where the `provider` method goes (GET /api/v1/auth/oauth/{p}/reauth).
         super().__init__(message, details={"methods": methods, "providers": providers or []})
         self.methods = methods
+
+
+class SsoRequired(Forbidden):
+    """The user's email domain belongs to an account's SSO connection with `enforce` on:
+    only that connection signs them in (password, email code, passkey and social sign-in are
+    refused). `details` names the connection and where its sign-in starts."""
+
+    code = "SSO_REQUIRED"
+    message = "Your organisation requires single sign-on: sign in through its identity provider"

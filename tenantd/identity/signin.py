@@ -15,6 +15,7 @@ from tenantd.identity import queries
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.devices import describe, usable_device_id
 from tenantd.identity.sessions import IssuedTokens, issue_session
+from tenantd.identity.sso_policy import refuse_unless_sso
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.ops.ratelimit import signed_device
 
@@ -57,8 +58,10 @@ async def start_session(
     amr: Sequence[str] = ("pwd",),
 ) -> Started:
     """Issue the session, remember the browser, record `signed_in`, queue the new-browser mail.
-    `amr` says how the user proved who they are (RFC 8176), carried by the access tokens."""
+    `amr` says how the user proved who they are (RFC 8176), carried by the access tokens.
+    A user an enforced SSO connection binds signs in only through it (403 SSO_REQUIRED)."""
     settings = services.settings
+    await refuse_unless_sso(conn, user_id=user_id, method=method)
     tokens = await issue_session(
         conn,
         settings,

@@ -27,6 +27,7 @@ from tenantd.identity.errors import InvalidCredentials, UserDisabled
 from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.identity.signin import PASSWORD, ClientMeta, start_default_session
+from tenantd.identity.sso_policy import refuse_unless_sso
 from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
 from tenantd.mfa import mail, queries, sensitive, totp
 from tenantd.mfa.errors import Impersonation
@@ -359,9 +360,11 @@ async def start_ticket(
     return_to: str | None = None,
 ) -> Ticket:
     """Issue a single-use, 5-minute ticket bound to this browser (binding cookie). A user an
-    operator disabled gets none (403 USER_DISABLED), as `issue_session` refuses them too."""
+    operator disabled gets none (403 USER_DISABLED), as `issue_session` refuses them too; nor
+    does a user an enforced SSO connection binds (403 SSO_REQUIRED: SSO asks no ticket)."""
     if await identity_queries.user_disabled_at(conn, user_id) is not None:
         raise UserDisabled()
+    await refuse_unless_sso(conn, user_id=user_id, method=None)
     ticket, binding = new_opaque_token(), new_opaque_token()
     expires_at = _now() + dt.timedelta(seconds=TICKET_TTL_SECONDS)
     await queries.insert_ticket(

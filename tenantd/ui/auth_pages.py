@@ -18,6 +18,7 @@ from tenantd.auth.schemas import (
     RegisterBody,
     VerifyEmailBody,
 )
+from tenantd.errors import NotFound
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
@@ -28,6 +29,7 @@ from tenantd.identity.cookies import (
     set_cookie,
 )
 from tenantd.mfa import service as mfa
+from tenantd.sso import service as sso_service
 from tenantd.ui.account_pages import work_in
 from tenantd.ui.forms import Form, Problem, again, field, parse, read_form, safe_next, submit
 from tenantd.ui.render import page, redirect
@@ -216,6 +218,12 @@ async def login_post(request: web.Request) -> web.StreamResponse:
     async def action(form: Form) -> web.StreamResponse:
         kept["values"] = values = {"email": field(form, "email").strip()}
         kept["next"] = next_path = safe_next(field(form, "next"), "")
+        # Home-realm discovery: the email first; a domain with an SSO connection goes to its
+        # identity provider ("Continue with single sign-on", or no password typed).
+        if field(form, "sso") or not field(form, "password"):
+            sso_start = await _sso_start(request, values["email"], next_path)
+            if sso_start is not None:
+                return redirect(request, sso_start)
         body = parse(LoginBody, {**values, "password": field(form, "password")})
         await rate_limit_request(request, "login", body)
         result = await auth_service.login(
@@ -228,10 +236,26 @@ async def login_post(request: web.Request) -> web.StreamResponse:
         return signed_in_or_mfa(request, result, next_path)
 
     async def refused(issue: Problem) -> web.StreamResponse:
+        if issue.code == "SSO_REQUIRED":  # an enforced connection: its provider, not an error
+            sso_start = await _sso_start(request, kept["values"].get("email", ""), kept["next"])
+            if sso_start is not None:
+                return redirect(request, sso_start)
         kept["unverified"] = issue.code == "EMAIL_NOT_VERIFIED"
         return await again(request, "login.html", text("login.title"), kept)(issue)
 
     return await submit(request, action, refused)
+
+
+async def _sso_start(request: web.Request, email: str, next_path: str) -> str | None:
+    """Where sign-in through the SSO connection of the address's domain starts, if any."""
+    if "@" not in email:
+        return None
+    try:
+        connection = await sso_service.find_connection(request.app[SERVICES], email=email)
+    except NotFound:
+        return None
+    query = {"connection": str(connection["id"]), "returnTo": next_path or "/notifications"}
+    return f"/sso/start?{urlencode(query)}"
 
 
 async def logout_post(request: web.Request) -> web.Response:

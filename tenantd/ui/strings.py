@@ -66,6 +66,7 @@ EN: dict[str, str] = {
     "login.lead": "Welcome back.",
     "login.submit": "Sign in",
     "login.with": "Sign in with {provider}",
+    "login.sso": "Continue with single sign-on",
     "login.forgot": "Forgot your password?",
     "login.no_account": "New here?",
     "login.create": "Create an account",
@@ -277,6 +278,16 @@ EN: dict[str, str] = {
     " owner to let you in.",
     "oauth.identity_conflict": "Your account is already linked to another identity there.",
     "oauth.unknown": "Sign-in did not complete. Try again.",
+    "oauth.sso_required": "Your organisation signs you in through its identity provider:"
+    " use single sign-on.",
+    "oauth.sso_response_invalid": "Your identity provider's answer could not be verified.",
+    "oauth.sso_response_replayed": "That sign-in was already used. Start again.",
+    "oauth.sso_unsolicited": "Start signing in here, not from your identity provider.",
+    "oauth.sso_domain_mismatch": "Your identity provider vouched for an address this"
+    " connection does not serve.",
+    "oauth.sso_identity_conflict": "A user with this address exists outside your"
+    " organisation's account. Ask its admin to invite you.",
+    "oauth.seat_limit_reached": "Your organisation's account has no free seat. Ask its admin.",
     # two-factor sign-in, enrolment and step-up (issue 17), email change (issue 18)
     "mfa.title": "Two-step verification",
     "mfa.lead": "Your password is right. Now prove it is you with your second factor.",

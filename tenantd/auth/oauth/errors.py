@@ -14,6 +14,7 @@ EMAIL_NOT_VERIFIED = "email_not_verified"  # the provider does not vouch for the
 DOMAIN_CLAIMED = "domain_claimed"  # the domain belongs to another account; join request sent
 IDENTITY_CONFLICT = "identity_conflict"  # the user already links another identity there
 USER_DISABLED = "user_disabled"  # an operator disabled the user (issue 28)
+SSO_REQUIRED = "sso_required"  # the user's domain signs in only through its SSO connection
 # Step-up through the provider (GET /api/v1/auth/oauth/{provider}/reauth):
 REAUTH_MISMATCH = "reauth_mismatch"  # another provider account than the one linked to the user
 REAUTH_STALE = "reauth_stale"  # the ID token's auth_time predates the step-up request

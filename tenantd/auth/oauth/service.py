@@ -248,6 +248,56 @@ async def complete(
     )
 
 
+async def identify(
+    services: IdentityServices,
+    transport: OidcTransport,
+    config: OAuthProviderSettings,
+    *,
+    flow: FlowState,
+    params: CallbackParams,
+    callback: str,
+) -> VerifiedIdentity:
+    """The code flow's callback for an OpenID Connect provider that is not a configured social
+    one (an account's SSO connection): `state` checked and used once, provider error, code
+    exchange, ID token, UserInfo, exactly as `complete` does; every refusal an OAuthRefused."""
+    check_state(flow, params.state)
+    await _consume(services.db, flow)
+    if params.error is not None:
+        error = params.error if errors.PROVIDER_ERROR_CODE.match(params.error) else "(unreadable)"
+        raise OAuthRefused(errors.DENIED, f"provider answered error {error}")
+    if not params.code:
+        raise OAuthRefused(errors.FAILED, "callback carries no code")
+    metadata = await _metadata(transport, config)
+    if (params.iss is not None or metadata.iss_parameter_supported) and (
+        params.iss != metadata.issuer
+    ):
+        raise OAuthRefused(errors.FAILED, "callback iss does not name the provider")
+    try:
+        tokens = await transport.exchange_code(
+            config,
+            metadata,
+            code=params.code,
+            code_verifier=flow.code_verifier,
+            redirect_uri=callback,
+        )
+    except TokenRefused as exc:
+        raise OAuthRefused(errors.FAILED, str(exc)) from None
+    except ProviderError as exc:
+        raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
+    if tokens.id_token is None:
+        raise OAuthRefused(errors.FAILED, "token answer carries no id_token")
+    identity = await _id_token_identity(transport, config, metadata, tokens.id_token, flow)
+    return await _with_userinfo(transport, metadata, identity, tokens)
+
+
+async def authorization(
+    transport: OidcTransport, config: OAuthProviderSettings, flow: FlowState, *, callback: str
+) -> str:
+    """The provider's authorization URL for a new flow (an SSO connection's start)."""
+    metadata = await _metadata(transport, config)
+    return authorization_url(metadata, config, flow, callback=callback)
+
+
 async def _id_token_identity(
     transport: OidcTransport,
     config: OAuthProviderSettings,

@@ -34,7 +34,7 @@ from tenantd.identity.cookies import (
     set_session_cookies,
 )
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
-from tenantd.identity.errors import UserDisabled
+from tenantd.identity.errors import SsoRequired, UserDisabled
 from tenantd.mfa import service as mfa
 from tenantd.principal import current_principal
 from tenantd.settings import SETTINGS, Settings
@@ -239,6 +239,11 @@ async def _callback(request: web.Request, params: service.CallbackParams) -> web
         response = _refused(refused, provider)
     except UserDisabled:
         refusal = OAuthRefused(errors.USER_DISABLED, "an operator disabled the user")
+        response = _refused(refusal, provider)
+    except SsoRequired as required:
+        # An enforced SSO connection binds the user: the login page offers its sign-in.
+        found = {"connection": (required.details or {}).get("connectionId", "")}
+        refusal = OAuthRefused(errors.SSO_REQUIRED, "enforced SSO connection", params=found)
         response = _refused(refusal, provider)
     else:
         if isinstance(signed, SteppedUp):
