@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from sqlalchemy import func
+
 from tenantd.db.core import Prepared
+from tenantd.db.tables import email_sends
+from tenantd.ops.queries import Purge
 
 # --- email_suppressions (tenantd/email/suppression.py) ----------------------------------
 
@@ -71,3 +77,8 @@ CLAIM_EVENT_IDS = Prepared(
     " ON CONFLICT DO NOTHING RETURNING event_id)"
     " SELECT coalesce(array_agg(event_id), '{}') FROM claimed",
 )
+
+
+def sends_older_than(age: timedelta) -> Purge:
+    """Sent-markers older than `age` (the email_sends sweep)."""
+    return email_sends, email_sends.c.created_at < func.now() - age

@@ -4,17 +4,7 @@ session row."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from sqlalchemy import exists, func, select
-
-from tenantd.db.tables import (
-    mfa_tickets,
-    security_undo,
-    session_auth,
-    sessions,
-    webauthn_challenges,
-)
+from tenantd.mfa import queries
 from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
 
 
@@ -24,19 +14,8 @@ from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
 )
 async def mfa_sweep(ctx: SweepContext) -> None:
     """Delete expired or orphaned MFA rows in bounded batches (idempotent)."""
-    now = func.now()
-    await delete_batches(ctx, mfa_tickets, mfa_tickets.c.expires_at < now - timedelta(hours=1))
-    await delete_batches(ctx, webauthn_challenges, webauthn_challenges.c.expires_at < now)
-    # "This wasn't me" links past their 7 days (kept a day longer for the support desk).
-    await delete_batches(ctx, security_undo, security_undo.c.expires_at < now - timedelta(days=1))
-    family_alive = exists(
-        select(sessions.c.id).where(sessions.c.family_id == session_auth.c.family_id)
-    )
-    await delete_batches(
-        ctx,
-        session_auth,
-        (session_auth.c.created_at < now - timedelta(hours=1)) & ~family_alive,
-    )
+    for purge in queries.expired_rows():
+        await delete_batches(ctx, *purge)
 
 
 SWEEPS = (mfa_sweep,)

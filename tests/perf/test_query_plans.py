@@ -18,7 +18,7 @@ from tenantd.db.core import Prepared, Statement, compile_statement
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email import suppression
 from tenantd.identity import queries as auth_queries
-from tenantd.identity.rotation import ROTATE
+from tenantd.identity.queries import ROTATE
 from tenantd.jobs import queries as job_queries
 from tenantd.notifications import queries as notification_queries
 from tests.helpers import SECRET
