@@ -8,7 +8,7 @@ rows are locked in id order, so two batches never wait on each other in a cycle.
 batch does not renew (not renewable, raced, a repeat, the same token twice, a failed batch)
 answers None and the caller's locked slow path decides, exactly as for a single statement.
 With RATE_LIMIT_ENABLED the requests' rate-limit counters move in the same statement, before
-anything is renewed (ROTATE_COUNTED).
+anything is renewed (queries.ROTATE_COUNTED; both statements live in identity/queries.py).
 """
 
 from __future__ import annotations
