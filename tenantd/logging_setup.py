@@ -150,6 +150,6 @@ def setup_logging(level: str = "info", fmt: str = "console", *, quiet: bool = Fa
         handler.setFormatter(ConsoleFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper() if level.upper() in logging._nameToLevel else "INFO")
+    root.setLevel(level.upper() if level.upper() in logging.getLevelNamesMapping() else "INFO")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # we log our own line
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per tick otherwise

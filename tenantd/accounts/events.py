@@ -7,6 +7,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
+from tenantd.accounts import queries
 from tenantd.db import Conn, Row
 from tenantd.outbox import Actor, Event, emit, emit_many, payload
 
@@ -23,10 +24,7 @@ def actor_of(user_id: uuid.UUID | None) -> Actor:
 
 
 async def account_row(conn: Conn, account_id: uuid.UUID) -> Row:
-    row = await conn.fetch_one(
-        "SELECT id, name, claimed_domain, created_at, deleted_at FROM accounts WHERE id = %(a)s",
-        {"a": account_id},
-    )
+    row = await queries.account_event_row(conn, account_id)
     assert row is not None
     return row
 
@@ -75,11 +73,7 @@ async def invitation(conn: Conn, type_: str, row: Row, actor: Actor) -> None:
 
 
 async def join_request(conn: Conn, type_: str, request_id: uuid.UUID, actor: Actor) -> None:
-    row = await conn.fetch_one(
-        "SELECT id, account_id, user_id, domain, status, created_at FROM join_requests"
-        " WHERE id = %(id)s",
-        {"id": request_id},
-    )
+    row = await queries.join_request_event_row(conn, request_id)
     assert row is not None
     await emit(conn, type_, account_id=row["account_id"], actor=actor, data=payload(row))
 

@@ -63,17 +63,7 @@ async def approve_join_request(
         membership = await queries.insert_membership(
             conn, account_id=account_id, user_id=request["user_id"], role="member"
         )
-        decided = await queries.decide_join_request(
-            conn, request_id=request_id, status="approved", decided_by=actor.user_id
-        )
-        await audit.record(
-            conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="join_request.approved",
-            target=str(request_id),
-            data={"userId": str(request["user_id"]), "domain": request["domain"]},
-        )
+        decided = await _decide(conn, actor, account_id, request, "approved")
         await audit.record(
             conn,
             account_id=account_id,
@@ -83,7 +73,6 @@ async def approve_join_request(
             data={"role": "member", "via": "join_request"},
         )
         who = outbox_events.actor_of(actor.user_id)
-        await outbox_events.join_request(conn, "join_request.approved", request_id, who)
         await outbox_events.membership(conn, "membership.created", membership, who)
     return Decision(join_request=decided, membership=membership)
 
@@ -95,18 +84,26 @@ async def deny_join_request(
     async with services.db.transaction() as conn:
         await lock_scoped(conn, actor, account_id, "join_requests.decide")
         request = await _locked_pending(conn, account_id, request_id)
-        decided = await queries.decide_join_request(
-            conn, request_id=request_id, status="denied", decided_by=actor.user_id
-        )
-        await audit.record(
-            conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="join_request.denied",
-            target=str(request_id),
-            data={"userId": str(request["user_id"]), "domain": request["domain"]},
-        )
-        await outbox_events.join_request(
-            conn, "join_request.denied", request_id, outbox_events.actor_of(actor.user_id)
-        )
+        decided = await _decide(conn, actor, account_id, request, "denied")
     return Decision(join_request=decided, membership=None)
+
+
+async def _decide(
+    conn: Conn, actor: Principal, account_id: uuid.UUID, request: Row, status: str
+) -> Row:
+    """Settle a locked pending request as `status` (approved, denied), audited, with its event."""
+    decided = await queries.decide_join_request(
+        conn, request_id=request["id"], status=status, decided_by=actor.user_id
+    )
+    await audit.record(
+        conn,
+        account_id=account_id,
+        actor_user_id=actor.user_id,
+        action=f"join_request.{status}",
+        target=str(request["id"]),
+        data={"userId": str(request["user_id"]), "domain": request["domain"]},
+    )
+    await outbox_events.join_request(
+        conn, f"join_request.{status}", request["id"], outbox_events.actor_of(actor.user_id)
+    )
+    return decided

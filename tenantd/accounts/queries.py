@@ -712,3 +712,20 @@ async def unrevoke_owner_memberships(
         " AND role = 'owner' AND account_id = ANY(%(a)s) AND revoked_at IS NOT NULL",
         {"u": user_id, "a": account_ids},
     )
+
+
+async def account_event_row(conn: Conn, account_id: uuid.UUID) -> Row | None:
+    """The account as its account.* events carry it (deleted or not)."""
+    return await conn.fetch_one(
+        "SELECT id, name, claimed_domain, created_at, deleted_at FROM accounts WHERE id = %(a)s",
+        {"a": account_id},
+    )
+
+
+async def join_request_event_row(conn: Conn, request_id: uuid.UUID) -> Row | None:
+    """The join request as its join_request.* events carry it."""
+    return await conn.fetch_one(
+        "SELECT id, account_id, user_id, domain, status, created_at FROM join_requests"
+        " WHERE id = %(id)s",
+        {"id": request_id},
+    )

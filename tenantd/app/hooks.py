@@ -36,7 +36,7 @@ Hook = Callable[[web.Application], AsyncIterator[None]]
 
 async def pubsub_ctx(app: web.Application) -> AsyncIterator[None]:
     """The process's one LISTEN connection (SSE feed, context cache)."""
-    hub = PubSubHub(app[DATABASE].pool._dsn)  # the pool's own DSN (psycopg2 masks passwords)
+    hub = PubSubHub(app[DATABASE].dsn)
     await hub.start()
     app[PUBSUB] = hub
     try:

@@ -733,6 +733,12 @@ class Database:
         # Receives trigger notices after commit (the request-context cache invalidates on them).
         self.notice_sink: NoticeSink | None = None
 
+    @property
+    def dsn(self) -> str:
+        """The pool's own DSN, password included (psycopg2's `conn.dsn` masks it)."""
+        dsn: str = self.pool._dsn
+        return dsn
+
     def connection(self) -> contextlib.AbstractAsyncContextManager[Conn]:
         return _Checkout(self)
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from tenantd.db.core import Conn
 
+# A round trip: the database answers (health checks).
+PING = "SELECT 1"
+
 # Any fixed 64-bit key; every instance uses the same one so only one migrates at a time.
 MIGRATION_LOCK_KEY = 7_354_120_001
 

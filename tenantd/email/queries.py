@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from sqlalchemy import func
+
 from tenantd.db.core import Prepared
+from tenantd.db.tables import email_sends
+from tenantd.ops.queries import Purge
 
 # --- email_sends (tenantd/email/service.py, sql/0241) -------------------------------------
 
@@ -20,3 +26,8 @@ SENT_MARK = Prepared(
     "UPDATE email_sends SET state = 'sent', message_id = %(message_id)s, sent_at = now()"
     " WHERE key = %(key)s",
 )
+
+
+def sends_older_than(age: timedelta) -> Purge:
+    """Sent-markers older than `age` (the email_sends sweep)."""
+    return email_sends, email_sends.c.created_at < func.now() - age

@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from tenantd.db import Conn
+from tenantd.identity import queries
 from tenantd.outbox import Actor, emit, payload
 
 USER_FIELDS = (
@@ -23,11 +24,7 @@ async def user_changed(
     previous: dict[str, Any] | None = None,
 ) -> None:
     """user.created / user.email_verified / user.updated with the user as it is now."""
-    row = await conn.fetch_one(
-        "SELECT u.*, EXISTS (SELECT 1 FROM user_passwords p WHERE p.user_id = u.id)"
-        " AS has_password FROM users u WHERE u.id = %(u)s",
-        {"u": user_id},
-    )
+    row = await queries.user_event_row(conn, user_id)
     assert row is not None
     data = payload(row, USER_FIELDS)
     data["emailVerified"] = row["email_verified_at"] is not None

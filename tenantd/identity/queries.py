@@ -7,8 +7,11 @@ import datetime as dt
 import uuid
 from collections.abc import Sequence
 
-from tenantd.db import Conn, Row
+from sqlalchemy import exists, func, select
+
+from tenantd.db import Conn, Row, tables
 from tenantd.db.core import Prepared
+from tenantd.ops.queries import COUNTING_CTES, Purge
 
 # The one predicate of an active role, kept by every session-time check (guard, refresh,
 # account switch, the account a sign-in lands in): the membership is not revoked and its
@@ -804,4 +807,149 @@ async def set_locale(conn: Conn, *, user_id: uuid.UUID, locale: str) -> None:
     await conn.execute(
         "UPDATE users SET locale = %(l)s, updated_at = now() WHERE id = %(u)s",
         {"u": user_id, "l": locale},
+    )
+
+
+async def user_event_row(conn: Conn, user_id: uuid.UUID) -> Row | None:
+    """The user as its user.* events carry it, with whether a password login exists."""
+    return await conn.fetch_one(
+        "SELECT u.*, EXISTS (SELECT 1 FROM user_passwords p WHERE p.user_id = u.id)"
+        " AS has_password FROM users u WHERE u.id = %(u)s",
+        {"u": user_id},
+    )
+
+
+# Per renewal: lock the presented session while it is renewable (not revoked, rotated or
+# expired; its family not ended; created after the user's cutoff; its aid membership active
+# and, where the account requires MFA, the user has a factor and the session used one), mark
+# it rotated, drop the family's rows rotated out before it (skipping rows a repeat holds),
+# insert the successor, return the user. A concurrent second use waits on the lock, re-checks,
+# finds it rotated and returns nothing for that row.
+_ROTATE = """
+WITH req AS (
+    SELECT * FROM unnest(%(old)s::bytea[], %(family)s::uuid[], %(new)s::bytea[],
+                         %(jti)s::uuid[], %(ua)s::text[], %(ip)s::text[]) WITH ORDINALITY
+               AS r(old, family, new, jti, ua, ip, n)
+){counting}, old AS (
+    SELECT s.id, s.family_id, s.user_id, s.account_id,
+           COALESCE(s.signed_in_at, s.created_at) AS signed_in_at, s.method,
+           r.new, r.jti, r.ua, r.ip
+      FROM req r
+      JOIN sessions s ON s.token_hash = r.old AND s.family_id = r.family
+      JOIN users u ON u.id = s.user_id
+     WHERE s.revoked_at IS NULL AND s.rotated_at IS NULL AND s.expires_at > now()
+       AND (u.tokens_valid_after IS NULL OR s.created_at >= u.tokens_valid_after)
+       AND NOT EXISTS (SELECT 1 FROM sessions f
+                        WHERE f.family_id = s.family_id AND f.revoked_at IS NOT NULL)
+       AND (s.account_id IS NULL OR EXISTS (
+            SELECT 1 FROM {memberships}
+               AND m.user_id = s.user_id AND m.account_id = s.account_id
+               AND (NOT a.require_mfa OR (u.mfa_enabled AND EXISTS (
+                    SELECT 1 FROM session_auth sa2 WHERE sa2.family_id = s.family_id
+                       AND sa2.amr && ARRAY['otp', 'hwk']::text[]))))){allowed}
+     ORDER BY s.id
+       FOR UPDATE OF s
+), rotated AS (
+    UPDATE sessions SET rotated_at = now() FROM old WHERE sessions.id = old.id
+    RETURNING old.*
+), pruned AS (
+    DELETE FROM sessions WHERE id IN (
+        SELECT p.id FROM sessions p JOIN rotated r ON p.family_id = r.family_id
+         WHERE p.id <> r.id AND p.rotated_at IS NOT NULL AND p.revoked_at IS NULL
+           FOR UPDATE OF p SKIP LOCKED)
+), issued AS (
+    INSERT INTO sessions (family_id, user_id, account_id, token_hash, expires_at, access_jti,
+                          user_agent, ip, signed_in_at, method)
+    SELECT family_id, user_id, account_id, new, %(expires)s::timestamptz, jti, ua, ip,
+           signed_in_at, method
+      FROM rotated
+    RETURNING user_id, account_id, family_id, token_hash
+)
+SELECT i.token_hash AS new_hash, u.id, u.email, u.first_name, u.last_name,
+       u.email_verified_at, i.account_id, sa.amr, sa.auth_time{renewed_columns}
+  FROM issued i JOIN users u ON u.id = i.user_id
+  LEFT JOIN session_auth sa ON sa.family_id = i.family_id{refusals}
+"""
+
+
+ROTATE = Prepared(
+    "tenantd_rotate_sessions",
+    _ROTATE.format(
+        counting="",
+        memberships=ACTIVE_MEMBERSHIPS,
+        allowed="",
+        renewed_columns="",
+        refusals="",
+    ),
+)
+
+
+# The same, with the requests' rate-limit counters (RATE_LIMIT_ENABLED) moved first, in the
+# same statement: `hit` lists each request's counters (its ordinal `n` in `req`). Every
+# counter row moves once, by the number of requests counting it (in key order, as
+# `ops.ratelimit.hit` does, so two batches never lock counters in a cycle); request n's count
+# is what it would have been had the requests come one by one, in batch order. A request
+# over any limit is not renewed: its over-limit counters come back (`limited` = n) instead.
+ROTATE_COUNTED = Prepared(
+    "tenantd_rotate_sessions_counted",
+    _ROTATE.format(
+        counting=COUNTING_CTES,
+        memberships=ACTIVE_MEMBERSHIPS,
+        allowed="\n       AND NOT EXISTS (SELECT 1 FROM over o WHERE o.n = r.n)",
+        renewed_columns=(
+            ",\n       NULL::bigint AS limited, NULL::text AS limited_key,"
+            " NULL::float8 AS start_offset"
+        ),
+        refusals="""
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, o.n, o.key, o.start_offset
+  FROM over o""",
+    ),
+)
+
+
+async def cut_off_tokens(conn: Conn, user_id: uuid.UUID) -> None:
+    """Every access token of the user issued before now stops being accepted."""
+    await conn.execute(
+        "UPDATE users SET tokens_valid_after = now(), updated_at = now() WHERE id = %(u)s",
+        {"u": user_id},
+    )
+
+
+async def revoke_user_sessions(conn: Conn, user_id: uuid.UUID) -> None:
+    """End every live session of the user."""
+    await conn.execute(
+        "UPDATE sessions SET revoked_at = now() WHERE user_id = %(u)s AND revoked_at IS NULL",
+        {"u": user_id},
+    )
+
+
+# -- the session sweep's part (tenantd/identity/sweeps.py) -------------------------------------
+
+DEVICE_KEPT = dt.timedelta(days=400)  # the device_id cookie's lifetime (identity/devices.py)
+
+
+def expired_session_rows() -> list[Purge]:
+    """Sessions past expiry, revoked token ids past the token's own expiry, user tokens a day
+    after expiry (the friendlier "expired" answer for late clicks), and browsers unseen for
+    longer than their device cookie lives (they have lost the cookie anyway)."""
+    now = func.now()
+    return [
+        (tables.sessions, tables.sessions.c.expires_at < now),
+        (tables.revoked_tokens, tables.revoked_tokens.c.expires_at < now),
+        (tables.user_tokens, tables.user_tokens.c.expires_at < now - dt.timedelta(days=1)),
+        (tables.known_devices, tables.known_devices.c.last_seen_at < now - DEVICE_KEPT),
+    ]
+
+
+def ended_session_auth() -> Purge:
+    """Sign-in records (an hour old at least) of families that no longer have a session row."""
+    family_alive = exists(
+        select(tables.sessions.c.id).where(
+            tables.sessions.c.family_id == tables.session_auth.c.family_id
+        )
+    )
+    return (
+        tables.session_auth,
+        (tables.session_auth.c.created_at < func.now() - dt.timedelta(hours=1)) & ~family_alive,
     )

@@ -8,7 +8,7 @@ rows are locked in id order, so two batches never wait on each other in a cycle.
 batch does not renew (not renewable, raced, a repeat, the same token twice, a failed batch)
 answers None and the caller's locked slow path decides, exactly as for a single statement.
 With RATE_LIMIT_ENABLED the requests' rate-limit counters move in the same statement, before
-anything is renewed (ROTATE_COUNTED).
+anything is renewed (queries.ROTATE_COUNTED; both statements live in identity/queries.py).
 """
 
 from __future__ import annotations
@@ -22,98 +22,10 @@ import weakref
 from dataclasses import dataclass
 
 from tenantd.db import Conn, Database, Row
-from tenantd.db.core import Prepared
 from tenantd.identity import queries
-from tenantd.ops.queries import COUNTING_CTES
 from tenantd.ops.ratelimit import Counter, Verdict
 
 log = logging.getLogger(__name__)
-
-# Per renewal: lock the presented session while it is renewable (not revoked, rotated or
-# expired; its family not ended; created after the user's cutoff; its aid membership active
-# and, where the account requires MFA, the user has a factor and the session used one), mark
-# it rotated, drop the family's rows rotated out before it (skipping rows a repeat holds),
-# insert the successor, return the user. A concurrent second use waits on the lock, re-checks,
-# finds it rotated and returns nothing for that row.
-_ROTATE = """
-WITH req AS (
-    SELECT * FROM unnest(%(old)s::bytea[], %(family)s::uuid[], %(new)s::bytea[],
-                         %(jti)s::uuid[], %(ua)s::text[], %(ip)s::text[]) WITH ORDINALITY
-               AS r(old, family, new, jti, ua, ip, n)
-){counting}, old AS (
-    SELECT s.id, s.family_id, s.user_id, s.account_id,
-           COALESCE(s.signed_in_at, s.created_at) AS signed_in_at, s.method,
-           r.new, r.jti, r.ua, r.ip
-      FROM req r
-      JOIN sessions s ON s.token_hash = r.old AND s.family_id = r.family
-      JOIN users u ON u.id = s.user_id
-     WHERE s.revoked_at IS NULL AND s.rotated_at IS NULL AND s.expires_at > now()
-       AND (u.tokens_valid_after IS NULL OR s.created_at >= u.tokens_valid_after)
-       AND NOT EXISTS (SELECT 1 FROM sessions f
-                        WHERE f.family_id = s.family_id AND f.revoked_at IS NOT NULL)
-       AND (s.account_id IS NULL OR EXISTS (
-            SELECT 1 FROM {memberships}
-               AND m.user_id = s.user_id AND m.account_id = s.account_id
-               AND (NOT a.require_mfa OR (u.mfa_enabled AND EXISTS (
-                    SELECT 1 FROM session_auth sa2 WHERE sa2.family_id = s.family_id
-                       AND sa2.amr && ARRAY['otp', 'hwk']::text[]))))){allowed}
-     ORDER BY s.id
-       FOR UPDATE OF s
-), rotated AS (
-    UPDATE sessions SET rotated_at = now() FROM old WHERE sessions.id = old.id
-    RETURNING old.*
-), pruned AS (
-    DELETE FROM sessions WHERE id IN (
-        SELECT p.id FROM sessions p JOIN rotated r ON p.family_id = r.family_id
-         WHERE p.id <> r.id AND p.rotated_at IS NOT NULL AND p.revoked_at IS NULL
-           FOR UPDATE OF p SKIP LOCKED)
-), issued AS (
-    INSERT INTO sessions (family_id, user_id, account_id, token_hash, expires_at, access_jti,
-                          user_agent, ip, signed_in_at, method)
-    SELECT family_id, user_id, account_id, new, %(expires)s::timestamptz, jti, ua, ip,
-           signed_in_at, method
-      FROM rotated
-    RETURNING user_id, account_id, family_id, token_hash
-)
-SELECT i.token_hash AS new_hash, u.id, u.email, u.first_name, u.last_name,
-       u.email_verified_at, i.account_id, sa.amr, sa.auth_time{renewed_columns}
-  FROM issued i JOIN users u ON u.id = i.user_id
-  LEFT JOIN session_auth sa ON sa.family_id = i.family_id{refusals}
-"""
-
-ROTATE = Prepared(
-    "tenantd_rotate_sessions",
-    _ROTATE.format(
-        counting="",
-        memberships=queries.ACTIVE_MEMBERSHIPS,
-        allowed="",
-        renewed_columns="",
-        refusals="",
-    ),
-)
-
-# The same, with the requests' rate-limit counters (RATE_LIMIT_ENABLED) moved first, in the
-# same statement: `hit` lists each request's counters (its ordinal `n` in `req`). Every
-# counter row moves once, by the number of requests counting it (in key order, as
-# `ops.ratelimit.hit` does, so two batches never lock counters in a cycle); request n's count
-# is what it would have been had the requests come one by one, in batch order. A request
-# over any limit is not renewed: its over-limit counters come back (`limited` = n) instead.
-ROTATE_COUNTED = Prepared(
-    "tenantd_rotate_sessions_counted",
-    _ROTATE.format(
-        counting=COUNTING_CTES,
-        memberships=queries.ACTIVE_MEMBERSHIPS,
-        allowed="\n       AND NOT EXISTS (SELECT 1 FROM over o WHERE o.n = r.n)",
-        renewed_columns=(
-            ",\n       NULL::bigint AS limited, NULL::text AS limited_key,"
-            " NULL::float8 AS start_offset"
-        ),
-        refusals="""
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, o.n, o.key, o.start_offset
-  FROM over o""",
-    ),
-)
 
 # Enough to fill a turn under heavy load; a larger backlog waits for the next batch.
 MAX_BATCH = 64
@@ -238,7 +150,7 @@ async def _run_batch(
     requests = [request for request, _ in batch]
     counting = any(r.counters for r in requests)
     params = _arrays(batch, expires_at)
-    rows = await conn.fetch_all(ROTATE_COUNTED if counting else ROTATE, params)
+    rows = await conn.fetch_all(queries.ROTATE_COUNTED if counting else queries.ROTATE, params)
     renewed: dict[bytes, Row] = {}
     over: dict[int, list[Row]] = {}
     for row in rows:

@@ -429,11 +429,5 @@ async def revoke_all(conn: Conn, *, user_id: uuid.UUID) -> None:
     """User-wide cutoff: every access token issued before now and every session ends."""
     async with conn.transaction():
         await sessions_revoked(conn, user_id)
-        await conn.execute(
-            "UPDATE users SET tokens_valid_after = now(), updated_at = now() WHERE id = %(u)s",
-            {"u": user_id},
-        )
-        await conn.execute(
-            "UPDATE sessions SET revoked_at = now() WHERE user_id = %(u)s AND revoked_at IS NULL",
-            {"u": user_id},
-        )
+        await queries.cut_off_tokens(conn, user_id)
+        await queries.revoke_user_sessions(conn, user_id)

@@ -12,8 +12,9 @@ import datetime as dt
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import webauthn
 from webauthn.helpers import bytes_to_base64url, parse_client_data_json
@@ -25,9 +26,11 @@ from webauthn.helpers.parse_registration_credential_json import (
     parse_registration_credential_json,
 )
 from webauthn.helpers.structs import (
+    AuthenticationCredential,
     AuthenticatorSelectionCriteria,
     AuthenticatorTransport,
     PublicKeyCredentialDescriptor,
+    RegistrationCredential,
     ResidentKeyRequirement,
     UserVerificationRequirement,
 )
@@ -117,6 +120,34 @@ def _signed_challenge(client_data_json: bytes) -> bytes:
         raise _invalid() from None
 
 
+CredentialT = TypeVar("CredentialT", RegistrationCredential, AuthenticationCredential)
+
+
+def _parsed(
+    parse: Callable[[dict[str, Any]], CredentialT],
+    credential: dict[str, Any],
+    *,
+    field: str,
+    what: str,
+) -> CredentialT:
+    """The browser's credential parsed, or 422 on `field` saying `what` it is not."""
+    try:
+        return parse(credential)
+    except (WebAuthnException, ValueError, KeyError, TypeError):
+        raise ValidationFailed({field: what}) from None
+
+
+async def _spend_for(
+    services: Services,
+    parsed: RegistrationCredential | AuthenticationCredential,
+    *,
+    purpose: str,
+) -> tuple[bytes, Row]:
+    """The challenge the credential signed, spent (see `_spend`), with its row."""
+    challenge = _signed_challenge(parsed.response.client_data_json)
+    return challenge, await _spend(services, challenge, purpose=purpose)
+
+
 async def _spend(services: Services, challenge: bytes, *, purpose: str) -> Row:
     """Spend the challenge in a transaction of its own, committed before the response is
     checked: any attempt uses it up, a refused one too (issue 25 item 15)."""
@@ -182,12 +213,13 @@ async def register(
     await sensitive.require(services, actor, sensitive.PASSKEY_ADDED)
     user_id = actor.user_id
     settings = services.settings
-    try:
-        parsed = parse_registration_credential_json(credential)
-    except (WebAuthnException, ValueError, KeyError, TypeError):
-        raise ValidationFailed({"credential": "not a WebAuthn registration response"}) from None
-    challenge = _signed_challenge(parsed.response.client_data_json)
-    row = await _spend(services, challenge, purpose=REGISTER)
+    parsed = _parsed(
+        parse_registration_credential_json,
+        credential,
+        field="credential",
+        what="not a WebAuthn registration response",
+    )
+    challenge, row = await _spend_for(services, parsed, purpose=REGISTER)
     async with services.db.transaction() as conn:
         await queries.lock_user(conn, user_id)
         if row["user_id"] != user_id:
@@ -282,12 +314,13 @@ async def verify_assertion(
     passkey row (its counter and last use updated). Passwordless and reauthentication
     require user verification (the passkey is the whole proof)."""
     settings = services.settings
-    try:
-        parsed = parse_authentication_credential_json(credential)
-    except (WebAuthnException, ValueError, KeyError, TypeError):
-        raise ValidationFailed({"passkey": "not a WebAuthn authentication response"}) from None
-    challenge = _signed_challenge(parsed.response.client_data_json)
-    row = await _spend(services, challenge, purpose=purpose)
+    parsed = _parsed(
+        parse_authentication_credential_json,
+        credential,
+        field="passkey",
+        what="not a WebAuthn authentication response",
+    )
+    challenge, row = await _spend_for(services, parsed, purpose=purpose)
     async with services.db.transaction() as conn:
         if user_id is not None and row["user_id"] != user_id:
             raise _invalid()

@@ -9,8 +9,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from psycopg2.extras import Json
+from sqlalchemy import func
 
 from tenantd.db import Conn, Row
+from tenantd.db.tables import (
+    mfa_tickets,
+    security_undo,
+    webauthn_challenges,
+)
+from tenantd.ops.queries import Purge
 
 # -- factors of a user ------------------------------------------------------------------------
 
@@ -468,3 +475,19 @@ async def unused_recovery_hashes(conn: Conn, user_id: uuid.UUID) -> list[bytes]:
         {"u": user_id},
     )
     return [bytes(row["code_hash"]) for row in rows]
+
+
+# -- the mfa sweep ----------------------------------------------------------------------------
+
+
+def expired_rows() -> list[Purge]:
+    """What the mfa sweep deletes, in this order: tickets an hour past their life, WebAuthn
+    challenges past theirs, "This wasn't me" links a day past their 7 days (kept a day longer
+    for the support desk). (Sign-in records of ended families are identity's: the sweep calls
+    it.)"""
+    now = func.now()
+    return [
+        (mfa_tickets, mfa_tickets.c.expires_at < now - dt.timedelta(hours=1)),
+        (webauthn_challenges, webauthn_challenges.c.expires_at < now),
+        (security_undo, security_undo.c.expires_at < now - dt.timedelta(days=1)),
+    ]

@@ -4,12 +4,8 @@ auth_time) of session families that no longer have a session row."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from sqlalchemy import func
-
-from tenantd.db.tables import mfa_tickets, security_undo, webauthn_challenges
 from tenantd.identity.sweeps import ended_session_auth
+from tenantd.mfa import queries
 from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
 
 
@@ -19,11 +15,8 @@ from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
 )
 async def mfa_sweep(ctx: SweepContext) -> None:
     """Delete expired or orphaned MFA rows in bounded batches (idempotent)."""
-    now = func.now()
-    await delete_batches(ctx, mfa_tickets, mfa_tickets.c.expires_at < now - timedelta(hours=1))
-    await delete_batches(ctx, webauthn_challenges, webauthn_challenges.c.expires_at < now)
-    # "This wasn't me" links past their 7 days (kept a day longer for the support desk).
-    await delete_batches(ctx, security_undo, security_undo.c.expires_at < now - timedelta(days=1))
+    for purge in queries.expired_rows():
+        await delete_batches(ctx, *purge)
     await ended_session_auth(ctx)
 
 

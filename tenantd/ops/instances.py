@@ -25,12 +25,13 @@ from typing import Any
 
 from tenantd import __version__
 from tenantd.db import Database
+from tenantd.ops import queries
+from tenantd.ops.queries import PRUNE_AFTER as PRUNE_AFTER
+from tenantd.ops.queries import STALE_AFTER_BEATS as STALE_AFTER_BEATS
 from tenantd.settings import Settings, env_flag
 
 log = logging.getLogger(__name__)
 
-STALE_AFTER_BEATS = 3  # a heartbeat older than three intervals: the instance is gone
-PRUNE_AFTER = "1 day"  # stale rows older than this are deleted when a server starts
 
 # The switches that decide what a send does when the CLI dispatches it in its own process
 # (QUEUES_ENABLED off): the CLI refuses to send when it differs from the instances on one.
@@ -93,37 +94,6 @@ def differences(
     ]
 
 
-# --- statements ------------------------------------------------------------------------
-
-REGISTER = """
-INSERT INTO instances AS i
-    (instance, host, pid, listen, version, heartbeat_seconds, switches, event_types)
-VALUES (%(instance)s, %(host)s, %(pid)s, %(listen)s, %(version)s, %(interval)s,
-        %(switches)s, %(event_types)s)
-ON CONFLICT (instance) DO UPDATE SET
-    heartbeat_at = now(),
-    heartbeat_seconds = EXCLUDED.heartbeat_seconds,
-    switches = EXCLUDED.switches,
-    event_types = EXCLUDED.event_types
-"""
-UNREGISTER = "DELETE FROM instances WHERE instance = %(instance)s"
-PRUNE = f"""
-DELETE FROM instances
-WHERE heartbeat_at < now() - interval '{PRUNE_AFTER}'
-  AND heartbeat_at < now() - make_interval(secs => {STALE_AFTER_BEATS} * heartbeat_seconds)
-"""
-LIST = f"""
-SELECT instance, host, pid, listen, version, started_at, heartbeat_at, heartbeat_seconds,
-       switches, event_types,
-       extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age,
-       heartbeat_at < now() - make_interval(secs => {STALE_AFTER_BEATS} * heartbeat_seconds)
-           AS stale
-FROM instances
-ORDER BY started_at, instance
-"""
-HAS_TABLE = "SELECT to_regclass('instances') IS NOT NULL"
-
-
 class Instance:
     """This process's row: registered by `heartbeating`, described by `describe()` at each
     beat (event types may change while it runs)."""
@@ -153,7 +123,7 @@ class Instance:
 
 async def _beat(db: Database, instance: Instance, interval: float) -> None:
     async with db.connection() as conn:
-        await conn.execute(REGISTER, instance.params(interval))
+        await conn.execute(queries.REGISTER_INSTANCE, instance.params(interval))
 
 
 @contextlib.asynccontextmanager
@@ -164,7 +134,7 @@ async def heartbeating(db: Database, instance: Instance, interval: float) -> Asy
     looks stale to `tenantd status` until a beat succeeds, which is the truth."""
     try:  # never a reason not to serve (e.g. `serve --no-migrate` before this migration)
         async with asyncio.timeout(5.0), db.connection() as conn:
-            await conn.execute(PRUNE)
+            await conn.execute(queries.PRUNE_INSTANCES)
         await _beat(db, instance, interval)
         log.info("instance registered", extra={"instance": instance.id})
     except Exception as error:
@@ -188,7 +158,7 @@ async def heartbeating(db: Database, instance: Instance, interval: float) -> Asy
             await task
         try:
             async with asyncio.timeout(5.0), db.connection() as conn:
-                await conn.execute(UNREGISTER, {"instance": instance.id})
+                await conn.execute(queries.UNREGISTER_INSTANCE, {"instance": instance.id})
         except Exception as error:  # it goes stale instead
             log.warning("could not unregister instance: %r", error)
 
@@ -197,9 +167,9 @@ async def read_instances(db: Database) -> list[dict[str, Any]] | None:
     """Every row of `instances` (None before the migration that creates it), stale ones
     marked, in the shape of `tenantd status --json`."""
     async with db.connection() as conn:
-        if not await conn.fetch_val(HAS_TABLE):
+        if not await conn.fetch_val(queries.HAS_INSTANCES_TABLE):
             return None
-        rows = await conn.fetch_all(LIST)
+        rows = await conn.fetch_all(queries.LIST_INSTANCES)
     return [
         {
             "instance": row["instance"],

@@ -13,6 +13,10 @@ from sqlalchemy.sql import ColumnElement, Delete, Select
 _CTID: sa.ColumnClause[Any] = sa.column("ctid")
 
 
+# What a sweep deletes in batches: a table and a Core condition over it (`delete_batches`).
+Purge = tuple[sa.Table, ColumnElement[bool]]
+
+
 def count_rows(table: sa.Table, where: ColumnElement[bool]) -> Select[int]:
     """SELECT count(*) FROM table WHERE where (a sweep's dry run)."""
     return sa.select(sa.func.count()).select_from(table).where(where)
@@ -148,3 +152,37 @@ STATUS_SWEEPS = """
 SELECT name, run_count, last_status, last_started_at, last_success_at, last_counts
   FROM sweep_runs ORDER BY name
 """
+
+
+# --- the instances table (ops/instances.py) -------------------------------------------
+
+STALE_AFTER_BEATS = 3  # a heartbeat older than three intervals: the instance is gone
+PRUNE_AFTER = "1 day"  # stale rows older than this are deleted when a server starts
+
+REGISTER_INSTANCE = """
+INSERT INTO instances AS i
+    (instance, host, pid, listen, version, heartbeat_seconds, switches, event_types)
+VALUES (%(instance)s, %(host)s, %(pid)s, %(listen)s, %(version)s, %(interval)s,
+        %(switches)s, %(event_types)s)
+ON CONFLICT (instance) DO UPDATE SET
+    heartbeat_at = now(),
+    heartbeat_seconds = EXCLUDED.heartbeat_seconds,
+    switches = EXCLUDED.switches,
+    event_types = EXCLUDED.event_types
+"""
+UNREGISTER_INSTANCE = "DELETE FROM instances WHERE instance = %(instance)s"
+PRUNE_INSTANCES = f"""
+DELETE FROM instances
+WHERE heartbeat_at < now() - interval '{PRUNE_AFTER}'
+  AND heartbeat_at < now() - make_interval(secs => {STALE_AFTER_BEATS} * heartbeat_seconds)
+"""
+LIST_INSTANCES = f"""
+SELECT instance, host, pid, listen, version, started_at, heartbeat_at, heartbeat_seconds,
+       switches, event_types,
+       extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age,
+       heartbeat_at < now() - make_interval(secs => {STALE_AFTER_BEATS} * heartbeat_seconds)
+           AS stale
+FROM instances
+ORDER BY started_at, instance
+"""
+HAS_INSTANCES_TABLE = "SELECT to_regclass('instances') IS NOT NULL"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-from sqlalchemy.sql import ColumnElement
 
 from tenantd.db.core import Prepared
 from tenantd.db.tables import outbox_events
+from tenantd.ops.queries import Purge
 
 # One row per event, in the caller's transaction (prepared: it rides on every mutation).
 INSERT_EVENT = Prepared(
@@ -32,6 +32,8 @@ SELECT * FROM unnest(%(event_ids)s::text[], %(types)s::text[], %(account_ids)s::
 # it handed out. Rows of transactions still in flight are invisible here and get later
 # numbers once they commit, so a reader's cursor never passes a row that appears later.
 LOCK_SEQUENCER = "SELECT last_seq FROM outbox_sequencer WHERE id = 1 FOR UPDATE SKIP LOCKED"
+# Nonzero while the row exists: LOCK_SEQUENCER found nothing because another sequencer holds it.
+SEQUENCER_ROWS = "SELECT count(*) FROM outbox_sequencer"
 
 # The row is seeded by the migration; this puts it back if it went (a TRUNCATE), after the
 # highest number handed out so far.
@@ -85,9 +87,9 @@ BACKLOG = "SELECT count(*) FROM outbox_events WHERE seq IS NULL"
 ANY_UNNUMBERED = "SELECT EXISTS (SELECT 1 FROM outbox_events WHERE seq IS NULL)"
 
 
-def older_than(days: float) -> ColumnElement[bool]:
+def older_than(days: float) -> Purge:
     """Numbered events that occurred more than `days` ago (the retention sweep)."""
-    return sa.and_(
+    return outbox_events, sa.and_(
         outbox_events.c.seq.is_not(None),
         outbox_events.c.occurred_at < sa.func.now() - timedelta(days=days),
     )

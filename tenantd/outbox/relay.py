@@ -28,7 +28,7 @@ async def sequence(conn: Conn, *, limit: int = BATCH) -> list[Row] | None:
     sequencer holds the turn."""
     last = await conn.fetch_val(queries.LOCK_SEQUENCER)
     if last is None:
-        if await conn.fetch_val("SELECT count(*) FROM outbox_sequencer"):
+        if await conn.fetch_val(queries.SEQUENCER_ROWS):
             return None  # another sequencer has the turn
         await conn.execute(queries.SEED_SEQUENCER)
         last = await conn.fetch_val(queries.LOCK_SEQUENCER)

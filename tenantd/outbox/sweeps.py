@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tenantd.db.tables import outbox_events
 from tenantd.ops.sweeps import SweepContext, delete_batches, sweep
 from tenantd.outbox import queries
 
@@ -10,8 +9,7 @@ from tenantd.outbox import queries
 @sweep("events", "Delete outbox events older than TENANTD_EVENTS_RETENTION_DAYS")
 async def events_sweep(ctx: SweepContext) -> None:
     ctx.check_stopping()
-    where = queries.older_than(ctx.settings.events_retention_days)
-    await delete_batches(ctx, outbox_events, where)
+    await delete_batches(ctx, *queries.older_than(ctx.settings.events_retention_days))
 
 
 SWEEPS = (events_sweep,)

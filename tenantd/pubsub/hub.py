@@ -27,21 +27,18 @@ import aiopg
 import psycopg2
 from aiohttp import web
 
+from tenantd.pubsub import queries
+from tenantd.pubsub.queries import MAX_CHANNEL_BYTES as MAX_CHANNEL_BYTES
+from tenantd.pubsub.queries import quote_channel as quote_channel
+
 log = logging.getLogger(__name__)
 
-MAX_CHANNEL_BYTES = 63
 PING_INTERVAL_SECONDS = 1.0
 PING_TIMEOUT_SECONDS = 3.0
 CONNECT_TIMEOUT_SECONDS = 10.0  # a connect (and its LISTENs) into a partition gives up
 RECONNECT_MAX_SECONDS = 10.0
 
 MessageCallback = Callable[[str, str], None]  # (channel, payload); must not block
-
-
-def quote_channel(name: str) -> str:
-    if len(name.encode()) > MAX_CHANNEL_BYTES:
-        raise ValueError(f"channel name longer than {MAX_CHANNEL_BYTES} bytes: {name!r}")
-    return '"' + name.replace('"', '""') + '"'
 
 
 @dataclass(eq=False)
@@ -174,10 +171,7 @@ class PubSubHub:
         unlisten = self._listening - wanted
         if not listen and not unlisten:
             return
-        sql = "; ".join(
-            [f"LISTEN {quote_channel(c)}" for c in listen]
-            + [f"UNLISTEN {quote_channel(c)}" for c in unlisten]
-        )
+        sql = queries.listen_statement(listen, unlisten)
         try:
             async with conn.cursor() as cur:
                 await cur.execute(sql)
@@ -233,9 +227,7 @@ class PubSubHub:
                         channels = set(self._channels)
                         if channels:
                             async with conn.cursor() as cur:
-                                await cur.execute(
-                                    "; ".join(f"LISTEN {quote_channel(c)}" for c in channels)
-                                )
+                                await cur.execute(queries.listen_statement(channels))
                         self._conn = conn
                         self._listening = channels
                         self._confirmed_at = began
@@ -274,7 +266,7 @@ class PubSubHub:
             began = time.monotonic()
             try:
                 async with asyncio.timeout(self._ping_timeout), conn.cursor() as cur:
-                    await cur.execute("SELECT 1")
+                    await cur.execute(queries.PING)
             except (psycopg2.Error, OSError, TimeoutError) as error:
                 log.warning("pubsub round trip failed; reconnecting", extra={"error": repr(error)})
                 if self._conn is conn:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import functools
 
 from aiohttp import hdrs, web
-from aiohttp.web_urldispatcher import MatchInfoError
 
 from tenantd.settings import SETTINGS
+from tenantd.web.aiohttp_pins import MatchInfoError
 
 CORS_PREFIXES = ("/api/v1/", "/auth/", "/static/")
 CORS_PATHS = frozenset({"/.well-known/jwks.json"})

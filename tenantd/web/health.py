@@ -7,6 +7,7 @@ import asyncio
 from aiohttp import web
 
 from tenantd.db import DATABASE
+from tenantd.db.queries import PING
 from tenantd.web.json import json_response
 from tenantd.web.spec import Access, Routes
 
@@ -18,7 +19,7 @@ async def healthz(request: web.Request) -> web.Response:
     db = request.app[DATABASE]
     try:
         async with asyncio.timeout(2):
-            await db.fetch_val("SELECT 1")
+            await db.fetch_val(PING)
     except Exception:
         return json_response({"status": "unavailable"}, status=503)
     return json_response({"status": "ok"})

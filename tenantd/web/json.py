@@ -8,16 +8,13 @@ from itertools import accumulate
 from typing import Any
 
 import orjson
-from aiohttp import hdrs, web
-from aiohttp.abc import AbstractStreamWriter
-from aiohttp.compression_utils import MAX_SYNC_CHUNK_SIZE
-from aiohttp.helpers import rfc822_formatted_time
-from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
-from aiohttp.web_response import REASON_PHRASES
-from multidict import CIMultiDict
+from aiohttp import web
 from pydantic import BaseModel
 
 from tenantd.errors import AppError, ValidationFailed
+from tenantd.web.aiohttp_pins import JsonResponse
+
+__all__ = ["JsonResponse", "dumps", "error_response", "json_response", "loads_bounded", "ok"]
 
 
 def _default(value: Any) -> Any:
@@ -41,70 +38,6 @@ def dumps(value: Any, *, indent: bool = False) -> bytes:
 
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
-
-
-_JSON_HEADERS: CIMultiDict[str] = CIMultiDict({hdrs.CONTENT_TYPE: "application/json"})
-
-
-class JsonResponse(web.Response):
-    """`web.Response(body=body, status=status, content_type="application/json")` for a body
-    that is bytes already, with less of aiohttp's generic work per answer (issue 19): the
-    headers are a copy of a prebuilt mapping, and the common case (HTTP/1.1 keep-alive, a
-    body, no cookie or compression asked for) fills Content-Length, Date and Server without
-    `_prepare_headers`' general decisions. Anything else goes through aiohttp's own path.
-
-    This leans on aiohttp 3.14's `StreamResponse` attributes (pinned in requirements.lock);
-    tests/perf/test_json_response.py checks that the bytes on the wire are the plain
-    `web.Response`'s for the common case and the exceptions.
-    """
-
-    def __init__(
-        self, body: bytes, *, status: int = 200, headers: dict[str, str] | None = None
-    ) -> None:
-        # What Response.__init__ and StreamResponse.__init__ set for these arguments.
-        self._state = {}
-        if headers:
-            self._headers = CIMultiDict(headers)
-            self._headers[hdrs.CONTENT_TYPE] = "application/json"
-        else:
-            self._headers = _JSON_HEADERS.copy()
-        self._status = status
-        self._reason = REASON_PHRASES.get(status, "")
-        self._body = body
-        self._zlib_executor_size = MAX_SYNC_CHUNK_SIZE
-        self._zlib_executor = None
-
-    async def _start(self, request: web.BaseRequest) -> AbstractStreamWriter:
-        headers = self._headers
-        body = self._body
-        if (
-            not isinstance(body, bytes | bytearray)
-            or not body
-            or self._must_be_empty_body
-            or self._chunked
-            or self._compression
-            or self._cookies
-            or self._keep_alive is not None
-            or request.version != HttpVersion11
-            or not request.keep_alive
-            or hdrs.CONTENT_LENGTH in headers
-            or hdrs.DATE in headers
-            or hdrs.CONNECTION in headers
-        ):
-            return await super()._start(request)
-        # StreamResponse._prepare_headers for this case: length known, keep-alive on 1.1
-        # (no Connection header), a body with its Content-Type.
-        self._req = request
-        writer = self._payload_writer = request._payload_writer
-        self._keep_alive = True
-        length = len(body)
-        headers[hdrs.CONTENT_LENGTH] = str(length)
-        writer.length = length
-        headers[hdrs.DATE] = rfc822_formatted_time()
-        headers.setdefault(hdrs.SERVER, SERVER_SOFTWARE)
-        await request._prepare_hook(self)
-        await self._write_headers()
-        return writer
 
 
 def json_response(

@@ -24,12 +24,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import hdrs, web
-from aiohttp.web_urldispatcher import AbstractRoute, MatchInfoError, UrlMappingMatchInfo
 
 from tenantd.errors import AppError, NotFound, PayloadTooLarge
 from tenantd.ops.metrics import METRICS
 from tenantd.ops.shutdown import DRAIN
 from tenantd.principal import PRINCIPAL
+from tenantd.web.aiohttp_pins import replace_handler, wrap_resolve
 from tenantd.web.cors import apply_cors, cors_headers, preflight
 from tenantd.web.json import error_response
 from tenantd.web.spec import CURRENT_ROUTE
@@ -203,9 +203,8 @@ def enveloped(handler: Handler) -> Handler:
     return functools.partial(handle_request, handler=handler)
 
 
-def _envelope_route(route: AbstractRoute) -> None:
-    # aiohttp offers no public way to replace a registered route's handler.
-    route._handler = enveloped(route.handler)  # type: ignore[assignment]
+def _envelope_route(route: web.AbstractRoute) -> None:
+    replace_handler(route, enveloped(route.handler))
 
 
 async def _envelope_routes(app: web.Application) -> None:
@@ -213,16 +212,7 @@ async def _envelope_routes(app: web.Application) -> None:
     handler inside `handle_request`, and the 404/405 answers of unmatched requests too."""
     for route in app.router.routes():
         _envelope_route(route)
-    router = app.router
-    resolve = router.resolve
-
-    async def resolve_enveloped(request: web.Request) -> UrlMappingMatchInfo:
-        match_info = await resolve(request)
-        if isinstance(match_info, MatchInfoError):  # a new route per miss, raising 404/405
-            _envelope_route(match_info.route)
-        return match_info
-
-    router.resolve = resolve_enveloped  # type: ignore[method-assign]
+    wrap_resolve(app.router, _envelope_route)  # a new route per miss, raising 404/405
 
 
 def envelope_routes(app: web.Application) -> None:

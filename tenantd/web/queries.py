@@ -4,11 +4,15 @@ the connection it is given."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from psycopg2.extras import Json
+from sqlalchemy import func
 
 from tenantd.db import Conn, Row
+from tenantd.db.tables import api_idempotency_keys
+from tenantd.ops.queries import Purge
 
 # --- idempotency of server routes (sql/0116) ---------------------------------------------
 
@@ -65,3 +69,9 @@ async def store_idempotent_answer(
         " WHERE api_key_id = %(kid)s AND route = %(route)s AND idempotency_key = %(key)s",
         {"kid": key_id, "route": route, "key": idempotency_key, "response": Json(response)},
     )
+
+
+def idempotency_keys_older_than(seconds: float) -> Purge:
+    """Idempotency-Key answers stored more than `seconds` ago (the idempotency sweep)."""
+    table = api_idempotency_keys
+    return table, table.c.created_at < func.now() - timedelta(seconds=seconds)

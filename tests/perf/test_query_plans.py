@@ -17,7 +17,7 @@ from tenantd.auth.queries import ME
 from tenantd.db.core import Prepared, Statement, compile_statement
 from tenantd.db.dsn import url_to_dsn
 from tenantd.identity import queries as auth_queries
-from tenantd.identity.rotation import ROTATE
+from tenantd.identity.queries import ROTATE
 from tenantd.jobs import queries as job_queries
 from tenantd.notifications import queries as notification_queries
 from tenantd.suppression import service as suppression

@@ -18,8 +18,6 @@ its use writes a security event the user sees.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
 import uuid
 from dataclasses import dataclass
@@ -41,6 +39,7 @@ from tenantd.identity.signin import ClientMeta
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import sensitive
 from tenantd.settings import Settings
+from tenantd.web.cursors import decode_keyset, encode_keyset
 
 AdminActor = ActingKey | sensitive.Operator
 
@@ -89,20 +88,11 @@ class UserPage:
 
 
 def encode_cursor(row: Row) -> str:
-    raw = f"{row['created_at'].isoformat()}|{row['id']}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_keyset(row["created_at"], row["id"])
 
 
 def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        at, _, user_id = raw.partition("|")
-        moment = dt.datetime.fromisoformat(at)
-        if moment.tzinfo is None:
-            raise ValueError("naive")
-        return moment, uuid.UUID(user_id)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise ValidationFailed({"cursor": "not a cursor this list gave"}) from None
+    return decode_keyset(cursor, refusal="not a cursor this list gave")
 
 
 async def list_users(

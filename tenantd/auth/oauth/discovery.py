@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -154,13 +154,40 @@ def parse_metadata(
     )
 
 
+EntryT = TypeVar("EntryT")
+
+
+class ProviderDocuments(Generic[EntryT]):
+    """What the provider caches share: per URL an entry kept `ttl` seconds, and a lock so
+    that concurrent misses share one fetch (`fetches` counts them)."""
+
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        *,
+        ttl: float,
+        client_timeout: aiohttp.ClientTimeout = DEFAULT_TIMEOUT,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.http = http
+        self.ttl = ttl
+        self.client_timeout = client_timeout
+        self.clock = clock
+        self.fetches = 0
+        self._entries: dict[str, EntryT] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def _lock(self, url: str) -> asyncio.Lock:
+        return self._locks.setdefault(url, asyncio.Lock())
+
+
 @dataclass
 class _Entry:
     metadata: ProviderMetadata
     expires: float
 
 
-class DiscoveryCache:
+class DiscoveryCache(ProviderDocuments[_Entry]):
     """Metadata per issuer for `ttl` seconds; concurrent misses share one fetch."""
 
     def __init__(
@@ -171,13 +198,7 @@ class DiscoveryCache:
         client_timeout: aiohttp.ClientTimeout = DEFAULT_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.http = http
-        self.ttl = ttl
-        self.client_timeout = client_timeout
-        self.clock = clock
-        self.fetches = 0
-        self._entries: dict[str, _Entry] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        super().__init__(http, ttl=ttl, client_timeout=client_timeout, clock=clock)
 
     async def get(
         self, issuer: str, *, accept: Callable[[str], bool] | None = None
@@ -185,8 +206,7 @@ class DiscoveryCache:
         entry = self._entries.get(issuer)
         if entry is not None and self.clock() < entry.expires:
             return entry.metadata
-        lock = self._locks.setdefault(issuer, asyncio.Lock())
-        async with lock:
+        async with self._lock(issuer):
             entry = self._entries.get(issuer)
             if entry is not None and self.clock() < entry.expires:
                 return entry.metadata

@@ -7,7 +7,6 @@ Only RSA (RS256) and P-256 (ES256) signing keys are kept; symmetric keys never a
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -18,7 +17,12 @@ import aiohttp
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tenantd.auth.oauth.discovery import DEFAULT_TIMEOUT, RETRY_STALE_SECONDS, fetch_json
+from tenantd.auth.oauth.discovery import (
+    DEFAULT_TIMEOUT,
+    RETRY_STALE_SECONDS,
+    ProviderDocuments,
+    fetch_json,
+)
 from tenantd.auth.oauth.errors import ProviderError
 
 log = logging.getLogger(__name__)
@@ -75,7 +79,7 @@ class _Entry:
         return key if key is not None and key.algorithm_name == algorithm else None
 
 
-class JwksCache:
+class JwksCache(ProviderDocuments[_Entry]):
     """Signing keys per jwks_uri for `ttl` seconds; unknown kids refetch at most once per
     `refetch_interval` seconds."""
 
@@ -88,14 +92,8 @@ class JwksCache:
         client_timeout: aiohttp.ClientTimeout = DEFAULT_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.http = http
-        self.client_timeout = client_timeout
-        self.ttl = ttl
+        super().__init__(http, ttl=ttl, client_timeout=client_timeout, clock=clock)
         self.refetch_interval = refetch_interval
-        self.clock = clock
-        self.fetches = 0
-        self._entries: dict[str, _Entry] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
 
     async def key(self, jwks_uri: str, *, kid: str | None, algorithm: str) -> jwt.PyJWK | None:
         """The key that signed a token, or None when the provider does not publish it."""
@@ -104,8 +102,7 @@ class JwksCache:
             key = entry.find(kid, algorithm)
             if key is not None:
                 return key
-        lock = self._locks.setdefault(jwks_uri, asyncio.Lock())
-        async with lock:
+        async with self._lock(jwks_uri):
             current = self._entries.get(jwks_uri)
             now = self.clock()
             fresh = current is not None and now - current.fetched_at < self.ttl

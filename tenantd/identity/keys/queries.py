@@ -128,3 +128,9 @@ async def delete_expired(conn: Conn, *, older_than: dt.timedelta) -> int:
     return await conn.execute(
         "DELETE FROM signing_keys WHERE not_after < now() - %(age)s", {"age": older_than}
     )
+
+
+async def db_now(conn: Conn) -> dt.datetime:
+    """The database's clock (the one signing_from and retired_at are compared with)."""
+    now: dt.datetime = await conn.fetch_val("SELECT now()")
+    return now

@@ -180,7 +180,7 @@ async def rotate(conn: Conn, settings: Settings) -> Row:
 
 
 async def _rotate_locked(conn: Conn, settings: Settings, rows: list[Row]) -> Row:
-    now = rows[0]["now"] if rows else await conn.fetch_val("SELECT now()")
+    now = rows[0]["now"] if rows else await queries.db_now(conn)
     takes_over = now + PUBLISH_LEAD
     new = await _insert(conn, settings, alg=settings.access_token_alg, signing_from=takes_over)
     for row in rows:

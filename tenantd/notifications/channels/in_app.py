@@ -5,7 +5,6 @@ Listing is keyset-paginated on (created_at, id), newest first; the cursor is opa
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -13,29 +12,17 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tenantd.db import Conn
-from tenantd.errors import NotFound, ValidationFailed
+from tenantd.errors import NotFound
 from tenantd.notifications import queries
 from tenantd.notifications.schemas import notification_json
+from tenantd.web.cursors import decode_keyset, encode_keyset
 
 if TYPE_CHECKING:
     from tenantd.notifications.bundle import NotificationServices
 
 
-def encode_cursor(created_at: dt.datetime, notification_id: uuid.UUID) -> str:
-    raw = f"{created_at.isoformat()}|{notification_id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
 def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        stamp, ident = raw.split("|", 1)
-        created_at = dt.datetime.fromisoformat(stamp)
-        if created_at.tzinfo is None:
-            raise ValueError("naive")
-        return created_at, uuid.UUID(ident)
-    except (ValueError, UnicodeDecodeError):
-        raise ValidationFailed({"cursor": "invalid cursor"}) from None
+    return decode_keyset(cursor, refusal="invalid cursor")
 
 
 async def list_inbox(
@@ -49,7 +36,7 @@ async def list_inbox(
     page = await queries.inbox_page(conn, user_id=user_id, status=status, size=limit, before=before)
     next_cursor = None
     if page["more"]:
-        next_cursor = encode_cursor(page["last_created_at"], page["last_id"])
+        next_cursor = encode_keyset(page["last_created_at"], page["last_id"])
     return {"items": orjson.Fragment(page["items"]), "nextCursor": next_cursor}
 
 

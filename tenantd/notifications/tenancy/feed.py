@@ -15,34 +15,12 @@ from typing import Any
 from tenantd.db import Conn, Row
 from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.service import SendRequest, send_many
-from tenantd.notifications.tenancy import events
+from tenantd.notifications.tenancy import events, queries
 from tenantd.outbox import Consumer
 
 log = logging.getLogger(__name__)
 
 
-def _name(alias: str) -> str:
-    """A person as the pages show them: their name, else their address."""
-    return (
-        f"coalesce(nullif(btrim({alias}.first_name || ' ' || {alias}.last_name), ''),"
-        f" {alias}.email)"
-    )
-
-
-ACCOUNT = (
-    "SELECT a.name AS account_name,"
-    f" (SELECT {_name('u')} FROM users u WHERE u.id = %(actor)s::uuid) AS actor_name,"
-    f" (SELECT {_name('u')} FROM users u WHERE u.id = %(subject)s::uuid) AS subject_name"
-    " FROM accounts a WHERE a.id = %(aid)s AND a.deleted_at IS NULL"
-)
-USER_BY_EMAIL = "SELECT id FROM users WHERE lower(email) = lower(%(email)s)"
-# The owners and admins as the change found them: the relay may number an event after
-# later changes committed (a member added since is not told of what came before them).
-MANAGERS = (
-    "SELECT user_id FROM memberships WHERE account_id = %(aid)s AND revoked_at IS NULL"
-    " AND role IN ('owner', 'admin') AND user_id <> %(except)s::uuid"
-    " AND created_at < %(at)s ORDER BY user_id"
-)
 WATCHED = ("invitation.created", "membership.created", "join_request.created")
 WATCHED_ROLE = "membership.role_changed"
 
@@ -54,7 +32,7 @@ def _actor(event: Row) -> str:
 
 async def _context(conn: Conn, event: Row, subject: str | None) -> Row | None:
     return await conn.fetch_one(
-        ACCOUNT,
+        queries.ACCOUNT,
         {"aid": event["account_id"], "actor": _actor(event) or None, "subject": subject},
     )
 
@@ -68,7 +46,7 @@ async def _requests(conn: Conn, event: Row) -> list[SendRequest]:
     if account_id is None:
         return []
     if kind == "invitation.created":
-        invitee = await conn.fetch_val(USER_BY_EMAIL, {"email": data["email"]})
+        invitee = await conn.fetch_val(queries.USER_BY_EMAIL, {"email": data["email"]})
         context = await _context(conn, event, None)
         if invitee is None or context is None:
             return []  # no user yet: the invitation email is all they get
@@ -88,7 +66,7 @@ async def _requests(conn: Conn, event: Row) -> list[SendRequest]:
         if context is None:
             return []
         managers = await conn.fetch_all(
-            MANAGERS, {"aid": account_id, "except": member, "at": event["occurred_at"]}
+            queries.MANAGERS, {"aid": account_id, "except": member, "at": event["occurred_at"]}
         )
         common = {
             "accountId": str(account_id),

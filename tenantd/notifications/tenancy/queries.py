@@ -1,0 +1,27 @@
+"""Statements of the tenancy notices (feed.py): who is told, and how people are named."""
+
+from __future__ import annotations
+
+
+def _name(alias: str) -> str:
+    """A person as the pages show them: their name, else their address."""
+    return (
+        f"coalesce(nullif(btrim({alias}.first_name || ' ' || {alias}.last_name), ''),"
+        f" {alias}.email)"
+    )
+
+
+ACCOUNT = (
+    "SELECT a.name AS account_name,"
+    f" (SELECT {_name('u')} FROM users u WHERE u.id = %(actor)s::uuid) AS actor_name,"
+    f" (SELECT {_name('u')} FROM users u WHERE u.id = %(subject)s::uuid) AS subject_name"
+    " FROM accounts a WHERE a.id = %(aid)s AND a.deleted_at IS NULL"
+)
+USER_BY_EMAIL = "SELECT id FROM users WHERE lower(email) = lower(%(email)s)"
+# The owners and admins as the change found them: the relay may number an event after
+# later changes committed (a member added since is not told of what came before them).
+MANAGERS = (
+    "SELECT user_id FROM memberships WHERE account_id = %(aid)s AND revoked_at IS NULL"
+    " AND role IN ('owner', 'admin') AND user_id <> %(except)s::uuid"
+    " AND created_at < %(at)s ORDER BY user_id"
+)
