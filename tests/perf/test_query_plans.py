@@ -13,7 +13,7 @@ import pytest
 
 from bench.seed import SeedPlan, account_uuid, seed, user_uuid
 from tenantd.accounts.plans import entitlements
-from tenantd.auth.queries import ME
+from tenantd.accounts.queries import ME
 from tenantd.db.core import Prepared, Statement, compile_statement
 from tenantd.db.dsn import url_to_dsn
 from tenantd.identity import queries as auth_queries
