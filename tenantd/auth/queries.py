@@ -7,8 +7,12 @@ tenantd/identity/queries.py.
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
-from tenantd.db import Conn, Row
+from sqlalchemy import func
+
+from tenantd.db import Conn, Row, tables
+from tenantd.ops.queries import Purge
 
 # -- email change (tenantd/auth/email_change.py) ----------------------------------------------
 
@@ -205,3 +209,8 @@ async def delete_email_code(conn: Conn, email: str) -> None:
 
 
 # -- "This wasn't me" of a password change or a user deletion (auth/security_undo.py) --------
+
+
+def expired_email_codes() -> Purge:
+    """Sign-in codes and magic links a day after expiry (the auth part of the session sweep)."""
+    return tables.email_codes, tables.email_codes.c.expires_at < func.now() - timedelta(days=1)

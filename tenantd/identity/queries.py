@@ -953,3 +953,37 @@ def ended_session_auth() -> Purge:
         tables.session_auth,
         (tables.session_auth.c.created_at < func.now() - dt.timedelta(hours=1)) & ~family_alive,
     )
+
+
+# -- enforced single sign-on (tenantd/identity/sso_policy.py) -----------------------------------
+
+# The enforced connection binding a user, if any (see the module docstring).
+SSO_BINDING = """
+SELECT c.id
+  FROM users u
+  JOIN sso_connection_domains d ON d.domain = split_part(u.email, '@', 2)
+  JOIN sso_connections c ON c.id = d.connection_id AND c.enforce
+  JOIN accounts a ON a.id = c.account_id AND a.deleted_at IS NULL
+ WHERE u.id = %(u)s
+   AND (a.claimed_domain = d.domain
+        OR EXISTS (SELECT 1 FROM memberships m WHERE m.account_id = a.id
+                      AND m.user_id = u.id AND m.revoked_at IS NULL))
+"""
+
+# Every live session not started by SSO of the users a connection binds (enforcement on).
+END_NON_SSO_SESSIONS = """
+WITH bound AS (
+  SELECT u.id FROM users u
+    JOIN sso_connection_domains d ON d.domain = split_part(u.email, '@', 2)
+    JOIN accounts a ON a.id = d.account_id AND a.deleted_at IS NULL
+   WHERE d.connection_id = %(c)s
+     AND (a.claimed_domain = d.domain
+          OR EXISTS (SELECT 1 FROM memberships m WHERE m.account_id = a.id
+                        AND m.user_id = u.id AND m.revoked_at IS NULL))
+), ended AS (
+  UPDATE sessions s SET revoked_at = now()
+   WHERE s.user_id IN (SELECT id FROM bound) AND s.revoked_at IS NULL
+     AND s.method IS DISTINCT FROM %(m)s
+  RETURNING 1
+) SELECT count(*) FROM ended
+"""

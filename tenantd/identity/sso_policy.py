@@ -13,28 +13,16 @@ from __future__ import annotations
 import uuid
 
 from tenantd.db import Conn
+from tenantd.identity import queries
 from tenantd.identity.errors import SsoRequired
 
 # The `method` of a session started by an SSO connection (GET /api/v1/auth/sessions).
 SSO_METHOD = "sso"
 
-# The enforced connection binding a user, if any (see the module docstring).
-_BINDING = """
-SELECT c.id
-  FROM users u
-  JOIN sso_connection_domains d ON d.domain = split_part(u.email, '@', 2)
-  JOIN sso_connections c ON c.id = d.connection_id AND c.enforce
-  JOIN accounts a ON a.id = c.account_id AND a.deleted_at IS NULL
- WHERE u.id = %(u)s
-   AND (a.claimed_domain = d.domain
-        OR EXISTS (SELECT 1 FROM memberships m WHERE m.account_id = a.id
-                      AND m.user_id = u.id AND m.revoked_at IS NULL))
-"""
-
 
 async def enforced_connection(conn: Conn, user_id: uuid.UUID) -> uuid.UUID | None:
     """The enforced SSO connection that alone may sign this user in, or None."""
-    found: uuid.UUID | None = await conn.fetch_val(_BINDING, {"u": user_id})
+    found: uuid.UUID | None = await conn.fetch_val(queries.SSO_BINDING, {"u": user_id})
     return found
 
 
@@ -61,22 +49,7 @@ async def end_other_sessions(conn: Conn, connection_id: uuid.UUID) -> int:
     """End every live session not started by SSO of the users the connection binds (its
     enforcement was just switched on); how many session rows ended."""
     count: int = await conn.fetch_val(
-        """
-WITH bound AS (
-  SELECT u.id FROM users u
-    JOIN sso_connection_domains d ON d.domain = split_part(u.email, '@', 2)
-    JOIN accounts a ON a.id = d.account_id AND a.deleted_at IS NULL
-   WHERE d.connection_id = %(c)s
-     AND (a.claimed_domain = d.domain
-          OR EXISTS (SELECT 1 FROM memberships m WHERE m.account_id = a.id
-                        AND m.user_id = u.id AND m.revoked_at IS NULL))
-), ended AS (
-  UPDATE sessions s SET revoked_at = now()
-   WHERE s.user_id IN (SELECT id FROM bound) AND s.revoked_at IS NULL
-     AND s.method IS DISTINCT FROM %(m)s
-  RETURNING 1
-) SELECT count(*) FROM ended
-""",
+        queries.END_NON_SSO_SESSIONS,
         {"c": connection_id, "m": SSO_METHOD},
     )
     return count

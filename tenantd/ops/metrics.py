@@ -36,7 +36,7 @@ from prometheus_client.registry import Collector
 
 from tenantd.db import Database
 from tenantd.db.core import Conn
-from tenantd.ops.queries import FOLD_LOCK, FOLD_SQL, STATE_QUERY
+from tenantd.ops.queries import FOLD_LOCK, FOLD_SQL, STATE_QUERY, TRY_FOLD_LOCK
 from tenantd.ops.request_counts import RequestCounts
 
 log = logging.getLogger(__name__)
@@ -80,9 +80,7 @@ async def fold_counts(conn: Conn) -> bool:
     """Fold the rows of metric_counts into one per key (skipped while another instance
     folds); return whether this call folded."""
     async with conn.transaction():
-        locked = await conn.fetch_val(
-            "SELECT pg_try_advisory_xact_lock(%(a)s, %(b)s)", {"a": FOLD_LOCK[0], "b": FOLD_LOCK[1]}
-        )
+        locked = await conn.fetch_val(TRY_FOLD_LOCK, {"a": FOLD_LOCK[0], "b": FOLD_LOCK[1]})
         if locked:
             await conn.execute(FOLD_SQL)
     return bool(locked)

@@ -3,10 +3,14 @@ metrics and `tenantd status`."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import func
 from sqlalchemy.sql import ColumnElement, Delete, Select
+
+from tenantd.db import tables
 
 # A row's physical address: the batched delete picks at most one batch of rows by it. Left
 # unqualified, it names the table of the SELECT inside and of the DELETE outside.
@@ -186,3 +190,12 @@ FROM instances
 ORDER BY started_at, instance
 """
 HAS_INSTANCES_TABLE = "SELECT to_regclass('instances') IS NOT NULL"
+
+
+def counters_ended_before(window: timedelta) -> Purge:
+    """Rate-limit counters whose window began longer than `window` ago (the session sweep)."""
+    return tables.rate_limits, tables.rate_limits.c.window_start < func.now() - window
+
+
+# Fold metric_counts rows (tenantd/ops/metrics.py), one instance at a time.
+TRY_FOLD_LOCK = "SELECT pg_try_advisory_xact_lock(%(a)s, %(b)s)"

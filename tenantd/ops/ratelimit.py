@@ -19,12 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import func
-
 from tenantd.addresses import normalize_email
 from tenantd.db.core import Conn
-from tenantd.db.tables import rate_limits
 from tenantd.errors import RateLimited
+from tenantd.ops import queries
 from tenantd.ops.config import MAIL_RATE_LIMITS, OpsConfig, RateRule, ops_config
 from tenantd.ops.queries import RATE_LIMIT_HIT, RATE_LIMIT_PEEK
 from tenantd.ops.sweeps import SweepContext, delete_batches
@@ -276,4 +274,4 @@ async def expired_counters(ctx: SweepContext) -> None:
     """The session sweep's part for counters: those whose window ended longer ago than the
     longest window."""
     window = timedelta(seconds=ops_config(ctx.settings).longest_rate_window)
-    await delete_batches(ctx, rate_limits, rate_limits.c.window_start < func.now() - window)
+    await delete_batches(ctx, *queries.counters_ended_before(window))

@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+from sqlalchemy import func
 
-from tenantd.db import Conn, Row
+from tenantd.db import Conn, Row, tables
+from tenantd.ops.queries import Purge
 
 COLUMNS = (
     "c.id, c.account_id, c.type, c.name, c.enforce, c.default_role, c.attribute_mapping,"
@@ -206,3 +208,12 @@ async def is_member(conn: Conn, *, account_id: uuid.UUID, user_id: uuid.UUID) ->
             {"a": account_id, "u": user_id},
         )
     )
+
+
+def expired_saml_rows() -> list[Purge]:
+    """SAML requests never answered and remembered assertions past their NotOnOrAfter."""
+    now = func.now()
+    return [
+        (tables.sso_saml_requests, tables.sso_saml_requests.c.expires_at < now),
+        (tables.sso_saml_assertions, tables.sso_saml_assertions.c.expires_at < now),
+    ]

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from sqlalchemy import func
+
+from tenantd.db import tables
 from tenantd.db.core import Prepared
+from tenantd.ops.queries import Purge
 
 # --- email_suppressions (tenantd/suppression/service.py) ----------------------------------
 
@@ -54,3 +60,8 @@ CLAIM_EVENT_IDS = Prepared(
     " ON CONFLICT DO NOTHING RETURNING event_id)"
     " SELECT coalesce(array_agg(event_id), '{}') FROM claimed",
 )
+
+
+def event_ids_older_than(age: timedelta) -> Purge:
+    """Provider event ids received more than `age` ago (the session sweep's part)."""
+    return tables.webhook_events, tables.webhook_events.c.received_at < func.now() - age

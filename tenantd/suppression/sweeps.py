@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import func
-
-from tenantd.db.tables import webhook_events
 from tenantd.ops.config import ops_config
 from tenantd.ops.sweeps import SweepContext, delete_batches
+from tenantd.suppression import queries
 
 
 async def old_event_ids(ctx: SweepContext) -> None:
     """Provider event ids older than TENANTD_WEBHOOK_EVENTS_RETENTION_DAYS (providers stop
     retrying, and signatures stop verifying, long before that)."""
     retention = timedelta(days=ops_config(ctx.settings).webhook_events_retention_days)
-    await delete_batches(ctx, webhook_events, webhook_events.c.received_at < func.now() - retention)
+    await delete_batches(ctx, *queries.event_ids_older_than(retention))
