@@ -12,7 +12,8 @@ import uuid
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
 
-# One round trip: user, providers, memberships and the active account's plan and overrides.
+# One round trip: user, providers, memberships, the active account's plan and overrides and a
+# custom role's permissions there.
 ME = Prepared(
     "tenantd_me",
     """
@@ -36,7 +37,11 @@ SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at, u.mfa_enab
          WHERE ap.account_id = %(aid)s) AS plan_features,
        COALESCE((SELECT jsonb_object_agg(o.feature, o.enabled)
                    FROM account_feature_overrides o WHERE o.account_id = %(aid)s),
-                '{}') AS overrides
+                '{}') AS overrides,
+       (SELECT r.permissions FROM memberships m
+          JOIN account_roles r ON r.account_id = m.account_id AND r.key = m.role
+         WHERE m.user_id = u.id AND m.account_id = %(aid)s AND m.revoked_at IS NULL)
+         AS role_permissions
   FROM users u
   LEFT JOIN user_passwords p ON p.user_id = u.id
  WHERE u.id = %(uid)s

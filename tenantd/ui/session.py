@@ -24,6 +24,7 @@ from tenantd.identity.cookies import (
     set_session_cookies,
 )
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
+from tenantd.identity import permissions
 from tenantd.identity.guards import authenticate, recheck
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
@@ -56,6 +57,13 @@ class Viewer:
     def role(self) -> str | None:
         role: str | None = self.me["role"]
         return role
+
+    def can(self, permission: str) -> bool:
+        """Whether the viewer's role in the active account holds `permission` (a control
+        shown by it is still checked by the action)."""
+        return permissions.allowed(
+            self.principal.role, self.principal.role_permissions, permission
+        )
 
 
 VIEWER: web.RequestKey[Viewer | None] = web.RequestKey("ui_viewer")
