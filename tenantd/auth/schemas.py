@@ -70,7 +70,7 @@ class CurrentUser(ApiModel):
     features: dict[str, bool]
     permissions: list[str] = Field(
         description="What the role holds in the active account (docs/roles.md); `*` matches"
-        " any run of characters (the owner holds `[\"*\"]`)"
+        ' any run of characters (the owner holds `["*"]`)'
     )
     capabilities: dict[str, bool]
     auth_providers: list[AuthProviderOut]

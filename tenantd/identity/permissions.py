@@ -70,8 +70,7 @@ SYSTEM_ROLES: dict[str, frozenset[str]] = {
 # the system managers keep their rights of before (an admin makes someone admin).
 TRUSTED = frozenset({"owner", "admin"})
 
-PERMISSION = re.compile(r"^[a-z0-9_.:*-]{1,100}$")
-ROLE_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+PERMISSION = re.compile(r"[a-z0-9_.:*-]{1,100}")
 
 
 # -- holding --------------------------------------------------------------------------------------
@@ -140,22 +139,16 @@ def problems(permissions: Iterable[str], declared: Iterable[str] = ()) -> dict[s
     errors: dict[str, str] = {}
     for index, permission in enumerate(permissions):
         where = f"permissions.{index}"
-        if not PERMISSION.match(permission):
+        if not PERMISSION.fullmatch(permission):
             errors[where] = "invalid_permission: use 1 to 100 of a-z 0-9 _ . : * -"
         elif permission in OWNER_ONLY:
             errors[where] = "owner_only: only the owner holds this permission"
         elif permission.split(":", 1)[0] in NAMESPACES:
             if not any(fnmatchcase(known, permission) for known in TENANTD):
                 errors[where] = "unknown_permission: no tenantd permission matches it"
-        elif "*" not in permission.split(":", 1)[0] and declared:
-            if not any(fnmatchcase(known, permission) for known in declared):
-                errors[where] = "unknown_permission: not declared in TENANTD_PERMISSIONS"
+        elif declared and not any(fnmatchcase(known, permission) for known in declared):
+            errors[where] = "unknown_permission: not declared in TENANTD_PERMISSIONS"
     return errors
-
-
-def catalogue(declared: Iterable[str]) -> dict[str, str]:
-    """Every known permission with what it allows: tenantd's, then the application's."""
-    return {**TENANTD, **{name: "declared by the application" for name in declared}}
 
 
 # -- /me capabilities (booleans the hosted pages and clients show or hide controls by) ----------

@@ -14,6 +14,7 @@ from tenantd.auth import service as auth_service
 from tenantd.auth.me import current_user
 from tenantd.bundle import SERVICES
 from tenantd.errors import AppError
+from tenantd.identity import permissions
 from tenantd.identity.cookies import (
     AUTH_COOKIE,
     DEVICE_COOKIE,
@@ -24,7 +25,6 @@ from tenantd.identity.cookies import (
     set_session_cookies,
 )
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
-from tenantd.identity import permissions
 from tenantd.identity.guards import authenticate, recheck
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
@@ -61,9 +61,7 @@ class Viewer:
     def can(self, permission: str) -> bool:
         """Whether the viewer's role in the active account holds `permission` (a control
         shown by it is still checked by the action)."""
-        return permissions.allowed(
-            self.principal.role, self.principal.role_permissions, permission
-        )
+        return permissions.allowed(self.principal.role, self.principal.role_permissions, permission)
 
 
 VIEWER: web.RequestKey[Viewer | None] = web.RequestKey("ui_viewer")

@@ -163,9 +163,12 @@ def named(module: str, node: ast.AST) -> Iterator[str]:
             and sub.attr in CONSTANTS
         ):
             yield CONSTANTS[sub.attr]
-        elif isinstance(sub, ast.Name) and imported.get(sub.id) == (MODULE, sub.id):
-            if sub.id in CONSTANTS:
-                yield CONSTANTS[sub.id]
+        elif (
+            isinstance(sub, ast.Name)
+            and imported.get(sub.id) == (MODULE, sub.id)
+            and sub.id in CONSTANTS
+        ):
+            yield CONSTANTS[sub.id]
 
 
 def reached(start: Target) -> set[str]:

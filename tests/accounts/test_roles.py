@@ -23,9 +23,7 @@ async def create(team: Team, key: str, grants: list[str], name: str | None = Non
     return await data(await team.owner_client.post(roles_url(team), json=body), 201)
 
 
-async def holder(
-    team: Team, factory: Factory, login: Login, key: str
-) -> tuple[uuid.UUID, Any]:
+async def holder(team: Team, factory: Factory, login: Login, key: str) -> tuple[uuid.UUID, Any]:
     """A new member of the team's account with role `key`, signed in there."""
     user = await factory.user(password=None)
     await factory.member(team.account_id, user.id, key)
@@ -261,6 +259,8 @@ async def test_role_changes_write_audit_entries_and_events(team: Team, db: Any) 
         (("reports:read",), ["reports:read", "reports:write"], "permissions.1"),
         ((), ["reports:read", "reports:write"], None),
         (("reports:read",), ["reports:*"], None),
+        ((), ["reports:read\n"], "permissions.0"),
+        ((), ["*", "m*", "members:*"], None),
     ],
 )
 def test_declared_app_permissions_catch_typos(
