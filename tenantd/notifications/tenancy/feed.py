@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from tenantd.db import Conn, Row
+from tenantd.identity import permissions
 from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.service import SendRequest, send_many
 from tenantd.notifications.tenancy import events
@@ -36,13 +37,22 @@ ACCOUNT = (
     " FROM accounts a WHERE a.id = %(aid)s AND a.deleted_at IS NULL"
 )
 USER_BY_EMAIL = "SELECT id FROM users WHERE lower(email) = lower(%(email)s)"
-# The owners and admins as the change found them: the relay may number an event after
-# later changes committed (a member added since is not told of what came before them).
+# The owners and admins, and members whose custom role holds the permission that deals with
+# the news (members:invite for a new member, join_requests:decide for a request), as the
+# change found them: the relay may number an event after later changes committed (a member
+# added since is not told of what came before them). A custom role's `*` is LIKE's `%`.
 MANAGERS = (
-    "SELECT user_id FROM memberships WHERE account_id = %(aid)s AND revoked_at IS NULL"
-    " AND role IN ('owner', 'admin') AND user_id <> %(except)s::uuid"
-    " AND created_at < %(at)s ORDER BY user_id"
+    "SELECT m.user_id FROM memberships m WHERE m.account_id = %(aid)s AND m.revoked_at IS NULL"
+    " AND (m.role IN ('owner', 'admin') OR EXISTS ("
+    "   SELECT 1 FROM account_roles r, unnest(r.permissions) p"
+    "    WHERE r.account_id = m.account_id AND r.key = m.role"
+    "      AND %(permission)s LIKE replace(replace(p, '_', '\\_'), '*', '%%')))"
+    " AND m.user_id <> %(except)s::uuid AND m.created_at < %(at)s ORDER BY m.user_id"
 )
+DEALS_WITH = {
+    "membership.created": permissions.MEMBERS_INVITE,
+    "join_request.created": permissions.JOIN_REQUESTS_DECIDE,
+}
 WATCHED = ("invitation.created", "membership.created", "join_request.created")
 WATCHED_ROLE = "membership.role_changed"
 
@@ -88,7 +98,13 @@ async def _requests(conn: Conn, event: Row) -> list[SendRequest]:
         if context is None:
             return []
         managers = await conn.fetch_all(
-            MANAGERS, {"aid": account_id, "except": member, "at": event["occurred_at"]}
+            MANAGERS,
+            {
+                "aid": account_id,
+                "except": member,
+                "at": event["occurred_at"],
+                "permission": DEALS_WITH[kind],
+            },
         )
         common = {
             "accountId": str(account_id),
