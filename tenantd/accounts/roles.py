@@ -228,3 +228,12 @@ async def grants_of(conn: Conn, account_id: uuid.UUID, key: str) -> list[str]:
         return sorted(permissions.SYSTEM_ROLES[key])
     row = await queries.custom_role(conn, account_id=account_id, key=key)
     return list(row["permissions"]) if row is not None else []
+
+
+async def is_role_of(conn: Conn, account_id: uuid.UUID, key: str) -> bool:
+    """Whether `key` names a role a membership may be given without an acting member (SSO
+    just-in-time membership, a SCIM group mapping): admin, member or a custom role of the
+    account; never owner."""
+    if key in permissions.SYSTEM_ROLES:
+        return key != "owner"
+    return await queries.custom_role(conn, account_id=account_id, key=key) is not None
