@@ -268,3 +268,28 @@ def test_declared_app_permissions_catch_typos(
 ) -> None:
     found = permissions.problems(wanted, declared)
     assert list(found) == ([field] if field else [])
+
+
+async def test_the_database_keeps_roles_of_their_account_and_purges_them_with_it(
+    team: Team, factory: Factory, db: Any
+) -> None:
+    """The backstop under the service's checks: a membership names a role of its own account,
+    a role in use is not deleted, and purging the account takes its roles along."""
+    await create(team, "support", ["members:read"])
+    other = await factory.user(password=None)
+    assert other.account_id is not None
+    with pytest.raises(Exception, match="not a role of account"):
+        await db.execute(
+            "UPDATE memberships SET role = 'support' WHERE account_id = %(a)s",
+            {"a": other.account_id},
+        )
+    await factory.member(team.account_id, other.id, "support")
+    with pytest.raises(Exception, match="in use"):
+        await db.execute(
+            "DELETE FROM account_roles WHERE account_id = %(a)s", {"a": team.account_id}
+        )
+    await db.execute("DELETE FROM accounts WHERE id = %(a)s", {"a": team.account_id})
+    left = await db.fetch_val(
+        "SELECT count(*) FROM account_roles WHERE account_id = %(a)s", {"a": team.account_id}
+    )
+    assert left == 0
