@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench import apikeys, compare, extra, keys
+from bench import apikeys, compare, extra, keys, roles
 from bench.loadgen import LoadResult, have_wrk, pin, run_load
 from bench.seed import SeedPlan, refresh_token, seed
 from bench.targets import verdict
@@ -231,6 +231,10 @@ def main() -> None:
             keyring = keys.keyring_for(env)  # EdDSA, the default: the server's own key
             tokens = keys.access_tokens(keyring, WARM_TOKENS, plan.accounts)
             http("me_authenticated", server.url, "/api/v1/users/me", tokens=tokens)
+            if wanted("me_custom_role"):  # the same /me, every caller with a custom role
+                custom = roles.custom_role_tokens(database_url, keyring, WARM_TOKENS)
+                run_load(server.url, "/api/v1/users/me", tokens=custom, duration=3, cpu=load_cpu)
+                http("me_custom_role", server.url, "/api/v1/users/me", tokens=custom)
             http("me_anonymous", server.url, "/api/v1/users/me")
             refresh = [refresh_token(SECRET, i) for i in range(1, plan.sessions + 1)]
             http(

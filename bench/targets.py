@@ -112,6 +112,7 @@ TARGETS: dict[str, Target] = {
     "dispatch_inline_declared": at_least("ratio_to_python", 0.9, ">= 0.9x the Python-defined send"),
     "sse_latency_10000_clients": sse_streams(10_000, 250, 600),
     "api_key_check": like("me_authenticated"),
+    "me_custom_role": like("me_authenticated", 0.95),
     "send_batch": rate_at_least(2_000, "notifications/s"),
     "webhook_deliveries": rate_at_least(2_000, "deliveries/s"),
     "outbox_overhead": below("overhead_pct", 10, "< 10% overhead"),

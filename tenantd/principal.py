@@ -36,6 +36,9 @@ class Principal:
     # The token's account requires MFA and this session used no second factor (amr): every
     # request but the few that step up, enrol a factor or leave the account is refused.
     owes_factor: bool = False
+    # The permissions of a custom role (None for a system role: its set is fixed in code),
+    # read with the role; `tenantd.identity.permissions` decides what they allow.
+    role_permissions: tuple[str, ...] | None = None
 
     @property
     def claims(self) -> AccessClaims:

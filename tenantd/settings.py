@@ -6,6 +6,7 @@ import ipaddress
 import logging
 import math
 import os
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -73,6 +74,16 @@ def env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
 
 def _list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+def _app_permissions(value: str) -> tuple[str, ...]:
+    names = _list(value)
+    for name in names:
+        if not re.fullmatch(r"[a-z0-9_.:-]{1,100}", name):
+            raise SettingsError(
+                f"TENANTD_PERMISSIONS: {name!r} is not a permission (a-z 0-9 _ . : -, no *)"
+            )
+    return names
 
 
 def read_env_file(path: str | Path) -> dict[str, str]:
@@ -168,6 +179,9 @@ class Settings:
     sendgrid_webhook_public_key: str | None = None
     event_modules: tuple[str, ...] = ()
     event_catalog: str | None = None  # a JSON or YAML file of declarative event types
+    # The application's own permissions (TENANTD_PERMISSIONS); empty: custom roles may name
+    # any (docs/roles.md).
+    app_permissions: tuple[str, ...] = ()
     invitation_ttl_hours: int = 168
     refresh_token_ttl_days: int = 30
     # A rotated-out refresh token repeats its rotation within this many seconds while its
@@ -440,6 +454,7 @@ def load_settings(
         sendgrid_webhook_public_key=opt("SENDGRID_WEBHOOK_PUBLIC_KEY"),
         event_modules=_list(env.get("TENANTD_EVENT_MODULES", "")),
         event_catalog=opt("TENANTD_EVENT_CATALOG"),
+        app_permissions=_app_permissions(env.get("TENANTD_PERMISSIONS", "")),
         invitation_ttl_hours=env_int(env, "INVITATION_TTL_HOURS", 168, minimum=1),
         refresh_token_ttl_days=env_int(env, "REFRESH_TOKEN_TTL_DAYS", 30, minimum=1),
         refresh_reuse_interval_seconds=env_int(env, "REFRESH_REUSE_INTERVAL_SECONDS", 10),

@@ -6,11 +6,11 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tenantd.accounts import permissions
 from tenantd.accounts.service import check_scope
 from tenantd.audit import cursors
 from tenantd.audit import queries as audit_queries
 from tenantd.db import Row
+from tenantd.identity import permissions
 
 if TYPE_CHECKING:
     from tenantd.bundle import Services
@@ -37,7 +37,7 @@ async def read_audit_log(
     before_id = cursors.decode(cursor)
     async with services.db.connection() as conn:
         await check_scope(conn, actor, account_id)
-        permissions.require(actor.role, "audit.read")
+        permissions.require(actor, permissions.AUDIT_READ)
         rows = await audit_queries.fetch(
             conn,
             audit_queries.audit_page(

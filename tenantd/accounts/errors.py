@@ -66,3 +66,21 @@ class DomainTaken(Conflict):
 class AccountNotDeleted(Conflict):
     code = "ACCOUNT_NOT_DELETED"
     message = "The account is not deleted"
+
+
+class RoleExists(Conflict):
+    code = "ROLE_EXISTS"
+    message = "The account already has a role with this key"
+
+
+class SystemRole(Conflict):
+    code = "SYSTEM_ROLE"
+    message = "The system roles owner, admin and member cannot be changed or deleted"
+
+
+class RoleInUse(Conflict):
+    code = "ROLE_IN_USE"
+    message = (
+        "Members or pending invitations have this role; give them another role (or revoke the"
+        " invitations) first"
+    )

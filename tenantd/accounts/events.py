@@ -1,5 +1,5 @@
 """The tenancy events of the outbox (account.*, membership.*, ownership.*, invitation.*,
-join_request.*): one call per change, in the change's transaction."""
+join_request.*, role.*): one call per change, in the change's transaction."""
 
 from __future__ import annotations
 
@@ -126,4 +126,22 @@ async def expired(conn: Conn, rows: list[Row]) -> None:
             )
             for row in rows
         ],
+    )
+
+
+ROLE_FIELDS = ("key", "account_id", "name", "permissions", "created_at", "updated_at")
+
+
+async def role(
+    conn: Conn, type_: str, row: Row, actor: Actor, *, previous: dict[str, Any] | None = None
+) -> None:
+    """role.created, role.updated (previous: what changed), role.deleted."""
+    await emit(
+        conn,
+        type_,
+        account_id=row["account_id"],
+        actor=actor,
+        data=payload(row, ROLE_FIELDS),
+        previous=previous,
+        subject=f"role:{row['key']}",
     )

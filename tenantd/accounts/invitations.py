@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
-from tenantd.accounts import mail, permissions, queries
+from tenantd.accounts import mail, queries, roles
 from tenantd.accounts.errors import (
     FeatureNotEnabled,
     InvitationAlreadyUsed,
@@ -37,6 +37,7 @@ from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from tenantd.identity import permissions
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.tokens import token_hash
 from tenantd.ops.config import ops_config
@@ -77,13 +78,15 @@ async def _limit_mail(services: Services, conn: Conn, actor: Principal, email: s
 async def create_invitation(
     services: Services, actor: Principal, account_id: uuid.UUID, *, email: str, role: str
 ) -> Issued:
-    """Invite an address (owner or admin, feature team_invitations); the invitee is emailed."""
+    """Invite an address with a role of the account (`members:invite`, feature
+    team_invitations); the invitee is emailed."""
     try:
         email = canonical_email(email)
     except InvalidEmail as error:
         raise ValidationFailed({"email": error.reason}) from None
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "invitations.manage")
+        account = await lock_scoped(conn, actor, account_id, permissions.MEMBERS_INVITE)
+        await roles.assignable(conn, account, role)
         await _require_feature(conn, account_id)
         if await queries.active_member_by_email(conn, account_id=account_id, email=email):
             raise Conflict("This address already belongs to an active member")
@@ -128,7 +131,7 @@ async def list_invitations(
     """Pending invitations of the active account (owner or admin)."""
     async with services.db.connection() as conn:
         await check_scope(conn, actor, account_id)
-        permissions.require(actor.role, "invitations.manage")
+        permissions.require(actor, permissions.MEMBERS_INVITE)
         return await queries.list_pending_invitations(conn, account_id)
 
 
@@ -148,7 +151,7 @@ async def resend_invitation(
 ) -> Issued:
     """Rotate the token (older links stop working), extend the expiry, email again."""
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "invitations.manage")
+        await lock_scoped(conn, actor, account_id, permissions.MEMBERS_INVITE)
         await _require_feature(conn, account_id)
         current = await _locked_pending(conn, account_id, invitation_id)
         if current["revoked_at"] is not None:
@@ -181,7 +184,7 @@ async def revoke_invitation(
 ) -> Row:
     """Soft revoke (owner or admin); revoking twice is a no-op, an accepted one is a conflict."""
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "invitations.manage")
+        await lock_scoped(conn, actor, account_id, permissions.MEMBERS_INVITE)
         return await revoke_locked(
             conn, account_id=account_id, invitation_id=invitation_id, actor_id=actor.user_id
         )

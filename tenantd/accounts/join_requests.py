@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
-from tenantd.accounts import permissions, queries
+from tenantd.accounts import queries
 from tenantd.accounts.errors import SeatLimitReached
 from tenantd.accounts.service import check_scope, lock_scoped
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound
+from tenantd.identity import permissions
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal
@@ -28,7 +29,7 @@ async def list_join_requests(
     """Pending join requests of the active account (owner or admin)."""
     async with services.db.connection() as conn:
         await check_scope(conn, actor, account_id)
-        permissions.require(actor.role, "join_requests.decide")
+        permissions.require(actor, permissions.JOIN_REQUESTS_DECIDE)
         return await queries.list_pending_join_requests(conn, account_id)
 
 
@@ -52,7 +53,7 @@ async def approve_join_request(
 ) -> Decision:
     """Approve (owner or admin): the requester becomes a member if a seat is free."""
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "join_requests.decide")
+        await lock_scoped(conn, actor, account_id, permissions.JOIN_REQUESTS_DECIDE)
         request = await _locked_pending(conn, account_id, request_id)
         seats = await queries.seat_state(conn, account_id=account_id, user_id=request["user_id"])
         if seats["is_member"]:
@@ -82,7 +83,7 @@ async def deny_join_request(
 ) -> Decision:
     """Deny (owner or admin)."""
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "join_requests.decide")
+        await lock_scoped(conn, actor, account_id, permissions.JOIN_REQUESTS_DECIDE)
         request = await _locked_pending(conn, account_id, request_id)
         decided = await _decide(conn, actor, account_id, request, "denied")
     return Decision(join_request=decided, membership=None)

@@ -8,10 +8,10 @@ from typing import Any
 import orjson
 
 from tenantd.accounts import queries
-from tenantd.accounts.permissions import capabilities
 from tenantd.accounts.plans import resolve_features
 from tenantd.db import Conn, Database
 from tenantd.identity.context import ContextCache
+from tenantd.identity.permissions import capabilities, effective
 from tenantd.principal import Principal
 
 
@@ -28,6 +28,7 @@ async def current_user(conn: Conn, principal: Principal) -> dict[str, Any] | Non
         providers.append({"provider": "password", "createdAt": row["password_created_at"]})
     providers.extend(row["identities"])
     role = active["role"] if active else None
+    custom = tuple(row["role_permissions"]) if active and row["role_permissions"] else None
     return {
         "user": {
             "id": row["id"],
@@ -47,7 +48,8 @@ async def current_user(conn: Conn, principal: Principal) -> dict[str, Any] | Non
         "role": role,
         "memberships": [{k: v for k, v in m.items() if k != "requireMfa"} for m in memberships],
         "features": features if active else {},
-        "capabilities": capabilities(role, features),
+        "permissions": effective(role, custom),
+        "capabilities": capabilities(role, custom, features),
         "authProviders": providers,
         "hasPasswordLogin": bool(row["has_password"]),
     }

@@ -1,4 +1,5 @@
-"""Memberships: list, change role (admin <-> member), remove, leave, transfer ownership.
+"""Memberships: list, change role (any role of the account but owner), remove, leave, transfer
+ownership.
 
 Invariants (also unique indexes): one active membership per (account, user) and one active
 owner per account. Every change holds the account lock and re-reads roles under it. Revoking
@@ -13,12 +14,13 @@ from typing import TYPE_CHECKING
 
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
-from tenantd.accounts import permissions, queries
+from tenantd.accounts import queries, roles
 from tenantd.accounts.errors import OwnerCannotLeave, SeatLimitReached
 from tenantd.accounts.service import Activation, activate_next_account, check_scope, lock_scoped
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from tenantd.identity import permissions
 from tenantd.identity.bundle import IdentityServices
 from tenantd.mfa import sensitive
 
@@ -30,29 +32,34 @@ async def list_members(services: Services, actor: Principal, account_id: uuid.UU
     """Active members of the active account (any member may read them)."""
     async with services.db.connection() as conn:
         await check_scope(conn, actor, account_id)
-        permissions.require(actor.role, "members.read")
+        permissions.require(actor, permissions.MEMBERS_READ)
         return await queries.list_members(conn, account_id)
 
 
-async def _locked_target(conn: Conn, account_id: uuid.UUID, user_id: uuid.UUID) -> Row:
-    locked = await queries.lock_memberships(conn, account_id=account_id, user_ids=[user_id])
+async def _locked_target(conn: Conn, account: Row, user_id: uuid.UUID) -> Row:
+    """The target's membership, locked: never the owner's, and for a custom role caller only
+    one whose role it covers."""
+    locked = await queries.lock_memberships(conn, account_id=account["id"], user_ids=[user_id])
     target = locked.get(user_id)
     if target is None:
         raise NotFound("No active member with this id")
     if target["role"] == "owner":
         raise Forbidden("The owner's membership changes only by transferring ownership")
+    held = await roles.grants_of(conn, account["id"], target["role"])
+    if not permissions.covers(account["role"], account["role_permissions"], held):
+        raise Forbidden("This member's role holds permissions your role does not")
     return target
 
 
 async def change_role(
     services: Services, actor: Principal, account_id: uuid.UUID, *, user_id: uuid.UUID, role: str
 ) -> Row:
-    """Move a non-owner between admin and member (owner or admin)."""
-    if role not in ("admin", "member"):
-        raise ValidationFailed({"role": "must be admin or member"})
+    """Give a non-owner another role of the account, system or custom (`members:change_role`);
+    never owner: that changes only by transfer."""
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "members.manage")
-        target = await _locked_target(conn, account_id, user_id)
+        account = await lock_scoped(conn, actor, account_id, permissions.MEMBERS_CHANGE_ROLE)
+        await roles.assignable(conn, account, role)
+        target = await _locked_target(conn, account, user_id)
         if target["role"] == role:
             return target
         updated = await queries.set_role(conn, membership_id=target["id"], role=role)
@@ -77,10 +84,10 @@ async def change_role(
 async def remove_member(
     services: Services, actor: Principal, account_id: uuid.UUID, *, user_id: uuid.UUID
 ) -> Row:
-    """Soft-revoke a non-owner's membership (owner or admin); the row is kept."""
+    """Soft-revoke a non-owner's membership (`members:remove`); the row is kept."""
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "members.manage")
-        target = await _locked_target(conn, account_id, user_id)
+        account = await lock_scoped(conn, actor, account_id, permissions.MEMBERS_REMOVE)
+        target = await _locked_target(conn, account, user_id)
         return await _revoke(conn, actor, account_id, target, user_id=user_id, reason="removed")
 
 
@@ -131,7 +138,7 @@ async def leave_account(
     The caller's session moves to its next account (or to none).
     """
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "account.leave")
+        await lock_scoped(conn, actor, account_id, None)  # any member but the owner
         locked = await queries.lock_memberships(
             conn, account_id=account_id, user_ids=[actor.user_id]
         )
@@ -169,7 +176,7 @@ async def transfer_ownership(
     """
     await sensitive.require(services, actor, sensitive.OWNERSHIP_TRANSFERRED)
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "ownership.transfer")
+        await lock_scoped(conn, actor, account_id, permissions.OWNERSHIP_TRANSFER)
         if user_id == actor.user_id:
             raise Conflict("You already own this account")
         locked = await queries.lock_memberships(

@@ -654,7 +654,8 @@ async def undelete_account(conn: Conn, account_id: uuid.UUID) -> None:
 
 # -- GET /api/v1/users/me (tenantd/accounts/me.py) -----------------------------------------
 
-# One round trip: user, providers, memberships and the active account's plan and overrides.
+# One round trip: user, providers, memberships, the active account's plan and overrides and a
+# custom role's permissions there.
 ME = Prepared(
     "tenantd_me",
     """
@@ -678,7 +679,11 @@ SELECT u.id, u.email, u.first_name, u.last_name, u.email_verified_at, u.mfa_enab
          WHERE ap.account_id = %(aid)s) AS plan_features,
        COALESCE((SELECT jsonb_object_agg(o.feature, o.enabled)
                    FROM account_feature_overrides o WHERE o.account_id = %(aid)s),
-                '{}') AS overrides
+                '{}') AS overrides,
+       (SELECT r.permissions FROM memberships m
+          JOIN account_roles r ON r.account_id = m.account_id AND r.key = m.role
+         WHERE m.user_id = u.id AND m.account_id = %(aid)s AND m.revoked_at IS NULL)
+         AS role_permissions
   FROM users u
   LEFT JOIN user_passwords p ON p.user_id = u.id
  WHERE u.id = %(uid)s
@@ -729,3 +734,64 @@ async def join_request_event_row(conn: Conn, request_id: uuid.UUID) -> Row | Non
         " WHERE id = %(id)s",
         {"id": request_id},
     )
+
+
+ROLE_COLUMNS = "account_id, key, name, permissions, created_at, updated_at"
+
+
+async def custom_roles(conn: Conn, account_id: uuid.UUID) -> list[Row]:
+    return await conn.fetch_all(
+        f"SELECT {ROLE_COLUMNS} FROM account_roles WHERE account_id = %(a)s ORDER BY key",
+        {"a": account_id},
+    )
+
+
+async def custom_role(conn: Conn, *, account_id: uuid.UUID, key: str) -> Row | None:
+    return await conn.fetch_one(
+        f"SELECT {ROLE_COLUMNS} FROM account_roles WHERE account_id = %(a)s AND key = %(k)s",
+        {"a": account_id, "k": key},
+    )
+
+
+async def insert_role(
+    conn: Conn, *, account_id: uuid.UUID, key: str, name: str, permissions: list[str]
+) -> Row | None:
+    """The new role, or None when the account already has one with this key."""
+    return await conn.fetch_one(
+        "INSERT INTO account_roles (account_id, key, name, permissions)"
+        " VALUES (%(a)s, %(k)s, %(n)s, %(p)s) ON CONFLICT DO NOTHING"
+        f" RETURNING {ROLE_COLUMNS}",
+        {"a": account_id, "k": key, "n": name, "p": permissions},
+    )
+
+
+async def update_role(
+    conn: Conn, *, account_id: uuid.UUID, key: str, name: str, permissions: list[str]
+) -> Row:
+    row = await conn.fetch_one(
+        "UPDATE account_roles SET name = %(n)s, permissions = %(p)s, updated_at = now()"
+        f" WHERE account_id = %(a)s AND key = %(k)s RETURNING {ROLE_COLUMNS}",
+        {"a": account_id, "k": key, "n": name, "p": permissions},
+    )
+    assert row is not None
+    return row
+
+
+async def delete_role(conn: Conn, *, account_id: uuid.UUID, key: str) -> None:
+    await conn.execute(
+        "DELETE FROM account_roles WHERE account_id = %(a)s AND key = %(k)s",
+        {"a": account_id, "k": key},
+    )
+
+
+async def role_use(conn: Conn, *, account_id: uuid.UUID, key: str) -> Row:
+    """How many active members and pending invitations name the role."""
+    row = await conn.fetch_one(
+        "SELECT (SELECT count(*) FROM memberships WHERE account_id = %(a)s AND role = %(k)s"
+        "         AND revoked_at IS NULL) AS members,"
+        "       (SELECT count(*) FROM invitations WHERE account_id = %(a)s AND role = %(k)s"
+        "         AND accepted_at IS NULL AND revoked_at IS NULL) AS invitations",
+        {"a": account_id, "k": key},
+    )
+    assert row is not None
+    return row

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, model_validator
 
@@ -12,7 +12,21 @@ from tenantd.db import Row
 from tenantd.web.schemas import ApiModel, Mailbox, RequestBody
 
 AccountName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-InvitableRole = Literal["admin", "member"]
+# A role of the account: admin, member or a custom role's key (never owner: by transfer only).
+RoleKey = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$"),
+    Field(description="admin, member or a custom role's key (docs/roles.md)"),
+]
+RoleName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+PermissionList = Annotated[
+    list[Annotated[str, StringConstraints(max_length=200)]],
+    Field(
+        max_length=200,
+        description="Permission strings of a-z 0-9 _ . : * - (`*` matches any run of"
+        " characters); tenantd's own are listed in docs/roles.md",
+    ),
+]
 
 # Documented request examples (the OpenAPI test checks each against the schema and the server).
 _NAME = {"examples": [{"name": "Acme Inc."}]}
@@ -50,7 +64,9 @@ class TransferBody(RequestBody, json_schema_extra={"examples": [{"userId": _ID}]
 
 
 class RoleBody(RequestBody, json_schema_extra={"examples": [{"role": "admin"}]}):
-    role: InvitableRole = Field(description="admin or member; the owner changes only by transfer")
+    role: RoleKey = Field(
+        description="admin, member or a custom role's key; the owner changes only by transfer"
+    )
 
 
 class InvitationCreate(
@@ -58,7 +74,7 @@ class InvitationCreate(
     json_schema_extra={"examples": [{"email": "grace@example.com", "role": "member"}]},
 ):
     email: Mailbox
-    role: InvitableRole = "member"
+    role: RoleKey = "member"
 
 
 class AcceptBody(
@@ -68,7 +84,42 @@ class AcceptBody(
     token: str = Field(min_length=1, max_length=512)
 
 
+_ROLE = {"key": "billing-manager", "name": "Billing manager", "permissions": ["billing:*"]}
+
+
+class RoleCreate(RequestBody, json_schema_extra={"examples": [_ROLE]}):
+    key: RoleKey
+    name: RoleName
+    permissions: PermissionList
+
+
+class RoleUpdate(
+    RequestBody, json_schema_extra={"examples": [{"permissions": ["billing:*", "members:read"]}]}
+):
+    """Any of `name` and `permissions` (a new list replaces the old); `key` may be repeated
+    but never changes."""
+
+    key: RoleKey | None = None
+    name: RoleName | None = None
+    permissions: PermissionList | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> RoleUpdate:
+        if self.name is None and self.permissions is None:
+            raise ValueError("give name and/or permissions")
+        return self
+
+
 # -- answers ----------------------------------------------------------------------------------
+
+
+class RoleOut(ApiModel):
+    key: str
+    name: str
+    permissions: list[str]
+    system: bool = Field(description="owner, admin, member: fixed, never changed or deleted")
+    created_at: dt.datetime | None = None
+    updated_at: dt.datetime | None = None
 
 
 class AccountSummary(ApiModel):

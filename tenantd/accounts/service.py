@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
-from tenantd.accounts import permissions, queries
+from tenantd.accounts import queries
 from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Forbidden, NotFound
+from tenantd.identity import permissions
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.errors import MfaRequired, ReauthRequired
@@ -58,20 +59,31 @@ async def check_scope(conn: Conn, actor: Principal, account_id: uuid.UUID) -> No
     raise Forbidden("This is not your active account; switch to it first")
 
 
-async def lock_scoped(conn: Conn, actor: Principal, account_id: uuid.UUID, action: str) -> Row:
-    """Scope, then lock the live account and re-check the caller's role read under the lock.
+async def lock_scoped(
+    conn: Conn, actor: Principal, account_id: uuid.UUID, permission: str | None
+) -> Row:
+    """Scope, then lock the live account and re-check the caller's permission (None: any
+    member) with the role read under the lock.
 
-    The guard's role is only a fast first filter; the decision uses the role read after the
-    lock, so a concurrent demotion or transfer cannot slip through.
+    The guard's role is only a fast first filter; the decision uses the role (and a custom
+    role's permissions) read after the lock, so a concurrent demotion, transfer or role edit
+    cannot slip through: role edits take the same lock.
     """
     await check_scope(conn, actor, account_id)
-    permissions.require(actor.role, action)
+    if permission is not None:
+        permissions.require(actor, permission)
     account = await queries.lock_account(conn, account_id)
     if account is None:
         raise NotFound("Account not found")
-    role = await queries.active_role(conn, account_id=account_id, user_id=actor.user_id)
-    permissions.require(role, action)
+    role, custom = await identity_queries.active_grant(
+        conn, account_id=account_id, user_id=actor.user_id
+    )
+    if role is None:
+        raise Forbidden()
+    if permission is not None:
+        permissions.require_grant(role, custom, permission)
     account["role"] = role
+    account["role_permissions"] = custom
     return account
 
 
@@ -182,7 +194,7 @@ async def read_account(services: Services, actor: Principal, account_id: uuid.UU
     """The active account with plan, seats and resolved features (any member)."""
     async with services.db.connection() as conn:
         await check_scope(conn, actor, account_id)
-        permissions.require(actor.role, "account.read")
+        permissions.require(actor, permissions.ACCOUNT_READ)
         row = await queries.account_detail(conn, account_id)
     if row is None or row["deleted_at"] is not None:
         raise NotFound("Account not found")
@@ -194,7 +206,7 @@ async def rename_account(
 ) -> Detail:
     """Rename (owner or admin)."""
     async with services.db.transaction() as conn:
-        account = await lock_scoped(conn, actor, account_id, "account.rename")
+        account = await lock_scoped(conn, actor, account_id, permissions.ACCOUNT_UPDATE)
         if account["name"] != name:
             await queries.rename_account(conn, account_id=account_id, name=name)
             await audit.record(
@@ -293,7 +305,7 @@ async def set_require_mfa(
     await sensitive.require(services, actor, sensitive.MFA_POLICY_CHANGED)
     notified = 0
     async with services.db.transaction() as conn:
-        account = await lock_scoped(conn, actor, account_id, "account.mfa_policy")
+        account = await lock_scoped(conn, actor, account_id, permissions.ACCOUNT_REQUIRE_MFA)
         if bool(account["require_mfa"]) == required:
             return PolicyChange(required=required, notified=0)
         if required:
@@ -350,7 +362,7 @@ async def delete_account(
     """
     await sensitive.require(services, actor, sensitive.ACCOUNT_DELETED)
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "account.delete")
+        await lock_scoped(conn, actor, account_id, permissions.ACCOUNT_DELETE)
         deleted_at = await queries.soft_delete_account(conn, account_id)
         purge_after = deleted_at + dt.timedelta(days=GRACE_DAYS)
         await sensitive.performed(

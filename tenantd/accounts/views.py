@@ -6,7 +6,15 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.accounts import audit_log, invitations, join_requests, memberships, restore, service
+from tenantd.accounts import (
+    audit_log,
+    invitations,
+    join_requests,
+    memberships,
+    restore,
+    roles,
+    service,
+)
 from tenantd.accounts.schemas import (
     AcceptBody,
     AcceptResult,
@@ -31,12 +39,16 @@ from tenantd.accounts.schemas import (
     MemberOut,
     MembershipOut,
     RoleBody,
+    RoleCreate,
+    RoleOut,
+    RoleUpdate,
     SwitchBody,
     SwitchResult,
     TransferBody,
     TransferResult,
 )
 from tenantd.bundle import Services
+from tenantd.errors import ValidationFailed
 from tenantd.identity.bundle import SERVICES, IdentityServices
 from tenantd.identity.cookies import REFRESH_COOKIE, set_access_cookie
 from tenantd.principal import current_principal
@@ -234,7 +246,12 @@ async def list_members(request: web.Request) -> list[MemberOut]:
     ACCOUNT + "/members/{userId}",
     body=RoleBody,
     response=MembershipOut,
-    summary="Change a member's role between admin and member (admin+; never the owner)",
+    responses={
+        403: "FORBIDDEN: no members:change_role, or the roles involved hold permissions"
+        " the caller's custom role lacks",
+        422: "VALIDATION_ERROR: not a role of the account (details.fields.role), or owner",
+    },
+    summary="Give a member another role of the account, custom ones too (never the owner)",
 )
 async def change_role(request: web.Request, body: RoleBody) -> MembershipOut:
     row = await memberships.change_role(
@@ -427,3 +444,91 @@ async def read_audit_log(request: web.Request, query: AuditLogQuery) -> AuditLog
         items=[AuditEntryOut.model_validate(row) for row in page.rows],
         next_cursor=page.next_cursor,
     )
+
+
+# -- roles ----------------------------------------------------------------------------------------
+
+
+def _role(role: roles.Role) -> RoleOut:
+    return RoleOut.model_validate(role, from_attributes=True)
+
+
+@ROUTES.get(
+    ACCOUNT + "/roles",
+    response=list[RoleOut],
+    summary="The account's roles: owner, admin, member, then its custom roles",
+)
+async def list_roles(request: web.Request) -> list[RoleOut]:
+    found = await roles.list_roles(
+        _services(request), current_principal(request), path_uuid(request, "id")
+    )
+    return [_role(role) for role in found]
+
+
+@ROUTES.post(
+    ACCOUNT + "/roles",
+    body=RoleCreate,
+    response=RoleOut,
+    status=201,
+    responses={
+        403: "FORBIDDEN: no roles:manage, or a permission the caller's custom role lacks",
+        409: "ROLE_EXISTS: the account has a role with this key; SYSTEM_ROLE: owner, admin"
+        " or member",
+        422: "VALIDATION_ERROR: details.fields names each bad permission (permissions.<i>)",
+    },
+    summary="Create a custom role (owner or admin)",
+)
+async def create_role(request: web.Request, body: RoleCreate) -> RoleOut:
+    role = await roles.create_role(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        key=body.key,
+        name=body.name,
+        grants=body.permissions,
+    )
+    return _role(role)
+
+
+@ROUTES.patch(
+    ACCOUNT + "/roles/{key}",
+    body=RoleUpdate,
+    response=RoleOut,
+    responses={
+        409: "SYSTEM_ROLE: owner, admin and member cannot be changed",
+        422: "VALIDATION_ERROR: details.fields names each bad permission (permissions.<i>)",
+    },
+    summary="Rename a custom role or replace its permissions (owner or admin)",
+)
+async def update_role(request: web.Request, body: RoleUpdate) -> RoleOut:
+    key = request.match_info["key"]
+    if body.key is not None and body.key != key:
+        raise ValidationFailed({"key": "key_immutable: a role's key never changes"})
+    role = await roles.update_role(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        key,
+        name=body.name,
+        grants=body.permissions,
+    )
+    return _role(role)
+
+
+@ROUTES.delete(
+    ACCOUNT + "/roles/{key}",
+    response=RoleOut,
+    responses={
+        409: "ROLE_IN_USE (details.members, details.invitations): give those members another"
+        " role first; SYSTEM_ROLE: owner, admin and member cannot be deleted",
+    },
+    summary="Delete a custom role nobody has (owner or admin)",
+)
+async def delete_role(request: web.Request) -> RoleOut:
+    role = await roles.delete_role(
+        _services(request),
+        current_principal(request),
+        path_uuid(request, "id"),
+        request.match_info["key"],
+    )
+    return _role(role)

@@ -68,6 +68,10 @@ class CurrentUser(ApiModel):
     role: str | None
     memberships: list[MembershipOut]
     features: dict[str, bool]
+    permissions: list[str] = Field(
+        description="What the role holds in the active account (docs/roles.md); `*` matches"
+        ' any run of characters (the owner holds `["*"]`)'
+    )
     capabilities: dict[str, bool]
     auth_providers: list[AuthProviderOut]
     has_password_login: bool

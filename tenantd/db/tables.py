@@ -210,6 +210,17 @@ memberships = Table(
     Index("memberships_user_idx", "user_id", postgresql_where=text("revoked_at IS NULL")),
 )
 
+account_roles = Table(
+    "account_roles",
+    metadata,
+    Column("account_id", UUID(as_uuid=True), primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("permissions", ARRAY(Text), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
 plans = Table(
     "plans",
     metadata,

@@ -51,6 +51,10 @@ INBOX_CHANGES_KEPT = 20_000  # recent per-user inbox invalidations remembered fo
 SMALL_VALUE_BYTES = 64  # what an unread count is charged
 
 
+# What the cache keeps of a user in one account: role, require_mfa, custom permissions.
+Fact = tuple[str | None, bool, tuple[str, ...] | None]
+
+
 class ContextCache:
     def __init__(
         self,
@@ -70,11 +74,10 @@ class ContextCache:
         self._jtis_by_session: dict[uuid.UUID, set[uuid.UUID]] = {}
         self._me: dict[uuid.UUID, dict[uuid.UUID | None, bytes]] = {}
         self._me_count = 0
-        # Per user: (tokens_valid_after as epoch seconds or None, per account asked: the role
-        # and whether the account requires MFA). A change of either announces `account:`.
-        self._facts: dict[
-            uuid.UUID, tuple[float | None, dict[uuid.UUID | None, tuple[str | None, bool]]]
-        ] = {}
+        # Per user: (tokens_valid_after as epoch seconds or None, per account asked: the role,
+        # whether the account requires MFA and a custom role's permissions). A change of any
+        # announces `user:` or `account:` (sql/0070, sql/0360).
+        self._facts: dict[uuid.UUID, tuple[float | None, dict[uuid.UUID | None, Fact]]] = {}
         self._facts_count = 0
         self.revocations = Revocations()
         # Per-user inbox answers (first pages, unread count), oldest first. They change with
@@ -111,9 +114,10 @@ class ContextCache:
         account_id: uuid.UUID | None,
         jti: uuid.UUID,
         session_id: uuid.UUID | None,
-    ) -> tuple[float | None, bool, str | None, bool] | None:
+    ) -> tuple[float | None, bool, str | None, bool, tuple[str, ...] | None] | None:
         """What the guard's token-state statement would answer (cutoff, revoked, role,
-        require_mfa), from memory; None when that is not known here (then it runs)."""
+        require_mfa, a custom role's permissions), from memory; None when that is not known
+        here (then it runs)."""
         if not self.serving:
             return None
         facts = self._facts.get(user_id)
@@ -125,8 +129,8 @@ class ContextCache:
         revoked = self.revocations.refuses(jti, session_id)
         if revoked is None:
             return None
-        role, require_mfa = roles[account_id]
-        return cutoff, revoked, role, require_mfa
+        role, require_mfa, custom = roles[account_id]
+        return cutoff, revoked, role, require_mfa, custom
 
     def me_body(self, user_id: uuid.UUID, account_id: uuid.UUID | None) -> bytes | None:
         if not self.serving:
@@ -154,9 +158,10 @@ class ContextCache:
         role: str | None,
         generation: int,
         require_mfa: bool = False,
+        role_permissions: tuple[str, ...] | None = None,
     ) -> None:
-        """A user's cutoff, role in one account and whether that account requires MFA, as the
-        token-state statement read them."""
+        """A user's cutoff, role in one account (with a custom role's permissions) and whether
+        that account requires MFA, as the token-state statement read them."""
         if not self.serving or generation != self.generation:
             return
         if self._facts_count >= self.max_entries:
@@ -167,7 +172,7 @@ class ContextCache:
             self._facts_count -= len(facts[1]) if facts is not None else 0
             facts = self._facts[user_id] = (cutoff, {})
         self._facts_count += account_id not in facts[1]
-        facts[1][account_id] = (role, require_mfa)
+        facts[1][account_id] = (role, require_mfa, role_permissions)
 
     def store_me(
         self, user_id: uuid.UUID, account_id: uuid.UUID | None, body: bytes, generation: int

@@ -50,8 +50,14 @@ async def _checked(conn: Conn, claims: AccessClaims) -> tuple[Principal, float |
     cutoff = state["tokens_valid_after"]
     at = cutoff.timestamp() if cutoff is not None else None
     require_mfa = bool(state["require_mfa"])
+    custom = state["role_permissions"]
     principal = decide(
-        claims, cutoff=at, revoked=state["revoked"], role=state["role"], require_mfa=require_mfa
+        claims,
+        cutoff=at,
+        revoked=state["revoked"],
+        role=state["role"],
+        require_mfa=require_mfa,
+        role_permissions=tuple(custom) if custom is not None else None,
     )
     return principal, at, require_mfa
 
@@ -63,6 +69,7 @@ def decide(
     revoked: bool,
     role: str | None,
     require_mfa: bool = False,
+    role_permissions: tuple[str, ...] | None = None,
 ) -> Principal:
     """The principal of a token whose state is known (from the statement or the cache's
     mirror of it); `invalid()` when that state refuses it. `owes_factor` says the token's
@@ -86,6 +93,7 @@ def decide(
         auth_time=claims.auth_time,
         act=claims.act,
         owes_factor=require_mfa and not queries.used_factor(claims.amr),
+        role_permissions=role_permissions,
     )
 
 
@@ -112,16 +120,27 @@ async def recheck(services: IdentityServices, claims: AccessClaims) -> Principal
     generation = cache.generation
     known = cache.token_state(claims.user_id, claims.account_id, claims.jti, claims.session_id)
     if known is not None:
-        cutoff, revoked, role, require_mfa = known
+        cutoff, revoked, role, require_mfa, custom = known
         principal = decide(
-            claims, cutoff=cutoff, revoked=revoked, role=role, require_mfa=require_mfa
+            claims,
+            cutoff=cutoff,
+            revoked=revoked,
+            role=role,
+            require_mfa=require_mfa,
+            role_permissions=custom,
         )
         cache.store_principal(principal, generation)
         return principal
     async with services.db.connection() as conn:
         principal, cutoff, require_mfa = await _checked(conn, claims)
     cache.store_facts(
-        claims.user_id, cutoff, claims.account_id, principal.role, generation, require_mfa
+        claims.user_id,
+        cutoff,
+        claims.account_id,
+        principal.role,
+        generation,
+        require_mfa,
+        principal.role_permissions,
     )
     cache.store_principal(principal, generation)
     return principal

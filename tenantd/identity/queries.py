@@ -32,9 +32,13 @@ SELECT u.tokens_valid_after,
        EXISTS (SELECT 1 FROM revoked_tokens r WHERE r.jti = %(jti)s)
        OR EXISTS (SELECT 1 FROM sessions s
                    WHERE s.family_id = %(sid)s AND s.revoked_at IS NOT NULL) AS revoked,
-       ma.role, COALESCE(ma.require_mfa, false) AS require_mfa
+       ma.role, COALESCE(ma.require_mfa, false) AS require_mfa, ma.role_permissions
   FROM users u
-  LEFT JOIN LATERAL (SELECT m.role, a.require_mfa FROM {ACTIVE_MEMBERSHIPS}
+  LEFT JOIN LATERAL (SELECT m.role, a.require_mfa,
+                            (SELECT r.permissions FROM account_roles r
+                              WHERE r.account_id = m.account_id AND r.key = m.role)
+                              AS role_permissions
+                       FROM {ACTIVE_MEMBERSHIPS}
                         AND m.user_id = u.id AND m.account_id = %(aid)s) ma ON true
  WHERE u.id = %(uid)s
 """,
@@ -346,6 +350,24 @@ async def active_role(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID) 
         {"u": user_id, "a": account_id},
     )
     return role
+
+
+async def active_grant(
+    conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID
+) -> tuple[str | None, tuple[str, ...] | None]:
+    """The user's role in a live account and, for a custom role, its permissions: (None,
+    None) without an active membership. Read fresh, like `active_role`."""
+    row = await conn.fetch_one(
+        "SELECT m.role, r.permissions FROM memberships m JOIN accounts a ON a.id = m.account_id"
+        " LEFT JOIN account_roles r ON r.account_id = m.account_id AND r.key = m.role"
+        " WHERE m.revoked_at IS NULL AND a.deleted_at IS NULL"
+        " AND m.user_id = %(u)s AND m.account_id = %(a)s",
+        {"u": user_id, "a": account_id},
+    )
+    if row is None:
+        return None, None
+    custom = row["permissions"]
+    return row["role"], tuple(custom) if custom is not None else None
 
 
 def used_factor(amr: Sequence[str]) -> bool:

@@ -6,10 +6,12 @@ import uuid
 from typing import Any
 
 from tenantd.errors import Forbidden, ValidationFailed
+from tenantd.identity import permissions
 from tenantd.notifications import queries
 from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.registry import localized_text
 from tenantd.notifications.service import live_channels
+from tenantd.principal import Principal
 
 
 async def effective_preferences(
@@ -121,18 +123,22 @@ async def account_defaults(
 async def set_account_default(
     services: NotificationServices,
     *,
-    actor_account: uuid.UUID | None,
-    actor_role: str | None,
+    actor: Principal,
     account_id: uuid.UUID,
     event_type: str,
     channel: str,
     enabled: bool | None,
 ) -> dict[str, Any]:
-    """Owner or admin: the default of one event type x channel for everyone in the account
-    (None removes it); a user's own preference still wins."""
-    _scoped(actor_account, account_id)
-    if actor_role not in ("owner", "admin"):
-        raise Forbidden("Only the owner or an admin sets the account's defaults")
+    """`notifications:manage_defaults` (owner, admin): the default of one event type x channel
+    for everyone in the account (None removes it); a user's own preference still wins."""
+    _scoped(actor.account_id, account_id)
+    if not permissions.allowed(
+        actor.role, actor.role_permissions, permissions.NOTIFICATIONS_MANAGE_DEFAULTS
+    ):
+        raise Forbidden(
+            "Your role may not set the account's defaults",
+            details={"permission": permissions.NOTIFICATIONS_MANAGE_DEFAULTS},
+        )
     _check_channel(services, event_type, channel)
     async with services.db.connection() as conn:
         await queries.set_account_default(

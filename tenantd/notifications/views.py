@@ -254,8 +254,7 @@ async def put_account_default(request: web.Request, body: AccountDefaultBody) ->
     principal = current_principal(request)
     row = await prefs.set_account_default(
         request.app[NOTIFICATION_SERVICES],
-        actor_account=principal.account_id,
-        actor_role=principal.role,
+        actor=principal,
         account_id=path_uuid(request, "id"),
         event_type=body.event_type,
         channel=body.channel,

@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tenantd import audit, crypto
-from tenantd.accounts import permissions
 from tenantd.accounts.domains import PUBLIC_EMAIL_DOMAINS
 from tenantd.accounts.service import check_scope, lock_scoped
 from tenantd.addresses import email_domain
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
-from tenantd.identity import sso_policy
+from tenantd.identity import permissions, sso_policy
 from tenantd.outbox import Actor, emit, payload
 from tenantd.settings import Settings
 from tenantd.sso import queries, saml
@@ -185,7 +184,7 @@ async def list_connections(
     """The account's connections (owner or admin)."""
     async with services.db.connection() as conn:
         await check_scope(conn, actor, account_id)
-        permissions.require(actor.role, "sso.manage")
+        permissions.require(actor, permissions.SSO_MANAGE)
         return await queries.account_connections(conn, account_id)
 
 
@@ -277,7 +276,7 @@ async def create_connection(
         values["client_id"] = body.client_id
         values["client_secret_sealed"] = seal_secret(settings, connection_id, body.client_secret)
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "sso.manage")
+        await lock_scoped(conn, actor, account_id, permissions.SSO_MANAGE)
         await queries.insert_connection(
             conn, connection_id=connection_id, account_id=account_id, type_=body.type, values=values
         )
@@ -306,7 +305,7 @@ async def update_connection(
     domains = normal_domains(body.domains) if body.domains is not None else None
     async with services.db.connection() as conn:
         await check_scope(conn, actor, account_id)
-        permissions.require(actor.role, "sso.manage")
+        permissions.require(actor, permissions.SSO_MANAGE)
         current = await queries.lock_connection(
             conn, account_id=account_id, connection_id=connection_id
         )
@@ -335,7 +334,7 @@ async def update_connection(
                 settings, connection_id, body.client_secret
             )
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "sso.manage")
+        await lock_scoped(conn, actor, account_id, permissions.SSO_MANAGE)
         before = await queries.lock_connection(
             conn, account_id=account_id, connection_id=connection_id
         )
@@ -367,7 +366,7 @@ async def delete_connection(
 ) -> None:
     """Remove a connection and free its domains (owner or admin)."""
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, "sso.manage")
+        await lock_scoped(conn, actor, account_id, permissions.SSO_MANAGE)
         row = await queries.lock_connection(
             conn, account_id=account_id, connection_id=connection_id
         )

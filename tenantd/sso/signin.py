@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 
 from tenantd.accounts.errors import SeatLimitReached
 from tenantd.accounts.memberships import join_within_seats
-from tenantd.accounts.permissions import RANK
 from tenantd.addresses import InvalidEmail, canonical_email, email_domain
 from tenantd.auth.oauth import service as oauth
 from tenantd.auth.oauth.client import oidc_client
@@ -155,6 +154,10 @@ def asserted(
         last_name=last[0][:100] if last else "",
         groups=tuple(_pick(values, mapping, "groups")),
     )
+
+
+# Which of several mapped roles wins: admin over member over any custom role.
+RANK = {"member": 1, "admin": 2}
 
 
 def role_for(connection: Row, groups: tuple[str, ...]) -> str:

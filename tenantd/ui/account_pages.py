@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from tenantd.accounts import invitations, join_requests, memberships, restore
+from tenantd.accounts import invitations, join_requests, memberships, restore, roles
 from tenantd.accounts import service as accounts
 from tenantd.accounts.schemas import (
     AccountCreate,
@@ -24,6 +24,7 @@ from tenantd.auth import service as auth_service
 from tenantd.auth.errors import TransferOwnershipFirst
 from tenantd.auth.schemas import PasswordChangeBody, ProfileBody
 from tenantd.errors import AppError, NotFound
+from tenantd.identity import permissions
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
@@ -309,6 +310,8 @@ async def _members(
         "invitations_error": None,
         "active": account_id == viewer.principal.account_id,
         "account_name": "",
+        "role_names": {},
+        "assignable": [],
     }
     membership = next(
         (m for m in viewer.me["memberships"] if m["accountId"] == str(account_id)), None
@@ -318,7 +321,10 @@ async def _members(
     context["account_name"] = membership["accountName"]
     if context["active"]:
         context["members"] = await memberships.list_members(services, viewer.principal, account_id)
-        if viewer.role in ("owner", "admin"):
+        known = await roles.list_roles(services, viewer.principal, account_id)
+        context["role_names"] = {role.key: role.name for role in known}
+        context["assignable"] = [role for role in known if role.key != "owner"]
+        if viewer.can(permissions.MEMBERS_INVITE):
             try:
                 context["invitations"] = await invitations.list_invitations(
                     services, viewer.principal, account_id
@@ -467,7 +473,7 @@ async def _join_requests(
 ) -> web.Response:
     rows: list[Any] = []
     account_id = viewer.principal.account_id
-    allowed = account_id is not None and viewer.role in ("owner", "admin")
+    allowed = account_id is not None and viewer.can(permissions.JOIN_REQUESTS_DECIDE)
     if allowed and account_id is not None:
         rows = await join_requests.list_join_requests(
             request.app[SERVICES], viewer.principal, account_id

@@ -14,6 +14,7 @@ from multidict import MultiDictProxy
 
 from tenantd.email.templates import SUPPORTED_LOCALES
 from tenantd.errors import AppError, Forbidden, NotFound
+from tenantd.identity import permissions
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
@@ -27,7 +28,7 @@ PREFERENCES = "/notifications/preferences"
 QUIET_HOURS = "/notifications/preferences/quiet-hours"
 DEFAULTS = "/accounts/{id}/notification-defaults"
 FREQUENCIES = ("instant", "hourly", "daily")
-MANAGERS = ("owner", "admin")
+MANAGE_DEFAULTS = permissions.NOTIFICATIONS_MANAGE_DEFAULTS
 # An account default in a form: no default (the channel is on), on, off.
 DEFAULT_CHOICES = {"": None, "on": True, "off": False}
 
@@ -107,7 +108,7 @@ async def _preferences(
         time_zones=time_zones(),
         locales=SUPPORTED_LOCALES,
         account=account,
-        manage_defaults=account is not None and viewer.principal.role in MANAGERS,
+        manage_defaults=account is not None and viewer.can(MANAGE_DEFAULTS),
         uses_account_defaults=any(
             setting["source"] == "account" for event in events for setting in event["channels"]
         ),
@@ -221,7 +222,7 @@ async def _defaults(
         account_name=account.get("name", ""),
         events=events,
         channels=_columns(events),
-        manage=viewer.principal.role in MANAGERS,
+        manage=viewer.can(MANAGE_DEFAULTS),
         notice=done_text(request.query.get("done")),
         problem=issue,
     )
@@ -238,7 +239,7 @@ async def defaults_post(request: web.Request, viewer: Viewer) -> web.StreamRespo
     account_id = _account_id(request)
     try:
         form = await read_form(request)
-        if viewer.principal.role not in MANAGERS:
+        if not viewer.can(MANAGE_DEFAULTS):
             raise Forbidden(text("defaults.managers_only"))
         current = await _current_defaults(services, viewer, account_id)
         for event in await _events(services, viewer):
@@ -253,8 +254,7 @@ async def defaults_post(request: web.Request, viewer: Viewer) -> web.StreamRespo
                     continue
                 await prefs.set_account_default(
                     services,
-                    actor_account=viewer.principal.account_id,
-                    actor_role=viewer.principal.role,
+                    actor=viewer.principal,
                     account_id=account_id,
                     event_type=key[0],
                     channel=key[1],

@@ -13,6 +13,7 @@ from aiohttp import web
 from tenantd.accounts.me import current_user
 from tenantd.auth import service as auth_service
 from tenantd.errors import AppError
+from tenantd.identity import permissions
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     AUTH_COOKIE,
@@ -56,6 +57,11 @@ class Viewer:
     def role(self) -> str | None:
         role: str | None = self.me["role"]
         return role
+
+    def can(self, permission: str) -> bool:
+        """Whether the viewer's role in the active account holds `permission` (a control
+        shown by it is still checked by the action)."""
+        return permissions.allowed(self.principal.role, self.principal.role_permissions, permission)
 
 
 VIEWER: web.RequestKey[Viewer | None] = web.RequestKey("ui_viewer")

@@ -259,6 +259,10 @@ EN: dict[str, str] = {
     " owner to let you in.",
     "code.SEAT_LIMIT_REACHED": "The account has no free seat left.",
     "code.OWNER_CANNOT_LEAVE": "The owner cannot leave. Transfer ownership first.",
+    "code.ROLE_EXISTS": "The account already has a role with this key.",
+    "code.SYSTEM_ROLE": "The owner, admin and member roles cannot be changed.",
+    "code.ROLE_IN_USE": "Members or pending invitations have this role. Give them another"
+    " role first.",
     "code.INVITATION_REVOKED": "This invitation was revoked. Ask for a new one.",
     "code.INVITATION_EXPIRED": "This invitation expired. Ask for a new one.",
     "code.INVITATION_ALREADY_USED": "This invitation was already used.",

@@ -43,6 +43,10 @@ NEEDS = {
     ("POST", "/api/v1/accounts/{id}/join-requests/{rid}/approve"): "admin",
     ("POST", "/api/v1/accounts/{id}/join-requests/{rid}/deny"): "admin",
     ("GET", "/api/v1/accounts/{id}/audit-log"): "admin",
+    ("GET", "/api/v1/accounts/{id}/roles"): "member",
+    ("POST", "/api/v1/accounts/{id}/roles"): "admin",
+    ("PATCH", "/api/v1/accounts/{id}/roles/{key}"): "admin",
+    ("DELETE", "/api/v1/accounts/{id}/roles/{key}"): "admin",
 }
 RANK = {"member": 1, "admin": 2, "owner": 3}
 
@@ -74,6 +78,13 @@ async def victim(team: Team, factory: Any, db: Any) -> Victim:
         " VALUES (%(a)s, %(u)s, 'victim.example') RETURNING id",
         {"a": team.account_id, "u": requester.id},
     )
+    await data(
+        await team.owner_client.post(
+            f"/api/v1/accounts/{team.account_id}/roles",
+            json={"key": "auditor", "name": "Auditor", "permissions": ["audit:read"]},
+        ),
+        201,
+    )
     return Victim(
         team=team,
         invitation_id=uuid.UUID(issued["invitation"]["id"]),
@@ -88,6 +99,7 @@ def url_for(path: str, *, account_id: uuid.UUID, victim: Victim) -> str:
         userId=victim.team.member.id,
         iid=victim.invitation_id,
         rid=victim.join_request_id,
+        key="auditor",
     )
 
 
@@ -100,6 +112,10 @@ def body_for(method: str, path: str, victim: Victim) -> dict[str, Any] | None:
         return {"email": "intruder@evil.example", "role": "admin"}
     if path == "/api/v1/accounts/{id}" and method == "PATCH":
         return {"name": "pwned"}
+    if path.endswith("/roles") and method == "POST":
+        return {"key": "pwned", "name": "Pwned", "permissions": ["*"]}
+    if path.endswith("/roles/{key}") and method == "PATCH":
+        return {"permissions": ["*"]}
     return None
 
 
@@ -117,6 +133,11 @@ async def snapshot(db: Any, account_id: uuid.UUID) -> dict[str, Any]:
         "invitations": await db.fetch_all(
             "SELECT id, email, token_hash, revoked_at, accepted_at FROM invitations"
             " WHERE account_id = %(a)s ORDER BY id",
+            {"a": account_id},
+        ),
+        "roles": await db.fetch_all(
+            "SELECT key, name, permissions FROM account_roles WHERE account_id = %(a)s"
+            " ORDER BY key",
             {"a": account_id},
         ),
         "join_requests": await db.fetch_all(
@@ -187,7 +208,7 @@ async def test_unknown_and_soft_deleted_accounts_are_404(
     await walk(client, victim, gone.account_id, 404)
     for spec in SCOPED:
         url = spec.path.replace("{id}", "not-a-uuid").format(
-            userId=uuid.uuid4(), iid=uuid.uuid4(), rid=uuid.uuid4()
+            userId=uuid.uuid4(), iid=uuid.uuid4(), rid=uuid.uuid4(), key="auditor"
         )
         response = await client.request(
             spec.method, url, json=body_for(spec.method, spec.path, victim)
@@ -244,5 +265,5 @@ async def test_members_without_the_needed_role_get_403(role: str, victim: Victim
         assert response.status == 403, (spec.name, payload)
         assert payload["error"]["code"] == "FORBIDDEN"
         refused += 1
-    assert refused == (13 if role == "member" else 2)
+    assert refused == (16 if role == "member" else 2)
     assert await snapshot(db, victim.team.account_id) == before

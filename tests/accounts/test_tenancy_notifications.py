@@ -282,3 +282,41 @@ async def test_a_failure_to_notify_never_holds_back_the_outbox(
 
     await eventually(numbered)  # the events API and webhooks go on
     assert await inbox(services, invitee.id) == []
+
+
+@INLINE_ONLY
+async def test_a_custom_role_that_deals_with_new_members_is_told(
+    team: Team, services: AppServices, factory: Any, login: Any
+) -> None:
+    """Beside owners and admins, members whose custom role holds `members:invite` (here
+    through `members:*`) hear of a new member; a role without it does not."""
+    for key, grants in (("recruiter", ["members:*"]), ("reader", ["members:read"])):
+        body = {"key": key, "name": key, "permissions": grants}
+        await data(
+            await team.owner_client.post(f"/api/v1/accounts/{team.account_id}/roles", json=body),
+            201,
+        )
+    recruiter = await factory.user(password=None)
+    reader = await factory.user(password=None)
+    await factory.member(team.account_id, recruiter.id, "recruiter")
+    await factory.member(team.account_id, reader.id, "reader")
+    joiner = await factory.user(password=None, account=False)
+    issued = await data(
+        await team.owner_client.post(
+            f"/api/v1/accounts/{team.account_id}/invitations",
+            json={"email": joiner.email, "role": "member"},
+        ),
+        201,
+    )
+    client = await login(joiner, None)
+    await data(await client.post("/api/v1/invitations/accept", json={"token": issued["token"]}))
+
+    async def told() -> bool:
+        return len(await inbox(services, recruiter.id)) == 1
+
+    await eventually(told)
+    [joined] = await inbox(services, recruiter.id)
+    assert joined["event_type"] == events.MEMBER_JOINED
+    await quiesce(services)
+    assert await inbox(services, reader.id) == []
+    assert len(await inbox(services, team.admin.id)) == 1

@@ -218,6 +218,7 @@ async def test_me_signed_in_is_the_complete_union(
         "role",
         "memberships",
         "features",
+        "permissions",
         "capabilities",
         "authProviders",
         "hasPasswordLogin",
@@ -229,6 +230,7 @@ async def test_me_signed_in_is_the_complete_union(
     assert set(body["account"]) == {"id", "name", "requireMfa"}
     assert body["account"]["requireMfa"] is False and body["user"]["mfaEnabled"] is False
     assert body["role"] == "owner"
+    assert body["permissions"] == ["*"]
     assert sorted((m["accountId"], m["role"]) for m in body["memberships"]) == sorted(
         [(str(user.account_id), "owner"), (str(other.account_id), "admin")]
     )

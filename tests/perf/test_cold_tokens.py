@@ -98,10 +98,10 @@ async def test_cache_token_state_needs_facts_and_the_mirror() -> None:
     cache.store_facts(user, None, account, "owner", cache.generation)
     assert cache.token_state(user, account, jti, None) is None  # mirror not loaded
     cache.revocations.finish_load(cache.revocations.begin_load(), [], [])
-    assert cache.token_state(user, account, jti, None) == (None, False, "owner", False)
+    assert cache.token_state(user, account, jti, None) == (None, False, "owner", False, None)
     assert cache.token_state(user, uuid.uuid4(), jti, None) is None  # role there not known
     cache.apply(f"jti:{jti}")
-    assert cache.token_state(user, account, jti, None) == (None, True, "owner", False)
+    assert cache.token_state(user, account, jti, None) == (None, True, "owner", False, None)
     cache.apply(f"user:{user}")  # a membership, password or cutoff change: facts go
     assert cache.token_state(user, account, uuid.uuid4(), None) is None
     generation = cache.generation  # a statement begins
@@ -324,6 +324,7 @@ async def test_after_a_lost_listener_the_mirror_answers_only_once_reloaded(
                 False,
                 "owner",
                 False,
+                None,
             )
             proxy.freeze()
             frozen_at = time.monotonic()
@@ -348,7 +349,7 @@ async def test_after_a_lost_listener_the_mirror_answers_only_once_reloaded(
                 assert time.monotonic() - frozen_at < 60, "the mirror never reloaded"
                 await asyncio.sleep(0.01)
             state = cache.token_state(user.id, user.account_id, jti, family)
-            assert state == (None, True, "owner", False)
+            assert state == (None, True, "owner", False, None)
             assert cache.revocations.loads > loads
     finally:
         gate.set()

@@ -378,3 +378,39 @@ async def test_an_account_joined_or_created_on_the_pages_is_the_one_worked_in(
     assert response.headers["Location"] == "/accounts?done=created"
     created = await db.fetch_val("SELECT id FROM accounts WHERE name = 'Side project'")
     assert claims(browser)["aid"] == str(created)
+
+
+async def test_the_members_page_assigns_custom_roles_and_shows_what_a_role_may_do(
+    make_client: Any, factory: Factory, db: Any, settings: Any
+) -> None:
+    owner = await factory.user(plan="team")
+    member = await factory.user()
+    assert owner.account_id is not None
+    await factory.member(owner.account_id, member.id, "member")
+    members = f"/accounts/{owner.account_id}/members"
+    owner_browser = await signed_in(make_client, db, settings, owner)
+    created = await owner_browser.post(
+        f"/api/v1/accounts/{owner.account_id}/roles",
+        json={"key": "support", "name": "Support agent", "permissions": ["members:read"]},
+    )
+    assert created.status == 201
+    page = await (await owner_browser.get(members)).text()
+    assert '<option value="support">Support agent</option>' in page
+    assert 'value="owner"' not in page  # the owner changes only by transfer
+    action = f"{members}/{member.id}/role"
+    response = await post_form(owner_browser, members, action, role="support")
+    assert response.status == 303, await response.text()
+    role = await db.fetch_val(
+        "SELECT role FROM memberships WHERE user_id = %(u)s AND account_id = %(a)s",
+        {"u": member.id, "a": owner.account_id},
+    )
+    assert role == "support"
+    page = await (await owner_browser.get(members)).text()
+    assert "Support agent</span>" in page  # the member's role pill names the custom role
+    # The support agent sees the members, and none of the controls its role lacks.
+    browser = await signed_in(make_client, db, settings, member, account_id=owner.account_id)
+    page = await (await browser.get(members)).text()
+    assert owner.email in page
+    assert 'data-testid="role-select"' not in page
+    assert 'action="' + members + '/invite"' not in page
+    assert 'data-testid="rename"' not in page

@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from tenantd.db import Conn, Row
+from tenantd.identity import permissions
 from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.service import SendRequest, send_many
 from tenantd.notifications.tenancy import events, queries
@@ -21,6 +22,10 @@ from tenantd.outbox import Consumer
 log = logging.getLogger(__name__)
 
 
+DEALS_WITH = {
+    "membership.created": permissions.MEMBERS_INVITE,
+    "join_request.created": permissions.JOIN_REQUESTS_DECIDE,
+}
 WATCHED = ("invitation.created", "membership.created", "join_request.created")
 WATCHED_ROLE = "membership.role_changed"
 
@@ -66,7 +71,13 @@ async def _requests(conn: Conn, event: Row) -> list[SendRequest]:
         if context is None:
             return []
         managers = await conn.fetch_all(
-            queries.MANAGERS, {"aid": account_id, "except": member, "at": event["occurred_at"]}
+            queries.MANAGERS,
+            {
+                "aid": account_id,
+                "except": member,
+                "at": event["occurred_at"],
+                "permission": DEALS_WITH[kind],
+            },
         )
         common = {
             "accountId": str(account_id),

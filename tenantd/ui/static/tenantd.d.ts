@@ -11,15 +11,19 @@ export interface User {
 export interface Membership {
   accountId: string;
   accountName: string;
-  role: "owner" | "admin" | "member";
+  /** owner, admin, member, or a custom role's key (docs/roles.md) */
+  role: string;
 }
 
 export interface Me {
   user: User | null;
   account?: { id: string; name: string } | null;
-  role?: "owner" | "admin" | "member" | null;
+  /** owner, admin, member, or a custom role's key (docs/roles.md) */
+  role?: string | null;
   memberships?: Membership[];
   features?: Record<string, boolean>;
+  /** what the role holds in the active account; `*` matches any run of characters */
+  permissions?: string[];
   capabilities?: Record<string, boolean>;
   authProviders?: { provider: string; createdAt: string }[];
   hasPasswordLogin?: boolean;
