@@ -18,6 +18,7 @@ ACTIONS: dict[str, str] = {
     "members.manage": "admin",
     "join_requests.decide": "admin",
     "audit.read": "admin",
+    "directories.manage": "admin",  # SCIM directories and their group-to-role mapping
     "ownership.transfer": "owner",
     "account.delete": "owner",
     "account.mfa_policy": "owner",  # requireMfa
