@@ -54,6 +54,7 @@ async def user_changed(
         actor=actor(row["directory_id"]),
         data=user_data(row, account_id=account_id),
         previous=previous,
+        subject=f"directory_user:{row['id']}",
     )
 
 
@@ -74,4 +75,5 @@ async def group_changed(
         actor=actor(row["directory_id"]),
         data=group_data(row, account_id=account_id, members=members),
         previous=previous,
+        subject=f"directory_group:{row['id']}",
     )
