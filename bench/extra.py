@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench import admin, apikeys, db_roundtrip, dispatch, metrics_scrape, mfa, outbox, webhooks
+from bench import (
+    admin,
+    apikeys,
+    db_roundtrip,
+    dispatch,
+    metrics_scrape,
+    mfa,
+    outbox,
+    scim,
+    webhooks,
+)
 
 Benchmark = Callable[[str, str, dict[str, str], Any], dict[str, Any]]
 
@@ -39,4 +49,7 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
         ("db_roundtrip", db_roundtrip.figure),
         # GET /api/v1/admin/users?query= over at least 10,000 users (issue 28).
         ("admin_user_search", admin.admin_user_search),
+        # SCIM directory sync (issue 30): POST /Users, and Entra's PATCH active "False".
+        ("scim_create", scim.scim_create),
+        ("scim_deactivate", scim.scim_deactivate),
     ]
