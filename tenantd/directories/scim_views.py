@@ -140,6 +140,7 @@ MODELS: dict[str, type[Any]] = {"Users": scim.UserResource, "Groups": Group}
     ENDPOINT,
     access=Access.PUBLIC,
     wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
     produces=scim.MEDIA_TYPE,
     summary="SCIM: list Users or Groups (filter, startIndex, count, sortBy, attributes), or"
     " read ServiceProviderConfig, Schemas, ResourceTypes (directory bearer token)",
@@ -172,6 +173,7 @@ async def _search(request: web.Request, directory: sync.Directory, search: Any) 
     RESOURCE,
     access=Access.PUBLIC,
     wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
     produces=scim.MEDIA_TYPE,
     summary="SCIM: POST /Users/.search or /Groups/.search (a SearchRequest body)",
 )
@@ -189,8 +191,13 @@ async def scim_search(request: web.Request, directory: sync.Directory) -> web.Re
     ENDPOINT,
     access=Access.PUBLIC,
     wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
     status=201,
     produces=scim.MEDIA_TYPE,
+    responses={
+        405: "POST on a read-only endpoint (ServiceProviderConfig, Schemas, ResourceTypes)",
+        501: "POST /.search across resource types (search /Users/.search or /Groups/.search)",
+    },
     summary="SCIM: create a User (linked by address, made a member) or a Group",
 )
 @scim_view
@@ -233,6 +240,7 @@ async def _read(request: web.Request, directory: sync.Directory) -> Any:
     RESOURCE,
     access=Access.PUBLIC,
     wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
     produces=scim.MEDIA_TYPE,
     summary="SCIM: one User, Group, Schema or ResourceType",
 )
@@ -252,6 +260,7 @@ async def scim_read(request: web.Request, directory: sync.Directory) -> web.Resp
     RESOURCE,
     access=Access.PUBLIC,
     wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
     produces=scim.MEDIA_TYPE,
     summary="SCIM: replace a User or Group (active false: the membership and sessions end)",
 )
@@ -276,6 +285,7 @@ async def scim_replace(request: web.Request, directory: sync.Directory) -> web.R
     RESOURCE,
     access=Access.PUBLIC,
     wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
     produces=scim.MEDIA_TYPE,
     summary="SCIM: RFC 7644 PATCH of a User or Group (the forms Entra ID and Okta send)",
 )
@@ -298,6 +308,7 @@ async def scim_patch(request: web.Request, directory: sync.Directory) -> web.Res
     RESOURCE,
     access=Access.PUBLIC,
     wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
     status=204,
     summary="SCIM: delete a User (the membership and sessions end at once) or a Group",
 )
