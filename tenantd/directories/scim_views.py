@@ -131,6 +131,7 @@ def _discovery(request: web.Request, resource_id: str | None) -> web.Response:
 
 DISCOVERY = ("ServiceProviderConfig", "Schemas", "ResourceTypes")
 MODELS: dict[str, type[Any]] = {"Users": scim.UserResource, "Groups": Group}
+ANY_RESOURCE: Any = scim.UserResource | Group  # what POST /.search lists
 
 
 # -- the routes ---------------------------------------------------------------------------------
@@ -195,10 +196,11 @@ async def scim_search(request: web.Request, directory: sync.Directory) -> web.Re
     status=201,
     produces=scim.MEDIA_TYPE,
     responses={
+        200: "POST /.search: a ListResponse of Users and Groups",
         405: "POST on a read-only endpoint (ServiceProviderConfig, Schemas, ResourceTypes)",
-        501: "POST /.search across resource types (search /Users/.search or /Groups/.search)",
     },
-    summary="SCIM: create a User (linked by address, made a member) or a Group",
+    summary="SCIM: create a User (linked by address, made a member) or a Group; POST /.search"
+    " searches both (200)",
 )
 @scim_view
 async def scim_create(request: web.Request, directory: sync.Directory) -> web.Response:
@@ -206,8 +208,13 @@ async def scim_create(request: web.Request, directory: sync.Directory) -> web.Re
     if endpoint in DISCOVERY:
         raise ScimError(405, f"{endpoint} is read-only")
     if endpoint == ".search":
-        raise ScimError(
-            501, "Search one resource type at a time: POST /Users/.search or /Groups/.search"
+        search = scim.read_search(await _body(request), ANY_RESOURCE)
+        found = await sync.search_all(_services(request), directory, search, _base(request))
+        return answer(
+            scim.list_response(
+                ANY_RESOURCE, found.resources, total=found.total, start=found.start, search=search
+            ),
+            status=200,
         )
     if endpoint not in MODELS:
         raise _unknown(request)

@@ -655,6 +655,21 @@ async def list_groups(
     return _select(resources, search, offset, limit)
 
 
+async def search_all(
+    services: Services, directory: Directory, search: SearchRequest[Any], base: str
+) -> Page:
+    """POST /.search: Users, then Groups, filtered, sorted and paged as one list."""
+    offset, limit = _page_bounds(search)
+    async with services.db.connection() as conn:
+        users = await queries.find_users(conn, directory_id=directory.id)
+        groups = await queries.find_groups(conn, directory_id=directory.id)
+        resources = [
+            *(await user_resources(conn, users, base)),
+            *(await group_resources(conn, groups, base)),
+        ]
+    return _select(resources, search, offset, limit)
+
+
 def _select(resources: list[Any], search: SearchRequest[Any], offset: int, limit: int) -> Page:
     """The filter decides (the database only narrowed), then the sort and the page."""
     if search.filter is not None:
