@@ -164,6 +164,14 @@ async def user_of(conn: Conn, *, directory_id: uuid.UUID, user_id: uuid.UUID) ->
     )
 
 
+async def user_is_live(conn: Conn, user_id: uuid.UUID) -> bool:
+    """The tenantd user exists and has not deleted itself."""
+    live = await conn.fetch_val(
+        "SELECT deleted_at IS NULL FROM users WHERE id = %(u)s", {"u": user_id}
+    )
+    return bool(live)
+
+
 async def find_users(
     conn: Conn,
     *,

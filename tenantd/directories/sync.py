@@ -112,8 +112,9 @@ def _role_of(roles: Iterable[str]) -> str:
 
 async def _join(conn: Conn, directory: Directory, row: Row) -> None:
     """An active directory user is a member of the account (within the seat cap), with the
-    role of its mapped groups when it has any (none while it has no address)."""
-    if row["user_id"] is None:
+    role of its mapped groups when it has any (none while it has no address, nor for a user
+    who deleted themselves)."""
+    if row["user_id"] is None or not await queries.user_is_live(conn, row["user_id"]):
         return
     roles = await queries.mapped_roles(conn, row["id"])
     current = await memberships.active_membership(

@@ -185,3 +185,15 @@ async def test_deactivated_members_keep_no_role(directory: Directory, db: Any) -
         )
     )
     assert (await roles(db, account))["ada@example.com"] == "admin"
+
+
+async def test_okta_renames_a_group_with_its_id_in_the_value(directory: Directory) -> None:
+    created = await group(directory, "Test SCIMv2", [])
+    url = f"{directory.base}/Groups/{created['id']}"
+    renamed = await scim_json(
+        await directory.scim.patch(
+            url,
+            json=patch({"op": "replace", "value": {"id": created["id"], "displayName": "Renamed"}}),
+        )
+    )
+    assert renamed["displayName"] == "Renamed" and renamed["id"] == created["id"]
