@@ -13,6 +13,7 @@ from bench import (
     metrics_scrape,
     mfa,
     outbox,
+    scim,
     sso,
     webhooks,
 )
@@ -50,4 +51,7 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
         ("db_roundtrip", db_roundtrip.figure),
         # GET /api/v1/admin/users?query= over at least 10,000 users (issue 28).
         ("admin_user_search", admin.admin_user_search),
+        # SCIM directory sync (issue 30): POST /Users, and Entra's PATCH active "False".
+        ("scim_create", scim.scim_create),
+        ("scim_deactivate", scim.scim_deactivate),
     ]

@@ -8,6 +8,7 @@ import asyncio
 import uuid
 
 from tenantd.cache.keyring import Keyring
+
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.identity.tokens import issue_access_token

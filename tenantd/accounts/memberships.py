@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
@@ -22,7 +22,9 @@ from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from tenantd.identity import permissions
 from tenantd.identity.bundle import IdentityServices
+from tenantd.identity.sessions import end_account_sessions
 from tenantd.mfa import sensitive
+from tenantd.outbox import Actor
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal
@@ -255,3 +257,95 @@ async def join_within_seats(
         conn, "membership.created", membership, outbox_events.actor_of(user_id)
     )
     return membership
+
+
+async def lock_live_account(conn: Conn, account_id: uuid.UUID) -> Row:
+    """Lock the live account (NotFound when it is gone or soft-deleted)."""
+    account = await queries.lock_account(conn, account_id)
+    if account is None:
+        raise NotFound("Account not found")
+    return account
+
+
+async def active_membership(conn: Conn, *, account_id: uuid.UUID, user_id: uuid.UUID) -> Row | None:
+    """The user's active membership of the account, locked; None when there is none."""
+    locked = await queries.lock_memberships(conn, account_id=account_id, user_ids=[user_id])
+    return locked.get(user_id)
+
+
+async def add_member(
+    conn: Conn,
+    *,
+    account_id: uuid.UUID,
+    user_id: uuid.UUID,
+    role: str,
+    actor: Actor,
+    via: dict[str, Any],
+) -> Row:
+    """Make the user a member with `role` within the seat cap (SEAT_LIMIT_REACHED beyond it);
+    an existing active membership is answered as it is."""
+    current = await active_membership(conn, account_id=account_id, user_id=user_id)
+    if current is not None:
+        return current
+    seats = await queries.seat_state(conn, account_id=account_id, user_id=user_id)
+    cap = seats["seats"] if seats["seats"] is not None else 1
+    if seats["used"] >= cap:
+        raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
+    membership = await queries.insert_membership(
+        conn, account_id=account_id, user_id=user_id, role=role
+    )
+    await audit.record(
+        conn,
+        account_id=account_id,
+        actor_user_id=None,
+        action="membership.created",
+        target=str(user_id),
+        data={"role": role, **via},
+    )
+    await outbox_events.membership(conn, "membership.created", membership, actor)
+    return membership
+
+
+async def set_member_role(
+    conn: Conn, *, membership: Row, role: str, actor: Actor, via: dict[str, Any]
+) -> Row:
+    """Move a non-owner member to `role` (the owner's membership changes only by transfer)."""
+    if membership["role"] == role or membership["role"] == "owner" or role == "owner":
+        return membership
+    updated = await queries.set_role(conn, membership_id=membership["id"], role=role)
+    await audit.record(
+        conn,
+        account_id=membership["account_id"],
+        actor_user_id=None,
+        action="membership.role_changed",
+        target=str(membership["user_id"]),
+        data={"from": membership["role"], "to": role, **via},
+    )
+    await outbox_events.membership(
+        conn, "membership.role_changed", updated, actor, previous={"role": membership["role"]}
+    )
+    return updated
+
+
+async def end_membership(
+    conn: Conn, *, membership: Row, actor: Actor, reason: str, via: dict[str, Any]
+) -> Row:
+    """Soft-revoke a non-owner's membership and end the user's sessions in the account at
+    once (OwnerCannotLeave for the owner: transfer ownership first)."""
+    if membership["role"] == "owner":
+        raise OwnerCannotLeave()
+    revoked = await queries.revoke_membership(conn, membership["id"])
+    account_id, user_id = membership["account_id"], membership["user_id"]
+    ended = await end_account_sessions(conn, user_id=user_id, account_id=account_id)
+    await audit.record(
+        conn,
+        account_id=account_id,
+        actor_user_id=None,
+        action="membership.revoked",
+        target=str(user_id),
+        data={"role": membership["role"], "reason": reason, "sessionsEnded": len(ended), **via},
+    )
+    await outbox_events.membership(
+        conn, "membership.revoked", revoked, actor, previous={"revokedAt": None}
+    )
+    return revoked

@@ -14,6 +14,8 @@ from tenantd.auth import views as auth_views
 from tenantd.auth.admin import views as admin_views
 from tenantd.auth.keys import views as key_views
 from tenantd.auth.oauth import views as oauth_views
+from tenantd.directories import scim_views
+from tenantd.directories import views as directory_views
 from tenantd.email import sweeps as email_sweeps
 from tenantd.identity import sweeps as identity_sweeps
 from tenantd.identity.keys import sweeps as key_sweeps
@@ -59,6 +61,8 @@ ROUTES: tuple[Routes, ...] = (
     user_views.ROUTES,
     admin_views.ROUTES,
     sso_views.ROUTES,
+    directory_views.ROUTES,
+    scim_views.ROUTES,
 )
 
 JOB_KINDS: tuple[JobKind, ...] = (

@@ -109,6 +109,12 @@ COMMANDS: tuple[LazyCommand, ...] = (
     LazyCommand(
         "audit", "tenantd.cli.audit", "app", "The audit log: export it, verify its hash chains."
     ),
+    LazyCommand(
+        "directories",
+        "tenantd.cli.directories",
+        "app",
+        "SCIM directories of an account (Okta, Entra ID, ...): each has a bearer token.",
+    ),
 )
 
 

@@ -981,3 +981,67 @@ sso_saml_assertions = Table(
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Index("sso_saml_assertions_expires_idx", "expires_at"),
 )
+
+
+# SCIM directory sync (0350, issue 30): directories, their users and groups.
+directories = Table(
+    "directories",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("account_id", UUID(as_uuid=True), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("token_hash", LargeBinary, nullable=False),
+    Column("created_by", UUID(as_uuid=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("last_used_at", DateTime(timezone=True)),
+    Index("directories_account_idx", "account_id", "created_at"),
+)
+
+
+directory_users = Table(
+    "directory_users",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("directory_id", UUID(as_uuid=True), nullable=False),
+    Column("user_id", UUID(as_uuid=True)),
+    Column("user_name", Text, nullable=False),
+    Column("user_name_key", Text, nullable=False),
+    Column("external_id", Text),
+    Column("active", Boolean, nullable=False),
+    Column("resource", JSONB, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("directory_id", "user_name_key", name="directory_users_user_name_key"),
+    UniqueConstraint("directory_id", "user_id", name="directory_users_user_key"),
+    Index("directory_users_external_idx", "directory_id", "external_id"),
+    Index("directory_users_user_idx", "user_id"),
+)
+
+
+directory_groups = Table(
+    "directory_groups",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("directory_id", UUID(as_uuid=True), nullable=False),
+    Column("display_name", Text, nullable=False),
+    Column("display_name_key", Text, nullable=False),
+    Column("external_id", Text),
+    Column("role", Text),
+    Column("resource", JSONB, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("directory_groups_name_idx", "directory_id", "display_name_key"),
+    Index("directory_groups_external_idx", "directory_id", "external_id"),
+)
+
+
+directory_group_members = Table(
+    "directory_group_members",
+    metadata,
+    Column("group_id", UUID(as_uuid=True), primary_key=True),
+    Column("member_id", UUID(as_uuid=True), primary_key=True),
+    Column("display", Text),
+    Index("directory_group_members_member_idx", "member_id"),
+)

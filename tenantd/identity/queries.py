@@ -319,6 +319,22 @@ async def revoke_user_family(conn: Conn, *, user_id: uuid.UUID, family_id: uuid.
     return bool(ended)
 
 
+async def revoke_account_families(
+    conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID
+) -> list[uuid.UUID]:
+    """End every session family of the user whose live row points at the account; the
+    families ended."""
+    rows = await conn.fetch_all(
+        "WITH families AS (SELECT DISTINCT family_id FROM sessions WHERE user_id = %(u)s"
+        " AND account_id = %(a)s AND revoked_at IS NULL AND rotated_at IS NULL),"
+        " ended AS (UPDATE sessions SET revoked_at = now() WHERE user_id = %(u)s"
+        " AND revoked_at IS NULL AND family_id IN (SELECT family_id FROM families)"
+        " RETURNING family_id) SELECT DISTINCT family_id FROM ended ORDER BY family_id",
+        {"u": user_id, "a": account_id},
+    )
+    return [row["family_id"] for row in rows]
+
+
 async def revoke_other_families(conn: Conn, *, user_id: uuid.UUID, keep: uuid.UUID | None) -> int:
     """End every session family of the user but `keep`; how many live families ended."""
     count: int = await conn.fetch_val(

@@ -425,6 +425,14 @@ async def revoke_session(
         )
 
 
+async def end_account_sessions(
+    conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID
+) -> list[uuid.UUID]:
+    """A user who lost an account loses its sessions there at once: every family pointing at
+    it ends (its refresh token and, by `sid`, its access tokens, on every instance)."""
+    return await queries.revoke_account_families(conn, user_id=user_id, account_id=account_id)
+
+
 async def revoke_all(conn: Conn, *, user_id: uuid.UUID) -> None:
     """User-wide cutoff: every access token issued before now and every session ends."""
     async with conn.transaction():

@@ -111,12 +111,14 @@ def _operation(spec: RouteSpec, index: int, schemas: Schemas) -> dict[str, Any]:
                 "timestamp": {"type": "string", "format": "date-time"},
             },
         }
-    if spec.produces != "application/json":
+    if spec.produces != "application/json" and not spec.produces.endswith("+json"):
         data_schema = {"type": "string"}
     success: dict[str, Any] = {
         "description": "Success",
         "content": {spec.produces: {"schema": data_schema}},
     }
+    if spec.status == 204:
+        success = {"description": "No content"}
     if 300 <= spec.status < 400:
         # A browser navigation (OAuth): the answer is where to go next, with no body.
         success = {
@@ -135,6 +137,10 @@ def _operation(spec: RouteSpec, index: int, schemas: Schemas) -> dict[str, Any]:
         if status == spec.status:
             continue
         content: dict[str, Any] = {"application/json": {"schema": error_ref}}
+        if spec.errors_as != "application/json":
+            # The route's own protocol answers its errors; the router's refusals before it
+            # runs (a control character in a path parameter) keep the envelope.
+            content[spec.errors_as] = {"schema": {"type": "object"}}
         if status == 400:
             # aiohttp's HTTP parser answers these itself, in plain text, before any middleware.
             content["text/plain"] = {"schema": {"type": "string"}}

@@ -55,6 +55,9 @@ class RouteSpec:
     # Served to a session that owes its account's second factor (Principal.owes_factor): the
     # few routes that tell the state, step up, enrol a factor or leave the account.
     mfa_exempt: bool = False
+    # Media type of the error answers when the route answers its own protocol's errors (a
+    # SCIM Error, say) instead of the API's envelope.
+    errors_as: str = "application/json"
 
     @property
     def name(self) -> str:
@@ -87,6 +90,7 @@ class Routes:
         produces: str = "application/json",
         scope: str | tuple[str, ...] | None = None,
         mfa_exempt: bool = False,
+        errors_as: str = "application/json",
     ) -> Callable[[View], View]:
         if (access is Access.API_KEY) != (scope is not None):
             raise ValueError(f"{method} {path}: a scope goes with Access.API_KEY, and only there")
@@ -115,6 +119,7 @@ class Routes:
                     produces=produces,
                     scope=scope,
                     mfa_exempt=mfa_exempt,
+                    errors_as=errors_as,
                 )
             )
             return view

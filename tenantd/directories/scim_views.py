@@ -1,0 +1,332 @@
+"""SCIM 2.0 at /scim/v2/{directoryId}/: Users, Groups, ServiceProviderConfig, Schemas and
+ResourceTypes, answered in application/scim+json. The directory's bearer token is the only
+credential (no cookie, no API key); every error, 401 included, is a SCIM Error.
+
+Two routes per method carry every endpoint (`/{endpoint}` and `/{endpoint}/{resourceId}`),
+so an unknown endpoint is a SCIM 404 as RFC 7644 §3.12 asks, not the API's envelope.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+from scim2_models import Context, Group
+
+from tenantd.bundle import Services
+from tenantd.directories import scim, service, sync
+from tenantd.directories.scim import ScimError
+from tenantd.errors import AppError, ValidationFailed
+from tenantd.identity.bundle import SERVICES
+from tenantd.settings import SETTINGS
+from tenantd.web.body import read_limited
+from tenantd.web.json import loads_bounded
+from tenantd.web.spec import API_BODY_LIMIT, Access, Routes
+
+ROUTES = Routes("scim")
+
+BASE = "/scim/v2/{directoryId}"
+ENDPOINT = BASE + "/{endpoint}"
+RESOURCE = ENDPOINT + "/{resourceId}"
+
+ScimView = Callable[[web.Request, sync.Directory], Awaitable[web.Response]]
+
+
+def answer(data: Any, *, status: int = 200, location: str | None = None) -> web.Response:
+    headers = {"Content-Type": scim.MEDIA_TYPE}
+    if location is not None:
+        headers["Location"] = location
+    return web.Response(body=orjson.dumps(data), status=status, headers=headers)
+
+
+def error_answer(error: ScimError) -> web.Response:
+    data = error.error.model_dump(scim_ctx=Context.DEFAULT)
+    headers = {"Content-Type": scim.MEDIA_TYPE}
+    if error.error.status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="SCIM"'
+    return web.Response(body=orjson.dumps(data), status=error.error.status or 400, headers=headers)
+
+
+def _from_app_error(error: AppError) -> ScimError:
+    if isinstance(error, ValidationFailed):
+        detail = "; ".join(f"{key}: {value}" for key, value in error.fields.items())
+        return ScimError(400, detail or error.message, "invalidValue")
+    detail = (
+        error.message
+        if error.code in ("NOT_FOUND", "CONFLICT")
+        else (f"{error.code}: {error.message}")
+    )
+    return ScimError(error.status, detail)
+
+
+def scim_view(view: ScimView) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """Authenticate the directory's bearer token, run the view, answer any error as SCIM."""
+
+    @functools.wraps(view)
+    async def handler(request: web.Request) -> web.Response:
+        try:
+            directory_id = sync.parse_id(request.match_info["directoryId"])
+            if directory_id is None:
+                raise sync.unauthorized()
+            directory = await service.authenticate(
+                request.app[SERVICES], directory_id, _bearer(request)
+            )
+            return await view(request, directory)
+        except ScimError as error:
+            return error_answer(error)
+        except AppError as error:
+            return error_answer(_from_app_error(error))
+
+    return handler
+
+
+def _bearer(request: web.Request) -> str | None:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def _services(request: web.Request) -> Services:
+    return request.app[SERVICES]
+
+
+def _base(request: web.Request) -> str:
+    settings = request.app[SETTINGS]
+    return f"{settings.public_base_url}/scim/v2/{request.match_info['directoryId']}"
+
+
+async def _body(request: web.Request) -> Any:
+    raw = await read_limited(request, API_BODY_LIMIT)
+    try:
+        return loads_bounded(raw)
+    except ValidationFailed:
+        raise ScimError(
+            400, "The body is not JSON (or nested too deeply)", "invalidSyntax"
+        ) from None
+
+
+def _unknown(request: web.Request) -> ScimError:
+    return ScimError(404, f"No SCIM endpoint {request.path}")
+
+
+# -- discovery ----------------------------------------------------------------------------------
+
+
+def _discovery(request: web.Request, resource_id: str | None) -> web.Response:
+    endpoint = request.match_info["endpoint"]
+    found = scim.discovery(_base(request))
+    if endpoint == "ServiceProviderConfig" and resource_id is None:
+        return answer(scim.dump(found["config"], Context.RESOURCE_QUERY_RESPONSE))
+    items = found["schemas"] if endpoint == "Schemas" else found["types"]
+    if resource_id is not None:
+        for item in items:
+            if item.id == resource_id:
+                return answer(scim.dump(item, Context.RESOURCE_QUERY_RESPONSE))
+        raise ScimError(404, f"{endpoint[:-1]} {resource_id} not found")
+    search = scim.read_search({}, type(items[0]))
+    page = scim.list_response(type(items[0]), items, total=len(items), start=1, search=search)
+    return answer(page)
+
+
+DISCOVERY = ("ServiceProviderConfig", "Schemas", "ResourceTypes")
+MODELS: dict[str, type[Any]] = {"Users": scim.UserResource, "Groups": Group}
+ANY_RESOURCE: Any = scim.UserResource | Group  # what POST /.search lists
+
+
+# -- the routes ---------------------------------------------------------------------------------
+
+
+@ROUTES.get(
+    ENDPOINT,
+    access=Access.PUBLIC,
+    wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
+    produces=scim.MEDIA_TYPE,
+    summary="SCIM: list Users or Groups (filter, startIndex, count, sortBy, attributes), or"
+    " read ServiceProviderConfig, Schemas, ResourceTypes (directory bearer token)",
+)
+@scim_view
+async def scim_list(request: web.Request, directory: sync.Directory) -> web.Response:
+    endpoint = request.match_info["endpoint"]
+    if endpoint in DISCOVERY:
+        return _discovery(request, None)
+    if endpoint not in MODELS:
+        raise _unknown(request)
+    return await _search(request, directory, scim.read_search(request.query, MODELS[endpoint]))
+
+
+async def _search(request: web.Request, directory: sync.Directory, search: Any) -> web.Response:
+    endpoint = request.match_info["endpoint"]
+    services, base = _services(request), _base(request)
+    if endpoint == "Users":
+        page = await sync.list_users(services, directory, search, base)
+    else:
+        page = await sync.list_groups(services, directory, search, base)
+    return answer(
+        scim.list_response(
+            MODELS[endpoint], page.resources, total=page.total, start=page.start, search=search
+        )
+    )
+
+
+@ROUTES.post(
+    RESOURCE,
+    access=Access.PUBLIC,
+    wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
+    produces=scim.MEDIA_TYPE,
+    summary="SCIM: POST /Users/.search or /Groups/.search (a SearchRequest body)",
+)
+@scim_view
+async def scim_search(request: web.Request, directory: sync.Directory) -> web.Response:
+    endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
+    if endpoint not in MODELS or resource_id != ".search":
+        raise _unknown(request)
+    return await _search(
+        request, directory, scim.read_search(await _body(request), MODELS[endpoint])
+    )
+
+
+@ROUTES.post(
+    ENDPOINT,
+    access=Access.PUBLIC,
+    wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
+    status=201,
+    produces=scim.MEDIA_TYPE,
+    responses={
+        200: "POST /.search: a ListResponse of Users and Groups",
+        405: "POST on a read-only endpoint (ServiceProviderConfig, Schemas, ResourceTypes)",
+    },
+    summary="SCIM: create a User (linked by address, made a member) or a Group; POST /.search"
+    " searches both (200)",
+)
+@scim_view
+async def scim_create(request: web.Request, directory: sync.Directory) -> web.Response:
+    endpoint = request.match_info["endpoint"]
+    if endpoint in DISCOVERY:
+        raise ScimError(405, f"{endpoint} is read-only")
+    if endpoint == ".search":
+        search = scim.read_search(await _body(request), ANY_RESOURCE)
+        found = await sync.search_all(_services(request), directory, search, _base(request))
+        return answer(
+            scim.list_response(
+                ANY_RESOURCE, found.resources, total=found.total, start=found.start, search=search
+            ),
+            status=200,
+        )
+    if endpoint not in MODELS:
+        raise _unknown(request)
+    payload = await _body(request)
+    services, base = _services(request), _base(request)
+    resource: Any
+    if endpoint == "Users":
+        user = scim.read_user(payload, Context.RESOURCE_CREATION_REQUEST)
+        row = await sync.create_user(services, directory, user)
+        resource = await sync.get_user(services, directory, str(row["id"]), base)
+    else:
+        group = scim.read_group(payload, Context.RESOURCE_CREATION_REQUEST)
+        row = await sync.create_group(services, directory, group)
+        resource = await sync.get_group(services, directory, str(row["id"]), base)
+    return answer(
+        scim.dump(resource, Context.RESOURCE_CREATION_RESPONSE),
+        status=201,
+        location=resource.meta.location,
+    )
+
+
+async def _read(request: web.Request, directory: sync.Directory) -> Any:
+    endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
+    if endpoint == "Users":
+        return await sync.get_user(_services(request), directory, resource_id, _base(request))
+    return await sync.get_group(_services(request), directory, resource_id, _base(request))
+
+
+@ROUTES.get(
+    RESOURCE,
+    access=Access.PUBLIC,
+    wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
+    produces=scim.MEDIA_TYPE,
+    summary="SCIM: one User, Group, Schema or ResourceType",
+)
+@scim_view
+async def scim_read(request: web.Request, directory: sync.Directory) -> web.Response:
+    endpoint = request.match_info["endpoint"]
+    if endpoint in ("Schemas", "ResourceTypes"):
+        return _discovery(request, request.match_info["resourceId"])
+    if endpoint not in MODELS:
+        raise _unknown(request)
+    search = scim.read_search(request.query, MODELS[endpoint])
+    resource = await _read(request, directory)
+    return answer(scim.dump(resource, Context.RESOURCE_QUERY_RESPONSE, search))
+
+
+@ROUTES.put(
+    RESOURCE,
+    access=Access.PUBLIC,
+    wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
+    produces=scim.MEDIA_TYPE,
+    summary="SCIM: replace a User or Group (active false: the membership and sessions end)",
+)
+@scim_view
+async def scim_replace(request: web.Request, directory: sync.Directory) -> web.Response:
+    endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
+    if endpoint not in MODELS:
+        raise _unknown(request)
+    payload = await _body(request)
+    services = _services(request)
+    if endpoint == "Users":
+        user = scim.read_user(payload, Context.RESOURCE_REPLACEMENT_REQUEST)
+        await sync.replace_user(services, directory, resource_id, user)
+    else:
+        group = scim.read_group(payload, Context.RESOURCE_REPLACEMENT_REQUEST)
+        await sync.replace_group(services, directory, resource_id, group)
+    resource = await _read(request, directory)
+    return answer(scim.dump(resource, Context.RESOURCE_REPLACEMENT_RESPONSE))
+
+
+@ROUTES.patch(
+    RESOURCE,
+    access=Access.PUBLIC,
+    wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
+    produces=scim.MEDIA_TYPE,
+    summary="SCIM: RFC 7644 PATCH of a User or Group (the forms Entra ID and Okta send)",
+)
+@scim_view
+async def scim_patch(request: web.Request, directory: sync.Directory) -> web.Response:
+    endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
+    if endpoint not in MODELS:
+        raise _unknown(request)
+    patch = scim.read_patch(await _body(request), MODELS[endpoint])
+    services, base = _services(request), _base(request)
+    if endpoint == "Users":
+        await sync.patch_user(services, directory, resource_id, patch, base)
+    else:
+        await sync.patch_group(services, directory, resource_id, patch, base)
+    resource = await _read(request, directory)
+    return answer(scim.dump(resource, Context.RESOURCE_PATCH_RESPONSE))
+
+
+@ROUTES.delete(
+    RESOURCE,
+    access=Access.PUBLIC,
+    wrapped=False,
+    errors_as=scim.MEDIA_TYPE,
+    status=204,
+    summary="SCIM: delete a User (the membership and sessions end at once) or a Group",
+)
+@scim_view
+async def scim_delete(request: web.Request, directory: sync.Directory) -> web.Response:
+    endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
+    if endpoint not in MODELS:
+        raise _unknown(request)
+    if endpoint == "Users":
+        await sync.delete_user(_services(request), directory, resource_id)
+    else:
+        await sync.delete_group(_services(request), directory, resource_id)
+    return web.Response(status=204)

@@ -1,0 +1,680 @@
+"""SCIM provisioning of a directory's account: the rules behind /scim/v2/{directoryId}/.
+
+- A User is one tenantd user, found or created by its address: the primary of `emails` (else
+  the first), or `userName` when it is an address. An existing user with that address is
+  linked. Every user a directory holds active is a member of the directory's account, within
+  the seat cap (SEAT_LIMIT_REACHED, a SCIM 409, beyond it).
+- `active: false` or a DELETE takes the membership away and ends the user's sessions in that
+  account at once; `active: true` again gives it back (within the seat cap).
+- A Group mapped to a role key gives its active members that role: the highest of their
+  mapped groups (admin over any other key over member); leaving the last mapped group gives
+  `member`. The owner's membership is never changed by a directory.
+
+Every change holds the account lock (as every writer of memberships does), so two creates of
+one userName serialise: the second answers 409 uniqueness.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from scim2_models import Group, PatchOp, SCIMException, SearchRequest
+
+from tenantd import audit
+from tenantd.accounts import memberships
+from tenantd.addresses import InvalidEmail, canonical_email
+from tenantd.bundle import Services
+from tenantd.db import Conn, Row
+from tenantd.directories import events, queries, scim
+from tenantd.directories.scim import ScimError
+from tenantd.errors import NotFound
+from tenantd.identity.events import user_changed
+
+ROLE_RANK = {"admin": 3, "member": 1}  # any other role key ranks between the two
+
+
+@dataclass(frozen=True)
+class Directory:
+    id: uuid.UUID
+    account_id: uuid.UUID
+
+    @property
+    def via(self) -> dict[str, Any]:
+        return {"via": "directory", "directoryId": str(self.id)}
+
+
+def unauthorized() -> ScimError:
+    return ScimError(401, "A valid bearer token of this directory is required")
+
+
+def not_found(kind: str, scim_id: object) -> ScimError:
+    return ScimError(404, f"{kind} {scim_id} not found")
+
+
+def parse_id(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
+# -- users --------------------------------------------------------------------------------------
+
+
+def address_of(resource: Any) -> str | None:
+    """The user's address: the primary of `emails` (else the first), or `userName` when it
+    is an address; None when it has neither (the user is linked once it has one)."""
+    emails = [email for email in resource.emails or [] if email.value]
+    chosen = next((e for e in emails if e.primary), emails[0] if emails else None)
+    if chosen is None:
+        try:
+            return canonical_email(resource.user_name)
+        except InvalidEmail:
+            return None
+    try:
+        return canonical_email(str(chosen.value))
+    except InvalidEmail as error:
+        raise ScimError(400, f"emails: not an email address: {error}", "invalidValue") from None
+
+
+async def _tenantd_user(
+    conn: Conn, directory: Directory, *, email: str, resource: Any
+) -> tuple[uuid.UUID, bool]:
+    """The user holding the address (linked), or a new verified one; (id, created)."""
+    name = resource.name
+    first = (name.given_name if name else None) or ""
+    last = (name.family_name if name else None) or ""
+    created: uuid.UUID | None = await conn.fetch_val(
+        "INSERT INTO users (email, first_name, last_name, email_verified_at)"
+        " VALUES (%(e)s, %(f)s, %(l)s, now())"
+        " ON CONFLICT (lower(email)) DO NOTHING RETURNING id",
+        {"e": email, "f": first[:100], "l": last[:100]},
+    )
+    if created is not None:
+        await user_changed(conn, "user.created", created, actor=events.actor(directory.id))
+        return created, True
+    existing = await conn.fetch_one(
+        "SELECT id, deleted_at FROM users WHERE lower(email) = lower(%(e)s)", {"e": email}
+    )
+    assert existing is not None
+    if existing["deleted_at"] is not None:
+        raise ScimError(409, f"the user holding {email} is being deleted", "uniqueness")
+    return existing["id"], False
+
+
+def _role_of(roles: Iterable[str]) -> str:
+    """The role a user's mapped groups give: the highest, `member` without any."""
+    return max(sorted(roles), key=lambda role: ROLE_RANK.get(role, 2), default="member")
+
+
+async def _join(conn: Conn, directory: Directory, row: Row) -> None:
+    """An active directory user is a member of the account (within the seat cap), with the
+    role of its mapped groups when it has any (none while it has no address, nor for a user
+    who deleted themselves)."""
+    if row["user_id"] is None or not await queries.user_is_live(conn, row["user_id"]):
+        return
+    roles = await queries.mapped_roles(conn, row["id"])
+    current = await memberships.active_membership(
+        conn, account_id=directory.account_id, user_id=row["user_id"]
+    )
+    actor = events.actor(directory.id)
+    if current is None:
+        await memberships.add_member(
+            conn,
+            account_id=directory.account_id,
+            user_id=row["user_id"],
+            role=_role_of(roles),
+            actor=actor,
+            via=directory.via,
+        )
+    elif roles:
+        await memberships.set_member_role(
+            conn, membership=current, role=_role_of(roles), actor=actor, via=directory.via
+        )
+
+
+async def _leave(conn: Conn, directory: Directory, row: Row, *, reason: str) -> None:
+    """The membership ends and, at once, every session of the user in the account."""
+    if row["user_id"] is None:
+        return
+    current = await memberships.active_membership(
+        conn, account_id=directory.account_id, user_id=row["user_id"]
+    )
+    if current is None:
+        return
+    if current["role"] == "owner":
+        raise ScimError(
+            409, "The account's owner cannot be deprovisioned; transfer ownership first"
+        )
+    await memberships.end_membership(
+        conn, membership=current, actor=events.actor(directory.id), reason=reason, via=directory.via
+    )
+
+
+async def _lock(conn: Conn, directory: Directory) -> None:
+    """The account lock every membership writer holds (404 when the account is gone)."""
+    await memberships.lock_live_account(conn, directory.account_id)
+
+
+def _columns(resource: Any) -> dict[str, Any]:
+    return {
+        "user_name": resource.user_name,
+        "user_name_key": scim.comparison_key(resource.user_name),
+        "external_id": resource.external_id,
+        "active": resource.active is not False,
+        "resource": scim.stored(resource),
+    }
+
+
+async def _link(conn: Conn, directory: Directory, email: str, resource: Any) -> uuid.UUID:
+    """The tenantd user the directory user stands for (linked or created); one per directory."""
+    user_id, created = await _tenantd_user(conn, directory, email=email, resource=resource)
+    if await queries.user_of(conn, directory_id=directory.id, user_id=user_id) is not None:
+        raise ScimError(409, f"{email} is already a user of this directory", "uniqueness")
+    await audit.record(
+        conn,
+        account_id=directory.account_id,
+        actor_user_id=None,
+        action="directory.user.linked",
+        target=str(user_id),
+        data={**directory.via, "created": created},
+    )
+    return user_id
+
+
+async def create_user(services: Services, directory: Directory, resource: Any) -> Row:
+    """POST /Users: link or create the user and make it a member (when active)."""
+    email = address_of(resource)
+    columns = _columns(resource)
+    async with services.db.transaction() as conn:
+        await _lock(conn, directory)
+        taken = await queries.find_users(
+            conn, directory_id=directory.id, user_name_key=columns["user_name_key"]
+        )
+        if taken:
+            raise ScimError(409, "userName is already in use in this directory", "uniqueness")
+        user_id = await _link(conn, directory, email, resource) if email is not None else None
+        row = await queries.insert_user(conn, directory_id=directory.id, user_id=user_id, **columns)
+        if row is None:
+            raise ScimError(409, "userName is already in use in this directory", "uniqueness")
+        if row["active"]:
+            await _join(conn, directory, row)
+        await audit.record(
+            conn,
+            account_id=directory.account_id,
+            actor_user_id=None,
+            action="directory.user.created",
+            target=str(row["id"]),
+            data={**directory.via, "userId": _text(user_id)},
+        )
+        await events.user_changed(
+            conn, "directory.user.created", row, account_id=directory.account_id
+        )
+        return row
+
+
+def _text(value: uuid.UUID | None) -> str | None:
+    return str(value) if value is not None else None
+
+
+async def _write_user(conn: Conn, directory: Directory, before: Row, resource: Any) -> Row:
+    """Store the new state of a user and apply what `active` changed."""
+    columns = _columns(resource)
+    user_id = before["user_id"]
+    if user_id is None:
+        email = address_of(resource)
+        if email is not None:
+            user_id = await _link(conn, directory, email, resource)
+    after = await queries.update_user(conn, scim_id=before["id"], user_id=user_id, **columns)
+    if after is None:
+        raise ScimError(409, "userName is already in use in this directory", "uniqueness")
+    if before["user_id"] is None and after["user_id"] is not None and after["active"]:
+        await _join(conn, directory, after)
+        action = "directory.user.updated"
+    elif before["active"] and not after["active"]:
+        await _leave(conn, directory, after, reason="directory_deactivated")
+        action = "directory.user.deactivated"
+    elif after["active"] and not before["active"]:
+        await _join(conn, directory, after)
+        action = "directory.user.reactivated"
+    else:
+        action = "directory.user.updated"
+    changed = {
+        key: before[key]
+        for key in ("user_name", "external_id", "active")
+        if before[key] != after[key]
+    }
+    await audit.record(
+        conn,
+        account_id=directory.account_id,
+        actor_user_id=None,
+        action=action,
+        target=str(after["id"]),
+        data={**directory.via, "userId": _text(after["user_id"])},
+    )
+    await events.user_changed(
+        conn,
+        "directory.user.updated",
+        after,
+        account_id=directory.account_id,
+        previous={_camel(key): value for key, value in changed.items()},
+    )
+    return after
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+async def _locked_user(conn: Conn, directory: Directory, scim_id: str) -> Row:
+    parsed = parse_id(scim_id)
+    row = (
+        await queries.lock_user(conn, directory_id=directory.id, scim_id=parsed)
+        if parsed is not None
+        else None
+    )
+    if row is None:
+        raise not_found("User", scim_id)
+    return row
+
+
+async def replace_user(
+    services: Services, directory: Directory, scim_id: str, resource: Any
+) -> Row:
+    """PUT /Users/{id}: the resource as given replaces the stored one."""
+    async with services.db.transaction() as conn:
+        await _lock(conn, directory)
+        before = await _locked_user(conn, directory, scim_id)
+        return await _write_user(conn, directory, before, resource)
+
+
+async def patch_user(
+    services: Services, directory: Directory, scim_id: str, patch: PatchOp[Any], base: str
+) -> Row:
+    """PATCH /Users/{id}: RFC 7644 operations applied to the stored resource."""
+    async with services.db.transaction() as conn:
+        await _lock(conn, directory)
+        before = await _locked_user(conn, directory, scim_id)
+        resource = scim.user_resource(before, [], base)
+        try:
+            changed = patch.patch(resource, scim_policy=scim.POLICY)
+        except SCIMException as error:
+            raise ScimError(error.status, str(error), error.scim_type or None) from None
+        if not changed:
+            return before
+        return await _write_user(conn, directory, before, resource)
+
+
+async def delete_user(services: Services, directory: Directory, scim_id: str) -> None:
+    """DELETE /Users/{id}: the user leaves the directory and the account at once (the
+    tenantd user itself stays: it may belong to other accounts)."""
+    async with services.db.transaction() as conn:
+        await _lock(conn, directory)
+        row = await _locked_user(conn, directory, scim_id)
+        if row["active"]:
+            await _leave(conn, directory, row, reason="directory_deleted")
+        await queries.delete_user(conn, row["id"])
+        await audit.record(
+            conn,
+            account_id=directory.account_id,
+            actor_user_id=None,
+            action="directory.user.deleted",
+            target=str(row["id"]),
+            data={**directory.via, "userId": _text(row["user_id"])},
+        )
+        await events.user_changed(
+            conn, "directory.user.deleted", row, account_id=directory.account_id
+        )
+
+
+async def user_resources(conn: Conn, rows: list[Row], base: str) -> list[Any]:
+    groups = await queries.groups_of_users(conn, [row["id"] for row in rows])
+    return [scim.user_resource(row, groups.get(row["id"], []), base) for row in rows]
+
+
+async def get_user(services: Services, directory: Directory, scim_id: str, base: str) -> Any:
+    parsed = parse_id(scim_id)
+    async with services.db.connection() as conn:
+        row = (
+            await queries.get_user(conn, directory_id=directory.id, scim_id=parsed)
+            if parsed is not None
+            else None
+        )
+        if row is None:
+            raise not_found("User", scim_id)
+        return (await user_resources(conn, [row], base))[0]
+
+
+# -- groups -------------------------------------------------------------------------------------
+
+
+async def _members_of(conn: Conn, group_id: uuid.UUID) -> list[uuid.UUID]:
+    found = await queries.members_of_groups(conn, [group_id])
+    return [row["id"] for row in found.get(group_id, [])]
+
+
+async def _settle_roles(conn: Conn, directory: Directory, scim_ids: Iterable[uuid.UUID]) -> None:
+    """The active members touched by a mapped group's change get their mapped role."""
+    actor = events.actor(directory.id)
+    for scim_id in sorted(set(scim_ids)):
+        row = await queries.get_user(conn, directory_id=directory.id, scim_id=scim_id)
+        if row is None or not row["active"] or row["user_id"] is None:
+            continue
+        current = await memberships.active_membership(
+            conn, account_id=directory.account_id, user_id=row["user_id"]
+        )
+        if current is None:
+            continue
+        role = _role_of(await queries.mapped_roles(conn, scim_id))
+        await memberships.set_member_role(
+            conn, membership=current, role=role, actor=actor, via=directory.via
+        )
+
+
+async def _set_members(
+    conn: Conn, directory: Directory, group: Row, wanted: dict[uuid.UUID, str | None]
+) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    """Make the group's members `wanted` (each one of the directory's users, with its
+    display); (before, after)."""
+    known = await queries.existing_users(conn, directory_id=directory.id, scim_ids=list(wanted))
+    unknown = [str(member) for member in wanted if member not in known]
+    if unknown:
+        raise ScimError(400, f"no user {', '.join(unknown)} in this directory", "invalidValue")
+    before = await _members_of(conn, group["id"])
+    added = [member for member in wanted if member not in before]
+    removed = [member for member in before if member not in wanted]
+    if wanted:
+        await queries.set_member_displays(conn, group_id=group["id"], displays=wanted)
+    if removed:
+        await queries.remove_members(conn, group_id=group["id"], scim_ids=removed)
+    if group["role"] is not None:
+        await _settle_roles(conn, directory, [*added, *removed])
+    return before, list(wanted)
+
+
+def _group_columns(resource: Group) -> dict[str, Any]:
+    if not resource.display_name:
+        raise ScimError(400, "displayName is required", "invalidValue")
+    return {
+        "display_name": resource.display_name,
+        "display_name_key": scim.comparison_key(resource.display_name),
+        "external_id": resource.external_id,
+        "resource": scim.stored(resource),
+    }
+
+
+async def create_group(services: Services, directory: Directory, resource: Group) -> Row:
+    """POST /Groups."""
+    columns = _group_columns(resource)
+    wanted = scim.members_of(resource)
+    async with services.db.transaction() as conn:
+        await _lock(conn, directory)
+        row = await queries.insert_group(conn, directory_id=directory.id, **columns)
+        await _set_members(conn, directory, row, wanted)
+        await audit.record(
+            conn,
+            account_id=directory.account_id,
+            actor_user_id=None,
+            action="directory.group.created",
+            target=str(row["id"]),
+            data={**directory.via, "displayName": row["display_name"]},
+        )
+        await events.group_changed(
+            conn,
+            "directory.group.created",
+            row,
+            account_id=directory.account_id,
+            members=list(wanted),
+        )
+        return row
+
+
+async def _locked_group(conn: Conn, directory: Directory, group_id: str) -> Row:
+    parsed = parse_id(group_id)
+    row = (
+        await queries.lock_group(conn, directory_id=directory.id, group_id=parsed)
+        if parsed is not None
+        else None
+    )
+    if row is None:
+        raise not_found("Group", group_id)
+    return row
+
+
+async def _write_group(conn: Conn, directory: Directory, before: Row, resource: Group) -> Row:
+    columns = _group_columns(resource)
+    wanted = scim.members_of(resource)
+    after = await queries.update_group(conn, group_id=before["id"], **columns)
+    previous_members, members = await _set_members(conn, directory, after, wanted)
+    previous: dict[str, Any] = {}
+    if before["display_name"] != after["display_name"]:
+        previous["displayName"] = before["display_name"]
+    if previous_members != members:
+        previous["members"] = [str(member) for member in previous_members]
+    await audit.record(
+        conn,
+        account_id=directory.account_id,
+        actor_user_id=None,
+        action="directory.group.updated",
+        target=str(after["id"]),
+        data={**directory.via, "displayName": after["display_name"]},
+    )
+    await events.group_changed(
+        conn,
+        "directory.group.updated",
+        after,
+        account_id=directory.account_id,
+        members=members,
+        previous=previous,
+    )
+    return after
+
+
+async def replace_group(
+    services: Services, directory: Directory, group_id: str, resource: Group
+) -> Row:
+    """PUT /Groups/{id}."""
+    async with services.db.transaction() as conn:
+        await _lock(conn, directory)
+        before = await _locked_group(conn, directory, group_id)
+        return await _write_group(conn, directory, before, resource)
+
+
+async def patch_group(
+    services: Services, directory: Directory, group_id: str, patch: PatchOp[Any], base: str
+) -> Row:
+    """PATCH /Groups/{id}: RFC 7644 operations (members added, removed by filter or value)."""
+    async with services.db.transaction() as conn:
+        await _lock(conn, directory)
+        before = await _locked_group(conn, directory, group_id)
+        members = await queries.members_of_groups(conn, [before["id"]])
+        resource = scim.group_resource(before, members.get(before["id"], []), base)
+        try:
+            changed = patch.patch(resource, scim_policy=scim.POLICY)
+        except SCIMException as error:
+            raise ScimError(error.status, str(error), error.scim_type or None) from None
+        if not changed:
+            return before
+        return await _write_group(conn, directory, before, resource)
+
+
+async def delete_group(services: Services, directory: Directory, group_id: str) -> None:
+    """DELETE /Groups/{id}: its members lose the role it mapped to."""
+    async with services.db.transaction() as conn:
+        await _lock(conn, directory)
+        row = await _locked_group(conn, directory, group_id)
+        members = await _members_of(conn, row["id"])
+        await queries.delete_group(conn, row["id"])
+        if row["role"] is not None:
+            await _settle_roles(conn, directory, members)
+        await audit.record(
+            conn,
+            account_id=directory.account_id,
+            actor_user_id=None,
+            action="directory.group.deleted",
+            target=str(row["id"]),
+            data={**directory.via, "displayName": row["display_name"]},
+        )
+        await events.group_changed(
+            conn, "directory.group.deleted", row, account_id=directory.account_id, members=[]
+        )
+
+
+async def map_group_locked(
+    conn: Conn,
+    directory: Directory,
+    *,
+    group_id: uuid.UUID,
+    role: str | None,
+    actor_user_id: uuid.UUID | None,
+) -> Row:
+    """Map a group to a role key (None: unmapped); its active members' roles follow."""
+    before = await queries.lock_group(conn, directory_id=directory.id, group_id=group_id)
+    if before is None:
+        raise NotFound("No group of this directory has this id")
+    if before["role"] == role:
+        return before
+    after = await queries.set_group_role(conn, group_id=group_id, role=role)
+    members = await _members_of(conn, group_id)
+    await _settle_roles(conn, directory, members)
+    await audit.record(
+        conn,
+        account_id=directory.account_id,
+        actor_user_id=actor_user_id,
+        action="directory.group.role_mapped",
+        target=str(group_id),
+        data={**directory.via, "from": before["role"], "to": role},
+    )
+    await events.group_changed(
+        conn,
+        "directory.group.updated",
+        after,
+        account_id=directory.account_id,
+        members=members,
+        previous={"role": before["role"]},
+    )
+    return after
+
+
+async def group_resources(conn: Conn, rows: list[Row], base: str) -> list[Group]:
+    members = await queries.members_of_groups(conn, [row["id"] for row in rows])
+    return [scim.group_resource(row, members.get(row["id"], []), base) for row in rows]
+
+
+async def get_group(services: Services, directory: Directory, group_id: str, base: str) -> Group:
+    parsed = parse_id(group_id)
+    async with services.db.connection() as conn:
+        row = (
+            await queries.get_group(conn, directory_id=directory.id, group_id=parsed)
+            if parsed is not None
+            else None
+        )
+        if row is None:
+            raise not_found("Group", group_id)
+        return (await group_resources(conn, [row], base))[0]
+
+
+# -- lists --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    resources: list[Any]
+    total: int
+    start: int  # 1-based
+
+
+NARROWED_USERS = {"username": "user_name_key", "externalid": "external_id"}
+NARROWED_GROUPS = {"displayname": "display_name_key", "externalid": "external_id"}
+
+
+def _narrowing(search: SearchRequest[Any], columns: dict[str, str]) -> dict[str, str]:
+    """The column and value narrowing the rows by the filter's one `eq` comparison, if any."""
+    equality = scim.equality(search)
+    if equality is None or equality[0] not in columns:
+        return {}
+    column = columns[equality[0]]
+    value = equality[1] if column == "external_id" else scim.comparison_key(equality[1])
+    return {column: value}
+
+
+def _page_bounds(search: SearchRequest[Any]) -> tuple[int, int]:
+    """(offset, limit) of the asked page, at most MAX_RESULTS items."""
+    offset = search.start_index_0 or 0
+    count = search.count if search.count is not None else scim.MAX_RESULTS
+    return offset, max(0, min(count, scim.MAX_RESULTS))
+
+
+async def list_users(
+    services: Services, directory: Directory, search: SearchRequest[Any], base: str
+) -> Page:
+    """GET /Users: filtered (any filter; `userName eq` and `externalId eq` by index), sorted
+    and paged (startIndex, count)."""
+    offset, limit = _page_bounds(search)
+    async with services.db.connection() as conn:
+        if search.filter is None and search.sort_by is None:
+            total = await queries.count_users(conn, directory.id)
+            rows = await queries.find_users(
+                conn, directory_id=directory.id, offset=offset, limit=limit
+            )
+            return Page(await user_resources(conn, rows, base), total, offset + 1)
+        narrowed = _narrowing(search, NARROWED_USERS)
+        rows = await queries.find_users(
+            conn,
+            directory_id=directory.id,
+            user_name_key=narrowed.get("user_name_key"),
+            external_id=narrowed.get("external_id"),
+        )
+        resources = await user_resources(conn, rows, base)
+    return _select(resources, search, offset, limit)
+
+
+async def list_groups(
+    services: Services, directory: Directory, search: SearchRequest[Any], base: str
+) -> Page:
+    """GET /Groups: as list_users, with `displayName eq` by index."""
+    offset, limit = _page_bounds(search)
+    async with services.db.connection() as conn:
+        if search.filter is None and search.sort_by is None:
+            total = await queries.count_groups(conn, directory.id)
+            rows = await queries.find_groups(
+                conn, directory_id=directory.id, offset=offset, limit=limit
+            )
+            return Page(await group_resources(conn, rows, base), total, offset + 1)
+        narrowed = _narrowing(search, NARROWED_GROUPS)
+        rows = await queries.find_groups(
+            conn,
+            directory_id=directory.id,
+            display_name_key=narrowed.get("display_name_key"),
+            external_id=narrowed.get("external_id"),
+        )
+        resources = await group_resources(conn, rows, base)
+    return _select(resources, search, offset, limit)
+
+
+async def search_all(
+    services: Services, directory: Directory, search: SearchRequest[Any], base: str
+) -> Page:
+    """POST /.search: Users, then Groups, filtered, sorted and paged as one list."""
+    offset, limit = _page_bounds(search)
+    async with services.db.connection() as conn:
+        users = await queries.find_users(conn, directory_id=directory.id)
+        groups = await queries.find_groups(conn, directory_id=directory.id)
+        resources = [
+            *(await user_resources(conn, users, base)),
+            *(await group_resources(conn, groups, base)),
+        ]
+    return _select(resources, search, offset, limit)
+
+
+def _select(resources: list[Any], search: SearchRequest[Any], offset: int, limit: int) -> Page:
+    """The filter decides (the database only narrowed), then the sort and the page."""
+    if search.filter is not None:
+        resources = [item for item in resources if search.filter.match(item)]
+    if search.sort_by is not None:
+        resources = search.sort(resources)
+    return Page(resources[offset : offset + limit], len(resources), offset + 1)

@@ -1,0 +1,97 @@
+"""Directory management routes: an account's SCIM directories (owner or admin)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from tenantd.directories import service
+from tenantd.directories.schemas import (
+    DirectoryCreate,
+    DirectoryDeleted,
+    DirectoryGroupOut,
+    DirectoryIssued,
+    DirectoryOut,
+    GroupRoleBody,
+)
+from tenantd.identity.bundle import SERVICES
+from tenantd.principal import current_principal
+from tenantd.web.routing import path_uuid
+from tenantd.web.spec import Routes
+
+ROUTES = Routes("directories")
+
+DIRECTORIES = "/api/v1/accounts/{id}/directories"
+
+
+@ROUTES.post(
+    DIRECTORIES,
+    body=DirectoryCreate,
+    response=DirectoryIssued,
+    status=201,
+    summary="Add a SCIM directory (owner, admin); its bearer token is shown once",
+)
+async def create_directory(request: web.Request, body: DirectoryCreate) -> DirectoryIssued:
+    services = request.app[SERVICES]
+    created = await service.create_directory(
+        services, current_principal(request), path_uuid(request, "id"), name=body.name
+    )
+    out = DirectoryOut.of(created.directory, services.settings.public_base_url)
+    return DirectoryIssued(**out.model_dump(), token=created.token)
+
+
+@ROUTES.get(DIRECTORIES, response=list[DirectoryOut], summary="The account's SCIM directories")
+async def list_directories(request: web.Request) -> list[DirectoryOut]:
+    services = request.app[SERVICES]
+    rows = await service.list_directories(
+        services, current_principal(request), path_uuid(request, "id")
+    )
+    return [DirectoryOut.of(row, services.settings.public_base_url) for row in rows]
+
+
+@ROUTES.delete(
+    DIRECTORIES + "/{directoryId}",
+    response=DirectoryDeleted,
+    summary="Remove a SCIM directory and its token (memberships stay)",
+)
+async def delete_directory(request: web.Request) -> DirectoryDeleted:
+    directory_id = path_uuid(request, "directoryId")
+    await service.delete_directory(
+        request.app[SERVICES],
+        current_principal(request),
+        path_uuid(request, "id"),
+        directory_id=directory_id,
+    )
+    return DirectoryDeleted(id=directory_id)
+
+
+@ROUTES.get(
+    DIRECTORIES + "/{directoryId}/groups",
+    response=list[DirectoryGroupOut],
+    summary="A directory's groups and the role each maps to",
+)
+async def list_directory_groups(request: web.Request) -> list[DirectoryGroupOut]:
+    rows = await service.list_groups(
+        request.app[SERVICES],
+        current_principal(request),
+        path_uuid(request, "id"),
+        directory_id=path_uuid(request, "directoryId"),
+    )
+    return [DirectoryGroupOut.of(row) for row in rows]
+
+
+@ROUTES.put(
+    DIRECTORIES + "/{directoryId}/groups/{groupId}/role",
+    body=GroupRoleBody,
+    response=DirectoryGroupOut,
+    summary="Map a directory group to a role (null: unmapped); its members follow at once",
+)
+async def map_directory_group(request: web.Request, body: GroupRoleBody) -> DirectoryGroupOut:
+    row = await service.map_group(
+        request.app[SERVICES],
+        current_principal(request),
+        path_uuid(request, "id"),
+        directory_id=path_uuid(request, "directoryId"),
+        group_id=path_uuid(request, "groupId"),
+        role=body.role,
+    )
+    return DirectoryGroupOut.of(row)
