@@ -17,7 +17,7 @@ from tenantd.db import DATABASE
 from tenantd.identity.guards import guard as session_guard
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.ops.shutdown import shutdown_ctx
-from tenantd.principal import PRINCIPAL
+from tenantd.principal import ACTING_KEY, PRINCIPAL
 from tenantd.settings import SETTINGS, Settings
 from tenantd.ui.routes import install_pages
 from tenantd.web.middlewares import envelope_routes
@@ -38,6 +38,24 @@ async def guard(request: web.Request, access: Access) -> None:
     principal = request.get(PRINCIPAL)
     if principal is not None and principal.owes_factor and not request[CURRENT_ROUTE].mfa_exempt:
         await refuse_owed_factor(request.app[SERVICES], principal)
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+async def note_writes(request: web.Request, response: web.StreamResponse) -> None:
+    """Read-your-writes on replicas: a request that may have written (any method but GET,
+    HEAD, OPTIONS) marks its caller (the user, or the API key) before its answer leaves, so
+    that caller's next replica reads wait for the primary's position after it."""
+    if request.method in SAFE_METHODS:
+        return
+    marks = request.app[DATABASE].marks
+    principal = request.get(PRINCIPAL)
+    if principal is not None:
+        marks.note(principal.user_id)
+    key = request.get(ACTING_KEY)
+    if key is not None:
+        marks.note(key.id)
 
 
 def create_app(
@@ -70,4 +88,6 @@ def create_app(
     register(app, *ROUTES, *(extra_routes or []), guard=guard)
     install_pages(app, settings)  # hosted pages and /static (TENANTD_UI)
     envelope_routes(app)  # request id, error envelope, metrics, log line: every route
+    if settings.database_replica_urls:
+        app.on_response_prepare.append(note_writes)
     return app
