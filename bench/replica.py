@@ -20,6 +20,9 @@ import shutil
 import uuid
 from pathlib import Path
 
+import psycopg2
+
+from tenantd.db.dsn import url_to_dsn
 from tenantd.db.embedded import EmbeddedCluster, find_pg_bin
 from tenantd.notifications.channels.in_app import encode_cursor
 
@@ -60,3 +63,18 @@ def build_replica(primary: EmbeddedCluster, root: Path) -> EmbeddedCluster:
         raise RuntimeError(f"pg_basebackup failed: {result.stderr.strip()}")
     replica.start()
     return replica
+
+
+def served_inbox(replica_url: str) -> bool:
+    """Whether the replica ran the inbox statement (its pooled connections' last statement)."""
+    conn = psycopg2.connect(url_to_dsn(replica_url))
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%%tenantd_inbox_%%'"
+                " AND pid <> pg_backend_pid()"
+            )
+            row = cursor.fetchone()
+            return bool(row and row[0])
+    finally:
+        conn.close()

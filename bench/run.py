@@ -329,6 +329,8 @@ def main() -> None:
                         keys.keyring_for(read_env), WARM_TOKENS, plan.accounts
                     )
                     http(name, reader.url, replica.inbox_path(), tokens=readers)
+                    if replicas and name in figures:
+                        figures[name]["served_by_replica"] = replica.served_inbox(replicas)
                 finally:
                     reader.stop()
     finally:
