@@ -774,11 +774,12 @@ class Database:
         the read: the primary answers it, and a replica found down is skipped until its
         probe sees it answer again. Without replicas this is `read` on a pooled connection.
         """
-        if self.replicas:
+        healthy = self._healthy_replicas() if self.replicas else ()
+        if healthy:
             position = consistent_after
             if caller is not None and position is None:
                 position = await self._position_of(caller)
-            for replica in self._healthy_replicas():
+            for replica in healthy:
                 try:
                     async with replica.connection() as conn:
                         if position is not None and not await self._replayed(conn, position):
