@@ -745,6 +745,9 @@ class Database:
         self.replicas: list[Database] = []
         self.replica_wait = 0.0  # seconds a replica read waits for the caller's writes
         self.marks = WriteMarks()
+        # read() outcomes: "replica", or why the primary answered ("lagging", "failed": a
+        # replica read that failed, "no_replica": none healthy)
+        self.replica_reads: collections.Counter[str] = collections.Counter()
         self._turn = 0
 
     def use_replicas(self, replicas: list[Database], *, wait: float) -> None:
@@ -774,24 +777,30 @@ class Database:
         the read: the primary answers it, and a replica found down is skipped until its
         probe sees it answer again. Without replicas this is `read` on a pooled connection.
         """
-        healthy = self._healthy_replicas() if self.replicas else ()
-        if healthy:
+        if self.replicas:
+            outcome = "no_replica"
+            healthy = self._healthy_replicas()
             position = consistent_after
-            if caller is not None and position is None:
+            if healthy and caller is not None and position is None:
                 position = await self._position_of(caller)
             for replica in healthy:
                 try:
                     async with replica.connection() as conn:
                         if position is not None and not await self._replayed(conn, position):
-                            break  # lagging past the bound: the primary answers
-                        return await read(conn)
+                            outcome = "lagging"  # past the bound: the primary answers
+                            break
+                        result = await read(conn)
+                    self.replica_reads["replica"] += 1
+                    return result
                 except Exception as error:
                     if not _replica_may_fail(error):
                         raise
+                    outcome = "failed"
                     log.info("a replica read failed (%s); reading elsewhere", _first_line(error))
                     health = getattr(replica.pool, "health", None)
                     if health is not None and is_connection_error(error):
                         health.suspect(_first_line(error))
+            self.replica_reads[outcome] += 1
         async with self.connection() as conn:
             return await read(conn)
 

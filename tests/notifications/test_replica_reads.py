@@ -23,6 +23,7 @@ from tenantd.notifications import send
 from tenantd.settings import Settings
 from tests.factories import Factory
 from tests.helpers import SECRET, eventually
+from tests.ops.test_metrics import scrape, value
 from tests.replica import ReplicaPair, replica_pair
 
 __all__ = ["replica_pair"]
@@ -150,9 +151,22 @@ async def test_a_stopped_replica_fails_no_request_and_is_read_again_when_back(
             assert response.status == 200, (path, await response.text())
         assert (await (await client.get(UNREAD)).json())["data"] == {"count": 1}
         assert len((await (await client.get(SESSIONS)).json())["data"]) == 1
+        samples = await scrape(client)
+        assert value(samples, "tenantd_db_replica_reads_total", outcome="failed") >= 1
+
+        async def reported_down() -> bool:
+            samples = await scrape(client)
+            return value(samples, "tenantd_db_replica_up", replica="0") == 0.0
+
+        await eventually(reported_down)  # its probe found it gone
+        before = value(await scrape(client), "tenantd_db_replica_reads_total", outcome="no_replica")
+        assert (await client.get(SESSIONS)).status == 200
+        after = value(await scrape(client), "tenantd_db_replica_reads_total", outcome="no_replica")
+        assert after == before + 1  # skipped: the primary answered without trying it
 
     async def served_by_replica() -> bool:
         assert (await client.get(SESSIONS)).status == 200
         return ran_on_replica(replica_pair, "tenantd_live_sessions")
 
     await eventually(served_by_replica)
+    assert value(await scrape(client), "tenantd_db_replica_up", replica="0") == 1.0
