@@ -772,10 +772,11 @@ class Database:
         """Run `read(conn)` (statements only, no writes) on a healthy replica, or here.
 
         The replica must have replayed `consistent_after` (a WAL position) and the writes
-        `caller` noted in `marks`; it gets `replica_wait` seconds to, then the primary
-        answers. A replica that fails (down, stalled, a read cancelled by replay) never fails
-        the read: the primary answers it, and a replica found down is skipped until its
-        probe sees it answer again. Without replicas this is `read` on a pooled connection.
+        `caller` noted in `marks`: the first replica in turn gets `replica_wait` seconds to,
+        the other healthy ones are asked once each, then the primary answers. A replica that
+        fails (down, stalled, a read cancelled by replay) never fails the read: the next one
+        or the primary answers it, and a replica found down is skipped until its probe sees
+        it answer again. Without replicas this is `read` on a pooled connection.
         """
         if self.replicas:
             outcome = "no_replica"
@@ -783,12 +784,16 @@ class Database:
             position = consistent_after
             if healthy and caller is not None and position is None:
                 position = await self._position_of(caller)
+            wait = self.replica_wait  # the first waits; the others are asked once each
             for replica in healthy:
                 try:
                     async with replica.connection() as conn:
-                        if position is not None and not await self._replayed(conn, position):
-                            outcome = "lagging"  # past the bound: the primary answers
-                            break
+                        if position is not None:
+                            caught_up = await self._replayed(conn, position, wait)
+                            wait = 0.0
+                            if not caught_up:
+                                outcome = "lagging"  # past the bound: another, or the primary
+                                continue
                         result = await read(conn)
                     self.replica_reads["replica"] += 1
                     return result
@@ -823,10 +828,10 @@ class Database:
             self.marks.resolve(caller, token, position)
         return position
 
-    async def _replayed(self, conn: Conn, position: str) -> bool:
-        """Whether the replica of `conn` has replayed `position`, waiting up to replica_wait."""
+    async def _replayed(self, conn: Conn, position: str, wait: float) -> bool:
+        """Whether the replica of `conn` has replayed `position`, waiting up to `wait` s."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.replica_wait
+        deadline = loop.time() + wait
         pause = 0.002
         while True:
             # A server not in recovery (no replay position) has every write it will ever have.

@@ -157,3 +157,37 @@ def test_marks_expire_and_a_resolve_never_overwrites_a_newer_write() -> None:
     assert marks.get("a") is None and len(marks) == 2
     now[0] = 11.0
     assert marks.get("b") is None
+
+
+async def test_a_lagging_replica_hands_the_read_to_one_that_has_replayed(
+    routed: Database, replica_pair: ReplicaPair
+) -> None:
+    """The first replica in turn lags past the bound: the next healthy one is asked (here a
+    pool on the primary's server stands in for a replica that is caught up)."""
+    caught_up = await create_database(url_to_dsn(replica_pair.url), minsize=0, maxsize=1)
+    lagging = routed.replicas[0]
+    routed.use_replicas([lagging, caught_up], wait=WAIT)
+    owner = uuid.uuid4()
+    try:
+        with replica_pair.replay_paused():
+            await eventually(
+                lambda: (
+                    replica_pair.query(
+                        replica_pair.replica, "SELECT pg_get_wal_replay_pause_state()"
+                    )
+                    == "paused"
+                )
+            )
+            await write(routed, owner)
+            routed.marks.note(owner)
+            before = dict(routed.replica_reads)
+            routed._turn = 0  # the lagging one first
+            assert await routed.read(lambda conn: where_and_what(conn, owner), caller=owner) == (
+                False,
+                1,
+            )
+            assert routed.replica_reads["replica"] == before.get("replica", 0) + 1
+            assert routed.replica_reads["lagging"] == before.get("lagging", 0)
+    finally:
+        routed.use_replicas([lagging], wait=WAIT)
+        await caught_up.close()
