@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench import apikeys, compare, extra, keys, roles
+from bench import apikeys, compare, extra, keys, replica, roles
 from bench.loadgen import LoadResult, have_wrk, pin, run_load
 from bench.seed import SeedPlan, refresh_token, seed
 from bench.targets import verdict
@@ -171,6 +171,7 @@ def main() -> None:
     figures: dict[str, dict[str, Any]] = results["figures"]
     plan = SeedPlan.scaled(args.scale)
     results["data"] = plan.__dict__
+    clone: EmbeddedCluster | None = None  # the replica of the read-replica figures
     try:
         subprocess.run(
             [sys.executable, "-m", "tenantd", "migrate"],
@@ -305,7 +306,40 @@ def main() -> None:
                 http("me_cold_hs256", hs_server.url, "/api/v1/users/me", tokens=cold, once=True)
             finally:
                 hs_server.stop()
+
+        # 4. Inbox reads with and without a streaming replica (bench/replica.py).
+        replica_url = os.environ.get("BENCH_REPLICA_URL")
+        if any(wanted(name) for name in replica.FIGURES):
+            if not replica_url and cluster is not None:
+                console.print("[bold]cloning[/bold] a streaming replica (pg_basebackup -R)")
+                clone = replica.build_replica(cluster, data_dir / "replica")
+                replica_url = clone.url
+            if not replica_url:
+                console.print("  no replica: set BENCH_REPLICA_URL with BENCH_DATABASE_URL")
+            for name, replicas in zip(replica.FIGURES, ("", replica_url or ""), strict=True):
+                if not wanted(name) or not replica_url:
+                    continue
+                port = free_port()
+                read_env = {**env, "DATABASE_REPLICA_URLS": replicas}
+                reader = Server(
+                    [sys.executable, "-m", "tenantd", "serve", "--no-migrate", "--port", str(port)],
+                    read_env,
+                    f"http://127.0.0.1:{port}",
+                    server_cpu,
+                )
+                try:
+                    wait_http(f"{reader.url}/healthz")
+                    readers = keys.access_tokens(
+                        keys.keyring_for(read_env), WARM_TOKENS, plan.accounts
+                    )
+                    http(name, reader.url, replica.inbox_path(), tokens=readers)
+                    if replicas and name in figures:
+                        figures[name]["served_by_replica"] = replica.served_inbox(replicas)
+                finally:
+                    reader.stop()
     finally:
+        if clone is not None:
+            clone.stop()
         if cluster is not None and os.environ.get("BENCH_KEEP_DB") != "1":
             cluster.stop()
 

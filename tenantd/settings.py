@@ -193,6 +193,10 @@ class Settings:
     job_lease_seconds: int = 30
     db_pool_min: int = 2
     db_pool_max: int = 10
+    # Streaming replicas for the reads that tolerate lag (docs/scaling.md); empty: primary only.
+    database_replica_urls: tuple[str, ...] = ()
+    # How long a read waits for a replica to replay the caller's own writes before the primary.
+    database_replica_wait_ms: int = 200
     oauth_providers: tuple[OAuthProviderSettings, ...] = ()
     # Signed access tokens (issue 14): the algorithm (EdDSA, ES256, or HS256 with SECRET_KEY),
     # an optional `aud`, the automatic key rotation interval (0: off) and the addresses that
@@ -464,6 +468,8 @@ def load_settings(
         job_lease_seconds=env_int(env, "JOB_LEASE_SECONDS", 30, minimum=1),
         db_pool_min=env_int(env, "DB_POOL_MIN", 2, minimum=1),
         db_pool_max=env_int(env, "DB_POOL_MAX", 10, minimum=1),
+        database_replica_urls=_list(env.get("DATABASE_REPLICA_URLS", "")),
+        database_replica_wait_ms=env_int(env, "DATABASE_REPLICA_WAIT_MS", 200),
         oauth_providers=_oauth_providers(env),
         access_token_alg=_access_token_alg(env),
         access_token_audience=opt("ACCESS_TOKEN_AUDIENCE"),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from tenantd.accounts.service import check_scope
 from tenantd.audit import cursors
 from tenantd.audit import queries as audit_queries
-from tenantd.db import Row
+from tenantd.db import Conn, Row
 from tenantd.identity import permissions
 
 if TYPE_CHECKING:
@@ -35,20 +35,22 @@ async def read_audit_log(
 ) -> AuditPage:
     """One page of the active account's audit log; members are refused (403)."""
     before_id = cursors.decode(cursor)
-    async with services.db.connection() as conn:
+    statement = audit_queries.audit_page(
+        account_id=account_id,
+        before_id=before_id,
+        action=action,
+        actor=uuid.UUID(by) if by and by != "system" else None,
+        system_actor=by == "system",
+        limit=limit,
+    )
+
+    async def page(conn: Conn) -> list[Row]:
         await check_scope(conn, actor, account_id)
         permissions.require(actor, permissions.AUDIT_READ)
-        rows = await audit_queries.fetch(
-            conn,
-            audit_queries.audit_page(
-                account_id=account_id,
-                before_id=before_id,
-                action=action,
-                actor=uuid.UUID(by) if by and by != "system" else None,
-                system_actor=by == "system",
-                limit=limit,
-            ),
-        )
+        return await audit_queries.fetch(conn, statement)
+
+    # A replica answers when it has replayed the caller's own writes (DATABASE_REPLICA_URLS).
+    rows = await services.db.read(page, caller=actor.user_id)
     more = len(rows) > limit
     rows = rows[:limit]
     return AuditPage(rows, cursors.encode(rows[-1]["id"]) if more and rows else None)

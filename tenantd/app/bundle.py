@@ -80,6 +80,17 @@ def event_registry(settings: Settings) -> EventRegistry:
     return registry
 
 
+async def attach_replicas(db: Database, settings: Settings) -> None:
+    """DATABASE_REPLICA_URLS: one pool each, opened empty (a replica that is down at start-up
+    costs nothing: the primary answers until it is back)."""
+    replicas = [
+        await create_database(url_to_dsn(url), minsize=0, maxsize=settings.db_pool_max)
+        for url in settings.database_replica_urls
+    ]
+    if replicas:
+        db.use_replicas(replicas, wait=settings.database_replica_wait_ms / 1000)
+
+
 @contextlib.asynccontextmanager
 async def open_services(settings: Settings, database_url: str) -> AsyncIterator[AppServices]:
     """Open the pool and the shared HTTP client; close them in reverse order."""
@@ -88,6 +99,7 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
     db = await create_database(
         url_to_dsn(database_url), minsize=settings.db_pool_min, maxsize=settings.db_pool_max
     )
+    await attach_replicas(db, settings)
     timeout = aiohttp.ClientTimeout(total=15, connect=5)
     http = aiohttp.ClientSession(timeout=timeout)
     try:
@@ -96,6 +108,10 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
         services = AppServices(settings=settings, db=db, http=http, email=email, registry=registry)
         # Trigger notices seen by our own writes invalidate the cache before we answer.
         db.notice_sink = services.apply_notices
+        if db.replicas:
+            # A changed inbox (our commit's notice, or another instance's announcement after
+            # its commit) is a write its user must see on a replica.
+            services.context_cache.on_inbox_change = db.marks.note
         # The stored event types, for the CLI too (the app's feed then keeps them current).
         await load_stored_once(db, registry)
         try:

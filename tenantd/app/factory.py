@@ -9,6 +9,7 @@ from aiohttp import web
 from tenantd.accounts.service import refuse_owed_factor
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.apikeys.guard import require_api_key
+from tenantd.apikeys.principal import ACTING_KEY
 from tenantd.app.bundle import open_services
 from tenantd.app.hooks import HOOKS
 from tenantd.app.plugins import ROUTES
@@ -38,6 +39,24 @@ async def guard(request: web.Request, access: Access) -> None:
     principal = request.get(PRINCIPAL)
     if principal is not None and principal.owes_factor and not request[CURRENT_ROUTE].mfa_exempt:
         await refuse_owed_factor(request.app[SERVICES], principal)
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+async def note_writes(request: web.Request, response: web.StreamResponse) -> None:
+    """Read-your-writes on replicas: a request that may have written (any method but GET,
+    HEAD, OPTIONS) marks its caller (the user, or the API key) before its answer leaves, so
+    that caller's next replica reads wait for the primary's position after it."""
+    if request.method in SAFE_METHODS:
+        return
+    marks = request.app[DATABASE].marks
+    principal = request.get(PRINCIPAL)
+    if principal is not None:
+        marks.note(principal.user_id)
+    key = request.get(ACTING_KEY)
+    if key is not None:
+        marks.note(key.id)
 
 
 def create_app(
@@ -70,4 +89,6 @@ def create_app(
     register(app, *ROUTES, *(extra_routes or []), guard=guard)
     install_pages(app, settings)  # hosted pages and /static (TENANTD_UI)
     envelope_routes(app)  # request id, error envelope, metrics, log line: every route
+    if settings.database_replica_urls:
+        app.on_response_prepare.append(note_writes)
     return app

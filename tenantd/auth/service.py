@@ -14,6 +14,7 @@ address they do not own never knows a password of the account the mailbox owner 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hmac
 import logging
 import uuid
@@ -786,9 +787,16 @@ class SessionView:
 async def list_sessions(
     services: Services, *, user_id: uuid.UUID, current: uuid.UUID | None
 ) -> list[SessionView]:
-    """The caller's live sessions (one per refresh family), the most recently used first."""
-    async with services.db.connection() as conn:
-        rows = await queries.live_sessions(conn, user_id)
+    """The caller's live sessions (one per refresh family), the most recently used first.
+
+    Read from a replica when there are any; one that does not list the current session yet
+    (a sign-in it has not replayed) is not trusted: the primary answers."""
+    rows = await services.db.read(
+        functools.partial(queries.live_sessions, user_id=user_id), caller=user_id
+    )
+    if current is not None and all(row["id"] != current for row in rows) and services.db.replicas:
+        async with services.db.connection() as conn:
+            rows = await queries.live_sessions(conn, user_id)
     views = []
     for row in rows:
         agent = describe(row["user_agent"])

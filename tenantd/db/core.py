@@ -15,8 +15,8 @@ import math
 import re
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from typing import Any, TypeAlias, TypeVar
 
 import aiopg
 import psycopg2.extensions
@@ -26,10 +26,12 @@ from sqlalchemy.dialects.postgresql import psycopg2 as pg_dialect
 from sqlalchemy.sql import ClauseElement
 
 from tenantd.db.errors import DatabaseUnavailable
+from tenantd.db.marks import WriteMarks
 
 Row: TypeAlias = dict[str, Any]
 NoticeSink: TypeAlias = Callable[[list[str]], None]
 Statement: TypeAlias = "ClauseElement | str | Prepared"
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,11 @@ _NAMED = re.compile(r"%\((\w+)\)s")
 STALL_SECONDS = 3.0
 PROBE_TIMEOUT_SECONDS = 2.0
 PROBE_INTERVAL_SECONDS = 0.5
+
+# Errors of a read on a replica that the primary answers instead: the replica is gone (it is
+# then probed like a pool's database), its statement ran out of time, or hot-standby replay
+# cancelled it (40001, 40P01: conflict with recovery).
+_REPLICA_RETRY_CODES = ("40001", "40P01")
 
 
 class Prepared:
@@ -726,12 +733,26 @@ class _CheckoutTransaction:
 
 
 class Database:
-    """The pool, with connection() and transaction() blocks."""
+    """The pool, with connection() and transaction() blocks; and, when streaming replicas are
+    attached (`use_replicas`), read() for the reads that tolerate lag."""
 
     def __init__(self, pool: aiopg.Pool):
         self.pool = pool
         # Receives trigger notices after commit (the request-context cache invalidates on them).
         self.notice_sink: NoticeSink | None = None
+        self.replicas: list[Database] = []
+        self.replica_wait = 0.0  # seconds a replica read waits for the caller's writes
+        self.marks = WriteMarks()
+        # read() outcomes: "replica", or why the primary answered ("lagging", "failed": a
+        # replica read that failed, "no_replica": none healthy)
+        self.replica_reads: collections.Counter[str] = collections.Counter()
+        self._turn = 0
+
+    def use_replicas(self, replicas: list[Database], *, wait: float) -> None:
+        """Send read() to these replicas in turn; a read that must see a caller's writes
+        waits up to `wait` seconds for a replica to replay them, then reads here."""
+        self.replicas = replicas
+        self.replica_wait = wait
 
     @property
     def dsn(self) -> str:
@@ -744,6 +765,87 @@ class Database:
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[Conn]:
         return _CheckoutTransaction(self)
+
+    async def read(
+        self,
+        read: Callable[[Conn], Awaitable[T]],
+        *,
+        caller: Hashable | None = None,
+        consistent_after: str | None = None,
+    ) -> T:
+        """Run `read(conn)` (statements only, no writes) on a healthy replica, or here.
+
+        The replica must have replayed `consistent_after` (a WAL position) and the writes
+        `caller` noted in `marks`: the first replica in turn gets `replica_wait` seconds to,
+        the other healthy ones are asked once each, then the primary answers. A replica that
+        fails (down, stalled, a read cancelled by replay) never fails the read: the next one
+        or the primary answers it, and a replica found down is skipped until its probe sees
+        it answer again. Without replicas this is `read` on a pooled connection.
+        """
+        if self.replicas:
+            outcome = "no_replica"
+            healthy = self._healthy_replicas()
+            position = consistent_after
+            if healthy and caller is not None and position is None:
+                position = await self._position_of(caller)
+            wait = self.replica_wait  # the first waits; the others are asked once each
+            for replica in healthy:
+                try:
+                    async with replica.connection() as conn:
+                        if position is not None:
+                            caught_up = await self._replayed(conn, position, wait)
+                            wait = 0.0
+                            if not caught_up:
+                                outcome = "lagging"  # past the bound: another, or the primary
+                                continue
+                        result = await read(conn)
+                    self.replica_reads["replica"] += 1
+                    return result
+                except Exception as error:
+                    if not _replica_may_fail(error):
+                        raise
+                    outcome = "failed"
+                    log.info("a replica read failed (%s); reading elsewhere", _first_line(error))
+                    health = getattr(replica.pool, "health", None)
+                    if health is not None and is_connection_error(error):
+                        health.suspect(_first_line(error))
+            self.replica_reads[outcome] += 1
+        async with self.connection() as conn:
+            return await read(conn)
+
+    def _healthy_replicas(self) -> list[Database]:
+        """The replicas whose pools are not down, starting with the next in turn."""
+        replicas = self.replicas
+        start = self._turn % len(replicas)
+        self._turn = start + 1
+        turn = replicas[start:] + replicas[:start]
+        return [r for r in turn if not getattr(r.pool, "down", False) and not r.pool.closed]
+
+    async def _position_of(self, caller: Hashable) -> str | None:
+        """The WAL position a replica must have replayed to show `caller` its own writes."""
+        mark = self.marks.get(caller)
+        if mark is None:
+            return None
+        position, token = mark
+        if position is None:
+            position = str(await self.fetch_val("SELECT pg_current_wal_insert_lsn()::text"))
+            self.marks.resolve(caller, token, position)
+        return position
+
+    async def _replayed(self, conn: Conn, position: str, wait: float) -> bool:
+        """Whether the replica of `conn` has replayed `position`, waiting up to `wait` s."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        pause = 0.002
+        while True:
+            # A server not in recovery (no replay position) has every write it will ever have.
+            if await conn.fetch_val(_REPLAYED, {"position": position}):
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
 
     async def fetch_one(
         self, stmt: Statement, params: Mapping[str, Any] | None = None
@@ -766,8 +868,28 @@ class Database:
             return await conn.execute(stmt, params)
 
     async def close(self) -> None:
+        for replica in self.replicas:
+            await replica.close()
         self.pool.close()
         await self.pool.wait_closed()
+
+
+_REPLAYED = (
+    "SELECT COALESCE(pg_last_wal_replay_lsn() >= %(position)s::pg_lsn, NOT pg_is_in_recovery())"
+)
+
+
+def _replica_may_fail(error: Exception) -> bool:
+    """Whether the primary should answer a read that failed this way on a replica."""
+    if is_connection_error(error) or isinstance(error, TimeoutError):
+        return True
+    code = getattr(error, "pgcode", None)
+    return code in _REPLICA_RETRY_CODES
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 async def create_database(

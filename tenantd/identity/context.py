@@ -90,6 +90,8 @@ class ContextCache:
         self._inbox_clock = 0
         self._inbox_changed: OrderedDict[uuid.UUID, int] = OrderedDict()
         self._inbox_floor = 0
+        # Told each user whose inbox changed (read-your-writes on replicas keys on it).
+        self.on_inbox_change: Callable[[uuid.UUID], None] | None = None
         self.hits = 0
         self.misses = 0
 
@@ -220,6 +222,8 @@ class ContextCache:
             self._inbox_bytes -= sum(_inbox_size(v) for v in evicted.values())
 
     def invalidate_inbox(self, user_id: uuid.UUID) -> None:
+        if self.on_inbox_change is not None:
+            self.on_inbox_change(user_id)
         self._inbox_clock += 1
         self._inbox_changed[user_id] = self._inbox_clock
         self._inbox_changed.move_to_end(user_id)

@@ -26,12 +26,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tenantd.db import Database
@@ -112,6 +112,8 @@ class StateCollector(Collector):
         self.database_up = False
         self.pool: Callable[[], tuple[int, int]] | None = None  # (size, free)
         self.sse_clients: Callable[[], int] | None = None
+        # (replicas up: 1 or 0 each, reads by outcome) when DATABASE_REPLICA_URLS is set
+        self.replicas: Callable[[], tuple[list[bool], Mapping[str, int]]] | None = None
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily(
@@ -127,6 +129,24 @@ class StateCollector(Collector):
             pool.add_metric(["used"], float(size - free))
             pool.add_metric(["free"], float(free))
             yield pool
+        if self.replicas is not None:
+            replicas_up, reads = self.replicas()
+            replica_up = GaugeMetricFamily(
+                "tenantd_db_replica_up",
+                "1 while a replica (DATABASE_REPLICA_URLS, numbered from 0) is not found down",
+                labels=["replica"],
+            )
+            for index, healthy in enumerate(replicas_up):
+                replica_up.add_metric([str(index)], 1.0 if healthy else 0.0)
+            yield replica_up
+            answered = CounterMetricFamily(
+                "tenantd_db_replica_reads",
+                "Lag-tolerant reads: answered by a replica, or by the primary and why",
+                labels=["outcome"],
+            )
+            for outcome in ("replica", "lagging", "failed", "no_replica"):
+                answered.add_metric([outcome], float(reads.get(outcome, 0)))
+            yield answered
         if self.sse_clients is not None:
             try:
                 clients = float(self.sse_clients())
@@ -247,6 +267,11 @@ class Metrics:
     async def refreshing(self, db: Database, every: float) -> AsyncIterator[None]:
         """Read the figures now, then every `every` seconds in one task, until exit."""
         self.state.pool = lambda: (db.pool.size, db.pool.freesize)
+        if db.replicas:
+            self.state.replicas = lambda: (
+                [not getattr(r.pool, "down", False) for r in db.replicas],
+                db.replica_reads,
+            )
         await self.refresh(db)
         stopping = asyncio.Event()
 

@@ -6,6 +6,7 @@ Listing is keyset-paginated on (created_at, id), newest first; the cursor is opa
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -61,9 +62,11 @@ async def mark_all_read(services: NotificationServices, *, user_id: uuid.UUID) -
         return {"updated": await queries.mark_all_read(conn, user_id=user_id)}
 
 
-# The hot reads, answered from the request-context cache when it holds them. Every write to
-# the user's notifications announces `inbox:<user>` (sql/0071), which drops these entries at
-# once on the writing instance and within milliseconds on the others.
+# The hot reads, answered from the request-context cache when it holds them, else from a
+# replica when there are any (DATABASE_REPLICA_URLS) that has replayed the user's changes.
+# Every write to the user's notifications announces `inbox:<user>` (sql/0071), which drops
+# these entries at once on the writing instance and within milliseconds on the others (and
+# marks the user: their next replica read waits for the primary's position after it).
 
 
 async def inbox_page(
@@ -82,8 +85,10 @@ async def inbox_page(
         if cached is not None:
             return orjson.Fragment(cached)
     version = cache.inbox_version(user_id)
-    async with services.db.connection() as conn:
-        page = await list_inbox(conn, user_id=user_id, status=status, limit=limit, cursor=cursor)
+    page = await services.db.read(
+        functools.partial(list_inbox, user_id=user_id, status=status, limit=limit, cursor=cursor),
+        caller=user_id,  # a replica read waits for the user's own inbox changes
+    )
     encoded = orjson.dumps(page)
     if cursor is None:
         cache.store_inbox(user_id, key, encoded, version)
@@ -98,7 +103,8 @@ async def cached_unread_count(
     if cached is not None:
         return {"count": cached}
     version = cache.inbox_version(user_id)
-    async with services.db.connection() as conn:
-        count = await queries.unread_count(conn, user_id=user_id)
+    count = await services.db.read(
+        functools.partial(queries.unread_count, user_id=user_id), caller=user_id
+    )
     cache.store_inbox(user_id, "unread", count, version)
     return {"count": count}
