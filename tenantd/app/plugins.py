@@ -30,6 +30,7 @@ from tenantd.notifications import views as notification_views
 from tenantd.ops import session_sweep
 from tenantd.ops.sweeps import Sweep
 from tenantd.outbox import sweeps as outbox_sweeps
+from tenantd.ui import routes as pages
 from tenantd.web import health, openapi, probes
 from tenantd.web.spec import Routes
 from tenantd.webhooks import jobs as webhook_jobs
@@ -51,6 +52,9 @@ ROUTES: tuple[Routes, ...] = (
     user_views.ROUTES,
     admin_views.ROUTES,
 )
+
+# The hosted pages' routes: the same table, registered when TENANTD_UI is on.
+PAGE_ROUTES: tuple[Routes, ...] = (pages.ROUTES,)
 
 JOB_KINDS: tuple[JobKind, ...] = (
     *auth_jobs.JOB_KINDS,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -30,27 +30,12 @@ from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
 from tenantd.ui.forms import Form, Problem, field, parse, problem, submit
 from tenantd.ui.render import page, redirect
-from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta, load_viewer
+from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta
 from tenantd.ui.strings import done_text, text
 from tenantd.web.json import dumps
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def signed_in(handler: Callable[[web.Request, Viewer], Awaitable[web.StreamResponse]]) -> Handler:
-    """Pages for signed-in users: anyone else is sent to /login and comes back after."""
-
-    async def wrapper(request: web.Request) -> web.StreamResponse:
-        viewer = await load_viewer(request)
-        if viewer is None:
-            if request.method == "GET":
-                target = request.path_qs
-                return redirect(request, "/login?" + urlencode({"next": target}))
-            return redirect(request, "/login")
-        return await handler(request, viewer)
-
-    wrapper.__name__ = handler.__name__
-    return wrapper
+# A signed-in page: the router's page guard hands it the viewer.
+Page = Callable[[web.Request, Viewer], Awaitable[web.StreamResponse]]
 
 
 def _uuid(value: str) -> uuid.UUID:
@@ -129,12 +114,10 @@ async def profile(
     )
 
 
-@signed_in
 async def account_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await profile(request, viewer)
 
 
-@signed_in
 async def password_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     async def action(form: Form) -> web.StreamResponse:
         current = field(form, "currentPassword") or None
@@ -156,7 +139,6 @@ async def password_post(request: web.Request, viewer: Viewer) -> web.StreamRespo
     return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
 
 
-@signed_in
 async def names_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     """Edit my first and last name (the API's body model and service)."""
 
@@ -176,7 +158,6 @@ async def names_post(request: web.Request, viewer: Viewer) -> web.StreamResponse
     return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
 
 
-@signed_in
 async def export_get(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     """Everything stored about me, as the file GET /api/v1/users/me/export answers."""
     exported = await deletion.export_user(request.app[SERVICES], user_id=viewer.principal.user_id)
@@ -186,7 +167,6 @@ async def export_get(request: web.Request, viewer: Viewer) -> web.StreamResponse
     return response
 
 
-@signed_in
 async def delete_me_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     """Delete my user: the API's service, so its step-up and ownership rule hold here too."""
 
@@ -231,7 +211,6 @@ async def _accounts(
     )
 
 
-@signed_in
 async def restore_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     """Restore a deleted account (its owner, inside the 30 days)."""
 
@@ -246,12 +225,10 @@ async def restore_post(request: web.Request, viewer: Viewer) -> web.StreamRespon
     return await submit(request, action, lambda issue: _accounts(request, viewer, issue=issue))
 
 
-@signed_in
 async def accounts_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _accounts(request, viewer)
 
 
-@signed_in
 async def create_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     services = request.app[SERVICES]
     kept = {"name": ""}
@@ -270,7 +247,6 @@ async def create_post(request: web.Request, viewer: Viewer) -> web.StreamRespons
     )
 
 
-@signed_in
 async def switch_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     async def action(form: Form) -> web.StreamResponse:
         switched = await accounts.switch_account(
@@ -334,7 +310,6 @@ async def _members(
     )
 
 
-@signed_in
 async def members_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _members(request, viewer)
 
@@ -342,11 +317,11 @@ async def members_page(request: web.Request, viewer: Viewer) -> web.StreamRespon
 MemberAction = Callable[[web.Request, Viewer, uuid.UUID, Any], Awaitable[str]]
 
 
-def member_action(action: MemberAction) -> Handler:
+def member_action(action: MemberAction) -> Page:
     """A form on the members page: run it, then back to the page with its `done=` (or the
     page again with the error in words)."""
 
-    @signed_in
+    @functools.wraps(action)
     async def handler(request: web.Request, viewer: Viewer) -> web.StreamResponse:
         account_id = _uuid(request.match_info["id"])
 
@@ -358,7 +333,6 @@ def member_action(action: MemberAction) -> Handler:
 
         return await submit(request, run, lambda issue: _members(request, viewer, issue=issue))
 
-    handler.__name__ = action.__name__
     return handler
 
 
@@ -484,12 +458,10 @@ async def _join_requests(
     )
 
 
-@signed_in
 async def join_requests_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _join_requests(request, viewer)
 
 
-@signed_in
 async def join_decision_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     decision = request.match_info["decision"]
     account_id = viewer.principal.account_id

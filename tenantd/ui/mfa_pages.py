@@ -5,6 +5,7 @@ services as the JSON routes."""
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import Awaitable, Callable
@@ -23,7 +24,7 @@ from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
 from tenantd.mfa.stepup import reauth_methods, reauth_providers
-from tenantd.ui.account_pages import Handler, profile, signed_in
+from tenantd.ui.account_pages import Page, profile
 from tenantd.ui.account_pages import _members as members_page_with
 from tenantd.ui.forms import Form, Problem, field, parse, problem, read_form, safe_next, submit
 from tenantd.ui.render import page, redirect
@@ -138,11 +139,11 @@ async def _account(
 AccountAction = Callable[[web.Request, Viewer, Form], Awaitable[web.StreamResponse]]
 
 
-def account_form(action: AccountAction) -> Handler:
+def account_form(action: AccountAction) -> Page:
     """A form of /account's two-factor block: its answer, or /account again with the error in
     words."""
 
-    @signed_in
+    @functools.wraps(action)
     async def handler(request: web.Request, viewer: Viewer) -> web.StreamResponse:
         return await submit(
             request,
@@ -150,7 +151,6 @@ def account_form(action: AccountAction) -> Handler:
             lambda issue: _account(request, viewer, issue=issue),
         )
 
-    handler.__name__ = action.__name__
     return handler
 
 
@@ -162,7 +162,6 @@ async def totp_setup_post(request: web.Request, viewer: Viewer, form: Form) -> w
     )
 
 
-@signed_in
 async def totp_confirm_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     try:
         form = await read_form(request)
@@ -226,7 +225,6 @@ def back_page(path: str) -> str:
     return path.split("?", 1)[0].split("#", 1)[0]
 
 
-@signed_in
 async def reauth_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     back = "/account"
     services = request.app[SERVICES]
@@ -335,7 +333,6 @@ def _email_link_page(
     )
 
 
-@signed_in
 async def email_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     new_email = ""
     try:
@@ -359,7 +356,6 @@ async def confirm_email_page(request: web.Request) -> web.StreamResponse:
     return _email_link_page(request, "confirm", token=token, new_email=new_email)
 
 
-@signed_in
 async def confirm_email_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     token = ""
     try:
@@ -427,7 +423,6 @@ async def wasnt_me_post(request: web.Request) -> web.Response:
 # -- the account's MFA requirement ------------------------------------------------------------
 
 
-@signed_in
 async def require_mfa_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     try:
         account_id = uuid.UUID(request.match_info["id"])

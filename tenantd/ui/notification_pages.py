@@ -13,7 +13,6 @@ from tenantd.notifications import preferences as prefs
 from tenantd.notifications import unsubscribe as unsub
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.channels import in_app
-from tenantd.ui.account_pages import signed_in
 from tenantd.ui.forms import Problem, problem, read_form
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer, load_viewer
@@ -54,12 +53,10 @@ async def _inbox(
     )
 
 
-@signed_in
 async def inbox_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _inbox(request, viewer)
 
 
-@signed_in
 async def read_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     try:
         await read_form(request)
@@ -77,7 +74,6 @@ async def read_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return redirect(request, "/notifications?done=read")
 
 
-@signed_in
 async def read_all_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     try:
         await read_form(request)

@@ -17,7 +17,6 @@ from tenantd.errors import AppError, Forbidden, NotFound
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
-from tenantd.ui.account_pages import signed_in
 from tenantd.ui.forms import Problem, field, problem, read_form
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer
@@ -116,7 +115,6 @@ async def _preferences(
     )
 
 
-@signed_in
 async def preferences_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _preferences(request, viewer)
 
@@ -148,7 +146,6 @@ async def _save_channels(
             )
 
 
-@signed_in
 async def preferences_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     try:
         form = await read_form(request)
@@ -158,7 +155,6 @@ async def preferences_post(request: web.Request, viewer: Viewer) -> web.StreamRe
     return redirect(request, PREFERENCES + "?done=preferences")
 
 
-@signed_in
 async def quiet_hours_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     posted: dict[str, Any] = {}
     try:
@@ -227,12 +223,10 @@ async def _defaults(
     )
 
 
-@signed_in
 async def defaults_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _defaults(request, viewer)
 
 
-@signed_in
 async def defaults_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     services = request.app[NOTIFICATION_SERVICES]
     account_id = _account_id(request)
