@@ -20,7 +20,7 @@ from tenantd.auth.schemas import EmailChangeBody
 from tenantd.bundle import SERVICES
 from tenantd.errors import AppError, NotFound, ValidationFailed
 from tenantd.identity.cookies import clear_cookie
-from tenantd.mfa import passkeys
+from tenantd.mfa import passkeys, proof
 from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
 from tenantd.mfa.stepup import reauth_methods, reauth_providers
@@ -83,47 +83,53 @@ async def login_mfa_page(request: web.Request) -> web.Response:
 
 
 async def login_mfa_post(request: web.Request) -> web.Response:
-    ticket = ""
-    next_path = ""
-    recovery = False
-    services = request.app[SERVICES]
+    form: Form | None = None
     try:
         form = await read_form(request)
-        ticket = _ticket_of(field(form, "ticket"))
-        next_path = safe_next(field(form, "next"), "")
-        code = field(form, "totp").replace(" ", "")
-        recovery_code = field(form, "recoveryCode").strip()
-        recovery = bool(recovery_code)
-        body = parse(
-            VerifyBody,
-            {"ticket": ticket, **({"recoveryCode": recovery_code} if recovery else {"totp": code})},
-        )
+        body = parse(VerifyBody, _second_step(form))
         await rate_limit_request(request, "mfa", body)
-        row = await mfa.live_ticket(
-            services, ticket=body.ticket, binding=request.cookies.get(mfa.BINDING_COOKIE)
+        binding = request.cookies.get(mfa.BINDING_COOKIE)
+        done = await proof.second_factor(
+            request.app[SERVICES], body, binding=binding, client=client_meta(request)
         )
-        method = await mfa.check_code(
-            services, row["user_id"], totp_code=body.totp, recovery_code=body.recovery_code
-        )
-        meta = client_meta(request)
-        completed = await mfa.complete_ticket(services, row, method=method, client=meta)
     except AppError as exc:
-        issue = problem(exc)
-        if exc.code == "INVALID_CREDENTIALS" or (
-            exc.code == "VALIDATION_ERROR" and not issue.fields.get("ticket")
-        ):
-            issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
-        elif exc.code == "UNAUTHORIZED":
-            issue = Problem(message=text("mfa.ticket_expired"), status=exc.status)
-        return await _mfa_page(
-            request, ticket=ticket, next_path=next_path, issue=issue, recovery=recovery
-        )
-    request[ISSUED] = completed.tokens
-    if completed.device is not None:
-        request[DEVICE] = completed.device
-    target = next_path or safe_next(completed.return_to, "/notifications")
-    response = redirect(request, target)
-    clear_cookie(response, services.settings, mfa.BINDING_COOKIE)
+        return await _mfa_again(request, form, exc)
+    return _mfa_signed_in(request, done, safe_next(field(form, "next"), ""))
+
+
+def _second_step(form: Form) -> dict[str, Any]:
+    """The VerifyBody fields of the second-step form: the ticket and a code or a recovery code."""
+    ticket = _ticket_of(field(form, "ticket"))
+    if recovery_code := field(form, "recoveryCode").strip():
+        return {"ticket": ticket, "recoveryCode": recovery_code}
+    return {"ticket": ticket, "totp": field(form, "totp").replace(" ", "")}
+
+
+async def _mfa_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    """The second-step page again: a wrong or malformed code, or an expired ticket, in words."""
+    issue = problem(exc)
+    if exc.code == "INVALID_CREDENTIALS" or (
+        exc.code == "VALIDATION_ERROR" and not issue.fields.get("ticket")
+    ):
+        issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
+    elif exc.code == "UNAUTHORIZED":
+        issue = Problem(message=text("mfa.ticket_expired"), status=exc.status)
+    return await _mfa_page(
+        request,
+        ticket=_ticket_of(field(form, "ticket") if form is not None else ""),
+        next_path=safe_next(field(form, "next") if form is not None else "", ""),
+        issue=issue,
+        recovery=form is not None and bool(field(form, "recoveryCode").strip()),
+    )
+
+
+def _mfa_signed_in(request: web.Request, done: mfa.Completed, next_path: str) -> web.Response:
+    """Signed in: the session (and device) cookies, the ticket's binding cookie cleared."""
+    request[ISSUED] = done.tokens
+    if done.device is not None:
+        request[DEVICE] = done.device
+    response = redirect(request, next_path or safe_next(done.return_to, "/notifications"))
+    clear_cookie(response, request.app[SERVICES].settings, mfa.BINDING_COOKIE)
     return response
 
 
@@ -226,42 +232,40 @@ def back_page(path: str) -> str:
 
 
 async def reauth_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    back = "/account"
-    services = request.app[SERVICES]
+    form: Form | None = None
     try:
         form = await read_form(request)
-        back = back_page(field(form, "back"))
-        provider = field(form, "provider")
-        if provider:
-            return await _reauth_at_provider(request, viewer, provider, back)
+        if provider := field(form, "provider"):
+            return await _reauth_at_provider(request, viewer, provider, _back(form))
         body = parse(ReauthBody, _reauth_fields(form))
         await rate_limit_request(request, "mfa", body)
-        if body.password is not None:
-            method = await mfa.check_password(
-                services,
-                viewer.principal.user_id,
-                body.password,
-                device=client_meta(request).device,
-            )
-        elif body.passkey is not None:
-            await passkeys.verify_assertion(
-                services, body.passkey, purpose=passkeys.REAUTH, user_id=viewer.principal.user_id
-            )
-            method = mfa.AMR_PASSKEY
-        else:
-            assert body.totp is not None
-            method = await mfa.check_code(services, viewer.principal.user_id, totp_code=body.totp)
-        done = await mfa.reauthenticated(services, viewer.principal, method)
+        device = client_meta(request).device
+        done = await proof.step_up(request.app[SERVICES], viewer.principal, body, device=device)
     except AppError as exc:
-        issue = problem(exc)
-        if exc.code in ("INVALID_CREDENTIALS", "VALIDATION_ERROR"):
-            issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
-        issue.code = "REAUTH_REQUIRED"
-        issue.methods, issue.providers = await _reauth_methods(request, viewer)
-        return await _account(request, viewer, issue=issue, reauth_back=back)
+        return await _reauth_again(request, viewer, form, exc)
     request[ACCESS] = (done.access_token, done.claims)
-    joiner = "&" if "?" in back else "?"
-    return redirect(request, f"{back}{joiner}done=reauthed")
+    return redirect(request, _reauthed(_back(form)))
+
+
+def _back(form: Form | None) -> str:
+    """Where the step-up returns: the page its form was on."""
+    return back_page(field(form, "back")) if form is not None else "/account"
+
+
+def _reauthed(back: str) -> str:
+    return f"{back}{'&' if '?' in back else '?'}done=reauthed"
+
+
+async def _reauth_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    """/account with the step-up form again: what went wrong, and the ways to confirm."""
+    issue = problem(exc)
+    if exc.code in ("INVALID_CREDENTIALS", "VALIDATION_ERROR"):
+        issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
+    issue.code = "REAUTH_REQUIRED"
+    issue.methods, issue.providers = await _reauth_methods(request, viewer)
+    return await _account(request, viewer, issue=issue, reauth_back=_back(form))
 
 
 def _reauth_fields(form: Any) -> dict[str, Any]:
@@ -285,8 +289,7 @@ async def _reauth_at_provider(
     _, providers = await _reauth_methods(request, viewer)
     if provider not in providers:
         raise NotFound()
-    joiner = "&" if "?" in back else "?"
-    query = urlencode({"returnTo": f"{back}{joiner}done=reauthed"})
+    query = urlencode({"returnTo": _reauthed(back)})
     return redirect(request, f"/api/v1/auth/oauth/{provider}/reauth?{query}")
 
 

@@ -228,32 +228,29 @@ async def defaults_page(request: web.Request, viewer: Viewer) -> web.StreamRespo
 
 
 async def defaults_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    services = request.app[NOTIFICATION_SERVICES]
     account_id = _account_id(request)
     try:
         form = await read_form(request)
         if viewer.principal.role not in MANAGERS:
             raise Forbidden(text("defaults.managers_only"))
-        current = await _current_defaults(services, viewer, account_id)
-        for event in await _events(services, viewer):
-            for setting in event["channels"]:
-                key = (event["eventType"], setting["channel"])
-                name = _field_name("default", *key)
-                posted = field(form, name)
-                # A field the form did not carry (or no choice of ours) changes nothing.
-                if name not in form or posted not in DEFAULT_CHOICES:
-                    continue
-                if DEFAULT_CHOICES[posted] == current.get(key):
-                    continue
-                await prefs.set_account_default(
-                    services,
-                    actor_account=viewer.principal.account_id,
-                    actor_role=viewer.principal.role,
-                    account_id=account_id,
-                    event_type=key[0],
-                    channel=key[1],
-                    enabled=DEFAULT_CHOICES[posted],
-                )
+        services = request.app[NOTIFICATION_SERVICES]
+        choices = await _posted_defaults(services, viewer, form)
+        await prefs.set_account_defaults(services, viewer.principal, account_id, choices=choices)
     except AppError as exc:
         return await _defaults(request, viewer, issue=problem(exc))
     return redirect(request, f"/accounts/{account_id}/notification-defaults?done=defaults")
+
+
+async def _posted_defaults(
+    services: NotificationServices, viewer: Viewer, form: MultiDictProxy[Any]
+) -> dict[tuple[str, str], bool | None]:
+    """The defaults the form chose: a field it did not carry (or no choice of ours) is none."""
+    choices: dict[tuple[str, str], bool | None] = {}
+    for event in await _events(services, viewer):
+        for setting in event["channels"]:
+            name = _field_name("default", event["eventType"], setting["channel"])
+            if name in form and field(form, name) in DEFAULT_CHOICES:
+                choices[(event["eventType"], setting["channel"])] = DEFAULT_CHOICES[
+                    field(form, name)
+                ]
+    return choices
