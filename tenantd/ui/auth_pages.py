@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 from aiohttp import web
@@ -19,6 +18,7 @@ from tenantd.auth.schemas import (
     VerifyEmailBody,
 )
 from tenantd.bundle import SERVICES
+from tenantd.errors import AppError
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
     REFRESH_COOKIE,
@@ -29,7 +29,7 @@ from tenantd.identity.cookies import (
 )
 from tenantd.mfa import service as mfa
 from tenantd.ui.account_pages import work_in
-from tenantd.ui.forms import Form, Problem, again, field, parse, read_form, safe_next, submit
+from tenantd.ui.forms import Form, field, parse, read_form, safe_next, shown_again
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import DEVICE, ISSUED, STALE, client_meta, load_viewer
 from tenantd.ui.strings import done_text, oauth_error_text, text
@@ -51,7 +51,7 @@ def captcha_token(request: web.Request, form: Form) -> str | None:
 
 def signed_in_or_mfa(
     request: web.Request,
-    result: auth_service.SignedIn | auth_service.MfaPending,
+    result: auth_service.SignedIn | auth_service.MfaPending | auth_service.Verified,
     next_path: str,
 ) -> web.Response:
     """After a first factor: on to `next_path` signed in, or to the MFA step (its ticket
@@ -77,38 +77,48 @@ async def signup_page(request: web.Request) -> web.Response:
     )
 
 
-async def signup_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"values": {}, "next": ""}
+async def signup_post(request: web.Request, form: Form) -> web.StreamResponse:
+    body = parse(RegisterBody, {**_signup_values(form), "password": field(form, "password")})
+    await rate_limit_request(request, "register", body)
+    result = await auth_service.register(
+        request.app[SERVICES],
+        email=body.email,
+        password=body.password,
+        first_name=body.first_name,
+        last_name=body.last_name,
+        captcha_token=captcha_token(request, form),
+        ip=client_meta(request).ip,
+    )
+    return _to_inbox(request, result, body.email, safe_next(field(form, "next"), ""))
 
-    async def action(form: Form) -> web.StreamResponse:
-        kept["values"] = values = {
-            "email": field(form, "email").strip(),
-            "firstName": field(form, "firstName").strip(),
-            "lastName": field(form, "lastName").strip(),
-        }
-        kept["next"] = next_path = safe_next(field(form, "next"), "")
-        body = parse(RegisterBody, {**values, "password": field(form, "password")})
-        await rate_limit_request(request, "register", body)
-        result = await auth_service.register(
-            request.app[SERVICES],
-            email=body.email,
-            password=body.password,
-            first_name=body.first_name,
-            last_name=body.last_name,
-            captcha_token=captcha_token(request, form),
-            ip=client_meta(request).ip,
-        )
-        # PASSWORD_BREACH_CHECK=warn: the inbox page says the password is a known one.
-        warned = "&warn=password_breached" if result.warnings else ""
-        response = redirect(request, f"/check-inbox?email={quote(str(body.email))}{warned}")
-        settings = request.app[SERVICES].settings
-        ttl = int(auth_service.VERIFY_TTL.total_seconds())
-        set_binding_cookie(response, settings, result.binding, max_age=ttl)
-        if next_path:
-            set_cookie(response, settings, NEXT_COOKIE, quote(next_path, safe=""), max_age=ttl)
-        return response
 
-    return await submit(request, action, again(request, "signup.html", text("signup.title"), kept))
+def _signup_values(form: Form | None) -> dict[str, str]:
+    names = ("email", "firstName", "lastName")
+    return {name: field(form, name).strip() for name in names} if form is not None else {}
+
+
+async def signup_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    next_path = safe_next(field(form, "next"), "") if form is not None else ""
+    values = _signup_values(form)
+    return shown_again(
+        request, "signup.html", text("signup.title"), exc, values=values, next=next_path
+    )
+
+
+def _to_inbox(
+    request: web.Request, result: auth_service.Registered, email: str, next_path: str
+) -> web.Response:
+    """To the check-your-inbox page; this browser holds the sign-up's binding (and where it
+    started, to go back there once verified)."""
+    # PASSWORD_BREACH_CHECK=warn: the inbox page says the password is a known one.
+    warned = "&warn=password_breached" if result.warnings else ""
+    response = redirect(request, f"/check-inbox?email={quote(email)}{warned}")
+    settings = request.app[SERVICES].settings
+    ttl = int(auth_service.VERIFY_TTL.total_seconds())
+    set_binding_cookie(response, settings, result.binding, max_age=ttl)
+    if next_path:
+        set_cookie(response, settings, NEXT_COOKIE, quote(next_path, safe=""), max_age=ttl)
+    return response
 
 
 async def check_inbox_page(request: web.Request) -> web.Response:
@@ -123,18 +133,18 @@ async def check_inbox_page(request: web.Request) -> web.Response:
     )
 
 
-async def check_inbox_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"email": "", "resent": False}
+async def check_inbox_post(request: web.Request, form: Form) -> web.StreamResponse:
+    body = parse(EmailBody, {"email": field(form, "email").strip()})
+    await rate_limit_request(request, "resend_verification", body)
+    await auth_service.resend_verification(request.app[SERVICES], email=body.email)
+    return redirect(request, f"/check-inbox?email={quote(field(form, 'email').strip())}&resent=1")
 
-    async def action(form: Form) -> web.StreamResponse:
-        kept["email"] = email = field(form, "email").strip()
-        body = parse(EmailBody, {"email": email})
-        await rate_limit_request(request, "resend_verification", body)
-        await auth_service.resend_verification(request.app[SERVICES], email=body.email)
-        return redirect(request, f"/check-inbox?email={quote(email)}&resent=1")
 
-    refused = again(request, "check_inbox.html", text("inbox.title"), kept)
-    return await submit(request, action, refused)
+async def check_inbox_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    email = field(form, "email").strip() if form is not None else ""
+    return shown_again(
+        request, "check_inbox.html", text("inbox.title"), exc, email=email, resent=False
+    )
 
 
 async def verify_page(request: web.Request) -> web.Response:
@@ -147,35 +157,42 @@ async def verify_page(request: web.Request) -> web.Response:
     )
 
 
-async def verify_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"token": ""}
-    services = request.app[SERVICES]
+async def verify_post(request: web.Request, form: Form) -> web.StreamResponse:
+    body = parse(VerifyEmailBody, {"token": field(form, "token")})
+    result = await auth_service.verify_email(
+        request.app[SERVICES],
+        token=body.token,
+        binding=request.cookies.get(BINDING_COOKIE),
+        client=client_meta(request),
+    )
+    started = safe_next(unquote(request.cookies.get(NEXT_COOKIE, "")), "")
+    if isinstance(result, auth_service.VerifiedMfaPending):
+        # The address is verified; the user's second factor still has to come.
+        response = _mfa_step(request, result.ticket, started)
+    else:
+        response = signed_in_or_mfa(request, result, started or "/notifications?done=welcome")
+    return _verified(request, result, response, started)
 
-    async def action(form: Form) -> web.StreamResponse:
-        kept["token"] = field(form, "token")
-        body = parse(VerifyEmailBody, {"token": kept["token"]})
-        result = await auth_service.verify_email(
-            services,
-            token=body.token,
-            binding=request.cookies.get(BINDING_COOKIE),
-            client=client_meta(request),
-        )
-        started = safe_next(unquote(request.cookies.get(NEXT_COOKIE, "")), "")
-        if isinstance(result, auth_service.VerifiedMfaPending):
-            # The address is verified; the user's second factor still has to come.
-            response = _mfa_step(request, result.ticket, started)
-        else:
-            request[ISSUED] = result.tokens
-            if result.device is not None:
-                request[DEVICE] = result.device
-            response = redirect(request, started or "/notifications?done=welcome")
-        if result.binding_used:
-            clear_binding_cookie(response, services.settings)
-        if started:
-            clear_cookie(response, services.settings, NEXT_COOKIE)
-        return response
 
-    return await submit(request, action, again(request, "verify.html", text("verify.title"), kept))
+def _verified(
+    request: web.Request,
+    result: auth_service.Verified | auth_service.VerifiedMfaPending,
+    response: web.Response,
+    started: str,
+) -> web.Response:
+    """The sign-up's cookies go once its address is verified: its binding (when it was
+    used) and where it started."""
+    settings = request.app[SERVICES].settings
+    if result.binding_used:
+        clear_binding_cookie(response, settings)
+    if started:
+        clear_cookie(response, settings, NEXT_COOKIE)
+    return response
+
+
+async def verify_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    token = field(form, "token") if form is not None else ""
+    return shown_again(request, "verify.html", text("verify.title"), exc, token=token)
 
 
 async def login_page(request: web.Request) -> web.Response:
@@ -210,28 +227,33 @@ def _mfa_step(request: web.Request, ticket: mfa.Ticket, next_path: str) -> web.R
     return response
 
 
-async def login_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"values": {}, "next": "", "notice": None, "oauth_error": None}
+async def login_post(request: web.Request, form: Form) -> web.StreamResponse:
+    body = parse(
+        LoginBody, {"email": field(form, "email").strip(), "password": field(form, "password")}
+    )
+    await rate_limit_request(request, "login", body)
+    result = await auth_service.login(
+        request.app[SERVICES],
+        email=body.email,
+        password=body.password,
+        client=client_meta(request),
+        captcha_token=captcha_token(request, form),
+    )
+    return signed_in_or_mfa(request, result, safe_next(field(form, "next"), ""))
 
-    async def action(form: Form) -> web.StreamResponse:
-        kept["values"] = values = {"email": field(form, "email").strip()}
-        kept["next"] = next_path = safe_next(field(form, "next"), "")
-        body = parse(LoginBody, {**values, "password": field(form, "password")})
-        await rate_limit_request(request, "login", body)
-        result = await auth_service.login(
-            request.app[SERVICES],
-            email=body.email,
-            password=body.password,
-            client=client_meta(request),
-            captcha_token=captcha_token(request, form),
-        )
-        return signed_in_or_mfa(request, result, next_path)
 
-    async def refused(issue: Problem) -> web.StreamResponse:
-        kept["unverified"] = issue.code == "EMAIL_NOT_VERIFIED"
-        return await again(request, "login.html", text("login.title"), kept)(issue)
-
-    return await submit(request, action, refused)
+async def login_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    return shown_again(
+        request,
+        "login.html",
+        text("login.title"),
+        exc,
+        values={"email": field(form, "email").strip()} if form is not None else {},
+        next=safe_next(field(form, "next"), "") if form is not None else "",
+        notice=None,
+        oauth_error=None,
+        unverified=exc.code == "EMAIL_NOT_VERIFIED",
+    )
 
 
 async def logout_post(request: web.Request) -> web.Response:
@@ -271,42 +293,44 @@ async def reset_page(request: web.Request) -> web.Response:
     )
 
 
-async def reset_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"token": "", "sent": False, "values": {"email": ""}}
-
-    async def action(form: Form) -> web.StreamResponse:
-        kept["values"] = {"email": field(form, "email").strip()}
-        body = parse(EmailBody, kept["values"])
-        await rate_limit_request(request, "password_reset", body)
-        await auth_service.request_password_reset(
-            request.app[SERVICES],
-            email=body.email,
-            captcha_token=captcha_token(request, form),
-            ip=client_meta(request).ip,
-        )
-        return redirect(request, "/reset-password?sent=1")
-
-    refused = again(request, "reset_request.html", text("reset.title"), kept)
-    return await submit(request, action, refused)
+async def reset_post(request: web.Request, form: Form) -> web.StreamResponse:
+    body = parse(EmailBody, {"email": field(form, "email").strip()})
+    await rate_limit_request(request, "password_reset", body)
+    await auth_service.request_password_reset(
+        request.app[SERVICES],
+        email=body.email,
+        captcha_token=captcha_token(request, form),
+        ip=client_meta(request).ip,
+    )
+    return redirect(request, "/reset-password?sent=1")
 
 
-async def reset_confirm_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"token": "", "sent": False, "values": {}}
+async def reset_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    values = {"email": field(form, "email").strip()} if form is not None else {"email": ""}
+    return shown_again(
+        request, "reset_request.html", text("reset.title"), exc, token="", sent=False, values=values
+    )
 
-    async def action(form: Form) -> web.StreamResponse:
-        kept["token"] = field(form, "token")
-        body = parse(
-            PasswordResetConfirmBody, {"token": kept["token"], "password": field(form, "password")}
-        )
-        warnings = await auth_service.confirm_password_reset(
-            request.app[SERVICES], token=body.token, password=body.password
-        )
-        request[STALE] = True  # the reset ended every session, this browser's too
-        done = "password_reset_breached" if warnings else "password_reset"
-        return redirect(request, f"/login?done={done}")
 
-    refused = again(request, "reset_confirm.html", text("reset.confirm_title"), kept)
-    return await submit(request, action, refused)
+async def reset_confirm_post(request: web.Request, form: Form) -> web.StreamResponse:
+    fields = {"token": field(form, "token"), "password": field(form, "password")}
+    body = parse(PasswordResetConfirmBody, fields)
+    warnings = await auth_service.confirm_password_reset(
+        request.app[SERVICES], token=body.token, password=body.password
+    )
+    request[STALE] = True  # the reset ended every session, this browser's too
+    done = "password_reset_breached" if warnings else "password_reset"
+    return redirect(request, f"/login?done={done}")
+
+
+async def reset_confirm_again(
+    request: web.Request, form: Form | None, exc: AppError
+) -> web.Response:
+    token = field(form, "token") if form is not None else ""
+    title = text("reset.confirm_title")
+    return shown_again(
+        request, "reset_confirm.html", title, exc, token=token, sent=False, values={}
+    )
 
 
 async def invitation_page(request: web.Request) -> web.Response:
@@ -323,24 +347,26 @@ async def invitation_page(request: web.Request) -> web.Response:
     )
 
 
-async def invitation_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"token": "", "here": "/invitations/accept?token="}
+async def invitation_post(request: web.Request, form: Form) -> web.StreamResponse:
+    token = field(form, "token")
     viewer = await load_viewer(request)
+    if viewer is None:
+        return redirect(request, "/login?next=" + quote(f"/invitations/accept?token={token}"))
+    body = parse(AcceptBody, {"token": token})
+    accepted = await invitations.accept_invitation(
+        request.app[SERVICES],
+        viewer.principal,
+        token=body.token,
+        refresh_token=request.cookies.get(REFRESH_COOKIE),
+    )
+    await work_in(request, viewer, accepted.account["id"], accepted.activation)
+    return redirect(request, f"/accounts/{accepted.account['id']}/members?done=joined")
 
-    async def action(form: Form) -> web.StreamResponse:
-        kept["token"] = token = field(form, "token")
-        kept["here"] = f"/invitations/accept?token={quote(token)}"
-        if viewer is None:
-            return redirect(request, "/login?next=" + quote(f"/invitations/accept?token={token}"))
-        body = parse(AcceptBody, {"token": token})
-        accepted = await invitations.accept_invitation(
-            request.app[SERVICES],
-            viewer.principal,
-            token=body.token,
-            refresh_token=request.cookies.get(REFRESH_COOKIE),
-        )
-        await work_in(request, viewer, accepted.account["id"], accepted.activation)
-        return redirect(request, f"/accounts/{accepted.account['id']}/members?done=joined")
 
-    refused = again(request, "invitation.html", text("invite.title"), kept)
-    return await submit(request, action, refused)
+async def invitation_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    await load_viewer(request)  # the page's header shows who is signed in
+    token = field(form, "token") if form is not None else ""
+    here = f"/invitations/accept?token={quote(token)}"
+    return shown_again(
+        request, "invitation.html", text("invite.title"), exc, token=token, here=here
+    )

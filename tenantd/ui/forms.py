@@ -119,6 +119,15 @@ async def submit(
         return await refused(problem(exc))
 
 
+def shown_again(
+    request: web.Request, template: str, title: str, exc: AppError, **kept: Any
+) -> web.Response:
+    """A form's page again after a refusal: what was typed (`kept`), the refusal's status
+    and its problem in words."""
+    issue = problem(exc)
+    return page(request, template, status=issue.status, title=title, **kept, problem=issue)
+
+
 def again(request: web.Request, template: str, title: str, kept: dict[str, Any]) -> Refused:
     """`refused` that shows the form's page again with what the post kept (what was typed,
     filled in by the action as it reads the form), its status and the problem."""

@@ -22,7 +22,7 @@ from tenantd.ui import mfa_pages as mfa
 from tenantd.ui import notification_pages as notifications
 from tenantd.ui import preference_pages as preferences
 from tenantd.ui.config import passkeys_notice, ui_config
-from tenantd.ui.forms import problem
+from tenantd.ui.forms import problem, read_form
 from tenantd.ui.render import STATIC, page, redirect, retry_after
 from tenantd.ui.session import load_viewer
 from tenantd.ui.strings import text
@@ -80,20 +80,28 @@ PUBLIC = Access.PUBLIC
 route = ROUTES.page
 route("GET", "/", home, access=PUBLIC)
 route("GET", "/signup", auth.signup_page, access=PUBLIC)
-route("POST", "/signup", auth.signup_post, access=PUBLIC)
+route("POST", "/signup", auth.signup_post, access=PUBLIC, again=auth.signup_again)
 route("GET", "/check-inbox", auth.check_inbox_page, access=PUBLIC)
-route("POST", "/check-inbox", auth.check_inbox_post, access=PUBLIC)
+route("POST", "/check-inbox", auth.check_inbox_post, access=PUBLIC, again=auth.check_inbox_again)
 route("GET", "/verify-email", auth.verify_page, access=PUBLIC)
-route("POST", "/verify-email", auth.verify_post, access=PUBLIC)
+route("POST", "/verify-email", auth.verify_post, access=PUBLIC, again=auth.verify_again)
 route("GET", "/login", auth.login_page, access=PUBLIC)
-route("POST", "/login", auth.login_post, access=PUBLIC)
+route("POST", "/login", auth.login_post, access=PUBLIC, again=auth.login_again)
 route("POST", "/logout", auth.logout_post, access=PUBLIC)
 route("POST", "/logout-all", auth.logout_all_post, access=PUBLIC)
 route("GET", "/reset-password", auth.reset_page, access=PUBLIC)
-route("POST", "/reset-password", auth.reset_post, access=PUBLIC)
-route("POST", "/reset-password/confirm", auth.reset_confirm_post, access=PUBLIC)
+route("POST", "/reset-password", auth.reset_post, access=PUBLIC, again=auth.reset_again)
+route(
+    "POST",
+    "/reset-password/confirm",
+    auth.reset_confirm_post,
+    access=PUBLIC,
+    again=auth.reset_confirm_again,
+)
 route("GET", "/invitations/accept", auth.invitation_page, access=PUBLIC)
-route("POST", "/invitations/accept", auth.invitation_post, access=PUBLIC)
+route(
+    "POST", "/invitations/accept", auth.invitation_post, access=PUBLIC, again=auth.invitation_again
+)
 route("GET", "/account", accounts.account_page)
 route("POST", "/account/password", accounts.password_post)
 route("POST", "/account/names", accounts.names_post)
@@ -191,7 +199,7 @@ async def page_guard(request: web.Request, spec: RouteSpec) -> web.StreamRespons
     return redirect(request, "/login")
 
 
-DOOR = PageDoor(guard=page_guard, refused=error_page_of)
+DOOR = PageDoor(guard=page_guard, refused=error_page_of, form=read_form)
 
 
 async def error_page(request: web.Request, exc: AppError) -> web.StreamResponse:

@@ -37,6 +37,8 @@ class PageDoor:
     guard: Callable[[web.Request, RouteSpec], Awaitable[web.StreamResponse | tuple[Any, ...]]]
     # A page's refusal (not found, not allowed, a refused form) as a page, never JSON.
     refused: Callable[[web.Request, AppError], web.StreamResponse]
+    # The posted form of a form page, its origin and form token checked.
+    form: Callable[[web.Request], Awaitable[Any]]
 
 
 # Every route of the application, API and pages: the one table.
@@ -104,13 +106,31 @@ def build_page_handler(spec: RouteSpec, door: PageDoor) -> Handler:
             admitted = await door.guard(request, spec)
             if isinstance(admitted, web.StreamResponse):
                 return admitted
-            answer: web.StreamResponse = await spec.view(request, *admitted)
-            return answer
+            if spec.again is None:
+                answer: web.StreamResponse = await spec.view(request, *admitted)
+                return answer
+            return await _form_post(request, spec, door, admitted)
         except AppError as exc:
             return door.refused(request, exc)
 
     handler.__name__ = spec.view.__name__
     return handler
+
+
+async def _form_post(
+    request: web.Request, spec: RouteSpec, door: PageDoor, admitted: tuple[Any, ...]
+) -> web.StreamResponse:
+    """Read the form, run the view; a refusal (of the form or of the action) shows the
+    form's page again, with what was posted (None when the form itself was refused)."""
+    assert spec.again is not None
+    form = None
+    try:
+        form = await door.form(request)
+        answer: web.StreamResponse = await spec.view(request, *admitted, form)
+    except AppError as exc:
+        again: web.StreamResponse = await spec.again(request, *admitted, form, exc)
+        return again
+    return answer
 
 
 def register(

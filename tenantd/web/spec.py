@@ -64,6 +64,10 @@ class RouteSpec:
     page: bool = False
     # Listed in /api/v1/openapi.json (the pages are not).
     include_in_openapi: bool = True
+    # A form post of the pages: the router reads the form (origin and token checked) and
+    # hands it to the view; a refusal answers `again(request[, viewer], form | None, error)`,
+    # the form's page again with the problem in words.
+    again: View | None = None
 
     @property
     def name(self) -> str:
@@ -130,9 +134,18 @@ class Routes:
 
         return decorate
 
-    def page(self, method: str, path: str, view: View, *, access: Access = Access.AUTH) -> None:
+    def page(
+        self,
+        method: str,
+        path: str,
+        view: View,
+        *,
+        access: Access = Access.AUTH,
+        again: View | None = None,
+    ) -> None:
         """A hosted page: AUTH is a signed-in page (anyone else is sent to sign in), PUBLIC
-        is open to all; its forms check their own token, its errors are shown in words."""
+        is open to all; its errors are shown in words. With `again`, a form post: the view
+        takes the checked form, a refusal shows the form again."""
         if access not in (Access.AUTH, Access.PUBLIC):
             raise ValueError(f"{method} {path}: a page is AUTH or PUBLIC")
         self.specs.append(
@@ -152,6 +165,7 @@ class Routes:
                 produces="text/html",
                 page=True,
                 include_in_openapi=False,
+                again=again,
             )
         )
 
