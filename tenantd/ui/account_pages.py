@@ -28,14 +28,14 @@ from tenantd.errors import AppError, NotFound
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
-from tenantd.ui.forms import Form, Problem, field, parse, problem, submit
+from tenantd.ui.forms import Form, Problem, field, parse, problem
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta
 from tenantd.ui.strings import done_text, text
 from tenantd.web.json import dumps
 
-# A signed-in page: the router's page guard hands it the viewer.
-Page = Callable[[web.Request, Viewer], Awaitable[web.StreamResponse]]
+# A signed-in form page: the router hands it the viewer and the checked form.
+Page = Callable[[web.Request, Viewer, Form], Awaitable[web.StreamResponse]]
 
 
 def _uuid(value: str) -> uuid.UUID:
@@ -118,44 +118,45 @@ async def account_page(request: web.Request, viewer: Viewer) -> web.StreamRespon
     return await profile(request, viewer)
 
 
-async def password_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    async def action(form: Form) -> web.StreamResponse:
-        current = field(form, "currentPassword") or None
-        body = parse(
-            PasswordChangeBody,
-            {"currentPassword": current, "newPassword": field(form, "newPassword")},
-        )
-        result = await auth_service.change_password(
-            request.app[SERVICES],
-            viewer.principal,
-            current_password=body.current_password,
-            new_password=body.new_password,
-            client=client_meta(request),
-        )
-        request[ISSUED] = result.tokens
-        done = "password_breached" if result.warnings else "password"
-        return redirect(request, f"/account?done={done}")
-
-    return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
+async def profile_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    """/account again with a refused form's problem (a user who owns shared accounts is
+    shown which ones to hand over first)."""
+    blocked: list[Any] = []
+    if isinstance(exc, TransferOwnershipFirst):
+        shared = set((exc.details or {}).get("accountIds", []))
+        blocked = [m for m in viewer.me["memberships"] if m["accountId"] in shared]
+    return await profile(request, viewer, issue=problem(exc), blocked=blocked)
 
 
-async def names_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+async def password_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    fields = {"currentPassword": field(form, "currentPassword") or None}
+    body = parse(PasswordChangeBody, {**fields, "newPassword": field(form, "newPassword")})
+    result = await auth_service.change_password(
+        request.app[SERVICES],
+        viewer.principal,
+        current_password=body.current_password,
+        new_password=body.new_password,
+        client=client_meta(request),
+    )
+    request[ISSUED] = result.tokens
+    return redirect(
+        request, f"/account?done={'password_breached' if result.warnings else 'password'}"
+    )
+
+
+async def names_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     """Edit my first and last name (the API's body model and service)."""
-
-    async def action(form: Form) -> web.StreamResponse:
-        body = parse(
-            ProfileBody,
-            {"firstName": field(form, "firstName"), "lastName": field(form, "lastName")},
-        )
-        await names.update_names(
-            request.app[SERVICES],
-            viewer.principal,
-            first_name=body.first_name,
-            last_name=body.last_name,
-        )
-        return redirect(request, "/account?done=names")
-
-    return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
+    fields = {"firstName": field(form, "firstName"), "lastName": field(form, "lastName")}
+    body = parse(ProfileBody, fields)
+    await names.update_names(
+        request.app[SERVICES],
+        viewer.principal,
+        first_name=body.first_name,
+        last_name=body.last_name,
+    )
+    return redirect(request, "/account?done=names")
 
 
 async def export_get(request: web.Request, viewer: Viewer) -> web.StreamResponse:
@@ -167,21 +168,12 @@ async def export_get(request: web.Request, viewer: Viewer) -> web.StreamResponse
     return response
 
 
-async def delete_me_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+async def delete_me_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     """Delete my user: the API's service, so its step-up and ownership rule hold here too."""
-
-    async def action(form: Form) -> web.StreamResponse:
-        try:
-            await deletion.delete_user(request.app[SERVICES], viewer.principal)
-        except TransferOwnershipFirst as exc:
-            shared = set((exc.details or {}).get("accountIds", []))
-            blocked = [m for m in viewer.me["memberships"] if m["accountId"] in shared]
-            return await profile(request, viewer, issue=problem(exc), blocked=blocked)
-        request.pop(ISSUED, None)
-        request[STALE] = True  # the service ended every session: the cookies go too
-        return redirect(request, "/login?done=user_deleted")
-
-    return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
+    await deletion.delete_user(request.app[SERVICES], viewer.principal)
+    request.pop(ISSUED, None)
+    request[STALE] = True  # the service ended every session: the cookies go too
+    return redirect(request, "/login?done=user_deleted")
 
 
 # -- accounts -----------------------------------------------------------------------------------
@@ -211,61 +203,44 @@ async def _accounts(
     )
 
 
-async def restore_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+async def restore_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     """Restore a deleted account (its owner, inside the 30 days)."""
+    account_id = _uuid(request.match_info["id"])
+    await restore.restore_account(request.app[SERVICES], account_id, actor=viewer.principal)
+    return redirect(request, "/accounts?done=restored")
 
-    async def action(form: Form) -> web.StreamResponse:
-        await restore.restore_account(
-            request.app[SERVICES],
-            _uuid(request.match_info["id"]),
-            actor=viewer.principal,
-        )
-        return redirect(request, "/accounts?done=restored")
 
-    return await submit(request, action, lambda issue: _accounts(request, viewer, issue=issue))
+async def accounts_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    name = field(form, "name").strip() if form is not None else ""
+    return await _accounts(request, viewer, issue=problem(exc), name=name)
 
 
 async def accounts_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _accounts(request, viewer)
 
 
-async def create_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    services = request.app[SERVICES]
-    kept = {"name": ""}
-
-    async def action(form: Form) -> web.StreamResponse:
-        kept["name"] = field(form, "name").strip()
-        body = parse(AccountCreate, kept)
-        created = await accounts.create_account(
-            services, viewer.principal, name=body.name, refresh_token=_refresh(request)
-        )
-        await work_in(request, viewer, created.account["id"], created.activation)  # at once
-        return redirect(request, "/accounts?done=created")
-
-    return await submit(
-        request, action, lambda issue: _accounts(request, viewer, issue=issue, name=kept["name"])
+async def create_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    body = parse(AccountCreate, {"name": field(form, "name").strip()})
+    created = await accounts.create_account(
+        request.app[SERVICES], viewer.principal, name=body.name, refresh_token=_refresh(request)
     )
+    await work_in(request, viewer, created.account["id"], created.activation)  # at once
+    return redirect(request, "/accounts?done=created")
 
 
-async def switch_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    async def action(form: Form) -> web.StreamResponse:
-        switched = await accounts.switch_account(
-            request.app[SERVICES],
-            viewer.principal,
-            account_id=_uuid(field(form, "accountId")),
-            refresh_token=_refresh(request),
-        )
-        _activate(request, switched.activation)
-        if field(form, "back") == "members":
-            return redirect(request, f"/accounts/{switched.account['id']}/members?done=switched")
-        return redirect(request, "/accounts?done=switched")
-
-    return await submit(
-        request,
-        action,
-        lambda issue: _accounts(request, viewer, issue=issue),
-        form_action="/accounts/switch",
+async def switch_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    switched = await accounts.switch_account(
+        request.app[SERVICES],
+        viewer.principal,
+        account_id=_uuid(field(form, "accountId")),
+        refresh_token=_refresh(request),
     )
+    _activate(request, switched.activation)
+    if field(form, "back") == "members":
+        return redirect(request, f"/accounts/{switched.account['id']}/members?done=switched")
+    return redirect(request, "/accounts?done=switched")
 
 
 # -- members --------------------------------------------------------------------------------------
@@ -318,22 +293,24 @@ MemberAction = Callable[[web.Request, Viewer, uuid.UUID, Any], Awaitable[str]]
 
 
 def member_action(action: MemberAction) -> Page:
-    """A form on the members page: run it, then back to the page with its `done=` (or the
-    page again with the error in words)."""
+    """A form on the members page (with `members_again`): run it, then back to the page with
+    its `done=`, or to the accounts after leaving or deleting one."""
 
     @functools.wraps(action)
-    async def handler(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    async def handler(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
         account_id = _uuid(request.match_info["id"])
-
-        async def run(form: Form) -> web.StreamResponse:
-            done = await action(request, viewer, account_id, form)
-            if done in ("left", "deleted"):
-                return redirect(request, f"/accounts?done={done}")
-            return redirect(request, f"/accounts/{account_id}/members?done={done}")
-
-        return await submit(request, run, lambda issue: _members(request, viewer, issue=issue))
+        done = await action(request, viewer, account_id, form)
+        if done in ("left", "deleted"):
+            return redirect(request, f"/accounts?done={done}")
+        return redirect(request, f"/accounts/{account_id}/members?done={done}")
 
     return handler
+
+
+async def members_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    return await _members(request, viewer, issue=problem(exc))
 
 
 @member_action
@@ -462,21 +439,20 @@ async def join_requests_page(request: web.Request, viewer: Viewer) -> web.Stream
     return await _join_requests(request, viewer)
 
 
-async def join_decision_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    decision = request.match_info["decision"]
+async def join_decision_post(
+    request: web.Request, viewer: Viewer, form: Form
+) -> web.StreamResponse:
     account_id = viewer.principal.account_id
+    if account_id is None:
+        raise NotFound()
+    approve = request.match_info["decision"] == "approve"
+    decide = join_requests.approve_join_request if approve else join_requests.deny_join_request
+    request_id = _uuid(request.match_info["rid"])
+    await decide(request.app[SERVICES], viewer.principal, account_id, request_id=request_id)
+    return redirect(request, f"/join-requests?done={'approved' if approve else 'denied'}")
 
-    async def action(form: Form) -> web.StreamResponse:
-        if account_id is None:
-            raise NotFound()
-        request_id = _uuid(request.match_info["rid"])
-        decide = (
-            join_requests.approve_join_request
-            if decision == "approve"
-            else join_requests.deny_join_request
-        )
-        await decide(request.app[SERVICES], viewer.principal, account_id, request_id=request_id)
-        done = "approved" if decision == "approve" else "denied"
-        return redirect(request, f"/join-requests?done={done}")
 
-    return await submit(request, action, lambda issue: _join_requests(request, viewer, issue=issue))
+async def join_requests_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    return await _join_requests(request, viewer, issue=problem(exc))

@@ -103,25 +103,34 @@ route(
     "POST", "/invitations/accept", auth.invitation_post, access=PUBLIC, again=auth.invitation_again
 )
 route("GET", "/account", accounts.account_page)
-route("POST", "/account/password", accounts.password_post)
-route("POST", "/account/names", accounts.names_post)
+route("POST", "/account/password", accounts.password_post, again=accounts.profile_again)
+route("POST", "/account/names", accounts.names_post, again=accounts.profile_again)
 route("GET", "/account/export", accounts.export_get)
-route("POST", "/account/delete", accounts.delete_me_post)
+route("POST", "/account/delete", accounts.delete_me_post, again=accounts.profile_again)
 route("GET", "/accounts", accounts.accounts_page)
-route("POST", "/accounts", accounts.create_post)
-route("POST", "/accounts/switch", accounts.switch_post)
+route("POST", "/accounts", accounts.create_post, again=accounts.accounts_again)
+route("POST", "/accounts/switch", accounts.switch_post, again=accounts.accounts_again)
 route("GET", MEMBERS, accounts.members_page)
-route("POST", "/accounts/{id}/rename", accounts.rename)
-route("POST", MEMBERS + "/invite", accounts.invite)
-route("POST", MEMBERS + "/{userId}/role", accounts.change_role)
-route("POST", MEMBERS + "/{userId}/remove", accounts.remove)
-route("POST", "/accounts/{id}/invitations/{iid}/resend", accounts.resend)
-route("POST", "/accounts/{id}/invitations/{iid}/revoke", accounts.revoke)
-route("POST", "/accounts/{id}/transfer", accounts.transfer)
-route("POST", "/accounts/{id}/leave", accounts.leave)
-route("POST", "/accounts/{id}/delete", accounts.delete)
+route("POST", "/accounts/{id}/rename", accounts.rename, again=accounts.members_again)
+route("POST", MEMBERS + "/invite", accounts.invite, again=accounts.members_again)
+route("POST", MEMBERS + "/{userId}/role", accounts.change_role, again=accounts.members_again)
+route("POST", MEMBERS + "/{userId}/remove", accounts.remove, again=accounts.members_again)
+route(
+    "POST", "/accounts/{id}/invitations/{iid}/resend", accounts.resend, again=accounts.members_again
+)
+route(
+    "POST", "/accounts/{id}/invitations/{iid}/revoke", accounts.revoke, again=accounts.members_again
+)
+route("POST", "/accounts/{id}/transfer", accounts.transfer, again=accounts.members_again)
+route("POST", "/accounts/{id}/leave", accounts.leave, again=accounts.members_again)
+route("POST", "/accounts/{id}/delete", accounts.delete, again=accounts.members_again)
 route("GET", "/join-requests", accounts.join_requests_page)
-route("POST", "/join-requests/{rid}/{decision:approve|deny}", accounts.join_decision_post)
+route(
+    "POST",
+    "/join-requests/{rid}/{decision:approve|deny}",
+    accounts.join_decision_post,
+    again=accounts.join_requests_again,
+)
 route("GET", "/notifications", notifications.inbox_page)
 route("POST", "/notifications/read-all", notifications.read_all_post)
 route("POST", "/notifications/{id}/read", notifications.read_post)
@@ -132,23 +141,34 @@ route("POST", "/unsubscribe", notifications.unsubscribe_post, access=PUBLIC)
 route("GET", "/tenantd-sw.js", service_worker, access=PUBLIC)
 # two-factor authentication, step-up, email change (issues 17 and 18)
 route("GET", "/login/mfa", mfa.login_mfa_page, access=PUBLIC)
-route("POST", "/login/mfa", mfa.login_mfa_post, access=PUBLIC)
-route("POST", "/account/mfa/totp/setup", mfa.totp_setup_post)
-route("POST", "/account/mfa/totp/confirm", mfa.totp_confirm_post)
-route("POST", "/account/mfa/totp/disable", mfa.totp_disable_post)
-route("POST", "/account/mfa/recovery-codes", mfa.recovery_post)
-route("POST", "/account/passkeys/{pid}/rename", mfa.passkey_rename_post)
-route("POST", "/account/passkeys/{pid}/delete", mfa.passkey_delete_post)
-route("POST", "/reauth", mfa.reauth_post)
-route("POST", "/account/email", mfa.email_post)
+route("POST", "/login/mfa", mfa.login_mfa_post, access=PUBLIC, again=mfa.login_mfa_again)
+route("POST", "/account/mfa/totp/setup", mfa.totp_setup_post, again=mfa.account_again)
+route("POST", "/account/mfa/totp/confirm", mfa.totp_confirm_post, again=mfa.totp_confirm_again)
+route("POST", "/account/mfa/totp/disable", mfa.totp_disable_post, again=mfa.account_again)
+route("POST", "/account/mfa/recovery-codes", mfa.recovery_post, again=mfa.account_again)
+route("POST", "/account/passkeys/{pid}/rename", mfa.passkey_rename_post, again=mfa.account_again)
+route("POST", "/account/passkeys/{pid}/delete", mfa.passkey_delete_post, again=mfa.account_again)
+route("POST", "/reauth", mfa.reauth_post, again=mfa.reauth_again)
+route("POST", "/account/email", mfa.email_post, again=mfa.email_again)
 route("GET", "/confirm-email", mfa.confirm_email_page, access=PUBLIC)
-route("POST", "/confirm-email", mfa.confirm_email_post)
+route("POST", "/confirm-email", mfa.confirm_email_post, again=mfa.confirm_email_again)
 route("GET", "/cancel-email-change", mfa.cancel_email_page, access=PUBLIC)
-route("POST", "/cancel-email-change", mfa.cancel_email_post, access=PUBLIC)
+route(
+    "POST",
+    "/cancel-email-change",
+    mfa.cancel_email_post,
+    access=PUBLIC,
+    again=mfa.cancel_email_again,
+)
 route("GET", "/wasnt-me", mfa.wasnt_me_page, access=PUBLIC)
-route("POST", "/wasnt-me", mfa.wasnt_me_post, access=PUBLIC)
-route("POST", MEMBERS.removesuffix("/members") + "/require-mfa", mfa.require_mfa_post)
-route("POST", "/accounts/{id}/restore", accounts.restore_post)
+route("POST", "/wasnt-me", mfa.wasnt_me_post, access=PUBLIC, again=mfa.wasnt_me_again)
+route(
+    "POST",
+    MEMBERS.removesuffix("/members") + "/require-mfa",
+    mfa.require_mfa_post,
+    again=accounts.members_again,
+)
+route("POST", "/accounts/{id}/restore", accounts.restore_post, again=accounts.accounts_again)
 # sign-in by email (issue 29)
 route("GET", "/login/email-code", email_codes.email_code_page, access=PUBLIC)
 route("POST", "/login/email-code", email_codes.email_code_post, access=PUBLIC)
