@@ -17,7 +17,7 @@ from tenantd.errors import AppError, Forbidden, NotFound
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
-from tenantd.ui.forms import Problem, field, problem, read_form
+from tenantd.ui.forms import Form, Problem, field, problem
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer
 from tenantd.ui.strings import done_text, text
@@ -146,36 +146,41 @@ async def _save_channels(
             )
 
 
-async def preferences_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        form = await read_form(request)
-        await _save_channels(request.app[NOTIFICATION_SERVICES], viewer, form)
-    except AppError as exc:
-        return await _preferences(request, viewer, issue=problem(exc))
+async def preferences_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    await _save_channels(request.app[NOTIFICATION_SERVICES], viewer, form)
     return redirect(request, PREFERENCES + "?done=preferences")
 
 
-async def quiet_hours_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    posted: dict[str, Any] = {}
-    try:
-        form = await read_form(request)
-        posted = {
-            "timeZone": field(form, "timeZone") or None,
-            "quietHoursStart": field(form, "quietHoursStart") or None,
-            "quietHoursEnd": field(form, "quietHoursEnd") or None,
-            "locale": field(form, "locale") or None,
-        }
-        await quiet.set_settings(
-            request.app[NOTIFICATION_SERVICES],
-            user_id=viewer.principal.user_id,
-            time_zone=posted["timeZone"],
-            start=posted["quietHoursStart"],
-            end=posted["quietHoursEnd"],
-            locale=posted["locale"],
-        )
-    except AppError as exc:
-        return await _preferences(request, viewer, issue=problem(exc), quiet_values=posted or None)
+async def preferences_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    return await _preferences(request, viewer, issue=problem(exc))
+
+
+async def quiet_hours_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    posted = _quiet_values(form)
+    await quiet.set_settings(
+        request.app[NOTIFICATION_SERVICES],
+        user_id=viewer.principal.user_id,
+        time_zone=posted["timeZone"],
+        start=posted["quietHoursStart"],
+        end=posted["quietHoursEnd"],
+        locale=posted["locale"],
+    )
     return redirect(request, PREFERENCES + "?done=quiet_hours#quiet-hours")
+
+
+def _quiet_values(form: Form) -> dict[str, str | None]:
+    names = ("timeZone", "quietHoursStart", "quietHoursEnd", "locale")
+    return {name: field(form, name) or None for name in names}
+
+
+async def quiet_hours_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    """The preferences again, the quiet hours as they were typed."""
+    posted = _quiet_values(form) if form is not None else None
+    return await _preferences(request, viewer, issue=problem(exc), quiet_values=posted)
 
 
 # -- the account's defaults ----------------------------------------------------------------------
@@ -227,18 +232,20 @@ async def defaults_page(request: web.Request, viewer: Viewer) -> web.StreamRespo
     return await _defaults(request, viewer)
 
 
-async def defaults_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+async def defaults_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     account_id = _account_id(request)
-    try:
-        form = await read_form(request)
-        if viewer.principal.role not in MANAGERS:
-            raise Forbidden(text("defaults.managers_only"))
-        services = request.app[NOTIFICATION_SERVICES]
-        choices = await _posted_defaults(services, viewer, form)
-        await prefs.set_account_defaults(services, viewer.principal, account_id, choices=choices)
-    except AppError as exc:
-        return await _defaults(request, viewer, issue=problem(exc))
+    if viewer.principal.role not in MANAGERS:
+        raise Forbidden(text("defaults.managers_only"))
+    services = request.app[NOTIFICATION_SERVICES]
+    choices = await _posted_defaults(services, viewer, form)
+    await prefs.set_account_defaults(services, viewer.principal, account_id, choices=choices)
     return redirect(request, f"/accounts/{account_id}/notification-defaults?done=defaults")
+
+
+async def defaults_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    return await _defaults(request, viewer, issue=problem(exc))
 
 
 async def _posted_defaults(

@@ -132,12 +132,25 @@ route(
     again=accounts.join_requests_again,
 )
 route("GET", "/notifications", notifications.inbox_page)
-route("POST", "/notifications/read-all", notifications.read_all_post)
-route("POST", "/notifications/{id}/read", notifications.read_post)
+route(
+    "POST", "/notifications/read-all", notifications.read_all_post, again=notifications.inbox_again
+)
+route("POST", "/notifications/{id}/read", notifications.read_post, again=notifications.inbox_again)
 route("GET", "/notifications/preferences", preferences.preferences_page)
-route("POST", "/notifications/preferences", preferences.preferences_post)
+route(
+    "POST",
+    "/notifications/preferences",
+    preferences.preferences_post,
+    again=preferences.preferences_again,
+)
 route("GET", "/unsubscribe", notifications.unsubscribe_page, access=PUBLIC)
-route("POST", "/unsubscribe", notifications.unsubscribe_post, access=PUBLIC)
+route(
+    "POST",
+    "/unsubscribe",
+    notifications.unsubscribe_post,
+    access=PUBLIC,
+    again=notifications.unsubscribe_again,
+)
 route("GET", "/tenantd-sw.js", service_worker, access=PUBLIC)
 # two-factor authentication, step-up, email change (issues 17 and 18)
 route("GET", "/login/mfa", mfa.login_mfa_page, access=PUBLIC)
@@ -171,14 +184,37 @@ route(
 route("POST", "/accounts/{id}/restore", accounts.restore_post, again=accounts.accounts_again)
 # sign-in by email (issue 29)
 route("GET", "/login/email-code", email_codes.email_code_page, access=PUBLIC)
-route("POST", "/login/email-code", email_codes.email_code_post, access=PUBLIC)
-route("POST", "/login/email-code/verify", email_codes.email_code_verify_post, access=PUBLIC)
+route(
+    "POST",
+    "/login/email-code",
+    email_codes.email_code_post,
+    access=PUBLIC,
+    again=email_codes.email_code_again,
+)
+route(
+    "POST",
+    "/login/email-code/verify",
+    email_codes.email_code_verify_post,
+    access=PUBLIC,
+    again=email_codes.email_code_verify_again,
+)
 route("GET", "/email-code", email_codes.email_link_page, access=PUBLIC)
-route("POST", "/email-code", email_codes.email_link_post, access=PUBLIC)
+route(
+    "POST",
+    "/email-code",
+    email_codes.email_link_post,
+    access=PUBLIC,
+    again=email_codes.email_link_again,
+)
 # notification frequency, quiet hours, language, account defaults (issue 18)
-route("POST", preferences.QUIET_HOURS, preferences.quiet_hours_post)
+route(
+    "POST",
+    preferences.QUIET_HOURS,
+    preferences.quiet_hours_post,
+    again=preferences.quiet_hours_again,
+)
 route("GET", preferences.DEFAULTS, preferences.defaults_page)
-route("POST", preferences.DEFAULTS, preferences.defaults_post)
+route("POST", preferences.DEFAULTS, preferences.defaults_post, again=preferences.defaults_again)
 # an operator's impersonation link (issue 28)
 route("GET", admin_pages.IMPERSONATE, admin_pages.impersonate_page, access=PUBLIC)
 
