@@ -29,6 +29,7 @@ from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.audit import security
 from tenantd.auth import breach, captcha, mail
 from tenantd.auth.errors import EmailNotVerified
+from tenantd.auth.schemas import LoginBody, RegisterBody
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
 from tenantd.errors import NotFound, Unauthorized, ValidationFailed
@@ -200,20 +201,14 @@ async def _new_verification_link(
 
 
 async def register(
-    services: Services,
-    *,
-    email: str,
-    password: str,
-    first_name: str = "",
-    last_name: str = "",
-    locale: str | None = None,
-    captcha_token: str | None = None,
-    ip: str | None = None,
+    services: Services, body: RegisterBody, *, locale: str | None = None, ip: str | None = None
 ) -> Registered:
     """Mail a link that carries this sign-up's own password; same answer for a known email.
     Bot check and breached-password check first (when configured)."""
     settings = services.settings
-    await captcha.require(services, token=captcha_token, ip=ip)
+    email, password = body.email, body.password
+    first_name, last_name = body.first_name, body.last_name
+    await captcha.require(services, token=body.captcha_token, ip=ip)
     warnings = await breach.check_password(services, password)
     # Hash first, whatever the outcome, so timing does not tell whether the address exists.
     password_hash = await hash_password(password)
@@ -458,17 +453,13 @@ async def verify_email(
 
 
 async def login(
-    services: Services,
-    *,
-    email: str,
-    password: str,
-    client: ClientMeta,
-    captcha_token: str | None = None,
+    services: Services, body: LoginBody, *, client: ClientMeta
 ) -> SignedIn | MfaPending:
     """Password sign-in; unknown email and wrong password are indistinguishable. A user with
     a second factor gets a ticket for POST /api/v1/auth/mfa/verify instead of a session.
     After repeated failures for the address or the client a bot check is required first."""
     settings = services.settings
+    email, password, captcha_token = body.email, body.password, body.captcha_token
     async with services.db.connection() as conn:
         check = await captcha.login_needs_check(conn, settings, email=email, ip=client.ip)
         user = await queries.user_by_email(conn, normalize_email(email))

@@ -50,7 +50,7 @@ from tenantd.identity.cookies import (
     set_device_cookie,
     set_session_cookies,
 )
-from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE, describe
+from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.guards import invalid
 from tenantd.identity.sessions import OverRateLimit
 from tenantd.identity.tokens import refresh_token_family
@@ -113,16 +113,9 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
     summary="Sign up; a verification link is mailed (same answer for a known email)",
 )
 async def register(request: web.Request, body: RegisterBody) -> web.Response:
-    result = await service.register(
-        request.app[SERVICES],
-        email=body.email,
-        password=body.password,
-        first_name=body.first_name,
-        last_name=body.last_name,
-        locale=best_locale(request.headers.get("Accept-Language")),
-        captcha_token=body.captcha_token,
-        ip=request_ip(request),
-    )
+    locale = best_locale(request.headers.get("Accept-Language"))
+    services = request.app[SERVICES]
+    result = await service.register(services, body, locale=locale, ip=request_ip(request))
     answer = RegisteredOut(message=result.message, warnings=list(result.warnings) or None)
     response = ok(answer.model_dump(by_alias=True, exclude_none=True))
     set_binding_cookie(
@@ -188,13 +181,7 @@ async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Respo
     " {mfaRequired, methods, ticket} and no session cookie (finish with /api/v1/auth/mfa/verify)",
 )
 async def login(request: web.Request, body: LoginBody) -> web.Response:
-    result = await service.login(
-        request.app[SERVICES],
-        email=body.email,
-        password=body.password,
-        client=client_meta(request),
-        captcha_token=body.captcha_token,
-    )
+    result = await service.login(request.app[SERVICES], body, client=client_meta(request))
     return signed_in_or_mfa(request, result)
 
 
@@ -491,19 +478,5 @@ async def security_events(request: web.Request, query: SecurityEventsQuery) -> S
         before_id=cursors.decode(query.cursor),
         limit=query.limit,
     )
-    items = []
-    for row in rows:
-        agent = describe(row["user_agent"])
-        items.append(
-            SecurityEventOut(
-                id=row["id"],
-                type=row["type"],
-                created_at=row["created_at"],
-                session_id=row["session_id"],
-                ip=row["ip"],
-                browser=agent.browser,
-                os=agent.os,
-                data=row["data"],
-            )
-        )
+    items = [SecurityEventOut.of(row) for row in rows]
     return SecurityEventPage(items=items, next_cursor=cursors.encode(last_id))

@@ -78,17 +78,10 @@ async def signup_page(request: web.Request) -> web.Response:
 
 
 async def signup_post(request: web.Request, form: Form) -> web.StreamResponse:
-    body = parse(RegisterBody, {**_signup_values(form), "password": field(form, "password")})
+    secrets = {"password": field(form, "password"), "captchaToken": captcha_token(request, form)}
+    body = parse(RegisterBody, {**_signup_values(form), **secrets})
     await rate_limit_request(request, "register", body)
-    result = await auth_service.register(
-        request.app[SERVICES],
-        email=body.email,
-        password=body.password,
-        first_name=body.first_name,
-        last_name=body.last_name,
-        captcha_token=captcha_token(request, form),
-        ip=client_meta(request).ip,
-    )
+    result = await auth_service.register(request.app[SERVICES], body, ip=client_meta(request).ip)
     return _to_inbox(request, result, body.email, safe_next(field(form, "next"), ""))
 
 
@@ -228,17 +221,10 @@ def _mfa_step(request: web.Request, ticket: mfa.Ticket, next_path: str) -> web.R
 
 
 async def login_post(request: web.Request, form: Form) -> web.StreamResponse:
-    body = parse(
-        LoginBody, {"email": field(form, "email").strip(), "password": field(form, "password")}
-    )
+    fields = {"email": field(form, "email").strip(), "password": field(form, "password")}
+    body = parse(LoginBody, {**fields, "captchaToken": captcha_token(request, form)})
     await rate_limit_request(request, "login", body)
-    result = await auth_service.login(
-        request.app[SERVICES],
-        email=body.email,
-        password=body.password,
-        client=client_meta(request),
-        captcha_token=captcha_token(request, form),
-    )
+    result = await auth_service.login(request.app[SERVICES], body, client=client_meta(request))
     return signed_in_or_mfa(request, result, safe_next(field(form, "next"), ""))
 
 
