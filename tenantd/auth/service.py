@@ -29,7 +29,7 @@ from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.audit import security
 from tenantd.auth import breach, captcha, mail
 from tenantd.auth.errors import EmailNotVerified
-from tenantd.auth.schemas import LoginBody, RegisterBody
+from tenantd.auth.schemas import LoginBody, PasswordChangeBody, RegisterBody, VerifyEmailBody
 from tenantd.db import Conn, Row
 from tenantd.email import suppression
 from tenantd.errors import NotFound, Unauthorized, ValidationFailed
@@ -357,12 +357,7 @@ async def _proven_password(services: Services, *, token: str, password: str) -> 
 
 
 async def verify_email(
-    services: Services,
-    *,
-    token: str,
-    client: ClientMeta,
-    binding: str | None = None,
-    password: str | None = None,
+    services: Services, body: VerifyEmailBody, *, client: ClientMeta, binding: str | None = None
 ) -> Verified | VerifiedMfaPending:
     """Verify the address, provision the personal account and sign in, in one transaction.
 
@@ -378,6 +373,7 @@ async def verify_email(
     On a claimed domain the join request and its mail jobs (owner notice, requester notice)
     are committed first, then DOMAIN_CLAIMED is raised.
     """
+    token, password = body.token, body.password
     settings = services.settings
     proven = await _proven_password(services, token=token, password=password) if password else None
     conflict: DomainConflict | None = None
@@ -555,12 +551,7 @@ async def confirm_password_reset(
 
 
 async def change_password(
-    services: Services,
-    principal: Principal,
-    *,
-    current_password: str | None,
-    new_password: str,
-    client: ClientMeta,
+    services: Services, principal: Principal, body: PasswordChangeBody, *, client: ClientMeta
 ) -> SignedIn:
     """Set a password, or change it given the current one; every other session ends.
 
@@ -573,6 +564,7 @@ async def change_password(
     browser that signed in as the user before counts in its own budget, as at login.
     """
     settings = services.settings
+    current_password, new_password = body.current_password, body.new_password
     user_id, account_id = principal.user_id, principal.account_id
     await sensitive.require(services, principal, sensitive.PASSWORD_CHANGED)
     async with services.db.connection() as conn:

@@ -121,18 +121,17 @@ async def account_defaults(
 
 async def set_account_default(
     services: NotificationServices,
-    *,
-    actor_account: uuid.UUID | None,
-    actor_role: str | None,
+    actor: Principal,
     account_id: uuid.UUID,
+    *,
     event_type: str,
     channel: str,
     enabled: bool | None,
 ) -> dict[str, Any]:
     """Owner or admin: the default of one event type x channel for everyone in the account
     (None removes it); a user's own preference still wins."""
-    _scoped(actor_account, account_id)
-    if actor_role not in ("owner", "admin"):
+    _scoped(actor.account_id, account_id)
+    if actor.role not in ("owner", "admin"):
         raise Forbidden("Only the owner or an admin sets the account's defaults")
     _check_channel(services, event_type, channel)
     async with services.db.connection() as conn:
@@ -151,20 +150,13 @@ async def set_account_defaults(
 ) -> None:
     """Owner or admin: several defaults at once, (event type, channel) -> on, off or none;
     only those that differ from the account's current ones are written."""
-    actor_account = actor.account_id
-    rows = await account_defaults(services, actor_account=actor_account, account_id=account_id)
+    rows = await account_defaults(services, actor_account=actor.account_id, account_id=account_id)
     current = {(row["eventType"], row["channel"]): row["enabled"] for row in rows}
     for (event_type, channel), enabled in choices.items():
         if enabled == current.get((event_type, channel)):
             continue
         await set_account_default(
-            services,
-            actor_account=actor_account,
-            actor_role=actor.role,
-            account_id=account_id,
-            event_type=event_type,
-            channel=channel,
-            enabled=enabled,
+            services, actor, account_id, event_type=event_type, channel=channel, enabled=enabled
         )
 
 

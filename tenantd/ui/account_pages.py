@@ -133,12 +133,9 @@ async def profile_again(
 async def password_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     fields = {"currentPassword": field(form, "currentPassword") or None}
     body = parse(PasswordChangeBody, {**fields, "newPassword": field(form, "newPassword")})
+    client = client_meta(request)
     result = await auth_service.change_password(
-        request.app[SERVICES],
-        viewer.principal,
-        current_password=body.current_password,
-        new_password=body.new_password,
-        client=client_meta(request),
+        request.app[SERVICES], viewer.principal, body, client=client
     )
     request[ISSUED] = result.tokens
     return redirect(

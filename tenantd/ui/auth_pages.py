@@ -29,7 +29,7 @@ from tenantd.identity.cookies import (
 )
 from tenantd.mfa import service as mfa
 from tenantd.ui.account_pages import work_in
-from tenantd.ui.forms import Form, field, parse, read_form, safe_next, shown_again
+from tenantd.ui.forms import Form, field, parse, problem, read_form, safe_next, shown_again
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import DEVICE, ISSUED, STALE, client_meta, load_viewer
 from tenantd.ui.strings import done_text, oauth_error_text, text
@@ -51,17 +51,23 @@ def captcha_token(request: web.Request, form: Form) -> str | None:
 
 def signed_in_or_mfa(
     request: web.Request,
-    result: auth_service.SignedIn | auth_service.MfaPending | auth_service.Verified,
+    result: auth_service.SignedIn
+    | auth_service.MfaPending
+    | auth_service.Verified
+    | auth_service.VerifiedMfaPending,
     next_path: str,
+    *,
+    landing: str = "/notifications",
 ) -> web.Response:
-    """After a first factor: on to `next_path` signed in, or to the MFA step (its ticket
-    bound to this browser) for a user with a second factor."""
-    if isinstance(result, auth_service.MfaPending):
+    """After a first factor (or a verified address): on to `next_path` (else `landing`)
+    signed in, or to the MFA step (its ticket bound to this browser, then `next_path`) for a
+    user with a second factor."""
+    if isinstance(result, auth_service.MfaPending | auth_service.VerifiedMfaPending):
         return _mfa_step(request, result.ticket, next_path)
     request[ISSUED] = result.tokens
     if result.device is not None:
         request[DEVICE] = result.device
-    return redirect(request, next_path or "/notifications")
+    return redirect(request, next_path or landing)
 
 
 async def signup_page(request: web.Request) -> web.Response:
@@ -152,18 +158,13 @@ async def verify_page(request: web.Request) -> web.Response:
 
 async def verify_post(request: web.Request, form: Form) -> web.StreamResponse:
     body = parse(VerifyEmailBody, {"token": field(form, "token")})
-    result = await auth_service.verify_email(
-        request.app[SERVICES],
-        token=body.token,
-        binding=request.cookies.get(BINDING_COOKIE),
-        client=client_meta(request),
-    )
+    binding = request.cookies.get(BINDING_COOKIE)
+    client = client_meta(request)
+    services = request.app[SERVICES]
+    result = await auth_service.verify_email(services, body, client=client, binding=binding)
     started = safe_next(unquote(request.cookies.get(NEXT_COOKIE, "")), "")
-    if isinstance(result, auth_service.VerifiedMfaPending):
-        # The address is verified; the user's second factor still has to come.
-        response = _mfa_step(request, result.ticket, started)
-    else:
-        response = signed_in_or_mfa(request, result, started or "/notifications?done=welcome")
+    # A user with a second factor: the address is verified, the factor still has to come.
+    response = signed_in_or_mfa(request, result, started, landing="/notifications?done=welcome")
     return _verified(request, result, response, started)
 
 
@@ -194,15 +195,33 @@ async def login_page(request: web.Request) -> web.Response:
     # A signed-in visitor moves on, unless a refusal (a provider step-up) is to be read here.
     if not code and await load_viewer(request):
         return redirect(request, next_path or "/notifications")
+    oauth_error = oauth_error_text(code) if code else None
+    email = request.query.get("email", "")[:320]
+    return _login(request, email, next_path, notice=_notice(request), oauth_error=oauth_error)
+
+
+def _login(
+    request: web.Request,
+    email: str,
+    next_path: str,
+    *,
+    notice: str | None = None,
+    oauth_error: str | None = None,
+    exc: AppError | None = None,
+) -> web.Response:
+    """The sign-in page: its form (what was typed), a notice or a refusal in words."""
+    issue = problem(exc) if exc is not None else None
     return page(
         request,
         "login.html",
+        status=issue.status if issue is not None else 200,
         title=text("login.title"),
-        values={"email": request.query.get("email", "")[:320]},
+        values={"email": email} if email or exc is None else {},
         next=next_path,
-        notice=_notice(request),
-        problem=None,
-        oauth_error=oauth_error_text(code) if code else None,
+        notice=notice,
+        problem=issue,
+        oauth_error=oauth_error,
+        unverified=exc is not None and exc.code == "EMAIL_NOT_VERIFIED",
     )
 
 
@@ -229,16 +248,10 @@ async def login_post(request: web.Request, form: Form) -> web.StreamResponse:
 
 
 async def login_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
-    return shown_again(
-        request,
-        "login.html",
-        text("login.title"),
-        exc,
-        values={"email": field(form, "email").strip()} if form is not None else {},
-        next=safe_next(field(form, "next"), "") if form is not None else "",
-        notice=None,
-        oauth_error=None,
-        unverified=exc.code == "EMAIL_NOT_VERIFIED",
+    if form is None:
+        return _login(request, "", "", exc=exc)
+    return _login(
+        request, field(form, "email").strip(), safe_next(field(form, "next"), ""), exc=exc
     )
 
 
@@ -246,11 +259,14 @@ async def logout_post(request: web.Request) -> web.Response:
     await read_form(request)
     viewer = await load_viewer(request)
     if viewer is not None:
-        await auth_service.logout(
-            request.app[SERVICES],
-            refresh_token=request.cookies.get(REFRESH_COOKIE),
-            access=viewer.principal.claims,
-        )
+        refresh_token = request.cookies.get(REFRESH_COOKIE)
+        claims = viewer.principal.claims
+        await auth_service.logout(request.app[SERVICES], refresh_token=refresh_token, access=claims)
+    return _signed_out(request)
+
+
+def _signed_out(request: web.Request) -> web.Response:
+    """To the sign-in page, this browser's session cookies cleared."""
     request.pop(ISSUED, None)
     request[STALE] = True
     return redirect(request, "/login?done=signed_out")
@@ -261,9 +277,7 @@ async def logout_all_post(request: web.Request) -> web.Response:
     viewer = await load_viewer(request)
     if viewer is not None:
         await auth_service.logout_all(request.app[SERVICES], user_id=viewer.principal.user_id)
-    request.pop(ISSUED, None)
-    request[STALE] = True
-    return redirect(request, "/login?done=signed_out")
+    return _signed_out(request)
 
 
 async def reset_page(request: web.Request) -> web.Response:
@@ -320,16 +334,21 @@ async def reset_confirm_again(
 
 
 async def invitation_page(request: web.Request) -> web.Response:
-    token = request.query.get("token", "")[:4000]
     await load_viewer(request)
-    here = f"/invitations/accept?token={quote(token)}"
+    return _invitation(request, request.query.get("token", "")[:4000])
+
+
+def _invitation(request: web.Request, token: str, exc: AppError | None = None) -> web.Response:
+    """The invitation's page: its token, where it is (to come back after signing in)."""
+    issue = problem(exc) if exc is not None else None
     return page(
         request,
         "invitation.html",
+        status=issue.status if issue is not None else 200,
         title=text("invite.title"),
         token=token,
-        here=here,
-        problem=None,
+        here=f"/invitations/accept?token={quote(token)}",
+        problem=issue,
     )
 
 
@@ -351,8 +370,4 @@ async def invitation_post(request: web.Request, form: Form) -> web.StreamRespons
 
 async def invitation_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
     await load_viewer(request)  # the page's header shows who is signed in
-    token = field(form, "token") if form is not None else ""
-    here = f"/invitations/accept?token={quote(token)}"
-    return shown_again(
-        request, "invitation.html", text("invite.title"), exc, token=token, here=here
-    )
+    return _invitation(request, field(form, "token") if form is not None else "", exc)

@@ -31,15 +31,8 @@ async def email_code_page(request: web.Request) -> web.StreamResponse:
     next_path = safe_next(request.query.get("next"), "")
     if await load_viewer(request):
         return redirect(request, next_path or "/notifications")
-    return page(
-        request,
-        TEMPLATE,
-        title=text("emailcode.title"),
-        step="request",
-        values={"email": request.query.get("email", "")[:320]},
-        next=next_path,
-        problem=None,
-    )
+    email = request.query.get("email", "")[:320]
+    return _code_page(request, "request", {"email": email}, next_path)
 
 
 async def email_code_post(request: web.Request, form: Form) -> web.StreamResponse:
@@ -53,31 +46,43 @@ async def email_code_post(request: web.Request, form: Form) -> web.StreamRespons
         client=client_meta(request),
         captcha_token=captcha_token(request, form),
     )
-    return _code_page(request, "code", form)
+    return _code_page(request, "code", *_typed(form))
 
 
 def _code_page(
-    request: web.Request, step: str, form: Form | None, exc: AppError | None = None
+    request: web.Request,
+    step: str,
+    values: dict[str, str],
+    next_path: str = "",
+    *,
+    token: str = "",
+    exc: AppError | None = None,
 ) -> web.Response:
-    """The email-code page at `step`, with the address and the next path posted."""
+    """The email-code page at `step` (request, code, link), with what was typed."""
     _enabled(request)  # off: not found, whatever the form held
-    title = text("emaillink.title" if step == "link" else "emailcode.title")
     issue = problem(exc) if exc is not None else None
     return page(
         request,
         TEMPLATE,
         status=issue.status if issue is not None else 200,
-        title=title,
+        title=text("emaillink.title" if step == "link" else "emailcode.title"),
         step=step,
-        values={"email": field(form, "email").strip()} if form is not None else {},
-        next=safe_next(field(form, "next"), "") if form is not None else "",
-        **({"token": field(form, "token") if form is not None else ""} if step == "link" else {}),
+        values=values,
+        next=next_path,
+        **({"token": token} if step == "link" else {}),
         problem=issue,
     )
 
 
+def _typed(form: Form | None) -> tuple[dict[str, str], str]:
+    """The address and the next path a form posted (none when the form was refused)."""
+    if form is None:
+        return {}, ""
+    return {"email": field(form, "email").strip()}, safe_next(field(form, "next"), "")
+
+
 async def email_code_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
-    return _code_page(request, "request", form, exc)
+    return _code_page(request, "request", *_typed(form), exc=exc)
 
 
 async def email_code_verify_post(request: web.Request, form: Form) -> web.StreamResponse:
@@ -86,46 +91,29 @@ async def email_code_verify_post(request: web.Request, form: Form) -> web.Stream
     code = "".join(field(form, "code").split())
     body = parse(EmailCodeVerifyBody, {"email": field(form, "email").strip(), "code": code})
     await rate_limit_request(request, "email_code_verify", body)
-    result = await email_code.verify(
-        request.app[SERVICES],
-        email=body.email,
-        code=body.code,
-        token=None,
-        client=client_meta(request),
-    )
+    result = await email_code.verify(request.app[SERVICES], body, client=client_meta(request))
     return signed_in_or_mfa(request, result, safe_next(field(form, "next"), ""))
 
 
 async def email_code_verify_again(
     request: web.Request, form: Form | None, exc: AppError
 ) -> web.Response:
-    return _code_page(request, "code", form, exc)
+    return _code_page(request, "code", *_typed(form), exc=exc)
 
 
 async def email_link_page(request: web.Request) -> web.Response:
     """The mail's link: a button, so that only a person's POST spends it."""
-    _enabled(request)
-    return page(
-        request,
-        TEMPLATE,
-        title=text("emaillink.title"),
-        step="link",
-        token=request.query.get("token", "")[:4000],
-        values={},
-        next="",
-        problem=None,
-    )
+    return _code_page(request, "link", {}, token=request.query.get("token", "")[:4000])
 
 
 async def email_link_post(request: web.Request, form: Form) -> web.StreamResponse:
     _enabled(request)
     body = parse(EmailCodeVerifyBody, {"token": field(form, "token")})
     await rate_limit_request(request, "email_code_verify", body)
-    result = await email_code.verify(
-        request.app[SERVICES], email=None, code=None, token=body.token, client=client_meta(request)
-    )
+    result = await email_code.verify(request.app[SERVICES], body, client=client_meta(request))
     return signed_in_or_mfa(request, result, "")
 
 
 async def email_link_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
-    return _code_page(request, "link", form, exc)
+    token = field(form, "token") if form is not None else ""
+    return _code_page(request, "link", {}, token=token, exc=exc)
