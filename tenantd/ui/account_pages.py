@@ -210,7 +210,7 @@ async def restore_post(request: web.Request, viewer: Viewer, form: Form) -> web.
 async def accounts_again(
     request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
 ) -> web.Response:
-    name = field(form, "name").strip() if form is not None else ""
+    name = field(form, "name").strip()
     return await _accounts(request, viewer, issue=problem(exc), name=name)
 
 

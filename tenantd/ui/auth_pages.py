@@ -97,7 +97,7 @@ def _signup_values(form: Form | None) -> dict[str, str]:
 
 
 async def signup_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
-    next_path = safe_next(field(form, "next"), "") if form is not None else ""
+    next_path = safe_next(field(form, "next"), "")
     values = _signup_values(form)
     return shown_again(
         request, "signup.html", text("signup.title"), exc, values=values, next=next_path
@@ -140,7 +140,7 @@ async def check_inbox_post(request: web.Request, form: Form) -> web.StreamRespon
 
 
 async def check_inbox_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
-    email = field(form, "email").strip() if form is not None else ""
+    email = field(form, "email").strip()
     return shown_again(
         request, "check_inbox.html", text("inbox.title"), exc, email=email, resent=False
     )
@@ -185,7 +185,7 @@ def _verified(
 
 
 async def verify_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
-    token = field(form, "token") if form is not None else ""
+    token = field(form, "token")
     return shown_again(request, "verify.html", text("verify.title"), exc, token=token)
 
 
@@ -306,7 +306,7 @@ async def reset_post(request: web.Request, form: Form) -> web.StreamResponse:
 
 
 async def reset_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
-    values = {"email": field(form, "email").strip()} if form is not None else {"email": ""}
+    values = {"email": field(form, "email").strip()}
     return shown_again(
         request, "reset_request.html", text("reset.title"), exc, token="", sent=False, values=values
     )
@@ -326,7 +326,7 @@ async def reset_confirm_post(request: web.Request, form: Form) -> web.StreamResp
 async def reset_confirm_again(
     request: web.Request, form: Form | None, exc: AppError
 ) -> web.Response:
-    token = field(form, "token") if form is not None else ""
+    token = field(form, "token")
     title = text("reset.confirm_title")
     return shown_again(
         request, "reset_confirm.html", title, exc, token=token, sent=False, values={}
@@ -370,4 +370,4 @@ async def invitation_post(request: web.Request, form: Form) -> web.StreamRespons
 
 async def invitation_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
     await load_viewer(request)  # the page's header shows who is signed in
-    return _invitation(request, field(form, "token") if form is not None else "", exc)
+    return _invitation(request, field(form, "token"), exc)

@@ -115,5 +115,5 @@ async def email_link_post(request: web.Request, form: Form) -> web.StreamRespons
 
 
 async def email_link_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
-    token = field(form, "token") if form is not None else ""
+    token = field(form, "token")
     return _code_page(request, "link", {}, token=token, exc=exc)

@@ -98,20 +98,25 @@ def _second_step(form: Form) -> dict[str, Any]:
 
 async def login_mfa_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
     """The second-step page again: a wrong or malformed code, or an expired ticket, in words."""
-    issue = problem(exc)
-    if exc.code == "INVALID_CREDENTIALS" or (
-        exc.code == "VALIDATION_ERROR" and not issue.fields.get("ticket")
-    ):
-        issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
-    elif exc.code == "UNAUTHORIZED":
-        issue = Problem(message=text("mfa.ticket_expired"), status=exc.status)
     return await _mfa_page(
         request,
-        ticket=_ticket_of(field(form, "ticket") if form is not None else ""),
-        next_path=safe_next(field(form, "next") if form is not None else "", ""),
-        issue=issue,
-        recovery=form is not None and bool(field(form, "recoveryCode").strip()),
+        ticket=_ticket_of(field(form, "ticket")),
+        next_path=safe_next(field(form, "next"), ""),
+        issue=code_problem(exc, ticket=True),
+        recovery=bool(field(form, "recoveryCode").strip()),
     )
+
+
+def code_problem(exc: AppError, *, ticket: bool = False) -> Problem:
+    """A refused code in words: a wrong or malformed one; with a `ticket` (the second step of
+    a sign-in), an expired ticket too (a malformed ticket keeps its own words)."""
+    issue = problem(exc)
+    malformed = exc.code == "VALIDATION_ERROR" and not (ticket and issue.fields.get("ticket"))
+    if exc.code == "INVALID_CREDENTIALS" or malformed:
+        return Problem(message=text("mfa.wrong_code"), status=exc.status)
+    if ticket and exc.code == "UNAUTHORIZED":
+        return Problem(message=text("mfa.ticket_expired"), status=exc.status)
+    return issue
 
 
 def _mfa_signed_in(request: web.Request, done: mfa.Completed, next_path: str) -> web.Response:
@@ -157,9 +162,7 @@ async def totp_confirm_again(
     request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
 ) -> web.Response:
     """The enrolment again: a wrong or malformed code, in words."""
-    issue = problem(exc)
-    if exc.code in ("INVALID_CREDENTIALS", "VALIDATION_ERROR"):
-        issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
+    issue = code_problem(exc)
     return await _account(request, viewer, issue=issue, totp_setup={"pending": True})
 
 
@@ -215,7 +218,7 @@ async def reauth_post(request: web.Request, viewer: Viewer, form: Form) -> web.S
 
 def _back(form: Form | None) -> str:
     """Where the step-up returns: the page its form was on."""
-    return back_page(field(form, "back")) if form is not None else "/account"
+    return back_page(field(form, "back"))
 
 
 def _reauthed(back: str) -> str:
@@ -226,9 +229,7 @@ async def reauth_again(
     request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
 ) -> web.Response:
     """/account with the step-up form again: what went wrong, and the ways to confirm."""
-    issue = problem(exc)
-    if exc.code in ("INVALID_CREDENTIALS", "VALIDATION_ERROR"):
-        issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
+    issue = code_problem(exc)
     issue.code = "REAUTH_REQUIRED"
     issue.methods, issue.providers = await _reauth_methods(request, viewer)
     return await _account(request, viewer, issue=issue, reauth_back=_back(form))
@@ -313,7 +314,7 @@ async def email_post(request: web.Request, viewer: Viewer, form: Form) -> web.St
 async def email_again(
     request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
 ) -> web.Response:
-    new_email = field(form, "newEmail").strip() if form is not None else ""
+    new_email = field(form, "newEmail").strip()
     return await _account(request, viewer, issue=problem(exc), new_email=new_email)
 
 
@@ -337,7 +338,7 @@ async def confirm_email_post(
 
 def _token(form: Form | None) -> str:
     """A link's token, posted back by its page's button."""
-    return field(form, "token")[:4000] if form is not None else ""
+    return field(form, "token")[:4000]
 
 
 async def confirm_email_again(
