@@ -1,10 +1,11 @@
-"""Every route of both routers against the list of sensitive actions (issue 25).
+"""Every route of the route table (API and hosted pages) against the list of sensitive
+actions (issue 25).
 
 1. Statically: each function that performs a sensitive action (`Sensitive.performed_by`) calls
    `sensitive.require(..., sensitive.<THAT ACTION>)` before it opens any transaction.
-2. The call graph (read from the source, module by module) of every route of the API router and
-   of the hosted pages router: a route that reaches a sensitive action must be in DRIVEN (so a
-   new route cannot slip by), and every DRIVEN route must reach one.
+2. The call graph (read from the source, module by module) of every route of the one route
+   table, API routes and pages alike: a route that reaches a sensitive action must be in
+   DRIVEN (so a new route cannot slip by), and every DRIVEN route must reach one.
 3. Each DRIVEN route is driven with a session whose sign-in is stale: the API answers 403
    REAUTH_REQUIRED, a page answers 403 with the step-up form, and nothing is written (no
    security event, no audit row, no undo link, no mail).
@@ -32,12 +33,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import plugins
 from tenantd.db import Database
 from tenantd.mfa import sensitive
 from tenantd.settings import Settings
 from tenantd.ui import csrf
-from tenantd.ui import routes as ui_routes
+from tenantd.web.routing import ROUTE_SPEC
+from tenantd.web.spec import RouteSpec
 from tests.factories import Factory, read_mails
 from tests.mfa.helpers import signed_in
 
@@ -187,43 +188,14 @@ def reached(start: Target) -> set[sensitive.Sensitive]:
     return found
 
 
-def page_handlers() -> list[tuple[str, str, Target]]:
-    """(method, path, page function) of every hosted page, read from ui/routes.py's PAGES."""
-    tree = module_ast(ui_routes.__name__)
-    [table] = [
-        node.value
-        for node in tree.body
-        if isinstance(node, ast.AnnAssign)
-        and isinstance(node.target, ast.Name)
-        and node.target.id == "PAGES"
-    ]
-    assert isinstance(table, ast.List)
-    assert len(table.elts) == len(ui_routes.PAGES)
-    found = []
-    for (method, path, _), element in zip(ui_routes.PAGES, table.elts, strict=True):
-        assert isinstance(element, ast.Tuple)
-        ref = element.elts[2]
-        if isinstance(ref, ast.Name):
-            target: Target = (ui_routes.__name__, ref.id)
-        else:
-            assert isinstance(ref, ast.Attribute) and isinstance(ref.value, ast.Name)
-            owner = aliases(ui_routes.__name__)[ref.value.id]
-            assert isinstance(owner, str)
-            target = (owner, ref.attr)
-        found.append((method, path, target))
-    return found
+def every_route(app: web.Application) -> list[tuple[str, str, Target]]:
+    """(method, path, view function) of every route of the app's one table."""
+    return [(spec.method, spec.path, view_of(spec)) for spec in app[ROUTE_SPEC]]
 
 
-def api_handlers() -> list[tuple[str, str, Target]]:
-    return [
-        (spec.method, spec.path, (spec.view.__module__, spec.view.__name__))
-        for group in plugins.ROUTES
-        for spec in group.specs
-    ]
-
-
-def every_route() -> list[tuple[str, str, Target]]:
-    return api_handlers() + page_handlers()
+def view_of(spec: RouteSpec) -> Target:
+    view = inspect.unwrap(spec.view)  # a form decorator's action
+    return (view.__module__, view.__name__)
 
 
 # -- 1. every performer calls the guard first ------------------------------------------------
@@ -274,15 +246,15 @@ def test_the_guard_is_the_only_step_up_outside_the_mfa_package() -> None:
 # -- 2. the call graph of every route --------------------------------------------------------
 
 
-def test_every_route_that_reaches_a_sensitive_action_is_driven() -> None:
+def test_every_route_that_reaches_a_sensitive_action_is_driven(app: web.Application) -> None:
     reaching = {}
-    for method, path, target in every_route():
-        actions = reached(target)
+    for method, path, view in every_route(app):
+        actions = reached(view)
         if actions:
             reaching[(method, path)] = sorted(a.name for a in actions)
     missing = sorted(set(reaching) - set(DRIVEN) - OPERATOR_ROUTES)
     assert not missing, f"routes reach a sensitive action but are not driven here: {missing}"
-    specs = {(s.method, s.path): s for routes in plugins.ROUTES for s in routes.specs}
+    specs = {(s.method, s.path): s for s in app[ROUTE_SPEC]}
     for route in OPERATOR_ROUTES:
         assert route in reaching and specs[route].scope == "users:manage", route
     unreached = sorted(set(DRIVEN) - set(reaching))
@@ -292,21 +264,23 @@ def test_every_route_that_reaches_a_sensitive_action_is_driven() -> None:
     assert covered == {a.name for a in sensitive.ACTIONS}
 
 
-def test_the_walk_sees_through_views_and_pages() -> None:
+def test_the_walk_sees_through_views_and_pages(app: web.Application) -> None:
     """The call-graph reader finds a known chain through a page, a decorator's inner
     function and an alias import (a check of the checker)."""
-    pages = {(m, p): t for m, p, t in page_handlers()}
-    assert reached(pages[("POST", "/accounts/{id}/restore")]) == {sensitive.ACCOUNT_RESTORED}
-    api = {(m, p): t for m, p, t in api_handlers()}
-    assert reached(api[("POST", "/api/v1/auth/passkeys/register/verify")]) == {
+    table = {(m, p): t for m, p, t in every_route(app)}
+    assert reached(table[("POST", "/accounts/{id}/restore")]) == {sensitive.ACCOUNT_RESTORED}
+    assert reached(table[("POST", "/accounts/{id}/transfer")]) == {sensitive.OWNERSHIP_TRANSFERRED}
+    assert reached(table[("POST", "/api/v1/auth/passkeys/register/verify")]) == {
         sensitive.PASSKEY_ADDED
     }
-    assert reached(api[("GET", "/api/v1/auth/mfa/status")]) == set()
+    assert reached(table[("GET", "/api/v1/auth/mfa/status")]) == set()
 
 
-def test_every_route_of_both_routers_is_walked(app: web.Application) -> None:
-    """The app's router holds no route the walk does not know (API specs and PAGES)."""
-    known = {(m, re.sub(r"\{(\w+):[^}]+\}", r"{\1}", p)) for m, p, _ in every_route()}
+def test_every_route_of_the_table_is_walked(app: web.Application) -> None:
+    """The app's router holds no route outside the one table the walk reads (the pages are
+    in it: a page is a route of the table, with its flags)."""
+    assert any(spec.page for spec in app[ROUTE_SPEC])
+    known = {(m, re.sub(r"\{(\w+):[^}]+\}", r"{\1}", p)) for m, p, _ in every_route(app)}
     served = set()
     for route in app.router.routes():
         info = route.resource.get_info() if route.resource else {}

@@ -174,6 +174,10 @@ class SwitchResult(ApiModel):
     account: AccountRef
     role: str
 
+    @classmethod
+    def of(cls, account: Row, role: str) -> SwitchResult:
+        return cls(account=AccountRef(id=account["id"], name=account["name"]), role=role)
+
 
 class MemberOut(ApiModel):
     user_id: uuid.UUID
@@ -291,6 +295,12 @@ class AuditLogPage(ApiModel):
     items: list[AuditEntryOut]
     next_cursor: str | None
 
+    @classmethod
+    def of(cls, rows: list[Row], next_cursor: str | None) -> AuditLogPage:
+        return cls(
+            items=[AuditEntryOut.model_validate(row) for row in rows], next_cursor=next_cursor
+        )
+
 
 class AccountRestored(ApiModel):
     id: uuid.UUID
@@ -301,3 +311,13 @@ class AccountRestored(ApiModel):
 
 class AccountRestoredOut(ApiModel):
     account: AccountRestored
+
+    @classmethod
+    def of(cls, row: Row) -> AccountRestoredOut:
+        restored = AccountRestored(
+            id=row["id"],
+            name=row["name"],
+            claimed_domain=row["claimed_domain"],
+            created_at=row["created_at"],
+        )
+        return cls(account=restored)

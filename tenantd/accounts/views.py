@@ -24,10 +24,8 @@ from tenantd.accounts.schemas import (
     AccountDetail,
     AccountRef,
     AccountRename,
-    AccountRestored,
     AccountRestoredOut,
     AccountSummary,
-    AuditEntryOut,
     AuditLogPage,
     AuditLogQuery,
     InvitationCreate,
@@ -112,12 +110,8 @@ async def create_account(request: web.Request, body: AccountCreate) -> web.Respo
         services, principal, name=body.name, refresh_token=_refresh(request)
     )
     active_id = created.activation.account_id if created.activation else principal.account_id
-    return _answer(
-        AccountSummary.of(created.account, active_id=active_id),
-        created.activation,
-        services,
-        status=201,
-    )
+    data = AccountSummary.of(created.account, active_id=active_id)
+    return _answer(data, created.activation, services, status=201)
 
 
 @ROUTES.post(
@@ -135,11 +129,7 @@ async def switch_account(request: web.Request, body: SwitchBody) -> web.Response
         account_id=body.account_id,
         refresh_token=_refresh(request),
     )
-    data = SwitchResult(
-        account=AccountRef(id=switched.account["id"], name=switched.account["name"]),
-        role=switched.role,
-    )
-    return _answer(data, switched.activation, services)
+    return _answer(SwitchResult.of(switched.account, switched.role), switched.activation, services)
 
 
 @ROUTES.get(ACCOUNT, response=AccountDetail, summary="The active account (any member)")
@@ -177,12 +167,10 @@ async def delete_account(request: web.Request) -> web.Response:
         path_uuid(request, "id"),
         refresh_token=_refresh(request),
     )
-    data = AccountDeletedOut(
-        account=AccountDeleted(
-            id=deleted.account_id, deleted_at=deleted.deleted_at, purge_after=deleted.purge_after
-        )
+    account = AccountDeleted(
+        id=deleted.account_id, deleted_at=deleted.deleted_at, purge_after=deleted.purge_after
     )
-    return _answer(data, deleted.activation, services)
+    return _answer(AccountDeletedOut(account=account), deleted.activation, services)
 
 
 @ROUTES.post(
@@ -203,14 +191,7 @@ async def restore_account(request: web.Request) -> AccountRestoredOut:
     row = await restore.restore_account(
         services, path_uuid(request, "id"), actor=current_principal(request)
     )
-    return AccountRestoredOut(
-        account=AccountRestored(
-            id=row["id"],
-            name=row["name"],
-            claimed_domain=row["claimed_domain"],
-            created_at=row["created_at"],
-        )
-    )
+    return AccountRestoredOut.of(row)
 
 
 # -- memberships ------------------------------------------------------------------------------
@@ -292,10 +273,8 @@ async def leave_account(request: web.Request) -> web.Response:
         path_uuid(request, "id"),
         refresh_token=_refresh(request),
     )
-    data = LeaveResult(
-        membership=MembershipOut.of(left.membership),
-        active_account_id=left.activation.account_id,
-    )
+    membership = MembershipOut.of(left.membership)
+    data = LeaveResult(membership=membership, active_account_id=left.activation.account_id)
     return _answer(data, left.activation, services)
 
 
@@ -440,10 +419,7 @@ async def read_audit_log(request: web.Request, query: AuditLogQuery) -> AuditLog
         by=query.actor,
         limit=query.limit,
     )
-    return AuditLogPage(
-        items=[AuditEntryOut.model_validate(row) for row in page.rows],
-        next_cursor=page.next_cursor,
-    )
+    return AuditLogPage.of(page.rows, page.next_cursor)
 
 
 # -- roles ----------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from tenantd.apikeys.guard import require_api_key
 from tenantd.apikeys.principal import ACTING_KEY
 from tenantd.app.bundle import open_services
 from tenantd.app.hooks import HOOKS
-from tenantd.app.plugins import ROUTES
+from tenantd.app.plugins import PAGE_ROUTES, ROUTES
 from tenantd.db import DATABASE
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.guards import guard as session_guard
@@ -20,7 +20,7 @@ from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.ops.shutdown import shutdown_ctx
 from tenantd.principal import PRINCIPAL
 from tenantd.settings import SETTINGS, Settings
-from tenantd.ui.routes import install_pages
+from tenantd.ui.routes import DOOR, install_pages
 from tenantd.web.middlewares import envelope_routes
 from tenantd.web.parser_log import ServerLog
 from tenantd.web.routing import register
@@ -86,8 +86,8 @@ def create_app(
     app.cleanup_ctx.append(shutdown_ctx)
     app.cleanup_ctx.append(services_ctx)
     app.cleanup_ctx.extend(HOOKS)
-    register(app, *ROUTES, *(extra_routes or []), guard=guard)
-    install_pages(app, settings)  # hosted pages and /static (TENANTD_UI)
+    pages = PAGE_ROUTES if install_pages(app, settings) else ()  # TENANTD_UI: pages, /static
+    register(app, *ROUTES, *(extra_routes or []), *pages, guard=guard, pages=DOOR)
     envelope_routes(app)  # request id, error envelope, metrics, log line: every route
     if settings.database_replica_urls:
         app.on_response_prepare.append(note_writes)

@@ -4,8 +4,8 @@ Each is limited per acting user and per recipient inside the action itself
 (`tenantd.ops.ratelimit.limit_chosen_recipient`, with the scope named here and its numbers in
 `tenantd.ops.config.MAIL_RATE_LIMITS`), so the API view, the hosted page, the JS client and any
 route added later are limited alike: over a limit the action raises RateLimited (429
-`RATE_LIMITED` with `Retry-After`) and mails nothing. A test walks every route of both routers
-and drives each one that reaches an action here past its limit.
+`RATE_LIMITED` with `Retry-After`) and mails nothing. A test walks every route of the route table
+(API and pages) and drives each one that reaches an action here past its limit.
 
 Sign-up, resending a verification link and asking for a password reset mail an address an
 anonymous caller types: there is no acting user to count, so they are limited per client IP

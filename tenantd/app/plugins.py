@@ -39,6 +39,7 @@ from tenantd.sso import views as sso_views
 from tenantd.suppression import metrics as suppression_metrics
 from tenantd.suppression import sweeps as suppression_sweeps
 from tenantd.suppression.webhooks import views as suppression_webhook_views
+from tenantd.ui import routes as pages
 from tenantd.web import health, openapi, probes
 from tenantd.web import sweeps as web_sweeps
 from tenantd.web.spec import Routes
@@ -64,6 +65,9 @@ ROUTES: tuple[Routes, ...] = (
     directory_views.ROUTES,
     scim_views.ROUTES,
 )
+
+# The hosted pages' routes: the same table, registered when TENANTD_UI is on.
+PAGE_ROUTES: tuple[Routes, ...] = (pages.ROUTES,)
 
 JOB_KINDS: tuple[JobKind, ...] = (
     *auth_jobs.JOB_KINDS,

@@ -29,6 +29,7 @@ from tenantd.accounts.provisioning import provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import captcha, mail
 from tenantd.auth import queries as auth_queries
+from tenantd.auth.schemas import EmailCodeVerifyBody
 from tenantd.auth.service import MfaPending, SignedIn
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
@@ -137,14 +138,10 @@ async def mail_code(services: Services, email: str) -> None:
 
 
 async def verify(
-    services: IdentityServices,
-    *,
-    email: str | None,
-    code: str | None,
-    token: str | None,
-    client: ClientMeta,
+    services: IdentityServices, body: EmailCodeVerifyBody, *, client: ClientMeta
 ) -> SignedIn | MfaPending:
     """Sign in with the address and its code, or with the link's token (one or the other)."""
+    email, code, token = body.email, body.code, body.token
     if token is not None and email is None and code is None:
         return await verify_link(services, token=token, client=client)
     if email is not None and code is not None and token is None:

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, EmailStr, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from tenantd.db import Row
+from tenantd.identity.devices import describe
 from tenantd.identity.passwords import MAX_LENGTH, MIN_LENGTH
 from tenantd.web.schemas import ApiModel, Mailbox, Message, RequestBody
 
@@ -262,6 +263,21 @@ class SecurityEventOut(ApiModel):
     browser: str | None
     os: str | None
     data: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: Row) -> SecurityEventOut:
+        """A security event row, its user agent told as browser and OS."""
+        agent = describe(row["user_agent"])
+        return cls(
+            id=row["id"],
+            type=row["type"],
+            created_at=row["created_at"],
+            session_id=row["session_id"],
+            ip=row["ip"],
+            browser=agent.browser,
+            os=agent.os,
+            data=row["data"],
+        )
 
 
 class SecurityEventPage(ApiModel):

@@ -30,6 +30,7 @@ from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.audit import security
 from tenantd.auth import breach, captcha, mail
 from tenantd.auth.errors import EmailNotVerified
+from tenantd.auth.schemas import LoginBody, PasswordChangeBody, RegisterBody, VerifyEmailBody
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries
@@ -202,20 +203,14 @@ async def _new_verification_link(
 
 
 async def register(
-    services: Services,
-    *,
-    email: str,
-    password: str,
-    first_name: str = "",
-    last_name: str = "",
-    locale: str | None = None,
-    captcha_token: str | None = None,
-    ip: str | None = None,
+    services: Services, body: RegisterBody, *, locale: str | None = None, ip: str | None = None
 ) -> Registered:
     """Mail a link that carries this sign-up's own password; same answer for a known email.
     Bot check and breached-password check first (when configured)."""
     settings = services.settings
-    await captcha.require(services, token=captcha_token, ip=ip)
+    email, password = body.email, body.password
+    first_name, last_name = body.first_name, body.last_name
+    await captcha.require(services, token=body.captcha_token, ip=ip)
     warnings = await breach.check_password(services, password)
     # Hash first, whatever the outcome, so timing does not tell whether the address exists.
     password_hash = await hash_password(password)
@@ -365,11 +360,10 @@ async def _proven_password(services: Services, *, token: str, password: str) -> 
 
 async def verify_email(
     services: IdentityServices,
+    body: VerifyEmailBody,
     *,
-    token: str,
     client: ClientMeta,
     binding: str | None = None,
-    password: str | None = None,
 ) -> Verified | VerifiedMfaPending:
     """Verify the address, provision the personal account and sign in, in one transaction.
 
@@ -385,6 +379,7 @@ async def verify_email(
     On a claimed domain the join request and its mail jobs (owner notice, requester notice)
     are committed first, then DOMAIN_CLAIMED is raised.
     """
+    token, password = body.token, body.password
     settings = services.settings
     proven = await _proven_password(services, token=token, password=password) if password else None
     conflict: DomainConflict | None = None
@@ -460,17 +455,13 @@ async def verify_email(
 
 
 async def login(
-    services: IdentityServices,
-    *,
-    email: str,
-    password: str,
-    client: ClientMeta,
-    captcha_token: str | None = None,
+    services: IdentityServices, body: LoginBody, *, client: ClientMeta
 ) -> SignedIn | MfaPending:
     """Password sign-in; unknown email and wrong password are indistinguishable. A user with
     a second factor gets a ticket for POST /api/v1/auth/mfa/verify instead of a session.
     After repeated failures for the address or the client a bot check is required first."""
     settings = services.settings
+    email, password, captcha_token = body.email, body.password, body.captcha_token
     async with services.db.connection() as conn:
         check = await captcha.login_needs_check(conn, settings, email=email, ip=client.ip)
         user = await queries.user_by_email(conn, normalize_email(email))
@@ -568,9 +559,8 @@ async def confirm_password_reset(
 async def change_password(
     services: IdentityServices,
     principal: Principal,
+    body: PasswordChangeBody,
     *,
-    current_password: str | None,
-    new_password: str,
     client: ClientMeta,
 ) -> SignedIn:
     """Set a password, or change it given the current one; every other session ends.
@@ -584,6 +574,7 @@ async def change_password(
     browser that signed in as the user before counts in its own budget, as at login.
     """
     settings = services.settings
+    current_password, new_password = body.current_password, body.new_password
     user_id, account_id = principal.user_id, principal.account_id
     await sensitive.require(services, principal, sensitive.PASSWORD_CHANGED)
     async with services.db.connection() as conn:

@@ -113,13 +113,8 @@ async def undo_sensitive_action(request: web.Request, body: LinkTokenBody) -> Em
 async def delete_me(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     done = await deletion.delete_user(services, current_principal(request))
-    response = ok(
-        UserDeletedOut(
-            deleted_at=done.deleted_at,
-            anonymize_after=done.anonymize_after,
-            accounts_deleted=done.accounts_deleted,
-        ).model_dump(mode="json", by_alias=True)
-    )
+    answer = UserDeletedOut.model_validate(done, from_attributes=True)
+    response = ok(answer.model_dump(mode="json", by_alias=True))
     clear_session_cookies(response, services.settings)
     return response
 

@@ -50,7 +50,7 @@ from tenantd.identity.cookies import (
     set_device_cookie,
     set_session_cookies,
 )
-from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE, describe
+from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.guards import invalid
 from tenantd.identity.sessions import OverRateLimit
 from tenantd.identity.tokens import refresh_token_family
@@ -113,24 +113,13 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
     summary="Sign up; a verification link is mailed (same answer for a known email)",
 )
 async def register(request: web.Request, body: RegisterBody) -> web.Response:
-    result = await service.register(
-        request.app[SERVICES],
-        email=body.email,
-        password=body.password,
-        first_name=body.first_name,
-        last_name=body.last_name,
-        locale=best_locale(request.headers.get("Accept-Language")),
-        captcha_token=body.captcha_token,
-        ip=request_ip(request),
-    )
+    locale = best_locale(request.headers.get("Accept-Language"))
+    services = request.app[SERVICES]
+    result = await service.register(services, body, locale=locale, ip=request_ip(request))
     answer = RegisteredOut(message=result.message, warnings=list(result.warnings) or None)
     response = ok(answer.model_dump(by_alias=True, exclude_none=True))
-    set_binding_cookie(
-        response,
-        request.app[SETTINGS],
-        result.binding,
-        max_age=int(service.VERIFY_TTL.total_seconds()),
-    )
+    ttl = int(service.VERIFY_TTL.total_seconds())
+    set_binding_cookie(response, request.app[SETTINGS], result.binding, max_age=ttl)
     return response
 
 
@@ -161,17 +150,10 @@ async def resend_verification(request: web.Request, body: EmailBody) -> Message:
     " password only in its browser or given that password",
 )
 async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Response:
-    result = await service.verify_email(
-        request.app[SERVICES],
-        token=body.token,
-        password=body.password,
-        binding=request.cookies.get(BINDING_COOKIE),
-        client=client_meta(request),
-    )
-    if isinstance(result, service.VerifiedMfaPending):
-        response = mfa_challenge(request.app[SETTINGS], result.ticket)
-    else:
-        response = signed_in(request, result)
+    binding = request.cookies.get(BINDING_COOKIE)
+    client = client_meta(request)
+    result = await service.verify_email(request.app[SERVICES], body, client=client, binding=binding)
+    response = signed_in_or_mfa(request, result)
     if result.binding_used:
         clear_binding_cookie(response, request.app[SETTINGS])
     return response
@@ -188,21 +170,16 @@ async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Respo
     " {mfaRequired, methods, ticket} and no session cookie (finish with /api/v1/auth/mfa/verify)",
 )
 async def login(request: web.Request, body: LoginBody) -> web.Response:
-    result = await service.login(
-        request.app[SERVICES],
-        email=body.email,
-        password=body.password,
-        client=client_meta(request),
-        captcha_token=body.captcha_token,
-    )
+    result = await service.login(request.app[SERVICES], body, client=client_meta(request))
     return signed_in_or_mfa(request, result)
 
 
 def signed_in_or_mfa(
-    request: web.Request, result: service.SignedIn | service.MfaPending
+    request: web.Request,
+    result: service.SignedIn | service.MfaPending | service.Verified | service.VerifiedMfaPending,
 ) -> web.Response:
     """A session (cookies set), or the MFA challenge of a user with a second factor."""
-    if isinstance(result, service.MfaPending):
+    if isinstance(result, service.MfaPending | service.VerifiedMfaPending):
         return mfa_challenge(request.app[SETTINGS], result.ticket)
     return signed_in(request, result)
 
@@ -244,13 +221,7 @@ async def email_code_request(request: web.Request, body: CaptchaEmailBody) -> Me
     " gets {mfaRequired, methods, ticket} as after a password",
 )
 async def email_code_verify(request: web.Request, body: EmailCodeVerifyBody) -> web.Response:
-    result = await email_code.verify(
-        request.app[SERVICES],
-        email=body.email,
-        code=body.code,
-        token=body.token,
-        client=client_meta(request),
-    )
+    result = await email_code.verify(request.app[SERVICES], body, client=client_meta(request))
     return signed_in_or_mfa(request, result)
 
 
@@ -314,13 +285,8 @@ async def password_reset_confirm(
     summary="Set or change the password; ends every other session, keeps this one",
 )
 async def change_password(request: web.Request, body: PasswordChangeBody) -> web.Response:
-    principal = current_principal(request)
     result = await service.change_password(
-        request.app[SERVICES],
-        principal,
-        current_password=body.current_password,
-        new_password=body.new_password,
-        client=client_meta(request),
+        request.app[SERVICES], current_principal(request), body, client=client_meta(request)
     )
     return signed_in(request, result)
 
@@ -398,13 +364,11 @@ async def mfa_status(request: web.Request) -> MfaStatus | dict[str, object]:
 
 @ROUTES.post("/api/v1/auth/logout", response=Empty, summary="End this session", mfa_exempt=True)
 async def logout(request: web.Request) -> web.Response:
-    principal = current_principal(request)
     services = request.app[SERVICES]
+    refresh_token = request.cookies.get(REFRESH_COOKIE)
+    claims = current_principal(request).claims
     await service.logout(
-        services,
-        refresh_token=request.cookies.get(REFRESH_COOKIE),
-        access=principal.claims,
-        client=client_meta(request),
+        services, refresh_token=refresh_token, access=claims, client=client_meta(request)
     )
     response = ok(Empty())
     clear_session_cookies(response, services.settings)
@@ -491,19 +455,5 @@ async def security_events(request: web.Request, query: SecurityEventsQuery) -> S
         before_id=cursors.decode(query.cursor),
         limit=query.limit,
     )
-    items = []
-    for row in rows:
-        agent = describe(row["user_agent"])
-        items.append(
-            SecurityEventOut(
-                id=row["id"],
-                type=row["type"],
-                created_at=row["created_at"],
-                session_id=row["session_id"],
-                ip=row["ip"],
-                browser=agent.browser,
-                os=agent.os,
-                data=row["data"],
-            )
-        )
+    items = [SecurityEventOut.of(row) for row in rows]
     return SecurityEventPage(items=items, next_cursor=cursors.encode(last_id))

@@ -17,7 +17,7 @@ view, the hosted page, the JS client through the API). That function, and not a 
 
 `ACTIONS` is the list (docs/security-actions.md is its table); `performed_by` names the
 functions that perform each, which tests/test_sensitive_routes.py checks statically and drives
-through every route of both routers.
+through every route of the route table (API and pages).
 """
 
 from __future__ import annotations

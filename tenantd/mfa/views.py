@@ -21,7 +21,7 @@ from tenantd.identity.cookies import (
 )
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.signin import ClientMeta
-from tenantd.mfa import passkeys, service
+from tenantd.mfa import passkeys, proof, service
 from tenantd.mfa.schemas import (
     CodeBody,
     CredentialBody,
@@ -151,25 +151,9 @@ def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Res
     summary="Finish a sign-in with a second factor: sets the session cookies",
 )
 async def mfa_verify(request: web.Request, body: VerifyBody) -> web.Response:
-    services = _services(request)
-    ticket = await service.live_ticket(
-        services, ticket=body.ticket, binding=request.cookies.get(service.BINDING_COOKIE)
-    )
-    if body.passkey is not None:
-        await passkeys.verify_assertion(
-            services,
-            body.passkey,
-            purpose=passkeys.SECOND_FACTOR,
-            user_id=ticket["user_id"],
-            ticket_id=ticket["id"],
-        )
-        method = service.AMR_PASSKEY
-    else:
-        method = await service.check_code(
-            services, ticket["user_id"], totp_code=body.totp, recovery_code=body.recovery_code
-        )
-    completed = await service.complete_ticket(
-        services, ticket, method=method, client=_client(request)
+    binding = request.cookies.get(service.BINDING_COOKIE)
+    completed = await proof.second_factor(
+        _services(request), body, binding=binding, client=_client(request)
     )
     return mfa_signed_in(request, completed)
 
@@ -190,19 +174,7 @@ async def mfa_verify(request: web.Request, body: VerifyBody) -> web.Response:
 async def reauth(request: web.Request, body: ReauthBody) -> web.Response:
     services = _services(request)
     principal = current_principal(request)
-    if body.password is not None:
-        method = await service.check_password(
-            services, principal.user_id, body.password, device=_client(request).device
-        )
-    elif body.totp is not None:
-        method = await service.check_code(services, principal.user_id, totp_code=body.totp)
-    else:
-        assert body.passkey is not None
-        await passkeys.verify_assertion(
-            services, body.passkey, purpose=passkeys.REAUTH, user_id=principal.user_id
-        )
-        method = service.AMR_PASSKEY
-    done = await service.reauthenticated(services, principal, method)
+    done = await proof.step_up(services, principal, body, device=_client(request).device)
     assert done.claims.auth_time is not None
     response = ok(ReauthOut(auth_time=int(done.claims.auth_time), amr=list(done.claims.amr)))
     set_access_cookie(response, services.settings, done.access_token, done.claims)
@@ -302,16 +274,12 @@ async def passkey_delete(request: web.Request) -> Empty:
     " without, passwordless sign-in (discoverable passkeys)",
 )
 async def passkey_authenticate_options(request: web.Request, body: TicketBody) -> dict[str, Any]:
-    services = _services(request)
-    if body.ticket is None:
-        await rate_limit_request(request, PASSKEY_OPTIONS, body)
-        return await passkeys.authentication_options(services, purpose=passkeys.SIGN_IN)
-    await rate_limit_request(request, "mfa", body)
-    ticket = await service.live_ticket(
-        services, ticket=body.ticket, binding=request.cookies.get(service.BINDING_COOKIE)
-    )
-    return await passkeys.authentication_options(
-        services, purpose=passkeys.SECOND_FACTOR, user_id=ticket["user_id"], ticket_id=ticket["id"]
+    # Passwordless options are limited apart from a sign-in's second step (PASSKEY_OPTIONS).
+    await rate_limit_request(request, PASSKEY_OPTIONS if body.ticket is None else "mfa", body)
+    return await proof.passkey_options(
+        _services(request),
+        ticket=body.ticket,
+        binding=request.cookies.get(service.BINDING_COOKIE),
     )
 
 

@@ -122,9 +122,9 @@ async def account_defaults(
 
 async def set_account_default(
     services: NotificationServices,
-    *,
     actor: Principal,
     account_id: uuid.UUID,
+    *,
     event_type: str,
     channel: str,
     enabled: bool | None,
@@ -145,6 +145,25 @@ async def set_account_default(
             conn, account_id=account_id, event_type=event_type, channel=channel, enabled=enabled
         )
     return {"eventType": event_type, "channel": channel, "enabled": enabled}
+
+
+async def set_account_defaults(
+    services: NotificationServices,
+    actor: Principal,
+    account_id: uuid.UUID,
+    *,
+    choices: dict[tuple[str, str], bool | None],
+) -> None:
+    """Owner or admin: several defaults at once, (event type, channel) -> on, off or none;
+    only those that differ from the account's current ones are written."""
+    rows = await account_defaults(services, actor_account=actor.account_id, account_id=account_id)
+    current = {(row["eventType"], row["channel"]): row["enabled"] for row in rows}
+    for (event_type, channel), enabled in choices.items():
+        if enabled == current.get((event_type, channel)):
+            continue
+        await set_account_default(
+            services, actor, account_id, event_type=event_type, channel=channel, enabled=enabled
+        )
 
 
 async def account_defaults_apply(

@@ -251,11 +251,10 @@ async def get_account_defaults(request: web.Request) -> list[AccountDefault]:
     summary="Owner or admin: default of one event type x channel for everyone in the account",
 )
 async def put_account_default(request: web.Request, body: AccountDefaultBody) -> AccountDefault:
-    principal = current_principal(request)
     row = await prefs.set_account_default(
         request.app[NOTIFICATION_SERVICES],
-        actor=principal,
-        account_id=path_uuid(request, "id"),
+        current_principal(request),
+        path_uuid(request, "id"),
         event_type=body.event_type,
         channel=body.channel,
         enabled=body.enabled,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -29,29 +29,14 @@ from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
-from tenantd.ui.forms import Form, Problem, field, parse, problem, submit
+from tenantd.ui.forms import Form, Problem, field, parse, problem
 from tenantd.ui.render import page, redirect
-from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta, load_viewer
+from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta
 from tenantd.ui.strings import done_text, text
 from tenantd.web.json import dumps
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def signed_in(handler: Callable[[web.Request, Viewer], Awaitable[web.StreamResponse]]) -> Handler:
-    """Pages for signed-in users: anyone else is sent to /login and comes back after."""
-
-    async def wrapper(request: web.Request) -> web.StreamResponse:
-        viewer = await load_viewer(request)
-        if viewer is None:
-            if request.method == "GET":
-                target = request.path_qs
-                return redirect(request, "/login?" + urlencode({"next": target}))
-            return redirect(request, "/login")
-        return await handler(request, viewer)
-
-    wrapper.__name__ = handler.__name__
-    return wrapper
+# A signed-in form page: the router hands it the viewer and the checked form.
+Page = Callable[[web.Request, Viewer, Form], Awaitable[web.StreamResponse]]
 
 
 def _uuid(value: str) -> uuid.UUID:
@@ -130,54 +115,48 @@ async def profile(
     )
 
 
-@signed_in
 async def account_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await profile(request, viewer)
 
 
-@signed_in
-async def password_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    async def action(form: Form) -> web.StreamResponse:
-        current = field(form, "currentPassword") or None
-        body = parse(
-            PasswordChangeBody,
-            {"currentPassword": current, "newPassword": field(form, "newPassword")},
-        )
-        result = await auth_service.change_password(
-            request.app[SERVICES],
-            viewer.principal,
-            current_password=body.current_password,
-            new_password=body.new_password,
-            client=client_meta(request),
-        )
-        request[ISSUED] = result.tokens
-        done = "password_breached" if result.warnings else "password"
-        return redirect(request, f"/account?done={done}")
-
-    return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
+async def profile_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    """/account again with a refused form's problem (a user who owns shared accounts is
+    shown which ones to hand over first)."""
+    blocked: list[Any] = []
+    if isinstance(exc, TransferOwnershipFirst):
+        shared = set((exc.details or {}).get("accountIds", []))
+        blocked = [m for m in viewer.me["memberships"] if m["accountId"] in shared]
+    return await profile(request, viewer, issue=problem(exc), blocked=blocked)
 
 
-@signed_in
-async def names_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+async def password_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    fields = {"currentPassword": field(form, "currentPassword") or None}
+    body = parse(PasswordChangeBody, {**fields, "newPassword": field(form, "newPassword")})
+    client = client_meta(request)
+    result = await auth_service.change_password(
+        request.app[SERVICES], viewer.principal, body, client=client
+    )
+    request[ISSUED] = result.tokens
+    return redirect(
+        request, f"/account?done={'password_breached' if result.warnings else 'password'}"
+    )
+
+
+async def names_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     """Edit my first and last name (the API's body model and service)."""
-
-    async def action(form: Form) -> web.StreamResponse:
-        body = parse(
-            ProfileBody,
-            {"firstName": field(form, "firstName"), "lastName": field(form, "lastName")},
-        )
-        await names.update_names(
-            request.app[SERVICES],
-            viewer.principal,
-            first_name=body.first_name,
-            last_name=body.last_name,
-        )
-        return redirect(request, "/account?done=names")
-
-    return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
+    fields = {"firstName": field(form, "firstName"), "lastName": field(form, "lastName")}
+    body = parse(ProfileBody, fields)
+    await names.update_names(
+        request.app[SERVICES],
+        viewer.principal,
+        first_name=body.first_name,
+        last_name=body.last_name,
+    )
+    return redirect(request, "/account?done=names")
 
 
-@signed_in
 async def export_get(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     """Everything stored about me, as the file GET /api/v1/users/me/export answers."""
     exported = await deletion.export_user(request.app[SERVICES], user_id=viewer.principal.user_id)
@@ -187,22 +166,12 @@ async def export_get(request: web.Request, viewer: Viewer) -> web.StreamResponse
     return response
 
 
-@signed_in
-async def delete_me_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+async def delete_me_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     """Delete my user: the API's service, so its step-up and ownership rule hold here too."""
-
-    async def action(form: Form) -> web.StreamResponse:
-        try:
-            await deletion.delete_user(request.app[SERVICES], viewer.principal)
-        except TransferOwnershipFirst as exc:
-            shared = set((exc.details or {}).get("accountIds", []))
-            blocked = [m for m in viewer.me["memberships"] if m["accountId"] in shared]
-            return await profile(request, viewer, issue=problem(exc), blocked=blocked)
-        request.pop(ISSUED, None)
-        request[STALE] = True  # the service ended every session: the cookies go too
-        return redirect(request, "/login?done=user_deleted")
-
-    return await submit(request, action, lambda issue: profile(request, viewer, issue=issue))
+    await deletion.delete_user(request.app[SERVICES], viewer.principal)
+    request.pop(ISSUED, None)
+    request[STALE] = True  # the service ended every session: the cookies go too
+    return redirect(request, "/login?done=user_deleted")
 
 
 # -- accounts -----------------------------------------------------------------------------------
@@ -232,65 +201,44 @@ async def _accounts(
     )
 
 
-@signed_in
-async def restore_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+async def restore_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     """Restore a deleted account (its owner, inside the 30 days)."""
-
-    async def action(form: Form) -> web.StreamResponse:
-        await restore.restore_account(
-            request.app[SERVICES],
-            _uuid(request.match_info["id"]),
-            actor=viewer.principal,
-        )
-        return redirect(request, "/accounts?done=restored")
-
-    return await submit(request, action, lambda issue: _accounts(request, viewer, issue=issue))
+    account_id = _uuid(request.match_info["id"])
+    await restore.restore_account(request.app[SERVICES], account_id, actor=viewer.principal)
+    return redirect(request, "/accounts?done=restored")
 
 
-@signed_in
+async def accounts_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    name = field(form, "name").strip()
+    return await _accounts(request, viewer, issue=problem(exc), name=name)
+
+
 async def accounts_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _accounts(request, viewer)
 
 
-@signed_in
-async def create_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    services = request.app[SERVICES]
-    kept = {"name": ""}
-
-    async def action(form: Form) -> web.StreamResponse:
-        kept["name"] = field(form, "name").strip()
-        body = parse(AccountCreate, kept)
-        created = await accounts.create_account(
-            services, viewer.principal, name=body.name, refresh_token=_refresh(request)
-        )
-        await work_in(request, viewer, created.account["id"], created.activation)  # at once
-        return redirect(request, "/accounts?done=created")
-
-    return await submit(
-        request, action, lambda issue: _accounts(request, viewer, issue=issue, name=kept["name"])
+async def create_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    body = parse(AccountCreate, {"name": field(form, "name").strip()})
+    created = await accounts.create_account(
+        request.app[SERVICES], viewer.principal, name=body.name, refresh_token=_refresh(request)
     )
+    await work_in(request, viewer, created.account["id"], created.activation)  # at once
+    return redirect(request, "/accounts?done=created")
 
 
-@signed_in
-async def switch_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    async def action(form: Form) -> web.StreamResponse:
-        switched = await accounts.switch_account(
-            request.app[SERVICES],
-            viewer.principal,
-            account_id=_uuid(field(form, "accountId")),
-            refresh_token=_refresh(request),
-        )
-        _activate(request, switched.activation)
-        if field(form, "back") == "members":
-            return redirect(request, f"/accounts/{switched.account['id']}/members?done=switched")
-        return redirect(request, "/accounts?done=switched")
-
-    return await submit(
-        request,
-        action,
-        lambda issue: _accounts(request, viewer, issue=issue),
-        form_action="/accounts/switch",
+async def switch_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    switched = await accounts.switch_account(
+        request.app[SERVICES],
+        viewer.principal,
+        account_id=_uuid(field(form, "accountId")),
+        refresh_token=_refresh(request),
     )
+    _activate(request, switched.activation)
+    if field(form, "back") == "members":
+        return redirect(request, f"/accounts/{switched.account['id']}/members?done=switched")
+    return redirect(request, "/accounts?done=switched")
 
 
 # -- members --------------------------------------------------------------------------------------
@@ -340,7 +288,6 @@ async def _members(
     )
 
 
-@signed_in
 async def members_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _members(request, viewer)
 
@@ -348,24 +295,25 @@ async def members_page(request: web.Request, viewer: Viewer) -> web.StreamRespon
 MemberAction = Callable[[web.Request, Viewer, uuid.UUID, Any], Awaitable[str]]
 
 
-def member_action(action: MemberAction) -> Handler:
-    """A form on the members page: run it, then back to the page with its `done=` (or the
-    page again with the error in words)."""
+def member_action(action: MemberAction) -> Page:
+    """A form on the members page (with `members_again`): run it, then back to the page with
+    its `done=`, or to the accounts after leaving or deleting one."""
 
-    @signed_in
-    async def handler(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    @functools.wraps(action)
+    async def handler(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
         account_id = _uuid(request.match_info["id"])
+        done = await action(request, viewer, account_id, form)
+        if done in ("left", "deleted"):
+            return redirect(request, f"/accounts?done={done}")
+        return redirect(request, f"/accounts/{account_id}/members?done={done}")
 
-        async def run(form: Form) -> web.StreamResponse:
-            done = await action(request, viewer, account_id, form)
-            if done in ("left", "deleted"):
-                return redirect(request, f"/accounts?done={done}")
-            return redirect(request, f"/accounts/{account_id}/members?done={done}")
-
-        return await submit(request, run, lambda issue: _members(request, viewer, issue=issue))
-
-    handler.__name__ = action.__name__
     return handler
+
+
+async def members_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    return await _members(request, viewer, issue=problem(exc))
 
 
 @member_action
@@ -490,27 +438,24 @@ async def _join_requests(
     )
 
 
-@signed_in
 async def join_requests_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _join_requests(request, viewer)
 
 
-@signed_in
-async def join_decision_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    decision = request.match_info["decision"]
+async def join_decision_post(
+    request: web.Request, viewer: Viewer, form: Form
+) -> web.StreamResponse:
     account_id = viewer.principal.account_id
+    if account_id is None:
+        raise NotFound()
+    approve = request.match_info["decision"] == "approve"
+    decide = join_requests.approve_join_request if approve else join_requests.deny_join_request
+    request_id = _uuid(request.match_info["rid"])
+    await decide(request.app[SERVICES], viewer.principal, account_id, request_id=request_id)
+    return redirect(request, f"/join-requests?done={'approved' if approve else 'denied'}")
 
-    async def action(form: Form) -> web.StreamResponse:
-        if account_id is None:
-            raise NotFound()
-        request_id = _uuid(request.match_info["rid"])
-        decide = (
-            join_requests.approve_join_request
-            if decision == "approve"
-            else join_requests.deny_join_request
-        )
-        await decide(request.app[SERVICES], viewer.principal, account_id, request_id=request_id)
-        done = "approved" if decision == "approve" else "denied"
-        return redirect(request, f"/join-requests?done={done}")
 
-    return await submit(request, action, lambda issue: _join_requests(request, viewer, issue=issue))
+async def join_requests_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    return await _join_requests(request, viewer, issue=problem(exc))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 from aiohttp import web
@@ -18,7 +17,7 @@ from tenantd.auth.schemas import (
     RegisterBody,
     VerifyEmailBody,
 )
-from tenantd.errors import NotFound
+from tenantd.errors import AppError, NotFound
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
@@ -31,7 +30,7 @@ from tenantd.identity.cookies import (
 from tenantd.mfa import service as mfa
 from tenantd.sso import service as sso_service
 from tenantd.ui.account_pages import work_in
-from tenantd.ui.forms import Form, Problem, again, field, parse, read_form, safe_next, submit
+from tenantd.ui.forms import Form, field, parse, problem, read_form, safe_next, shown_again
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import DEVICE, ISSUED, STALE, client_meta, load_viewer
 from tenantd.ui.strings import done_text, oauth_error_text, text
@@ -53,17 +52,23 @@ def captcha_token(request: web.Request, form: Form) -> str | None:
 
 def signed_in_or_mfa(
     request: web.Request,
-    result: auth_service.SignedIn | auth_service.MfaPending,
+    result: auth_service.SignedIn
+    | auth_service.MfaPending
+    | auth_service.Verified
+    | auth_service.VerifiedMfaPending,
     next_path: str,
+    *,
+    landing: str = "/notifications",
 ) -> web.Response:
-    """After a first factor: on to `next_path` signed in, or to the MFA step (its ticket
-    bound to this browser) for a user with a second factor."""
-    if isinstance(result, auth_service.MfaPending):
+    """After a first factor (or a verified address): on to `next_path` (else `landing`)
+    signed in, or to the MFA step (its ticket bound to this browser, then `next_path`) for a
+    user with a second factor."""
+    if isinstance(result, auth_service.MfaPending | auth_service.VerifiedMfaPending):
         return _mfa_step(request, result.ticket, next_path)
     request[ISSUED] = result.tokens
     if result.device is not None:
         request[DEVICE] = result.device
-    return redirect(request, next_path or "/notifications")
+    return redirect(request, next_path or landing)
 
 
 async def signup_page(request: web.Request) -> web.Response:
@@ -79,38 +84,41 @@ async def signup_page(request: web.Request) -> web.Response:
     )
 
 
-async def signup_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"values": {}, "next": ""}
+async def signup_post(request: web.Request, form: Form) -> web.StreamResponse:
+    secrets = {"password": field(form, "password"), "captchaToken": captcha_token(request, form)}
+    body = parse(RegisterBody, {**_signup_values(form), **secrets})
+    await rate_limit_request(request, "register", body)
+    result = await auth_service.register(request.app[SERVICES], body, ip=client_meta(request).ip)
+    return _to_inbox(request, result, body.email, safe_next(field(form, "next"), ""))
 
-    async def action(form: Form) -> web.StreamResponse:
-        kept["values"] = values = {
-            "email": field(form, "email").strip(),
-            "firstName": field(form, "firstName").strip(),
-            "lastName": field(form, "lastName").strip(),
-        }
-        kept["next"] = next_path = safe_next(field(form, "next"), "")
-        body = parse(RegisterBody, {**values, "password": field(form, "password")})
-        await rate_limit_request(request, "register", body)
-        result = await auth_service.register(
-            request.app[SERVICES],
-            email=body.email,
-            password=body.password,
-            first_name=body.first_name,
-            last_name=body.last_name,
-            captcha_token=captcha_token(request, form),
-            ip=client_meta(request).ip,
-        )
-        # PASSWORD_BREACH_CHECK=warn: the inbox page says the password is a known one.
-        warned = "&warn=password_breached" if result.warnings else ""
-        response = redirect(request, f"/check-inbox?email={quote(str(body.email))}{warned}")
-        settings = request.app[SERVICES].settings
-        ttl = int(auth_service.VERIFY_TTL.total_seconds())
-        set_binding_cookie(response, settings, result.binding, max_age=ttl)
-        if next_path:
-            set_cookie(response, settings, NEXT_COOKIE, quote(next_path, safe=""), max_age=ttl)
-        return response
 
-    return await submit(request, action, again(request, "signup.html", text("signup.title"), kept))
+def _signup_values(form: Form | None) -> dict[str, str]:
+    names = ("email", "firstName", "lastName")
+    return {name: field(form, name).strip() for name in names} if form is not None else {}
+
+
+async def signup_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    next_path = safe_next(field(form, "next"), "")
+    values = _signup_values(form)
+    return shown_again(
+        request, "signup.html", text("signup.title"), exc, values=values, next=next_path
+    )
+
+
+def _to_inbox(
+    request: web.Request, result: auth_service.Registered, email: str, next_path: str
+) -> web.Response:
+    """To the check-your-inbox page; this browser holds the sign-up's binding (and where it
+    started, to go back there once verified)."""
+    # PASSWORD_BREACH_CHECK=warn: the inbox page says the password is a known one.
+    warned = "&warn=password_breached" if result.warnings else ""
+    response = redirect(request, f"/check-inbox?email={quote(email)}{warned}")
+    settings = request.app[SERVICES].settings
+    ttl = int(auth_service.VERIFY_TTL.total_seconds())
+    set_binding_cookie(response, settings, result.binding, max_age=ttl)
+    if next_path:
+        set_cookie(response, settings, NEXT_COOKIE, quote(next_path, safe=""), max_age=ttl)
+    return response
 
 
 async def check_inbox_page(request: web.Request) -> web.Response:
@@ -125,18 +133,18 @@ async def check_inbox_page(request: web.Request) -> web.Response:
     )
 
 
-async def check_inbox_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"email": "", "resent": False}
+async def check_inbox_post(request: web.Request, form: Form) -> web.StreamResponse:
+    body = parse(EmailBody, {"email": field(form, "email").strip()})
+    await rate_limit_request(request, "resend_verification", body)
+    await auth_service.resend_verification(request.app[SERVICES], email=body.email)
+    return redirect(request, f"/check-inbox?email={quote(field(form, 'email').strip())}&resent=1")
 
-    async def action(form: Form) -> web.StreamResponse:
-        kept["email"] = email = field(form, "email").strip()
-        body = parse(EmailBody, {"email": email})
-        await rate_limit_request(request, "resend_verification", body)
-        await auth_service.resend_verification(request.app[SERVICES], email=body.email)
-        return redirect(request, f"/check-inbox?email={quote(email)}&resent=1")
 
-    refused = again(request, "check_inbox.html", text("inbox.title"), kept)
-    return await submit(request, action, refused)
+async def check_inbox_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    email = field(form, "email").strip()
+    return shown_again(
+        request, "check_inbox.html", text("inbox.title"), exc, email=email, resent=False
+    )
 
 
 async def verify_page(request: web.Request) -> web.Response:
@@ -149,35 +157,37 @@ async def verify_page(request: web.Request) -> web.Response:
     )
 
 
-async def verify_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"token": ""}
+async def verify_post(request: web.Request, form: Form) -> web.StreamResponse:
+    body = parse(VerifyEmailBody, {"token": field(form, "token")})
+    binding = request.cookies.get(BINDING_COOKIE)
+    client = client_meta(request)
     services = request.app[SERVICES]
+    result = await auth_service.verify_email(services, body, client=client, binding=binding)
+    started = safe_next(unquote(request.cookies.get(NEXT_COOKIE, "")), "")
+    # A user with a second factor: the address is verified, the factor still has to come.
+    response = signed_in_or_mfa(request, result, started, landing="/notifications?done=welcome")
+    return _verified(request, result, response, started)
 
-    async def action(form: Form) -> web.StreamResponse:
-        kept["token"] = field(form, "token")
-        body = parse(VerifyEmailBody, {"token": kept["token"]})
-        result = await auth_service.verify_email(
-            services,
-            token=body.token,
-            binding=request.cookies.get(BINDING_COOKIE),
-            client=client_meta(request),
-        )
-        started = safe_next(unquote(request.cookies.get(NEXT_COOKIE, "")), "")
-        if isinstance(result, auth_service.VerifiedMfaPending):
-            # The address is verified; the user's second factor still has to come.
-            response = _mfa_step(request, result.ticket, started)
-        else:
-            request[ISSUED] = result.tokens
-            if result.device is not None:
-                request[DEVICE] = result.device
-            response = redirect(request, started or "/notifications?done=welcome")
-        if result.binding_used:
-            clear_binding_cookie(response, services.settings)
-        if started:
-            clear_cookie(response, services.settings, NEXT_COOKIE)
-        return response
 
-    return await submit(request, action, again(request, "verify.html", text("verify.title"), kept))
+def _verified(
+    request: web.Request,
+    result: auth_service.Verified | auth_service.VerifiedMfaPending,
+    response: web.Response,
+    started: str,
+) -> web.Response:
+    """The sign-up's cookies go once its address is verified: its binding (when it was
+    used) and where it started."""
+    settings = request.app[SERVICES].settings
+    if result.binding_used:
+        clear_binding_cookie(response, settings)
+    if started:
+        clear_cookie(response, settings, NEXT_COOKIE)
+    return response
+
+
+async def verify_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    token = field(form, "token")
+    return shown_again(request, "verify.html", text("verify.title"), exc, token=token)
 
 
 async def login_page(request: web.Request) -> web.Response:
@@ -186,15 +196,33 @@ async def login_page(request: web.Request) -> web.Response:
     # A signed-in visitor moves on, unless a refusal (a provider step-up) is to be read here.
     if not code and await load_viewer(request):
         return redirect(request, next_path or "/notifications")
+    oauth_error = oauth_error_text(code) if code else None
+    email = request.query.get("email", "")[:320]
+    return _login(request, email, next_path, notice=_notice(request), oauth_error=oauth_error)
+
+
+def _login(
+    request: web.Request,
+    email: str,
+    next_path: str,
+    *,
+    notice: str | None = None,
+    oauth_error: str | None = None,
+    exc: AppError | None = None,
+) -> web.Response:
+    """The sign-in page: its form (what was typed), a notice or a refusal in words."""
+    issue = problem(exc) if exc is not None else None
     return page(
         request,
         "login.html",
+        status=issue.status if issue is not None else 200,
         title=text("login.title"),
-        values={"email": request.query.get("email", "")[:320]},
+        values={"email": email} if email or exc is None else {},
         next=next_path,
-        notice=_notice(request),
-        problem=None,
-        oauth_error=oauth_error_text(code) if code else None,
+        notice=notice,
+        problem=issue,
+        oauth_error=oauth_error,
+        unverified=exc is not None and exc.code == "EMAIL_NOT_VERIFIED",
     )
 
 
@@ -212,38 +240,37 @@ def _mfa_step(request: web.Request, ticket: mfa.Ticket, next_path: str) -> web.R
     return response
 
 
-async def login_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"values": {}, "next": "", "notice": None, "oauth_error": None}
+async def login_post(request: web.Request, form: Form) -> web.StreamResponse:
+    realm = await _home_realm(request, form)
+    if realm is not None:
+        return realm
+    fields = {"email": field(form, "email").strip(), "password": field(form, "password")}
+    body = parse(LoginBody, {**fields, "captchaToken": captcha_token(request, form)})
+    await rate_limit_request(request, "login", body)
+    result = await auth_service.login(request.app[SERVICES], body, client=client_meta(request))
+    return signed_in_or_mfa(request, result, safe_next(field(form, "next"), ""))
 
-    async def action(form: Form) -> web.StreamResponse:
-        kept["values"] = values = {"email": field(form, "email").strip()}
-        kept["next"] = next_path = safe_next(field(form, "next"), "")
-        # Home-realm discovery: the email first; a domain with an SSO connection goes to its
-        # identity provider ("Continue with single sign-on", or no password typed).
-        if field(form, "sso") or not field(form, "password"):
-            sso_start = await _sso_start(request, values["email"], next_path)
-            if sso_start is not None:
-                return redirect(request, sso_start)
-        body = parse(LoginBody, {**values, "password": field(form, "password")})
-        await rate_limit_request(request, "login", body)
-        result = await auth_service.login(
-            request.app[SERVICES],
-            email=body.email,
-            password=body.password,
-            client=client_meta(request),
-            captcha_token=captcha_token(request, form),
-        )
-        return signed_in_or_mfa(request, result, next_path)
 
-    async def refused(issue: Problem) -> web.StreamResponse:
-        if issue.code == "SSO_REQUIRED":  # an enforced connection: its provider, not an error
-            sso_start = await _sso_start(request, kept["values"].get("email", ""), kept["next"])
-            if sso_start is not None:
-                return redirect(request, sso_start)
-        kept["unverified"] = issue.code == "EMAIL_NOT_VERIFIED"
-        return await again(request, "login.html", text("login.title"), kept)(issue)
+async def login_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    if exc.code == "SSO_REQUIRED" and form is not None:  # its provider, not an error
+        sso_start = await _sso_start(request, field(form, "email").strip(), field(form, "next"))
+        if sso_start is not None:
+            return redirect(request, sso_start)
+    if form is None:
+        return _login(request, "", "", exc=exc)
+    return _login(
+        request, field(form, "email").strip(), safe_next(field(form, "next"), ""), exc=exc
+    )
 
-    return await submit(request, action, refused)
+
+async def _home_realm(request: web.Request, form: Form) -> web.Response | None:
+    """Home-realm discovery: the email first; a domain with an SSO connection goes to its
+    identity provider ("Continue with single sign-on", or no password typed)."""
+    if not (field(form, "sso") or not field(form, "password")):
+        return None
+    next_path = safe_next(field(form, "next"), "")
+    sso_start = await _sso_start(request, field(form, "email").strip(), next_path)
+    return None if sso_start is None else redirect(request, sso_start)
 
 
 async def _sso_start(request: web.Request, email: str, next_path: str) -> str | None:
@@ -262,11 +289,14 @@ async def logout_post(request: web.Request) -> web.Response:
     await read_form(request)
     viewer = await load_viewer(request)
     if viewer is not None:
-        await auth_service.logout(
-            request.app[SERVICES],
-            refresh_token=request.cookies.get(REFRESH_COOKIE),
-            access=viewer.principal.claims,
-        )
+        refresh_token = request.cookies.get(REFRESH_COOKIE)
+        claims = viewer.principal.claims
+        await auth_service.logout(request.app[SERVICES], refresh_token=refresh_token, access=claims)
+    return _signed_out(request)
+
+
+def _signed_out(request: web.Request) -> web.Response:
+    """To the sign-in page, this browser's session cookies cleared."""
     request.pop(ISSUED, None)
     request[STALE] = True
     return redirect(request, "/login?done=signed_out")
@@ -277,9 +307,7 @@ async def logout_all_post(request: web.Request) -> web.Response:
     viewer = await load_viewer(request)
     if viewer is not None:
         await auth_service.logout_all(request.app[SERVICES], user_id=viewer.principal.user_id)
-    request.pop(ISSUED, None)
-    request[STALE] = True
-    return redirect(request, "/login?done=signed_out")
+    return _signed_out(request)
 
 
 async def reset_page(request: web.Request) -> web.Response:
@@ -295,76 +323,81 @@ async def reset_page(request: web.Request) -> web.Response:
     )
 
 
-async def reset_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"token": "", "sent": False, "values": {"email": ""}}
-
-    async def action(form: Form) -> web.StreamResponse:
-        kept["values"] = {"email": field(form, "email").strip()}
-        body = parse(EmailBody, kept["values"])
-        await rate_limit_request(request, "password_reset", body)
-        await auth_service.request_password_reset(
-            request.app[SERVICES],
-            email=body.email,
-            captcha_token=captcha_token(request, form),
-            ip=client_meta(request).ip,
-        )
-        return redirect(request, "/reset-password?sent=1")
-
-    refused = again(request, "reset_request.html", text("reset.title"), kept)
-    return await submit(request, action, refused)
+async def reset_post(request: web.Request, form: Form) -> web.StreamResponse:
+    body = parse(EmailBody, {"email": field(form, "email").strip()})
+    await rate_limit_request(request, "password_reset", body)
+    await auth_service.request_password_reset(
+        request.app[SERVICES],
+        email=body.email,
+        captcha_token=captcha_token(request, form),
+        ip=client_meta(request).ip,
+    )
+    return redirect(request, "/reset-password?sent=1")
 
 
-async def reset_confirm_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"token": "", "sent": False, "values": {}}
-
-    async def action(form: Form) -> web.StreamResponse:
-        kept["token"] = field(form, "token")
-        body = parse(
-            PasswordResetConfirmBody, {"token": kept["token"], "password": field(form, "password")}
-        )
-        warnings = await auth_service.confirm_password_reset(
-            request.app[SERVICES], token=body.token, password=body.password
-        )
-        request[STALE] = True  # the reset ended every session, this browser's too
-        done = "password_reset_breached" if warnings else "password_reset"
-        return redirect(request, f"/login?done={done}")
-
-    refused = again(request, "reset_confirm.html", text("reset.confirm_title"), kept)
-    return await submit(request, action, refused)
-
-
-async def invitation_page(request: web.Request) -> web.Response:
-    token = request.query.get("token", "")[:4000]
-    await load_viewer(request)
-    here = f"/invitations/accept?token={quote(token)}"
-    return page(
-        request,
-        "invitation.html",
-        title=text("invite.title"),
-        token=token,
-        here=here,
-        problem=None,
+async def reset_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    values = {"email": field(form, "email").strip()}
+    return shown_again(
+        request, "reset_request.html", text("reset.title"), exc, token="", sent=False, values=values
     )
 
 
-async def invitation_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"token": "", "here": "/invitations/accept?token="}
+async def reset_confirm_post(request: web.Request, form: Form) -> web.StreamResponse:
+    fields = {"token": field(form, "token"), "password": field(form, "password")}
+    body = parse(PasswordResetConfirmBody, fields)
+    warnings = await auth_service.confirm_password_reset(
+        request.app[SERVICES], token=body.token, password=body.password
+    )
+    request[STALE] = True  # the reset ended every session, this browser's too
+    done = "password_reset_breached" if warnings else "password_reset"
+    return redirect(request, f"/login?done={done}")
+
+
+async def reset_confirm_again(
+    request: web.Request, form: Form | None, exc: AppError
+) -> web.Response:
+    token = field(form, "token")
+    title = text("reset.confirm_title")
+    return shown_again(
+        request, "reset_confirm.html", title, exc, token=token, sent=False, values={}
+    )
+
+
+async def invitation_page(request: web.Request) -> web.Response:
+    await load_viewer(request)
+    return _invitation(request, request.query.get("token", "")[:4000])
+
+
+def _invitation(request: web.Request, token: str, exc: AppError | None = None) -> web.Response:
+    """The invitation's page: its token, where it is (to come back after signing in)."""
+    issue = problem(exc) if exc is not None else None
+    return page(
+        request,
+        "invitation.html",
+        status=issue.status if issue is not None else 200,
+        title=text("invite.title"),
+        token=token,
+        here=f"/invitations/accept?token={quote(token)}",
+        problem=issue,
+    )
+
+
+async def invitation_post(request: web.Request, form: Form) -> web.StreamResponse:
+    token = field(form, "token")
     viewer = await load_viewer(request)
+    if viewer is None:
+        return redirect(request, "/login?next=" + quote(f"/invitations/accept?token={token}"))
+    body = parse(AcceptBody, {"token": token})
+    accepted = await invitations.accept_invitation(
+        request.app[SERVICES],
+        viewer.principal,
+        token=body.token,
+        refresh_token=request.cookies.get(REFRESH_COOKIE),
+    )
+    await work_in(request, viewer, accepted.account["id"], accepted.activation)
+    return redirect(request, f"/accounts/{accepted.account['id']}/members?done=joined")
 
-    async def action(form: Form) -> web.StreamResponse:
-        kept["token"] = token = field(form, "token")
-        kept["here"] = f"/invitations/accept?token={quote(token)}"
-        if viewer is None:
-            return redirect(request, "/login?next=" + quote(f"/invitations/accept?token={token}"))
-        body = parse(AcceptBody, {"token": token})
-        accepted = await invitations.accept_invitation(
-            request.app[SERVICES],
-            viewer.principal,
-            token=body.token,
-            refresh_token=request.cookies.get(REFRESH_COOKIE),
-        )
-        await work_in(request, viewer, accepted.account["id"], accepted.activation)
-        return redirect(request, f"/accounts/{accepted.account['id']}/members?done=joined")
 
-    refused = again(request, "invitation.html", text("invite.title"), kept)
-    return await submit(request, action, refused)
+async def invitation_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    await load_viewer(request)  # the page's header shows who is signed in
+    return _invitation(request, field(form, "token"), exc)

@@ -4,16 +4,14 @@ a POST (mail scanners that fetch links do not spend it)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from tenantd.auth import email_code
 from tenantd.auth.schemas import CaptchaEmailBody, EmailCodeVerifyBody
-from tenantd.errors import NotFound
+from tenantd.errors import AppError, NotFound
 from tenantd.identity.bundle import SERVICES
 from tenantd.ui.auth_pages import captcha_token, signed_in_or_mfa
-from tenantd.ui.forms import Form, again, field, parse, safe_next, submit
+from tenantd.ui.forms import Form, field, parse, problem, safe_next
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import client_meta, load_viewer
 from tenantd.ui.strings import text
@@ -33,93 +31,89 @@ async def email_code_page(request: web.Request) -> web.StreamResponse:
     next_path = safe_next(request.query.get("next"), "")
     if await load_viewer(request):
         return redirect(request, next_path or "/notifications")
+    email = request.query.get("email", "")[:320]
+    return _code_page(request, "request", {"email": email}, next_path)
+
+
+async def email_code_post(request: web.Request, form: Form) -> web.StreamResponse:
+    """Mail the code, then step two: the code form (the same page for every address)."""
+    _enabled(request)
+    body = parse(CaptchaEmailBody, {"email": field(form, "email").strip()})
+    await rate_limit_request(request, "email_code", body)
+    await email_code.request_code(
+        request.app[SERVICES],
+        email=body.email,
+        client=client_meta(request),
+        captcha_token=captcha_token(request, form),
+    )
+    return _code_page(request, "code", *_typed(form))
+
+
+def _code_page(
+    request: web.Request,
+    step: str,
+    values: dict[str, str],
+    next_path: str = "",
+    *,
+    token: str = "",
+    exc: AppError | None = None,
+) -> web.Response:
+    """The email-code page at `step` (request, code, link), with what was typed."""
+    _enabled(request)  # off: not found, whatever the form held
+    issue = problem(exc) if exc is not None else None
     return page(
         request,
         TEMPLATE,
-        title=text("emailcode.title"),
-        step="request",
-        values={"email": request.query.get("email", "")[:320]},
+        status=issue.status if issue is not None else 200,
+        title=text("emaillink.title" if step == "link" else "emailcode.title"),
+        step=step,
+        values=values,
         next=next_path,
-        problem=None,
+        **({"token": token} if step == "link" else {}),
+        problem=issue,
     )
 
 
-async def email_code_post(request: web.Request) -> web.StreamResponse:
-    """Mail the code, then step two: the code form (the same page for every address)."""
-    kept: dict[str, Any] = {"step": "request", "values": {}, "next": ""}
-
-    async def action(form: Form) -> web.StreamResponse:
-        kept["values"] = values = {"email": field(form, "email").strip()}
-        kept["next"] = safe_next(field(form, "next"), "")
-        body = parse(CaptchaEmailBody, values)
-        await rate_limit_request(request, "email_code", body)
-        await email_code.request_code(
-            request.app[SERVICES],
-            email=body.email,
-            client=client_meta(request),
-            captcha_token=captcha_token(request, form),
-        )
-        kept["step"] = "code"
-        return page(request, TEMPLATE, title=text("emailcode.title"), **kept, problem=None)
-
-    _enabled(request)
-    return await submit(request, action, again(request, TEMPLATE, text("emailcode.title"), kept))
+def _typed(form: Form | None) -> tuple[dict[str, str], str]:
+    """The address and the next path a form posted (none when the form was refused)."""
+    if form is None:
+        return {}, ""
+    return {"email": field(form, "email").strip()}, safe_next(field(form, "next"), "")
 
 
-async def email_code_verify_post(request: web.Request) -> web.StreamResponse:
+async def email_code_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    return _code_page(request, "request", *_typed(form), exc=exc)
+
+
+async def email_code_verify_post(request: web.Request, form: Form) -> web.StreamResponse:
     """Sign in with the typed code (or on to the MFA step)."""
-    kept: dict[str, Any] = {"step": "code", "values": {}, "next": ""}
-
-    async def action(form: Form) -> web.StreamResponse:
-        kept["values"] = {"email": field(form, "email").strip()}
-        kept["next"] = next_path = safe_next(field(form, "next"), "")
-        code = "".join(field(form, "code").split())
-        body = parse(EmailCodeVerifyBody, {**kept["values"], "code": code})
-        await rate_limit_request(request, "email_code_verify", body)
-        result = await email_code.verify(
-            request.app[SERVICES],
-            email=body.email,
-            code=body.code,
-            token=None,
-            client=client_meta(request),
-        )
-        return signed_in_or_mfa(request, result, next_path)
-
     _enabled(request)
-    refused = again(request, TEMPLATE, text("emailcode.title"), kept)
-    return await submit(request, action, refused, form_action="/login/email-code/verify")
+    code = "".join(field(form, "code").split())
+    body = parse(EmailCodeVerifyBody, {"email": field(form, "email").strip(), "code": code})
+    await rate_limit_request(request, "email_code_verify", body)
+    result = await email_code.verify(request.app[SERVICES], body, client=client_meta(request))
+    return signed_in_or_mfa(request, result, safe_next(field(form, "next"), ""))
+
+
+async def email_code_verify_again(
+    request: web.Request, form: Form | None, exc: AppError
+) -> web.Response:
+    return _code_page(request, "code", *_typed(form), exc=exc)
 
 
 async def email_link_page(request: web.Request) -> web.Response:
     """The mail's link: a button, so that only a person's POST spends it."""
+    return _code_page(request, "link", {}, token=request.query.get("token", "")[:4000])
+
+
+async def email_link_post(request: web.Request, form: Form) -> web.StreamResponse:
     _enabled(request)
-    return page(
-        request,
-        TEMPLATE,
-        title=text("emaillink.title"),
-        step="link",
-        token=request.query.get("token", "")[:4000],
-        values={},
-        next="",
-        problem=None,
-    )
+    body = parse(EmailCodeVerifyBody, {"token": field(form, "token")})
+    await rate_limit_request(request, "email_code_verify", body)
+    result = await email_code.verify(request.app[SERVICES], body, client=client_meta(request))
+    return signed_in_or_mfa(request, result, "")
 
 
-async def email_link_post(request: web.Request) -> web.StreamResponse:
-    kept: dict[str, Any] = {"step": "link", "token": "", "values": {}, "next": ""}
-
-    async def action(form: Form) -> web.StreamResponse:
-        kept["token"] = field(form, "token")
-        body = parse(EmailCodeVerifyBody, {"token": kept["token"]})
-        await rate_limit_request(request, "email_code_verify", body)
-        result = await email_code.verify(
-            request.app[SERVICES],
-            email=None,
-            code=None,
-            token=body.token,
-            client=client_meta(request),
-        )
-        return signed_in_or_mfa(request, result, "")
-
-    _enabled(request)
-    return await submit(request, action, again(request, TEMPLATE, text("emaillink.title"), kept))
+async def email_link_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    token = field(form, "token")
+    return _code_page(request, "link", {}, token=token, exc=exc)

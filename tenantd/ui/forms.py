@@ -4,7 +4,6 @@ validation with the API's own body models, and errors in words."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -43,8 +42,9 @@ async def read_form(request: web.Request, action: str | None = None) -> MultiDic
     return form
 
 
-def field(form: MultiDictProxy[Any], name: str) -> str:
-    value = form.get(name, "")
+def field(form: MultiDictProxy[Any] | None, name: str) -> str:
+    """A posted text field ("" when missing, not text, or the form was refused: None)."""
+    value = form.get(name, "") if form is not None else ""
     return value if isinstance(value, str) else ""
 
 
@@ -99,31 +99,17 @@ def safe_next(value: str | None, default: str = "/notifications") -> str:
     return value
 
 
-# -- the one shape of a form post ----------------------------------------------------------------
+# -- a form post's refusal ---------------------------------------------------------------------
+# The router reads a form page's form (`read_form`) and hands it to the page; a refusal shows the
+# page again through the route's `again` renderer (tenantd/ui/routes.py).
 
 Form = MultiDictProxy[Any]
-Action = Callable[[Form], Awaitable[web.StreamResponse]]
-Refused = Callable[[Problem], Awaitable[web.StreamResponse]]
 
 
-async def submit(
-    request: web.Request, action: Action, refused: Refused, *, form_action: str | None = None
-) -> web.StreamResponse:
-    """Read the form (same-origin check, form token of `form_action`, default the path), run
-    `action` (parse with the API's model, call the service, answer: usually a redirect); an
-    AppError anywhere answers `refused` with the problem in words."""
-    try:
-        form = await read_form(request, form_action)
-        return await action(form)
-    except AppError as exc:
-        return await refused(problem(exc))
-
-
-def again(request: web.Request, template: str, title: str, kept: dict[str, Any]) -> Refused:
-    """`refused` that shows the form's page again with what the post kept (what was typed,
-    filled in by the action as it reads the form), its status and the problem."""
-
-    async def show(issue: Problem) -> web.StreamResponse:
-        return page(request, template, status=issue.status, title=title, **kept, problem=issue)
-
-    return show
+def shown_again(
+    request: web.Request, template: str, title: str, exc: AppError, **kept: Any
+) -> web.Response:
+    """A form's page again after a refusal: what was typed (`kept`), the refusal's status
+    and its problem in words."""
+    issue = problem(exc)
+    return page(request, template, status=issue.status, title=title, **kept, problem=issue)

@@ -6,8 +6,6 @@ services as the JSON routes."""
 from __future__ import annotations
 
 import re
-import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -20,17 +18,17 @@ from tenantd.errors import AppError, NotFound, ValidationFailed
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import clear_cookie
 from tenantd.identity.stepup import reauth_methods, reauth_providers
-from tenantd.mfa import passkeys
+from tenantd.mfa import passkeys, proof
 from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
-from tenantd.ui.account_pages import Handler, profile, signed_in
-from tenantd.ui.account_pages import _members as members_page_with
-from tenantd.ui.forms import Form, Problem, field, parse, problem, read_form, safe_next, submit
+from tenantd.ui.account_pages import profile
+from tenantd.ui.forms import Form, Problem, field, parse, problem, safe_next
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import ACCESS, DEVICE, ISSUED, STALE, Viewer, client_meta, load_viewer
 from tenantd.ui.strings import text
 from tenantd.web.json import loads_bounded
 from tenantd.web.ratelimit import rate_limit_request
+from tenantd.web.routing import path_uuid
 
 # -- /login/mfa: the second step of a sign-in -------------------------------------------------
 
@@ -81,48 +79,53 @@ async def login_mfa_page(request: web.Request) -> web.Response:
     )
 
 
-async def login_mfa_post(request: web.Request) -> web.Response:
-    ticket = ""
-    next_path = ""
-    recovery = False
-    services = request.app[SERVICES]
-    try:
-        form = await read_form(request)
-        ticket = _ticket_of(field(form, "ticket"))
-        next_path = safe_next(field(form, "next"), "")
-        code = field(form, "totp").replace(" ", "")
-        recovery_code = field(form, "recoveryCode").strip()
-        recovery = bool(recovery_code)
-        body = parse(
-            VerifyBody,
-            {"ticket": ticket, **({"recoveryCode": recovery_code} if recovery else {"totp": code})},
-        )
-        await rate_limit_request(request, "mfa", body)
-        row = await mfa.live_ticket(
-            services, ticket=body.ticket, binding=request.cookies.get(mfa.BINDING_COOKIE)
-        )
-        method = await mfa.check_code(
-            services, row["user_id"], totp_code=body.totp, recovery_code=body.recovery_code
-        )
-        meta = client_meta(request)
-        completed = await mfa.complete_ticket(services, row, method=method, client=meta)
-    except AppError as exc:
-        issue = problem(exc)
-        if exc.code == "INVALID_CREDENTIALS" or (
-            exc.code == "VALIDATION_ERROR" and not issue.fields.get("ticket")
-        ):
-            issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
-        elif exc.code == "UNAUTHORIZED":
-            issue = Problem(message=text("mfa.ticket_expired"), status=exc.status)
-        return await _mfa_page(
-            request, ticket=ticket, next_path=next_path, issue=issue, recovery=recovery
-        )
-    request[ISSUED] = completed.tokens
-    if completed.device is not None:
-        request[DEVICE] = completed.device
-    target = next_path or safe_next(completed.return_to, "/notifications")
-    response = redirect(request, target)
-    clear_cookie(response, services.settings, mfa.BINDING_COOKIE)
+async def login_mfa_post(request: web.Request, form: Form) -> web.Response:
+    body = parse(VerifyBody, _second_step(form))
+    await rate_limit_request(request, "mfa", body)
+    binding = request.cookies.get(mfa.BINDING_COOKIE)
+    client = client_meta(request)
+    done = await proof.second_factor(request.app[SERVICES], body, binding=binding, client=client)
+    return _mfa_signed_in(request, done, safe_next(field(form, "next"), ""))
+
+
+def _second_step(form: Form) -> dict[str, Any]:
+    """The VerifyBody fields of the second-step form: the ticket and a code or a recovery code."""
+    ticket = _ticket_of(field(form, "ticket"))
+    if recovery_code := field(form, "recoveryCode").strip():
+        return {"ticket": ticket, "recoveryCode": recovery_code}
+    return {"ticket": ticket, "totp": field(form, "totp").replace(" ", "")}
+
+
+async def login_mfa_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    """The second-step page again: a wrong or malformed code, or an expired ticket, in words."""
+    return await _mfa_page(
+        request,
+        ticket=_ticket_of(field(form, "ticket")),
+        next_path=safe_next(field(form, "next"), ""),
+        issue=code_problem(exc, ticket=True),
+        recovery=bool(field(form, "recoveryCode").strip()),
+    )
+
+
+def code_problem(exc: AppError, *, ticket: bool = False) -> Problem:
+    """A refused code in words: a wrong or malformed one; with a `ticket` (the second step of
+    a sign-in), an expired ticket too (a malformed ticket keeps its own words)."""
+    issue = problem(exc)
+    malformed = exc.code == "VALIDATION_ERROR" and not (ticket and issue.fields.get("ticket"))
+    if exc.code == "INVALID_CREDENTIALS" or malformed:
+        return Problem(message=text("mfa.wrong_code"), status=exc.status)
+    if ticket and exc.code == "UNAUTHORIZED":
+        return Problem(message=text("mfa.ticket_expired"), status=exc.status)
+    return issue
+
+
+def _mfa_signed_in(request: web.Request, done: mfa.Completed, next_path: str) -> web.Response:
+    """Signed in: the session (and device) cookies, the ticket's binding cookie cleared."""
+    request[ISSUED] = done.tokens
+    if done.device is not None:
+        request[DEVICE] = done.device
+    response = redirect(request, next_path or safe_next(done.return_to, "/notifications"))
+    clear_cookie(response, request.app[SERVICES].settings, mfa.BINDING_COOKIE)
     return response
 
 
@@ -135,26 +138,13 @@ async def _account(
     return await profile(request, viewer, issue=issue, **extra)
 
 
-AccountAction = Callable[[web.Request, Viewer, Form], Awaitable[web.StreamResponse]]
+async def account_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    """/account again, with the refused form's problem in words."""
+    return await _account(request, viewer, issue=problem(exc))
 
 
-def account_form(action: AccountAction) -> Handler:
-    """A form of /account's two-factor block: its answer, or /account again with the error in
-    words."""
-
-    @signed_in
-    async def handler(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        return await submit(
-            request,
-            lambda form: action(request, viewer, form),
-            lambda issue: _account(request, viewer, issue=issue),
-        )
-
-    handler.__name__ = action.__name__
-    return handler
-
-
-@account_form
 async def totp_setup_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
     setup = await mfa.setup_totp(request.app[SERVICES], viewer.principal)
     return await _account(
@@ -162,51 +152,40 @@ async def totp_setup_post(request: web.Request, viewer: Viewer, form: Form) -> w
     )
 
 
-@signed_in
-async def totp_confirm_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        form = await read_form(request)
-        body = parse(CodeBody, {"code": field(form, "code").replace(" ", "")})
-        codes = await mfa.confirm_totp(request.app[SERVICES], viewer.principal, code=body.code)
-    except AppError as exc:
-        issue = problem(exc)
-        if exc.code in ("INVALID_CREDENTIALS", "VALIDATION_ERROR"):
-            issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
-        return await _account(request, viewer, issue=issue, totp_setup={"pending": True})
+async def totp_confirm_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    body = parse(CodeBody, {"code": field(form, "code").replace(" ", "")})
+    codes = await mfa.confirm_totp(request.app[SERVICES], viewer.principal, code=body.code)
     return await _account(request, viewer, recovery_codes=codes)
 
 
-@account_form
+async def totp_confirm_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    """The enrolment again: a wrong or malformed code, in words."""
+    issue = code_problem(exc)
+    return await _account(request, viewer, issue=issue, totp_setup={"pending": True})
+
+
 async def totp_disable_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
     await mfa.disable_totp(request.app[SERVICES], viewer.principal)
     return redirect(request, "/account?done=totp_off#mfa")
 
 
-@account_form
 async def recovery_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
     codes = await mfa.regenerate_recovery_codes(request.app[SERVICES], viewer.principal)
     return await _account(request, viewer, recovery_codes=codes)
 
 
-def _passkey_id(request: web.Request) -> uuid.UUID:
-    try:
-        return uuid.UUID(request.match_info["pid"])
-    except ValueError:
-        raise NotFound() from None
-
-
-@account_form
 async def passkey_rename_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
     body = parse(RenameBody, {"name": field(form, "name").strip()})
     await passkeys.rename(
-        request.app[SERVICES], viewer.principal.user_id, _passkey_id(request), body.name
+        request.app[SERVICES], viewer.principal.user_id, path_uuid(request, "pid"), body.name
     )
     return redirect(request, "/account?done=passkey_renamed#mfa")
 
 
-@account_form
 async def passkey_delete_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
-    await passkeys.delete(request.app[SERVICES], viewer.principal, _passkey_id(request))
+    await passkeys.delete(request.app[SERVICES], viewer.principal, path_uuid(request, "pid"))
     return redirect(request, "/account?done=passkey_removed#mfa")
 
 
@@ -226,44 +205,34 @@ def back_page(path: str) -> str:
     return path.split("?", 1)[0].split("#", 1)[0]
 
 
-@signed_in
-async def reauth_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    back = "/account"
-    services = request.app[SERVICES]
-    try:
-        form = await read_form(request)
-        back = back_page(field(form, "back"))
-        provider = field(form, "provider")
-        if provider:
-            return await _reauth_at_provider(request, viewer, provider, back)
-        body = parse(ReauthBody, _reauth_fields(form))
-        await rate_limit_request(request, "mfa", body)
-        if body.password is not None:
-            method = await mfa.check_password(
-                services,
-                viewer.principal.user_id,
-                body.password,
-                device=client_meta(request).device,
-            )
-        elif body.passkey is not None:
-            await passkeys.verify_assertion(
-                services, body.passkey, purpose=passkeys.REAUTH, user_id=viewer.principal.user_id
-            )
-            method = mfa.AMR_PASSKEY
-        else:
-            assert body.totp is not None
-            method = await mfa.check_code(services, viewer.principal.user_id, totp_code=body.totp)
-        done = await mfa.reauthenticated(services, viewer.principal, method)
-    except AppError as exc:
-        issue = problem(exc)
-        if exc.code in ("INVALID_CREDENTIALS", "VALIDATION_ERROR"):
-            issue = Problem(message=text("mfa.wrong_code"), status=exc.status)
-        issue.code = "REAUTH_REQUIRED"
-        issue.methods, issue.providers = await _reauth_methods(request, viewer)
-        return await _account(request, viewer, issue=issue, reauth_back=back)
+async def reauth_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    if provider := field(form, "provider"):
+        return await _reauth_at_provider(request, viewer, provider, _back(form))
+    body = parse(ReauthBody, _reauth_fields(form))
+    await rate_limit_request(request, "mfa", body)
+    device = client_meta(request).device
+    done = await proof.step_up(request.app[SERVICES], viewer.principal, body, device=device)
     request[ACCESS] = (done.access_token, done.claims)
-    joiner = "&" if "?" in back else "?"
-    return redirect(request, f"{back}{joiner}done=reauthed")
+    return redirect(request, _reauthed(_back(form)))
+
+
+def _back(form: Form | None) -> str:
+    """Where the step-up returns: the page its form was on."""
+    return back_page(field(form, "back"))
+
+
+def _reauthed(back: str) -> str:
+    return f"{back}{'&' if '?' in back else '?'}done=reauthed"
+
+
+async def reauth_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    """/account with the step-up form again: what went wrong, and the ways to confirm."""
+    issue = code_problem(exc)
+    issue.code = "REAUTH_REQUIRED"
+    issue.methods, issue.providers = await _reauth_methods(request, viewer)
+    return await _account(request, viewer, issue=issue, reauth_back=_back(form))
 
 
 def _reauth_fields(form: Any) -> dict[str, Any]:
@@ -287,8 +256,7 @@ async def _reauth_at_provider(
     _, providers = await _reauth_methods(request, viewer)
     if provider not in providers:
         raise NotFound()
-    joiner = "&" if "?" in back else "?"
-    query = urlencode({"returnTo": f"{back}{joiner}done=reauthed"})
+    query = urlencode({"returnTo": _reauthed(back)})
     return redirect(request, f"/api/v1/auth/oauth/{provider}/reauth?{query}")
 
 
@@ -335,19 +303,19 @@ def _email_link_page(
     )
 
 
-@signed_in
-async def email_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    new_email = ""
-    try:
-        form = await read_form(request)
-        new_email = field(form, "newEmail").strip()
-        body = parse(EmailChangeBody, {"newEmail": new_email})
-        await email_change.request_change(
-            request.app[SERVICES], viewer.principal, new_email=str(body.new_email)
-        )
-    except AppError as exc:
-        return await _account(request, viewer, issue=problem(exc), new_email=new_email)
+async def email_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    body = parse(EmailChangeBody, {"newEmail": field(form, "newEmail").strip()})
+    await email_change.request_change(
+        request.app[SERVICES], viewer.principal, new_email=str(body.new_email)
+    )
     return redirect(request, "/account?done=email_sent")
+
+
+async def email_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    new_email = field(form, "newEmail").strip()
+    return await _account(request, viewer, issue=problem(exc), new_email=new_email)
 
 
 async def confirm_email_page(request: web.Request) -> web.StreamResponse:
@@ -359,35 +327,41 @@ async def confirm_email_page(request: web.Request) -> web.StreamResponse:
     return _email_link_page(request, "confirm", token=token, new_email=new_email)
 
 
-@signed_in
-async def confirm_email_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    token = ""
-    try:
-        form = await read_form(request)
-        token = field(form, "token")[:4000]
-        await email_change.confirm_change(
-            request.app[SERVICES], user_id=viewer.principal.user_id, token=token
-        )
-    except AppError as exc:
-        return _email_link_page(request, "confirm", token=token, refused=exc)
+async def confirm_email_post(
+    request: web.Request, viewer: Viewer, form: Form
+) -> web.StreamResponse:
+    await email_change.confirm_change(
+        request.app[SERVICES], user_id=viewer.principal.user_id, token=_token(form)
+    )
     return redirect(request, "/account?done=email_changed")
+
+
+def _token(form: Form | None) -> str:
+    """A link's token, posted back by its page's button."""
+    return field(form, "token")[:4000]
+
+
+async def confirm_email_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    return _email_link_page(request, "confirm", token=_token(form), refused=exc)
 
 
 async def cancel_email_page(request: web.Request) -> web.Response:
     return _email_link_page(request, "cancel", token=request.query.get("token", "")[:4000])
 
 
-async def cancel_email_post(request: web.Request) -> web.Response:
-    token = ""
-    try:
-        form = await read_form(request)
-        token = field(form, "token")[:4000]
-        cancelled = await email_change.cancel_change(request.app[SERVICES], token=token)
-    except AppError as exc:
-        return _email_link_page(request, "cancel", token=token, refused=exc)
+async def cancel_email_post(request: web.Request, form: Form) -> web.Response:
+    cancelled = await email_change.cancel_change(request.app[SERVICES], token=_token(form))
     request[STALE] = True  # every session of the user ended, this browser's too
     outcome = "restored" if cancelled.restored else "kept" if cancelled.kept else "not_restored"
     return _email_link_page(request, "cancelled", outcome=outcome)
+
+
+async def cancel_email_again(
+    request: web.Request, form: Form | None, exc: AppError
+) -> web.Response:
+    return _email_link_page(request, "cancel", token=_token(form), refused=exc)
 
 
 # -- "This wasn't me" of a sensitive action ---------------------------------------------------
@@ -412,34 +386,24 @@ async def wasnt_me_page(request: web.Request) -> web.Response:
     return _undo_page(request, "ask", token=request.query.get("token", "")[:4000])
 
 
-async def wasnt_me_post(request: web.Request) -> web.Response:
-    token = ""
-    try:
-        form = await read_form(request)
-        token = field(form, "token")[:4000]
-        await security_undo.undo(request.app[SERVICES], token=token)
-    except AppError as exc:
-        return _undo_page(request, "ask", token=token, refused=exc)
+async def wasnt_me_post(request: web.Request, form: Form) -> web.Response:
+    await security_undo.undo(request.app[SERVICES], token=_token(form))
     request[STALE] = True  # every session of the user ended, this browser's too
     return _undo_page(request, "done")
+
+
+async def wasnt_me_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    return _undo_page(request, "ask", token=_token(form), refused=exc)
 
 
 # -- the account's MFA requirement ------------------------------------------------------------
 
 
-@signed_in
-async def require_mfa_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        account_id = uuid.UUID(request.match_info["id"])
-    except ValueError:
-        raise NotFound() from None
-    try:
-        form = await read_form(request)
-        required = field(form, "requireMfa") == "true"
-        await accounts.update_account(
-            request.app[SERVICES], viewer.principal, account_id, name=None, require_mfa=required
-        )
-    except AppError as exc:
-        return await members_page_with(request, viewer, issue=problem(exc))
+async def require_mfa_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    account_id = path_uuid(request, "id")
+    required = field(form, "requireMfa") == "true"
+    await accounts.update_account(
+        request.app[SERVICES], viewer.principal, account_id, name=None, require_mfa=required
+    )
     done = "mfa_required" if required else "mfa_not_required"
     return redirect(request, f"/accounts/{account_id}/members?done={done}")

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from tenantd.errors import AppError, NotFound
+from tenantd.errors import AppError
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import unsubscribe as unsub
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.channels import in_app
-from tenantd.ui.account_pages import signed_in
-from tenantd.ui.forms import Problem, problem, read_form
+from tenantd.ui.forms import Form, Problem, field, problem
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer, load_viewer
 from tenantd.ui.strings import done_text, event_label, text
+from tenantd.web.routing import path_uuid
 
 PAGE_SIZE = 30
 
@@ -54,38 +53,28 @@ async def _inbox(
     )
 
 
-@signed_in
 async def inbox_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _inbox(request, viewer)
 
 
-@signed_in
-async def read_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        await read_form(request)
-        try:
-            notification_id = uuid.UUID(request.match_info["id"])
-        except ValueError:
-            raise NotFound() from None
-        await in_app.mark_read(
-            request.app[NOTIFICATION_SERVICES],
-            user_id=viewer.principal.user_id,
-            notification_id=notification_id,
-        )
-    except AppError as exc:
-        return await _inbox(request, viewer, issue=problem(exc))
+async def read_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    await in_app.mark_read(
+        request.app[NOTIFICATION_SERVICES],
+        user_id=viewer.principal.user_id,
+        notification_id=path_uuid(request, "id"),
+    )
     return redirect(request, "/notifications?done=read")
 
 
-@signed_in
-async def read_all_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        await read_form(request)
-        await in_app.mark_all_read(
-            request.app[NOTIFICATION_SERVICES], user_id=viewer.principal.user_id
-        )
-    except AppError as exc:
-        return await _inbox(request, viewer, issue=problem(exc))
+async def inbox_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    return await _inbox(request, viewer, issue=problem(exc))
+
+
+async def read_all_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    services = request.app[NOTIFICATION_SERVICES]
+    await in_app.mark_all_read(services, user_id=viewer.principal.user_id)
     return redirect(request, "/notifications?done=all_read")
 
 
@@ -128,15 +117,15 @@ async def unsubscribe_page(request: web.Request) -> web.Response:
     return _unsubscribe(request, token=token, event=event_label(claims.event_type))
 
 
-async def unsubscribe_post(request: web.Request) -> web.Response:
+async def unsubscribe_post(request: web.Request, form: Form) -> web.Response:
     await load_viewer(request)
     services = request.app[NOTIFICATION_SERVICES]
-    try:
-        form = await read_form(request)
-        token = form.get("token", "") if isinstance(form.get("token"), str) else ""
-        claims = await unsub.unsubscribe(
-            services.db, secret_key=services.settings.secret_key, token=str(token)
-        )
-    except AppError as exc:
-        return _unsubscribe_refused(request, exc)
+    claims = await unsub.unsubscribe(
+        services.db, secret_key=services.settings.secret_key, token=field(form, "token")
+    )
     return _unsubscribe(request, event=event_label(claims.event_type), done=True)
+
+
+async def unsubscribe_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:
+    await load_viewer(request)
+    return _unsubscribe_refused(request, exc)

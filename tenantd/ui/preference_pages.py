@@ -18,8 +18,7 @@ from tenantd.identity import permissions
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
-from tenantd.ui.account_pages import signed_in
-from tenantd.ui.forms import Problem, field, problem, read_form
+from tenantd.ui.forms import Form, Problem, field, problem
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer
 from tenantd.ui.strings import done_text, text
@@ -117,7 +116,6 @@ async def _preferences(
     )
 
 
-@signed_in
 async def preferences_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _preferences(request, viewer)
 
@@ -149,38 +147,41 @@ async def _save_channels(
             )
 
 
-@signed_in
-async def preferences_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    try:
-        form = await read_form(request)
-        await _save_channels(request.app[NOTIFICATION_SERVICES], viewer, form)
-    except AppError as exc:
-        return await _preferences(request, viewer, issue=problem(exc))
+async def preferences_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    await _save_channels(request.app[NOTIFICATION_SERVICES], viewer, form)
     return redirect(request, PREFERENCES + "?done=preferences")
 
 
-@signed_in
-async def quiet_hours_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    posted: dict[str, Any] = {}
-    try:
-        form = await read_form(request)
-        posted = {
-            "timeZone": field(form, "timeZone") or None,
-            "quietHoursStart": field(form, "quietHoursStart") or None,
-            "quietHoursEnd": field(form, "quietHoursEnd") or None,
-            "locale": field(form, "locale") or None,
-        }
-        await quiet.set_settings(
-            request.app[NOTIFICATION_SERVICES],
-            user_id=viewer.principal.user_id,
-            time_zone=posted["timeZone"],
-            start=posted["quietHoursStart"],
-            end=posted["quietHoursEnd"],
-            locale=posted["locale"],
-        )
-    except AppError as exc:
-        return await _preferences(request, viewer, issue=problem(exc), quiet_values=posted or None)
+async def preferences_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    return await _preferences(request, viewer, issue=problem(exc))
+
+
+async def quiet_hours_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
+    posted = _quiet_values(form)
+    await quiet.set_settings(
+        request.app[NOTIFICATION_SERVICES],
+        user_id=viewer.principal.user_id,
+        time_zone=posted["timeZone"],
+        start=posted["quietHoursStart"],
+        end=posted["quietHoursEnd"],
+        locale=posted["locale"],
+    )
     return redirect(request, PREFERENCES + "?done=quiet_hours#quiet-hours")
+
+
+def _quiet_values(form: Form) -> dict[str, str | None]:
+    names = ("timeZone", "quietHoursStart", "quietHoursEnd", "locale")
+    return {name: field(form, name) or None for name in names}
+
+
+async def quiet_hours_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    """The preferences again, the quiet hours as they were typed."""
+    posted = _quiet_values(form) if form is not None else None
+    return await _preferences(request, viewer, issue=problem(exc), quiet_values=posted)
 
 
 # -- the account's defaults ----------------------------------------------------------------------
@@ -228,38 +229,36 @@ async def _defaults(
     )
 
 
-@signed_in
 async def defaults_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return await _defaults(request, viewer)
 
 
-@signed_in
-async def defaults_post(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    services = request.app[NOTIFICATION_SERVICES]
+async def defaults_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     account_id = _account_id(request)
-    try:
-        form = await read_form(request)
-        if not viewer.can(MANAGE_DEFAULTS):
-            raise Forbidden(text("defaults.managers_only"))
-        current = await _current_defaults(services, viewer, account_id)
-        for event in await _events(services, viewer):
-            for setting in event["channels"]:
-                key = (event["eventType"], setting["channel"])
-                name = _field_name("default", *key)
-                posted = field(form, name)
-                # A field the form did not carry (or no choice of ours) changes nothing.
-                if name not in form or posted not in DEFAULT_CHOICES:
-                    continue
-                if DEFAULT_CHOICES[posted] == current.get(key):
-                    continue
-                await prefs.set_account_default(
-                    services,
-                    actor=viewer.principal,
-                    account_id=account_id,
-                    event_type=key[0],
-                    channel=key[1],
-                    enabled=DEFAULT_CHOICES[posted],
-                )
-    except AppError as exc:
-        return await _defaults(request, viewer, issue=problem(exc))
+    if not viewer.can(MANAGE_DEFAULTS):
+        raise Forbidden(text("defaults.managers_only"))
+    services = request.app[NOTIFICATION_SERVICES]
+    choices = await _posted_defaults(services, viewer, form)
+    await prefs.set_account_defaults(services, viewer.principal, account_id, choices=choices)
     return redirect(request, f"/accounts/{account_id}/notification-defaults?done=defaults")
+
+
+async def defaults_again(
+    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+) -> web.Response:
+    return await _defaults(request, viewer, issue=problem(exc))
+
+
+async def _posted_defaults(
+    services: NotificationServices, viewer: Viewer, form: MultiDictProxy[Any]
+) -> dict[tuple[str, str], bool | None]:
+    """The defaults the form chose: a field it did not carry (or no choice of ours) is none."""
+    choices: dict[tuple[str, str], bool | None] = {}
+    for event in await _events(services, viewer):
+        for setting in event["channels"]:
+            name = _field_name("default", event["eventType"], setting["channel"])
+            if name in form and field(form, name) in DEFAULT_CHOICES:
+                choices[(event["eventType"], setting["channel"])] = DEFAULT_CHOICES[
+                    field(form, name)
+                ]
+    return choices

@@ -1,13 +1,14 @@
-"""The hosted pages' routes and static files, added to the application when TENANTD_UI is on
-(off: none of these paths exist, so they answer the API's 404)."""
+"""The hosted pages' part of the route table, their guard and error pages, and the static
+files, added to the application when TENANTD_UI is on (off: none of these paths exist, so
+they answer the API's 404)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -21,11 +22,13 @@ from tenantd.ui import mfa_pages as mfa
 from tenantd.ui import notification_pages as notifications
 from tenantd.ui import preference_pages as preferences
 from tenantd.ui.config import passkeys_notice, ui_config
-from tenantd.ui.forms import problem
+from tenantd.ui.forms import problem, read_form
 from tenantd.ui.render import STATIC, page, redirect, retry_after
 from tenantd.ui.session import load_viewer
 from tenantd.ui.strings import text
 from tenantd.web.middlewares import ERROR_PAGE, REQUEST_ID
+from tenantd.web.routing import PageDoor
+from tenantd.web.spec import Access, Routes, RouteSpec
 
 log = logging.getLogger(__name__)
 
@@ -71,86 +74,149 @@ async def static_file(request: web.Request) -> web.FileResponse:
     return web.FileResponse(path)
 
 
-PAGES: list[tuple[str, str, Any]] = [
-    ("GET", "/", home),
-    ("GET", "/signup", auth.signup_page),
-    ("POST", "/signup", auth.signup_post),
-    ("GET", "/check-inbox", auth.check_inbox_page),
-    ("POST", "/check-inbox", auth.check_inbox_post),
-    ("GET", "/verify-email", auth.verify_page),
-    ("POST", "/verify-email", auth.verify_post),
-    ("GET", "/login", auth.login_page),
-    ("POST", "/login", auth.login_post),
-    ("POST", "/logout", auth.logout_post),
-    ("POST", "/logout-all", auth.logout_all_post),
-    ("GET", "/reset-password", auth.reset_page),
-    ("POST", "/reset-password", auth.reset_post),
-    ("POST", "/reset-password/confirm", auth.reset_confirm_post),
-    ("GET", "/invitations/accept", auth.invitation_page),
-    ("POST", "/invitations/accept", auth.invitation_post),
-    ("GET", "/account", accounts.account_page),
-    ("POST", "/account/password", accounts.password_post),
-    ("POST", "/account/names", accounts.names_post),
-    ("GET", "/account/export", accounts.export_get),
-    ("POST", "/account/delete", accounts.delete_me_post),
-    ("GET", "/accounts", accounts.accounts_page),
-    ("POST", "/accounts", accounts.create_post),
-    ("POST", "/accounts/switch", accounts.switch_post),
-    ("GET", MEMBERS, accounts.members_page),
-    ("POST", "/accounts/{id}/rename", accounts.rename),
-    ("POST", MEMBERS + "/invite", accounts.invite),
-    ("POST", MEMBERS + "/{userId}/role", accounts.change_role),
-    ("POST", MEMBERS + "/{userId}/remove", accounts.remove),
-    ("POST", "/accounts/{id}/invitations/{iid}/resend", accounts.resend),
-    ("POST", "/accounts/{id}/invitations/{iid}/revoke", accounts.revoke),
-    ("POST", "/accounts/{id}/transfer", accounts.transfer),
-    ("POST", "/accounts/{id}/leave", accounts.leave),
-    ("POST", "/accounts/{id}/delete", accounts.delete),
-    ("GET", "/join-requests", accounts.join_requests_page),
-    ("POST", "/join-requests/{rid}/{decision:approve|deny}", accounts.join_decision_post),
-    ("GET", "/notifications", notifications.inbox_page),
-    ("POST", "/notifications/read-all", notifications.read_all_post),
-    ("POST", "/notifications/{id}/read", notifications.read_post),
-    ("GET", "/notifications/preferences", preferences.preferences_page),
-    ("POST", "/notifications/preferences", preferences.preferences_post),
-    ("GET", "/unsubscribe", notifications.unsubscribe_page),
-    ("POST", "/unsubscribe", notifications.unsubscribe_post),
-    ("GET", "/tenantd-sw.js", service_worker),
-    # two-factor authentication, step-up, email change (issues 17 and 18)
-    ("GET", "/login/mfa", mfa.login_mfa_page),
-    ("POST", "/login/mfa", mfa.login_mfa_post),
-    ("POST", "/account/mfa/totp/setup", mfa.totp_setup_post),
-    ("POST", "/account/mfa/totp/confirm", mfa.totp_confirm_post),
-    ("POST", "/account/mfa/totp/disable", mfa.totp_disable_post),
-    ("POST", "/account/mfa/recovery-codes", mfa.recovery_post),
-    ("POST", "/account/passkeys/{pid}/rename", mfa.passkey_rename_post),
-    ("POST", "/account/passkeys/{pid}/delete", mfa.passkey_delete_post),
-    ("POST", "/reauth", mfa.reauth_post),
-    ("POST", "/account/email", mfa.email_post),
-    ("GET", "/confirm-email", mfa.confirm_email_page),
-    ("POST", "/confirm-email", mfa.confirm_email_post),
-    ("GET", "/cancel-email-change", mfa.cancel_email_page),
-    ("POST", "/cancel-email-change", mfa.cancel_email_post),
-    ("GET", "/wasnt-me", mfa.wasnt_me_page),
-    ("POST", "/wasnt-me", mfa.wasnt_me_post),
-    ("POST", MEMBERS.removesuffix("/members") + "/require-mfa", mfa.require_mfa_post),
-    ("POST", "/accounts/{id}/restore", accounts.restore_post),
-    # sign-in by email (issue 29)
-    ("GET", "/login/email-code", email_codes.email_code_page),
-    ("POST", "/login/email-code", email_codes.email_code_post),
-    ("POST", "/login/email-code/verify", email_codes.email_code_verify_post),
-    ("GET", "/email-code", email_codes.email_link_page),
-    ("POST", "/email-code", email_codes.email_link_post),
-    # notification frequency, quiet hours, language, account defaults (issue 18)
-    ("POST", preferences.QUIET_HOURS, preferences.quiet_hours_post),
-    ("GET", preferences.DEFAULTS, preferences.defaults_page),
-    ("POST", preferences.DEFAULTS, preferences.defaults_post),
-    # an operator's impersonation link (issue 28)
-    ("GET", admin_pages.IMPERSONATE, admin_pages.impersonate_page),
-]
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ROUTES = Routes("pages")
+PUBLIC = Access.PUBLIC
+# Every page: a signed-in one unless PUBLIC (an AUTH page sends anyone else to sign in).
+route = ROUTES.page
+route("GET", "/", home, access=PUBLIC)
+route("GET", "/signup", auth.signup_page, access=PUBLIC)
+route("POST", "/signup", auth.signup_post, access=PUBLIC, again=auth.signup_again)
+route("GET", "/check-inbox", auth.check_inbox_page, access=PUBLIC)
+route("POST", "/check-inbox", auth.check_inbox_post, access=PUBLIC, again=auth.check_inbox_again)
+route("GET", "/verify-email", auth.verify_page, access=PUBLIC)
+route("POST", "/verify-email", auth.verify_post, access=PUBLIC, again=auth.verify_again)
+route("GET", "/login", auth.login_page, access=PUBLIC)
+route("POST", "/login", auth.login_post, access=PUBLIC, again=auth.login_again)
+route("POST", "/logout", auth.logout_post, access=PUBLIC)
+route("POST", "/logout-all", auth.logout_all_post, access=PUBLIC)
+route("GET", "/reset-password", auth.reset_page, access=PUBLIC)
+route("POST", "/reset-password", auth.reset_post, access=PUBLIC, again=auth.reset_again)
+route(
+    "POST",
+    "/reset-password/confirm",
+    auth.reset_confirm_post,
+    access=PUBLIC,
+    again=auth.reset_confirm_again,
+)
+route("GET", "/invitations/accept", auth.invitation_page, access=PUBLIC)
+route(
+    "POST", "/invitations/accept", auth.invitation_post, access=PUBLIC, again=auth.invitation_again
+)
+route("GET", "/account", accounts.account_page)
+route("POST", "/account/password", accounts.password_post, again=accounts.profile_again)
+route("POST", "/account/names", accounts.names_post, again=accounts.profile_again)
+route("GET", "/account/export", accounts.export_get)
+route("POST", "/account/delete", accounts.delete_me_post, again=accounts.profile_again)
+route("GET", "/accounts", accounts.accounts_page)
+route("POST", "/accounts", accounts.create_post, again=accounts.accounts_again)
+route("POST", "/accounts/switch", accounts.switch_post, again=accounts.accounts_again)
+route("GET", MEMBERS, accounts.members_page)
+route("POST", "/accounts/{id}/rename", accounts.rename, again=accounts.members_again)
+route("POST", MEMBERS + "/invite", accounts.invite, again=accounts.members_again)
+route("POST", MEMBERS + "/{userId}/role", accounts.change_role, again=accounts.members_again)
+route("POST", MEMBERS + "/{userId}/remove", accounts.remove, again=accounts.members_again)
+route(
+    "POST", "/accounts/{id}/invitations/{iid}/resend", accounts.resend, again=accounts.members_again
+)
+route(
+    "POST", "/accounts/{id}/invitations/{iid}/revoke", accounts.revoke, again=accounts.members_again
+)
+route("POST", "/accounts/{id}/transfer", accounts.transfer, again=accounts.members_again)
+route("POST", "/accounts/{id}/leave", accounts.leave, again=accounts.members_again)
+route("POST", "/accounts/{id}/delete", accounts.delete, again=accounts.members_again)
+route("GET", "/join-requests", accounts.join_requests_page)
+route(
+    "POST",
+    "/join-requests/{rid}/{decision:approve|deny}",
+    accounts.join_decision_post,
+    again=accounts.join_requests_again,
+)
+route("GET", "/notifications", notifications.inbox_page)
+route(
+    "POST", "/notifications/read-all", notifications.read_all_post, again=notifications.inbox_again
+)
+route("POST", "/notifications/{id}/read", notifications.read_post, again=notifications.inbox_again)
+route("GET", "/notifications/preferences", preferences.preferences_page)
+route(
+    "POST",
+    "/notifications/preferences",
+    preferences.preferences_post,
+    again=preferences.preferences_again,
+)
+route("GET", "/unsubscribe", notifications.unsubscribe_page, access=PUBLIC)
+route(
+    "POST",
+    "/unsubscribe",
+    notifications.unsubscribe_post,
+    access=PUBLIC,
+    again=notifications.unsubscribe_again,
+)
+route("GET", "/tenantd-sw.js", service_worker, access=PUBLIC)
+# two-factor authentication, step-up, email change (issues 17 and 18)
+route("GET", "/login/mfa", mfa.login_mfa_page, access=PUBLIC)
+route("POST", "/login/mfa", mfa.login_mfa_post, access=PUBLIC, again=mfa.login_mfa_again)
+route("POST", "/account/mfa/totp/setup", mfa.totp_setup_post, again=mfa.account_again)
+route("POST", "/account/mfa/totp/confirm", mfa.totp_confirm_post, again=mfa.totp_confirm_again)
+route("POST", "/account/mfa/totp/disable", mfa.totp_disable_post, again=mfa.account_again)
+route("POST", "/account/mfa/recovery-codes", mfa.recovery_post, again=mfa.account_again)
+route("POST", "/account/passkeys/{pid}/rename", mfa.passkey_rename_post, again=mfa.account_again)
+route("POST", "/account/passkeys/{pid}/delete", mfa.passkey_delete_post, again=mfa.account_again)
+route("POST", "/reauth", mfa.reauth_post, again=mfa.reauth_again)
+route("POST", "/account/email", mfa.email_post, again=mfa.email_again)
+route("GET", "/confirm-email", mfa.confirm_email_page, access=PUBLIC)
+route("POST", "/confirm-email", mfa.confirm_email_post, again=mfa.confirm_email_again)
+route("GET", "/cancel-email-change", mfa.cancel_email_page, access=PUBLIC)
+route(
+    "POST",
+    "/cancel-email-change",
+    mfa.cancel_email_post,
+    access=PUBLIC,
+    again=mfa.cancel_email_again,
+)
+route("GET", "/wasnt-me", mfa.wasnt_me_page, access=PUBLIC)
+route("POST", "/wasnt-me", mfa.wasnt_me_post, access=PUBLIC, again=mfa.wasnt_me_again)
+route(
+    "POST",
+    MEMBERS.removesuffix("/members") + "/require-mfa",
+    mfa.require_mfa_post,
+    again=accounts.members_again,
+)
+route("POST", "/accounts/{id}/restore", accounts.restore_post, again=accounts.accounts_again)
+# sign-in by email (issue 29)
+route("GET", "/login/email-code", email_codes.email_code_page, access=PUBLIC)
+route(
+    "POST",
+    "/login/email-code",
+    email_codes.email_code_post,
+    access=PUBLIC,
+    again=email_codes.email_code_again,
+)
+route(
+    "POST",
+    "/login/email-code/verify",
+    email_codes.email_code_verify_post,
+    access=PUBLIC,
+    again=email_codes.email_code_verify_again,
+)
+route("GET", "/email-code", email_codes.email_link_page, access=PUBLIC)
+route(
+    "POST",
+    "/email-code",
+    email_codes.email_link_post,
+    access=PUBLIC,
+    again=email_codes.email_link_again,
+)
+# notification frequency, quiet hours, language, account defaults (issue 18)
+route(
+    "POST",
+    preferences.QUIET_HOURS,
+    preferences.quiet_hours_post,
+    again=preferences.quiet_hours_again,
+)
+route("GET", preferences.DEFAULTS, preferences.defaults_page)
+route("POST", preferences.DEFAULTS, preferences.defaults_post, again=preferences.defaults_again)
+# an operator's impersonation link (issue 28)
+route("GET", admin_pages.IMPERSONATE, admin_pages.impersonate_page, access=PUBLIC)
 
 
 def error_page_of(request: web.Request, exc: AppError) -> web.Response:
@@ -176,17 +242,20 @@ def error_page_of(request: web.Request, exc: AppError) -> web.Response:
     return response
 
 
-def in_words(handler: Handler) -> Handler:
-    """A page's own errors (not found, refused form) as a page, never the API's JSON."""
+async def page_guard(request: web.Request, spec: RouteSpec) -> web.StreamResponse | tuple[Any, ...]:
+    """A signed-in page gets its viewer; anyone else is sent to /login (and, from a GET,
+    comes back after). A public page takes no viewer."""
+    if spec.access is not Access.AUTH:
+        return ()
+    viewer = await load_viewer(request)
+    if viewer is not None:
+        return (viewer,)
+    if request.method == "GET":
+        return redirect(request, "/login?" + urlencode({"next": request.path_qs}))
+    return redirect(request, "/login")
 
-    async def wrapped(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except AppError as exc:
-            return error_page_of(request, exc)
 
-    wrapped.__name__ = getattr(handler, "__name__", "page")
-    return wrapped
+DOOR = PageDoor(guard=page_guard, refused=error_page_of, form=read_form)
 
 
 async def error_page(request: web.Request, exc: AppError) -> web.StreamResponse:
@@ -195,14 +264,15 @@ async def error_page(request: web.Request, exc: AppError) -> web.StreamResponse:
     return error_page_of(request, exc)
 
 
-def install_pages(app: web.Application, settings: Settings) -> None:
-    """Add the pages and /static when TENANTD_UI is on."""
+def install_pages(app: web.Application, settings: Settings) -> bool:
+    """When TENANTD_UI is on: the pages' error answer and /static (files, not pages: a miss
+    is the API's 404). The pages themselves are routes of the one table (`ROUTES`): True
+    when they are to be registered."""
     if not ui_config(settings).enabled:
-        return
+        return False
     notice = passkeys_notice(settings)
     if notice is not None:
         log.warning(notice)
-    for method, path, handler in PAGES:
-        app.router.add_route(method, path, in_words(handler))
     app[ERROR_PAGE] = error_page
     app.router.add_get("/static/{name:.+}", static_file)  # GET and HEAD
+    return True

@@ -10,7 +10,7 @@ from pydantic import TypeAdapter
 from pydantic.json_schema import JsonSchemaMode
 
 from tenantd import __version__
-from tenantd.web.routing import ROUTE_SPEC, path_params
+from tenantd.web.routing import ROUTE_SPEC, api_routes, path_params
 from tenantd.web.schemas import SINGLE_LINE_PATTERN, ErrorEnvelope, forbid_control_characters
 from tenantd.web.spec import Access, Routes, RouteSpec
 
@@ -149,7 +149,9 @@ def _operation(spec: RouteSpec, index: int, schemas: Schemas) -> dict[str, Any]:
     return operation
 
 
-def build_openapi(specs: list[RouteSpec]) -> dict[str, Any]:
+def build_openapi(table: list[RouteSpec]) -> dict[str, Any]:
+    """The document of the table's API routes (pages are not listed)."""
+    specs = api_routes(table)
     schemas = Schemas(specs)
     paths: dict[str, dict[str, Any]] = {}
     for index, spec in enumerate(specs):

@@ -1,7 +1,12 @@
-"""Declarative route table. Every route says who may call it; requireAuth is the default.
+"""Declarative route table: the API's routes and the hosted pages, one `RouteSpec` each,
+with its flags (page or API, who may call it, mfa_exempt, rate-limit class, listed in the
+OpenAPI document or not). requireAuth is the default.
 
-A view is `async def view(request[, body]) -> data | web.StreamResponse`. The router wraps
-it with the guard, the CSRF check and body parsing, and envelopes plain data.
+An API view is `async def view(request[, query][, body]) -> data | web.StreamResponse`: the
+router wraps it with the CSRF check, the guard, the rate limit and body parsing, and envelopes
+plain data. A page is `async def page(request[, viewer]) -> web.StreamResponse`: the router
+runs the pages' guard (the viewer of an AUTH page, or off to sign in) and shows a page's
+refusal in words.
 """
 
 from __future__ import annotations
@@ -58,6 +63,14 @@ class RouteSpec:
     # Media type of the error answers when the route answers its own protocol's errors (a
     # SCIM Error, say) instead of the API's envelope.
     errors_as: str = "application/json"
+    # A hosted page (HTML, form posts) rather than an API route.
+    page: bool = False
+    # Listed in /api/v1/openapi.json (the pages are not).
+    include_in_openapi: bool = True
+    # A form post of the pages: the router reads the form (origin and token checked) and
+    # hands it to the view; a refusal answers `again(request[, viewer], form | None, error)`,
+    # the form's page again with the problem in words.
+    again: View | None = None
 
     @property
     def name(self) -> str:
@@ -125,6 +138,41 @@ class Routes:
             return view
 
         return decorate
+
+    def page(
+        self,
+        method: str,
+        path: str,
+        view: View,
+        *,
+        access: Access = Access.AUTH,
+        again: View | None = None,
+    ) -> None:
+        """A hosted page: AUTH is a signed-in page (anyone else is sent to sign in), PUBLIC
+        is open to all; its errors are shown in words. With `again`, a form post: the view
+        takes the checked form, a refusal shows the form again."""
+        if access not in (Access.AUTH, Access.PUBLIC):
+            raise ValueError(f"{method} {path}: a page is AUTH or PUBLIC")
+        self.specs.append(
+            RouteSpec(
+                method=method,
+                path=path,
+                view=view,
+                access=access,
+                body=None,
+                response=None,
+                status=200,
+                summary=(inspect.getdoc(view) or "").split("\n")[0],
+                tag=self.tag,
+                wrapped=False,
+                body_limit=API_BODY_LIMIT,
+                content_type="application/x-www-form-urlencoded",
+                produces="text/html",
+                page=True,
+                include_in_openapi=False,
+                again=again,
+            )
+        )
 
     def get(self, path: str, **kw: Any) -> Callable[[View], View]:
         return self.route("GET", path, **kw)

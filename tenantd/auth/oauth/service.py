@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -49,6 +49,7 @@ from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
 from tenantd.identity import queries as identity_queries
+from tenantd.identity import stepup
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import IssuedTokens
@@ -59,6 +60,8 @@ from tenantd.settings import OAuthProviderSettings, Settings
 if TYPE_CHECKING:
     import jwt
 
+    from tenantd.bundle import Services
+    from tenantd.principal import Principal
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +112,18 @@ class CallbackParams:
     user: str | None = None  # Apple's form_post: the user's name, first sign-in only (JSON)
     posted: bool = False  # arrived as a POST form (response_mode=form_post)
 
+    @classmethod
+    def of_form(cls, form: Mapping[str, str]) -> CallbackParams:
+        """The parameters a provider posted (response_mode=form_post)."""
+        return cls(
+            code=form.get("code"),
+            state=form.get("state"),
+            error=form.get("error"),
+            iss=form.get("iss"),
+            user=form.get("user"),
+            posted=True,
+        )
+
 
 @dataclass(frozen=True)
 class SignedIn:
@@ -126,6 +141,21 @@ def provider_settings(settings: Settings, name: str) -> OAuthProviderSettings:
         if provider.name == name:
             return provider
     raise NotFound("Unknown sign-in provider")
+
+
+async def reauth_binding(
+    services: Services, principal: Principal, *, provider: str
+) -> ReauthBinding:
+    """A step-up through `provider` (prompt=login): a known provider, an identity of it linked
+    to the caller, and a session to refresh."""
+    provider_settings(services.settings, provider)  # unknown: 404
+    if principal.session_id is None:
+        raise Conflict("This token belongs to no session: sign in again")
+    async with services.db.connection() as conn:
+        linked = await stepup.reauth_providers(conn, services.settings, principal.user_id)
+    if provider not in linked:
+        raise NotFound("No identity of this provider is linked")
+    return ReauthBinding(user_id=principal.user_id, session_id=principal.session_id)
 
 
 def configured_providers(settings: Settings) -> list[dict[str, str]]:

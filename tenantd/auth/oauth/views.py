@@ -22,8 +22,7 @@ from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, ReauthBinding, callback_path
 from tenantd.auth.oauth.reauth import SteppedUp
-from tenantd.errors import Conflict, NotFound
-from tenantd.identity import stepup
+from tenantd.errors import NotFound
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     DEVICE_COOKIE,
@@ -167,17 +166,9 @@ async def _start(
     " its callback refreshes this session's auth_time and goes to returnTo",
 )
 async def oauth_reauth(request: web.Request, query: StartQuery) -> web.Response:
-    services = request.app[SERVICES]
-    provider = request.match_info["provider"]
-    principal = current_principal(request)
-    service.provider_settings(services.settings, provider)  # unknown: 404
-    if principal.session_id is None:
-        raise Conflict("This token belongs to no session: sign in again")
-    async with services.db.connection() as conn:
-        linked = await stepup.reauth_providers(conn, services.settings, principal.user_id)
-    if provider not in linked:
-        raise NotFound("No identity of this provider is linked")
-    binding = ReauthBinding(user_id=principal.user_id, session_id=principal.session_id)
+    binding = await service.reauth_binding(
+        request.app[SERVICES], current_principal(request), provider=request.match_info["provider"]
+    )
     return await _start(request, query.return_to, binding)
 
 
@@ -207,16 +198,8 @@ async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Resp
 )
 async def oauth_callback_form(request: web.Request) -> web.Response:
     raw = await read_limited(request, FORM_POST_LIMIT)
-    form = {k: v for k, v in parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True)}
-    params = service.CallbackParams(
-        code=form.get("code"),
-        state=form.get("state"),
-        error=form.get("error"),
-        iss=form.get("iss"),
-        user=form.get("user"),
-        posted=True,
-    )
-    return await _callback(request, params)
+    form = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+    return await _callback(request, service.CallbackParams.of_form(form))
 
 
 async def _callback(request: web.Request, params: service.CallbackParams) -> web.Response:
@@ -283,11 +266,8 @@ async def oauth_unlink(request: web.Request) -> dict[str, str]:
     provider = request.match_info["provider"]
     if len(provider) > 64:
         raise NotFound()
-    principal = current_principal(request)
-    await service.unlink(
-        request.app[SERVICES].db,
-        user_id=principal.user_id,
-        provider=provider,
-        client=service.ClientMeta(user_agent=request.headers.get("User-Agent"), ip=request.remote),
-    )
+    user_id = current_principal(request).user_id
+    client = service.ClientMeta(user_agent=request.headers.get("User-Agent"), ip=request.remote)
+    db = request.app[SERVICES].db
+    await service.unlink(db, user_id=user_id, provider=provider, client=client)
     return {}
