@@ -19,11 +19,13 @@ from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email.service import EmailService
 from tenantd.email.templates import brand_of, use_brand
+from tenantd.identity.settings import IdentitySettings
 from tenantd.jobs.queue import JobQueue
 from tenantd.notifications import tenancy
 from tenantd.notifications.declared import load_catalog
 from tenantd.notifications.definitions import load_stored_once
 from tenantd.notifications.registry import EventRegistry, load_registry
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
 from tenantd.webhooks.delivery import WebhookSender
 
@@ -57,9 +59,9 @@ class AppServices:
             self.jobs = JobQueue(self.settings, JOB_KINDS)
         if self.keyring is None:
             self.keyring = Keyring(
-                algorithm=self.settings.access_token_alg,
+                algorithm=self.settings.section(IdentitySettings).access_token_alg,
                 secret_key=self.settings.secret_key,
-                audience=self.settings.access_token_audience,
+                audience=self.settings.section(IdentitySettings).access_token_audience,
             )
         if self.webhook_sender is None:
             self.webhook_sender = WebhookSender(self.settings)
@@ -74,7 +76,7 @@ def event_registry(settings: Settings) -> EventRegistry:
     """The deployment's event types: the Python modules', then the catalog file's. A bad
     module or catalog entry fails start-up (RegistryError naming it)."""
     registry = load_registry(tenancy.event_modules(settings))
-    load_catalog(registry, settings.event_catalog)
+    load_catalog(registry, settings.section(NotificationSettings).event_catalog)
     return registry
 
 
@@ -84,7 +86,9 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
     registry = event_registry(settings)
     use_brand(brand_of(settings))  # every HTML mail's layout shows the pages' brand
     db = await create_database(
-        url_to_dsn(database_url), minsize=settings.db_pool_min, maxsize=settings.db_pool_max
+        url_to_dsn(database_url),
+        minsize=settings.database.pool_min,
+        maxsize=settings.database.pool_max,
     )
     timeout = aiohttp.ClientTimeout(total=15, connect=5)
     http = aiohttp.ClientSession(timeout=timeout)

@@ -18,9 +18,11 @@ from tenantd.db import DATABASE
 from tenantd.identity.keys.feed import fed
 from tenantd.identity.revocations import mirrored
 from tenantd.jobs.runner import running
+from tenantd.jobs.settings import JobSettings
 from tenantd.notifications import definitions, tenancy
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.channels.sse.feed import FEED_KEY, sse_ctx
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.notifications.tenancy.feed import tenancy_feed
 from tenantd.ops.config import ops_config
 from tenantd.ops.instances import Instance, heartbeating, switches
@@ -115,7 +117,7 @@ async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     registry.registry.register(breach.CHECK_ERRORS)  # process-wide: sign-up lookups
     app[METRICS] = registry
     settings = app[SETTINGS]
-    if settings.notifications_sse_enabled:
+    if settings.section(NotificationSettings).notifications_sse_enabled:
         registry.sse_clients = _sse_client_count(app)
     async with registry.refreshing(app[DATABASE], ops_config(settings).metrics_refresh_seconds):
         yield
@@ -126,7 +128,7 @@ async def job_runner_ctx(app: web.Application) -> AsyncIterator[None]:
     durable kinds only, e.g. webhook deliveries)."""
     services = app[SERVICES]
     durable = any(kind.durable for kind in services.jobs.kinds.values())
-    if not services.settings.queues_enabled and not durable:
+    if not services.settings.section(JobSettings).queues_enabled and not durable:
         yield
         return
     async with running(services):

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from tenantd.app.factory import create_app
+from tenantd.app.settings import load_settings
 from tenantd.ops.config import (
     DEFAULT_RATE_LIMITS,
     DEFAULT_SESSION_RATE_LIMITS,
     DEFAULT_SWEEP_INTERVALS,
 )
-from tenantd.settings import load_settings
 from tenantd.web.openapi import build_openapi
 from tenantd.web.routing import ROUTE_SPEC
 

@@ -36,6 +36,7 @@ from tenantd.email import suppression
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.identity import queries
 from tenantd.identity.events import user_changed
+from tenantd.identity.settings import SignInSettings
 from tenantd.identity.signin import AUTH_EMAIL, ClientMeta, start_session
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import service as mfa
@@ -63,7 +64,7 @@ class Conflict:
 
 
 def _require_enabled(settings: Settings) -> None:
-    if not settings.magic_link_enabled:
+    if not settings.section(SignInSettings).magic_link_enabled:
         raise NotFound()
 
 

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tenantd.app.bundle import open_services
+from tenantd.app.settings import load_settings
 from tenantd.bundle import Services
 from tenantd.cli.state import state
 from tenantd.db import Database
@@ -28,7 +29,7 @@ from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate
 from tenantd.db.provide import provided_database
 from tenantd.logging_setup import setup_logging
-from tenantd.settings import Settings, SettingsError, load_settings
+from tenantd.settings import Settings, SettingsError
 from tenantd.web.json import dumps
 
 T = TypeVar("T")
@@ -72,7 +73,7 @@ def settings(env_file: str | None = None) -> Settings:
         fail(str(error), 2)
     state.loaded_env_file = str(Path(path).absolute()) if path else None
     # At the default level, commands show warnings and the operational events only.
-    setup_logging(loaded.log_level, loaded.log_format, quiet=loaded.log_level == "info")
+    setup_logging(loaded.log.level, loaded.log.format, quiet=loaded.log.level == "info")
     return loaded
 
 
@@ -91,7 +92,7 @@ def with_services(
         opened = config
         db = await create_database(url_to_dsn(url), minsize=1, maxsize=2)
         try:
-            await migrate(db)
+            await migrate(db, config.database.sql_dir)
             if adjust is not None:
                 opened = await adjust(config, db)
         finally:

@@ -32,6 +32,7 @@ from tenantd.email.message import (
 from tenantd.email.providers import EmailSender
 from tenantd.email.providers.file import FileSender
 from tenantd.email.providers.http import build_http_sender
+from tenantd.email.settings import MailSettings
 from tenantd.email.webhooks import check_settings as check_webhook_settings
 from tenantd.jobs.kinds import PermanentJobError
 from tenantd.settings import Settings
@@ -44,8 +45,8 @@ MARK_RETRY_SECONDS = 0.25
 
 
 def build_sender(settings: Settings, http: aiohttp.ClientSession) -> EmailSender:
-    if settings.email_provider == "file":
-        return FileSender(settings.email_file_dir)
+    if settings.section(MailSettings).email_provider == "file":
+        return FileSender(settings.section(MailSettings).email_file_dir)
     return build_http_sender(settings, http)
 
 
@@ -60,7 +61,11 @@ class EmailService:
         cls, settings: Settings, *, db: Database, http: aiohttp.ClientSession
     ) -> EmailService:
         check_webhook_settings(settings)
-        return cls(db=db, sender=build_sender(settings, http), sender_address=settings.email_from)
+        return cls(
+            db=db,
+            sender=build_sender(settings, http),
+            sender_address=settings.section(MailSettings).email_from,
+        )
 
     async def send(self, message: EmailMessage) -> SendResult:
         """Send unless the address is suppressed: then {status: suppressed, reason}."""

@@ -14,6 +14,7 @@ from tenantd.db import Conn
 from tenantd.identity import queries
 from tenantd.identity.devices import describe, usable_device_id
 from tenantd.identity.sessions import IssuedTokens, issue_session
+from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.ops.ratelimit import signed_device
 
@@ -90,7 +91,7 @@ async def start_session(
         user_agent=client.user_agent,
         data={"method": method, "newBrowser": new_browser},
     )
-    if new_browser and settings.new_signin_email:
+    if new_browser and settings.section(IdentitySettings).new_signin_email:
         await services.jobs.submit(
             services,
             AUTH_EMAIL,

@@ -12,6 +12,7 @@ from tenantd.auth import email_code
 from tenantd.auth.schemas import CaptchaEmailBody, EmailCodeVerifyBody
 from tenantd.bundle import SERVICES
 from tenantd.errors import NotFound
+from tenantd.identity.settings import SignInSettings
 from tenantd.ui.auth_pages import captcha_token, signed_in_or_mfa
 from tenantd.ui.forms import Form, again, field, parse, safe_next, submit
 from tenantd.ui.render import page, redirect
@@ -23,7 +24,7 @@ TEMPLATE = "email_code.html"
 
 
 def _enabled(request: web.Request) -> None:
-    if not request.app[SERVICES].settings.magic_link_enabled:
+    if not request.app[SERVICES].settings.section(SignInSettings).magic_link_enabled:
         raise NotFound()
 
 

@@ -23,9 +23,9 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
 
 from tenantd.app import create_app
+from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.email.webhooks.ses import SNS_CERTIFICATES, SnsCertificates
-from tenantd.settings import load_settings
 from tests.helpers import error
 
 URL = "/api/v1/webhooks/ses"

@@ -197,8 +197,8 @@ async def test_concurrent_dispatch_workers_race_safely(services: AppServices, fa
     from tenantd.db.core import create_database
     from tenantd.db.dsn import url_to_dsn
 
-    assert services.settings.database_url is not None
-    wide = await create_database(url_to_dsn(services.settings.database_url), minsize=1, maxsize=50)
+    assert services.settings.database.url is not None
+    wide = await create_database(url_to_dsn(services.settings.database.url), minsize=1, maxsize=50)
     try:
         wide_services = AppServices(
             settings=services.settings,

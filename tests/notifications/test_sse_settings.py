@@ -7,8 +7,9 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from tenantd.app import create_app
+from tenantd.app.settings import load_settings
 from tenantd.notifications.channels.sse.feed import QUEUE_SIZE, TICK_SECONDS, feed_config
-from tenantd.settings import SettingsError, load_settings
+from tenantd.settings import SettingsError
 
 
 def test_unset_knobs_are_the_defaults(env: dict[str, str]) -> None:

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from tenantd.app import create_app
+from tenantd.app.settings import load_settings
 from tenantd.email.templates import SUPPORTED_LOCALES
-from tenantd.settings import SettingsError, load_settings
+from tenantd.settings import SettingsError
 from tenantd.ui.config import ui_config
 from tenantd.ui.strings import EN, done_text, oauth_error_text
 from tests.auth.test_email_change import link_token, mails_to
