@@ -178,6 +178,7 @@ class Section(BaseModel):
 
 
 SWITCH: dict[str, Any] = {"switch": True}
+DERIVED: dict[str, Any] = {"derived": True}  # the manual shows *unset*: its meaning says from what
 
 
 # -- the generic sections ------------------------------------------------------------------
@@ -229,6 +230,7 @@ class WebSettings(Section):
         " /auth/*, /static/* and the JWKS.",
         default=(),
         examples=["https://app.example.com"],
+        json_schema_extra=DERIVED,
     )
     hosted_pages: Flag = env(
         "TENANTD_UI",
@@ -309,9 +311,7 @@ class LogSettings(Section):
         "Logging: debug, info, warning, error; console or json (one object per line).",
         default="info",
     )
-    format: Annotated[str, BeforeValidator(_log_format)] = env(
-        "LOG_FORMAT", default="console"
-    )
+    format: Annotated[str, BeforeValidator(_log_format)] = env("LOG_FORMAT", default="console")
 
 
 def _secret_key(data_dir: Path, given: str | None) -> str:

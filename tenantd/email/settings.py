@@ -9,7 +9,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator
 
-from tenantd.settings import SWITCH, Flag, Names, Positive, Section, Text, UrlBase, env
+from tenantd.settings import DERIVED, SWITCH, Flag, Names, Positive, Section, Text, UrlBase, env
 
 PROVIDERS = ("file", "postmark", "resend", "sendgrid", "smtp")
 DEFAULT_BRAND_NAME = "tenantd"
@@ -52,6 +52,7 @@ class MailSettings(Section):
         "file provider output folder; default $TENANTD_DATA_DIR/mail",
         default=Path("var/mail"),
         examples=["./var/mail"],
+        json_schema_extra=DERIVED,
     )
     postmark_server_token: Text | None = env(
         "POSTMARK_SERVER_TOKEN",

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import BeforeValidator
 
 from tenantd.settings import (
+    DERIVED,
     SWITCH,
     Count,
     Flag,
@@ -142,6 +143,7 @@ class IdentitySettings(Section):
         " PUBLIC_BASE_URL.",
         default="127.0.0.1",
         examples=["app.example.com"],
+        json_schema_extra=DERIVED,
     )
     webauthn_origins: Names = env(
         "WEBAUTHN_ORIGINS",
@@ -149,6 +151,7 @@ class IdentitySettings(Section):
         " PUBLIC_BASE_URL.",
         default=(),
         examples=["https://app.example.com"],
+        json_schema_extra=DERIVED,
     )
     webauthn_rp_name: Text = env(
         "WEBAUTHN_RP_NAME",
