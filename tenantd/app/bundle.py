@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import aiohttp
+from aiohttp import web
 
 from tenantd.apikeys.cache import ApiKeyCache
 from tenantd.app.plugins import JOB_KINDS
@@ -36,40 +37,62 @@ INLINE_DRAIN_SECONDS = 10.0  # in-process jobs (queues off) get this long at shu
 
 @dataclass
 class AppServices:
+    """Every long-lived object of one process, built once (`build_services`); each domain
+    sees it through its own Protocol (`tenantd.bundle.Services` and its extensions)."""
+
     settings: Settings
     db: Database
     http: aiohttp.ClientSession
     email: EmailService
     # Notification event types: the built-in ones (TENANTD_BUILTIN_NOTIFICATIONS), then
     # TENANTD_EVENT_MODULES (loaded before anything opens).
-    registry: EventRegistry = field(default_factory=EventRegistry)
+    registry: EventRegistry
+    # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
+    jobs: JobQueue
+    # Access-token signing and verification keys (filled and kept fresh by the keyring hook).
+    keyring: Keyring
+    # Outbound webhook deliveries: one HTTP session (no redirects, metadata refused).
+    webhook_sender: WebhookSender
     # Resolved request contexts (token -> principal, /me bodies); off until its listener runs.
     context_cache: ContextCache = field(default_factory=ContextCache)
     # Verified server API keys (issue 15), invalidated like the context cache.
     api_key_cache: ApiKeyCache = field(default_factory=ApiKeyCache)
-    # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
-    jobs: JobQueue = field(default=None)  # type: ignore[assignment]
-    # Access-token signing and verification keys (filled and kept fresh by the keyring hook).
-    keyring: Keyring = field(default=None)  # type: ignore[assignment]
-    # Outbound webhook deliveries: one HTTP session (no redirects, metadata refused).
-    webhook_sender: WebhookSender = field(default=None)  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        if self.jobs is None:
-            self.jobs = JobQueue(self.settings, JOB_KINDS)
-        if self.keyring is None:
-            self.keyring = Keyring(
-                algorithm=self.settings.section(IdentitySettings).access_token_alg,
-                secret_key=self.settings.secret_key,
-                audience=self.settings.section(IdentitySettings).access_token_audience,
-            )
-        if self.webhook_sender is None:
-            self.webhook_sender = WebhookSender(self.settings)
 
     def apply_notices(self, notices: list[str]) -> None:
         """Trigger notices of our own committed writes: every in-process cache hears them."""
         self.context_cache.apply_notices(notices)
         self.api_key_cache.apply_notices(notices)
+
+
+# The concrete bundle, for the composition root's own hooks; views and domains reach it
+# through their Protocol's key (`tenantd.bundle.SERVICES`, `NOTIFICATION_SERVICES`, ...).
+APP_SERVICES = web.AppKey("app_services", AppServices)
+
+
+def build_services(
+    settings: Settings,
+    *,
+    db: Database,
+    http: aiohttp.ClientSession,
+    email: EmailService,
+    registry: EventRegistry,
+) -> AppServices:
+    """The services of these settings over an open pool and HTTP client."""
+    identity = settings.section(IdentitySettings)
+    return AppServices(
+        settings=settings,
+        db=db,
+        http=http,
+        email=email,
+        registry=registry,
+        jobs=JobQueue(settings, JOB_KINDS),
+        keyring=Keyring(
+            algorithm=identity.access_token_alg,
+            secret_key=settings.secret_key,
+            audience=identity.access_token_audience,
+        ),
+        webhook_sender=WebhookSender(settings),
+    )
 
 
 def event_registry(settings: Settings) -> EventRegistry:
@@ -94,7 +117,7 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
     http = aiohttp.ClientSession(timeout=timeout)
     try:
         email = EmailService.from_settings(settings, db=db, http=http)
-        services = AppServices(settings=settings, db=db, http=http, email=email, registry=registry)
+        services = build_services(settings, db=db, http=http, email=email, registry=registry)
         # Trigger notices seen by our own writes invalidate the cache before we answer.
         db.notice_sink = services.apply_notices
         # The stored event types, for the CLI too (the app's feed then keeps them current).

@@ -19,9 +19,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tenantd.app.bundle import open_services
+from tenantd.app.bundle import AppServices, open_services
 from tenantd.app.settings import load_settings
-from tenantd.bundle import Services
 from tenantd.cli.state import state
 from tenantd.db import Database
 from tenantd.db.core import create_database
@@ -78,7 +77,7 @@ def settings(env_file: str | None = None) -> Settings:
 
 
 def with_services(
-    work: Callable[[Services], Awaitable[T]],
+    work: Callable[[AppServices], Awaitable[T]],
     *,
     env_file: str | None = None,
     adjust: Callable[[Settings, Database], Awaitable[Settings]] | None = None,

@@ -155,7 +155,7 @@ def live_channels(settings: Settings, channels: tuple[str, ...]) -> tuple[str, .
 
 
 async def send(
-    app_or_services: Any,
+    app_or_services: web.Application | NotificationServices,
     event_type: str,
     *,
     recipient_user_id: uuid.UUID | str,
@@ -291,7 +291,7 @@ def _item(index: int) -> str:
 
 
 async def send_many(
-    app_or_services: Any,
+    app_or_services: web.Application | NotificationServices,
     requests: Sequence[SendRequest],
     *,
     conn: Conn | None = None,
@@ -565,7 +565,7 @@ async def _schedule(
 
 
 async def cancel_scheduled(
-    app_or_services: Any,
+    app_or_services: web.Application | NotificationServices,
     *,
     notification_id: uuid.UUID | str | None = None,
     idempotency_key: str | None = None,
