@@ -17,7 +17,7 @@ from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.flow import code_challenge, decode_state
 from tenantd.bundle import Services
 from tenantd.db import Database
-from tenantd.identity.settings import OAuthProviderSettings, SignInSettings
+from tenantd.identity.settings import OAuthProviderSettings
 from tenantd.mfa import stepup
 from tenantd.settings import SettingsError
 from tests.auth.helpers import set_cookies
@@ -429,7 +429,7 @@ def test_presets_need_only_a_client_id_and_secret_and_apple_its_key_ids(
     }
     minimal["OAUTH_PROVIDERS"] = "github,google,microsoft,gitlab"
     settings = load_settings(environ=minimal)
-    assert [p.preset for p in settings.section(SignInSettings).sign_in.oauth_providers] == [
+    assert [p.preset for p in settings.sign_in.oauth_providers] == [
         "github",
         "google",
         "microsoft",
