@@ -13,6 +13,7 @@ from aiohttp import web
 
 from tenantd.apikeys.cache import ApiKeyCache
 from tenantd.app.plugins import JOB_KINDS
+from tenantd.bundle import SERVICES
 from tenantd.cache.context import ContextCache
 from tenantd.cache.keyring import Keyring
 from tenantd.db import Database
@@ -64,9 +65,12 @@ class AppServices:
         self.api_key_cache.apply_notices(notices)
 
 
-# The concrete bundle, for the composition root's own hooks; views and domains reach it
-# through their Protocol's key (`tenantd.bundle.SERVICES`, `NOTIFICATION_SERVICES`, ...).
-APP_SERVICES = web.AppKey("app_services", AppServices)
+def app_services(app: web.Application) -> AppServices:
+    """The concrete bundle `create_app` stored under SERVICES, for the composition root's own
+    hooks (views and domains see it through their Protocol's key)."""
+    services = app[SERVICES]
+    assert isinstance(services, AppServices)
+    return services
 
 
 def build_services(

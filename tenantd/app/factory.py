@@ -9,7 +9,7 @@ from aiohttp import web
 from tenantd.accounts.service import refuse_owed_factor
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.apikeys.guard import require_api_key
-from tenantd.app.bundle import APP_SERVICES, open_services
+from tenantd.app.bundle import open_services
 from tenantd.app.hooks import HOOKS
 from tenantd.app.plugins import ROUTES
 from tenantd.bundle import SERVICES
@@ -55,7 +55,6 @@ def create_app(
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         async with open_services(settings, database_url) as services:
-            app[APP_SERVICES] = services
             app[SERVICES] = services
             app[NOTIFICATION_SERVICES] = services
             app[DATABASE] = services.db

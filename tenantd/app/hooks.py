@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.app.bundle import APP_SERVICES
+from tenantd.app.bundle import app_services
 from tenantd.app.plugins import SWEEPS
 from tenantd.auth import breach
 from tenantd.cache.context import CHANNEL, live_while_confirmed
@@ -35,7 +35,7 @@ Hook = Callable[[web.Application], AsyncIterator[None]]
 
 async def pubsub_ctx(app: web.Application) -> AsyncIterator[None]:
     """The process's one LISTEN connection (SSE feed, context cache)."""
-    hub = PubSubHub(app[APP_SERVICES].db.pool._dsn)  # the pool's own DSN (psycopg2 masks passwords)
+    hub = PubSubHub(app_services(app).db.pool._dsn)  # the pool's own DSN (psycopg2 masks passwords)
     await hub.start()
     app[PUBSUB] = hub
     try:
@@ -68,7 +68,7 @@ async def _fed_from_hub(app: web.Application, cache: Any) -> AsyncIterator[None]
 async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
     """The request context cache, fed from the pub/sub hub, and its mirror of revocations
     (loaded once the cache hears every announcement)."""
-    services = app[APP_SERVICES]
+    services = app_services(app)
     cache = services.context_cache
     async with _fed_from_hub(app, cache), mirrored(services.db, cache.revocations, app[PUBSUB]):
         yield
@@ -77,7 +77,7 @@ async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
 async def keyring_ctx(app: web.Application) -> AsyncIterator[None]:
     """The access-token keys: a signing key exists (created by the first instance), the
     keyring holds them, and every change of signing_keys reloads it (NOTIFY, gap, timer)."""
-    services = app[APP_SERVICES]
+    services = app_services(app)
     async with fed(services.db, services.settings, services.keyring, app[PUBSUB]):
         yield
 
@@ -85,14 +85,14 @@ async def keyring_ctx(app: web.Application) -> AsyncIterator[None]:
 async def event_definitions_ctx(app: web.Application) -> AsyncIterator[None]:
     """The declarative event types stored over HTTP: loaded now, and every change reloaded
     (NOTIFY, gap, timer) so each instance uses a new definition within seconds."""
-    services = app[APP_SERVICES]
+    services = app_services(app)
     async with definitions.fed(services.db, services.registry, app[PUBSUB]):
         yield
 
 
 async def api_key_cache_ctx(app: web.Application) -> AsyncIterator[None]:
     """The API-key cache, fed from the same channel and listener as the context cache."""
-    async with _fed_from_hub(app, app[APP_SERVICES].api_key_cache):
+    async with _fed_from_hub(app, app_services(app).api_key_cache):
         yield
 
 
@@ -117,7 +117,7 @@ async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     if settings.section(NotificationSettings).notifications_sse_enabled:
         registry.sse_clients = _sse_client_count(app)
     async with registry.refreshing(
-        app[APP_SERVICES].db, ops_config(settings).metrics_refresh_seconds
+        app_services(app).db, ops_config(settings).metrics_refresh_seconds
     ):
         yield
 
@@ -125,7 +125,7 @@ async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
 async def job_runner_ctx(app: web.Application) -> AsyncIterator[None]:
     """Run the worker pool in this process when QUEUES_ENABLED is on (with it off, for the
     durable kinds only, e.g. webhook deliveries)."""
-    services = app[APP_SERVICES]
+    services = app_services(app)
     durable = any(kind.durable for kind in services.jobs.kinds.values())
     if not services.settings.section(JobSettings).queues_enabled and not durable:
         yield
@@ -140,7 +140,7 @@ async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
     if not config.scheduler_enabled:
         yield
         return
-    scheduler = SweepScheduler(app[APP_SERVICES], config, app.get(METRICS), sweeps=SWEEPS)
+    scheduler = SweepScheduler(app_services(app), config, app.get(METRICS), sweeps=SWEEPS)
     scheduler.start()
     app[SCHEDULER] = scheduler
 
@@ -160,13 +160,13 @@ async def outbox_relay_ctx(app: web.Application) -> AsyncIterator[None]:
     """Number committed outbox events and fan them out to webhook endpoints (and the
     built-in tenancy notifications when on). Endpoint secrets still in clear (written before
     they were sealed) are sealed first."""
-    services = app[APP_SERVICES]
+    services = app_services(app)
     await seal_clear_secrets(services.db, services.settings)
     metrics = app.get(METRICS)
     if metrics is not None:
         metrics.registry.register(WebhookCollector(services.webhook_sender))
     # The built-in tenancy notifications are told in the sequencing transaction too.
-    others = [tenancy_feed(app[APP_SERVICES])] if tenancy.enabled(app[SETTINGS]) else []
+    others = [tenancy_feed(app_services(app))] if tenancy.enabled(app[SETTINGS]) else []
     async with relaying(services, others):
         yield
 
@@ -177,7 +177,7 @@ def instance_hook(listen: str | None) -> Hook:
     shutdown (ops/instances.py). Only the server has it: `tenantd status` lists servers."""
 
     async def instance_ctx(app: web.Application) -> AsyncIterator[None]:
-        services = app[APP_SERVICES]
+        services = app_services(app)
         settings = app[SETTINGS]
 
         def describe() -> tuple[dict[str, Any], list[str]]:
