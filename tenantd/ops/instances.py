@@ -48,9 +48,9 @@ def switches(settings: Settings, declared_event_types: int | None = None) -> dic
     """The switches of a configuration, by the variable that sets each (the fields its
     sections mark as switches; WEB_PUSH: the three WEB_PUSH_VAPID_* variables are set;
     TENANTD_EVENT_CATALOG: the file's absolute path, "" when unset). Values only a name, a
-    path or a flag: nothing secret. A server also gives DECLARED_EVENT_TYPES, how many of its event types are declarative (the catalog file's and
-    those defined over HTTP); a CLI's own switches leave it out, so it is never one of the
-    differences."""
+    path or a flag: nothing secret. A server also gives DECLARED_EVENT_TYPES, how many of
+    its event types are declarative (the catalog file's and those defined over HTTP); a
+    CLI's own switches leave it out, so it is never one of the differences."""
     reported = settings.switches()
     if declared_event_types is not None:
         reported["DECLARED_EVENT_TYPES"] = declared_event_types
