@@ -18,16 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from tenantd.cache.keyring import Keyring
 
 from bench import keys
 from bench.loadgen import pin
 from bench.rounds import ROUNDS, median_of
 from bench.seed import account_uuid, user_uuid
 from tenantd.app.bundle import open_services
+from tenantd.app.settings import load_settings
 from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.tokens import issue_access_token
 from tenantd.notifications import send
-from tenantd.settings import load_settings
 
 CONCURRENCY = 32
 

@@ -12,21 +12,22 @@ from typing import Any
 import aiohttp
 
 from bench.seed import account_uuid, user_uuid
+from tenantd.app.settings import load_settings
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.identity.keys.feed import prepare
 from tenantd.identity.keys.keyring import Keyring
+from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.tokens import issue_access_token
-from tenantd.settings import load_settings
 
 
 def keyring_for(env: dict[str, str]) -> Keyring:
     """The keys the server configured by `env` signs with (created if it has not yet)."""
     settings = load_settings(environ=env)
     keyring = Keyring(
-        algorithm=settings.access_token_alg,
+        algorithm=settings.section(IdentitySettings).access_token_alg,
         secret_key=settings.secret_key,
-        audience=settings.access_token_audience,
+        audience=settings.section(IdentitySettings).access_token_audience,
     )
 
     async def load() -> None:

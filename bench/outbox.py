@@ -19,10 +19,10 @@ from bench.rounds import ROUNDS, median_of
 from bench.seed import account_uuid, user_uuid
 from tenantd.accounts import service as accounts
 from tenantd.app.bundle import open_services
+from tenantd.app.settings import load_settings
 from tenantd.db.core import create_database
 from tenantd.outbox import Actor, Event, emit_many
 from tenantd.principal import Principal
-from tenantd.settings import load_settings
 from tenantd.webhooks.endpoints import new_secret
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,13 +15,15 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tenantd.app import AppServices, create_app
+from tenantd.app.settings import AppSettings, load_settings
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.embedded import EmbeddedCluster
 from tenantd.db.migrate import migrate
+from tenantd.email.settings import MailSettings
 from tenantd.identity.bundle import SERVICES
-from tenantd.settings import Settings, load_settings
+from tenantd.settings import Settings
 from tests.email.fake_providers import FakeProviders
 from tests.factories import Factory
 from tests.helpers import ORIGIN, SECRET, truncate_all
@@ -87,7 +89,7 @@ def env(tmp_path: Path, migrated: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def settings(env: dict[str, str]) -> Settings:
+def settings(env: dict[str, str]) -> AppSettings:
     return load_settings(environ=env)
 
 
@@ -148,4 +150,4 @@ async def fake(aiohttp_server: Any) -> FakeProviders:
 
 @pytest.fixture
 def mail_dir(settings: Settings) -> Path:
-    return settings.email_file_dir
+    return settings.section(MailSettings).email_file_dir

@@ -24,6 +24,7 @@ from tenantd.identity.keys.feed import prepare
 from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.passwords import hash_password
 from tenantd.identity.sessions import IssuedTokens, issue_session
+from tenantd.identity.settings import IdentitySettings
 from tenantd.pubsub.hub import PubSubHub
 from tenantd.settings import Settings
 
@@ -46,9 +47,9 @@ class Factory:
         # Signs with the keys of signing_keys, as every instance does (the first use creates
         # the signing key if no app has yet).
         self.keyring = Keyring(
-            algorithm=settings.access_token_alg,
+            algorithm=settings.section(IdentitySettings).access_token_alg,
             secret_key=settings.secret_key,
-            audience=settings.access_token_audience,
+            audience=settings.section(IdentitySettings).access_token_audience,
         )
 
     async def user(

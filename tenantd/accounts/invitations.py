@@ -33,6 +33,7 @@ from tenantd.accounts.service import (
     lock_scoped,
     refuse_without_mfa,
 )
+from tenantd.accounts.settings import AccountSettings
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
@@ -106,7 +107,7 @@ async def create_invitation(
             role=role,
             token_hash=token_hash(services.settings.secret_key, token),
             invited_by=actor.user_id,
-            ttl_hours=services.settings.invitation_ttl_hours,
+            ttl_hours=services.settings.section(AccountSettings).invitation_ttl_hours,
         )
         await audit.record(
             conn,
@@ -163,7 +164,7 @@ async def resend_invitation(
             conn,
             invitation_id=invitation_id,
             token_hash=token_hash(services.settings.secret_key, token),
-            ttl_hours=services.settings.invitation_ttl_hours,
+            ttl_hours=services.settings.section(AccountSettings).invitation_ttl_hours,
         )
         await audit.record(
             conn,

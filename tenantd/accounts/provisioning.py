@@ -16,6 +16,7 @@ from tenantd.accounts import queries
 from tenantd.accounts.domains import claimable_domain
 from tenantd.accounts.errors import DomainClaimed
 from tenantd.accounts.names import account_name
+from tenantd.accounts.settings import AccountSettings
 from tenantd.db import Conn
 from tenantd.errors import Conflict
 from tenantd.identity import queries as auth_queries
@@ -58,7 +59,7 @@ async def create_account(
 
     Every new account passes here, so a user waiting on a join request cannot sidestep it.
     """
-    if settings.account_domain_claiming:
+    if settings.section(AccountSettings).account_domain_claiming:
         await refuse_while_join_pending(conn, user_id=owner_id)
     account_id = await queries.insert_account(conn, name=name, claimed_domain=claimed_domain)
     if account_id is None:
@@ -85,7 +86,9 @@ async def _populate(
     membership = await queries.insert_membership(
         conn, account_id=account_id, user_id=owner_id, role="owner"
     )
-    await queries.insert_account_plan(conn, account_id=account_id, plan_code=settings.default_plan)
+    await queries.insert_account_plan(
+        conn, account_id=account_id, plan_code=settings.section(AccountSettings).default_plan
+    )
     await audit.record(
         conn,
         account_id=account_id,
@@ -124,7 +127,11 @@ async def provision_personal_account(
         if existing is not None:
             return Provisioned(account_id=existing, created=False)
         name = account_name(user["first_name"], user["last_name"], user["email"])
-        domain = claimable_domain(user["email"]) if settings.account_domain_claiming else None
+        domain = (
+            claimable_domain(user["email"])
+            if settings.section(AccountSettings).account_domain_claiming
+            else None
+        )
         if domain is None:
             account_id = await create_account(conn, settings, owner_id=user_id, name=name)
             return Provisioned(account_id=account_id, created=True)

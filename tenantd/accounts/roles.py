@@ -20,6 +20,7 @@ from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.errors import RoleExists, RoleInUse, SystemRole
 from tenantd.accounts.service import check_scope, lock_scoped
+from tenantd.accounts.settings import AccountSettings
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Forbidden, NotFound, ValidationFailed
@@ -74,7 +75,9 @@ async def list_roles(services: Services, actor: Principal, account_id: uuid.UUID
 
 def _checked_permissions(services: Services, wanted: list[str]) -> list[str]:
     """De-duplicated, in the order given; 422 with a field error per bad entry."""
-    errors = permissions.problems(wanted, services.settings.app_permissions)
+    errors = permissions.problems(
+        wanted, services.settings.section(AccountSettings).app_permissions
+    )
     if errors:
         raise ValidationFailed(errors)
     return list(dict.fromkeys(wanted))

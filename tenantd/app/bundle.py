@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import aiohttp
+from aiohttp import web
 
 from tenantd.apikeys.cache import ApiKeyCache
 from tenantd.app.plugins import JOB_KINDS
@@ -17,13 +18,16 @@ from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email.service import EmailService
 from tenantd.email.templates import brand_of, use_brand
+from tenantd.identity.bundle import SERVICES
 from tenantd.identity.context import ContextCache
 from tenantd.identity.keys.keyring import Keyring
+from tenantd.identity.settings import IdentitySettings
 from tenantd.jobs.queue import JobQueue
 from tenantd.notifications import tenancy
 from tenantd.notifications.declared import load_catalog
 from tenantd.notifications.definitions import load_stored_once
 from tenantd.notifications.registry import EventRegistry, load_registry
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
 from tenantd.suppression import service as suppression
 from tenantd.suppression.webhooks import check_settings as check_webhook_settings
@@ -36,35 +40,26 @@ INLINE_DRAIN_SECONDS = 10.0  # in-process jobs (queues off) get this long at shu
 
 @dataclass
 class AppServices:
+    """Every long-lived object of one process, built once (`build_services`); each domain
+    sees it through its own Protocol (`tenantd.bundle.Services` and its extensions)."""
+
     settings: Settings
     db: Database
     http: aiohttp.ClientSession
     email: EmailService
     # Notification event types: the built-in ones (TENANTD_BUILTIN_NOTIFICATIONS), then
     # TENANTD_EVENT_MODULES (loaded before anything opens).
-    registry: EventRegistry = field(default_factory=EventRegistry)
+    registry: EventRegistry
+    # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
+    jobs: JobQueue
+    # Access-token signing and verification keys (filled and kept fresh by the keyring hook).
+    keyring: Keyring
+    # Outbound webhook deliveries: one HTTP session (no redirects, metadata refused).
+    webhook_sender: WebhookSender
     # Resolved request contexts (token -> principal, /me bodies); off until its listener runs.
     context_cache: ContextCache = field(default_factory=ContextCache)
     # Verified server API keys (issue 15), invalidated like the context cache.
     api_key_cache: ApiKeyCache = field(default_factory=ApiKeyCache)
-    # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
-    jobs: JobQueue = field(default=None)  # type: ignore[assignment]
-    # Access-token signing and verification keys (filled and kept fresh by the keyring hook).
-    keyring: Keyring = field(default=None)  # type: ignore[assignment]
-    # Outbound webhook deliveries: one HTTP session (no redirects, metadata refused).
-    webhook_sender: WebhookSender = field(default=None)  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        if self.jobs is None:
-            self.jobs = JobQueue(self.settings, JOB_KINDS)
-        if self.keyring is None:
-            self.keyring = Keyring(
-                algorithm=self.settings.access_token_alg,
-                secret_key=self.settings.secret_key,
-                audience=self.settings.access_token_audience,
-            )
-        if self.webhook_sender is None:
-            self.webhook_sender = WebhookSender(self.settings)
 
     def apply_notices(self, notices: list[str]) -> None:
         """Trigger notices of our own committed writes: every in-process cache hears them."""
@@ -72,11 +67,45 @@ class AppServices:
         self.api_key_cache.apply_notices(notices)
 
 
+def app_services(app: web.Application) -> AppServices:
+    """The concrete bundle `create_app` stored under SERVICES, for the composition root's own
+    hooks (views and domains see it through their Protocol's key)."""
+    services = app[SERVICES]
+    assert isinstance(services, AppServices)
+    return services
+
+
+def build_services(
+    settings: Settings,
+    *,
+    db: Database,
+    http: aiohttp.ClientSession,
+    email: EmailService,
+    registry: EventRegistry,
+) -> AppServices:
+    """The services of these settings over an open pool and HTTP client."""
+    identity = settings.section(IdentitySettings)
+    return AppServices(
+        settings=settings,
+        db=db,
+        http=http,
+        email=email,
+        registry=registry,
+        jobs=JobQueue(settings, JOB_KINDS),
+        keyring=Keyring(
+            algorithm=identity.access_token_alg,
+            secret_key=settings.secret_key,
+            audience=identity.access_token_audience,
+        ),
+        webhook_sender=WebhookSender(settings),
+    )
+
+
 def event_registry(settings: Settings) -> EventRegistry:
     """The deployment's event types: the Python modules', then the catalog file's. A bad
     module or catalog entry fails start-up (RegistryError naming it)."""
     registry = load_registry(tenancy.event_modules(settings))
-    load_catalog(registry, settings.event_catalog)
+    load_catalog(registry, settings.section(NotificationSettings).event_catalog)
     return registry
 
 
@@ -84,11 +113,11 @@ async def attach_replicas(db: Database, settings: Settings) -> None:
     """DATABASE_REPLICA_URLS: one pool each, opened empty (a replica that is down at start-up
     costs nothing: the primary answers until it is back)."""
     replicas = [
-        await create_database(url_to_dsn(url), minsize=0, maxsize=settings.db_pool_max)
-        for url in settings.database_replica_urls
+        await create_database(url_to_dsn(url), minsize=0, maxsize=settings.database.pool_max)
+        for url in settings.database.replica_urls
     ]
     if replicas:
-        db.use_replicas(replicas, wait=settings.database_replica_wait_ms / 1000)
+        db.use_replicas(replicas, wait=settings.database.replica_wait_ms / 1000)
 
 
 @contextlib.asynccontextmanager
@@ -97,7 +126,9 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
     registry = event_registry(settings)
     use_brand(brand_of(settings))  # every HTML mail's layout shows the pages' brand
     db = await create_database(
-        url_to_dsn(database_url), minsize=settings.db_pool_min, maxsize=settings.db_pool_max
+        url_to_dsn(database_url),
+        minsize=settings.database.pool_min,
+        maxsize=settings.database.pool_max,
     )
     await attach_replicas(db, settings)
     timeout = aiohttp.ClientTimeout(total=15, connect=5)
@@ -105,7 +136,7 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
     try:
         check_webhook_settings(settings)
         email = EmailService.from_settings(settings, db=db, http=http, blocklist=suppression)
-        services = AppServices(settings=settings, db=db, http=http, email=email, registry=registry)
+        services = build_services(settings, db=db, http=http, email=email, registry=registry)
         # Trigger notices seen by our own writes invalidate the cache before we answer.
         db.notice_sink = services.apply_notices
         if db.replicas:

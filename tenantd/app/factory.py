@@ -89,6 +89,6 @@ def create_app(
     pages = PAGE_ROUTES if install_pages(app, settings) else ()  # TENANTD_UI: pages, /static
     register(app, *ROUTES, *(extra_routes or []), *pages, guard=guard, pages=DOOR)
     envelope_routes(app)  # request id, error envelope, metrics, log line: every route
-    if settings.database_replica_urls:
+    if settings.database.replica_urls:
         app.on_response_prepare.append(note_writes)
     return app

@@ -9,18 +9,18 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.apikeys.cache import API_KEY_CACHE
+from tenantd.app.bundle import app_services
 from tenantd.app.plugins import METRIC_GAUGES, SWEEPS
 from tenantd.auth import breach
 from tenantd.cache.invalidation import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.keys.feed import fed
 from tenantd.identity.revocations import mirrored
 from tenantd.jobs.runner import running
+from tenantd.jobs.settings import JobSettings
 from tenantd.notifications import definitions, tenancy
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.channels.sse.feed import FEED_KEY, sse_ctx
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.notifications.tenancy.feed import tenancy_feed
 from tenantd.ops.config import ops_config
 from tenantd.ops.instances import Instance, heartbeating, switches
@@ -69,7 +69,7 @@ async def _fed_from_hub(app: web.Application, cache: Any) -> AsyncIterator[None]
 async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
     """The request context cache, fed from the pub/sub hub, and its mirror of revocations
     (loaded once the cache hears every announcement)."""
-    services = app[SERVICES]
+    services = app_services(app)
     cache = services.context_cache
     async with _fed_from_hub(app, cache), mirrored(services.db, cache.revocations, app[PUBSUB]):
         yield
@@ -78,7 +78,7 @@ async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
 async def keyring_ctx(app: web.Application) -> AsyncIterator[None]:
     """The access-token keys: a signing key exists (created by the first instance), the
     keyring holds them, and every change of signing_keys reloads it (NOTIFY, gap, timer)."""
-    services = app[SERVICES]
+    services = app_services(app)
     async with fed(services.db, services.settings, services.keyring, app[PUBSUB]):
         yield
 
@@ -86,14 +86,14 @@ async def keyring_ctx(app: web.Application) -> AsyncIterator[None]:
 async def event_definitions_ctx(app: web.Application) -> AsyncIterator[None]:
     """The declarative event types stored over HTTP: loaded now, and every change reloaded
     (NOTIFY, gap, timer) so each instance uses a new definition within seconds."""
-    services = app[NOTIFICATION_SERVICES]
+    services = app_services(app)
     async with definitions.fed(services.db, services.registry, app[PUBSUB]):
         yield
 
 
 async def api_key_cache_ctx(app: web.Application) -> AsyncIterator[None]:
     """The API-key cache, fed from the same channel and listener as the context cache."""
-    async with _fed_from_hub(app, app[API_KEY_CACHE]):
+    async with _fed_from_hub(app, app_services(app).api_key_cache):
         yield
 
 
@@ -115,18 +115,20 @@ async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     registry.registry.register(breach.CHECK_ERRORS)  # process-wide: sign-up lookups
     app[METRICS] = registry
     settings = app[SETTINGS]
-    if settings.notifications_sse_enabled:
+    if settings.section(NotificationSettings).notifications_sse_enabled:
         registry.sse_clients = _sse_client_count(app)
-    async with registry.refreshing(app[DATABASE], ops_config(settings).metrics_refresh_seconds):
+    async with registry.refreshing(
+        app_services(app).db, ops_config(settings).metrics_refresh_seconds
+    ):
         yield
 
 
 async def job_runner_ctx(app: web.Application) -> AsyncIterator[None]:
     """Run the worker pool in this process when QUEUES_ENABLED is on (with it off, for the
     durable kinds only, e.g. webhook deliveries)."""
-    services = app[SERVICES]
+    services = app_services(app)
     durable = any(kind.durable for kind in services.jobs.kinds.values())
-    if not services.settings.queues_enabled and not durable:
+    if not services.settings.section(JobSettings).queues_enabled and not durable:
         yield
         return
     async with running(services):
@@ -139,7 +141,7 @@ async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
     if not config.scheduler_enabled:
         yield
         return
-    scheduler = SweepScheduler(app[SERVICES], config, app.get(METRICS), sweeps=SWEEPS)
+    scheduler = SweepScheduler(app_services(app), config, app.get(METRICS), sweeps=SWEEPS)
     scheduler.start()
     app[SCHEDULER] = scheduler
 
@@ -159,14 +161,14 @@ async def outbox_relay_ctx(app: web.Application) -> AsyncIterator[None]:
     """Number committed outbox events and fan them out to webhook endpoints (and the
     built-in tenancy notifications when on). Endpoint secrets still in clear (written before
     they were sealed) are sealed first."""
-    services = app[SERVICES]
+    services = app_services(app)
     await seal_clear_secrets(services.db, services.settings)
     metrics = app.get(METRICS)
     if metrics is not None:
-        metrics.registry.register(WebhookCollector(services.webhook_sender))  # type: ignore[attr-defined]
+        metrics.registry.register(WebhookCollector(services.webhook_sender))
     # The built-in tenancy notifications are told in the sequencing transaction too.
-    others = [tenancy_feed(app[NOTIFICATION_SERVICES])] if tenancy.enabled(app[SETTINGS]) else []
-    async with relaying(services, others):  # type: ignore[arg-type]
+    others = [tenancy_feed(app_services(app))] if tenancy.enabled(app[SETTINGS]) else []
+    async with relaying(services, others):
         yield
 
 
@@ -176,7 +178,7 @@ def instance_hook(listen: str | None) -> Hook:
     shutdown (ops/instances.py). Only the server has it: `tenantd status` lists servers."""
 
     async def instance_ctx(app: web.Application) -> AsyncIterator[None]:
-        services = app[NOTIFICATION_SERVICES]
+        services = app_services(app)
         settings = app[SETTINGS]
 
         def describe() -> tuple[dict[str, Any], list[str]]:

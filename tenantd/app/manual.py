@@ -3,32 +3,29 @@
 `python -m tenantd.app.manual` (or `scripts/docs`) rewrites both; `tests/docs/test_manual.py`
 fails while either differs from what this module generates, so they cannot go stale.
 
-- Configuration: every variable the code reads (found in the source: the string literal given
-  to an environment reader, a module constant naming one, and the families built from
-  `ops.config`'s tables), each documented in `config/tenantd.env.example` (its default and
-  meaning, grouped in `# --- Section ---` blocks). A variable the code reads that the example
-  does not document, or one the example documents that the code never reads, is an error.
+- Configuration: every field of the settings model (`AppSettings`: the kernel's root and
+  the sections it composes), by section, with its default and its description. The example
+  file `config/tenantd.env.example` must list the same variables: one the model reads that
+  the example lacks, or one the example has that the model never reads, is an error.
 - HTTP API: every operation of the OpenAPI document the server serves at
   `/api/v1/openapi.json`, built from the same route table (`create_app`), grouped by tag.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic.fields import FieldInfo
+
 from tenantd.app.factory import create_app
-from tenantd.ops.config import (
-    DEFAULT_RATE_LIMITS,
-    DEFAULT_SESSION_RATE_LIMITS,
-    DEFAULT_SWEEP_INTERVALS,
-)
-from tenantd.settings import load_settings
+from tenantd.app.settings import AppSettings, load_settings
+from tenantd.settings import Section as SettingsSection
+from tenantd.settings import Settings
 from tenantd.web.openapi import build_openapi
 from tenantd.web.routing import ROUTE_SPEC
 
@@ -38,56 +35,8 @@ EXAMPLE = ROOT / "config" / "tenantd.env.example"
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 HTTP_API = ROOT / "docs" / "http-api.md"
 
-VARIABLE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
-# Functions that read one variable by name: dict.get / os.environ.get, the numeric and
-# boolean parsers of settings.py, ops/config.py and ui/config.py, and their small helpers.
-READERS = {
-    "get",
-    "env_int",
-    "env_number",
-    "env_flag",
-    "_bool",
-    "_flag",
-    "opt",
-    "_networks",
-    "_choice",
-}
-# Example variables of a family the code builds from a prefix (one provider named `google`).
+# Example variables of a family a field reads from a prefix (one provider named `google`).
 EXAMPLE_ONLY = re.compile(r"^OAUTH_GOOGLE_")
-
-
-def read_variables(package: Path = PACKAGE) -> set[str]:
-    """Every environment variable the code reads."""
-    names: set[str] = set()
-    for path in sorted(package.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in ast.walk(tree):
-            candidates: list[ast.expr] = []
-            if isinstance(node, ast.Call):
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if name in READERS:
-                    candidates = list(node.args[:2])
-            elif isinstance(node, ast.Assign) and node in tree.body:
-                candidates = [node.value]  # a module constant, e.g. SETTING = "TENANTD_..."
-            for candidate in candidates:
-                value = candidate.value if isinstance(candidate, ast.Constant) else None
-                if isinstance(value, str) and VARIABLE.match(value):
-                    names.add(value)
-    names |= set(families())
-    return names - {"SETTINGS", "SERVICES"}  # AppKey names, not variables
-
-
-def families() -> Iterator[str]:
-    """The variables `ops.config` builds from its tables (one per sweep and per limit)."""
-    for sweep in DEFAULT_SWEEP_INTERVALS:
-        yield f"TENANTD_SWEEP_{sweep.upper()}_INTERVAL_SECONDS"
-    for scope in DEFAULT_RATE_LIMITS:
-        for suffix in ("PER_IP", "PER_EMAIL", "WINDOW_SECONDS"):
-            yield f"RATE_LIMIT_{scope.upper()}_{suffix}"
-    for scope in DEFAULT_SESSION_RATE_LIMITS:
-        for suffix in ("PER_IP", "PER_SESSION", "WINDOW_SECONDS"):
-            yield f"RATE_LIMIT_{scope.upper()}_{suffix}"
 
 
 @dataclass
@@ -103,6 +52,51 @@ class Section:
     title: str
     intro: list[str] = field(default_factory=list)
     variables: list[Variable] = field(default_factory=list)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, tuple | list):
+        return ",".join(_shown(item) for item in value)
+    return str(value)
+
+
+def _variable(name: str, info: FieldInfo) -> Variable:
+    """A field as the manual shows it: its default, or an example when it has none."""
+    derived = isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("derived")
+    default = info.get_default(call_default_factory=True)
+    unset = derived or default is None or default == "" or default == ()
+    example = _shown(info.examples[0]) if info.examples else ""
+    value = example if unset else _shown(default)
+    return Variable(name, value, bool(unset), info.description or "")
+
+
+def model_sections(model: type[Settings] = AppSettings) -> list[Section]:
+    """Every variable of the settings model, by section (the root's own fields first)."""
+    root = Section("Deployment", ["What every instance of one deployment shares."])
+    sections = [root]
+    for info in model.model_fields.values():
+        kind = info.annotation
+        if isinstance(kind, type) and issubclass(kind, SettingsSection):
+            intro = " ".join((kind.__doc__ or "").split())
+            sections.append(
+                Section(
+                    kind.title or kind.__name__,
+                    [intro] if intro else [],
+                    [_variable(name, field_info) for name, field_info in kind.variables()],
+                )
+            )
+        elif isinstance(info.validation_alias, str):
+            root.variables.append(_variable(info.validation_alias, info))
+    return sections
+
+
+def read_variables(model: type[Settings] = AppSettings) -> set[str]:
+    """Every environment variable tenantd reads: the settings model's."""
+    return {v.name for section in model_sections(model) for v in section.variables}
 
 
 SECTION = re.compile(r"^#\s*---\s*(.+?)\s*-*\s*$")
@@ -143,27 +137,28 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def configuration_page(text: str | None = None) -> str:
-    """The Markdown of `docs/configuration.md`."""
-    sections = parse_example(EXAMPLE.read_text() if text is None else text)
+def configuration_page(sections: list[Section] | None = None) -> str:
+    """The Markdown of `docs/configuration.md`, from the settings model."""
+    sections = model_sections() if sections is None else sections
     lines = [
         "# Configuration",
         "",
-        "<!-- Generated by `scripts/docs` from config/tenantd.env.example and the variables the",
-        "     code reads; edit those, not this page (tests/docs/test_manual.py checks it). -->",
+        "<!-- Generated by `scripts/docs` from the settings model (tenantd/app/settings.py and",
+        "     the sections it composes); edit the fields' descriptions, not this page",
+        "     (tests/docs/test_manual.py checks it). -->",
         "",
         "Everything is an environment variable. `tenantd --env-file PATH ...` (or",
         "`tenantd serve --env-file PATH`) loads a `KEY=value` file under the process environment,",
         "which wins over it. `config/tenantd.env.example` is the same list as a file to copy.",
         "A malformed value (a number that is not one, a boolean that is not true/false) stops",
-        "start-up with one line naming the variable.",
+        "start-up with one line naming the variable; a blank value is the default.",
         "",
         "**Default** is the value used when the variable is unset; *unset* means off or derived",
         "(the meaning says from what).",
     ]
     for section in sections:
         if not section.variables:
-            continue  # the file's own header
+            continue
         lines += ["", f"## {section.title}", ""]
         if section.intro:
             lines += [" ".join(section.intro), ""]
@@ -181,7 +176,7 @@ def configuration_page(text: str | None = None) -> str:
 
 
 def undocumented(text: str | None = None) -> tuple[set[str], set[str]]:
-    """(read by the code but not in the example, in the example but never read)."""
+    """(read by the settings model but not in the example, in the example but never read)."""
     sections = parse_example(EXAMPLE.read_text() if text is None else text)
     documented = {v.name for s in sections for v in s.variables}
     code = read_variables()

@@ -20,6 +20,7 @@ import aiohttp
 from prometheus_client import Counter
 
 from tenantd.errors import ValidationFailed
+from tenantd.identity.settings import SignInSettings
 
 if TYPE_CHECKING:
     from tenantd.bundle import Services
@@ -48,7 +49,7 @@ async def check_password(services: Services, password: str) -> tuple[str, ...]:
     """Apply PASSWORD_BREACH_CHECK to a new password: `block` refuses a breached one (422,
     `details.fields.password` names password_breached); `warn` answers ("password_breached",)
     for the caller to pass on; otherwise (off, clean, or the lookup failed) ()."""
-    mode = services.settings.password_breach_check
+    mode = services.settings.section(SignInSettings).password_breach_check
     if mode == "off":
         return ()
     if not await is_breached(services, password):
@@ -64,7 +65,7 @@ async def is_breached(services: Services, password: str) -> bool:
     lookup fails."""
     digest = hashlib.sha1(password.encode(), usedforsecurity=False).hexdigest().upper()
     prefix, suffix = digest[:5], digest[5:]
-    url = f"{services.settings.pwned_passwords_url}/range/{prefix}"
+    url = f"{services.settings.section(SignInSettings).pwned_passwords_url}/range/{prefix}"
     try:
         async with asyncio.timeout(TIMEOUT_SECONDS):
             async with services.http.get(

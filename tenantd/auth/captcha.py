@@ -19,6 +19,7 @@ import aiohttp
 
 from tenantd.auth.errors import CaptchaFailed
 from tenantd.db import Conn
+from tenantd.identity.settings import SignInSettings
 from tenantd.ops.ratelimit import Counter, email_key, hit, ip_key, peek
 from tenantd.settings import Settings
 
@@ -74,7 +75,8 @@ PROVIDERS = {
 
 def provider(settings: Settings) -> Provider | None:
     """The configured provider, or None when bot checks are off."""
-    return PROVIDERS[settings.captcha_provider] if settings.captcha_provider else None
+    name = settings.section(SignInSettings).captcha_provider
+    return PROVIDERS[name] if name else None
 
 
 async def require(services: Services, *, token: str | None, ip: str | None) -> None:
@@ -86,20 +88,26 @@ async def require(services: Services, *, token: str | None, ip: str | None) -> N
         return
     if not token or len(token) > MAX_TOKEN_LENGTH:
         raise CaptchaFailed()
-    form = {"secret": settings.captcha_secret or "", "response": token}
+    form = {"secret": settings.section(SignInSettings).captcha_secret or "", "response": token}
     if ip:
         form["remoteip"] = ip
-    url = settings.captcha_verify_url or chosen.verify_url
+    url = settings.section(SignInSettings).captcha_verify_url or chosen.verify_url
     try:
         async with asyncio.timeout(VERIFY_TIMEOUT_SECONDS):
             async with services.http.post(url, data=form, allow_redirects=False) as response:
                 answer = await response.json(content_type=None) if response.status == 200 else None
     except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-        log.warning("bot check: %s could not be asked: %r", settings.captcha_provider, error)
+        log.warning(
+            "bot check: %s could not be asked: %r",
+            settings.section(SignInSettings).captcha_provider,
+            error,
+        )
         raise CaptchaFailed() from None
     if not isinstance(answer, dict) or answer.get("success") is not True:
         codes = answer.get("error-codes") if isinstance(answer, dict) else None
-        log.info("bot check refused by %s: %s", settings.captcha_provider, codes)
+        log.info(
+            "bot check refused by %s: %s", settings.section(SignInSettings).captcha_provider, codes
+        )
         raise CaptchaFailed()
 
 

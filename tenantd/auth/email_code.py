@@ -37,6 +37,7 @@ from tenantd.identity import queries
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.queries import claim_unverified_user
+from tenantd.identity.settings import SignInSettings
 from tenantd.identity.signin import AUTH_EMAIL, ClientMeta, start_session
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import service as mfa
@@ -65,7 +66,7 @@ class Conflict:
 
 
 def _require_enabled(settings: Settings) -> None:
-    if not settings.magic_link_enabled:
+    if not settings.section(SignInSettings).magic_link_enabled:
         raise NotFound()
 
 

@@ -9,7 +9,7 @@ from typing import TypeVar
 import typer
 
 from tenantd.accounts import operator, restore
-from tenantd.bundle import Services
+from tenantd.app.bundle import AppServices
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.errors import AppError, ValidationFailed
 from tenantd.mfa import sensitive
@@ -37,7 +37,7 @@ def refused(error: AppError) -> str:
     return error.message
 
 
-def run(work: Callable[[Services], Awaitable[T]]) -> T:
+def run(work: Callable[[AppServices], Awaitable[T]]) -> T:
     """Run a service call; a refused operation is one stderr line and exit 1."""
     try:
         return with_services(work)

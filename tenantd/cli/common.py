@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tenantd.app.bundle import open_services
-from tenantd.bundle import Services
+from tenantd.app.bundle import AppServices, open_services
+from tenantd.app.settings import load_settings
 from tenantd.cli.state import state
 from tenantd.db import Database
 from tenantd.db.core import create_database
@@ -28,7 +28,7 @@ from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate
 from tenantd.db.provide import provided_database
 from tenantd.logging_setup import setup_logging
-from tenantd.settings import Settings, SettingsError, load_settings
+from tenantd.settings import Settings, SettingsError
 from tenantd.web.json import dumps
 
 T = TypeVar("T")
@@ -72,12 +72,12 @@ def settings(env_file: str | None = None) -> Settings:
         fail(str(error), 2)
     state.loaded_env_file = str(Path(path).absolute()) if path else None
     # At the default level, commands show warnings and the operational events only.
-    setup_logging(loaded.log_level, loaded.log_format, quiet=loaded.log_level == "info")
+    setup_logging(loaded.log.level, loaded.log.format, quiet=loaded.log.level == "info")
     return loaded
 
 
 def with_services(
-    work: Callable[[Services], Awaitable[T]],
+    work: Callable[[AppServices], Awaitable[T]],
     *,
     env_file: str | None = None,
     adjust: Callable[[Settings, Database], Awaitable[Settings]] | None = None,
@@ -91,7 +91,7 @@ def with_services(
         opened = config
         db = await create_database(url_to_dsn(url), minsize=1, maxsize=2)
         try:
-            await migrate(db)
+            await migrate(db, config.database.sql_dir)
             if adjust is not None:
                 opened = await adjust(config, db)
         finally:

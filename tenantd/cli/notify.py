@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from tenantd.bundle import Services
+from tenantd.app.bundle import AppServices
 from tenantd.cli.common import fail, print_json, with_services
 from tenantd.db import Database
 from tenantd.errors import AppError, ValidationFailed
@@ -47,7 +47,7 @@ def send_command(
     except ValueError:
         fail(f"unknown user {user!r} (not a user id)")
 
-    async def work(services: Services) -> dict[str, Any]:
+    async def work(services: AppServices) -> dict[str, Any]:
         outcome = await send(
             services, event_type, recipient_user_id=recipient, payload=data, account_id=account
         )

@@ -19,10 +19,10 @@ from tenantd.db.migrate import migrate as apply_migrations
 from tenantd.db.provide import provided_database
 from tenantd.identity.bundle import SERVICES
 from tenantd.logging_setup import setup_logging
-from tenantd.ops.config import ops_config
+from tenantd.notifications.settings import NotificationSettings
+from tenantd.ops.config import ProcessSettings, ops_config
 from tenantd.ops.heap import freeze_startup_heap
 from tenantd.ops.shutdown import DrainingRunner
-from tenantd.settings import env_flag
 
 SHUTDOWN_TIMEOUT = 20.0  # systemd TimeoutStopSec is larger than this
 KEEPALIVE_TIMEOUT = 75.0  # web.run_app's
@@ -74,20 +74,22 @@ def serve(
     Example: tenantd serve --host 0.0.0.0 --port 8080
     """
     config = settings(env_file)
-    if not config.database_url and not (dev or env_flag(config.extra, "TENANTD_DEV", False)):
+    if not config.database.url and not (dev or config.section(ProcessSettings).dev):
         fail(
             "DATABASE_URL is not set; tenantd serve needs a PostgreSQL database"
             " (for a development run on a private throwaway cluster: --dev or TENANTD_DEV=true)",
             2,
         )
     # The CLI quiets info lines; the server logs at the configured level (requests are info).
-    setup_logging(config.log_level, config.log_format)
-    raise_open_files_limit(config.notifications_sse_max_streams + SPARE_FILES)
+    setup_logging(config.log.level, config.log.format)
+    raise_open_files_limit(
+        config.section(NotificationSettings).notifications_sse_max_streams + SPARE_FILES
+    )
     with provided_database(config) as url:
 
         async def migrate_first(app: web.Application) -> None:
             if not no_migrate:
-                await apply_migrations(app[SERVICES].db)
+                await apply_migrations(app[SERVICES].db, config.database.sql_dir)
 
         app = create_app(config, url, on_services=migrate_first)
         app.on_startup.append(freeze_startup_heap)  # after the services are up
@@ -128,7 +130,7 @@ def migrate(
     async def run(url: str) -> list[str]:
         db = await create_database(url_to_dsn(url), minsize=1, maxsize=1)
         try:
-            return await apply_migrations(db)
+            return await apply_migrations(db, config.database.sql_dir)
         finally:
             await db.close()
 

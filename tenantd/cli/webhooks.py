@@ -45,7 +45,7 @@ def add(
     """
     created = run(
         lambda s: endpoints.add_endpoint(
-            s,  # type: ignore[arg-type]
+            s,
             url=url,
             events=_events(events),
             description=description,
@@ -61,7 +61,7 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
 
     Example: tenantd webhooks list --json
     """
-    rows = run(endpoints.list_endpoints)  # type: ignore[arg-type]
+    rows = run(endpoints.list_endpoints)
     if as_json:
         print_json([endpoint_json(row) for row in rows])
         return
@@ -88,7 +88,7 @@ def remove(endpoint_id: str = typer.Argument(..., metavar="ENDPOINT_ID")) -> Non
     Example: tenantd webhooks remove 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80
     """
     key = parse_id(endpoint_id, "endpoint id")
-    run(lambda s: endpoints.remove_endpoint(s, key))  # type: ignore[arg-type]
+    run(lambda s: endpoints.remove_endpoint(s, key))
     console.print(f"removed {key}")
 
 
@@ -104,7 +104,7 @@ def rotate_secret(
     Example: tenantd webhooks rotate-secret 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80 --now
     """
     key = parse_id(endpoint_id, "endpoint id")
-    created = run(lambda s: endpoints.rotate_secret(s, key, now=now))  # type: ignore[arg-type]
+    created = run(lambda s: endpoints.rotate_secret(s, key, now=now))
     typer.echo(f"secret {created.secret}")
     if now:
         console.print("the previous secret no longer signs")
@@ -123,7 +123,7 @@ def enable(endpoint_id: str = typer.Argument(..., metavar="ENDPOINT_ID")) -> Non
     Example: tenantd webhooks enable 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80
     """
     key = parse_id(endpoint_id, "endpoint id")
-    run(lambda s: endpoints.enable_endpoint(s, key))  # type: ignore[arg-type]
+    run(lambda s: endpoints.enable_endpoint(s, key))
     console.print(f"enabled {key}")
 
 
@@ -134,9 +134,7 @@ def test(endpoint_id: str = typer.Argument(..., metavar="ENDPOINT_ID")) -> None:
     Example: tenantd webhooks test 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80
     """
     key = parse_id(endpoint_id, "endpoint id")
-    event_id = run(
-        lambda s: endpoints.send_test(s, key, actor=Actor.operator())  # type: ignore[arg-type]
-    )
+    event_id = run(lambda s: endpoints.send_test(s, key, actor=Actor.operator()))
     console.print(f"queued {event_id}")
 
 
@@ -152,9 +150,7 @@ def deliveries(
     Example: tenantd webhooks deliveries 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80 --failed
     """
     key = parse_id(endpoint_id, "endpoint id")
-    rows = run(
-        lambda s: endpoints.list_deliveries(s, key, failed=failed, limit=limit)  # type: ignore[arg-type]
-    )
+    rows = run(lambda s: endpoints.list_deliveries(s, key, failed=failed, limit=limit))
     if as_json:
         print_json([delivery_json(row) for row in rows])
         return
@@ -191,5 +187,5 @@ def replay(
         fail(f"not an ISO 8601 time: {since!r}", 2)
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    count = run(lambda s: endpoints.replay(s, key, since=when))  # type: ignore[arg-type]
+    count = run(lambda s: endpoints.replay(s, key, since=when))
     console.print(f"queued {count} deliveries")

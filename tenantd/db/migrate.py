@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +25,12 @@ log = logging.getLogger(__name__)
 UNBOUNDED = float("inf")  # aiopg's operation timeout (asyncio.wait_for accepts infinity)
 
 
-def sql_dir() -> Path:
-    override = os.environ.get("TENANTD_SQL_DIR")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2] / "sql"
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"  # the migrations shipped with tenantd
+
+
+def sql_dir(directory: Path | None = None) -> Path:
+    """`directory` (TENANTD_SQL_DIR, `DatabaseSettings.sql_dir`) or the shipped sql/."""
+    return directory or SQL_DIR
 
 
 @dataclass(frozen=True)
@@ -40,15 +40,14 @@ class Migration:
 
 
 def available_migrations(directory: Path | None = None) -> list[Migration]:
-    directory = directory or sql_dir()
-    files = sorted(p for p in directory.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+    files = sorted(p for p in sql_dir(directory).glob("[0-9][0-9][0-9][0-9]_*.sql"))
     return [Migration(version=p.stem, path=p) for p in files]
 
 
-async def pending_migrations(db: Database) -> list[Migration]:
+async def pending_migrations(db: Database, directory: Path | None = None) -> list[Migration]:
     async with db.connection() as conn:
         done = await queries.applied_versions(conn)
-    return [m for m in available_migrations() if m.version not in done]
+    return [m for m in available_migrations(directory) if m.version not in done]
 
 
 @contextlib.asynccontextmanager
@@ -68,15 +67,16 @@ async def _lock(conn: Conn) -> None:
         await cur.execute(queries.WAIT_FOR_LOCK, queries.LOCK_PARAMS)
 
 
-async def migrate(db: Database) -> list[str]:
-    """Apply every pending migration; return the versions applied by this call."""
+async def migrate(db: Database, directory: Path | None = None) -> list[str]:
+    """Apply every pending migration (of `directory`, default the shipped sql/); return the
+    versions applied by this call."""
     applied: list[str] = []
     async with db.connection() as conn:
         await _lock(conn)
         try:
             await queries.ensure_migrations_table(conn)
             done = await queries.applied_versions(conn)
-            for migration in available_migrations():
+            for migration in available_migrations(directory):
                 if migration.version in done:
                     continue
                 log.info("applying migration %s", migration.version)

@@ -12,8 +12,8 @@ from tenantd.settings import Settings
 @contextlib.contextmanager
 def provided_database(settings: Settings) -> Iterator[str]:
     """Yield a database URL; an embedded cluster started here is stopped on exit."""
-    if settings.database_url:
-        yield settings.database_url
+    if settings.database.url:
+        yield settings.database.url
         return
     cluster = EmbeddedCluster(settings.data_dir / "pg")
     started = cluster.start()

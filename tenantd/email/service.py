@@ -34,6 +34,7 @@ from tenantd.email.message import (
 from tenantd.email.providers import EmailSender
 from tenantd.email.providers.file import FileSender
 from tenantd.email.providers.http import build_http_sender
+from tenantd.email.settings import MailSettings
 from tenantd.jobs.kinds import PermanentJobError
 from tenantd.settings import Settings
 
@@ -45,8 +46,8 @@ MARK_RETRY_SECONDS = 0.25
 
 
 def build_sender(settings: Settings, http: aiohttp.ClientSession) -> EmailSender:
-    if settings.email_provider == "file":
-        return FileSender(settings.email_file_dir)
+    if settings.section(MailSettings).email_provider == "file":
+        return FileSender(settings.section(MailSettings).email_file_dir)
     return build_http_sender(settings, http)
 
 
@@ -79,7 +80,7 @@ class EmailService:
         return cls(
             db=db,
             sender=build_sender(settings, http),
-            sender_address=settings.email_from,
+            sender_address=settings.section(MailSettings).email_from,
             blocklist=blocklist,
         )
 

@@ -15,6 +15,7 @@ from urllib.parse import urljoin, urlsplit
 
 import jinja2
 
+from tenantd.email.settings import DEFAULT_ACCENT, DEFAULT_BRAND_NAME, BrandSettings
 from tenantd.settings import Settings
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -24,10 +25,6 @@ _LINK_ATTRIBUTE = re.compile(r"""(?i)(\s(?:href|src)\s*=\s*)(["'])(.*?)\2""", re
 
 
 # --- the brand of every HTML email (issue 28) ----------------------------------------------
-
-DEFAULT_BRAND_NAME = "tenantd"
-DEFAULT_ACCENT = "#4f46e5"
-ACCENT_COLOR = re.compile(r"^#[0-9a-fA-F]{3}([0-9a-fA-F]{3})?$")  # #rgb or #rrggbb
 
 
 @dataclass(frozen=True)
@@ -46,13 +43,12 @@ class Brand:
 
 def brand_of(settings: Settings) -> Brand:
     """The brand of TENANTD_UI_BRAND_NAME, TENANTD_UI_LOGO_URL and TENANTD_UI_ACCENT_COLOR
-    (the hosted pages refuse a bad colour at start-up; here it falls back to the default)."""
-    extra = settings.extra
-    accent = extra.get("TENANTD_UI_ACCENT_COLOR", "").strip()
+    (a bad colour stops start-up)."""
+    brand = settings.section(BrandSettings)
     return Brand(
-        name=extra.get("TENANTD_UI_BRAND_NAME", "").strip() or DEFAULT_BRAND_NAME,
-        logo_url=extra.get("TENANTD_UI_LOGO_URL", "").strip() or None,
-        accent_color=accent if ACCENT_COLOR.match(accent) else DEFAULT_ACCENT,
+        name=brand.brand_name,
+        logo_url=brand.logo_url,
+        accent_color=brand.accent_color,
         base_url=settings.public_base_url.rstrip("/"),
     )
 

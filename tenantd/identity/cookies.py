@@ -59,12 +59,12 @@ def set_cookie(
             domain=domain,
             httponly=True,
             samesite=same_site,
-            secure=settings.cookie_secure or same_site == "None",
+            secure=settings.web.cookie_secure or same_site == "None",
         )
         return
     response.cookies.pop(name, None)  # a Morsel set earlier would be written after us
     _drop_header(response, name)
-    secure = "; Secure" if settings.cookie_secure else ""
+    secure = "; Secure" if settings.web.cookie_secure else ""
     scope = f"Domain={domain}; " if domain else ""
     response.headers.add(
         hdrs.SET_COOKIE,
@@ -100,7 +100,7 @@ def clear_cookie(
         name,
         path=path,
         domain=domain,
-        secure=settings.cookie_secure or same_site == "None",
+        secure=settings.web.cookie_secure or same_site == "None",
         httponly=True,
         samesite=same_site,
     )
@@ -120,7 +120,7 @@ def set_access_cookie(
         AUTH_COOKIE,
         token,
         max_age=remaining(claims.expires_at),
-        domain=settings.session_cookie_domain,
+        domain=settings.web.session_cookie_domain,
     )
 
 
@@ -133,7 +133,7 @@ def set_session_cookies(
 
 
 def clear_session_cookies(response: web.StreamResponse, settings: Settings) -> None:
-    clear_cookie(response, settings, AUTH_COOKIE, domain=settings.session_cookie_domain)
+    clear_cookie(response, settings, AUTH_COOKIE, domain=settings.web.session_cookie_domain)
     clear_cookie(response, settings, REFRESH_COOKIE)
 
 

@@ -27,6 +27,7 @@ from tenantd.identity.errors import MfaRequired, UserDisabled
 from tenantd.identity.events import sessions_revoked
 from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.rotation import RotationRequest, batcher_for
+from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.tokens import (
     AccessClaims,
     issue_access_token,
@@ -208,7 +209,9 @@ async def _insert_session(
         amr=auth.amr,
         auth_time=auth.auth_time,
     )
-    expires_at = _utcnow() + dt.timedelta(days=settings.refresh_token_ttl_days)
+    expires_at = _utcnow() + dt.timedelta(
+        days=settings.section(IdentitySettings).refresh_token_ttl_days
+    )
     await queries.insert_session(
         conn,
         family_id=family_id,
@@ -264,7 +267,7 @@ async def renew_batched(
         return FastRenewal()  # not one of ours, or from before tokens named their family
     refresh = successor_refresh_token(secret_key, refresh_token, family_id)
     jti = uuid.uuid4()
-    outcome = await batcher_for(db, settings.refresh_token_ttl_days).run(
+    outcome = await batcher_for(db, settings.section(IdentitySettings).refresh_token_ttl_days).run(
         RotationRequest(
             old_hash=token_hash(secret_key, refresh_token),
             family_id=family_id,
@@ -344,7 +347,9 @@ async def _repeat_or_revoke(
 ) -> Renewal:
     """A rotated-out token: within the interval and with its successor unused, answer that
     successor again (a fresh access token, nothing revoked); otherwise it is reuse."""
-    interval = dt.timedelta(seconds=settings.refresh_reuse_interval_seconds)
+    interval = dt.timedelta(
+        seconds=settings.section(IdentitySettings).refresh_reuse_interval_seconds
+    )
     successor = await queries.session_by_hash(
         conn, token_hash(settings.secret_key, successor_token)
     )

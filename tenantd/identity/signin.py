@@ -15,6 +15,7 @@ from tenantd.identity import queries
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.devices import describe, usable_device_id
 from tenantd.identity.sessions import IssuedTokens, issue_session
+from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.sso_policy import refuse_unless_sso
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.ops.ratelimit import signed_device
@@ -94,7 +95,7 @@ async def start_session(
         user_agent=client.user_agent,
         data={"method": method, "newBrowser": new_browser},
     )
-    if new_browser and settings.new_signin_email:
+    if new_browser and settings.section(IdentitySettings).new_signin_email:
         await services.jobs.submit(
             services,
             AUTH_EMAIL,

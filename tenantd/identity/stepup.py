@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from tenantd.db import Conn
 from tenantd.identity import queries
 from tenantd.identity.errors import ReauthRequired
+from tenantd.identity.settings import IdentitySettings, SignInSettings
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
@@ -34,7 +35,9 @@ def is_recent(principal: Principal, max_age_seconds: int, *, now: float | None =
 async def reauth_providers(conn: Conn, settings: Settings, user_id: uuid.UUID) -> list[str]:
     """The configured providers the user has an identity at that can confirm it is them
     (GET /api/v1/auth/oauth/{provider}/reauth)."""
-    configured = {p.name for p in settings.oauth_providers if p.proves_fresh_sign_in}
+    configured = {
+        p.name for p in settings.section(SignInSettings).oauth_providers if p.proves_fresh_sign_in
+    }
     if not configured:
         return []
     return [p for p in await queries.linked_providers(conn, user_id) if p in configured]
@@ -64,7 +67,7 @@ async def require_recent_auth(services: Services, principal: Principal) -> None:
     """Refuse (403 REAUTH_REQUIRED, details.methods and details.providers) unless the caller
     authenticated within REAUTH_MAX_AGE_SECONDS. A user with no method at all (no password,
     factor or linked provider) gets an empty list: signing in again is the way."""
-    if is_recent(principal, services.settings.reauth_max_age_seconds):
+    if is_recent(principal, services.settings.section(IdentitySettings).reauth_max_age_seconds):
         return
     async with services.db.connection() as conn:
         providers = await reauth_providers(conn, services.settings, principal.user_id)

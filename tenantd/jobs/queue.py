@@ -21,7 +21,8 @@ from tenantd.db import Conn, Database
 from tenantd.jobs import queries
 from tenantd.jobs.coalesce import CoalescingWriter
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
-from tenantd.settings import Settings, env_int, env_number
+from tenantd.jobs.settings import JobSettings
+from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +43,15 @@ class JobConfig:
 
 
 def job_config(settings: Settings) -> JobConfig:
-    """TENANTD_JOB_* knobs from Settings.extra."""
-    extra = settings.extra
+    """The runner's knobs of these settings (TENANTD_JOB_*)."""
+    section = settings.section(JobSettings)
     return JobConfig(
-        concurrency=env_int(extra, "TENANTD_JOB_CONCURRENCY", 64, minimum=1),
-        batch_size=env_int(extra, "TENANTD_JOB_BATCH_SIZE", 64, minimum=1),
-        poll_seconds=env_number(extra, "TENANTD_JOB_POLL_SECONDS", 0.5, minimum=0.01),
-        retry_base_seconds=env_number(extra, "TENANTD_JOB_RETRY_BASE_SECONDS", 2.0, minimum=0.0),
-        retry_max_seconds=env_number(extra, "TENANTD_JOB_RETRY_MAX_SECONDS", 3600.0, minimum=0.0),
-        stop_timeout=env_number(extra, "TENANTD_JOB_STOP_TIMEOUT_SECONDS", 10.0, minimum=0.0),
+        concurrency=section.concurrency,
+        batch_size=section.batch_size,
+        poll_seconds=section.poll_seconds,
+        retry_base_seconds=section.retry_base_seconds,
+        retry_max_seconds=section.retry_max_seconds,
+        stop_timeout=section.stop_timeout_seconds,
     )
 
 
@@ -116,7 +117,7 @@ class JobQueue:
     ) -> int | None:
         """Run `kind` later: a durable row (queues on) or an in-process task (queues off)."""
         job_kind = self.kind(kind)
-        if self.settings.queues_enabled or job_kind.durable:
+        if self.settings.section(JobSettings).queues_enabled or job_kind.durable:
             return await enqueue(conn or services.db, job_kind, payload, queue=self)
         lock_key = None
         if conn is not None and conn.in_transaction:
@@ -139,7 +140,7 @@ class JobQueue:
     ) -> None:
         """`submit` for many payloads of one kind: one statement when queues are on."""
         job_kind = self.kind(kind)
-        if not self.settings.queues_enabled:
+        if not self.settings.section(JobSettings).queues_enabled:
             for payload in payloads:
                 await self.submit(services, kind, payload, conn=conn)
             return

@@ -38,6 +38,7 @@ from tenantd.db import Conn
 from tenantd.jobs import queries
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.jobs.queue import JobConfig, JobHost, describe, give_up, retry_delay
+from tenantd.jobs.settings import JobSettings
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class JobRunner:
         self.services = services
         self.queue = services.jobs
         self.config = config or services.jobs.config
-        self.lease_seconds = services.settings.job_lease_seconds
+        self.lease_seconds = services.settings.section(JobSettings).lease_seconds
         self._dsn: str = services.db.pool._dsn  # the pool's own DSN (psycopg2 masks passwords)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._running: set[int] = set()
@@ -79,7 +80,7 @@ class JobRunner:
     @property
     def kinds(self) -> dict[str, JobKind]:
         """What this runner claims: every kind, or only the durable ones with queues off."""
-        if self.services.settings.queues_enabled:
+        if self.services.settings.section(JobSettings).queues_enabled:
             return self.queue.kinds
         return {name: kind for name, kind in self.queue.kinds.items() if kind.durable}
 

@@ -40,6 +40,7 @@ from tenantd.errors import Conflict, NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.errors import InvalidCredentials
+from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.signin import ClientMeta, start_default_session
 from tenantd.identity.tokens import token_hash
 from tenantd.mfa import queries, sensitive
@@ -182,8 +183,8 @@ async def registration_options(services: Services, actor: Principal) -> dict[str
         if len(existing) >= MAX_PASSKEYS:
             raise Conflict(f"At most {MAX_PASSKEYS} passkeys per user")
         options = webauthn.generate_registration_options(
-            rp_id=settings.webauthn_rp_id,
-            rp_name=settings.webauthn_rp_name,
+            rp_id=settings.section(IdentitySettings).webauthn_rp_id,
+            rp_name=settings.section(IdentitySettings).webauthn_rp_name,
             user_name=user["email"],
             user_id=user_id.bytes,
             timeout=TIMEOUT_MS,
@@ -228,8 +229,8 @@ async def register(
             verified = webauthn.verify_registration_response(
                 credential=parsed,
                 expected_challenge=challenge,
-                expected_rp_id=settings.webauthn_rp_id,
-                expected_origin=list(settings.webauthn_origins),
+                expected_rp_id=settings.section(IdentitySettings).webauthn_rp_id,
+                expected_origin=list(settings.section(IdentitySettings).webauthn_origins),
             )
         except WebAuthnException as error:
             log.info("passkey registration refused: %s", error)
@@ -289,7 +290,7 @@ async def authentication_options(
                 raise NotFound("No passkey is registered")
             allow = [PublicKeyCredentialDescriptor(id=bytes(r["credential_id"])) for r in rows]
         options = webauthn.generate_authentication_options(
-            rp_id=settings.webauthn_rp_id,
+            rp_id=settings.section(IdentitySettings).webauthn_rp_id,
             timeout=TIMEOUT_MS,
             allow_credentials=allow,
             user_verification=UserVerificationRequirement.PREFERRED
@@ -336,8 +337,8 @@ async def verify_assertion(
             verified = webauthn.verify_authentication_response(
                 credential=parsed,
                 expected_challenge=challenge,
-                expected_rp_id=settings.webauthn_rp_id,
-                expected_origin=list(settings.webauthn_origins),
+                expected_rp_id=settings.section(IdentitySettings).webauthn_rp_id,
+                expected_origin=list(settings.section(IdentitySettings).webauthn_origins),
                 credential_public_key=bytes(passkey["public_key"]),
                 credential_current_sign_count=int(passkey["sign_count"]),
                 require_user_verification=purpose != SECOND_FACTOR,

@@ -26,6 +26,7 @@ from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.errors import InvalidCredentials, UserDisabled
 from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
+from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.signin import PASSWORD, ClientMeta, start_default_session
 from tenantd.identity.sso_policy import refuse_unless_sso
 from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
@@ -134,7 +135,9 @@ async def setup_totp(services: Services, actor: Principal) -> TotpSetup:
             conn, user_id=user_id, secret=_seal(services.settings, user_id, secret)
         )
     uri = totp.provisioning_uri(
-        secret, account=user["email"], issuer=services.settings.webauthn_rp_name
+        secret,
+        account=user["email"],
+        issuer=services.settings.section(IdentitySettings).webauthn_rp_name,
     )
     return TotpSetup(secret=secret, otpauth_uri=uri, qr_svg=totp.qr_svg(uri))
 

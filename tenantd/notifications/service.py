@@ -36,10 +36,12 @@ from tenantd.db import Conn
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.jobs import queries as job_queries
 from tenantd.jobs.queue import enqueue
+from tenantd.jobs.settings import JobSettings
 from tenantd.notifications import queries
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.quiet import DELAYED_CHANNELS, quiet_delay
 from tenantd.notifications.registry import EventDefinition, render, wants_locale
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
@@ -141,16 +143,19 @@ def live_channels(settings: Settings, channels: tuple[str, ...]) -> tuple[str, .
     """Channels that exist in this configuration (sse and web_push are switched)."""
     live = []
     for channel in channels:
-        if channel == "sse" and not settings.notifications_sse_enabled:
+        if (
+            channel == "sse"
+            and not settings.section(NotificationSettings).notifications_sse_enabled
+        ):
             continue
-        if channel == "web_push" and not settings.web_push_enabled:
+        if channel == "web_push" and not settings.section(NotificationSettings).web_push_enabled:
             continue
         live.append(channel)
     return tuple(live)
 
 
 async def send(
-    app_or_services: Any,
+    app_or_services: web.Application | NotificationServices,
     event_type: str,
     *,
     recipient_user_id: uuid.UUID | str,
@@ -186,7 +191,7 @@ async def send(
             idempotency_key=idempotency_key,
             conn=conn,
         )
-    if not services.settings.queues_enabled:
+    if not services.settings.section(JobSettings).queues_enabled:
         return await dispatch(
             services,
             notification_id=notification_id,
@@ -286,7 +291,7 @@ def _item(index: int) -> str:
 
 
 async def send_many(
-    app_or_services: Any,
+    app_or_services: web.Application | NotificationServices,
     requests: Sequence[SendRequest],
     *,
     conn: Conn | None = None,
@@ -299,7 +304,7 @@ async def send_many(
     the same guard, dedup, preferences and channels as `send`."""
     services = services_of(app_or_services)
     errors, payloads = _batch_errors(services, requests, field_prefix)
-    queue = services.settings.queues_enabled
+    queue = services.settings.section(JobSettings).queues_enabled
     delays = _batch_delays(requests, field_prefix, errors, queue=queue)
     if errors:
         raise ValidationFailed(errors, "Invalid notifications")
@@ -397,7 +402,7 @@ async def dispatch(
     if (
         definition.digest is not None
         and not definition.critical
-        and services.settings.queues_enabled
+        and services.settings.section(JobSettings).queues_enabled
         and only_channels is None
     ):
         return await _add_to_digest(
@@ -420,7 +425,7 @@ async def dispatch(
     channels = live_channels(services.settings, definition.default_channels)
     if only_channels is not None:
         channels = tuple(channel for channel in channels if channel in only_channels)
-    queue = services.settings.queues_enabled
+    queue = services.settings.section(JobSettings).queues_enabled
     notification = queries.NewNotification(
         notification_id=notification_id,
         user_id=recipient_user_id,
@@ -524,7 +529,7 @@ async def _schedule(
     conn: Conn | None,
 ) -> SendOutcome:
     """A dispatch job due in `delay` seconds plus the row that finds it for a cancel."""
-    if not services.settings.queues_enabled:
+    if not services.settings.section(JobSettings).queues_enabled:
         raise ValidationFailed(
             {"deliverAt": "scheduled sends and idempotency keys need QUEUES_ENABLED=true"}
         )
@@ -560,7 +565,7 @@ async def _schedule(
 
 
 async def cancel_scheduled(
-    app_or_services: Any,
+    app_or_services: web.Application | NotificationServices,
     *,
     notification_id: uuid.UUID | str | None = None,
     idempotency_key: str | None = None,

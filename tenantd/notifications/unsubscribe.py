@@ -23,7 +23,7 @@ import jwt
 from tenantd.db import Database
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import queries
-from tenantd.settings import Settings, env_flag
+from tenantd.settings import Settings
 
 AUDIENCE = "tenantd:unsubscribe"
 ISSUER = "tenantd"
@@ -63,7 +63,7 @@ def unsubscribe_url(public_base_url: str, token: str, *, path: str = PATH) -> st
 
 def page_url(settings: Settings, token: str) -> str:
     """The link a person clicks in the email: the hosted page, or the API's when pages are off."""
-    path = PAGE_PATH if env_flag(settings.extra, "TENANTD_UI", True) else PATH
+    path = PAGE_PATH if settings.web.hosted_pages else PATH
     return unsubscribe_url(settings.public_base_url, token, path=path)
 
 

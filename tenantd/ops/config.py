@@ -1,13 +1,28 @@
-"""Operational knobs (scheduler, sweeps, rate limits, proxies, metrics), parsed from
-`Settings.extra` (every TENANTD_* and RATE_LIMIT_* variable) once per process."""
+"""Operational knobs (scheduler, sweeps, rate limits, proxies, metrics, shutdown): their
+settings sections, and the `OpsConfig` the kernel's engines take."""
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from typing import Annotated, ClassVar
 
-from tenantd.settings import Settings, SettingsError, env_int, env_number
+from pydantic import BeforeValidator
+
+from tenantd.settings import (
+    SWITCH,
+    Count,
+    Flag,
+    Networks,
+    Positive,
+    Section,
+    Settings,
+    Text,
+    at_least,
+    env,
+    validated,
+)
 
 # Sweep name -> default interval in seconds (SERVICE.md: invitations and accounts daily,
 # dedup hourly; sessions and finished jobs hourly too).
@@ -90,100 +105,283 @@ class OpsConfig:
         return max([DEFAULT_RATE_WINDOW, *windows])
 
 
-def _bool(env: dict[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    lowered = raw.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise SettingsError(f"{name} must be a boolean (true/false), got {raw!r}")
+class SchedulerSettings(Section):
+    """In-process scheduler of `tenantd serve`. Every instance ticks; under a PostgreSQL
+    advisory lock and the shared `sweep_runs` table one instance runs each sweep once per
+    interval."""
+
+    title: ClassVar[str] = "Sweeps and scheduler"
+
+    enabled: Flag = env(
+        "TENANTD_SCHEDULER_ENABLED",
+        "Turn the in-process scheduler off where cron runs `tenantd sweep` instead (or keep"
+        " both: they never overlap).",
+        default=True,
+        json_schema_extra=SWITCH,
+    )
+    tick_seconds: Annotated[float, BeforeValidator(at_least(0.05))] = env(
+        "TENANTD_SCHEDULER_TICK_SECONDS",
+        "How often each instance checks whether a sweep is due.",
+        default=60.0,
+    )
+    invitations: Positive = env(
+        "TENANTD_SWEEP_INVITATIONS_INTERVAL_SECONDS",
+        "Interval of each sweep (seconds).",
+        default=86400,
+    )
+    accounts: Positive = env("TENANTD_SWEEP_ACCOUNTS_INTERVAL_SECONDS", default=86400)
+    dedup: Positive = env("TENANTD_SWEEP_DEDUP_INTERVAL_SECONDS", default=3600)
+    sessions: Positive = env("TENANTD_SWEEP_SESSIONS_INTERVAL_SECONDS", default=3600)
+    jobs: Positive = env("TENANTD_SWEEP_JOBS_INTERVAL_SECONDS", default=3600)
+    keys: Positive = env("TENANTD_SWEEP_KEYS_INTERVAL_SECONDS", default=3600)
+    users: Positive = env(
+        "TENANTD_SWEEP_USERS_INTERVAL_SECONDS",
+        "Delete my user: the `users` sweep anonymises users deleted more than 30 days ago.",
+        default=86400,
+    )
+    throttles: Positive = env(
+        "TENANTD_SWEEP_THROTTLES_INTERVAL_SECONDS",
+        "Notification throttle counters: the `throttles` sweep deletes a key's counter once"
+        " its window ended (a later send starts a new window anyway).",
+        default=3600,
+    )
+    batch_size: Positive = env(
+        "TENANTD_SWEEP_BATCH_SIZE",
+        "Rows per DELETE/UPDATE batch (each batch its own short transaction); pause between"
+        " batches.",
+        default=1000,
+    )
+    batch_pause_ms: Count = env("TENANTD_SWEEP_BATCH_PAUSE_MS", default=0)
+    webhook_events_retention_days: Positive = env(
+        "TENANTD_WEBHOOK_EVENTS_RETENTION_DAYS",
+        "Provider webhook event ids kept for replay protection; finished jobs kept for inspection.",
+        default=30,
+    )
+    jobs_retention_days: Positive = env("TENANTD_JOBS_RETENTION_DAYS", default=7)
+
+    def intervals(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in DEFAULT_SWEEP_INTERVALS}
 
 
-def _proxies(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    networks = []
-    for item in raw.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        try:
-            networks.append(ipaddress.ip_network(item, strict=False))
-        except ValueError:
-            raise SettingsError(
-                f"TENANTD_TRUSTED_PROXIES: not an address or CIDR: {item}"
-            ) from None
-    return tuple(networks)
+class RateLimitSettings(Section):
+    """Abuse limits (fixed windows in PostgreSQL, shared by every instance); 429
+    RATE_LIMITED with Retry-After. Per scope: attempts per client IP and per email address in
+    the window; 0 = off."""
+
+    title: ClassVar[str] = "Abuse limits and proxies"
+
+    enabled: Flag = env("RATE_LIMIT_ENABLED", "false: no abuse limit at all.", default=True)
+    window_seconds: Positive = env(
+        "RATE_LIMIT_WINDOW_SECONDS",
+        "The window of every scope that sets none of its own.",
+        default=DEFAULT_RATE_WINDOW,
+    )
+    register_per_ip: Count = env(
+        "RATE_LIMIT_REGISTER_PER_IP",
+        "Per scope (register, login, resend_verification, password_reset): attempts per"
+        " client IP and per email address within the scope's window (default"
+        " RATE_LIMIT_WINDOW_SECONDS).",
+        default=20,
+    )
+    register_per_email: Count = env("RATE_LIMIT_REGISTER_PER_EMAIL", default=5)
+    register_window_seconds: Positive | None = env(
+        "RATE_LIMIT_REGISTER_WINDOW_SECONDS", default=None, examples=[900]
+    )
+    login_per_ip: Count = env("RATE_LIMIT_LOGIN_PER_IP", default=100)
+    login_per_email: Count = env("RATE_LIMIT_LOGIN_PER_EMAIL", default=10)
+    login_window_seconds: Positive | None = env(
+        "RATE_LIMIT_LOGIN_WINDOW_SECONDS", default=None, examples=[900]
+    )
+    resend_verification_per_ip: Count = env("RATE_LIMIT_RESEND_VERIFICATION_PER_IP", default=20)
+    resend_verification_per_email: Count = env(
+        "RATE_LIMIT_RESEND_VERIFICATION_PER_EMAIL", default=5
+    )
+    resend_verification_window_seconds: Positive | None = env(
+        "RATE_LIMIT_RESEND_VERIFICATION_WINDOW_SECONDS", default=None, examples=[900]
+    )
+    password_reset_per_ip: Count = env("RATE_LIMIT_PASSWORD_RESET_PER_IP", default=20)
+    password_reset_per_email: Count = env("RATE_LIMIT_PASSWORD_RESET_PER_EMAIL", default=5)
+    password_reset_window_seconds: Positive | None = env(
+        "RATE_LIMIT_PASSWORD_RESET_WINDOW_SECONDS", default=None, examples=[900]
+    )
+    email_code_per_ip: Count = env(
+        "RATE_LIMIT_EMAIL_CODE_PER_IP",
+        "Sign-in by email (MAGIC_LINK_ENABLED): codes mailed, and codes tried (on top of five"
+        " per code).",
+        default=20,
+    )
+    email_code_per_email: Count = env("RATE_LIMIT_EMAIL_CODE_PER_EMAIL", default=5)
+    email_code_window_seconds: Positive | None = env(
+        "RATE_LIMIT_EMAIL_CODE_WINDOW_SECONDS", default=None, examples=[900]
+    )
+    email_code_verify_per_ip: Count = env("RATE_LIMIT_EMAIL_CODE_VERIFY_PER_IP", default=100)
+    email_code_verify_per_email: Count = env("RATE_LIMIT_EMAIL_CODE_VERIFY_PER_EMAIL", default=10)
+    email_code_verify_window_seconds: Positive | None = env(
+        "RATE_LIMIT_EMAIL_CODE_VERIFY_WINDOW_SECONDS", default=None, examples=[900]
+    )
+    refresh_per_ip: Count = env(
+        "RATE_LIMIT_REFRESH_PER_IP",
+        "Refresh: per client IP and per session family (sign-in) instead of per email.",
+        default=600,
+    )
+    refresh_per_session: Count = env("RATE_LIMIT_REFRESH_PER_SESSION", default=60)
+    refresh_window_seconds: Positive | None = env(
+        "RATE_LIMIT_REFRESH_WINDOW_SECONDS", default=None, examples=[900]
+    )
+    email_change_per_user: Count = env(
+        "RATE_LIMIT_EMAIL_CHANGE_PER_USER",
+        "Mail to an address the caller chooses (email change, invitation create and resend):"
+        " per acting user and per recipient within the scope's window.",
+        default=10,
+    )
+    email_change_per_recipient: Count = env("RATE_LIMIT_EMAIL_CHANGE_PER_RECIPIENT", default=3)
+    email_change_window_seconds: Positive = env(
+        "RATE_LIMIT_EMAIL_CHANGE_WINDOW_SECONDS", default=MAIL_RATE_WINDOW
+    )
+    invitation_per_user: Count = env("RATE_LIMIT_INVITATION_PER_USER", default=50)
+    invitation_per_recipient: Count = env("RATE_LIMIT_INVITATION_PER_RECIPIENT", default=3)
+    invitation_window_seconds: Positive = env(
+        "RATE_LIMIT_INVITATION_WINDOW_SECONDS", default=MAIL_RATE_WINDOW
+    )
+    trusted_proxies: Networks = env(
+        "TENANTD_TRUSTED_PROXIES",
+        "Reverse proxies whose X-Forwarded-For is believed (addresses or CIDRs, comma list)."
+        " Unset: the peer address is the client. Behind nginx on the same host: 127.0.0.1,::1",
+        default=(),
+    )
+
+    def rules(self) -> dict[str, RateRule]:
+        """Every scope's rule (a window left unset is RATE_LIMIT_WINDOW_SECONDS)."""
+
+        def window(scope: str) -> int:
+            own: int | None = getattr(self, f"{scope}_window_seconds")
+            return self.window_seconds if own is None else own
+
+        rules = {}
+        for scope in DEFAULT_RATE_LIMITS:
+            rules[scope] = RateRule(
+                per_ip=getattr(self, f"{scope}_per_ip"),
+                per_email=getattr(self, f"{scope}_per_email"),
+                window_seconds=window(scope),
+            )
+        for scope in MAIL_RATE_LIMITS:
+            rules[scope] = RateRule(
+                per_ip=0,
+                per_email=getattr(self, f"{scope}_per_recipient"),
+                window_seconds=window(scope),
+                per_user=getattr(self, f"{scope}_per_user"),
+            )
+        for scope in DEFAULT_SESSION_RATE_LIMITS:
+            rules[scope] = RateRule(
+                per_ip=getattr(self, f"{scope}_per_ip"),
+                per_email=0,
+                window_seconds=window(scope),
+                per_session=getattr(self, f"{scope}_per_session"),
+            )
+        return rules
 
 
-def parse_ops_config(env: dict[str, str]) -> OpsConfig:
-    """Build the knobs from TENANTD_* / RATE_LIMIT_* variables (defaults in DEFAULT_*)."""
-    intervals = {
-        name: env_int(env, f"TENANTD_SWEEP_{name.upper()}_INTERVAL_SECONDS", default, minimum=1)
-        for name, default in DEFAULT_SWEEP_INTERVALS.items()
-    }
-    default_window = env_int(env, "RATE_LIMIT_WINDOW_SECONDS", DEFAULT_RATE_WINDOW, minimum=1)
-    rules = {}
-    for scope, (per_ip, per_email) in DEFAULT_RATE_LIMITS.items():
-        prefix = f"RATE_LIMIT_{scope.upper()}_"
-        rules[scope] = RateRule(
-            per_ip=env_int(env, prefix + "PER_IP", per_ip),
-            per_email=env_int(env, prefix + "PER_EMAIL", per_email),
-            window_seconds=env_int(env, prefix + "WINDOW_SECONDS", default_window, minimum=1),
-        )
-    for scope, (per_user, per_recipient) in MAIL_RATE_LIMITS.items():
-        prefix = f"RATE_LIMIT_{scope.upper()}_"
-        rules[scope] = RateRule(
-            per_ip=0,
-            per_email=env_int(env, prefix + "PER_RECIPIENT", per_recipient),
-            window_seconds=env_int(env, prefix + "WINDOW_SECONDS", MAIL_RATE_WINDOW, minimum=1),
-            per_user=env_int(env, prefix + "PER_USER", per_user),
-        )
-    for scope, (per_ip, per_session) in DEFAULT_SESSION_RATE_LIMITS.items():
-        prefix = f"RATE_LIMIT_{scope.upper()}_"
-        rules[scope] = RateRule(
-            per_ip=env_int(env, prefix + "PER_IP", per_ip),
-            per_email=0,
-            window_seconds=env_int(env, prefix + "WINDOW_SECONDS", default_window, minimum=1),
-            per_session=env_int(env, prefix + "PER_SESSION", per_session),
-        )
-    token = env.get("TENANTD_METRICS_TOKEN", "").strip() or None
-    return OpsConfig(
-        scheduler_enabled=_bool(env, "TENANTD_SCHEDULER_ENABLED", True),
-        scheduler_tick_seconds=env_number(
-            env, "TENANTD_SCHEDULER_TICK_SECONDS", 60.0, minimum=0.05
-        ),
-        sweep_intervals=intervals,
-        sweep_batch_size=env_int(env, "TENANTD_SWEEP_BATCH_SIZE", 1000, minimum=1),
-        sweep_batch_pause_ms=env_int(env, "TENANTD_SWEEP_BATCH_PAUSE_MS", 0),
-        webhook_events_retention_days=env_int(
-            env, "TENANTD_WEBHOOK_EVENTS_RETENTION_DAYS", 30, minimum=1
-        ),
-        jobs_retention_days=env_int(env, "TENANTD_JOBS_RETENTION_DAYS", 7, minimum=1),
-        rate_limit_enabled=_bool(env, "RATE_LIMIT_ENABLED", True),
-        rate_rules=rules,
-        trusted_proxies=_proxies(env.get("TENANTD_TRUSTED_PROXIES", "")),
-        metrics_enabled=_bool(env, "TENANTD_METRICS_ENABLED", True),
-        metrics_token=token,
-        metrics_refresh_seconds=env_number(
-            env, "TENANTD_METRICS_REFRESH_SECONDS", 15.0, minimum=0.05
-        ),
-        shutdown_timeout_seconds=env_number(
-            env, "TENANTD_SHUTDOWN_TIMEOUT_SECONDS", 25.0, minimum=1
-        ),
-        shutdown_drain_seconds=env_number(env, "TENANTD_SHUTDOWN_DRAIN_SECONDS", 5.0, minimum=0),
-        instance_heartbeat_seconds=env_number(
-            env, "TENANTD_INSTANCE_HEARTBEAT_SECONDS", 10.0, minimum=0.05
-        ),
+class ProcessSettings(Section):
+    """How each `tenantd` process starts, reports itself, is measured and stops."""
+
+    title: ClassVar[str] = "Process, metrics and shutdown"
+
+    dev: Flag = env(
+        "TENANTD_DEV",
+        "`tenantd serve` without DATABASE_URL refuses to start unless this is a development"
+        " run (true, or `serve --dev`): then it starts a private PostgreSQL cluster (fsync"
+        " off) under var/. scripts/run sets it.",
+        default=False,
+    )
+    env_file: str | None = env(
+        "TENANTD_ENV_FILE",
+        "The env file every `tenantd` command reads when --env-file is not given (the"
+        " process environment wins over it): the service's own, /etc/tenantd/tenantd.env"
+        " (systemd's EnvironmentFile=), when it exists, so the CLI runs with the"
+        " configuration the service runs with. Set in the environment to name another file;"
+        " empty: no file (docs/operations.md). Read before the file itself, from the process"
+        " environment only.",
+        default=None,
+        examples=["/etc/tenantd/tenantd.env"],
+    )
+    instance_heartbeat_seconds: Annotated[float, BeforeValidator(at_least(0.05))] = env(
+        "TENANTD_INSTANCE_HEARTBEAT_SECONDS",
+        "Each `tenantd serve` reports itself (version, switches, event types) in the"
+        " instances table every this many seconds; `tenantd status` shows the rows and marks"
+        " one stale after three missed heartbeats. A clean shutdown deletes the row.",
+        default=10.0,
+    )
+    metrics_enabled: Flag = env(
+        "TENANTD_METRICS_ENABLED",
+        "Prometheus metrics at GET /metrics; with a token set, scrapers send"
+        ' "Authorization: Bearer <token>".',
+        default=True,
+        json_schema_extra=SWITCH,
+    )
+    metrics_token: Text | None = env("TENANTD_METRICS_TOKEN", default=None, repr=False)
+    metrics_refresh_seconds: Annotated[float, BeforeValidator(at_least(0.05))] = env(
+        "TENANTD_METRICS_REFRESH_SECONDS",
+        "Database-derived figures (jobs, deliveries, suppressions, sweeps) are read by one"
+        " task per process at most this often (seconds); a scrape serves the last figures and"
+        " never queries the database, so scrapes cost no connection and answer even with the"
+        " pool exhausted.",
+        default=15.0,
+    )
+    shutdown_timeout_seconds: Annotated[float, BeforeValidator(at_least(1))] = env(
+        "TENANTD_SHUTDOWN_TIMEOUT_SECONDS",
+        "SIGTERM: the process stops within this bound (requests drain, SSE streams end,"
+        " running jobs finish or go back to the queue, pools close), then exits by itself."
+        " Keep systemd's TimeoutStopSec a few seconds above it.",
+        default=25.0,
+    )
+    shutdown_drain_seconds: Annotated[float, BeforeValidator(at_least(0))] = env(
+        "TENANTD_SHUTDOWN_DRAIN_SECONDS",
+        "SIGTERM first stops listening and drains open keep-alive connections for up to this"
+        " long: a request in flight or arriving on one is answered with `Connection: close`;"
+        " the drain ends as soon as no connection is left (docs/reliability.md).",
+        default=5.0,
     )
 
 
-@cache
-def _cached(items: tuple[tuple[str, str], ...]) -> OpsConfig:
-    return parse_ops_config(dict(items))
+SECTIONS: tuple[type[Section], ...] = (SchedulerSettings, RateLimitSettings, ProcessSettings)
+
+
+def build_ops_config(
+    scheduler: SchedulerSettings, limits: RateLimitSettings, process: ProcessSettings
+) -> OpsConfig:
+    return OpsConfig(
+        scheduler_enabled=scheduler.enabled,
+        scheduler_tick_seconds=scheduler.tick_seconds,
+        sweep_intervals=scheduler.intervals(),
+        sweep_batch_size=scheduler.batch_size,
+        sweep_batch_pause_ms=scheduler.batch_pause_ms,
+        webhook_events_retention_days=scheduler.webhook_events_retention_days,
+        jobs_retention_days=scheduler.jobs_retention_days,
+        rate_limit_enabled=limits.enabled,
+        rate_rules=limits.rules(),
+        trusted_proxies=limits.trusted_proxies,
+        metrics_enabled=process.metrics_enabled,
+        metrics_token=process.metrics_token,
+        metrics_refresh_seconds=process.metrics_refresh_seconds,
+        shutdown_timeout_seconds=process.shutdown_timeout_seconds,
+        shutdown_drain_seconds=process.shutdown_drain_seconds,
+        instance_heartbeat_seconds=process.instance_heartbeat_seconds,
+    )
+
+
+def parse_ops_config(environment: Mapping[str, str]) -> OpsConfig:
+    """The knobs of these TENANTD_* / RATE_LIMIT_* variables (tests and tools)."""
+    return build_ops_config(
+        validated(SchedulerSettings, environment),
+        validated(RateLimitSettings, environment),
+        validated(ProcessSettings, environment),
+    )
 
 
 def ops_config(settings: Settings) -> OpsConfig:
-    """The knobs of these settings (parsed once per distinct set of variables)."""
-    return _cached(tuple(sorted(settings.extra.items())))
+    """The knobs of these settings."""
+    return build_ops_config(
+        settings.section(SchedulerSettings),
+        settings.section(RateLimitSettings),
+        settings.section(ProcessSettings),
+    )

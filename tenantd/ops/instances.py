@@ -20,7 +20,6 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from tenantd import __version__
@@ -28,7 +27,7 @@ from tenantd.db import Database
 from tenantd.ops import queries
 from tenantd.ops.queries import PRUNE_AFTER as PRUNE_AFTER
 from tenantd.ops.queries import STALE_AFTER_BEATS as STALE_AFTER_BEATS
-from tenantd.settings import Settings, env_flag
+from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -47,35 +46,13 @@ SEND_SWITCHES = (
 
 
 def switches(settings: Settings, declared_event_types: int | None = None) -> dict[str, Any]:
-    """The switches of a configuration, by the variable that sets each (WEB_PUSH: the three
-    WEB_PUSH_VAPID_* variables are set; TENANTD_EVENT_CATALOG: the file's absolute path,
-    "" when unset). Values only a name, a path or a flag: nothing secret. A server also gives
-    DECLARED_EVENT_TYPES, how many of its event types are declarative (the catalog file's and
-    those defined over HTTP); a CLI's own switches leave it out, so it is never one of the
-    differences."""
-    extra = settings.extra
-    catalog = settings.event_catalog
-    reported: dict[str, Any] = {
-        "QUEUES_ENABLED": settings.queues_enabled,
-        "NOTIFICATIONS_SSE_ENABLED": settings.notifications_sse_enabled,
-        "MAGIC_LINK_ENABLED": settings.magic_link_enabled,
-        "ACCOUNT_DOMAIN_CLAIMING": settings.account_domain_claiming,
-        "NEW_SIGNIN_EMAIL": settings.new_signin_email,
-        "COOKIE_SECURE": settings.cookie_secure,
-        "EMAIL_PROVIDER": settings.email_provider,
-        "WEB_PUSH": settings.web_push_enabled,
-        "PASSWORD_BREACH_CHECK": settings.password_breach_check,
-        "CAPTCHA_PROVIDER": settings.captcha_provider,
-        "ACCESS_TOKEN_ALG": settings.access_token_alg,
-        "OAUTH_PROVIDERS": ",".join(provider.name for provider in settings.oauth_providers),
-        "PUBLIC_BASE_URL": settings.public_base_url,
-        "TENANTD_EVENT_MODULES": ",".join(settings.event_modules),
-        "TENANTD_BUILTIN_NOTIFICATIONS": env_flag(extra, "TENANTD_BUILTIN_NOTIFICATIONS", False),
-        "TENANTD_UI": env_flag(extra, "TENANTD_UI", True),
-        "TENANTD_SCHEDULER_ENABLED": env_flag(extra, "TENANTD_SCHEDULER_ENABLED", True),
-        "TENANTD_METRICS_ENABLED": env_flag(extra, "TENANTD_METRICS_ENABLED", True),
-        "TENANTD_EVENT_CATALOG": os.path.abspath(catalog) if catalog else "",
-    }
+    """The switches of a configuration, by the variable that sets each (the fields its
+    sections mark as switches; WEB_PUSH: the three WEB_PUSH_VAPID_* variables are set;
+    TENANTD_EVENT_CATALOG: the file's absolute path, "" when unset). Values only a name, a
+    path or a flag: nothing secret. A server also gives DECLARED_EVENT_TYPES, how many of
+    its event types are declarative (the catalog file's and those defined over HTTP); a
+    CLI's own switches leave it out, so it is never one of the differences."""
+    reported = settings.switches()
     if declared_event_types is not None:
         reported["DECLARED_EVENT_TYPES"] = declared_event_types
     return reported
@@ -242,7 +219,7 @@ def follow_instances(
         )
     [queues_enabled] = queues
     if queues_enabled:
-        return replace(config, queues_enabled=True)
+        return config.switched("QUEUES_ENABLED", True)
     mine = switches(config)
     for instance in running:
         found = differences(mine, instance["switches"], SEND_SWITCHES)
@@ -256,4 +233,4 @@ def follow_instances(
                 f" its configuration differs from the running instance {_named(instance)}"
                 f" ({detail}): run it with the service's env file (--env-file)"
             )
-    return replace(config, queues_enabled=False)
+    return config.switched("QUEUES_ENABLED", False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tenantd.db import Database
@@ -21,13 +22,17 @@ class Readiness:
 
 
 async def check_readiness(
-    db: Database, *, sse_enabled: bool, listener_connected: Callable[[], bool | None] | None
+    db: Database,
+    *,
+    sql_dir: Path | None = None,
+    sse_enabled: bool,
+    listener_connected: Callable[[], bool | None] | None,
 ) -> Readiness:
     """Every check of /readyz; `ready` only when all pass."""
     checks: dict[str, Any] = {}
     try:
         async with asyncio.timeout(READY_TIMEOUT):
-            pending = await pending_migrations(db)
+            pending = await pending_migrations(db, sql_dir)
         checks["database"] = "ok"
         checks["migrations"] = "ok" if not pending else "pending"
         if pending:

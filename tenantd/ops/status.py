@@ -19,11 +19,12 @@ STATUS_TIMEOUT = 5.0
 
 def channels(settings: Settings) -> dict[str, Any]:
     """The notification channels this configuration has."""
+    switched = settings.switches()
     return {
         "in_app": True,
-        "email": settings.email_provider,
-        "sse": settings.notifications_sse_enabled,
-        "web_push": settings.web_push_enabled,
+        "email": switched["EMAIL_PROVIDER"],
+        "sse": switched["NOTIFICATIONS_SSE_ENABLED"],
+        "web_push": switched["WEB_PUSH"],
     }
 
 
@@ -41,7 +42,7 @@ async def gather_status(
         "database": "unavailable",
         "migrations": {"applied": None, "pending": None},
         "queue": None,
-        "queuesEnabled": settings.queues_enabled,
+        "queuesEnabled": mine["QUEUES_ENABLED"],
         "channels": channels(settings),
         "sweeps": [],
         "config": {"envFile": env_file, "switches": mine},
@@ -53,7 +54,11 @@ async def gather_status(
     try:
         async with asyncio.timeout(STATUS_TIMEOUT), db.connection() as conn:
             done = await applied_versions(conn)
-            pending = [m.version for m in available_migrations() if m.version not in done]
+            pending = [
+                m.version
+                for m in available_migrations(settings.database.sql_dir)
+                if m.version not in done
+            ]
             status["database"] = "ok"
             status["migrations"] = {"applied": len(done), "pending": pending}
             tables = await conn.fetch_val(queries.STATUS_TABLES)

@@ -42,11 +42,11 @@ from tenantd.identity import queries as identity_queries
 from tenantd.identity.errors import UserDisabled
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import IssuedTokens
+from tenantd.identity.settings import OAuthProviderSettings
 from tenantd.identity.signin import ClientMeta, start_session
 from tenantd.identity.sso_policy import SSO_METHOD
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa.service import AMR_FEDERATED
-from tenantd.settings import OAuthProviderSettings
 from tenantd.sso import errors, queries, saml
 from tenantd.sso.errors import SsoRefused
 from tenantd.sso.service import client_secret, endpoints, idp_metadata, oidc_redirect_uri

@@ -62,6 +62,6 @@ def remember(request: web.Request, response: web.StreamResponse, settings: Setti
             path="/",
             httponly=True,
             samesite="Lax",
-            secure=settings.cookie_secure,
+            secure=settings.web.cookie_secure,
             max_age=60 * 60 * 24 * 365,
         )

@@ -10,6 +10,7 @@ from tenantd.auth import email_code
 from tenantd.auth.schemas import CaptchaEmailBody, EmailCodeVerifyBody
 from tenantd.errors import AppError, NotFound
 from tenantd.identity.bundle import SERVICES
+from tenantd.identity.settings import SignInSettings
 from tenantd.ui.auth_pages import captcha_token, signed_in_or_mfa
 from tenantd.ui.forms import Form, field, parse, problem, safe_next
 from tenantd.ui.render import page, redirect
@@ -21,7 +22,7 @@ TEMPLATE = "email_code.html"
 
 
 def _enabled(request: web.Request) -> None:
-    if not request.app[SERVICES].settings.magic_link_enabled:
+    if not request.app[SERVICES].settings.section(SignInSettings).magic_link_enabled:
         raise NotFound()
 
 

@@ -14,6 +14,8 @@ from aiohttp import web
 
 from tenantd.auth import captcha
 from tenantd.auth.oauth.presets import label as provider_label
+from tenantd.identity.settings import SignInSettings
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import SETTINGS
 from tenantd.ui import csrf
 from tenantd.ui.config import UiConfig, passkeys_here, ui_config
@@ -79,7 +81,9 @@ def page(
         return csrf.form_token(request, settings, action)
 
     # The bot check's widget, when a provider and its site key are set.
-    widget = captcha.provider(settings) if settings.captcha_site_key else None
+    widget = (
+        captcha.provider(settings) if settings.section(SignInSettings).captcha_site_key else None
+    )
     env = environment(config.templates_dir)
     env.filters.setdefault("date", _date)
     env.filters.setdefault("provider_label", provider_label)
@@ -90,12 +94,12 @@ def page(
         path=request.path,
         csrf_token=token,
         csrf_field=csrf.FIELD,
-        web_push=settings.web_push_enabled,
-        sse=settings.notifications_sse_enabled,
-        providers=[p.name for p in settings.oauth_providers],
-        magic_link=settings.magic_link_enabled,
+        web_push=settings.section(NotificationSettings).web_push_enabled,
+        sse=settings.section(NotificationSettings).notifications_sse_enabled,
+        providers=[p.name for p in settings.section(SignInSettings).oauth_providers],
+        magic_link=settings.section(SignInSettings).magic_link_enabled,
         captcha=widget,
-        captcha_site_key=settings.captcha_site_key,
+        captcha_site_key=settings.section(SignInSettings).captcha_site_key,
         passkeys_on=passkeys_here(settings, request.host),
         urlencode=urlencode,
         **context,

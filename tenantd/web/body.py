@@ -154,7 +154,7 @@ def check_csrf(request: web.Request, spec: RouteSpec) -> None:
 
 def origin_allowed(request: web.Request, settings: Settings) -> bool:
     """The request's Origin (or, without one, its Referer) is one of ALLOWED_ORIGINS."""
-    allowed = {o.lower().rstrip("/") for o in settings.allowed_origins}
+    allowed = {o.lower().rstrip("/") for o in settings.web.allowed_origins}
     origin = request.headers.get("Origin")
     candidate = _origin_of(origin) if origin and origin != "null" else None
     if candidate is None and not origin:

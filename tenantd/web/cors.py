@@ -46,7 +46,7 @@ def cors_headers(request: web.Request, origin: str) -> dict[str, str] | None:
     path = request.path
     if not (path.startswith(CORS_PREFIXES) or path in CORS_PATHS):
         return None
-    if origin not in _listed(request.app[SETTINGS].allowed_origins):
+    if origin not in _listed(request.app[SETTINGS].web.allowed_origins):
         request[CORS] = UNLISTED  # the answer still varies by Origin (caches)
         return UNLISTED
     headers: dict[str, str] = {

@@ -35,9 +35,12 @@ class ReadyStatus(ApiModel):
 )
 async def readyz(request: web.Request) -> web.Response:
     hub = request.app.get(PUBSUB)
+    settings = request.app[SETTINGS]
     result = await check_readiness(
         request.app[DATABASE],
-        sse_enabled=request.app[SETTINGS].notifications_sse_enabled,
+        sql_dir=settings.database.sql_dir,
+        # The listener is needed by the SSE streams (a switch of the notifications section).
+        sse_enabled=bool(settings.switches().get("NOTIFICATIONS_SSE_ENABLED")),
         # Connected, and its loops alive: a hub whose reader died hears nothing (no stream
         # gets a message, no cache an invalidation) even with its connection open.
         listener_connected=(

@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
-from tenantd.settings import Settings, env_flag
+from tenantd.settings import Settings
+from tenantd.webhooks.settings import WebhookSettings
 
 METADATA_NETWORKS = tuple(
     ipaddress.ip_network(net)
@@ -53,7 +54,7 @@ METADATA_HOSTS = frozenset(
 def refuse_private(settings: Settings) -> bool:
     """TENANTD_WEBHOOK_REFUSE_PRIVATE: endpoints must be public addresses (default false:
     operators may point webhooks at their internal services)."""
-    return env_flag(settings.extra, "TENANTD_WEBHOOK_REFUSE_PRIVATE", False)
+    return settings.section(WebhookSettings).webhook_refuse_private
 
 
 class ForbiddenAddress(OSError):

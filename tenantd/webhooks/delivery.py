@@ -38,7 +38,7 @@ from tenantd.db import Conn, Row
 from tenantd.jobs.kinds import JobInfo, JobKind
 from tenantd.jobs.queue import enqueue_many
 from tenantd.outbox import public_event
-from tenantd.settings import Settings, env_number
+from tenantd.settings import Settings
 from tenantd.webhooks import queries
 from tenantd.webhooks.addresses import (
     ForbiddenAddress,
@@ -48,6 +48,7 @@ from tenantd.webhooks.addresses import (
     refuse_private,
 )
 from tenantd.webhooks.sealing import UndecryptableSecret, signing_secrets
+from tenantd.webhooks.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 
@@ -74,15 +75,12 @@ class WebhookSender:
         # settle), and one request's whole time (a free connection, connect, send, answer),
         # never more than the budget, so the first delivery of a batch always fits.
         self.send_budget = min(
-            env_number(
-                settings.extra,
-                "TENANTD_WEBHOOK_SEND_BUDGET_SECONDS",
-                SEND_BUDGET_SECONDS,
-                minimum=0.1,
-            ),
+            settings.section(WebhookSettings).webhook_send_budget_seconds,
             SEND_BUDGET_SECONDS,
         )
-        self.request_seconds = min(settings.webhook_timeout_seconds, self.send_budget)
+        self.request_seconds = min(
+            settings.section(WebhookSettings).webhook_timeout_seconds, self.send_budget
+        )
         self.timeout = aiohttp.ClientTimeout(total=self.request_seconds)
         self._resolver = resolver
         self.refuse_private = refuse_private(settings)
@@ -174,7 +172,9 @@ class WebhookServices(Services, Protocol):
 
 def retry_delay(settings: Settings, attempts: int) -> float:
     """Exponential backoff with +-20% jitter: base, 2*base, 4*base, ... (attempts so far)."""
-    base = settings.webhook_retry_base_seconds * (2 ** max(attempts - 1, 0))
+    base = settings.section(WebhookSettings).webhook_retry_base_seconds * (
+        2 ** max(attempts - 1, 0)
+    )
     return base * random.uniform(0.8, 1.2)
 
 

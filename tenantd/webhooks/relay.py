@@ -10,6 +10,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tenantd.outbox import Consumer, Relay
+from tenantd.outbox.settings import OutboxSettings
 from tenantd.webhooks.delivery import WebhookSender, WebhookServices
 from tenantd.webhooks.fanout import fan_out
 
@@ -46,7 +47,7 @@ async def relaying(
     relay = Relay(
         services.db,
         [fan_out(services), *others],
-        poll_seconds=services.settings.outbox_poll_seconds,
+        poll_seconds=services.settings.section(OutboxSettings).outbox_poll_seconds,
         # The fan-out's jobs are claimable once its transaction committed: wake the runner
         # then (a wake inside the transaction finds nothing and the runner sleeps a poll).
         committed=services.jobs.wake,

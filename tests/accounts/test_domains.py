@@ -143,7 +143,7 @@ async def concurrent_provisionings(settings: Settings, user_ids: list[uuid.UUID]
     from tenantd.db.dsn import url_to_dsn
 
     pool = await create_database(
-        url_to_dsn(settings.database_url or ""), minsize=1, maxsize=len(user_ids)
+        url_to_dsn(settings.database.url or ""), minsize=1, maxsize=len(user_ids)
     )
     try:
         return list(await asyncio.gather(*(provision(pool, settings, u) for u in user_ids)))
@@ -156,7 +156,7 @@ async def test_repeated_concurrent_provisioning_leaves_one_owner_membership(
     claiming: str, env: dict[str, str], db: Any, factory: Factory
 ) -> None:
     """Account state table, none -> active: repeated calls leave one active owner membership."""
-    from tenantd.settings import load_settings
+    from tenantd.app.settings import load_settings
 
     env["ACCOUNT_DOMAIN_CLAIMING"] = claiming
     settings = load_settings(environ=env)

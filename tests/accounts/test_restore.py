@@ -20,6 +20,7 @@ from tenantd.accounts.sweeps import purge_deleted_accounts
 from tenantd.cli.main import app as cli_app
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.sessions import issue_session
+from tenantd.identity.settings import IdentitySettings
 from tests.accounts.helpers import Login, Team, audit_actions
 from tests.factories import Factory
 from tests.helpers import data, error
@@ -194,7 +195,7 @@ async def test_restore_needs_a_recent_authentication(
         )
         return client
 
-    stale = await browser(settings.reauth_max_age_seconds + 60)
+    stale = await browser(settings.section(IdentitySettings).reauth_max_age_seconds + 60)
     body = await error(await stale.post(restore_url(team.account_id)), 403, "REAUTH_REQUIRED")
     assert body["details"]["methods"] == []  # no password: signing in again is the way
     row = await db.fetch_one(

@@ -218,17 +218,14 @@ async def test_listed_beside_the_applications_events(
     assert [c["channel"] for c in joined["channels"]] == ["in_app", "email"]
 
 
-def test_off_by_default_and_the_prefix_is_reserved(settings: Any) -> None:
-    from dataclasses import replace
-
+def test_off_by_default_and_the_prefix_is_reserved(settings: Any, env: dict[str, str]) -> None:
+    from tenantd.app.settings import load_settings
     from tenantd.notifications.tenancy import event_modules
 
-    plain = replace(settings, extra={})
-    assert event_modules(plain) == plain.event_modules
-    assert (
-        event_modules(replace(settings, extra={"TENANTD_BUILTIN_NOTIFICATIONS": "yes"}))[0]
-        == MODULE
-    )
+    plain = settings.switched("TENANTD_BUILTIN_NOTIFICATIONS", False)
+    assert event_modules(plain) == plain.notifications.event_modules
+    on = load_settings(environ={**env, "TENANTD_BUILTIN_NOTIFICATIONS": "yes"})
+    assert event_modules(on)[0] == MODULE
 
     class Empty(BaseModel):
         pass

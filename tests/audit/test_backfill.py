@@ -28,15 +28,13 @@ async def test_rows_from_before_the_chain_are_chained_by_the_migration(
     with fresh_database(migrated) as url:
         db = await create_database(url_to_dsn(url), minsize=1, maxsize=2)
         try:
-            monkeypatch.setenv("TENANTD_SQL_DIR", str(before))
-            await migrate(db)
+            await migrate(db, before)
             for account, action in [(a, "x1"), (b, "y1"), (None, "z1"), (a, "x2"), (b, "y2")]:
                 await db.execute(
                     "INSERT INTO audit_log (account_id, action, data) VALUES"
                     ' (%(a)s, %(x)s, \'{"k": [1, "é"]}\')',
                     {"a": account, "x": action},
                 )
-            monkeypatch.delenv("TENANTD_SQL_DIR")
             applied = await migrate(db)
             assert "0106_audit_chain" in applied
             result = await chain.verify(db)

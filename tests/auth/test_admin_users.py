@@ -14,6 +14,7 @@ import pytest
 from tenantd.db import Database
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.errors import UserDisabled
+from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.signin import ClientMeta, start_session
 from tests.apikeys.helpers import bearer, new_key
 from tests.auth.helpers import last_token, mail_sent, mails_to, register, set_cookies
@@ -292,7 +293,10 @@ async def test_a_disabled_user_cannot_sign_in_with_a_passkey(
 ) -> None:
     user = await factory.user()
     browser = await mfa_signed_in(make_client, db, settings, user)
-    key = SoftAuthenticator(rp_id=settings.webauthn_rp_id, origin=settings.webauthn_origins[0])
+    key = SoftAuthenticator(
+        rp_id=settings.section(IdentitySettings).webauthn_rp_id,
+        origin=settings.section(IdentitySettings).webauthn_origins[0],
+    )
     options = await data(await browser.post("/api/v1/auth/passkeys/register/options"))
     registered = await browser.post(
         "/api/v1/auth/passkeys/register/verify",

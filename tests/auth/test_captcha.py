@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestServer
 
+from tenantd.app.settings import load_settings
 from tenantd.auth import captcha
-from tenantd.settings import SettingsError, load_settings
+from tenantd.identity.settings import SignInSettings
+from tenantd.settings import SettingsError
 from tests.auth.fake_signin_services import FakeSiteverify
 from tests.helpers import data, error
 
@@ -131,7 +133,7 @@ def test_settings_refuse_unknown_providers_and_a_missing_secret(env: dict[str, s
     with pytest.raises(SettingsError, match="CAPTCHA_SECRET"):
         load_settings(environ=without_secret)
     settings = load_settings(environ={**env, "CAPTCHA_VERIFY_URL": ""})
-    assert settings.captcha_verify_url is None
+    assert settings.section(SignInSettings).captcha_verify_url is None
     assert captcha.provider(settings) == captcha.PROVIDERS["turnstile"]
     assert captcha.PROVIDERS["turnstile"].verify_url == (
         "https://challenges.cloudflare.com/turnstile/v0/siteverify"

@@ -291,7 +291,7 @@ async def test_verifications_are_also_limited_per_address(
     """Beyond five per code: the rate limiter counts every verification of the address, so
     asking for new codes does not buy fresh guesses without end."""
     from tenantd.app import create_app
-    from tenantd.settings import load_settings
+    from tenantd.app.settings import load_settings
 
     limited = {**env, "RATE_LIMIT_ENABLED": "true", "RATE_LIMIT_EMAIL_CODE_VERIFY_PER_EMAIL": "7"}
     server = await aiohttp_server(create_app(load_settings(environ=limited), migrated))

@@ -261,8 +261,7 @@ async def test_the_migration_moves_unproven_passwords_off_unverified_users(
     with fresh_database(migrated) as url:
         db = await create_database(url_to_dsn(url), minsize=1, maxsize=2)
         try:
-            monkeypatch.setenv("TENANTD_SQL_DIR", str(earlier))
-            await migrate(db)
+            await migrate(db, earlier)
             squatted, reset, verified = "squatted", "reset", "verified"
             old_hash = await hash_password(SQUATTER_PASSWORD)
             ids = {}
@@ -286,7 +285,6 @@ async def test_the_migration_moves_unproven_passwords_off_unverified_users(
                 " ('\\x02', %(u)s, 'verify_email', now() + interval '1 day', 'later sign-up')",
                 {"u": ids[squatted]},
             )
-            monkeypatch.delenv("TENANTD_SQL_DIR")
             await migrate(db)
 
             kept = await db.fetch_all("SELECT user_id FROM user_passwords ORDER BY user_id")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tenantd.auth import deletion
+from tenantd.identity.settings import IdentitySettings
 from tests.auth.helpers import mail_sent
 from tests.auth.test_email_change import link_token, mails_to
 from tests.factories import Factory
@@ -34,7 +35,7 @@ async def last_id(db: Any) -> int:
 
 
 def stale(settings: Any) -> float:
-    return float(settings.reauth_max_age_seconds + 60)
+    return float(settings.section(IdentitySettings).reauth_max_age_seconds + 60)
 
 
 async def test_email_change_request_needs_a_recent_authentication(

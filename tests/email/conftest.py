@@ -11,9 +11,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from tenantd.app import create_app
+from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.email.providers.retry import RetryPolicy
-from tenantd.settings import load_settings
 from tests.email.support import Sleeps, Start
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from tenantd.app.settings import load_settings
 from tenantd.auth.service import VERIFY
 from tenantd.db import Database
 from tenantd.identity.signin import AUTH_EMAIL
-from tenantd.settings import load_settings
 from tests.email.fake_providers import (
     POSTMARK_TOKEN,
     RESEND_KEY,

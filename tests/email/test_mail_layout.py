@@ -16,13 +16,13 @@ from playwright.sync_api import sync_playwright
 
 import tenantd
 from tenantd.accounts import mail as account_mail
+from tenantd.app.settings import load_settings
 from tenantd.auth import mail as auth_mail
 from tenantd.email import templates
 from tenantd.email.message import EmailMessage
 from tenantd.notifications.channels.email import render_email
 from tenantd.notifications.registry import RegisteredEvent
 from tenantd.notifications.tenancy import events as tenancy
-from tenantd.settings import load_settings
 from tests.ui.live import CHROMIUM, CHROMIUM_ARGS, MISSING_CHROMIUM, screenshots_dir
 
 PACKAGE = Path(tenantd.__file__).parent

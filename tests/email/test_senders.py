@@ -7,6 +7,7 @@ from dataclasses import replace
 import aiohttp
 import pytest
 
+from tenantd.app.settings import load_settings
 from tenantd.email.message import EmailMessage, EmailSendError, RecipientSuppressed
 from tenantd.email.providers.http import build_http_sender
 from tenantd.email.providers.postmark import PostmarkSender, inactive_addresses
@@ -14,7 +15,7 @@ from tenantd.email.providers.resend import ResendSender
 from tenantd.email.providers.retry import RetryPolicy
 from tenantd.email.providers.sendgrid import SendGridSender
 from tenantd.email.service import build_sender
-from tenantd.settings import Settings, SettingsError, load_settings
+from tenantd.settings import Settings, SettingsError
 from tests.email.fake_providers import (
     POSTMARK_TOKEN,
     RESEND_KEY,

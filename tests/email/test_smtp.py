@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.email.message import EmailMessage, EmailSendError
 from tenantd.email.providers.retry import RetryPolicy
 from tenantd.email.providers.smtp import SmtpSender, is_permanent_address_refusal, parse_url
 from tenantd.email.service import EmailService, build_sender
-from tenantd.settings import SettingsError, load_settings
+from tenantd.settings import SettingsError
 from tenantd.suppression import service as suppression
 from tests.email.fake_smtp import PASSWORD, USER, FakeSmtp
 from tests.email.support import Sleeps
@@ -238,4 +239,4 @@ async def test_settings_choose_the_smtp_sender(tmp_path: Path, env: dict[str, st
     assert isinstance(built, SmtpSender)
     assert (built.target.host, built.target.port, built.starttls) == ("relay", 2525, False)
     assert "pw" not in repr(settings)
-    assert load_settings(environ={**base, "SMTP_URL": "smtp://h"}).smtp_starttls is True
+    assert load_settings(environ={**base, "SMTP_URL": "smtp://h"}).mail.smtp_starttls is True

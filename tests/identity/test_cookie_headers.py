@@ -3,7 +3,6 @@ and the last word on a cookie within one response still wins."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import uuid
 
@@ -33,7 +32,7 @@ def written(response: web.StreamResponse) -> list[str]:
 def test_a_plain_value_is_written_as_aiohttps_morsel_would_write_it(
     settings: Settings, secure: bool, value: str
 ) -> None:
-    policy = dataclasses.replace(settings, cookie_secure=secure)
+    policy = settings.replaced(settings.web.model_copy(update={"cookie_secure": secure}))
     ours = web.Response()
     set_cookie(ours, policy, "auth_token", value, max_age=899)
     theirs = web.Response()

@@ -15,6 +15,7 @@ from tenantd.db import Database
 from tenantd.identity import rotation
 from tenantd.identity.rotation import RotationBatcher, batcher_for
 from tenantd.identity.sessions import IssuedTokens, renew_batched
+from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.tokens import token_hash
 from tests.helpers import eventually
 from tests.identity.test_refresh_reuse import REFRESH, family_rows
@@ -175,7 +176,9 @@ async def test_renewals_arriving_while_a_batch_runs_share_the_next_one(
     lock = await held_row_lock(db, tokens[0], services)
     first = asyncio.create_task(renew(services, services.db, tokens[0]))
     await eventually(lambda: a_batch_waits_on_a_lock(db))
-    batcher = batcher_for(services.db, services.settings.refresh_token_ttl_days)
+    batcher = batcher_for(
+        services.db, services.settings.section(IdentitySettings).refresh_token_ttl_days
+    )
     later = []
     for token in tokens[1:]:
         later.append(asyncio.create_task(renew(services, services.db, token)))

@@ -15,12 +15,12 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import create_app
+from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.context import ContextCache
 from tenantd.identity.tokens import new_refresh_token, refresh_token_family
 from tenantd.principal import Principal
-from tenantd.settings import load_settings
 from tenantd.suppression import service as suppression
 from tests.auth.helpers import mail_sent, mails_to, set_cookies
 from tests.factories import mail_text
@@ -82,7 +82,7 @@ def reuse_mails(mail_dir: Path, address: str) -> list[Any]:
 
 
 def test_the_reuse_interval_defaults_to_ten_seconds(env: dict[str, str]) -> None:
-    assert load_settings(environ=env).refresh_reuse_interval_seconds == 10
+    assert load_settings(environ=env).identity.refresh_reuse_interval_seconds == 10
 
 
 @long_interval

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import dataclasses
 import hashlib
 import hmac
 import json
@@ -455,7 +454,7 @@ async def test_a_changed_secret_key_gets_a_new_key_that_signs_at_once(
     first = Keyring(algorithm="EdDSA", secret_key=settings.secret_key)
     await prepare(db, settings, first)
     old_kid = first.signing_key().kid  # type: ignore[union-attr]
-    changed = dataclasses.replace(settings, secret_key="a-new-secret-key-" + "y" * 40)
+    changed = settings.replaced(secret_key="a-new-secret-key-" + "y" * 40)
     second = Keyring(algorithm="EdDSA", secret_key=changed.secret_key)
     await prepare(db, changed, second)
     new_key = second.signing_key()

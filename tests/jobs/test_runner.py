@@ -18,13 +18,13 @@ import pytest
 
 from tenantd.app import AppServices
 from tenantd.app.bundle import open_services
+from tenantd.app.settings import load_settings
 from tenantd.jobs import JobInfo, JobKind, PermanentJobError, enqueue
 from tenantd.jobs.queue import retry_delay
 from tenantd.jobs.runner import JobRunner
 from tenantd.jobs.sweeps import cleanup_finished_jobs
 from tenantd.notifications import send
 from tenantd.notifications.sweeps import cleanup_dedup
-from tenantd.settings import load_settings
 from tests.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +92,7 @@ async def test_failures_retry_with_growing_backoff(settings: Any, migrated: str,
     run_at to now instead of waiting it out."""
     recorder = Recorder()
     base = 60.0
-    async with open_services(replace(settings, queues_enabled=True), migrated) as services:
+    async with open_services(settings.switched("QUEUES_ENABLED", True), migrated) as services:
         services.jobs.register(kind("test.flaky", recorder, fail_until=3))
         runner = JobRunner(services, config=replace(services.jobs.config, retry_base_seconds=base))
         job_id = await enqueue(services.db, "test.flaky", {"n": 1})
@@ -200,7 +200,9 @@ async def test_heartbeat_keeps_a_long_job_leased(settings: Any, migrated: str, d
     """Lease 3 s, job 4.5 s: another runner must not take it over. (The heartbeat renews
     every lease/3; a lease of 3 s lets the machine stall for 2 s without a false takeover.)"""
     recorder = Recorder()
-    leased = replace(settings, queues_enabled=True, job_lease_seconds=3)
+    leased = settings.replaced(
+        settings.jobs.model_copy(update={"queues_enabled": True, "lease_seconds": 3})
+    )
     async with open_services(leased, migrated) as services:
         services.jobs.register(kind("test.long", recorder, sleep=4.5))
         runners = [JobRunner(services), JobRunner(services)]
@@ -220,7 +222,7 @@ async def test_graceful_stop_finishes_short_jobs_and_releases_long_ones(
 ) -> None:
     """No app runner here: one runner, a short and a long job, stop within the bound."""
     recorder = Recorder()
-    quiet = replace(settings, queues_enabled=True)
+    quiet = settings.switched("QUEUES_ENABLED", True)
     async with open_services(quiet, migrated) as services:
         services.jobs.register(kind("test.long", recorder, sleep=120))
         services.jobs.register(kind("test.short", recorder, sleep=0.1))

@@ -12,15 +12,15 @@ from typing import Any
 
 from tenantd.app import AppServices
 from tenantd.app.bundle import open_services
+from tenantd.app.settings import load_settings
 from tenantd.jobs.kinds import JobInfo, JobKind
 from tenantd.jobs.runner import JobRunner
-from tenantd.settings import load_settings
 
 
 async def main() -> None:
     settings = load_settings()
-    assert settings.database_url
-    async with open_services(settings, settings.database_url) as services:
+    assert settings.database.url
+    async with open_services(settings, settings.database.url) as services:
         dispatch = services.jobs.kind("notifications.dispatch")
 
         async def slow(svc: AppServices, payload: dict[str, Any], info: JobInfo) -> None:

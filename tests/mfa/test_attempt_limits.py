@@ -13,6 +13,7 @@ from tenantd.db import Database
 from tenantd.errors import RateLimited
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.errors import InvalidCredentials
+from tenantd.identity.settings import IdentitySettings
 from tenantd.mfa import service as mfa
 from tenantd.mfa import totp
 from tenantd.settings import Settings
@@ -63,7 +64,10 @@ async def test_a_refused_assertion_spends_its_challenge(
 ) -> None:
     user = await factory.user()
     browser = await signed_in(make_client, db, settings, user)
-    key = SoftAuthenticator(rp_id=settings.webauthn_rp_id, origin=settings.webauthn_origins[0])
+    key = SoftAuthenticator(
+        rp_id=settings.section(IdentitySettings).webauthn_rp_id,
+        origin=settings.section(IdentitySettings).webauthn_origins[0],
+    )
     options = await data(await browser.post("/api/v1/auth/passkeys/register/options"))
     await data(
         await browser.post(

@@ -17,8 +17,10 @@ from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
 from tenantd.app import create_app
+from tenantd.app.settings import load_settings
 from tenantd.db import Database
-from tenantd.settings import Settings, load_settings
+from tenantd.identity.settings import IdentitySettings
+from tenantd.settings import Settings
 from tests.factories import Factory
 from tests.mfa import passkey_page
 from tests.mfa.helpers import add_virtual_authenticator, browser_amr
@@ -93,7 +95,7 @@ async def test_passkey_register_sign_in_second_factor_reauth_delete(
     browser: Browser, server: TestServer, factory: Factory, db: Database, env: dict[str, str]
 ) -> None:
     settings = load_settings(environ=env)
-    assert settings.webauthn_rp_id == "localhost"
+    assert settings.section(IdentitySettings).webauthn_rp_id == "localhost"
     origin = env["PUBLIC_BASE_URL"]
     user = await factory.user()
     context, page = await _page(browser, origin)

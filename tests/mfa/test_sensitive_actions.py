@@ -19,6 +19,7 @@ from tenantd.app import create_app
 from tenantd.db import Database
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.errors import InvalidCredentials
+from tenantd.identity.settings import IdentitySettings
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
 from tenantd.settings import Settings
@@ -61,7 +62,10 @@ async def signed_out(client: Any) -> None:
 
 
 def authenticator(settings: Settings) -> SoftAuthenticator:
-    return SoftAuthenticator(rp_id=settings.webauthn_rp_id, origin=settings.webauthn_origins[0])
+    return SoftAuthenticator(
+        rp_id=settings.section(IdentitySettings).webauthn_rp_id,
+        origin=settings.section(IdentitySettings).webauthn_origins[0],
+    )
 
 
 async def register_passkey(client: Any, key: SoftAuthenticator) -> dict[str, Any]:

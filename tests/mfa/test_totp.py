@@ -112,7 +112,7 @@ async def test_one_code_sent_to_two_instances_at_once_is_accepted_once(
     first = await signed_in(make_client, db, settings, user)
     enrolled = await enrol_totp(first)
     other = await aiohttp_server(create_app(settings, migrated))
-    second = await aiohttp_client(other, headers={"Origin": settings.allowed_origins[0]})
+    second = await aiohttp_client(other, headers={"Origin": settings.web.allowed_origins[0]})
     second.session.cookie_jar.update_cookies(
         {k.key: k.value for k in first.session.cookie_jar}, response_url=second.make_url("/")
     )
@@ -137,7 +137,7 @@ async def test_five_wrong_codes_lock_totp_across_instances(
     first = await signed_in(make_client, db, settings, user)
     enrolled = await enrol_totp(first)
     other = await aiohttp_server(create_app(settings, migrated))
-    second = await aiohttp_client(other, headers={"Origin": settings.allowed_origins[0]})
+    second = await aiohttp_client(other, headers={"Origin": settings.web.allowed_origins[0]})
     second.session.cookie_jar.update_cookies(
         {k.key: k.value for k in first.session.cookie_jar}, response_url=second.make_url("/")
     )

@@ -18,11 +18,11 @@ import yaml
 
 from tenantd.app import AppServices, create_app
 from tenantd.app.bundle import event_registry
+from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.notifications import preferences, send
 from tenantd.notifications.declared import Sandbox, Texts
 from tenantd.notifications.registry import RegistryError
-from tenantd.settings import load_settings
 from tests.apikeys.helpers import bearer, new_key
 from tests.factories import read_mails, run_tenantd
 from tests.helpers import ORIGIN, PASSWORD, data, error, eventually

@@ -5,7 +5,6 @@ digest survives a restart."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -109,7 +108,7 @@ async def test_two_instances_collect_into_one_digest_that_survives_a_restart(
     settings: Any, migrated: str, db: Any, factory: Any
 ) -> None:
     user = await factory.user(password=None)
-    queued = replace(settings, queues_enabled=True)
+    queued = settings.switched("QUEUES_ENABLED", True)
     async with open_services(queued, migrated) as first, open_services(queued, migrated) as second:
         # No runner in either: the dispatch jobs and the flush job wait in the table.
         for n in range(3):

@@ -6,7 +6,6 @@ jobs ran in."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -168,7 +167,7 @@ async def test_a_digest_lists_items_in_send_order_when_the_jobs_run_in_reverse(
     settings: Any, migrated: str, db: Any, factory: Any
 ) -> None:
     user = await factory.user(password=None)
-    queued = replace(settings, queues_enabled=True)
+    queued = settings.switched("QUEUES_ENABLED", True)
 
     def item(n: int) -> dict[str, Any]:
         return {"topic": "t", "n": n}

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tenantd.app import AppServices
+from tenantd.app.bundle import build_services
 from tenantd.db import Conn
 from tenantd.email.message import EmailSendError
 from tenantd.errors import ValidationFailed
@@ -197,11 +198,11 @@ async def test_concurrent_dispatch_workers_race_safely(services: AppServices, fa
     from tenantd.db.core import create_database
     from tenantd.db.dsn import url_to_dsn
 
-    assert services.settings.database_url is not None
-    wide = await create_database(url_to_dsn(services.settings.database_url), minsize=1, maxsize=50)
+    assert services.settings.database.url is not None
+    wide = await create_database(url_to_dsn(services.settings.database.url), minsize=1, maxsize=50)
     try:
-        wide_services = AppServices(
-            settings=services.settings,
+        wide_services = build_services(
+            services.settings,
             db=wide,
             http=services.http,
             email=services.email,

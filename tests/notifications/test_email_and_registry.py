@@ -202,9 +202,11 @@ def test_load_registry_imports_modules() -> None:
 async def test_app_start_up_fails_on_a_bad_event_module(
     settings: Any, migrated: str, aiohttp_server: Any, db: Any
 ) -> None:
-    from dataclasses import replace
-
-    bad = replace(settings, event_modules=("tests.notifications.bad_events_fixture",))
+    bad = settings.replaced(
+        settings.notifications.model_copy(
+            update={"event_modules": ("tests.notifications.bad_events_fixture",)}
+        )
+    )
     with pytest.raises(RegistryError, match=r"event broken\.template"):
         await aiohttp_server(create_app(bad, migrated))
 
@@ -217,12 +219,12 @@ def test_the_mailed_link_opens_the_page_unless_pages_are_off(
     services: AppServices, ui: str, body_path: str
 ) -> None:
     """The body's link follows TENANTD_UI; the one-click header always names the API route."""
-    from dataclasses import replace
     from types import SimpleNamespace
 
     from tenantd.notifications.channels.email import build_message
+    from tenantd.settings import parse_flag
 
-    settings = replace(services.settings, extra={**services.settings.extra, "TENANTD_UI": ui})
+    settings = services.settings.switched("TENANTD_UI", parse_flag(ui))
     bundle: Any = SimpleNamespace(settings=settings, registry=services.registry)
     row = {
         "id": uuid.uuid4(),

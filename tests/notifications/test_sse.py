@@ -190,10 +190,10 @@ async def test_listener_reconnects_and_streams_catch_up(
     hub = app[FEED_KEY].hub
     pid = hub.backend_pid()
     assert pid is not None
-    assert services.settings.database_url is not None
+    assert services.settings.database.url is not None
     from tenantd.db.dsn import url_to_dsn
 
-    dsn = url_to_dsn(services.settings.database_url)
+    dsn = url_to_dsn(services.settings.database.url)
     async with aiopg.connect(dsn, enable_hstore=False) as conn, conn.cursor() as cur:
         await cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
     during = await ping(services, user.id, 2)  # published while nobody listens, maybe

@@ -19,11 +19,11 @@ import aiohttp
 import pytest
 
 from tenantd.app.bundle import open_services
+from tenantd.app.settings import load_settings
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.notifications import send
 from tenantd.pubsub.hub import PUBSUB
-from tenantd.settings import load_settings
 from tests.factories import Factory
 from tests.helpers import SECRET, eventually
 from tests.notifications.sse_client import STREAM, open_stream

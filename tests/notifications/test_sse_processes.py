@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 
 from tenantd.app.bundle import open_services
+from tenantd.app.settings import load_settings
 from tenantd.notifications import send
-from tenantd.settings import load_settings
 from tests.notifications.sse_client import SseReader
 
 ROOT = Path(__file__).resolve().parents[2]

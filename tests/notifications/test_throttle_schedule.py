@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import uuid
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -235,7 +234,7 @@ async def test_a_scheduled_send_survives_a_restart(
     settings: Any, migrated: str, db: Any, factory: Any
 ) -> None:
     user = await factory.user(password=None)
-    queued = replace(settings, queues_enabled=True)
+    queued = settings.switched("QUEUES_ENABLED", True)
     async with open_services(queued, migrated) as first:  # no runner: this instance "dies"
         outcome = await send(
             first, "ping.simple", recipient_user_id=user.id, payload={"n": 7}, delay_seconds=1

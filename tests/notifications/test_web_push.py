@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import http_ece
@@ -559,6 +559,10 @@ def test_the_vapid_header_cache_is_bounded_per_audience() -> None:
 def test_the_signer_cache_is_bounded(settings: Settings) -> None:
     for _ in range(vapid.SIGNERS_CACHED + 3):
         public, private = generate_keys()
-        configured = replace(settings, vapid_public_key=public, vapid_private_key=private)
+        configured = settings.replaced(
+            settings.notifications.model_copy(
+                update={"vapid_public_key": public, "vapid_private_key": private}
+            )
+        )
         assert vapid.signer(configured) is vapid.signer(configured)
     assert len(vapid._SIGNERS) == vapid.SIGNERS_CACHED

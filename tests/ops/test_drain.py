@@ -15,8 +15,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from tenantd.app.settings import load_settings
 from tenantd.db import Database
-from tenantd.settings import load_settings
 from tests.factories import Factory
 from tests.helpers import SECRET, eventually
 from tests.notifications.sse_client import STREAM

@@ -37,10 +37,11 @@ from schemathesis.checks import (
 
 from tenantd.apikeys import service as apikeys
 from tenantd.app import create_app
+from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
-from tenantd.settings import Settings, load_settings
+from tenantd.settings import Settings
 from tenantd.web.openapi import build_openapi
 from tenantd.web.routing import ROUTE_SPEC, path_params
 from tenantd.web.schemas import (

@@ -11,11 +11,11 @@ import pytest
 
 from tenantd.app.bundle import open_services
 from tenantd.app.plugins import registered_sweeps
+from tenantd.app.settings import load_settings
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import available_migrations
 from tenantd.notifications import send
-from tenantd.settings import load_settings
 from tests.factories import Factory
 from tests.helpers import SECRET, eventually
 from tests.ops.servers import (

@@ -154,21 +154,26 @@ async def test_readyz_ready(client: TestClient[Any, Any]) -> None:
     assert body == {"status": "ready", "checks": {"database": "ok", "migrations": "ok"}}
 
 
-async def test_readyz_not_ready_with_pending_migrations(
-    client: TestClient[Any, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    folder = tmp_path / "sql"
-    folder.mkdir()
-    for path in sql_dir().glob("*.sql"):
-        (folder / path.name).write_text(path.read_text())
-    (folder / "9999_later.sql").write_text("SELECT 1;")
-    monkeypatch.setenv("TENANTD_SQL_DIR", str(folder))
-    response = await client.get("/readyz")
-    assert response.status == 503
-    body = await response.json()
-    assert body["status"] == "not_ready"
-    assert body["checks"]["migrations"] == "pending"
-    assert body["checks"]["pendingMigrations"] == ["9999_later"]
+class TestWithPendingMigrations:
+    @pytest.fixture
+    def env(self, env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+        folder = tmp_path / "sql"
+        folder.mkdir()
+        for path in sql_dir().glob("*.sql"):
+            (folder / path.name).write_text(path.read_text())
+        (folder / "9999_later.sql").write_text("SELECT 1;")
+        env["TENANTD_SQL_DIR"] = str(folder)
+        return env
+
+    async def test_readyz_not_ready_with_pending_migrations(
+        self, client: TestClient[Any, Any]
+    ) -> None:
+        response = await client.get("/readyz")
+        assert response.status == 503
+        body = await response.json()
+        assert body["status"] == "not_ready"
+        assert body["checks"]["migrations"] == "pending"
+        assert body["checks"]["pendingMigrations"] == ["9999_later"]
 
 
 class TestWithSse:

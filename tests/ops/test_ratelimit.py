@@ -11,10 +11,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tenantd.app import create_app
+from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.ops.config import parse_ops_config
 from tenantd.ops.ratelimit import client_ip, counters_for, ip_key
-from tenantd.settings import Settings, load_settings
+from tenantd.settings import Settings
 from tenantd.web.schemas import RequestBody
 from tenantd.web.spec import Access, Routes
 

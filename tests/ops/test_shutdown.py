@@ -15,6 +15,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tenantd.app.bundle import INLINE_DRAIN_SECONDS, open_services
+from tenantd.app.settings import load_settings
 from tenantd.cli.serve import SHUTDOWN_TIMEOUT
 from tenantd.db import Database
 from tenantd.jobs.queue import job_config
@@ -22,7 +23,6 @@ from tenantd.notifications import send
 from tenantd.ops.config import parse_ops_config
 from tenantd.ops.scheduler import STOP_WAIT_SECONDS
 from tenantd.ops.shutdown import Watchdog
-from tenantd.settings import load_settings
 from tests.factories import Factory
 from tests.helpers import SECRET, eventually
 from tests.ops.servers import REPO, read_sse, running, server_env, start_server

@@ -16,10 +16,12 @@ from typing import Any
 import psycopg2
 import pytest
 
+from tenantd.app.settings import load_settings
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
+from tenantd.identity.settings import SignInSettings
+from tenantd.jobs.settings import JobSettings
 from tenantd.ops.instances import SEND_SWITCHES, InstanceConflict, follow_instances, switches
-from tenantd.settings import load_settings
 from tests.factories import Factory
 from tests.helpers import SECRET, eventually
 from tests.ops.servers import (
@@ -305,9 +307,9 @@ def test_cli_default_env_file_is_the_services(
     assert common.default_env_file() == str(present)
     monkeypatch.setenv("TENANTD_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("MAGIC_LINK_ENABLED", raising=False)
-    assert common.settings().magic_link_enabled is True
+    assert common.settings().section(SignInSettings).magic_link_enabled is True
     monkeypatch.setenv("MAGIC_LINK_ENABLED", "false")  # the environment wins over the file
-    assert common.settings().magic_link_enabled is False
+    assert common.settings().section(SignInSettings).magic_link_enabled is False
     monkeypatch.setenv("TENANTD_ENV_FILE", "")  # none at all
     assert common.default_env_file() is None
 
@@ -330,7 +332,10 @@ def test_notify_send_refuses_instances_that_disagree(tmp_path: Path) -> None:
     followed = follow_instances(
         config, [instance(1, True), instance(2, False, stale=True)], "comment.created"
     )
-    assert followed.queues_enabled is True and config.queues_enabled is False
+    assert (
+        followed.section(JobSettings).queues_enabled is True
+        and config.section(JobSettings).queues_enabled is False
+    )
     # None running: the CLI's own configuration.
     assert follow_instances(config, [instance(1, True, stale=True)], "x") is config
 
@@ -368,7 +373,7 @@ def test_notify_send_refuses_an_instance_with_another_event_catalog(tmp_path: Pa
 
     # Queues off on the instance: the CLI would deliver itself, with its own catalog.
     followed = follow_instances(config, [instance(str(catalog))], "build.failed")
-    assert followed.queues_enabled is False
+    assert followed.section(JobSettings).queues_enabled is False
     other = str(tmp_path / "other.json")
     with pytest.raises(InstanceConflict, match="TENANTD_EVENT_CATALOG") as refused:
         follow_instances(config, [instance(other)], "build.failed")

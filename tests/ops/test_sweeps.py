@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 from typing import Any
 
 import pytest
@@ -229,7 +228,7 @@ async def test_sweeps_due_together_do_not_starve_a_small_pool(
     # Each sweep holds a connection for its lock and takes another for its work. All of them
     # due at once (as at start-up) used to take every lock connection first and wait for a
     # work connection that never came free: every sweep failed at the pool's timeout.
-    small = dataclasses.replace(settings, db_pool_min=1, db_pool_max=2)
+    small = settings.replaced(settings.database.model_copy(update={"pool_min": 1, "pool_max": 2}))
     working: list[str] = []
 
     def working_sweep(name: str) -> Sweep:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tenantd.app import create_app
-from tenantd.settings import load_settings
+from tenantd.app.settings import load_settings
 from tests.helpers import ORIGIN
 
 Maker = Callable[..., Awaitable[Any]]

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tenantd.app import create_app
+from tenantd.app.settings import load_settings
 from tenantd.email.templates import SUPPORTED_LOCALES
-from tenantd.settings import SettingsError, load_settings
-from tenantd.ui.config import ui_config
+from tenantd.settings import SettingsError
 from tenantd.ui.strings import EN, done_text, oauth_error_text
 from tests.auth.test_email_change import link_token, mails_to
 from tests.factories import Factory
@@ -108,9 +108,8 @@ async def test_brand_logo_and_accent_restyle_the_pages(make: Maker) -> None:
 
 
 def test_a_bad_accent_colour_is_refused_at_start(env: dict[str, str]) -> None:
-    settings = load_settings(environ={**env, "TENANTD_UI_ACCENT_COLOR": "red;}body{x"})
-    with pytest.raises(SettingsError):
-        ui_config(settings)
+    with pytest.raises(SettingsError, match="TENANTD_UI_ACCENT_COLOR"):
+        load_settings(environ={**env, "TENANTD_UI_ACCENT_COLOR": "red;}body{x"})
 
 
 async def test_a_template_is_overridden_from_the_templates_dir(make: Maker, tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from tenantd.app.factory import create_app
-from tenantd.settings import Settings, load_settings
+from tenantd.app.settings import load_settings
+from tenantd.identity.settings import IdentitySettings
+from tenantd.settings import Settings
 
 LOOPBACK = "http://127.0.0.1:8080"
 
@@ -34,8 +36,8 @@ def test_the_relying_party_is_a_domain_browsers_accept(
     env: dict[str, str], base: str, rp_id: str, origin: str
 ) -> None:
     settings = with_base(env, base)
-    assert settings.webauthn_rp_id == rp_id
-    assert settings.webauthn_origins == (origin,)
+    assert settings.section(IdentitySettings).webauthn_rp_id == rp_id
+    assert settings.section(IdentitySettings).webauthn_origins == (origin,)
 
 
 def test_explicit_settings_win(env: dict[str, str]) -> None:
@@ -47,8 +49,8 @@ def test_explicit_settings_win(env: dict[str, str]) -> None:
             "WEBAUTHN_ORIGINS": "https://dev.example.test",
         }
     )
-    assert settings.webauthn_rp_id == "dev.example.test"
-    assert settings.webauthn_origins == ("https://dev.example.test",)
+    assert settings.section(IdentitySettings).webauthn_rp_id == "dev.example.test"
+    assert settings.section(IdentitySettings).webauthn_origins == ("https://dev.example.test",)
 
 
 def passkeys_state(page: str) -> str:

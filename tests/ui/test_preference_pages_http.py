@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tenantd.app import create_app
-from tenantd.settings import load_settings
+from tenantd.app.settings import load_settings
 from tenantd.ui.strings import EN
 from tests.helpers import ORIGIN, PASSWORD
 from tests.notifications.support import EVENT_MODULE

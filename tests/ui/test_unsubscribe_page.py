@@ -7,8 +7,8 @@ import uuid
 from typing import Any
 
 from tenantd.app import create_app
+from tenantd.app.settings import load_settings
 from tenantd.notifications.unsubscribe import make_token
-from tenantd.settings import load_settings
 from tests.helpers import ORIGIN, SECRET
 from tests.ui.test_pages_http import form_token
 

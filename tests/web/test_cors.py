@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tenantd.settings import SettingsError, load_settings
+from tenantd.app.settings import load_settings
+from tenantd.settings import SettingsError
 from tenantd.web import middlewares
 from tests.factories import Factory
 from tests.helpers import ORIGIN, PASSWORD
@@ -265,7 +266,7 @@ def test_the_cookie_domain_must_cover_the_public_host(domain: str, ok: str | boo
         with pytest.raises(SettingsError, match="SESSION_COOKIE_DOMAIN"):
             load_settings(environ=environ)
     else:
-        assert load_settings(environ=environ).session_cookie_domain == ok
+        assert load_settings(environ=environ).web.session_cookie_domain == ok
 
 
 def test_allowed_origins_are_read_as_browsers_write_an_origin() -> None:
@@ -275,13 +276,13 @@ def test_allowed_origins_are_read_as_browsers_write_an_origin() -> None:
         "ALLOWED_ORIGINS": "https://App.example.com:443/, http://localhost:5173,http://[::1]:80",
     }
     settings = load_settings(environ=environ)
-    assert settings.allowed_origins == (
+    assert settings.web.allowed_origins == (
         "https://app.example.com",
         "http://localhost:5173",
         "http://[::1]",
     )
     del environ["ALLOWED_ORIGINS"]
-    assert load_settings(environ=environ).allowed_origins == ("https://auth.example.com",)
+    assert load_settings(environ=environ).web.allowed_origins == ("https://auth.example.com",)
     for bad in ("app.example.com", "ftp://app.example.com", "https://", "https://a:99999"):
         with pytest.raises(SettingsError, match="ALLOWED_ORIGINS"):
             load_settings(environ={**environ, "ALLOWED_ORIGINS": bad})

@@ -55,11 +55,11 @@ async def test_the_documented_settings_answer_the_app_origin(
 
 
 def test_the_sibling_settings_share_only_the_access_cookie() -> None:
-    from tenantd.settings import load_settings
+    from tenantd.app.settings import load_settings
 
     loaded = load_settings(environ={"SECRET_KEY": "x" * 40, **settings_of("sibling-env")})
-    assert loaded.session_cookie_domain == "example.com"
-    assert "https://app.example.com" in loaded.allowed_origins
+    assert loaded.web.session_cookie_domain == "example.com"
+    assert "https://app.example.com" in loaded.web.allowed_origins
     same = load_settings(environ={"SECRET_KEY": "x" * 40, **settings_of("same-origin-env")})
-    assert same.session_cookie_domain is None
-    assert same.allowed_origins == ("https://example.com",)
+    assert same.web.session_cookie_domain is None
+    assert same.web.allowed_origins == ("https://example.com",)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tenantd.app.factory import create_app
-from tenantd.settings import load_settings
+from tenantd.app.settings import load_settings
 from tenantd.web.routing import ROUTE_SPEC
 
 LIMIT = 10

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.settings import load_settings
+from tenantd.app.settings import load_settings
 from tenantd.webhooks.addresses import (
     ForbiddenAddress,
     GuardedResolver,

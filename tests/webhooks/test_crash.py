@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from tenantd.app.bundle import open_services
+from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.outbox import Actor, Event, emit_many
-from tenantd.settings import load_settings
 from tenantd.webhooks import endpoints
 from tests.helpers import SECRET, eventually
 from tests.ops.servers import REPO, running, server_env, start_server

@@ -20,6 +20,7 @@ from tenantd.apikeys.service import require_scope, verify_token
 from tenantd.errors import Unauthorized
 from tenantd.identity.bundle import SERVICES, IdentityServices
 from tenantd.identity.guards import recheck
+from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.tokens import decode_access_token
 from tenantd.settings import SETTINGS
 from tenantd.web.ratelimit import request_ip
@@ -29,7 +30,7 @@ SCOPE = "sessions:introspect"
 
 def allowed_address(request: web.Request) -> bool:
     """Whether the caller's address (X-Forwarded-For only from trusted proxies) is listed."""
-    networks = request.app[SETTINGS].introspect_allowed_ips
+    networks = request.app[SETTINGS].section(IdentitySettings).introspect_allowed_ips
     address = request_ip(request)
     if not networks or address is None:
         return False

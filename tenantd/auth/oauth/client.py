@@ -29,7 +29,7 @@ from tenantd.auth.oauth.discovery import (
 from tenantd.auth.oauth.errors import PROVIDER_ERROR_CODE, ProviderError, TokenRefused
 from tenantd.auth.oauth.flow import TokenAnswer
 from tenantd.auth.oauth.jwks import JwksCache
-from tenantd.settings import OAuthProviderSettings
+from tenantd.identity.settings import OAuthProviderSettings
 
 if TYPE_CHECKING:
     from tenantd.bundle import Services

@@ -27,7 +27,8 @@ from tenantd.auth.oauth.errors import (
     STATE_INVALID,
     OAuthRefused,
 )
-from tenantd.settings import OAuthProviderSettings, Settings
+from tenantd.identity.settings import OAuthProviderSettings
+from tenantd.settings import Settings
 
 STATE_COOKIE = "oauth_state"
 STATE_TTL_SECONDS = 600

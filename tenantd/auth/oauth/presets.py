@@ -35,7 +35,7 @@ import orjson
 from tenantd.auth.oauth.discovery import ProviderMetadata, require_safe_url
 from tenantd.auth.oauth.errors import ProviderError
 from tenantd.auth.oauth.flow import VerifiedIdentity, read_email
-from tenantd.settings import OAuthProviderSettings
+from tenantd.identity.settings import OAuthProviderSettings
 
 GOOGLE_ISSUER = "https://accounts.google.com"
 GITLAB_ISSUER = "https://gitlab.com"

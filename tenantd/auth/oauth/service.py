@@ -53,9 +53,10 @@ from tenantd.identity import stepup
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import IssuedTokens
+from tenantd.identity.settings import OAuthProviderSettings, SignInSettings
 from tenantd.identity.signin import ClientMeta, Started, start_session
 from tenantd.mfa import service as mfa
-from tenantd.settings import OAuthProviderSettings, Settings
+from tenantd.settings import Settings
 
 if TYPE_CHECKING:
     import jwt
@@ -137,7 +138,7 @@ class SignedIn:
 
 def provider_settings(settings: Settings, name: str) -> OAuthProviderSettings:
     """The configured provider of that name; anything else is not found."""
-    for provider in settings.oauth_providers:
+    for provider in settings.section(SignInSettings).oauth_providers:
         if provider.name == name:
             return provider
     raise NotFound("Unknown sign-in provider")
@@ -162,7 +163,7 @@ def configured_providers(settings: Settings) -> list[dict[str, str]]:
     """Names and start paths of the configured providers (for a login page)."""
     return [
         {"name": p.name, "startUrl": f"/api/v1/auth/oauth/{p.name}/start"}
-        for p in settings.oauth_providers
+        for p in settings.section(SignInSettings).oauth_providers
     ]
 
 

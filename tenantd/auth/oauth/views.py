@@ -34,6 +34,7 @@ from tenantd.identity.cookies import (
 )
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.errors import SsoRequired, UserDisabled
+from tenantd.identity.settings import SignInSettings
 from tenantd.mfa import service as mfa
 from tenantd.principal import current_principal
 from tenantd.settings import SETTINGS, Settings
@@ -81,7 +82,7 @@ def _redirect(location: str) -> web.Response:
 
 def _clear_state(response: web.StreamResponse, settings: Settings, provider: str) -> None:
     same_site = "Lax"
-    for config in settings.oauth_providers:
+    for config in settings.section(SignInSettings).oauth_providers:
         if config.name == provider:
             same_site = presets.state_same_site(config)
     clear_cookie(

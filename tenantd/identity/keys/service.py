@@ -16,6 +16,7 @@ from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity.keys import material, queries
 from tenantd.identity.keys.keyring import HS256, Keyring, SigningKey
+from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.tokens import ACCESS_TTL_SECONDS
 from tenantd.settings import Settings
 
@@ -133,7 +134,7 @@ async def ensure(conn: Conn, settings: Settings, *, rotate_when_due: bool = True
     """Make sure a key signs (first start, or SECRET_KEY changed: one that signs at once) and
     rotate when the current key is older than ACCESS_TOKEN_KEY_ROTATION_DAYS or of another
     algorithm than ACCESS_TOKEN_ALG. Returns what it did (None: nothing). Run in a transaction."""
-    if settings.access_token_alg == HS256:
+    if settings.section(IdentitySettings).access_token_alg == HS256:
         return None
     await queries.lock_keys(conn)
     rows = await queries.all_keys(conn)
@@ -151,13 +152,22 @@ async def ensure(conn: Conn, settings: Settings, *, rotate_when_due: bool = True
             # Nothing can sign: the next key starts now rather than leaving sign-ins broken.
             await queries.start_signing_now(conn, pending[-1]["kid"])
             return f"started {pending[-1]['kid']}"
-        row = await _insert(conn, settings, alg=settings.access_token_alg, signing_from=None)
+        row = await _insert(
+            conn,
+            settings,
+            alg=settings.section(IdentitySettings).access_token_alg,
+            signing_from=None,
+        )
         log.info("signing key %s created; it signs from now", row["kid"])
         return f"created {row['kid']}"
     signing = max(current, key=lambda r: r["signing_from"])
-    days = settings.access_token_key_rotation_days
+    days = settings.section(IdentitySettings).access_token_key_rotation_days
     due = days > 0 and signing["signing_from"] <= signing["now"] - dt.timedelta(days=days)
-    if not pending and rotate_when_due and (due or signing["alg"] != settings.access_token_alg):
+    if (
+        not pending
+        and rotate_when_due
+        and (due or signing["alg"] != settings.section(IdentitySettings).access_token_alg)
+    ):
         row = await _rotate_locked(conn, settings, rows)
         return f"rotated to {row['kid']}"
     return None
@@ -166,7 +176,7 @@ async def ensure(conn: Conn, settings: Settings, *, rotate_when_due: bool = True
 async def rotate(conn: Conn, settings: Settings) -> Row:
     """Publish a next key now; it signs after PUBLISH_LEAD, when the current key retires.
     Conflict when a rotation is already pending. Run in a transaction."""
-    if settings.access_token_alg == HS256:
+    if settings.section(IdentitySettings).access_token_alg == HS256:
         raise Conflict("ACCESS_TOKEN_ALG=HS256 signs with SECRET_KEY: there is no key to rotate")
     await queries.lock_keys(conn)
     rows = await queries.all_keys(conn)
@@ -182,7 +192,12 @@ async def rotate(conn: Conn, settings: Settings) -> Row:
 async def _rotate_locked(conn: Conn, settings: Settings, rows: list[Row]) -> Row:
     now = rows[0]["now"] if rows else await queries.db_now(conn)
     takes_over = now + PUBLISH_LEAD
-    new = await _insert(conn, settings, alg=settings.access_token_alg, signing_from=takes_over)
+    new = await _insert(
+        conn,
+        settings,
+        alg=settings.section(IdentitySettings).access_token_alg,
+        signing_from=takes_over,
+    )
     for row in rows:
         if state_of(row) == "current" and (
             row["retired_at"] is None or row["retired_at"] > takes_over

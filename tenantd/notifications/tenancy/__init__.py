@@ -9,7 +9,8 @@ TENANTD_BUILTIN_NOTIFICATIONS is on, and fed from the outbox events of those cha
 
 from __future__ import annotations
 
-from tenantd.settings import Settings, env_flag
+from tenantd.notifications.settings import NotificationSettings
+from tenantd.settings import Settings
 
 MODULE = "tenantd.notifications.tenancy.events"
 SETTING = "TENANTD_BUILTIN_NOTIFICATIONS"
@@ -18,9 +19,11 @@ SETTING = "TENANTD_BUILTIN_NOTIFICATIONS"
 def enabled(settings: Settings) -> bool:
     """Off unless asked for: the service ships no event types of its own by default
     (SERVICE.md); `scripts/run` turns them on for the hosted pages."""
-    return env_flag(settings.extra, SETTING, False)
+    return settings.section(NotificationSettings).builtin_notifications
 
 
 def event_modules(settings: Settings) -> tuple[str, ...]:
     """Every event module to load: the built-in one first (when on), then the application's."""
-    return ((MODULE,) if enabled(settings) else ()) + tuple(settings.event_modules)
+    return ((MODULE,) if enabled(settings) else ()) + tuple(
+        settings.section(NotificationSettings).event_modules
+    )

@@ -30,9 +30,10 @@ from typing import TypeVar
 from aiohttp import web
 
 from tenantd.db import DATABASE
+from tenantd.email.settings import MailVerdictSettings
 from tenantd.errors import AppError, NotFound, Unauthorized
 from tenantd.ops.ratelimit import ip_key
-from tenantd.settings import SETTINGS, Settings, env_int
+from tenantd.settings import SETTINGS, Settings
 from tenantd.suppression.webhooks import postmark, resend, sendgrid, ses
 from tenantd.suppression.webhooks.ingest import Outcome
 from tenantd.web.body import read_limited
@@ -177,19 +178,17 @@ class BodyGate:
 
 
 def max_bodies(settings: Settings) -> int:
-    return env_int(settings.extra, "TENANTD_WEBHOOK_MAX_BODIES", DEFAULT_MAX_BODIES, minimum=1)
+    return settings.section(MailVerdictSettings).webhook_max_bodies
 
 
 def new_gate(settings: Settings) -> BodyGate:
-    limit = max_bodies(settings)
+    section = settings.section(MailVerdictSettings)
+    limit = section.webhook_max_bodies
+    per_client = section.webhook_max_bodies_per_client
     return BodyGate(
         limit,
-        per_client=env_int(
-            settings.extra, "TENANTD_WEBHOOK_MAX_BODIES_PER_CLIENT", max(1, limit // 4), minimum=1
-        ),
-        min_rate=env_int(
-            settings.extra, "TENANTD_WEBHOOK_MIN_BODY_RATE", DEFAULT_MIN_BODY_RATE, minimum=1
-        ),
+        per_client=max(1, limit // 4) if per_client is None else per_client,
+        min_rate=section.webhook_min_body_rate,
     )
 
 
@@ -259,7 +258,7 @@ class WebhookReceipt(ApiModel):
     summary="Resend (Svix / Standard Webhooks signed) email.bounced / email.complained events",
 )
 async def resend_webhook(request: web.Request) -> dict[str, int] | web.Response:
-    secret = request.app[SETTINGS].resend_webhook_secret
+    secret = request.app[SETTINGS].section(MailVerdictSettings).resend_webhook_secret
     db = request.app[DATABASE]
     if not secret:
         raise NotFound()
@@ -278,7 +277,7 @@ async def resend_webhook(request: web.Request) -> dict[str, int] | web.Response:
     summary="SendGrid signed Event Webhook batch (bounce, spamreport, dropped)",
 )
 async def sendgrid_webhook(request: web.Request) -> dict[str, int] | web.Response:
-    key = request.app[SETTINGS].sendgrid_webhook_public_key
+    key = request.app[SETTINGS].section(MailVerdictSettings).sendgrid_webhook_public_key
     db = request.app[DATABASE]
     if not key:
         raise NotFound()
@@ -300,7 +299,10 @@ async def sendgrid_webhook(request: web.Request) -> dict[str, int] | web.Respons
 )
 async def postmark_webhook(request: web.Request) -> dict[str, int] | web.Response:
     settings = request.app[SETTINGS]
-    username, password = settings.postmark_webhook_username, settings.postmark_webhook_password
+    username, password = (
+        settings.section(MailVerdictSettings).postmark_webhook_username,
+        settings.section(MailVerdictSettings).postmark_webhook_password,
+    )
     db = request.app[DATABASE]
     if not username or not password:
         raise NotFound()
@@ -322,7 +324,7 @@ async def postmark_webhook(request: web.Request) -> dict[str, int] | web.Respons
     summary="Amazon SES bounce / complaint notifications through SNS (signature verified)",
 )
 async def ses_webhook(request: web.Request) -> dict[str, int] | web.Response:
-    topics = request.app[SETTINGS].ses_sns_topic_arns
+    topics = request.app[SETTINGS].section(MailVerdictSettings).ses_sns_topic_arns
     db = request.app[DATABASE]
     if not topics:
         raise NotFound()

@@ -10,9 +10,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from tenantd.app import create_app
+from tenantd.app.settings import load_settings
 from tenantd.auth.oauth.flow import code_challenge, decode_state
 from tenantd.db import Database
-from tenantd.settings import load_settings
 from tests.auth.helpers import mail_sent
 from tests.auth.oauth.fake_idp import FakeIdP, FakeUser
 from tests.auth.oauth.support import (

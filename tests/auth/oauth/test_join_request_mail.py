@@ -10,6 +10,7 @@ import pytest
 
 from tenantd.db import Database
 from tenantd.identity.bundle import SERVICES
+from tenantd.jobs.settings import JobSettings
 from tests.auth.oauth.fake_idp import FakeIdP, FakeUser
 from tests.auth.oauth.support import Browser, login_error
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders
@@ -68,7 +69,7 @@ async def test_join_request_mails_leave_from_jobs_that_retry_a_provider_failure(
     assert "bob@acme.test" in notice["TextBody"]
     (told,) = {m["Subject"]: m for m in to(fake, "bob@acme.test")}.values()
     assert "acme.test" in told["Subject"]
-    if services.settings.queues_enabled:
+    if services.settings.section(JobSettings).queues_enabled:
         jobs = await eventually(lambda: settled_jobs(db))
         assert [(j["purpose"], j["status"]) for j in jobs] == [
             ("join_request", "done"),
@@ -97,5 +98,7 @@ async def test_a_returning_user_is_not_mailed_again(
     assert login_error(await again.sign_in())["error"] == "domain_claimed"
     await again.client.server.app[SERVICES].jobs.drain(5)
     durable = await db.fetch_val("SELECT count(*) FROM jobs WHERE kind = 'accounts.email'")
-    assert durable == (2 if again.client.server.app[SERVICES].settings.queues_enabled else 0)
+    assert durable == (
+        2 if again.client.server.app[SERVICES].settings.section(JobSettings).queues_enabled else 0
+    )
     assert len(fake.sent("postmark")) == 2

@@ -11,13 +11,15 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tenantd.app.settings import load_settings
 from tenantd.auth.oauth import presets
 from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.flow import code_challenge, decode_state
 from tenantd.bundle import Services
 from tenantd.db import Database
 from tenantd.identity import stepup
-from tenantd.settings import OAuthProviderSettings, SettingsError, load_settings
+from tenantd.identity.settings import OAuthProviderSettings
+from tenantd.settings import SettingsError
 from tests.auth.helpers import set_cookies
 from tests.auth.oauth.fake_idp import FakeIdP, FakeUser
 from tests.auth.oauth.fake_social import (
@@ -427,7 +429,7 @@ def test_presets_need_only_a_client_id_and_secret_and_apple_its_key_ids(
     }
     minimal["OAUTH_PROVIDERS"] = "github,google,microsoft,gitlab"
     settings = load_settings(environ=minimal)
-    assert [p.preset for p in settings.oauth_providers] == [
+    assert [p.preset for p in settings.sign_in.oauth_providers] == [
         "github",
         "google",
         "microsoft",
@@ -437,7 +439,9 @@ def test_presets_need_only_a_client_id_and_secret_and_apple_its_key_ids(
     with pytest.raises(SettingsError, match="OAUTH_APPLE_TEAM_ID, OAUTH_APPLE_KEY_ID"):
         load_settings(environ=minimal)
     minimal.update(OAUTH_APPLE_TEAM_ID="TEAM123456", OAUTH_APPLE_KEY_ID="KEY1234567")
-    assert load_settings(environ=minimal).oauth_providers[0].option("TEAM_ID") == "TEAM123456"
+    assert (
+        load_settings(environ=minimal).sign_in.oauth_providers[0].option("TEAM_ID") == "TEAM123456"
+    )
     p384 = ec.generate_private_key(ec.SECP384R1()).private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,

@@ -31,8 +31,8 @@ from tenantd.auth.oauth.flow import (
 from tenantd.auth.oauth.jwks import JwksCache, parse_jwks
 from tenantd.errors import Unauthorized
 from tenantd.identity.keys.keyring import Keyring
+from tenantd.identity.settings import OAuthProviderSettings
 from tenantd.identity.tokens import decode_access_token, issue_access_token
-from tenantd.settings import OAuthProviderSettings
 from tests.auth.oauth.fake_idp import FakeIdP, IssuedCode, SigningKey, b64url
 from tests.auth.oauth.support import CLIENT_ID, CLIENT_SECRET, REDIRECT_URI, Browser
 

@@ -11,10 +11,11 @@ import jwt
 import pytest
 
 from tenantd.addresses import normalize_email
+from tenantd.app.settings import load_settings
 from tenantd.auth.oauth.client import token_answer
 from tenantd.auth.oauth.errors import TokenRefused
 from tenantd.db import Database
-from tenantd.settings import SettingsError, load_settings
+from tenantd.settings import SettingsError
 from tests.auth.oauth.fake_idp import FakeIdP, FakeUser
 from tests.auth.oauth.support import CLIENT_SECRET, PROVIDER, Browser, login_error
 from tests.factories import Factory
@@ -220,7 +221,7 @@ def test_token_auth_setting_is_read_per_provider(env: dict[str, str]) -> None:
     )
     for name in ("ISSUER", "CLIENT_ID", "CLIENT_SECRET"):
         env[f"OAUTH_AZURE_AD_{name}"] = env[f"OAUTH_FAKE_{name}"]
-    fake, azure = load_settings(environ=env).oauth_providers
+    fake, azure = load_settings(environ=env).sign_in.oauth_providers
     assert (fake.name, fake.token_auth) == ("fake", None)
     assert (azure.name, azure.token_auth) == ("azure-ad", "client_secret_post")
 

@@ -30,6 +30,7 @@ from tenantd.notifications import queries
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
 from tenantd.notifications.channels.sse.feed import FEED_KEY, StreamQueue
 from tenantd.notifications.schemas import envelope
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.principal import Principal
 from tenantd.web.cors import apply_cors
 
@@ -83,7 +84,10 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
     """Stream the caller's new notifications until the token fails or the client leaves."""
     services = request.app[NOTIFICATION_SERVICES]
     feed = request.app.get(FEED_KEY)
-    if not services.settings.notifications_sse_enabled or feed is None:
+    if (
+        not services.settings.section(NotificationSettings).notifications_sse_enabled
+        or feed is None
+    ):
         raise NotFound("The notification stream is not enabled")
     tick = feed.config.tick_seconds
     claims = principal.claims

@@ -36,9 +36,10 @@ from tenantd.errors import ServiceUnavailable
 from tenantd.notifications import queries
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
 from tenantd.notifications.schemas import envelope
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.pubsub import PubSubHub, Subscription
 from tenantd.pubsub.hub import PUBSUB
-from tenantd.settings import Settings, env_int, env_number
+from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +61,12 @@ class FeedConfig:
 
 
 def feed_config(settings: Settings) -> FeedConfig:
-    """The TENANTD_SSE_* knobs, parsed by the one parser (SettingsError names a bad one)."""
-    env = settings.extra
+    """The TENANTD_SSE_* knobs."""
+    section = settings.section(NotificationSettings)
     return FeedConfig(
-        tick_seconds=env_number(env, "TENANTD_SSE_TICK_SECONDS", TICK_SECONDS, minimum=MIN_SECONDS),
-        queue_size=env_int(env, "TENANTD_SSE_QUEUE_SIZE", QUEUE_SIZE, minimum=1),
-        disconnect_check_seconds=env_number(
-            env,
-            "TENANTD_SSE_DISCONNECT_CHECK_SECONDS",
-            DISCONNECT_CHECK_SECONDS,
-            minimum=MIN_SECONDS,
-        ),
+        tick_seconds=section.sse_tick_seconds,
+        queue_size=section.sse_queue_size,
+        disconnect_check_seconds=section.sse_disconnect_check_seconds,
     )
 
 
@@ -157,8 +153,10 @@ class NotificationFeed:
         self.hub = hub
         settings = services.settings
         self.config = feed_config(settings)
-        self.max_streams = settings.notifications_sse_max_streams
-        self.max_streams_per_user = settings.notifications_sse_max_streams_per_user
+        self.max_streams = settings.section(NotificationSettings).notifications_sse_max_streams
+        self.max_streams_per_user = settings.section(
+            NotificationSettings
+        ).notifications_sse_max_streams_per_user
         # Per user, oldest first (a dict keeps insertion order; a set would not).
         self._streams: dict[uuid.UUID, dict[StreamQueue, None]] = {}
         self._count = 0
@@ -343,7 +341,7 @@ FEED_KEY: web.AppKey[NotificationFeed] = web.AppKey("notifications_feed", Notifi
 async def sse_ctx(app: web.Application) -> AsyncIterator[None]:
     """cleanup_ctx hook: the stream feed on the process's pub/sub hub (SSE switch on)."""
     services = app[NOTIFICATION_SERVICES]
-    if not services.settings.notifications_sse_enabled:
+    if not services.settings.section(NotificationSettings).notifications_sse_enabled:
         yield
         return
     feed = NotificationFeed(services, app[PUBSUB])

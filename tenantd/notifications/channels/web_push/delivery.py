@@ -29,6 +29,7 @@ from tenantd.notifications.channels import settle_delivery
 from tenantd.notifications.channels.web_push.hosts import endpoint_problem
 from tenantd.notifications.channels.web_push.vapid import signer
 from tenantd.notifications.schemas import envelope, notification_json
+from tenantd.notifications.settings import NotificationSettings
 
 if TYPE_CHECKING:
     from tenantd.notifications.bundle import NotificationServices
@@ -140,7 +141,9 @@ async def push_one(
             data=body,
             headers=headers,
             allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(total=settings.web_push_timeout_seconds),
+            timeout=aiohttp.ClientTimeout(
+                total=settings.section(NotificationSettings).web_push_timeout_seconds
+            ),
         ) as response:
             status = response.status
             await response.read()
@@ -165,7 +168,7 @@ async def run_web_push_job(
         if row is None or row["delivery_status"] != "pending":
             return
         subscriptions = await queries.live_subscriptions(conn, user_id=row["user_id"])
-    if not services.settings.web_push_enabled:
+    if not services.settings.section(NotificationSettings).web_push_enabled:
         await settle_delivery(services, notification_id, CHANNEL, "suppressed", "web_push_disabled")
         return
     if not subscriptions:

@@ -11,6 +11,7 @@ import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
 
 
@@ -71,7 +72,7 @@ def endpoint_problem(settings: Settings, endpoint: str) -> str | None:
         return "endpoint must not carry credentials"
     if any(ord(ch) < 33 for ch in endpoint):
         return "endpoint must not contain spaces or control characters"
-    for rule in host_rules(settings.web_push_allowed_hosts):
+    for rule in host_rules(settings.section(NotificationSettings).web_push_allowed_hosts):
         if rule.matches(scheme, host, port):
             return None
     if scheme != "https":

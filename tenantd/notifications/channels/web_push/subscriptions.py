@@ -17,6 +17,7 @@ from tenantd.notifications import queries
 from tenantd.notifications.channels.web_push.hosts import endpoint_problem
 from tenantd.notifications.channels.web_push.vapid import require_push
 from tenantd.notifications.schemas import subscription_json
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
 
 
@@ -82,7 +83,7 @@ async def subscribe(
             auth=auth,
             user_agent=(user_agent or "")[:512] or None,
             expires_at=expires_at,
-            keep_at_most=settings.web_push_max_subscriptions_per_user,
+            keep_at_most=settings.section(NotificationSettings).web_push_max_subscriptions_per_user,
         )
     return subscription_json(row)
 

@@ -8,6 +8,7 @@ from collections import OrderedDict
 from urllib.parse import urlsplit
 
 from tenantd.errors import NotFound
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
 
 VAPID_TOKEN_SECONDS = 12 * 3600
@@ -17,7 +18,7 @@ SIGNERS_CACHED = 4  # VAPID key pairs kept (one in production; tests build sever
 
 
 def require_push(settings: Settings) -> None:
-    if not settings.web_push_enabled:
+    if not settings.section(NotificationSettings).web_push_enabled:
         raise NotFound("Web push is not enabled")
 
 
@@ -60,11 +61,12 @@ _SIGNERS: OrderedDict[tuple[str, str], VapidSigner] = OrderedDict()
 
 
 def signer(settings: Settings) -> VapidSigner:
-    assert settings.vapid_private_key and settings.vapid_subject
-    key = (settings.vapid_private_key, settings.vapid_subject)
+    push = settings.section(NotificationSettings)
+    assert push.vapid_private_key and push.vapid_subject
+    key = (push.vapid_private_key, push.vapid_subject)
     found = _SIGNERS.get(key)
     if found is None:
-        found = VapidSigner(settings.vapid_private_key, settings.vapid_subject)
+        found = VapidSigner(push.vapid_private_key, push.vapid_subject)
         _SIGNERS[key] = found
         while len(_SIGNERS) > SIGNERS_CACHED:
             _SIGNERS.popitem(last=False)
@@ -74,5 +76,6 @@ def signer(settings: Settings) -> VapidSigner:
 
 def public_key(settings: Settings) -> dict[str, str]:
     require_push(settings)
-    assert settings.vapid_public_key
-    return {"publicKey": settings.vapid_public_key}
+    key = settings.section(NotificationSettings).vapid_public_key
+    assert key
+    return {"publicKey": key}
