@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from tenantd.cache.keyring import Keyring
 
 from bench import keys
 from bench.loadgen import pin

@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from tenantd.cache.keyring import Keyring
-
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
+from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.tokens import issue_access_token
 
 ROLE = "bench_support"
