@@ -24,7 +24,7 @@ import psycopg2
 
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.embedded import EmbeddedCluster, find_pg_bin
-from tenantd.notifications.channels.in_app import encode_cursor
+from tenantd.web.cursors import encode_keyset as encode_cursor
 
 FIGURES = ("inbox_reads_primary", "inbox_reads_replica")
 
