@@ -19,6 +19,7 @@ from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.email.service import EmailService
 from tenantd.email.templates import brand_of, use_brand
+from tenantd.jobs.kinds import BoundKind, JobKind
 from tenantd.jobs.queue import JobQueue
 from tenantd.notifications import tenancy
 from tenantd.notifications.declared import load_catalog
@@ -45,7 +46,8 @@ class AppServices:
     context_cache: ContextCache = field(default_factory=ContextCache)
     # Verified server API keys (issue 15), invalidated like the context cache.
     api_key_cache: ApiKeyCache = field(default_factory=ApiKeyCache)
-    # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
+    # The one enqueue call (after commit, QUEUES_ENABLED or in this process), its kinds bound
+    # to these services.
     jobs: JobQueue = field(default=None)  # type: ignore[assignment]
     # Access-token signing and verification keys (filled and kept fresh by the keyring hook).
     keyring: Keyring = field(default=None)  # type: ignore[assignment]
@@ -54,7 +56,7 @@ class AppServices:
 
     def __post_init__(self) -> None:
         if self.jobs is None:
-            self.jobs = JobQueue(self.settings, JOB_KINDS)
+            self.jobs = JobQueue(self.settings, JOB_KINDS, bind=self.bind_job)
         if self.keyring is None:
             self.keyring = Keyring(
                 algorithm=self.settings.access_token_alg,
@@ -63,6 +65,10 @@ class AppServices:
             )
         if self.webhook_sender is None:
             self.webhook_sender = WebhookSender(self.settings)
+
+    def bind_job(self, kind: JobKind) -> BoundKind:
+        """Every job function runs with these services (the queue never holds them)."""
+        return kind.bind(self)
 
     def apply_notices(self, notices: list[str]) -> None:
         """Trigger notices of our own committed writes: every in-process cache hears them."""

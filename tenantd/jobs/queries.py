@@ -271,12 +271,6 @@ async def release_jobs(conn: Conn, *, ids: Sequence[int], worker: str) -> int:
     )
 
 
-# The inline path (queues off): a task waits for the transaction that submitted it to end.
-INLINE_XACT_LOCK = "SELECT pg_advisory_xact_lock(%(c)s, %(k)s)"
-INLINE_LOCK = "SELECT pg_advisory_lock(%(c)s, %(k)s)"
-INLINE_UNLOCK = "SELECT pg_advisory_unlock(%(c)s, %(k)s)"
-
-
 # --- the jobs sweep ---------------------------------------------------------------------
 
 

@@ -52,6 +52,10 @@ class SharedConn(Conn):
         self.statements = 0  # DISPATCH_BATCH_SQL statements made (tests)
         self.misjudged = False  # autocommit, and a statement came after the write
 
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """The batch's transaction is the inner connection's."""
+        self.inner.after_commit(callback)
+
     async def run_all(self, calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T | BaseException]:
         """Run every call side by side; their results or exceptions, in order."""
         self._running = len(calls)

@@ -35,7 +35,6 @@ from pydantic import BaseModel, ValidationError
 from tenantd.db import Conn
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.jobs import queries as job_queries
-from tenantd.jobs.queue import enqueue
 from tenantd.notifications import queries
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.quiet import DELAYED_CHANNELS, quiet_delay
@@ -203,14 +202,12 @@ async def send(
         "accountId": str(account) if account else None,
         "payload": model.model_dump(mode="json"),
     }
-    if conn is None:
-        # One statement, shared with the sends of this process that overlap this one: the
-        # job row, written only if the recipient exists, committed before we answer.
-        job_id = await services.jobs.enqueue_for_user_grouped(
-            services.db, DISPATCH_KIND, job, user_id=user_id
-        )
-    else:
-        job_id = await services.jobs.enqueue_for_user(conn, DISPATCH_KIND, job, user_id=user_id)
+    # The job row, written only if the recipient exists. Without a connection of the caller's,
+    # one statement shared with the sends of this process that overlap this one, committed
+    # before we answer.
+    [job_id] = await services.jobs.enqueue(
+        conn or services.db, DISPATCH_KIND, job, for_user=user_id
+    )
     if job_id is None:
         raise UnknownRecipient(f"Unknown recipient user: {user_id}")
     return SendOutcome(notification_id=notification_id, status="queued")
@@ -328,7 +325,7 @@ async def send_many(
                 for i in now
             ]
             if jobs:
-                await services.jobs.submit_many(services, DISPATCH_KIND, jobs, conn=own)
+                await services.jobs.enqueue(own, DISPATCH_KIND, *jobs)
             outcomes = [SendOutcome(notification_id=i, status="queued") for i in ids]
             for index, delay in enumerate(delays):
                 if delay is None:
@@ -358,8 +355,6 @@ async def send_many(
                 )
                 for notification_id, request, payload in zip(ids, requests, payloads, strict=True)
             ]
-    if queue:
-        services.jobs.wake()
     return outcomes
 
 
@@ -462,29 +457,22 @@ async def dispatch(
                 follow_up = {"notificationId": str(notification_id)}
                 if wait > 0 and channel in DELAYED_CHANNELS:
                     # Quiet hours: the delivery job is due when they end.
-                    await enqueue(
-                        own,
-                        FOLLOW_UP_KINDS[channel],
-                        follow_up,
-                        delay_seconds=wait,
-                        queue=services.jobs,
+                    await services.jobs.enqueue(
+                        own, FOLLOW_UP_KINDS[channel], follow_up, delay_seconds=wait
                     )
                     continue
-                await services.jobs.submit(services, FOLLOW_UP_KINDS[channel], follow_up, conn=own)
+                await services.jobs.enqueue(own, FOLLOW_UP_KINDS[channel], follow_up)
     if not row["user_found"]:
         raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
     if row["id"] is None:
         return SendOutcome(notification_id=None, status="duplicate")
-    if queue:
-        if row["pending"]:
-            services.jobs.wake()
-    else:
+    if not queue:
+        # Run in this process once the caller's transaction (if any) commits.
         for channel in row["pending"]:
-            await services.jobs.submit(
-                services,
+            await services.jobs.enqueue(
+                conn or services.db,
                 FOLLOW_UP_KINDS[channel],
                 {"notificationId": str(notification_id)},
-                conn=conn,
             )
     return SendOutcome(notification_id=notification_id, status="created")
 
@@ -546,7 +534,8 @@ async def _schedule(
                 return SendOutcome(notification_id=existing["notification_id"], status="scheduled")
         if not await queries.user_exists(own, user_id=user_id):
             raise UnknownRecipient(f"Unknown recipient user: {user_id}")
-        job_id = await enqueue(own, DISPATCH_KIND, job, delay_seconds=delay, queue=services.jobs)
+        [job_id] = await services.jobs.enqueue(own, DISPATCH_KIND, job, delay_seconds=delay)
+        assert job_id is not None  # scheduled sends need the durable queue (checked above)
         await queries.insert_scheduled(
             own,
             notification_id=notification_id,
@@ -676,12 +665,8 @@ async def _add_to_digest(
                 send_sequence=send_sequence,
             )
             if digest["created"]:
-                await enqueue(
-                    own,
-                    DIGEST_KIND,
-                    {"digestId": str(digest["id"])},
-                    delay_seconds=window,
-                    queue=services.jobs,
+                await services.jobs.enqueue(
+                    own, DIGEST_KIND, {"digestId": str(digest["id"])}, delay_seconds=window
                 )
             if outcome is None:
                 outcome = SendOutcome(notification_id=digest["id"], status="digested")
@@ -793,8 +778,7 @@ async def flush_digest(services: NotificationServices, *, digest_id: uuid.UUID) 
             ),
         )
         for channel in row["pending"] if row["id"] is not None else []:
-            await services.jobs.submit(
-                services, FOLLOW_UP_KINDS[channel], {"notificationId": str(digest_id)}, conn=conn
+            await services.jobs.enqueue(
+                conn, FOLLOW_UP_KINDS[channel], {"notificationId": str(digest_id)}
             )
-    services.jobs.wake()
     return digest_id
