@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from tenantd.db import Conn
+from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.jobs import queries as job_queries
 from tenantd.notifications import queries
@@ -377,7 +377,59 @@ async def dispatch(
     `only_channels`: the channels a user wants at once of a digest event (no digest then).
     `send_sequence`: the send's place in send order (its job's id), kept by a digest.
     `screened`: the digest path applied dedup and throttle already (`forced_reason`
-    "throttled": it was over the limit)."""
+    "throttled": it was over the limit). Many at once: `dispatch_batch.dispatch_many`."""
+    ready = await prepare_dispatch(
+        services,
+        notification_id=notification_id,
+        event_type=event_type,
+        recipient_user_id=recipient_user_id,
+        payload=payload,
+        account_id=account_id,
+        conn=conn,
+        only_channels=only_channels,
+        send_sequence=send_sequence,
+        screened=screened,
+        forced_reason=forced_reason,
+    )
+    if isinstance(ready, SendOutcome):
+        return ready
+    async with _using(services, conn, transaction=needs_transaction(services, ready)) as own:
+        ready = await count_throttle(own, ready)
+        row = await queries.persist_dispatch(own, ready.notification)
+        return await settle_dispatch(services, own, ready, row)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyDispatch:
+    """A dispatch ready for its one statement: the notification and what decides the rest."""
+
+    notification: queries.NewNotification
+    definition: EventDefinition
+    throttle_key: str | None  # counted just before the write (not yet counted)
+
+
+class StatementRefused(RuntimeError):
+    """A dispatch that was to make no statement but its write needed one (dispatch_many)."""
+
+
+async def prepare_dispatch(
+    services: NotificationServices,
+    *,
+    notification_id: uuid.UUID,
+    event_type: str,
+    recipient_user_id: uuid.UUID,
+    payload: dict[str, Any],
+    account_id: uuid.UUID | None = None,
+    conn: Conn | None = None,
+    only_channels: Sequence[str] | None = None,
+    send_sequence: int | None = None,
+    screened: bool = False,
+    forced_reason: str | None = None,
+    statements: bool = True,
+) -> ReadyDispatch | SendOutcome:
+    """Everything of `dispatch` before its write: the outcome when there is none to make
+    (self-action, a digest item), else the notification ready to be written. `statements`
+    False: refuse (StatementRefused) before any statement, rather than make one."""
     event = services.registry.get(event_type)
     definition = event.definition
     model = validate_payload(definition, payload)
@@ -395,6 +447,8 @@ async def dispatch(
         and services.settings.queues_enabled
         and only_channels is None
     ):
+        if not statements:
+            raise StatementRefused("a digest item")
         return await _add_to_digest(
             services,
             notification_id=notification_id,
@@ -408,14 +462,17 @@ async def dispatch(
         )
     throttle_key = None
     if definition.throttle is not None and not screened:
+        if not statements:
+            raise StatementRefused("a throttle count")
         throttle_key = f"{definition.type}:{definition.throttle.key(recipient, model)}"
     assert definition.in_app is not None  # the registry insists
+    if not statements and wants_locale(definition.in_app):
+        raise StatementRefused("a locale read")
     locale = await _locale_for(services, conn, definition.in_app, recipient_user_id)
     content = render(definition.in_app, recipient, model, locale)
     channels = live_channels(services.settings, definition.default_channels)
     if only_channels is not None:
         channels = tuple(channel for channel in channels if channel in only_channels)
-    queue = services.settings.queues_enabled
     notification = queries.NewNotification(
         notification_id=notification_id,
         user_id=recipient_user_id,
@@ -432,48 +489,65 @@ async def dispatch(
         critical=definition.critical,
         forced_reason=forced_reason,
     )
-    # With queues on, the follow-up jobs commit with the notification or not at all.
-    follow_ups = queue and any(channel in FOLLOW_UP_KINDS for channel in channels)
-    counted = follow_ups or throttle_key is not None
-    async with _using(services, conn, transaction=counted) as own:
-        if throttle_key is not None and not await queries.notification_exists(own, notification_id):
-            assert definition.throttle is not None
-            sent = await queries.count_throttled(
-                own, key=throttle_key, window_seconds=int(definition.throttle.window_seconds)
+    return ReadyDispatch(
+        notification=notification, definition=definition, throttle_key=throttle_key
+    )
+
+
+def needs_transaction(services: NotificationServices, ready: ReadyDispatch) -> bool:
+    """With queues on, the follow-up jobs commit with the notification or not at all; a
+    throttle count commits with the send it counts."""
+    follow_ups = services.settings.queues_enabled and any(
+        channel in FOLLOW_UP_KINDS for channel in ready.notification.channels
+    )
+    return follow_ups or ready.throttle_key is not None
+
+
+async def count_throttle(conn: Conn, ready: ReadyDispatch) -> ReadyDispatch:
+    """Count the send against its throttle (once: not again for a re-run job); over the
+    limit, every delivery is written `suppressed`, `throttled`."""
+    throttle = ready.definition.throttle
+    if ready.throttle_key is None or throttle is None:
+        return ready
+    if await queries.notification_exists(conn, ready.notification.notification_id):
+        return ready
+    sent = await queries.count_throttled(
+        conn, key=ready.throttle_key, window_seconds=int(throttle.window_seconds)
+    )
+    if sent <= int(throttle.limit):
+        return ready
+    notification = dataclasses.replace(ready.notification, forced_reason="throttled")
+    return dataclasses.replace(ready, notification=notification)
+
+
+async def settle_dispatch(
+    services: NotificationServices, conn: Conn, ready: ReadyDispatch, row: Row
+) -> SendOutcome:
+    """After the write (`row`, its answer): one delivery job per pending channel, enqueued on
+    `conn` (they run after its commit: queued, or in this process), and the outcome."""
+    notification_id = ready.notification.notification_id
+    if row["id"] is not None:
+        wait = 0.0
+        if services.settings.queues_enabled and not ready.definition.critical:
+            wait = quiet_delay(
+                dt.datetime.now(dt.UTC),
+                time_zone=row["time_zone"],
+                start=row["quiet_hours_start"],
+                end=row["quiet_hours_end"],
             )
-            if sent > int(definition.throttle.limit):
-                notification = dataclasses.replace(notification, forced_reason="throttled")
-        row = await queries.persist_dispatch(own, notification)
-        if queue and row["id"] is not None:
-            wait = 0.0
-            if not definition.critical:
-                wait = quiet_delay(
-                    dt.datetime.now(dt.UTC),
-                    time_zone=row["time_zone"],
-                    start=row["quiet_hours_start"],
-                    end=row["quiet_hours_end"],
-                )
-            for channel in row["pending"]:
-                follow_up = {"notificationId": str(notification_id)}
-                if wait > 0 and channel in DELAYED_CHANNELS:
-                    # Quiet hours: the delivery job is due when they end.
-                    await services.jobs.enqueue(
-                        own, FOLLOW_UP_KINDS[channel], follow_up, delay_seconds=wait
-                    )
-                    continue
-                await services.jobs.enqueue(own, FOLLOW_UP_KINDS[channel], follow_up)
-    if not row["user_found"]:
-        raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
-    if row["id"] is None:
-        return SendOutcome(notification_id=None, status="duplicate")
-    if not queue:
-        # Run in this process once the caller's transaction (if any) commits.
         for channel in row["pending"]:
+            # Quiet hours: the delivery job is due when they end.
+            delay = wait if channel in DELAYED_CHANNELS else 0.0
             await services.jobs.enqueue(
-                conn or services.db,
+                conn,
                 FOLLOW_UP_KINDS[channel],
                 {"notificationId": str(notification_id)},
+                delay_seconds=delay,
             )
+    if not row["user_found"]:
+        raise UnknownRecipient(f"Unknown recipient user: {ready.notification.user_id}")
+    if row["id"] is None:
+        return SendOutcome(notification_id=None, status="duplicate")
     return SendOutcome(notification_id=notification_id, status="created")
 
 
