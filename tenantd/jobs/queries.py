@@ -87,7 +87,7 @@ async def insert_job_for_user(
     return job_id
 
 
-# The group commit of `enqueue_for_user` (jobs/coalesce.py): many callers' rows in one
+# The group commit of `enqueue(..., for_user=)` (jobs/coalesce.py): many callers' rows in one
 # statement, each written only if its user exists. Rows keep their order (ORDER BY n), so
 # the sequence hands out ids in that order and the sorted ids pair with the written rows.
 INSERT_JOBS_FOR_USERS_SQL = Prepared(

@@ -169,7 +169,7 @@ class JobQueue:
             writer = self._writer
             if writer is None or writer.db is not target:
                 writer = self._writer = CoalescingWriter(target, on_written=self.wake)
-            job_id = await writer.enqueue_for_user(
+            job_id = await writer.write_for_user(
                 kind=job.name, payload=payloads[0], max_attempts=job.max_attempts, user_id=for_user
             )
             return [job_id]

@@ -4,15 +4,15 @@ send() validates the payload and returns once the notification is accepted:
 - QUEUES_ENABLED on: a `notifications.dispatch` job row is written by the job queue (in the
   caller's transaction when `conn` is given) and a runner of any instance runs `dispatch`.
 - off: `dispatch` runs right here, in the caller's task (and transaction, if given); the
-  deliveries that talk to outside services (email, web push) run as in-process tasks.
+  deliveries that talk to outside services (email, web push) are the same jobs, run in this
+  process once that transaction commits (jobs.enqueue).
 Either way send() never waits for an email provider or a push service.
 
 dispatch() keeps SERVICE.md's order: re-validate, resolve the definition, self-action guard,
 dedup, preferences, persist the notification with one delivery row per channel, fan out.
 It is idempotent on the notification id chosen by send(), so a job that runs twice (its
-process died before the job was marked done) delivers once. With queues on, the email and web
-push jobs are written by the job queue in the same transaction as the notification: a
-rolled-back dispatch queues nothing.
+process died before the job was marked done) delivers once. The email and web push jobs are
+enqueued in the same transaction as the notification: a rolled-back dispatch runs none.
 """
 
 from __future__ import annotations
