@@ -32,8 +32,8 @@ DISPATCH_SQL = Prepared(
 # Many dispatches in one set-based statement (sql/functions/notification_dispatch.sql): the
 # same answer per row as DISPATCH_SQL would give them run one after another in the order
 # given, one answer row per dispatch in that order, and one insert per table for the batch
-# (so statement triggers fire once). Channel lists are comma-joined (arrays of arrays must be rectangular) and payloads
-# are JSON text (a prepared statement takes no array of Json).
+# (so statement triggers fire once). Channel lists are comma-joined (arrays of arrays must be
+# rectangular) and payloads are JSON text (a prepared statement takes no array of Json).
 DISPATCH_BATCH_SQL = Prepared(
     "tenantd_notification_dispatch_batch",
     "SELECT user_found, time_zone, quiet_hours_start, quiet_hours_end, id, created_at,"
