@@ -94,7 +94,7 @@ async def submit_invitation(
         "seed": seed,
         "inviterId": str(inviter_id),
     }
-    await services.jobs.submit(services, ACCOUNT_EMAIL, payload, conn=conn)
+    await services.jobs.enqueue(conn, ACCOUNT_EMAIL, payload)
 
 
 async def submit_join_request(
@@ -103,7 +103,7 @@ async def submit_join_request(
     """Queue the owner's notice and the requester's `join_request_sent` notice."""
     for purpose in (JOIN_REQUEST, JOIN_REQUEST_SENT):
         payload = {"purpose": purpose, "joinRequestId": str(join_request_id)}
-        await services.jobs.submit(services, ACCOUNT_EMAIL, payload, conn=conn)
+        await services.jobs.enqueue(conn, ACCOUNT_EMAIL, payload)
 
 
 # -- the job ----------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from tenantd.identity.bundle import SERVICES
 from tenantd.identity.context import ContextCache
 from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.settings import IdentitySettings
+from tenantd.jobs.kinds import BoundKind, JobKind
 from tenantd.jobs.queue import JobQueue
 from tenantd.notifications import tenancy
 from tenantd.notifications.declared import load_catalog
@@ -61,6 +62,10 @@ class AppServices:
     # Verified server API keys (issue 15), invalidated like the context cache.
     api_key_cache: ApiKeyCache = field(default_factory=ApiKeyCache)
 
+    def bind_job(self, kind: JobKind) -> BoundKind:
+        """Every job function runs with these services (the queue never holds them)."""
+        return kind.bind(self)
+
     def apply_notices(self, notices: list[str]) -> None:
         """Trigger notices of our own committed writes: every in-process cache hears them."""
         self.context_cache.apply_notices(notices)
@@ -85,13 +90,15 @@ def build_services(
 ) -> AppServices:
     """The services of these settings over an open pool and HTTP client."""
     identity = settings.section(IdentitySettings)
-    return AppServices(
+    # The job kinds are bound to the services once they exist (the queue never holds them).
+    jobs = JobQueue(settings, bind=lambda kind: services.bind_job(kind))
+    services = AppServices(
         settings=settings,
         db=db,
         http=http,
         email=email,
         registry=registry,
-        jobs=JobQueue(settings, JOB_KINDS),
+        jobs=jobs,
         keyring=Keyring(
             algorithm=identity.access_token_alg,
             secret_key=settings.secret_key,
@@ -99,6 +106,9 @@ def build_services(
         ),
         webhook_sender=WebhookSender(settings),
     )
+    for kind in JOB_KINDS:
+        jobs.register(kind)
+    return services
 
 
 def event_registry(settings: Settings) -> EventRegistry:

@@ -104,11 +104,8 @@ async def request_change(services: Services, actor: Principal, *, new_email: str
             user_id=user_id,
             data={"newEmail": new},
         )
-        await services.jobs.submit(
-            services,
-            AUTH_EMAIL,
-            {"purpose": EMAIL_CHANGE, "userId": str(user_id), "email": new},
-            conn=conn,
+        await services.jobs.enqueue(
+            conn, AUTH_EMAIL, {"purpose": EMAIL_CHANGE, "userId": str(user_id), "email": new}
         )
     return REQUESTED
 

@@ -107,7 +107,7 @@ async def request_code(
         address = canonical_email(email)
     except InvalidEmail as error:
         raise ValidationFailed({"email": error.reason}) from None
-    await services.jobs.submit(services, AUTH_EMAIL, {"purpose": EMAIL_CODE, "email": address})
+    await services.jobs.enqueue(services.db, AUTH_EMAIL, {"purpose": EMAIL_CODE, "email": address})
     return REQUEST_MESSAGE
 
 

@@ -310,7 +310,7 @@ async def _submit_mail(services: Services, purpose: str, email: str) -> None:
         address = canonical_email(email)  # one mailbox, whatever the entry point
     except InvalidEmail as error:
         raise ValidationFailed({"email": error.reason}) from None
-    await services.jobs.submit(services, AUTH_EMAIL, {"purpose": purpose, "email": address})
+    await services.jobs.enqueue(services.db, AUTH_EMAIL, {"purpose": purpose, "email": address})
 
 
 def _usable(row: Row | None) -> bool:
@@ -709,11 +709,8 @@ async def _submit_reuse_notice(services: Services, conn: Conn, user_id: uuid.UUI
     """Queue the "session ended" mail in the revoking transaction: it leaves after commit."""
     user = await queries.user_by_id(conn, user_id)
     if user is not None:
-        await services.jobs.submit(
-            services,
-            AUTH_EMAIL,
-            {"purpose": SESSION_REUSED, "email": normalize_email(user["email"])},
-            conn=conn,
+        await services.jobs.enqueue(
+            conn, AUTH_EMAIL, {"purpose": SESSION_REUSED, "email": normalize_email(user["email"])}
         )
 
 

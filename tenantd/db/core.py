@@ -263,6 +263,7 @@ class Conn:
         self.raw = raw
         self.in_transaction = False
         self.notice_sink = notice_sink
+        self._after_commit: list[Callable[[], None]] | None = None
 
     async def _run(self, stmt: Statement, params: Mapping[str, Any] | None) -> Any:
         """Prepare (once per connection) and run; the psycopg2 cursor with the result."""
@@ -323,6 +324,27 @@ class Conn:
         the outer transaction."""
         return _Transaction(self)
 
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once what this connection wrote is committed: when its
+        transaction commits, or at once outside a transaction (each statement commits on
+        its own). A rollback forgets it."""
+        if not self.in_transaction:
+            callback()
+        elif self._after_commit is None:
+            self._after_commit = [callback]
+        else:
+            self._after_commit.append(callback)
+
+    def _committed(self, committed: bool) -> None:
+        callbacks, self._after_commit = self._after_commit, None
+        if not committed or callbacks is None:
+            return
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("an after-commit callback failed")
+
 
 class _Transaction:
     """`Conn.transaction()`, without a generator."""
@@ -346,12 +368,18 @@ class _Transaction:
         conn, self.outer = self.conn, False
         conn.in_transaction = False
         if exc_type is not None:
+            conn._committed(False)
             if not conn.raw.closed:
                 await run_statement(conn.raw, "ROLLBACK")
                 del conn.raw.notices[:]  # nothing changed
             return
-        await run_statement(conn.raw, "COMMIT")
+        try:
+            await run_statement(conn.raw, "COMMIT")
+        except BaseException:
+            conn._committed(False)
+            raise
         conn._settled()
+        conn._committed(True)
 
 
 class Pool(aiopg.Pool):

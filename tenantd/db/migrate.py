@@ -1,4 +1,6 @@
-"""Apply sql/NNNN_*.sql once each, in order, under an advisory lock (safe with many instances).
+"""Apply sql/NNNN_*.sql once each, in order, under an advisory lock (safe with many instances),
+then re-apply sql/functions/*.sql (CREATE OR REPLACE FUNCTION: the one definition of each
+SQL function, kept out of the forward-only migrations so that a rule is written once).
 
 Neither the wait for that lock nor a migration has a time bound: a second instance waits for
 the first one's migration (however long it takes) instead of failing to start. So both run
@@ -44,6 +46,11 @@ def available_migrations(directory: Path | None = None) -> list[Migration]:
     return [Migration(version=p.stem, path=p) for p in files]
 
 
+def function_files(directory: Path | None = None) -> list[Path]:
+    """The SQL function files every migrate re-applies, in name order."""
+    return sorted(sql_dir(directory).glob("functions/*.sql"))
+
+
 async def pending_migrations(db: Database, directory: Path | None = None) -> list[Migration]:
     async with db.connection() as conn:
         done = await queries.applied_versions(conn)
@@ -68,7 +75,8 @@ async def _lock(conn: Conn) -> None:
 
 
 async def migrate(db: Database, directory: Path | None = None) -> list[str]:
-    """Apply every pending migration (of `directory`, default the shipped sql/); return the
+    """Apply every pending migration (of `directory`, default the shipped sql/), then every
+    function file (idempotent); return the
     versions applied by this call."""
     applied: list[str] = []
     async with db.connection() as conn:
@@ -84,6 +92,9 @@ async def migrate(db: Database, directory: Path | None = None) -> list[str]:
                     await cur.execute(migration.path.read_text())
                     await queries.record_migration(conn, migration.version)
                 applied.append(migration.version)
+            async with _unbounded(conn) as cur:
+                for path in function_files(directory):
+                    await cur.execute(path.read_text())
         finally:
             await queries.unlock(conn)
     return applied

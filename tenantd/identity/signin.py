@@ -96,11 +96,8 @@ async def start_session(
         data={"method": method, "newBrowser": new_browser},
     )
     if new_browser and settings.section(IdentitySettings).new_signin_email:
-        await services.jobs.submit(
-            services,
-            AUTH_EMAIL,
-            {"purpose": NEW_SIGNIN, "sessionId": str(session_id)},
-            conn=conn,
+        await services.jobs.enqueue(
+            conn, AUTH_EMAIL, {"purpose": NEW_SIGNIN, "sessionId": str(session_id)}
         )
     # The cookie names the user who signed in here: a login budget of its own from now on.
     return Started(tokens, signed_device(settings.secret_key, device, seen["email"]), new_browser)

@@ -1,6 +1,7 @@
-"""Durable job queue (QUEUES_ENABLED) with an in-process aiojobs worker pool."""
+"""Deferred work: one enqueue call that takes effect after commit (jobs/queue.py), a durable
+queue (QUEUES_ENABLED) run by an in-process aiojobs worker pool (jobs/runner.py)."""
 
-from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
-from tenantd.jobs.queue import JobQueue, enqueue, enqueue_many
+from tenantd.jobs.kinds import BoundKind, JobInfo, JobKind, PermanentJobError
+from tenantd.jobs.queue import JobQueue
 
-__all__ = ["JobInfo", "JobKind", "JobQueue", "PermanentJobError", "enqueue", "enqueue_many"]
+__all__ = ["BoundKind", "JobInfo", "JobKind", "JobQueue", "PermanentJobError"]

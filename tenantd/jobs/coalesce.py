@@ -33,7 +33,8 @@ class _Waiting:
 
 
 class CoalescingWriter:
-    """`enqueue_for_user` rows of one process, written together when callers overlap."""
+    """`enqueue(db, kind, payload, for_user=...)` rows of one process, written together when
+    callers overlap."""
 
     def __init__(self, db: Database, *, on_written: Callable[[], None] | None = None):
         self.db = db
@@ -43,7 +44,7 @@ class CoalescingWriter:
         self._tasks: set[asyncio.Task[None]] = set()
         self.statements = 0  # how many INSERTs were made (tests, benchmarks)
 
-    async def enqueue_for_user(
+    async def write_for_user(
         self, *, kind: str, payload: dict[str, Any], max_attempts: int, user_id: uuid.UUID
     ) -> int | None:
         """The job's id once committed, or None when user `user_id` does not exist."""

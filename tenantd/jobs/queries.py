@@ -87,7 +87,7 @@ async def insert_job_for_user(
     return job_id
 
 
-# The group commit of `enqueue_for_user` (jobs/coalesce.py): many callers' rows in one
+# The group commit of `enqueue(..., for_user=)` (jobs/coalesce.py): many callers' rows in one
 # statement, each written only if its user exists. Rows keep their order (ORDER BY n), so
 # the sequence hands out ids in that order and the sorted ids pair with the written rows.
 INSERT_JOBS_FOR_USERS_SQL = Prepared(
@@ -269,12 +269,6 @@ async def release_jobs(conn: Conn, *, ids: Sequence[int], worker: str) -> int:
         " WHERE id = ANY(%(ids)s) AND locked_by = %(worker)s AND status = 'running'",
         {"ids": list(ids), "worker": worker},
     )
-
-
-# The inline path (queues off): a task waits for the transaction that submitted it to end.
-INLINE_XACT_LOCK = "SELECT pg_advisory_xact_lock(%(c)s, %(k)s)"
-INLINE_LOCK = "SELECT pg_advisory_lock(%(c)s, %(k)s)"
-INLINE_UNLOCK = "SELECT pg_advisory_unlock(%(c)s, %(k)s)"
 
 
 # --- the jobs sweep ---------------------------------------------------------------------

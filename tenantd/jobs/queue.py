@@ -1,9 +1,14 @@
-"""The job switch of one process.
+"""Deferred work has one door: `JobQueue.enqueue`, which takes effect after commit.
 
-QUEUES_ENABLED on: `submit` writes a row to `jobs` (inside the caller's transaction when a
-connection is passed) and the runner of any instance executes it. Off: the same job function
-runs in this process as a tracked background task, with the same retry policy but no
-durability; `drain` waits for those tasks at shutdown.
+`enqueue(conn, kind, payload)` is called inside the caller's transaction (or with the
+Database, outside one):
+- QUEUES_ENABLED on (or a durable kind): the job rows are written on that connection, in that
+  transaction, so they exist only if it commits; the runner of any instance claims them once
+  committed (this process's runner is woken after the commit).
+- off: nothing is written; once the transaction commits, the same job function runs in this
+  process (a tracked task, the runner's retry policy, no durability); a rollback runs nothing.
+  `drain` waits for those tasks at shutdown.
+Either way a job runs by `attempt` (below), the runner's one step too.
 """
 
 from __future__ import annotations
@@ -11,25 +16,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import secrets
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tenantd.db import Conn, Database
 from tenantd.jobs import queries
 from tenantd.jobs.coalesce import CoalescingWriter
-from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
+from tenantd.jobs.kinds import BoundKind, JobInfo, JobKind, PermanentJobError
 from tenantd.jobs.settings import JobSettings
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
-
-# Advisory locks that let an inline task wait for its caller's transaction use the two-int
-# form with this class id (distinct from the migration and sweep locks).
-INLINE_LOCK_CLASS = 735_420
-DEFAULT_MAX_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ def retry_delay(config: JobConfig, attempts: int) -> float:
 
 
 class JobHost(Protocol):
-    """What the queue and the runner need of the services bundle they hand to every job."""
+    """What the runner needs: the settings, the database and the queue (never handed to jobs)."""
 
     @property
     def settings(self) -> Settings: ...
@@ -74,20 +73,29 @@ class JobHost(Protocol):
     def jobs(self) -> JobQueue: ...
 
 
+Binder = Callable[[JobKind], BoundKind]
+
+
 class JobQueue:
-    def __init__(self, settings: Settings, kinds: Iterable[JobKind] = ()):
+    """This process's kinds (bound by the composition root) and its one enqueue call."""
+
+    def __init__(self, settings: Settings, kinds: Iterable[JobKind] = (), *, bind: Binder):
         self.settings = settings
         self.config = job_config(settings)
-        self.kinds: dict[str, JobKind] = {kind.name: kind for kind in kinds}
+        self._bind = bind
+        self.kinds: dict[str, BoundKind] = {}
+        for kind in kinds:
+            self.register(kind)
         self._wakeup: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writer: CoalescingWriter | None = None
 
     def register(self, kind: JobKind) -> None:
-        """Add a kind to this process's table (applications' own jobs, tests)."""
-        self.kinds[kind.name] = kind
+        """Add a kind to this process's table, bound as the composition root binds them
+        (applications' own jobs, tests)."""
+        self.kinds[kind.name] = self._bind(kind)
 
-    def kind(self, name: str) -> JobKind:
+    def kind(self, name: str) -> BoundKind:
         try:
             return self.kinds[name]
         except KeyError:
@@ -107,131 +115,95 @@ class JobQueue:
     def pending_inline(self) -> int:
         return len(self._tasks)
 
-    async def submit(
+    async def enqueue(
         self,
-        services: JobHost,
+        target: Conn | Database,
         kind: str,
-        payload: dict[str, Any],
-        *,
-        conn: Conn | None = None,
-    ) -> int | None:
-        """Run `kind` later: a durable row (queues on) or an in-process task (queues off)."""
-        job_kind = self.kind(kind)
-        if self.settings.section(JobSettings).queues_enabled or job_kind.durable:
-            return await enqueue(conn or services.db, job_kind, payload, queue=self)
-        lock_key = None
-        if conn is not None and conn.in_transaction:
-            # The task must not start before the caller's transaction ends.
-            lock_key = secrets.randbits(31)
-            await conn.execute(
-                queries.INLINE_XACT_LOCK,
-                {"c": INLINE_LOCK_CLASS, "k": lock_key},
-            )
-        self.spawn_inline(services, job_kind, payload, after_lock=lock_key)
-        return None
+        *payloads: dict[str, Any],
+        delay_seconds: float | Sequence[float] = 0.0,
+        for_user: uuid.UUID | None = None,
+    ) -> list[int | None]:
+        """Run `kind` once per payload after `target`'s transaction commits (at once when
+        `target` is the Database or a connection outside a transaction), each due
+        `delay_seconds` later (one for all, or one each). Per payload: its job id, or None
+        (run in this process: queues off; or not written: `for_user` does not exist).
 
-    async def submit_many(
-        self,
-        services: JobHost,
-        kind: str,
-        payloads: Sequence[dict[str, Any]],
-        *,
-        conn: Conn | None = None,
-    ) -> None:
-        """`submit` for many payloads of one kind: one statement when queues are on."""
-        job_kind = self.kind(kind)
-        if not self.settings.section(JobSettings).queues_enabled:
-            for payload in payloads:
-                await self.submit(services, kind, payload, conn=conn)
-            return
+        `for_user` (one payload): the row is written only if that user exists, in the same
+        statement; given the Database, it shares that statement with the overlapping calls
+        of this process (group commit, jobs/coalesce.py)."""
+        job = self.kind(kind)
         if not payloads:
-            return
-        if conn is None:
-            async with services.db.connection() as own:
-                await queries.insert_jobs(
-                    own, kind=job_kind.name, payloads=payloads, max_attempts=job_kind.max_attempts
-                )
-        else:
-            await queries.insert_jobs(
-                conn, kind=job_kind.name, payloads=payloads, max_attempts=job_kind.max_attempts
-            )
-        self.wake()
-
-    async def enqueue_for_user(
-        self, conn: Conn, kind: str, payload: dict[str, Any], *, user_id: uuid.UUID
-    ) -> int | None:
-        """Write a durable `kind` row in one statement, only if user `user_id` exists: its id,
-        or None when there is no such user (nothing written)."""
-        job_kind = self.kind(kind)
-        job_id = await queries.insert_job_for_user(
-            conn,
-            kind=job_kind.name,
-            payload=payload,
-            max_attempts=job_kind.max_attempts,
-            user_id=user_id,
+            return []
+        delays = (
+            [float(delay_seconds)] * len(payloads)
+            if isinstance(delay_seconds, int | float)
+            else [float(delay) for delay in delay_seconds]
         )
-        if job_id is not None:
-            self.wake()
-        return job_id
+        if len(delays) != len(payloads):
+            raise ValueError("one delay per payload")
+        if for_user is not None and (len(payloads) != 1 or delays[0]):
+            raise ValueError("for_user takes one payload, due now")
+        if not (self.settings.section(JobSettings).queues_enabled or job.durable):
+            if for_user is not None:
+                raise ValueError("for_user needs QUEUES_ENABLED (a durable row)")
 
-    async def enqueue_for_user_grouped(
-        self, db: Database, kind: str, payload: dict[str, Any], *, user_id: uuid.UUID
-    ) -> int | None:
-        """`enqueue_for_user` on a connection of its own, in one statement with the rows of
-        other callers of this process that overlap it (group commit, jobs/coalesce.py)."""
-        job_kind = self.kind(kind)
-        writer = self._writer
-        if writer is None or writer.db is not db:
-            writer = self._writer = CoalescingWriter(db, on_written=self.wake)
-        return await writer.enqueue_for_user(
-            kind=job_kind.name,
-            payload=payload,
-            max_attempts=job_kind.max_attempts,
-            user_id=user_id,
-        )
+            def start() -> None:
+                for payload, delay in zip(payloads, delays, strict=True):
+                    self._spawn(job, payload, delay)
 
-    def spawn_inline(
+            _after_commit(target, start)
+            return [None] * len(payloads)
+        ids = await self._write(target, job, list(payloads), delays, for_user)
+        if any(job_id is not None for job_id in ids):
+            _after_commit(target, self.wake)
+        return ids
+
+    async def _write(
         self,
-        services: JobHost,
-        kind: JobKind,
-        payload: dict[str, Any],
-        *,
-        after_lock: int | None = None,
-    ) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self._run_inline(services, kind, payload, after_lock)
-        )
+        target: Conn | Database,
+        job: BoundKind,
+        payloads: list[dict[str, Any]],
+        delays: list[float],
+        for_user: uuid.UUID | None,
+    ) -> list[int | None]:
+        if for_user is not None and isinstance(target, Database):
+            writer = self._writer
+            if writer is None or writer.db is not target:
+                writer = self._writer = CoalescingWriter(target, on_written=self.wake)
+            job_id = await writer.write_for_user(
+                kind=job.name, payload=payloads[0], max_attempts=job.max_attempts, user_id=for_user
+            )
+            return [job_id]
+        if isinstance(target, Database):
+            async with target.connection() as own:
+                return await _insert(own, job, payloads, delays, for_user)
+        return await _insert(target, job, payloads, delays, for_user)
+
+    def _spawn(self, kind: BoundKind, payload: dict[str, Any], delay: float) -> None:
+        task = asyncio.get_running_loop().create_task(self._run_inline(kind, payload, delay))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run_inline(
-        self, services: JobHost, kind: JobKind, payload: dict[str, Any], after_lock: int | None
-    ) -> None:
-        if after_lock is not None:
-            async with services.db.connection() as conn:
-                params = {"c": INLINE_LOCK_CLASS, "k": after_lock}
-                await conn.execute(queries.INLINE_LOCK, params)
-                await conn.execute(queries.INLINE_UNLOCK, params)
+    async def _run_inline(self, kind: BoundKind, payload: dict[str, Any], delay: float) -> None:
+        """The job in this process (queues off): the runner's attempts and backoff."""
+        if delay > 0:
+            await asyncio.sleep(delay)
         attempts = 0
         while True:
             attempts += 1
             info = JobInfo(
                 id=None, kind=kind.name, attempts=attempts, max_attempts=kind.max_attempts
             )
-            try:
-                await asyncio.wait_for(kind.run(services, payload, info), kind.timeout)
+            failure = await attempt(kind, payload, info)
+            if failure is None:
                 return
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                permanent = isinstance(error, PermanentJobError)
-                text = describe(error)
-                if permanent or info.final_attempt:
-                    log.warning("inline job %s failed for good: %s", kind.name, text)
-                    await give_up(services, kind, payload, text)
-                    return
-                log.warning("inline job %s failed (attempt %d): %s", kind.name, attempts, text)
-                await asyncio.sleep(retry_delay(self.config, attempts))
+            text, final = failure
+            if final:
+                log.warning("inline job %s failed for good: %s", kind.name, text)
+                await give_up(kind, payload, text)
+                return
+            log.warning("inline job %s failed (attempt %d): %s", kind.name, attempts, text)
+            await asyncio.sleep(retry_delay(self.config, attempts))
 
     async def drain(self, seconds: float) -> None:
         """Wait for in-process tasks (queues off); cancel what is left after `seconds`."""
@@ -246,55 +218,60 @@ class JobQueue:
             await asyncio.wait(still, timeout=1.0)
 
 
-async def enqueue(
-    target: Database | Conn,
-    kind: JobKind | str,
-    payload: dict[str, Any],
-    *,
-    delay_seconds: float = 0.0,
-    max_attempts: int | None = None,
-    queue: JobQueue | None = None,
-) -> int:
-    """Write a durable job row; pass a Conn to make it part of the caller's transaction."""
-    if isinstance(kind, str) and queue is not None and kind in queue.kinds:
-        kind = queue.kinds[kind]
-    name = kind if isinstance(kind, str) else kind.name
-    attempts = max_attempts or (
-        DEFAULT_MAX_ATTEMPTS if isinstance(kind, str) else kind.max_attempts
-    )
+def _after_commit(target: Conn | Database, callback: Callable[[], None]) -> None:
     if isinstance(target, Database):
-        async with target.connection() as conn:
-            job_id = await queries.insert_job(
-                conn, kind=name, payload=payload, max_attempts=attempts, delay_seconds=delay_seconds
-            )
+        callback()  # written on a connection of its own: committed already
     else:
-        job_id = await queries.insert_job(
-            target, kind=name, payload=payload, max_attempts=attempts, delay_seconds=delay_seconds
-        )
-    if queue is not None:
-        queue.wake()
-    return job_id
+        target.after_commit(callback)
 
 
-async def enqueue_many(
+async def _insert(
     conn: Conn,
-    kind: JobKind,
+    job: BoundKind,
     payloads: list[dict[str, Any]],
-    *,
-    delays: list[float] | None = None,
-    queue: JobQueue | None = None,
-) -> list[int]:
-    """Write many durable job rows of one kind in the caller's transaction; their ids in order."""
-    ids = await queries.insert_jobs(
-        conn,
-        kind=kind.name,
-        payloads=payloads,
-        max_attempts=kind.max_attempts,
-        delays=delays if delays is not None else [0.0] * len(payloads),
+    delays: list[float],
+    for_user: uuid.UUID | None,
+) -> list[int | None]:
+    if for_user is not None:
+        return [
+            await queries.insert_job_for_user(
+                conn,
+                kind=job.name,
+                payload=payloads[0],
+                max_attempts=job.max_attempts,
+                user_id=for_user,
+            )
+        ]
+    if len(payloads) == 1:
+        return [
+            await queries.insert_job(
+                conn,
+                kind=job.name,
+                payload=payloads[0],
+                max_attempts=job.max_attempts,
+                delay_seconds=delays[0],
+            )
+        ]
+    return list(
+        await queries.insert_jobs(
+            conn, kind=job.name, payloads=payloads, max_attempts=job.max_attempts, delays=delays
+        )
     )
-    if queue is not None and ids:
-        queue.wake()
-    return ids
+
+
+async def attempt(
+    kind: BoundKind, payload: dict[str, Any], info: JobInfo
+) -> tuple[str, bool] | None:
+    """One attempt of a job, by the runner or in this process: None when it succeeded,
+    else (what went wrong, whether that was its last attempt)."""
+    try:
+        async with asyncio.timeout(kind.timeout):
+            await kind.run(payload, info)
+    except PermanentJobError as error:
+        return describe(error), True
+    except Exception as error:
+        return describe(error), info.final_attempt
+    return None
 
 
 def describe(error: BaseException) -> str:
@@ -302,10 +279,10 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"[:2000]
 
 
-async def give_up(services: JobHost, kind: JobKind, payload: dict[str, Any], error: str) -> None:
+async def give_up(kind: BoundKind, payload: dict[str, Any], error: str) -> None:
     if kind.on_give_up is None:
         return
     try:
-        await kind.on_give_up(services, payload, error)
+        await kind.on_give_up(payload, error)
     except Exception:
         log.exception("give-up hook of job %s failed", kind.name)

@@ -36,8 +36,8 @@ import aiopg
 
 from tenantd.db import Conn
 from tenantd.jobs import queries
-from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
-from tenantd.jobs.queue import JobConfig, JobHost, describe, give_up, retry_delay
+from tenantd.jobs.kinds import BoundKind, JobInfo, PermanentJobError
+from tenantd.jobs.queue import JobConfig, JobHost, attempt, describe, give_up, retry_delay
 from tenantd.jobs.settings import JobSettings
 
 log = logging.getLogger(__name__)
@@ -49,12 +49,12 @@ DEAD_CHECK_SECONDS = 5.0  # the longest time between two looks for dead workers'
 
 
 class JobRunner:
-    def __init__(self, services: JobHost, *, config: JobConfig | None = None):
-        self.services = services
-        self.queue = services.jobs
-        self.config = config or services.jobs.config
-        self.lease_seconds = services.settings.section(JobSettings).lease_seconds
-        self._dsn: str = services.db.pool._dsn  # the pool's own DSN (psycopg2 masks passwords)
+    def __init__(self, host: JobHost, *, config: JobConfig | None = None):
+        self.host = host  # the runner's database and settings; jobs are bound without it
+        self.queue = host.jobs
+        self.config = config or host.jobs.config
+        self.lease_seconds = host.settings.section(JobSettings).lease_seconds
+        self._dsn: str = host.db.pool._dsn  # the pool's own DSN (psycopg2 masks passwords)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._running: set[int] = set()
         self._cancelled: set[int] = set()
@@ -78,9 +78,9 @@ class JobRunner:
         )
 
     @property
-    def kinds(self) -> dict[str, JobKind]:
+    def kinds(self) -> dict[str, BoundKind]:
         """What this runner claims: every kind, or only the durable ones with queues off."""
-        if self.services.settings.section(JobSettings).queues_enabled:
+        if self.host.settings.section(JobSettings).queues_enabled:
             return self.queue.kinds
         return {name: kind for name, kind in self.queue.kinds.items() if kind.durable}
 
@@ -118,7 +118,7 @@ class JobRunner:
         await self._flush_done()
         leftover = sorted(self._cancelled | self._running)
         if leftover:
-            async with self.services.db.connection() as conn:
+            async with self.host.db.connection() as conn:
                 released = await queries.release_jobs(conn, ids=leftover, worker=self.worker_id)
             log.warning("released %d unfinished job(s) at shutdown", released)
         await self._leave()
@@ -131,7 +131,7 @@ class JobRunner:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._presence_task
         try:
-            async with self.services.db.connection() as conn:
+            async with self.host.db.connection() as conn:
                 await queries.unregister_worker(conn, worker=self.worker_id)
         except Exception as error:  # the row of a worker with no job running harms nothing
             log.warning("could not unregister job worker: %r", error)
@@ -154,7 +154,7 @@ class JobRunner:
             wanted = min(free, self.config.batch_size)
             wakeup.clear()
             try:
-                async with self.services.db.connection() as conn:
+                async with self.host.db.connection() as conn:
                     rows = await queries.claim_jobs(
                         conn,
                         kinds=list(self.kinds),
@@ -180,7 +180,7 @@ class JobRunner:
 
     async def _requeue_expired(self) -> None:
         try:
-            async with self.services.db.connection() as conn:
+            async with self.host.db.connection() as conn:
                 requeued = await queries.requeue_expired(conn)
         except Exception:
             log.exception("re-queueing jobs with expired leases failed")
@@ -225,7 +225,7 @@ class JobRunner:
         try:
             try:
                 async with asyncio.timeout(kind.timeout):
-                    results = await kind.run_batch(self.services, items)
+                    results = await kind.run_batch(items)
             except asyncio.CancelledError:
                 self._cancelled.update(row["id"] for row in rows)
                 raise
@@ -257,16 +257,13 @@ class JobRunner:
                 await self._fail(kind, info, payload, "attempts exhausted", final=True)
                 return
             try:
-                async with asyncio.timeout(kind.timeout):
-                    await kind.run(self.services, payload, info)
+                failure = await attempt(kind, payload, info)
             except asyncio.CancelledError:
                 self._cancelled.add(job_id)
                 raise
-            except PermanentJobError as error:
-                await self._fail(kind, info, payload, describe(error), final=True)
-                return
-            except Exception as error:
-                await self._fail(kind, info, payload, describe(error), final=info.final_attempt)
+            if failure is not None:
+                error, final = failure
+                await self._fail(kind, info, payload, error, final=final)
                 return
             self._done.append(job_id)
             self._done_event.set()
@@ -275,7 +272,7 @@ class JobRunner:
             self._slot_free.set()
 
     async def _fail(
-        self, kind: JobKind, info: JobInfo, payload: dict[str, Any], error: str, *, final: bool
+        self, kind: BoundKind, info: JobInfo, payload: dict[str, Any], error: str, *, final: bool
     ) -> None:
         assert info.id is not None
         delay = 0.0 if final else retry_delay(self.config, info.attempts)
@@ -291,7 +288,7 @@ class JobRunner:
             error,
         )
         try:
-            async with self.services.db.connection() as conn:
+            async with self.host.db.connection() as conn:
                 updated = await queries.retry_or_fail_job(
                     conn,
                     job_id=info.id,
@@ -304,7 +301,7 @@ class JobRunner:
             log.exception("recording the failure of job #%s failed", info.id)
             return
         if final and updated:
-            await give_up(self.services, kind, payload, error)
+            await give_up(kind, payload, error)
 
     # --- completion and leases ----------------------------------------------------------
 
@@ -322,7 +319,7 @@ class JobRunner:
         if not self._done:
             return
         ids, self._done = self._done, []
-        async with self.services.db.connection() as conn:
+        async with self.host.db.connection() as conn:
             await queries.complete_jobs(conn, ids=ids, worker=self.worker_id)
 
     async def _presence_loop(self) -> None:
@@ -383,9 +380,9 @@ async def _closed(conn: Conn | None) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running(services: JobHost) -> AsyncIterator[JobRunner]:
+async def running(host: JobHost) -> AsyncIterator[JobRunner]:
     """A started runner, stopped gracefully on exit."""
-    runner = JobRunner(services)
+    runner = JobRunner(host)
     await runner.start()
     try:
         yield runner

@@ -37,7 +37,7 @@ async def submit(
         payload["accountName"] = account_name
     if remaining is not None:
         payload["remaining"] = remaining
-    await services.jobs.submit(services, MFA_EMAIL, payload, conn=conn)
+    await services.jobs.enqueue(conn, MFA_EMAIL, payload)
 
 
 def message(purpose: str, to: str, payload: dict[str, Any], base_url: str) -> EmailMessage:

@@ -252,7 +252,7 @@ async def performed(
         token_hash=undo_hash(services.settings, token),
         days=UNDO_DAYS,
     )
-    await services.jobs.submit(services, NOTICE_JOB, {"undoId": str(undo_id)}, conn=conn)
+    await services.jobs.enqueue(conn, NOTICE_JOB, {"undoId": str(undo_id)})
 
 
 async def lock_undo(conn: Conn, settings: Settings, token: str) -> Row | None:

@@ -1,124 +1,109 @@
-"""Many queued dispatches in one transaction, their notifications written by one statement.
+"""Many dispatches at once, their notifications written by one statement: the explicit batch
+entry point (`dispatch_many`) of the dispatch job's batches.
 
-`dispatch` writes a notification with one statement (DISPATCH_SQL): a batch of 16 jobs run
-one after another costs 16 round trips. Here the batch's dispatches run side by side on one
-connection that takes one statement at a time; each one's DISPATCH_SQL is held back until
-every dispatch still running has reached its own, and then all of them go as one statement
-(DISPATCH_BATCH_SQL, set-based, sql/0190: in the order they were held back, each with the
-answer it would get as one of that many statements in a row). Every other statement
-(throttle counts, follow-up jobs, locales) runs when asked. The whole batch is one
-transaction, as before: a failed statement fails the batch, and the runner runs its jobs
-again one by one. A batch whose dispatches make no statement but their notification writes
+`dispatch` writes a notification with one statement (DISPATCH_SQL): 16 dispatches one after
+another cost 16 round trips. Here each dispatch is prepared in turn (validation, guard,
+throttle count, locale: `prepare_dispatch`), then every prepared notification is written by
+one statement (DISPATCH_BATCH_SQL, set-based, sql/functions/notification_dispatch.sql: in
+the order given, each with the answer it would get as one of that many statements in a
+row), then each one's follow-up jobs are enqueued (`settle_dispatch`). The caller owns the
+transaction: a failed statement fails the batch, and the job runner runs its jobs again one
+by one. A batch whose dispatches make no statement but their notification writes
 (`one_statement`) needs no BEGIN and COMMIT: its one statement is atomic on its own.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from tenantd.db import Conn, Row
-from tenantd.db.core import Statement
+from tenantd.db import Conn
+from tenantd.errors import NotFound, ValidationFailed
 from tenantd.notifications import queries
+from tenantd.notifications.service import (
+    ReadyDispatch,
+    SendOutcome,
+    StatementRefused,
+    count_throttle,
+    prepare_dispatch,
+    settle_dispatch,
+)
+
+if TYPE_CHECKING:
+    from tenantd.notifications.bundle import NotificationServices
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
+# What a dispatch of a batch is refused for: its input (gone recipient or event type, a
+# payload that no longer validates). Anything else fails the whole batch.
+Refused = NotFound | ValidationFailed
 
 
-class OneStatementOnly(RuntimeError):
-    """A batch run without a transaction made a statement besides its notification writes."""
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """One dispatch of a batch: what `dispatch` takes."""
+
+    notification_id: uuid.UUID
+    event_type: str
+    recipient_user_id: uuid.UUID
+    payload: dict[str, Any]
+    account_id: uuid.UUID | None = None
+    send_sequence: int | None = None  # its job's id: a digest lists items in send order
 
 
-class SharedConn(Conn):
-    """A connection several tasks of one batch use in turn; it gathers their dispatches.
-
-    `autocommit`: no transaction is open on `conn`, because the batch was judged to make no
-    statement but its one DISPATCH_BATCH_SQL (jobs.py `_one_statement`). If that judgment is
-    ever wrong, a statement before the write is refused (nothing is written: the batch fails
-    and its jobs run again one by one, each in a transaction); one after the write, which
-    has committed, runs on its own rather than be lost, and the misjudgment is logged."""
-
-    def __init__(self, conn: Conn, *, autocommit: bool = False):
-        super().__init__(conn.raw, conn.notice_sink)
-        self.inner = conn  # the batch's transaction is open on it (unless autocommit)
-        self.autocommit = autocommit
-        self.in_transaction = True  # nested transaction() calls join that one
-        self._turn = asyncio.Lock()
-        self._running = 0  # dispatches of the batch not yet finished
-        self._held: list[tuple[dict[str, Any], asyncio.Future[Row]]] = []
-        self.statements = 0  # DISPATCH_BATCH_SQL statements made (tests)
-        self.misjudged = False  # autocommit, and a statement came after the write
-
-    async def run_all(self, calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T | BaseException]:
-        """Run every call side by side; their results or exceptions, in order."""
-        self._running = len(calls)
-
-        async def one(call: Callable[[], Awaitable[T]]) -> T:
-            try:
-                return await call()
-            finally:
-                self._running -= 1
-                await self._release_when_all_held()
-
-        return await asyncio.gather(*(one(call) for call in calls), return_exceptions=True)
-
-    def _refuse_in_autocommit(self) -> None:
-        if not self.autocommit:
-            return
-        if not self.statements:
-            raise OneStatementOnly("a one-statement dispatch batch made another statement")
-        if not self.misjudged:
-            self.misjudged = True
-            log.error("a dispatch batch run without a transaction made a second statement")
-
-    async def execute(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> int:
-        self._refuse_in_autocommit()
-        async with self._turn:
-            return await self.inner.execute(stmt, params)
-
-    async def fetch_all(
-        self, stmt: Statement, params: Mapping[str, Any] | None = None
-    ) -> list[Row]:
-        self._refuse_in_autocommit()
-        async with self._turn:
-            return await self.inner.fetch_all(stmt, params)
-
-    async def fetch_val(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> Any:
-        self._refuse_in_autocommit()
-        async with self._turn:
-            return await self.inner.fetch_val(stmt, params)
-
-    async def fetch_one(
-        self, stmt: Statement, params: Mapping[str, Any] | None = None
-    ) -> Row | None:
-        if stmt is not queries.DISPATCH_SQL or params is None:
-            self._refuse_in_autocommit()
-            async with self._turn:
-                return await self.inner.fetch_one(stmt, params)
-        payload = params["payload"]
-        held = {**params, "payload": getattr(payload, "adapted", payload)}  # unwrap Json
-        answer: asyncio.Future[Row] = asyncio.get_running_loop().create_future()
-        self._held.append((held, answer))
-        await self._release_when_all_held()
-        return await answer
-
-    async def _release_when_all_held(self) -> None:
-        """Once every running dispatch waits for its notification's write: write them all."""
-        if not self._held or len(self._held) < self._running:
-            return
-        held, self._held = self._held, []
+async def dispatch_many(
+    services: NotificationServices,
+    conn: Conn,
+    sends: Sequence[Dispatch],
+    *,
+    one_statement: bool = False,
+) -> list[SendOutcome | Refused]:
+    """Dispatch every send on `conn` (the caller's transaction), the notifications written by
+    one statement: per send, the outcome `dispatch` would give it, or the error its input
+    was refused for. `one_statement`: `conn` is outside a transaction because the sends were
+    judged to make no statement but the write; one that would is refused before anything is
+    written (StatementRefused), and a follow-up job after the write is still enqueued (and
+    the misjudgment logged)."""
+    results: list[SendOutcome | Refused | None] = [None] * len(sends)
+    ready: list[tuple[int, ReadyDispatch]] = []
+    for index, send in enumerate(sends):
         try:
-            async with self._turn:
-                rows = await queries.persist_dispatches(self.inner, [p for p, _ in held])
-            self.statements += 1
-        except Exception as error:
-            for _, answer in held:
-                if not answer.done():
-                    answer.set_exception(error)
-            return
-        for (_, answer), row in zip(held, rows, strict=True):
-            if not answer.done():
-                answer.set_result(row)
+            step = await prepare_dispatch(
+                services,
+                notification_id=send.notification_id,
+                event_type=send.event_type,
+                recipient_user_id=send.recipient_user_id,
+                payload=send.payload,
+                account_id=send.account_id,
+                conn=conn,
+                send_sequence=send.send_sequence,
+                statements=not one_statement,
+            )
+        except (NotFound, ValidationFailed) as error:
+            results[index] = error
+            continue
+        if isinstance(step, SendOutcome):
+            results[index] = step
+        else:
+            ready.append((index, await count_throttle(conn, step)))
+    if ready:
+        rows = await queries.persist_dispatches(
+            conn, [queries.dispatch_parameters(step.notification) for _, step in ready]
+        )
+        misjudged = False
+        for (index, step), row in zip(ready, rows, strict=True):
+            if one_statement and row["pending"] and not misjudged:
+                misjudged = True
+                log.error("a dispatch batch run without a transaction made a second statement")
+            try:
+                results[index] = await settle_dispatch(services, conn, step, row)
+            except (NotFound, ValidationFailed) as error:
+                results[index] = error
+    assert all(result is not None for result in results)
+    return [result for result in results if result is not None]
+
+
+__all__ = ["Dispatch", "Refused", "StatementRefused", "dispatch_many"]

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from tenantd.db import Conn
-from tenantd.errors import NotFound, ValidationFailed
+from tenantd.errors import AppError, NotFound, ValidationFailed
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.notifications.channels import email
 from tenantd.notifications.channels.web_push.delivery import run_web_push_job
-from tenantd.notifications.dispatch_batch import SharedConn
+from tenantd.notifications.dispatch_batch import Dispatch, dispatch_many
 from tenantd.notifications.registry import wants_locale
 from tenantd.notifications.service import (
     DISPATCH_ATTEMPTS,
@@ -28,26 +25,33 @@ if TYPE_CHECKING:
     from tenantd.notifications.bundle import NotificationServices
 
 
+def _dispatch_of(payload: dict[str, Any], job: JobInfo) -> Dispatch:
+    account = payload.get("accountId")
+    return Dispatch(
+        notification_id=uuid.UUID(payload["notificationId"]),
+        event_type=payload["eventType"],
+        recipient_user_id=uuid.UUID(payload["recipientUserId"]),
+        payload=payload["payload"],
+        account_id=uuid.UUID(account) if account else None,
+        # The job's id is the send's sequence: a digest lists its items in send order.
+        send_sequence=job.id,
+    )
+
+
 async def run_dispatch(
-    services: NotificationServices,
-    payload: dict[str, Any],
-    job: JobInfo,
-    *,
-    conn: Conn | None = None,
+    services: NotificationServices, payload: dict[str, Any], job: JobInfo
 ) -> None:
     """The queued half of send(): the same worker function the inline mode calls."""
-    account = payload.get("accountId")
+    send = _dispatch_of(payload, job)
     try:
         await dispatch(
             services,
-            notification_id=uuid.UUID(payload["notificationId"]),
-            event_type=payload["eventType"],
-            recipient_user_id=uuid.UUID(payload["recipientUserId"]),
-            payload=payload["payload"],
-            account_id=uuid.UUID(account) if account else None,
-            conn=conn,
-            # The job's id is the send's sequence: a digest lists its items in send order.
-            send_sequence=job.id,
+            notification_id=send.notification_id,
+            event_type=send.event_type,
+            recipient_user_id=send.recipient_user_id,
+            payload=send.payload,
+            account_id=send.account_id,
+            send_sequence=send.send_sequence,
         )
     except (NotFound, ValidationFailed) as error:
         # The recipient or event type is gone, or the payload no longer validates.
@@ -58,44 +62,30 @@ async def run_dispatch_batch(
     services: NotificationServices, items: list[tuple[JobInfo, dict[str, Any]]]
 ) -> list[BaseException | None]:
     """Several dispatches in one transaction (one commit instead of one each), their
-    notifications written by one statement (dispatch_batch.py).
+    notifications written by one statement (dispatch_batch.dispatch_many).
 
-    A job refused for its input does not disturb the others; a statement error rolls the
+    A job refused for its input does not disturb the others; any other error rolls the
     transaction back and every job runs again on its own (dispatch is idempotent).
     """
-    results: list[BaseException | None] = [None] * len(items)
     # Only notification writes between them: the one statement needs no BEGIN and COMMIT.
     alone = all(_one_statement(services, payload) for _, payload in items)
     try:
+        sends = [_dispatch_of(payload, info) for info, payload in items]
         async with services.db.connection() if alone else services.db.transaction() as conn:
-            shared = SharedConn(conn, autocommit=alone)
-            calls = [
-                functools.partial(run_dispatch, services, payload, info, conn=shared)
-                for info, payload in items
-            ]
-            # Digests list their items in send order: those jobs run one after another.
-            ordered = [_joins_digest(services, payload) for _, payload in items]
-            outcomes = await shared.run_all(
-                [call for call, one_by_one in zip(calls, ordered, strict=True) if not one_by_one]
-            )
-            side_by_side = iter(outcomes)
-            outcomes = [
-                await _outcome(call) if one_by_one else next(side_by_side)
-                for call, one_by_one in zip(calls, ordered, strict=True)
-            ]
-            for index, outcome in enumerate(outcomes):
-                if isinstance(outcome, PermanentJobError):
-                    results[index] = outcome
-                elif isinstance(outcome, BaseException):
-                    raise outcome  # the batch rolls back; each job runs again on its own
+            outcomes = await dispatch_many(services, conn, sends, one_statement=alone)
     except Exception:
-        for index, (info, payload) in enumerate(items):
+        results: list[BaseException | None] = []
+        for info, payload in items:
             try:
                 await run_dispatch(services, payload, info)
-                results[index] = None
+                results.append(None)
             except Exception as error:
-                results[index] = error
-    return results
+                results.append(error)
+        return results
+    return [
+        PermanentJobError(outcome.message) if isinstance(outcome, AppError) else None
+        for outcome in outcomes
+    ]
 
 
 def _one_statement(services: NotificationServices, payload: dict[str, Any]) -> bool:
@@ -111,21 +101,6 @@ def _one_statement(services: NotificationServices, payload: dict[str, Any]) -> b
         return False
     channels = live_channels(services.settings, definition.default_channels)
     return not any(channel in FOLLOW_UP_KINDS for channel in channels)
-
-
-def _joins_digest(services: NotificationServices, payload: dict[str, Any]) -> bool:
-    event_type = str(payload.get("eventType"))
-    if event_type not in services.registry:
-        return True  # refused on its own (PermanentJobError)
-    return services.registry.get(event_type).definition.digest is not None
-
-
-async def _outcome(call: Callable[[], Awaitable[None]]) -> BaseException | None:
-    try:
-        await call()
-    except Exception as error:
-        return error
-    return None
 
 
 async def run_digest_job(

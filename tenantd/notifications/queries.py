@@ -19,8 +19,8 @@ NOTIFICATION_COLUMNS = (
 )
 
 # The whole dispatch in one statement (one round trip, atomic even without BEGIN): the
-# function of sql/0160 (recipient, dedup, preferences, the notification, its delivery rows,
-# the SSE NOTIFY). A batch of them is DISPATCH_BATCH_SQL.
+# function of sql/functions/notification_dispatch.sql (recipient, dedup, preferences, the
+# notification, its delivery rows, the SSE NOTIFY), the batch of one of DISPATCH_BATCH_SQL.
 DISPATCH_SQL = Prepared(
     "tenantd_notification_dispatch_one",
     "SELECT * FROM tenantd_notification_dispatch(%(id)s::uuid, %(uid)s::uuid, %(aid)s::uuid,"
@@ -29,11 +29,11 @@ DISPATCH_SQL = Prepared(
     " %(forced_reason)s::text, %(critical)s::boolean, %(topic)s::text)",
 )
 
-# Many dispatches in one set-based statement (sql/0190): the same answer per row as
-# DISPATCH_SQL would give them run one after another in the order given, one answer row per
-# dispatch in that order, and one insert per table for the batch (so statement triggers fire
-# once). Channel lists are comma-joined (arrays of arrays must be rectangular) and payloads
-# are JSON text (a prepared statement takes no array of Json).
+# Many dispatches in one set-based statement (sql/functions/notification_dispatch.sql): the
+# same answer per row as DISPATCH_SQL would give them run one after another in the order
+# given, one answer row per dispatch in that order, and one insert per table for the batch
+# (so statement triggers fire once). Channel lists are comma-joined (arrays of arrays must be
+# rectangular) and payloads are JSON text (a prepared statement takes no array of Json).
 DISPATCH_BATCH_SQL = Prepared(
     "tenantd_notification_dispatch_batch",
     "SELECT user_found, time_zone, quiet_hours_start, quiet_hours_end, id, created_at,"

@@ -4,15 +4,15 @@ send() validates the payload and returns once the notification is accepted:
 - QUEUES_ENABLED on: a `notifications.dispatch` job row is written by the job queue (in the
   caller's transaction when `conn` is given) and a runner of any instance runs `dispatch`.
 - off: `dispatch` runs right here, in the caller's task (and transaction, if given); the
-  deliveries that talk to outside services (email, web push) run as in-process tasks.
+  deliveries that talk to outside services (email, web push) are the same jobs, run in this
+  process once that transaction commits (jobs.enqueue).
 Either way send() never waits for an email provider or a push service.
 
 dispatch() keeps SERVICE.md's order: re-validate, resolve the definition, self-action guard,
 dedup, preferences, persist the notification with one delivery row per channel, fan out.
 It is idempotent on the notification id chosen by send(), so a job that runs twice (its
-process died before the job was marked done) delivers once. With queues on, the email and web
-push jobs are written by the job queue in the same transaction as the notification: a
-rolled-back dispatch queues nothing.
+process died before the job was marked done) delivers once. The email and web push jobs are
+enqueued in the same transaction as the notification: a rolled-back dispatch runs none.
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from tenantd.db import Conn
+from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.jobs import queries as job_queries
-from tenantd.jobs.queue import enqueue
 from tenantd.jobs.settings import JobSettings
 from tenantd.notifications import queries
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES
@@ -208,14 +207,12 @@ async def send(
         "accountId": str(account) if account else None,
         "payload": model.model_dump(mode="json"),
     }
-    if conn is None:
-        # One statement, shared with the sends of this process that overlap this one: the
-        # job row, written only if the recipient exists, committed before we answer.
-        job_id = await services.jobs.enqueue_for_user_grouped(
-            services.db, DISPATCH_KIND, job, user_id=user_id
-        )
-    else:
-        job_id = await services.jobs.enqueue_for_user(conn, DISPATCH_KIND, job, user_id=user_id)
+    # The job row, written only if the recipient exists. Without a connection of the caller's,
+    # one statement shared with the sends of this process that overlap this one, committed
+    # before we answer.
+    [job_id] = await services.jobs.enqueue(
+        conn or services.db, DISPATCH_KIND, job, for_user=user_id
+    )
     if job_id is None:
         raise UnknownRecipient(f"Unknown recipient user: {user_id}")
     return SendOutcome(notification_id=notification_id, status="queued")
@@ -333,7 +330,7 @@ async def send_many(
                 for i in now
             ]
             if jobs:
-                await services.jobs.submit_many(services, DISPATCH_KIND, jobs, conn=own)
+                await services.jobs.enqueue(own, DISPATCH_KIND, *jobs)
             outcomes = [SendOutcome(notification_id=i, status="queued") for i in ids]
             for index, delay in enumerate(delays):
                 if delay is None:
@@ -363,8 +360,6 @@ async def send_many(
                 )
                 for notification_id, request, payload in zip(ids, requests, payloads, strict=True)
             ]
-    if queue:
-        services.jobs.wake()
     return outcomes
 
 
@@ -387,7 +382,59 @@ async def dispatch(
     `only_channels`: the channels a user wants at once of a digest event (no digest then).
     `send_sequence`: the send's place in send order (its job's id), kept by a digest.
     `screened`: the digest path applied dedup and throttle already (`forced_reason`
-    "throttled": it was over the limit)."""
+    "throttled": it was over the limit). Many at once: `dispatch_batch.dispatch_many`."""
+    ready = await prepare_dispatch(
+        services,
+        notification_id=notification_id,
+        event_type=event_type,
+        recipient_user_id=recipient_user_id,
+        payload=payload,
+        account_id=account_id,
+        conn=conn,
+        only_channels=only_channels,
+        send_sequence=send_sequence,
+        screened=screened,
+        forced_reason=forced_reason,
+    )
+    if isinstance(ready, SendOutcome):
+        return ready
+    async with _using(services, conn, transaction=needs_transaction(services, ready)) as own:
+        ready = await count_throttle(own, ready)
+        row = await queries.persist_dispatch(own, ready.notification)
+        return await settle_dispatch(services, own, ready, row)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyDispatch:
+    """A dispatch ready for its one statement: the notification and what decides the rest."""
+
+    notification: queries.NewNotification
+    definition: EventDefinition
+    throttle_key: str | None  # counted just before the write (not yet counted)
+
+
+class StatementRefused(RuntimeError):
+    """A dispatch that was to make no statement but its write needed one (dispatch_many)."""
+
+
+async def prepare_dispatch(
+    services: NotificationServices,
+    *,
+    notification_id: uuid.UUID,
+    event_type: str,
+    recipient_user_id: uuid.UUID,
+    payload: dict[str, Any],
+    account_id: uuid.UUID | None = None,
+    conn: Conn | None = None,
+    only_channels: Sequence[str] | None = None,
+    send_sequence: int | None = None,
+    screened: bool = False,
+    forced_reason: str | None = None,
+    statements: bool = True,
+) -> ReadyDispatch | SendOutcome:
+    """Everything of `dispatch` before its write: the outcome when there is none to make
+    (self-action, a digest item), else the notification ready to be written. `statements`
+    False: refuse (StatementRefused) before any statement, rather than make one."""
     event = services.registry.get(event_type)
     definition = event.definition
     model = validate_payload(definition, payload)
@@ -405,6 +452,8 @@ async def dispatch(
         and services.settings.section(JobSettings).queues_enabled
         and only_channels is None
     ):
+        if not statements:
+            raise StatementRefused("a digest item")
         return await _add_to_digest(
             services,
             notification_id=notification_id,
@@ -418,14 +467,17 @@ async def dispatch(
         )
     throttle_key = None
     if definition.throttle is not None and not screened:
+        if not statements:
+            raise StatementRefused("a throttle count")
         throttle_key = f"{definition.type}:{definition.throttle.key(recipient, model)}"
     assert definition.in_app is not None  # the registry insists
+    if not statements and wants_locale(definition.in_app):
+        raise StatementRefused("a locale read")
     locale = await _locale_for(services, conn, definition.in_app, recipient_user_id)
     content = render(definition.in_app, recipient, model, locale)
     channels = live_channels(services.settings, definition.default_channels)
     if only_channels is not None:
         channels = tuple(channel for channel in channels if channel in only_channels)
-    queue = services.settings.section(JobSettings).queues_enabled
     notification = queries.NewNotification(
         notification_id=notification_id,
         user_id=recipient_user_id,
@@ -442,55 +494,65 @@ async def dispatch(
         critical=definition.critical,
         forced_reason=forced_reason,
     )
-    # With queues on, the follow-up jobs commit with the notification or not at all.
-    follow_ups = queue and any(channel in FOLLOW_UP_KINDS for channel in channels)
-    counted = follow_ups or throttle_key is not None
-    async with _using(services, conn, transaction=counted) as own:
-        if throttle_key is not None and not await queries.notification_exists(own, notification_id):
-            assert definition.throttle is not None
-            sent = await queries.count_throttled(
-                own, key=throttle_key, window_seconds=int(definition.throttle.window_seconds)
+    return ReadyDispatch(
+        notification=notification, definition=definition, throttle_key=throttle_key
+    )
+
+
+def needs_transaction(services: NotificationServices, ready: ReadyDispatch) -> bool:
+    """With queues on, the follow-up jobs commit with the notification or not at all; a
+    throttle count commits with the send it counts."""
+    follow_ups = services.settings.section(JobSettings).queues_enabled and any(
+        channel in FOLLOW_UP_KINDS for channel in ready.notification.channels
+    )
+    return follow_ups or ready.throttle_key is not None
+
+
+async def count_throttle(conn: Conn, ready: ReadyDispatch) -> ReadyDispatch:
+    """Count the send against its throttle (once: not again for a re-run job); over the
+    limit, every delivery is written `suppressed`, `throttled`."""
+    throttle = ready.definition.throttle
+    if ready.throttle_key is None or throttle is None:
+        return ready
+    if await queries.notification_exists(conn, ready.notification.notification_id):
+        return ready
+    sent = await queries.count_throttled(
+        conn, key=ready.throttle_key, window_seconds=int(throttle.window_seconds)
+    )
+    if sent <= int(throttle.limit):
+        return ready
+    notification = dataclasses.replace(ready.notification, forced_reason="throttled")
+    return dataclasses.replace(ready, notification=notification)
+
+
+async def settle_dispatch(
+    services: NotificationServices, conn: Conn, ready: ReadyDispatch, row: Row
+) -> SendOutcome:
+    """After the write (`row`, its answer): one delivery job per pending channel, enqueued on
+    `conn` (they run after its commit: queued, or in this process), and the outcome."""
+    notification_id = ready.notification.notification_id
+    if row["id"] is not None:
+        wait = 0.0
+        if services.settings.section(JobSettings).queues_enabled and not ready.definition.critical:
+            wait = quiet_delay(
+                dt.datetime.now(dt.UTC),
+                time_zone=row["time_zone"],
+                start=row["quiet_hours_start"],
+                end=row["quiet_hours_end"],
             )
-            if sent > int(definition.throttle.limit):
-                notification = dataclasses.replace(notification, forced_reason="throttled")
-        row = await queries.persist_dispatch(own, notification)
-        if queue and row["id"] is not None:
-            wait = 0.0
-            if not definition.critical:
-                wait = quiet_delay(
-                    dt.datetime.now(dt.UTC),
-                    time_zone=row["time_zone"],
-                    start=row["quiet_hours_start"],
-                    end=row["quiet_hours_end"],
-                )
-            for channel in row["pending"]:
-                follow_up = {"notificationId": str(notification_id)}
-                if wait > 0 and channel in DELAYED_CHANNELS:
-                    # Quiet hours: the delivery job is due when they end.
-                    await enqueue(
-                        own,
-                        FOLLOW_UP_KINDS[channel],
-                        follow_up,
-                        delay_seconds=wait,
-                        queue=services.jobs,
-                    )
-                    continue
-                await services.jobs.submit(services, FOLLOW_UP_KINDS[channel], follow_up, conn=own)
-    if not row["user_found"]:
-        raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
-    if row["id"] is None:
-        return SendOutcome(notification_id=None, status="duplicate")
-    if queue:
-        if row["pending"]:
-            services.jobs.wake()
-    else:
         for channel in row["pending"]:
-            await services.jobs.submit(
-                services,
+            # Quiet hours: the delivery job is due when they end.
+            delay = wait if channel in DELAYED_CHANNELS else 0.0
+            await services.jobs.enqueue(
+                conn,
                 FOLLOW_UP_KINDS[channel],
                 {"notificationId": str(notification_id)},
-                conn=conn,
+                delay_seconds=delay,
             )
+    if not row["user_found"]:
+        raise UnknownRecipient(f"Unknown recipient user: {ready.notification.user_id}")
+    if row["id"] is None:
+        return SendOutcome(notification_id=None, status="duplicate")
     return SendOutcome(notification_id=notification_id, status="created")
 
 
@@ -551,7 +613,8 @@ async def _schedule(
                 return SendOutcome(notification_id=existing["notification_id"], status="scheduled")
         if not await queries.user_exists(own, user_id=user_id):
             raise UnknownRecipient(f"Unknown recipient user: {user_id}")
-        job_id = await enqueue(own, DISPATCH_KIND, job, delay_seconds=delay, queue=services.jobs)
+        [job_id] = await services.jobs.enqueue(own, DISPATCH_KIND, job, delay_seconds=delay)
+        assert job_id is not None  # scheduled sends need the durable queue (checked above)
         await queries.insert_scheduled(
             own,
             notification_id=notification_id,
@@ -681,12 +744,8 @@ async def _add_to_digest(
                 send_sequence=send_sequence,
             )
             if digest["created"]:
-                await enqueue(
-                    own,
-                    DIGEST_KIND,
-                    {"digestId": str(digest["id"])},
-                    delay_seconds=window,
-                    queue=services.jobs,
+                await services.jobs.enqueue(
+                    own, DIGEST_KIND, {"digestId": str(digest["id"])}, delay_seconds=window
                 )
             if outcome is None:
                 outcome = SendOutcome(notification_id=digest["id"], status="digested")
@@ -798,8 +857,7 @@ async def flush_digest(services: NotificationServices, *, digest_id: uuid.UUID) 
             ),
         )
         for channel in row["pending"] if row["id"] is not None else []:
-            await services.jobs.submit(
-                services, FOLLOW_UP_KINDS[channel], {"notificationId": str(digest_id)}, conn=conn
+            await services.jobs.enqueue(
+                conn, FOLLOW_UP_KINDS[channel], {"notificationId": str(digest_id)}
             )
-    services.jobs.wake()
     return digest_id

@@ -36,7 +36,6 @@ from standardwebhooks.webhooks import Webhook
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.jobs.kinds import JobInfo, JobKind
-from tenantd.jobs.queue import enqueue_many
 from tenantd.outbox import public_event
 from tenantd.settings import Settings
 from tenantd.webhooks import queries
@@ -430,13 +429,13 @@ async def enqueue_deliveries(
     services: WebhookServices, conn: Conn, batches: Sequence[Sequence[int]], delays: list[float]
 ) -> list[int]:
     """One job per batch of delivery ids (with its delay), in the caller's transaction."""
-    return await enqueue_many(
+    ids = await services.jobs.enqueue(
         conn,
-        DELIVER_KIND,
-        [{"deliveries": list(batch)} for batch in batches],
-        delays=delays,
-        queue=services.jobs,
+        DELIVER_KIND.name,
+        *({"deliveries": list(batch)} for batch in batches),
+        delay_seconds=delays,
     )
+    return [job_id for job_id in ids if job_id is not None]  # a durable kind: every one
 
 
 async def schedule(

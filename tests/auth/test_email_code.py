@@ -252,18 +252,18 @@ async def test_answers_take_the_same_path_for_known_and_unknown_addresses(
     before the answer, so its timing tells nothing. Checked by what was queued."""
     known = await factory.user()
     submitted: list[dict[str, Any]] = []
-    real_submit = services.jobs.submit
+    real_enqueue = services.jobs.enqueue
 
-    async def spy(services_: Any, kind: str, payload: dict[str, Any], **kw: Any) -> Any:
-        submitted.append(payload)
-        return await real_submit(services_, kind, payload, **kw)
+    async def spy(target: Any, kind: str, *payloads: dict[str, Any], **kw: Any) -> Any:
+        submitted.extend(payloads)
+        return await real_enqueue(target, kind, *payloads, **kw)
 
-    services.jobs.submit = spy
+    services.jobs.enqueue = spy
     try:
         await ask(client, known.email)
         await ask(client, "stranger@example.com")
     finally:
-        services.jobs.submit = real_submit
+        services.jobs.enqueue = real_enqueue
     assert submitted == [
         {"purpose": "email_code", "email": known.email},
         {"purpose": "email_code", "email": "stranger@example.com"},

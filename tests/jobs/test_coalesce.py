@@ -24,7 +24,7 @@ async def _user(db: Database) -> uuid.UUID:
 
 
 def _enqueue(writer: CoalescingWriter, user_id: uuid.UUID, n: int) -> Any:
-    return writer.enqueue_for_user(
+    return writer.write_for_user(
         kind="test.kind", payload={"n": n}, max_attempts=3, user_id=user_id
     )
 
@@ -61,7 +61,7 @@ async def test_an_idle_caller_waits_for_no_one(db: Database) -> None:
 async def test_a_bad_row_fails_alone(db: Database) -> None:
     user = await _user(db)
     writer = CoalescingWriter(db)
-    bad = writer.enqueue_for_user(
+    bad = writer.write_for_user(
         kind="test.kind", payload={"text": "\u0000"}, max_attempts=3, user_id=user
     )  # jsonb refuses NUL characters
     results = await asyncio.gather(

@@ -12,7 +12,7 @@ from aiohttp import web
 from tenantd.app import AppServices
 from tenantd.db import Database
 from tenantd.identity.bundle import SERVICES
-from tenantd.jobs import JobInfo, JobKind, enqueue
+from tenantd.jobs import JobInfo, JobKind
 from tenantd.jobs import queries as jobs
 from tests.helpers import eventually
 
@@ -35,7 +35,7 @@ async def test_a_starved_pool_does_not_cost_a_running_job_its_lease(
         await release.wait()
 
     services.jobs.register(JobKind(name="test.hold", run=hold, timeout=120))
-    job_id = await enqueue(db, "test.hold", {}, queue=services.jobs)
+    [job_id] = await services.jobs.enqueue(db, "test.hold", {})
     await eventually(lambda: asyncio.sleep(0, started.is_set()))
     first = await db.fetch_one(
         "SELECT locked_until, locked_by FROM jobs WHERE id = %(id)s", {"id": job_id}

@@ -19,7 +19,7 @@ import pytest
 from tenantd.app import AppServices
 from tenantd.app.bundle import open_services
 from tenantd.app.settings import load_settings
-from tenantd.jobs import JobInfo, JobKind, PermanentJobError, enqueue
+from tenantd.jobs import JobInfo, JobKind, PermanentJobError
 from tenantd.jobs.queue import retry_delay
 from tenantd.jobs.runner import JobRunner
 from tenantd.jobs.sweeps import cleanup_finished_jobs
@@ -77,7 +77,7 @@ async def all_finished(services: AppServices, kind_name: str) -> bool:
 async def test_a_job_runs_once_and_is_marked_done(services: AppServices) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.ok", recorder))
-    job_id = await enqueue(services.db, "test.ok", {"n": 1}, queue=services.jobs)
+    [job_id] = await services.jobs.enqueue(services.db, "test.ok", {"n": 1})
     await eventually(lambda: all_finished(services, "test.ok"))
     [row] = await job_rows(services, "test.ok")
     assert row["id"] == job_id
@@ -95,7 +95,7 @@ async def test_failures_retry_with_growing_backoff(settings: Any, migrated: str,
     async with open_services(settings.switched("QUEUES_ENABLED", True), migrated) as services:
         services.jobs.register(kind("test.flaky", recorder, fail_until=3))
         runner = JobRunner(services, config=replace(services.jobs.config, retry_base_seconds=base))
-        job_id = await enqueue(services.db, "test.flaky", {"n": 1})
+        [job_id] = await services.jobs.enqueue(services.db, "test.flaky", {"n": 1})
         await runner.start()
         try:
             for attempt in (1, 2, 3):
@@ -136,7 +136,7 @@ def test_retry_delay_is_exponential_and_capped(settings: Any) -> None:
 async def test_exhausted_attempts_fail_and_give_up_once(services: AppServices) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.broken", recorder, fail_until=99, max_attempts=3))
-    await enqueue(services.db, "test.broken", {"n": 7}, queue=services.jobs)
+    await services.jobs.enqueue(services.db, "test.broken", {"n": 7})
     await eventually(lambda: all_finished(services, "test.broken"))
     [row] = await job_rows(services, "test.broken")
     assert (row["status"], row["attempts"]) == ("failed", 3)
@@ -149,7 +149,7 @@ async def test_exhausted_attempts_fail_and_give_up_once(services: AppServices) -
 async def test_permanent_errors_fail_at_once(services: AppServices) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.permanent", recorder, permanent=True))
-    await enqueue(services.db, "test.permanent", {"n": 1}, queue=services.jobs)
+    await services.jobs.enqueue(services.db, "test.permanent", {"n": 1})
     await eventually(lambda: all_finished(services, "test.permanent"))
     [row] = await job_rows(services, "test.permanent")
     assert (row["status"], row["attempts"]) == ("failed", 1)
@@ -185,7 +185,7 @@ async def test_competing_runners_run_each_job_exactly_once(services: AppServices
     try:
         async with services.db.transaction() as conn:
             for n in range(300):
-                await enqueue(conn, "test.many", {"n": n})
+                await services.jobs.enqueue(conn, "test.many", {"n": n})
         services.jobs.wake()
         await eventually(lambda: all_finished(services, "test.many"), within=60)
     finally:
@@ -209,7 +209,7 @@ async def test_heartbeat_keeps_a_long_job_leased(settings: Any, migrated: str, d
         for runner in runners:
             await runner.start()
         try:
-            await enqueue(services.db, "test.long", {"n": 1})
+            await services.jobs.enqueue(services.db, "test.long", {"n": 1})
             await eventually(lambda: all_finished(services, "test.long"))
         finally:
             for runner in runners:
@@ -227,8 +227,8 @@ async def test_graceful_stop_finishes_short_jobs_and_releases_long_ones(
         services.jobs.register(kind("test.long", recorder, sleep=120))
         services.jobs.register(kind("test.short", recorder, sleep=0.1))
         runner = JobRunner(services, config=replace(services.jobs.config, stop_timeout=0.5))
-        await enqueue(services.db, "test.long", {"n": 1})
-        await enqueue(services.db, "test.short", {"n": 2})
+        await services.jobs.enqueue(services.db, "test.long", {"n": 1})
+        await services.jobs.enqueue(services.db, "test.short", {"n": 2})
         await runner.start()
         await eventually(lambda: _running_count(services, 2))
         started = time.monotonic()
@@ -258,10 +258,10 @@ async def test_enqueue_joins_the_callers_transaction(services: AppServices) -> N
     services.jobs.register(kind("test.tx", recorder))
     with pytest.raises(RuntimeError):
         async with services.db.transaction() as conn:
-            await enqueue(conn, "test.tx", {"n": 1})
+            await services.jobs.enqueue(conn, "test.tx", {"n": 1})
             raise RuntimeError("rolled back")
     async with services.db.transaction() as conn:
-        await enqueue(conn, "test.tx", {"n": 2}, queue=services.jobs)
+        await services.jobs.enqueue(conn, "test.tx", {"n": 2})
     await eventually(lambda: all_finished(services, "test.tx"))
     assert recorder.calls == {2: 1}
 

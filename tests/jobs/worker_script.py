@@ -12,6 +12,7 @@ from typing import Any
 
 from tenantd.app import AppServices
 from tenantd.app.bundle import open_services
+from tenantd.app.plugins import JOB_KINDS
 from tenantd.app.settings import load_settings
 from tenantd.jobs.kinds import JobInfo, JobKind
 from tenantd.jobs.runner import JobRunner
@@ -21,7 +22,7 @@ async def main() -> None:
     settings = load_settings()
     assert settings.database.url
     async with open_services(settings, settings.database.url) as services:
-        dispatch = services.jobs.kind("notifications.dispatch")
+        [dispatch] = [kind for kind in JOB_KINDS if kind.name == "notifications.dispatch"]
 
         async def slow(svc: AppServices, payload: dict[str, Any], info: JobInfo) -> None:
             await asyncio.sleep(random.uniform(0, 0.01))

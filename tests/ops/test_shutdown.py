@@ -97,8 +97,8 @@ async def test_sigterm_loses_nothing(db: Database, migrated: str, tmp_path: Path
                 # postponed in one transaction: the runner polls every 50 ms and must
                 # never see it due.
                 async with services.db.transaction() as conn:
-                    job_id = await services.jobs.submit(
-                        services,
+                    [job_id] = await services.jobs.enqueue(
+                        conn,
                         "notifications.dispatch",
                         {
                             "notificationId": "00000000-0000-4000-8000-000000000001",
@@ -106,7 +106,6 @@ async def test_sigterm_loses_nothing(db: Database, migrated: str, tmp_path: Path
                             "recipientUserId": str(user.id),
                             "payload": {"n": 2},
                         },
-                        conn=conn,
                     )
                     await conn.execute(
                         "UPDATE jobs SET run_at = now() + interval '3 s' WHERE id = %(id)s",
