@@ -231,11 +231,13 @@ async def join_within_seats(
     account lock, as invitations and join requests do); the membership, or None when the user
     already is a member. SeatLimitReached when no seat is free; NotFound for a deleted account.
     The caller owns the transaction (a just-in-time sign-in: `via` is "sso")."""
-    if role not in ("admin", "member"):
-        raise ValidationFailed({"role": "must be admin or member"})
+    if role == "owner":
+        raise ValidationFailed({"role": "owner_by_transfer: not given on joining"})
     account = await queries.lock_account(conn, account_id)
     if account is None:
         raise NotFound("The account no longer exists")
+    if not await roles.is_role_of(conn, account_id, role):
+        role = "member"  # a custom role deleted since the connection named it
     seats = await queries.seat_state(conn, account_id=account_id, user_id=user_id)
     if seats["is_member"]:
         return None

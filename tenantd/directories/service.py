@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenantd import audit
-from tenantd.accounts import memberships
+from tenantd.accounts import memberships, roles
 from tenantd.accounts.service import check_scope, lock_scoped
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
@@ -31,7 +31,6 @@ TOUCH_EVERY_SECONDS = 60.0  # last_used_at is written at most this often per dir
 # Role keys a group may map to: the system roles below the owner (the owner changes only by
 # transfer). A role key of the account's own roles is a plain string too.
 ROLE_KEY = re.compile(r"[a-z0-9_.:-]{1,64}")
-MAPPABLE_SYSTEM_ROLES = ("admin", "member")
 
 
 @dataclass(frozen=True)
@@ -140,13 +139,12 @@ async def delete_directory(
 
 
 def check_role_key(role: str | None) -> str | None:
-    """A role a group may map to: a role key of the account other than `owner`, or None."""
+    """The form of a role a group may map to: a role key other than `owner`, or None (that
+    it is a role of the account is checked under the account lock, `map_group`)."""
     if role is None:
         return None
     if not ROLE_KEY.fullmatch(role) or role == "owner":
         raise ValidationFailed({"role": "a role key of the account other than owner, or null"})
-    if role not in MAPPABLE_SYSTEM_ROLES:
-        raise ValidationFailed({"role": f"one of {', '.join(MAPPABLE_SYSTEM_ROLES)}, or null"})
     return role
 
 
@@ -180,7 +178,10 @@ async def map_group(
     active members' roles follow at once."""
     checked = check_role_key(role)
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, permissions.DIRECTORIES_MANAGE)
+        account = await lock_scoped(conn, actor, account_id, permissions.DIRECTORIES_MANAGE)
+        if checked is not None:
+            # a role of the account (admin, member, a custom role), no wider than the caller's
+            await roles.assignable(conn, account, checked)
         await _own_directory(conn, account_id, directory_id)
         directory = sync.Directory(id=directory_id, account_id=account_id)
         return await sync.map_group_locked(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tenantd import audit, crypto
+from tenantd.accounts import roles
 from tenantd.accounts.domains import PUBLIC_EMAIL_DOMAINS
 from tenantd.accounts.service import check_scope, lock_scoped
 from tenantd.addresses import email_domain
@@ -175,6 +176,15 @@ def _common(body: Any) -> dict[str, Any]:
     return values
 
 
+async def _check_roles(conn: Conn, account: Row, values: dict[str, Any]) -> None:
+    """`defaultRole` and each `groupRoles` value: a role key of the locked account other than
+    owner (admin, member or a custom role), no wider than the caller's own role (422/403)."""
+    if "default_role" in values:
+        await roles.assignable(conn, account, values["default_role"], field_name="defaultRole")
+    for group, key in (values.get("group_roles") or {}).items():
+        await roles.assignable(conn, account, key, field_name=f"groupRoles.{group}")
+
+
 # -- reads ------------------------------------------------------------------------------------
 
 
@@ -276,7 +286,8 @@ async def create_connection(
         values["client_id"] = body.client_id
         values["client_secret_sealed"] = seal_secret(settings, connection_id, body.client_secret)
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, permissions.SSO_MANAGE)
+        account = await lock_scoped(conn, actor, account_id, permissions.SSO_MANAGE)
+        await _check_roles(conn, account, values)
         await queries.insert_connection(
             conn, connection_id=connection_id, account_id=account_id, type_=body.type, values=values
         )
@@ -334,7 +345,8 @@ async def update_connection(
                 settings, connection_id, body.client_secret
             )
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, permissions.SSO_MANAGE)
+        account = await lock_scoped(conn, actor, account_id, permissions.SSO_MANAGE)
+        await _check_roles(conn, account, values)
         before = await queries.lock_connection(
             conn, account_id=account_id, connection_id=connection_id
         )

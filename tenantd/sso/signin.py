@@ -156,14 +156,19 @@ def asserted(
     )
 
 
-# Which of several mapped roles wins: admin over member over any custom role.
-RANK = {"member": 1, "admin": 2}
+# Which of several mapped roles wins: admin over any custom role over member (as SCIM groups).
+RANK = {"member": 1, "admin": 3}
+CUSTOM_RANK = 2
 
 
 def role_for(connection: Row, groups: tuple[str, ...]) -> str:
     """The highest role the user's groups map to, else the connection's default role."""
     mapped = [connection["group_roles"][g] for g in groups if g in connection["group_roles"]]
-    return max(mapped, key=lambda role: RANK.get(role, 0)) if mapped else connection["default_role"]
+    return (
+        max(mapped, key=lambda role: RANK.get(role, CUSTOM_RANK))
+        if mapped
+        else connection["default_role"]
+    )
 
 
 def cookie_path(url: str) -> str:

@@ -197,3 +197,17 @@ async def test_okta_renames_a_group_with_its_id_in_the_value(directory: Director
         )
     )
     assert renamed["displayName"] == "Renamed" and renamed["id"] == created["id"]
+
+
+async def test_a_group_maps_to_a_custom_role(directory: Directory, db: Any) -> None:
+    team = directory.team
+    body = {"key": "auditor", "name": "Auditor", "permissions": ["audit:read"]}
+    await data(
+        await team.owner_client.post(f"/api/v1/accounts/{team.account_id}/roles", json=body), 201
+    )
+    ada = await user(directory, "ada@example.com")
+    auditors = await group(directory, "Auditors", [ada])
+    await map_role(directory, auditors["id"], "ghost", 422)
+    mapped = await map_role(directory, auditors["id"], "auditor")
+    assert mapped["role"] == "auditor"
+    assert (await roles(db, team.account_id))["ada@example.com"] == "auditor"
