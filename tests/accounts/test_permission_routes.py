@@ -138,7 +138,7 @@ GUARDED: dict[tuple[str, str], Case] = {
     ("PUT", "/api/v1/accounts/{id}/directories/{directoryId}/groups/{groupId}/role"): Case(
         permissions.DIRECTORIES_MANAGE,
         {**ID, "directoryId": "directory", "groupId": "group"},
-        {"role": "admin"},
+        {"role": "member"},  # a role no wider than the caller's own
     ),
     # hosted pages (forms): refused with the page and 403; served with a redirect
     ("POST", "/accounts/{id}/rename"): Case(permissions.ACCOUNT_UPDATE, ID, form={"name": "N"}),
