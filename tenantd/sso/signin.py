@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tenantd.accounts.errors import SeatLimitReached
+from tenantd.accounts.events import actor_of
 from tenantd.accounts.memberships import join_within_seats
 from tenantd.addresses import InvalidEmail, canonical_email, email_domain
 from tenantd.auth.oauth import service as oauth
@@ -419,7 +420,13 @@ async def sign_in(
                     conn, user_id=user_id, first_name=who.first_name, last_name=who.last_name
                 )
             joined = await join_within_seats(
-                conn, account_id=account_id, user_id=user_id, role=role, via="sso"
+                conn,
+                account_id=account_id,
+                user_id=user_id,
+                role=role,
+                actor=actor_of(user_id),
+                actor_user_id=user_id,
+                via={"via": "sso"},
             )
             started = await start_session(
                 services,
@@ -441,7 +448,7 @@ async def sign_in(
             "sso": {
                 "connection": str(connection["id"]),
                 "user_id": str(user_id),
-                "joined": joined is not None,
+                "joined": joined.created,
             }
         },
     )
@@ -451,7 +458,7 @@ async def sign_in(
         return_to=return_to,
         user_id=user_id,
         outcome=outcome,
-        joined=joined is not None,
+        joined=joined.created,
     )
 
 
