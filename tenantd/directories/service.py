@@ -55,8 +55,10 @@ async def create_directory_locked(
     account_id: uuid.UUID,
     name: str | None,
     created_by: uuid.UUID | None,
+    via: dict[str, str] | None = None,
 ) -> Created:
-    """A new directory of the (locked, live) account and its token."""
+    """A new directory of the (locked, live) account and its token (`via` goes into the audit
+    entry's data: the admin portal names itself and its link)."""
     directory_id = uuid.uuid4()
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = await queries.insert_directory(
@@ -73,7 +75,7 @@ async def create_directory_locked(
         actor_user_id=created_by,
         action="directory.created",
         target=str(directory_id),
-        data={"name": row["name"]},
+        data={"name": row["name"], **(via or {})},
     )
     return Created(directory=row, token=token)
 
@@ -106,6 +108,29 @@ async def create_directory_as_operator(
             name=name,
             created_by=None,
         )
+
+
+async def create_directory_in_portal(
+    services: Services, account_id: uuid.UUID, *, name: str | None, link_id: uuid.UUID
+) -> Created:
+    """The admin portal's door: a directory of its session's (live) account; the token is
+    shown once on the portal's page."""
+    async with services.db.transaction() as conn:
+        await memberships.lock_live_account(conn, account_id)
+        return await create_directory_locked(
+            conn,
+            secret_key=services.settings.secret_key,
+            account_id=account_id,
+            name=name,
+            created_by=None,
+            via={"via": "admin_portal", "portalLinkId": str(link_id)},
+        )
+
+
+async def account_directories(services: Services, account_id: uuid.UUID) -> list[Row]:
+    """The account's directories for the admin portal (its session is the check)."""
+    async with services.db.connection() as conn:
+        return await queries.list_directories(conn, account_id)
 
 
 async def list_directories(

@@ -19,6 +19,7 @@ from tenantd.ui import auth_pages as auth
 from tenantd.ui import email_code_pages as email_codes
 from tenantd.ui import mfa_pages as mfa
 from tenantd.ui import notification_pages as notifications
+from tenantd.ui import portal_pages as portal
 from tenantd.ui import preference_pages as preferences
 from tenantd.ui.config import passkeys_notice, ui_config
 from tenantd.ui.forms import problem
@@ -147,6 +148,14 @@ PAGES: list[tuple[str, str, Any]] = [
     ("POST", preferences.DEFAULTS, preferences.defaults_post),
     # an operator's impersonation link (issue 28)
     ("GET", admin_pages.IMPERSONATE, admin_pages.impersonate_page),
+    # the admin portal for the customer's IT (issue 30)
+    ("GET", portal.PORTAL, portal.portal_page),
+    ("POST", portal.PORTAL, portal.portal_open_post),
+    ("GET", portal.SSO, portal.sso_page),
+    ("POST", portal.SSO, portal.sso_create_post),
+    ("POST", portal.SSO_CONNECTION, portal.sso_update_post),
+    ("GET", portal.DIRECTORY, portal.directory_page),
+    ("POST", portal.DIRECTORY, portal.directory_create_post),
 ]
 
 

@@ -140,6 +140,9 @@ GUARDED: dict[tuple[str, str], Case] = {
         {**ID, "directoryId": "directory", "groupId": "group"},
         {"role": "member"},  # a role no wider than the caller's own
     ),
+    ("POST", "/api/v1/accounts/{id}/admin-portal-links"): Case(
+        permissions.PORTAL_CREATE, ID, {"intent": "sso"}, ok=201
+    ),
     # hosted pages (forms): refused with the page and 403; served with a redirect
     ("POST", "/accounts/{id}/rename"): Case(permissions.ACCOUNT_UPDATE, ID, form={"name": "N"}),
     ("POST", "/accounts/{id}/members/invite"): Case(
@@ -336,6 +339,7 @@ async def snapshot(db: Any, account_id: str) -> list[Any]:
         "SELECT id, enforce, default_role, updated_at FROM sso_connections WHERE account_id = %(a)s"
         " ORDER BY id",
         "SELECT id, name FROM directories WHERE account_id = %(a)s ORDER BY id",
+        "SELECT count(*) FROM admin_portal_links WHERE account_id = %(a)s",
         "SELECT g.id, g.role FROM directory_groups g JOIN directories d ON d.id = g.directory_id"
         " WHERE d.account_id = %(a)s ORDER BY g.id",
     ]
