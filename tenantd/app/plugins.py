@@ -34,6 +34,7 @@ from tenantd.ops import ratelimit
 from tenantd.ops.metrics import CountedGauge
 from tenantd.ops.sweeps import Sweep, combined
 from tenantd.outbox import sweeps as outbox_sweeps
+from tenantd.portal import sweeps as portal_sweeps
 from tenantd.portal import views as portal_views
 from tenantd.sso import sweeps as sso_sweeps
 from tenantd.sso import views as sso_views
@@ -98,6 +99,7 @@ SWEEPS: tuple[Sweep, ...] = (
     *user_deletion.SWEEPS,
     *email_sweeps.SWEEPS,
     *sso_sweeps.SWEEPS,
+    *portal_sweeps.SWEEPS,
 )
 
 

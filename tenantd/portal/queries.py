@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-from tenantd.db import Conn, Row
+from sqlalchemy import ColumnElement, Table, func, or_
+
+from tenantd.db import Conn, Row, tables
 
 LINK_COLUMNS = (
     "l.id, l.account_id, l.intent, l.created_by, l.created_at, l.expires_at, l.opened_at,"
@@ -54,4 +56,13 @@ async def session(conn: Conn, *, session_hash: bytes) -> Row | None:
         " JOIN accounts a ON a.id = l.account_id AND a.deleted_at IS NULL"
         " WHERE l.session_hash = %(s)s AND l.session_expires_at > now()",
         {"s": session_hash},
+    )
+
+
+def dead_links() -> tuple[Table, ColumnElement[bool]]:
+    """Links past their hour that never opened, or whose portal session has ended."""
+    links = tables.admin_portal_links
+    now = func.now()
+    return links, (links.c.expires_at < now) & or_(
+        links.c.session_expires_at.is_(None), links.c.session_expires_at < now
     )

@@ -8,6 +8,8 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
+from tenantd.app.plugins import registered_sweeps
+from tenantd.ops.sweeps import run_sweep
 from tests.accounts.helpers import Team, audit_actions
 from tests.helpers import data, error
 from tests.sso.helpers import answer, landed, start
@@ -237,3 +239,22 @@ async def test_a_directory_made_through_the_portal_shows_its_token_once(
     )
     assert entry["actor_user_id"] is None and entry["data"]["via"] == "admin_portal"
     assert "admin_portal.link_opened" in await audit_actions(db, team.account_id)
+
+
+async def test_the_sweep_deletes_only_dead_links(
+    team: Team, make_client: Any, services: Any, db: Any
+) -> None:
+    await new_link(team, "sso")  # live, unopened
+    await portal_browser(make_client, team, "directory")  # opened, session live
+    await new_link(team, "sso")
+    await db.execute(
+        "UPDATE admin_portal_links SET expires_at = now() - interval '1 minute'"
+        " WHERE id = (SELECT id FROM admin_portal_links ORDER BY created_at DESC LIMIT 1)"
+    )
+    await db.execute(
+        "UPDATE admin_portal_links SET expires_at = now() - interval '1 minute'"
+        " WHERE opened_at IS NOT NULL"
+    )  # its session still lives: kept
+    outcome = await run_sweep(services, registered_sweeps()["admin_portal"])
+    assert outcome.counts == {"admin_portal_links": 1}
+    assert await db.fetch_val("SELECT count(*) FROM admin_portal_links") == 2
