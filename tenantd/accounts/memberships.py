@@ -291,8 +291,14 @@ async def join_within_seats(
 async def set_member_role(
     conn: Conn, *, membership: Row, role: str, actor: Actor, via: dict[str, Any]
 ) -> Row:
-    """Move a non-owner member to `role` (the owner's membership changes only by transfer)."""
-    if membership["role"] == role or membership["role"] == "owner" or role == "owner":
+    """Move a non-owner member to `role` (the owner's membership changes only by transfer); a
+    role that is no longer one of the account (a custom role deleted since a directory group
+    was mapped to it) gives `member`."""
+    if membership["role"] == "owner" or role == "owner":
+        return membership
+    if not await roles.is_role_of(conn, membership["account_id"], role):
+        role = "member"
+    if membership["role"] == role:
         return membership
     updated = await queries.set_role(conn, membership_id=membership["id"], role=role)
     await audit.record(
