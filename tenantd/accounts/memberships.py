@@ -224,41 +224,6 @@ async def transfer_ownership(
         return Transferred(owner=owner, previous_owner=previous)
 
 
-async def join_within_seats(
-    conn: Conn, *, account_id: uuid.UUID, user_id: uuid.UUID, role: str, via: str
-) -> Row | None:
-    """Make the user a member with `role` if a seat is free (the seat cap read under the
-    account lock, as invitations and join requests do); the membership, or None when the user
-    already is a member. SeatLimitReached when no seat is free; NotFound for a deleted account.
-    The caller owns the transaction (a just-in-time sign-in: `via` is "sso")."""
-    if role not in ("admin", "member"):
-        raise ValidationFailed({"role": "must be admin or member"})
-    account = await queries.lock_account(conn, account_id)
-    if account is None:
-        raise NotFound("The account no longer exists")
-    seats = await queries.seat_state(conn, account_id=account_id, user_id=user_id)
-    if seats["is_member"]:
-        return None
-    cap = seats["seats"] if seats["seats"] is not None else 1
-    if seats["used"] >= cap:
-        raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
-    membership = await queries.insert_membership(
-        conn, account_id=account_id, user_id=user_id, role=role
-    )
-    await audit.record(
-        conn,
-        account_id=account_id,
-        actor_user_id=user_id,
-        action="membership.created",
-        target=str(user_id),
-        data={"role": role, "via": via},
-    )
-    await outbox_events.membership(
-        conn, "membership.created", membership, outbox_events.actor_of(user_id)
-    )
-    return membership
-
-
 async def lock_live_account(conn: Conn, account_id: uuid.UUID) -> Row:
     """Lock the live account (NotFound when it is gone or soft-deleted)."""
     account = await queries.lock_account(conn, account_id)
@@ -273,20 +238,37 @@ async def active_membership(conn: Conn, *, account_id: uuid.UUID, user_id: uuid.
     return locked.get(user_id)
 
 
-async def add_member(
+@dataclass(frozen=True)
+class Joined:
+    membership: Row
+    created: bool  # False: the user already was an active member (the membership as it is)
+
+
+async def join_within_seats(
     conn: Conn,
     *,
     account_id: uuid.UUID,
     user_id: uuid.UUID,
     role: str,
     actor: Actor,
+    actor_user_id: uuid.UUID | None,
     via: dict[str, Any],
-) -> Row:
-    """Make the user a member with `role` within the seat cap (SEAT_LIMIT_REACHED beyond it);
-    an existing active membership is answered as it is."""
+) -> Joined:
+    """Make the user a member with `role` if a seat is free, the one way a membership is made
+    without an inviting member (SSO just-in-time, a SCIM directory). The seat cap is read
+    under the account lock, as invitations and join requests do, so racing joins never exceed
+    it; SeatLimitReached when no seat is free, NotFound for a deleted account. A role that is
+    no longer one of the account (a custom role deleted since it was mapped) gives `member`.
+    The caller owns the transaction; `actor_user_id` is the audit entry's actor (the user
+    joining through SSO; None for a directory), `via` goes into its data."""
+    if role == "owner":
+        raise ValidationFailed({"role": "owner_by_transfer: not given on joining"})
+    await lock_live_account(conn, account_id)
     current = await active_membership(conn, account_id=account_id, user_id=user_id)
     if current is not None:
-        return current
+        return Joined(current, created=False)
+    if not await roles.is_role_of(conn, account_id, role):
+        role = "member"
     seats = await queries.seat_state(conn, account_id=account_id, user_id=user_id)
     cap = seats["seats"] if seats["seats"] is not None else 1
     if seats["used"] >= cap:
@@ -297,20 +279,26 @@ async def add_member(
     await audit.record(
         conn,
         account_id=account_id,
-        actor_user_id=None,
+        actor_user_id=actor_user_id,
         action="membership.created",
         target=str(user_id),
         data={"role": role, **via},
     )
     await outbox_events.membership(conn, "membership.created", membership, actor)
-    return membership
+    return Joined(membership, created=True)
 
 
 async def set_member_role(
     conn: Conn, *, membership: Row, role: str, actor: Actor, via: dict[str, Any]
 ) -> Row:
-    """Move a non-owner member to `role` (the owner's membership changes only by transfer)."""
-    if membership["role"] == role or membership["role"] == "owner" or role == "owner":
+    """Move a non-owner member to `role` (the owner's membership changes only by transfer); a
+    role that is no longer one of the account (a custom role deleted since a directory group
+    was mapped to it) gives `member`."""
+    if membership["role"] == "owner" or role == "owner":
+        return membership
+    if not await roles.is_role_of(conn, membership["account_id"], role):
+        role = "member"
+    if membership["role"] == role:
         return membership
     updated = await queries.set_role(conn, membership_id=membership["id"], role=role)
     await audit.record(

@@ -34,6 +34,8 @@ from tenantd.ops import ratelimit
 from tenantd.ops.metrics import CountedGauge
 from tenantd.ops.sweeps import Sweep, combined
 from tenantd.outbox import sweeps as outbox_sweeps
+from tenantd.portal import sweeps as portal_sweeps
+from tenantd.portal import views as portal_views
 from tenantd.sso import sweeps as sso_sweeps
 from tenantd.sso import views as sso_views
 from tenantd.suppression import metrics as suppression_metrics
@@ -63,6 +65,7 @@ ROUTES: tuple[Routes, ...] = (
     admin_views.ROUTES,
     sso_views.ROUTES,
     directory_views.ROUTES,
+    portal_views.ROUTES,
     scim_views.ROUTES,
 )
 
@@ -100,6 +103,7 @@ SWEEPS: tuple[Sweep, ...] = (
     *user_deletion.SWEEPS,
     *email_sweeps.SWEEPS,
     *sso_sweeps.SWEEPS,
+    *portal_sweeps.SWEEPS,
 )
 
 

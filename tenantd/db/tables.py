@@ -1045,3 +1045,23 @@ directory_group_members = Table(
     Column("display", Text),
     Index("directory_group_members_member_idx", "member_id"),
 )
+
+
+# The admin portal's links and their sessions (0370, issue 30).
+admin_portal_links = Table(
+    "admin_portal_links",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("account_id", UUID(as_uuid=True), nullable=False),
+    Column("intent", Text, nullable=False),
+    Column("token_hash", LargeBinary, nullable=False),
+    Column("created_by", UUID(as_uuid=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("opened_at", DateTime(timezone=True)),
+    Column("session_hash", LargeBinary),
+    Column("session_expires_at", DateTime(timezone=True)),
+    UniqueConstraint("token_hash", name="admin_portal_links_token_hash_key"),
+    UniqueConstraint("session_hash", name="admin_portal_links_session_hash_key"),
+    Index("admin_portal_links_account_idx", "account_id", "created_at"),
+)

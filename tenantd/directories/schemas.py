@@ -17,7 +17,7 @@ class DirectoryCreate(RequestBody, json_schema_extra={"examples": [{"name": "Okt
 
 class GroupRoleBody(RequestBody, json_schema_extra={"examples": [{"role": "admin"}]}):
     role: str | None = Field(
-        description="The role key the group's members get (admin or member), or null"
+        description="The role key the group's members get (admin, member or a custom role), or null"
     )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenantd import audit
-from tenantd.accounts import memberships
+from tenantd.accounts import memberships, roles
 from tenantd.accounts.service import check_scope, lock_scoped
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
@@ -31,7 +31,6 @@ TOUCH_EVERY_SECONDS = 60.0  # last_used_at is written at most this often per dir
 # Role keys a group may map to: the system roles below the owner (the owner changes only by
 # transfer). A role key of the account's own roles is a plain string too.
 ROLE_KEY = re.compile(r"[a-z0-9_.:-]{1,64}")
-MAPPABLE_SYSTEM_ROLES = ("admin", "member")
 
 
 @dataclass(frozen=True)
@@ -56,8 +55,10 @@ async def create_directory_locked(
     account_id: uuid.UUID,
     name: str | None,
     created_by: uuid.UUID | None,
+    via: dict[str, str] | None = None,
 ) -> Created:
-    """A new directory of the (locked, live) account and its token."""
+    """A new directory of the (locked, live) account and its token (`via` goes into the audit
+    entry's data: the admin portal names itself and its link)."""
     directory_id = uuid.uuid4()
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = await queries.insert_directory(
@@ -74,7 +75,7 @@ async def create_directory_locked(
         actor_user_id=created_by,
         action="directory.created",
         target=str(directory_id),
-        data={"name": row["name"]},
+        data={"name": row["name"], **(via or {})},
     )
     return Created(directory=row, token=token)
 
@@ -109,6 +110,29 @@ async def create_directory_as_operator(
         )
 
 
+async def create_directory_in_portal(
+    services: Services, account_id: uuid.UUID, *, name: str | None, link_id: uuid.UUID
+) -> Created:
+    """The admin portal's door: a directory of its session's (live) account; the token is
+    shown once on the portal's page."""
+    async with services.db.transaction() as conn:
+        await memberships.lock_live_account(conn, account_id)
+        return await create_directory_locked(
+            conn,
+            secret_key=services.settings.secret_key,
+            account_id=account_id,
+            name=name,
+            created_by=None,
+            via={"via": "admin_portal", "portalLinkId": str(link_id)},
+        )
+
+
+async def account_directories(services: Services, account_id: uuid.UUID) -> list[Row]:
+    """The account's directories for the admin portal (its session is the check)."""
+    async with services.db.connection() as conn:
+        return await queries.list_directories(conn, account_id)
+
+
 async def list_directories(
     services: Services, actor: Principal, account_id: uuid.UUID
 ) -> list[Row]:
@@ -140,13 +164,12 @@ async def delete_directory(
 
 
 def check_role_key(role: str | None) -> str | None:
-    """A role a group may map to: a role key of the account other than `owner`, or None."""
+    """The form of a role a group may map to: a role key other than `owner`, or None (that
+    it is a role of the account is checked under the account lock, `map_group`)."""
     if role is None:
         return None
     if not ROLE_KEY.fullmatch(role) or role == "owner":
         raise ValidationFailed({"role": "a role key of the account other than owner, or null"})
-    if role not in MAPPABLE_SYSTEM_ROLES:
-        raise ValidationFailed({"role": f"one of {', '.join(MAPPABLE_SYSTEM_ROLES)}, or null"})
     return role
 
 
@@ -180,7 +203,10 @@ async def map_group(
     active members' roles follow at once."""
     checked = check_role_key(role)
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, permissions.DIRECTORIES_MANAGE)
+        account = await lock_scoped(conn, actor, account_id, permissions.DIRECTORIES_MANAGE)
+        if checked is not None:
+            # a role of the account (admin, member, a custom role), no wider than the caller's
+            await roles.assignable(conn, account, checked)
         await _own_directory(conn, account_id, directory_id)
         directory = sync.Directory(id=directory_id, account_id=account_id)
         return await sync.map_group_locked(

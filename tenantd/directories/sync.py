@@ -122,12 +122,13 @@ async def _join(conn: Conn, directory: Directory, row: Row) -> None:
     )
     actor = events.actor(directory.id)
     if current is None:
-        await memberships.add_member(
+        await memberships.join_within_seats(
             conn,
             account_id=directory.account_id,
             user_id=row["user_id"],
             role=_role_of(roles),
             actor=actor,
+            actor_user_id=None,
             via=directory.via,
         )
     elif roles:

@@ -7,7 +7,7 @@ naming them in a custom role). A `*` in a held permission matches any run of cha
 
 The system roles `owner`, `admin` and `member` are fixed sets equal to what each could do
 before custom roles; custom roles are rows of `account_roles`, read with the membership (the
-guard's token-state statement and the account lock both read them). Three permissions belong
+guard's token-state statement and the account lock both read them). Four permissions belong
 to the owner alone (OWNER_ONLY): no custom role holds them, even through a wildcard, so the
 single-owner invariant and the transfer rules stay as they are.
 """
@@ -39,6 +39,7 @@ ROLES_MANAGE = "roles:manage"
 NOTIFICATIONS_MANAGE_DEFAULTS = "notifications:manage_defaults"
 SSO_MANAGE = "sso:manage"
 DIRECTORIES_MANAGE = "directories:manage"
+PORTAL_CREATE = "portal:create"
 
 # permission -> what it allows (the docs table is checked against this)
 TENANTD: dict[str, str] = {
@@ -57,9 +58,10 @@ TENANTD: dict[str, str] = {
     NOTIFICATIONS_MANAGE_DEFAULTS: "set the account's notification defaults",
     SSO_MANAGE: "add, change and remove single sign-on connections",
     DIRECTORIES_MANAGE: "add and remove SCIM directories",
+    PORTAL_CREATE: "create admin portal links for the customer's IT (owner only)",
 }
 NAMESPACES = frozenset(name.split(":", 1)[0] for name in TENANTD)
-OWNER_ONLY = frozenset({ACCOUNT_DELETE, ACCOUNT_REQUIRE_MFA, OWNERSHIP_TRANSFER})
+OWNER_ONLY = frozenset({ACCOUNT_DELETE, ACCOUNT_REQUIRE_MFA, OWNERSHIP_TRANSFER, PORTAL_CREATE})
 
 SYSTEM_ROLES: dict[str, frozenset[str]] = {
     "owner": frozenset({"*"}),

@@ -10,7 +10,8 @@ from pydantic import Field, StringConstraints
 
 from tenantd.web.schemas import ApiModel, Multiline, RequestBody
 
-Role = Literal["admin", "member"]
+# A role key of the account other than owner (system or custom; checked against the account)
+Role = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_.:-]{1,64}$")]
 Domain = Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=253)]
 Short = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2048)]
 Name = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tenantd import audit, crypto
+from tenantd.accounts import memberships, roles
 from tenantd.accounts.domains import PUBLIC_EMAIL_DOMAINS
 from tenantd.accounts.service import check_scope, lock_scoped
 from tenantd.addresses import email_domain
@@ -175,6 +177,15 @@ def _common(body: Any) -> dict[str, Any]:
     return values
 
 
+async def _check_roles(conn: Conn, account: Row, values: dict[str, Any]) -> None:
+    """`defaultRole` and each `groupRoles` value: a role key of the locked account other than
+    owner (admin, member or a custom role), no wider than the caller's own role (422/403)."""
+    if "default_role" in values:
+        await roles.assignable(conn, account, values["default_role"], field_name="defaultRole")
+    for group, key in (values.get("group_roles") or {}).items():
+        await roles.assignable(conn, account, key, field_name=f"groupRoles.{group}")
+
+
 # -- reads ------------------------------------------------------------------------------------
 
 
@@ -220,9 +231,28 @@ async def _take_domains(
         raise DomainTaken(taken[0], "another single sign-on connection holds this domain")
 
 
+@dataclass(frozen=True)
+class By:
+    """Who changes a connection: a member (`user_id`), or the admin portal (no user; `via`
+    names its link) acting on the one account its session is bound to."""
+
+    user_id: uuid.UUID | None
+    actor: Actor
+    via: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def member(cls, principal: Principal) -> By:
+        return cls(principal.user_id, Actor.user(principal.user_id))
+
+
+# Locks the live account and checks the caller may give the roles in `values` (the member's
+# guard, or the portal's): each caller passes its own, so the portal reaches no permission.
+Guard = Callable[[Conn, dict[str, Any]], Awaitable[None]]
+
+
 async def _changed(
     conn: Conn,
-    actor: Principal,
+    by: By,
     kind: str,
     row: Row,
     *,
@@ -232,28 +262,96 @@ async def _changed(
     await audit.record(
         conn,
         account_id=row["account_id"],
-        actor_user_id=actor.user_id,
+        actor_user_id=by.user_id,
         action=f"sso_connection.{kind}",
         target=str(row["id"]),
-        data=data
-        or {"type": row["type"], "domains": list(row["domains"]), "enforce": row["enforce"]},
+        data={
+            **(
+                data
+                or {"type": row["type"], "domains": list(row["domains"]), "enforce": row["enforce"]}
+            ),
+            **by.via,
+        },
     )
     await emit(
         conn,
         f"sso_connection.{kind}",
         account_id=row["account_id"],
-        actor=Actor.user(actor.user_id),
+        actor=by.actor,
         data=payload(row, EVENT_FIELDS),
         previous=previous,
     )
+
+
+def _member_guard(actor: Principal, account_id: uuid.UUID) -> Guard:
+    async def guard(conn: Conn, values: dict[str, Any]) -> None:
+        account = await lock_scoped(conn, actor, account_id, permissions.SSO_MANAGE)
+        await _check_roles(conn, account, values)
+
+    return guard
+
+
+def _portal_guard(account_id: uuid.UUID) -> Guard:
+    async def guard(conn: Conn, values: dict[str, Any]) -> None:
+        await memberships.lock_live_account(conn, account_id)
+        keys = {"defaultRole": values.get("default_role")} | {
+            f"groupRoles.{group}": key for group, key in (values.get("group_roles") or {}).items()
+        }
+        for name, key in keys.items():
+            if key is not None and not await roles.is_role_of(conn, account_id, key):
+                raise ValidationFailed({name: "a role key of the account other than owner"})
+
+    return guard
 
 
 async def create_connection(
     services: Services, actor: Principal, account_id: uuid.UUID, body: ConnectionCreate
 ) -> Row:
     """Add a connection (owner or admin)."""
+    return await _create(
+        services, account_id, body, _member_guard(actor, account_id), By.member(actor)
+    )
+
+
+async def create_connection_in_portal(
+    services: Services,
+    account_id: uuid.UUID,
+    body: ConnectionCreate,
+    *,
+    link_id: uuid.UUID,
+    connection_id: uuid.UUID,
+) -> Row:
+    """Add a connection through the admin portal (its session is bound to the account) with
+    the id whose service-provider values the portal's page already showed."""
+    return await _create(
+        services,
+        account_id,
+        body,
+        _portal_guard(account_id),
+        portal_by(link_id),
+        connection_id=connection_id,
+    )
+
+
+def portal_by(link_id: uuid.UUID) -> By:
+    return By(
+        None,
+        Actor.system(f"admin_portal:{link_id}"),
+        {"via": "admin_portal", "portalLinkId": str(link_id)},
+    )
+
+
+async def _create(
+    services: Services,
+    account_id: uuid.UUID,
+    body: ConnectionCreate,
+    guard: Guard,
+    by: By,
+    *,
+    connection_id: uuid.UUID | None = None,
+) -> Row:
     settings = services.settings
-    connection_id = uuid.uuid4()
+    connection_id = connection_id or uuid.uuid4()
     domains = normal_domains(body.domains)
     _refuse_foreign(body, body.type)
     values = _common(body)
@@ -276,7 +374,7 @@ async def create_connection(
         values["client_id"] = body.client_id
         values["client_secret_sealed"] = seal_secret(settings, connection_id, body.client_secret)
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, permissions.SSO_MANAGE)
+        await guard(conn, values)
         await queries.insert_connection(
             conn, connection_id=connection_id, account_id=account_id, type_=body.type, values=values
         )
@@ -289,7 +387,7 @@ async def create_connection(
             conn, account_id=account_id, connection_id=connection_id
         )
         assert row is not None
-        await _changed(conn, actor, "created", row)
+        await _changed(conn, by, "created", row)
     return row
 
 
@@ -301,14 +399,64 @@ async def update_connection(
     body: ConnectionChange,
 ) -> Row:
     """Change a connection (owner or admin); enforcement switched on ends other sessions."""
-    settings = services.settings
-    domains = normal_domains(body.domains) if body.domains is not None else None
     async with services.db.connection() as conn:
         await check_scope(conn, actor, account_id)
         permissions.require(actor, permissions.SSO_MANAGE)
         current = await queries.lock_connection(
             conn, account_id=account_id, connection_id=connection_id
         )
+    return await _update(
+        services,
+        account_id,
+        connection_id,
+        body,
+        current,
+        _member_guard(actor, account_id),
+        By.member(actor),
+    )
+
+
+async def update_connection_in_portal(
+    services: Services,
+    account_id: uuid.UUID,
+    connection_id: uuid.UUID,
+    body: ConnectionChange,
+    *,
+    link_id: uuid.UUID,
+) -> Row:
+    """Change a connection of the portal session's account."""
+    async with services.db.connection() as conn:
+        current = await queries.lock_connection(
+            conn, account_id=account_id, connection_id=connection_id
+        )
+    return await _update(
+        services,
+        account_id,
+        connection_id,
+        body,
+        current,
+        _portal_guard(account_id),
+        portal_by(link_id),
+    )
+
+
+async def account_connections(services: Services, account_id: uuid.UUID) -> list[Row]:
+    """The account's connections, for the admin portal (its session is the check)."""
+    async with services.db.connection() as conn:
+        return await queries.account_connections(conn, account_id)
+
+
+async def _update(
+    services: Services,
+    account_id: uuid.UUID,
+    connection_id: uuid.UUID,
+    body: ConnectionChange,
+    current: Row | None,
+    guard: Guard,
+    by: By,
+) -> Row:
+    settings = services.settings
+    domains = normal_domains(body.domains) if body.domains is not None else None
     if current is None:
         raise NotFound("No such single sign-on connection")
     _refuse_foreign(body, current["type"])
@@ -334,7 +482,7 @@ async def update_connection(
                 settings, connection_id, body.client_secret
             )
     async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, permissions.SSO_MANAGE)
+        await guard(conn, values)
         before = await queries.lock_connection(
             conn, account_id=account_id, connection_id=connection_id
         )
@@ -357,7 +505,7 @@ async def update_connection(
             for key in ("name", "enforce", "default_role", "allow_idp_initiated", "domains")
             if before[key] != row[key]
         }
-        await _changed(conn, actor, "updated", row, previous=payload(previous))
+        await _changed(conn, by, "updated", row, previous=payload(previous))
     return row
 
 
@@ -373,7 +521,7 @@ async def delete_connection(
         if row is None:
             raise NotFound("No such single sign-on connection")
         await queries.delete_connection(conn, connection_id)
-        await _changed(conn, actor, "deleted", row)
+        await _changed(conn, By.member(actor), "deleted", row)
 
 
 @dataclass(frozen=True)

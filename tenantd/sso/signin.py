@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tenantd.accounts.errors import SeatLimitReached
+from tenantd.accounts.events import actor_of
 from tenantd.accounts.memberships import join_within_seats
 from tenantd.addresses import InvalidEmail, canonical_email, email_domain
 from tenantd.auth.oauth import service as oauth
@@ -156,14 +157,19 @@ def asserted(
     )
 
 
-# Which of several mapped roles wins: admin over member over any custom role.
-RANK = {"member": 1, "admin": 2}
+# Which of several mapped roles wins: admin over any custom role over member (as SCIM groups).
+RANK = {"member": 1, "admin": 3}
+CUSTOM_RANK = 2
 
 
 def role_for(connection: Row, groups: tuple[str, ...]) -> str:
     """The highest role the user's groups map to, else the connection's default role."""
     mapped = [connection["group_roles"][g] for g in groups if g in connection["group_roles"]]
-    return max(mapped, key=lambda role: RANK.get(role, 0)) if mapped else connection["default_role"]
+    return (
+        max(mapped, key=lambda role: RANK.get(role, CUSTOM_RANK))
+        if mapped
+        else connection["default_role"]
+    )
 
 
 def cookie_path(url: str) -> str:
@@ -414,7 +420,13 @@ async def sign_in(
                     conn, user_id=user_id, first_name=who.first_name, last_name=who.last_name
                 )
             joined = await join_within_seats(
-                conn, account_id=account_id, user_id=user_id, role=role, via="sso"
+                conn,
+                account_id=account_id,
+                user_id=user_id,
+                role=role,
+                actor=actor_of(user_id),
+                actor_user_id=user_id,
+                via={"via": "sso"},
             )
             started = await start_session(
                 services,
@@ -436,7 +448,7 @@ async def sign_in(
             "sso": {
                 "connection": str(connection["id"]),
                 "user_id": str(user_id),
-                "joined": joined is not None,
+                "joined": joined.created,
             }
         },
     )
@@ -446,7 +458,7 @@ async def sign_in(
         return_to=return_to,
         user_id=user_id,
         outcome=outcome,
-        joined=joined is not None,
+        joined=joined.created,
     )
 
 

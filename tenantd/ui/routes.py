@@ -20,6 +20,7 @@ from tenantd.ui import auth_pages as auth
 from tenantd.ui import email_code_pages as email_codes
 from tenantd.ui import mfa_pages as mfa
 from tenantd.ui import notification_pages as notifications
+from tenantd.ui import portal_pages as portal
 from tenantd.ui import preference_pages as preferences
 from tenantd.ui.config import passkeys_notice, ui_config
 from tenantd.ui.forms import problem, read_form
@@ -217,6 +218,20 @@ route("GET", preferences.DEFAULTS, preferences.defaults_page)
 route("POST", preferences.DEFAULTS, preferences.defaults_post, again=preferences.defaults_again)
 # an operator's impersonation link (issue 28)
 route("GET", admin_pages.IMPERSONATE, admin_pages.impersonate_page, access=PUBLIC)
+# the admin portal for the customer's IT (issue 30): a portal session, not a sign-in
+route("GET", portal.PORTAL, portal.portal_page, access=PUBLIC)
+route("POST", portal.PORTAL, portal.portal_open_post, access=PUBLIC)
+route("GET", portal.SSO, portal.sso_page, access=PUBLIC)
+route("POST", portal.SSO, portal.sso_create_post, access=PUBLIC, again=portal.sso_again)
+route("POST", portal.SSO_CONNECTION, portal.sso_update_post, access=PUBLIC, again=portal.sso_again)
+route("GET", portal.DIRECTORY, portal.directory_page, access=PUBLIC)
+route(
+    "POST",
+    portal.DIRECTORY,
+    portal.directory_create_post,
+    access=PUBLIC,
+    again=portal.directory_again,
+)
 
 
 def error_page_of(request: web.Request, exc: AppError) -> web.Response:

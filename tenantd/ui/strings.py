@@ -474,6 +474,93 @@ EN: dict[str, str] = {
     " breach, though: choose another one once you are signed in.",
     "done.password_breached": "Password saved; your other devices were signed out. It"
     " appears in a known data breach, though: choose another one soon.",
+    # the admin portal for the customer's IT (issue 30)
+    "portal.open_title": "Set up your company's sign-in",
+    "portal.open_lead": "This one-time link lets you configure single sign-on or directory sync"
+    " for one account. Continue to start; the link cannot be opened again afterwards, and the"
+    " page stays open for an hour.",
+    "portal.open_submit": "Continue",
+    "portal.invalid": "This portal link is not valid: it expired or was already opened."
+    " Ask the account's owner for a new one.",
+    "portal.session_ended": "Your portal session has ended. Ask the account's owner for a new"
+    " link.",
+    "portal.header": "Admin portal for {account}",
+    "portal.expires": "This page works until {time} UTC.",
+    "portal.sso_title": "Single sign-on",
+    "portal.sso_lead": "Connect {account} to your identity provider (SAML 2.0 or OpenID"
+    " Connect): your people then sign in through it.",
+    "portal.sso_saved": "The connection is saved.",
+    "portal.sp_title": "What your identity provider needs",
+    "portal.sp_lead": "Paste these values into your identity provider's new application.",
+    "portal.acs_url": "Single sign-on (ACS) URL",
+    "portal.sp_entity_id": "Audience URI (SP entity ID)",
+    "portal.metadata_url": "Service provider metadata URL",
+    "portal.redirect_uri": "OpenID Connect redirect URI",
+    "portal.steps_title": "Step by step",
+    "portal.provider_okta": "Okta",
+    "portal.provider_entra": "Microsoft Entra ID",
+    "portal.provider_google": "Google Workspace",
+    "portal.sso_steps_okta": "In the Okta Admin Console, open Applications, Create App"
+    " Integration, SAML 2.0.\nSingle sign-on URL: the ACS URL above; Audience URI: the SP"
+    " entity ID above; Name ID format: EmailAddress; Application username: Email.\nOptional:"
+    " a group attribute statement named groups.\nFinish, open the Sign On tab, copy the"
+    " Metadata URL's document (View SAML setup instructions: IdP metadata) and paste it"
+    " below.\nAssign the application to your people or groups.",
+    "portal.sso_steps_entra": "In the Microsoft Entra admin center, open Enterprise"
+    " applications, New application, Create your own application (non-gallery).\nSingle"
+    " sign-on, SAML: Identifier (Entity ID): the SP entity ID above; Reply URL: the ACS URL"
+    " above.\nAttributes and claims: keep the email address as the user identifier; add a"
+    " groups claim if groups should give roles.\nDownload the Federation Metadata XML and"
+    " paste it below.\nUsers and groups: assign who may sign in.",
+    "portal.sso_steps_google": "In the Google Admin console, open Apps, Web and mobile apps,"
+    " Add app, Add custom SAML app.\nCopy the IdP details: SSO URL, Entity ID and"
+    " certificate, for the fields below (or download the IdP metadata).\nService provider"
+    " details: ACS URL and Entity ID from above; Name ID format EMAIL, Name ID Basic"
+    " Information, Primary email.\nTurn the app on for your organisational units.",
+    "portal.connections_title": "Your connection",
+    "portal.create_title": "Connect your identity provider",
+    "portal.update_title": "Update the identity provider",
+    "portal.field_type": "Protocol",
+    "portal.type_saml": "SAML 2.0",
+    "portal.type_oidc": "OpenID Connect",
+    "portal.field_domains": "Email domains",
+    "portal.hint_domains": "Your people's email domains, separated by spaces or commas.",
+    "portal.saml_legend": "SAML: the metadata document, or the three values under it",
+    "portal.field_idpMetadataXml": "Identity provider metadata XML",
+    "portal.field_idpEntityId": "Identity provider entity ID (issuer)",
+    "portal.field_idpSsoUrl": "Identity provider sign-in URL",
+    "portal.field_idpCertificate": "Identity provider signing certificate (PEM)",
+    "portal.oidc_legend": "OpenID Connect",
+    "portal.field_issuer": "Issuer URL",
+    "portal.field_clientId": "Client ID",
+    "portal.field_clientSecret": "Client secret",
+    "portal.hint_keep": "Leave empty to keep what is saved.",
+    "portal.save": "Save the connection",
+    "portal.domains_now": "Domains: {domains}",
+    "portal.directory_title": "Directory sync (SCIM)",
+    "portal.directory_lead": "Provision and deprovision the people of {account} from your"
+    " directory with SCIM 2.0.",
+    "portal.directories_title": "Directories",
+    "portal.scim_base_url": "SCIM base URL",
+    "portal.token": "Bearer token",
+    "portal.token_once": "Copy the token now: it is shown this once and never again.",
+    "portal.directory_create": "Create a directory",
+    "portal.directory_name": "Name (e.g. the identity provider)",
+    "portal.directory_submit": "Create the directory",
+    "portal.directory_none": "No directory yet.",
+    "portal.directory_steps_okta": "In the Okta Admin Console, open your application (or"
+    " create a SCIM 2.0 app), General, enable SCIM provisioning.\nProvisioning, Integration:"
+    " SCIM connector base URL: the SCIM base URL; Unique identifier field: userName;"
+    " Authentication mode: HTTP Header, the bearer token.\nTo App: enable Create Users,"
+    " Update User Attributes and Deactivate Users.\nPush Groups for the groups that give"
+    " roles.",
+    "portal.directory_steps_entra": "In the Microsoft Entra admin center, open your"
+    " enterprise application, Provisioning, Get started, Automatic.\nTenant URL: the SCIM"
+    " base URL; Secret Token: the bearer token; Test Connection, Save.\nMappings: keep the"
+    " defaults (userName from userPrincipalName or mail).\nStart provisioning.",
+    "portal.directory_steps_google": "Google Workspace provisions by SCIM only to its"
+    " catalogue of apps; for a custom app, sync with a tool that speaks SCIM 2.0 (or sign-in"
+    " only, through single sign-on).\nGive that tool the SCIM base URL and the bearer token.",
 }
 
 CATALOGS: dict[str, dict[str, str]] = {"en": EN}

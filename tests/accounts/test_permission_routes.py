@@ -43,8 +43,6 @@ CONSTANTS = {
     for name, value in vars(permissions).items()
     if name.isupper() and isinstance(value, str) and value in permissions.TENANTD
 }
-# Permissions of the routes other parts of issue 30 add (SSO connections, SCIM directories).
-RESERVED = {permissions.SSO_MANAGE, permissions.DIRECTORIES_MANAGE}
 # What every member holds: a role given to test a route also reads the account.
 READING = [permissions.ACCOUNT_READ, permissions.MEMBERS_READ]
 EVENT = "comment.created"  # of the fixture event module
@@ -107,6 +105,43 @@ GUARDED: dict[tuple[str, str], Case] = {
         permissions.NOTIFICATIONS_MANAGE_DEFAULTS,
         ID,
         {"eventType": EVENT, "channel": "email", "enabled": False},
+    ),
+    ("GET", "/api/v1/accounts/{id}/sso-connections"): Case(permissions.SSO_MANAGE, ID),
+    ("POST", "/api/v1/accounts/{id}/sso-connections"): Case(
+        permissions.SSO_MANAGE,
+        ID,
+        {
+            "type": "oidc",
+            "domains": ["fresh-sso.walk.example"],
+            "issuer": "https://fresh.idp.walk.example",
+            "clientId": "fresh",
+            "clientSecret": "fresh-secret",
+        },
+        ok=201,
+    ),
+    ("PATCH", "/api/v1/accounts/{id}/sso-connections/{cid}"): Case(
+        permissions.SSO_MANAGE, {**ID, "cid": "connection"}, {"enforce": True}
+    ),
+    ("DELETE", "/api/v1/accounts/{id}/sso-connections/{cid}"): Case(
+        permissions.SSO_MANAGE, {**ID, "cid": "connection"}
+    ),
+    ("GET", "/api/v1/accounts/{id}/directories"): Case(permissions.DIRECTORIES_MANAGE, ID),
+    ("POST", "/api/v1/accounts/{id}/directories"): Case(
+        permissions.DIRECTORIES_MANAGE, ID, {"name": "Fresh"}, ok=201
+    ),
+    ("DELETE", "/api/v1/accounts/{id}/directories/{directoryId}"): Case(
+        permissions.DIRECTORIES_MANAGE, {**ID, "directoryId": "directory"}
+    ),
+    ("GET", "/api/v1/accounts/{id}/directories/{directoryId}/groups"): Case(
+        permissions.DIRECTORIES_MANAGE, {**ID, "directoryId": "directory"}
+    ),
+    ("PUT", "/api/v1/accounts/{id}/directories/{directoryId}/groups/{groupId}/role"): Case(
+        permissions.DIRECTORIES_MANAGE,
+        {**ID, "directoryId": "directory", "groupId": "group"},
+        {"role": "member"},  # a role no wider than the caller's own
+    ),
+    ("POST", "/api/v1/accounts/{id}/admin-portal-links"): Case(
+        permissions.PORTAL_CREATE, ID, {"intent": "sso"}, ok=201
     ),
     # hosted pages (forms): refused with the page and 403; served with a redirect
     ("POST", "/accounts/{id}/rename"): Case(permissions.ACCOUNT_UPDATE, ID, form={"name": "N"}),
@@ -201,7 +236,7 @@ def test_every_route_that_reaches_a_permission_is_walked() -> None:
     for route, case in GUARDED.items():
         assert case.permission in reaching[route], (route, case.permission, reaching[route])
     guarded = {case.permission for case in GUARDED.values()}
-    assert guarded == set(permissions.TENANTD) - RESERVED
+    assert guarded == set(permissions.TENANTD)
 
 
 def test_the_walk_sees_a_permission_through_a_page() -> None:
@@ -245,6 +280,28 @@ async def scene(factory: Factory, login: Login, db: Any) -> Scene:
         ),
         201,
     )
+    connection = await data(
+        await owner_client.post(
+            f"/api/v1/accounts/{account}/sso-connections",
+            json={
+                "type": "oidc",
+                "domains": ["sso.walk.example"],
+                "issuer": "https://idp.walk.example",
+                "clientId": "walk",
+                "clientSecret": "walk-secret",
+            },
+        ),
+        201,
+    )
+    directory = await data(
+        await owner_client.post(f"/api/v1/accounts/{account}/directories", json={"name": "W"}),
+        201,
+    )
+    group_id = await db.fetch_val(
+        "INSERT INTO directory_groups (directory_id, display_name, display_name_key, resource)"
+        " VALUES (%(d)s, 'Walkers', 'walkers', '{}') RETURNING id",
+        {"d": uuid.UUID(directory["id"])},
+    )
     requester = await factory.user(account=False, password=None)
     join_id = await db.fetch_val(
         "INSERT INTO join_requests (account_id, user_id, domain)"
@@ -259,6 +316,9 @@ async def scene(factory: Factory, login: Login, db: Any) -> Scene:
             "join_request": str(join_id),
             "spare_key": "spare_key",
             "unused_key": "unused_key",
+            "connection": connection["id"],
+            "directory": directory["id"],
+            "group": str(group_id),
         },
         owner_client=owner_client,
     )
@@ -276,6 +336,12 @@ async def snapshot(db: Any, account_id: str) -> list[Any]:
         "SELECT event_type, channel, enabled FROM notification_account_defaults"
         " WHERE account_id = %(a)s ORDER BY 1, 2",
         "SELECT count(*) FROM audit_log WHERE account_id = %(a)s",
+        "SELECT id, enforce, default_role, updated_at FROM sso_connections WHERE account_id = %(a)s"
+        " ORDER BY id",
+        "SELECT id, name FROM directories WHERE account_id = %(a)s ORDER BY id",
+        "SELECT count(*) FROM admin_portal_links WHERE account_id = %(a)s",
+        "SELECT g.id, g.role FROM directory_groups g JOIN directories d ON d.id = g.directory_id"
+        " WHERE d.account_id = %(a)s ORDER BY g.id",
     ]
     return [await db.fetch_all(sql, {"a": uuid.UUID(account_id)}) for sql in statements]
 

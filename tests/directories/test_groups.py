@@ -197,3 +197,37 @@ async def test_okta_renames_a_group_with_its_id_in_the_value(directory: Director
         )
     )
     assert renamed["displayName"] == "Renamed" and renamed["id"] == created["id"]
+
+
+async def test_a_group_maps_to_a_custom_role(directory: Directory, db: Any) -> None:
+    team = directory.team
+    body = {"key": "auditor", "name": "Auditor", "permissions": ["audit:read"]}
+    await data(
+        await team.owner_client.post(f"/api/v1/accounts/{team.account_id}/roles", json=body), 201
+    )
+    ada = await user(directory, "ada@example.com")
+    auditors = await group(directory, "Auditors", [ada])
+    await map_role(directory, auditors["id"], "ghost", 422)
+    mapped = await map_role(directory, auditors["id"], "auditor")
+    assert mapped["role"] == "auditor"
+    assert (await roles(db, team.account_id))["ada@example.com"] == "auditor"
+
+
+async def test_a_deleted_custom_role_a_group_maps_to_gives_member(
+    directory: Directory, db: Any
+) -> None:
+    team = directory.team
+    roles_url = f"/api/v1/accounts/{team.account_id}/roles"
+    body = {"key": "gone", "name": "Gone", "permissions": ["audit:read"]}
+    await data(await team.owner_client.post(roles_url, json=body), 201)
+    empty = await group(directory, "Ghosts", [])
+    await map_role(directory, empty["id"], "gone")
+    assert (await team.owner_client.delete(f"{roles_url}/gone")).status == 200  # unused
+    ada = await user(directory, "ada@example.com")
+    await scim_json(
+        await directory.scim.patch(
+            f"{directory.base}/Groups/{empty['id']}",
+            json=patch({"op": "add", "path": "members", "value": [{"value": ada}]}),
+        )
+    )
+    assert (await roles(db, team.account_id))["ada@example.com"] == "member"

@@ -166,3 +166,32 @@ async def test_another_accounts_connection_is_not_found(
     await error(await other.owner_client.delete(path), 404)
     # Its own account's URL with another account's token: 403 (not the active account).
     await error(await other.owner_client.get(url(team)), 403)
+
+
+async def test_roles_are_any_role_of_the_account_but_owner(team: Team) -> None:
+    roles_url = f"/api/v1/accounts/{team.account_id}/roles"
+    body = {"key": "auditor", "name": "Auditor", "permissions": ["audit:read"]}
+    await data(await team.owner_client.post(roles_url, json=body), 201)
+    created = await data(
+        await team.admin_client.post(
+            url(team),
+            json={**OIDC, "defaultRole": "auditor", "groupRoles": {"Audit": "auditor"}},
+        ),
+        201,
+    )
+    assert created["defaultRole"] == "auditor" and created["groupRoles"] == {"Audit": "auditor"}
+    cid = created["id"]
+    for change, field in (
+        ({"defaultRole": "ghost"}, "defaultRole"),
+        ({"defaultRole": "owner"}, "defaultRole"),
+        ({"groupRoles": {"Top": "owner"}}, "groupRoles.Top"),
+        ({"groupRoles": {"Top": "ghost"}}, "groupRoles.Top"),
+    ):
+        found = await error(
+            await team.admin_client.patch(url(team, cid), json=change), 422, "VALIDATION_ERROR"
+        )
+        assert field in found["details"]["fields"], (change, found)
+    changed = await data(
+        await team.admin_client.patch(url(team, cid), json={"groupRoles": {"Ops": "admin"}})
+    )
+    assert changed["groupRoles"] == {"Ops": "admin"} and changed["defaultRole"] == "auditor"

@@ -60,3 +60,18 @@ async def test_racing_sign_ins_never_exceed_the_seat_cap(
         "seat_limit_reached",
     ]
     assert await members(db, team) == 5
+
+
+async def test_groups_map_to_a_custom_role(team: Team, saml_idp: SamlIdp, make_client: Any) -> None:
+    roles_url = f"/api/v1/accounts/{team.account_id}/roles"
+    body = {"key": "auditor", "name": "Auditor", "permissions": ["audit:read"]}
+    assert (await team.owner_client.post(roles_url, json=body)).status == 201
+    connection = await add_saml(
+        team.owner_client, team.account_id, saml_idp, groupRoles={"Audit": "auditor"}
+    )
+    browser = await make_client(origin=None)
+    flow = await start(browser, saml_idp, connection)
+    response = answer(saml_idp, flow, "aud@acme.example.com", attributes={"groups": ["Audit"]})
+    assert landed(await flow.post(response)) == "/"
+    me = await (await browser.get("/api/v1/users/me")).json()
+    assert me["role"] == "auditor" and "audit:read" in me["permissions"]

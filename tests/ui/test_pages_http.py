@@ -223,6 +223,9 @@ def test_every_done_and_oauth_code_has_words() -> None:
         "frequency.": ("instant", "hourly", "daily"),
         "language.": SUPPORTED_LOCALES,
         "defaults.choice_": ("none", "on", "off"),
+        # the admin portal (issue 30)
+        "portal.provider_": ("okta", "entra", "google"),
+        "portal.type_": ("saml", "oidc"),
     }
     for prefix, values in built.items():
         from_templates.discard(prefix)
