@@ -31,6 +31,7 @@ from tenantd.db import Conn, Row
 from tenantd.directories import events, queries, scim
 from tenantd.directories.scim import ScimError
 from tenantd.errors import NotFound
+from tenantd.identity import queries as identity_queries
 from tenantd.identity.events import user_changed
 
 ROLE_RANK = {"admin": 3, "member": 1}  # any other role key ranks between the two
@@ -87,18 +88,13 @@ async def _tenantd_user(
     name = resource.name
     first = (name.given_name if name else None) or ""
     last = (name.family_name if name else None) or ""
-    created: uuid.UUID | None = await conn.fetch_val(
-        "INSERT INTO users (email, first_name, last_name, email_verified_at)"
-        " VALUES (%(e)s, %(f)s, %(l)s, now())"
-        " ON CONFLICT (lower(email)) DO NOTHING RETURNING id",
-        {"e": email, "f": first[:100], "l": last[:100]},
+    created = await identity_queries.insert_verified_user_unless_taken(
+        conn, email=email, first_name=first[:100], last_name=last[:100]
     )
     if created is not None:
         await user_changed(conn, "user.created", created, actor=events.actor(directory.id))
         return created, True
-    existing = await conn.fetch_one(
-        "SELECT id, deleted_at FROM users WHERE lower(email) = lower(%(e)s)", {"e": email}
-    )
+    existing = await identity_queries.user_liveness_by_email(conn, email)
     assert existing is not None
     if existing["deleted_at"] is not None:
         raise ScimError(409, f"the user holding {email} is being deleted", "uniqueness")

@@ -740,6 +740,25 @@ async def insert_verified_user(
     return user_id
 
 
+async def insert_verified_user_unless_taken(
+    conn: Conn, *, email: str, first_name: str, last_name: str
+) -> uuid.UUID | None:
+    """A new verified user (a directory vouches for the address); None when it is taken."""
+    return await conn.fetch_val(
+        "INSERT INTO users (email, first_name, last_name, email_verified_at)"
+        " VALUES (%(e)s, %(f)s, %(l)s, now())"
+        " ON CONFLICT (lower(email)) DO NOTHING RETURNING id",
+        {"e": email, "f": first_name, "l": last_name},
+    )
+
+
+async def user_liveness_by_email(conn: Conn, email: str) -> Row | None:
+    """The user holding the address: its id and whether it is being deleted."""
+    return await conn.fetch_one(
+        "SELECT id, deleted_at FROM users WHERE lower(email) = lower(%(e)s)", {"e": email}
+    )
+
+
 # The provider proved the mailbox, the earlier sign-up never did: mark the address verified and
 # drop what that unproven sign-up chose (its password, its pending verification links), so a
 # stranger who registered the address first cannot sign in to the owner's account later.

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from tenantd.identity import permissions
 from tenantd.settings import Settings
@@ -226,8 +227,8 @@ def reached(start: Target) -> set[str]:
     return found
 
 
-def test_every_route_that_reaches_a_permission_is_walked() -> None:
-    reaching = {(m, p): reached(t) for m, p, t in every_route()}
+def test_every_route_that_reaches_a_permission_is_walked(app: web.Application) -> None:
+    reaching = {(m, p): reached(t) for m, p, t in every_route(app)}
     reaching = {route: found for route, found in reaching.items() if found}
     missing = sorted(set(reaching) - set(GUARDED) - SHOWN)
     assert not missing, f"routes reach a permission but are not walked here: {missing}"
@@ -239,8 +240,8 @@ def test_every_route_that_reaches_a_permission_is_walked() -> None:
     assert guarded == set(permissions.TENANTD)
 
 
-def test_the_walk_sees_a_permission_through_a_page() -> None:
-    pages = {(m, p): t for m, p, t in every_route()}
+def test_the_walk_sees_a_permission_through_a_page(app: web.Application) -> None:
+    pages = {(m, p): t for m, p, t in every_route(app)}
     assert permissions.MEMBERS_REMOVE in reached(
         pages[("POST", "/accounts/{id}/members/{userId}/remove")]
     )

@@ -54,7 +54,7 @@ JSON_PATHS = [
     "/api",
     "/auth/nope",
     "/.well-known/nope",
-    "/scim/v2/x/Users",
+    "/scim/v2",
     "/sso/start-nope",
     "/static/missing.css",
     "/healthz/x",
