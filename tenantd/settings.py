@@ -443,9 +443,12 @@ class Settings(BaseSettings):
             for field_name in type(self).model_fields:
                 if type(getattr(self, field_name)) is type(new):
                     update[field_name] = new
-        copy = self.model_copy(update=update)
-        copy._by_kind = {type(section): section for section in copy.sections()}
-        return copy
+        return self.model_copy(update=update).indexed()
+
+    def indexed(self: M) -> M:
+        """This object with its index of sections by type rebuilt (a copy shares the old)."""
+        self._by_kind = {type(section): section for section in self.sections()}
+        return self
 
     def switched(self: M, variable: str, value: Any) -> M:
         """A copy with the field read from `variable` set to `value` (the CLI's queue mode,

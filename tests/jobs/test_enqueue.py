@@ -73,7 +73,7 @@ async def test_queues_off_the_same_job_runs_in_process_after_commit(
     settings: Any, migrated: str, db: Any
 ) -> None:
     calls = Calls()
-    async with open_services(replace(settings, queues_enabled=False), migrated) as services:
+    async with open_services(settings.switched("QUEUES_ENABLED", False), migrated) as services:
         services.jobs.register(calls.kind("test.inline"))
         async with services.db.transaction() as conn:
             assert await services.jobs.enqueue(conn, "test.inline", {"n": 1}) == [None]
@@ -92,7 +92,7 @@ async def test_queues_off_a_rolled_back_transaction_runs_nothing(
     settings: Any, migrated: str, db: Any
 ) -> None:
     calls = Calls()
-    async with open_services(replace(settings, queues_enabled=False), migrated) as services:
+    async with open_services(settings.switched("QUEUES_ENABLED", False), migrated) as services:
         services.jobs.register(calls.kind("test.inline_rollback"))
         with pytest.raises(RuntimeError):
             async with services.db.transaction() as conn:
@@ -116,7 +116,7 @@ async def test_queues_off_a_failing_job_retries_as_the_runner_would(
         if info.attempts < 3:
             raise RuntimeError("not yet")
 
-    fast = replace(settings, queues_enabled=False)
+    fast = settings.switched("QUEUES_ENABLED", False)
     async with open_services(fast, migrated) as services:
         services.jobs.config = replace(services.jobs.config, retry_base_seconds=0.01)
         services.jobs.register(JobKind(name="test.inline_flaky", run=flaky, max_attempts=5))
