@@ -308,6 +308,41 @@ class DatabaseSettings(Section):
     )
 
 
+def _bus(value: Any) -> str:
+    lowered = str(value).strip().lower()
+    if lowered not in {"postgres", "nats", "redis"}:
+        raise ValueError("must be postgres, nats or redis")
+    return lowered
+
+
+class BusSettings(Section):
+    """The bus every instance hears announcements on (SSE fan-out, cache invalidation,
+    revocations, key changes, new event types)."""
+
+    title: ClassVar[str] = "Bus"
+
+    kind: Annotated[str, BeforeValidator(_bus)] = env(
+        "TENANTD_BUS",
+        "The bus: `postgres` (LISTEN/NOTIFY on the database, one listening connection per"
+        " process; nothing else to run), `nats` (NATS core subjects at NATS_URL) or `redis`"
+        " (Redis pub/sub at REDIS_URL, sharded where the server offers it). With nats or redis"
+        " no connection holds a LISTEN: each instance publishes what its commits announce. A"
+        " send is accepted while the bus is down; delivery catches up. See docs/scaling.md.",
+        default="postgres",
+        json_schema_extra=SWITCH,
+    )
+    nats_url: str = env(
+        "NATS_URL",
+        "The NATS server(s) of TENANTD_BUS=nats.",
+        default="nats://127.0.0.1:4222",
+    )
+    redis_url: str = env(
+        "REDIS_URL",
+        "The Redis server of TENANTD_BUS=redis.",
+        default="redis://127.0.0.1:6379/0",
+    )
+
+
 def _log_format(value: Any) -> str:
     lowered = str(value).strip().lower()
     if lowered not in {"console", "json"}:
@@ -402,6 +437,7 @@ class Settings(BaseSettings):
     web: WebSettings = Field(default_factory=WebSettings)
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    bus: BusSettings = Field(default_factory=BusSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app.bundle import app_services
+from tenantd.app.bus import make_bus, publish_commits
 from tenantd.app.plugins import METRIC_GAUGES, SWEEPS
 from tenantd.auth import breach
 from tenantd.cache.invalidation import CHANNEL, live_while_confirmed
@@ -26,7 +27,7 @@ from tenantd.ops.config import ops_config
 from tenantd.ops.instances import Instance, heartbeating, switches
 from tenantd.ops.metrics import METRICS, Metrics
 from tenantd.ops.scheduler import SCHEDULER, SweepScheduler
-from tenantd.pubsub.hub import PUBSUB, PubSubHub
+from tenantd.pubsub import PUBSUB
 from tenantd.settings import SETTINGS
 from tenantd.webhooks.relay import WebhookCollector, relaying
 from tenantd.webhooks.sealing import seal_clear_secrets
@@ -35,13 +36,20 @@ Hook = Callable[[web.Application], AsyncIterator[None]]
 
 
 async def pubsub_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The process's one LISTEN connection (SSE feed, context cache)."""
-    hub = PubSubHub(app[DATABASE].dsn)
+    """The process's bus (TENANTD_BUS): its one subscriber connection (SSE feed, caches);
+    with nats or redis, this process's committed announcements are published on it."""
+    db = app[DATABASE]
+    settings = app[SETTINGS].bus
+    hub = make_bus(settings, db)
     await hub.start()
     app[PUBSUB] = hub
+    sinks = db.notice_sink, db.announce_sink
+    if settings.kind != "postgres":
+        publish_commits(hub, db)
     try:
         yield
     finally:
+        db.notice_sink, db.announce_sink = sinks
         await hub.close()
 
 

@@ -30,6 +30,8 @@ from tenantd.db.marks import WriteMarks
 
 Row: TypeAlias = dict[str, Any]
 NoticeSink: TypeAlias = Callable[[list[str]], None]
+# Publishes (channel, payload) on the bus; must not block or raise (a bus that is down drops it).
+AnnounceSink: TypeAlias = Callable[[str, str], None]
 Statement: TypeAlias = "ClauseElement | str | Prepared"
 T = TypeVar("T")
 
@@ -259,10 +261,16 @@ async def run_statement(raw: aiopg.Connection, sql: str, values: Any = None) -> 
 class Conn:
     """One pooled connection; every query helper compiles, executes and maps rows."""
 
-    def __init__(self, raw: aiopg.Connection, notice_sink: NoticeSink | None = None):
+    def __init__(
+        self,
+        raw: aiopg.Connection,
+        notice_sink: NoticeSink | None = None,
+        announce_sink: AnnounceSink | None = None,
+    ):
         self.raw = raw
         self.in_transaction = False
         self.notice_sink = notice_sink
+        self.announce_sink = announce_sink
         self._after_commit: list[Callable[[], None]] | None = None
 
     async def _run(self, stmt: Statement, params: Mapping[str, Any] | None) -> Any:
@@ -334,6 +342,14 @@ class Conn:
             self._after_commit = [callback]
         else:
             self._after_commit.append(callback)
+
+    def announce(self, channel: str, payload: str) -> None:
+        """Publish `payload` on `channel` once what this connection wrote is committed, when
+        the bus is not PostgreSQL (with TENANTD_BUS=postgres the SQL's own NOTIFY does it,
+        and this is a no-op)."""
+        sink = self.announce_sink
+        if sink is not None:
+            self.after_commit(lambda: sink(channel, payload))
 
     def _committed(self, committed: bool) -> None:
         callbacks, self._after_commit = self._after_commit, None
@@ -702,7 +718,7 @@ class _Checkout:
         else:  # a plain aiopg pool
             self.cm = pool.acquire()
             self.raw = await self.cm.__aenter__()
-        return Conn(self.raw, self.db.notice_sink)
+        return Conn(self.raw, self.db.notice_sink, self.db.announce_sink)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
@@ -768,6 +784,9 @@ class Database:
         self.pool = pool
         # Receives trigger notices after commit (the request-context cache invalidates on them).
         self.notice_sink: NoticeSink | None = None
+        # Publishes what a committed write announces on a bus other than PostgreSQL
+        # (Conn.announce); None: the SQL's NOTIFY is the announcement.
+        self.announce_sink: AnnounceSink | None = None
         self.replicas: list[Database] = []
         self.replica_wait = 0.0  # seconds a replica read waits for the caller's writes
         self.marks = WriteMarks()

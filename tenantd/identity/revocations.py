@@ -18,7 +18,7 @@ from tenantd.cache.reloader import Reloader
 from tenantd.db import Database
 from tenantd.identity import queries
 from tenantd.identity.revoked import Revocations
-from tenantd.pubsub.hub import PubSubHub
+from tenantd.pubsub import Bus
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +53,7 @@ class RevocationFeed(Reloader):
 
 
 @contextlib.asynccontextmanager
-async def mirrored(
-    db: Database, mirror: Revocations, hub: PubSubHub
-) -> AsyncIterator[RevocationFeed]:
+async def mirrored(db: Database, mirror: Revocations, hub: Bus) -> AsyncIterator[RevocationFeed]:
     """Load the mirror now (after subscribing: nothing committed later is missed) and keep
     it loaded until the block ends. The announcements themselves reach the mirror through
     the context cache's subscription; this one only hears gaps."""

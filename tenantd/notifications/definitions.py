@@ -35,7 +35,7 @@ from tenantd.notifications import queries
 from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.declared import EventTypeBody, compile_declared
 from tenantd.notifications.registry import RESERVED_PREFIX, EventRegistry, RegisteredEvent
-from tenantd.pubsub.hub import PubSubHub
+from tenantd.pubsub import Bus
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class DefinitionFeed(Reloader):
 
 
 @contextlib.asynccontextmanager
-async def fed(db: Database, registry: EventRegistry, hub: PubSubHub) -> AsyncIterator[None]:
+async def fed(db: Database, registry: EventRegistry, hub: Bus) -> AsyncIterator[None]:
     """Load the stored types now (after subscribing: nothing committed later is missed) and
     keep them current until the block ends."""
     feed = DefinitionFeed(db, registry)
@@ -160,6 +160,7 @@ async def define(
     declared = body.model_dump(mode="json", by_alias=True, exclude_none=True)
     async with services.db.transaction() as conn:
         row = await queries.put_event_definition(conn, event_type=event_type, definition=declared)
+        conn.announce(CHANNEL, "")  # a bus other than PostgreSQL (the trigger NOTIFYs)
         await record_key_action(
             conn,
             key,
@@ -177,6 +178,7 @@ async def remove(services: NotificationServices, key: ActingKey, *, event_type: 
     async with services.db.transaction() as conn:
         if not await queries.delete_event_definition(conn, event_type=event_type):
             raise NotFound(f"No stored event type {event_type}")
+        conn.announce(CHANNEL, "")
         await record_key_action(
             conn, key, action="notifications.event_type_deleted", target=event_type
         )

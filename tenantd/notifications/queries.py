@@ -79,6 +79,8 @@ async def persist_dispatch(conn: Conn, notification: NewNotification) -> Row:
     parameters = dispatch_parameters(notification)
     row = await conn.fetch_one(DISPATCH_SQL, {**parameters, "payload": Json(notification.payload)})
     assert row is not None
+    if row["published"]:  # the SQL NOTIFYs; a bus other than PostgreSQL hears it after commit
+        conn.announce(parameters["topic"], str(row["id"]))
     return row
 
 
@@ -127,6 +129,9 @@ async def persist_dispatches(conn: Conn, parameters: Sequence[dict[str, Any]]) -
         },
     )
     assert len(rows) == len(parameters)
+    for p, row in zip(parameters, rows, strict=True):
+        if row["published"]:
+            conn.announce(p["topic"], str(row["id"]))
     return rows
 
 

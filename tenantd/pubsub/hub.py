@@ -21,15 +21,15 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import aiopg
 import psycopg2
-from aiohttp import web
 
 from tenantd.pubsub import queries
+from tenantd.pubsub.bus import PUBSUB as PUBSUB
 from tenantd.pubsub.queries import MAX_CHANNEL_BYTES as MAX_CHANNEL_BYTES
 from tenantd.pubsub.queries import quote_channel as quote_channel
+from tenantd.pubsub.subscription import MessageCallback, Subscription, dispatch, tell_gap
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +37,6 @@ PING_INTERVAL_SECONDS = 1.0
 PING_TIMEOUT_SECONDS = 3.0
 CONNECT_TIMEOUT_SECONDS = 10.0  # a connect (and its LISTENs) into a partition gives up
 RECONNECT_MAX_SECONDS = 10.0
-
-MessageCallback = Callable[[str, str], None]  # (channel, payload); must not block
-
-
-@dataclass(eq=False)
-class Subscription:
-    channel: str
-    callback: MessageCallback
-    on_gap: Callable[[], None] | None = None
-    active: bool = field(default=True)
 
 
 class PubSubHub:
@@ -189,11 +179,26 @@ class PubSubHub:
                 await conn.close()
 
     def _dispatch(self, channel: str, payload: str) -> None:
-        for subscription in list(self._channels.get(channel, ())):
+        dispatch(self._channels.get(channel, ()), channel, payload)
+
+    def publish(self, channel: str, payload: str) -> None:
+        """NOTIFY on the listening connection, in a task (dropped while disconnected)."""
+        if self._closing:
+            return
+        task = asyncio.get_running_loop().create_task(self._notify(channel, payload))
+        self._syncs.add(task)
+        task.add_done_callback(self._syncs.discard)
+
+    async def _notify(self, channel: str, payload: str) -> None:
+        async with self._lock:
+            conn = self._conn
+            if conn is None or conn.closed:
+                return
             try:
-                subscription.callback(channel, payload)
-            except Exception:
-                log.exception("pubsub subscriber failed")
+                async with conn.cursor() as cur:
+                    await cur.execute(queries.NOTIFY, (channel, payload))
+            except (psycopg2.Error, OSError) as error:
+                log.warning("pubsub publish failed", extra={"error": str(error)})
 
     async def _read_loop(self) -> None:
         while not self._closing:
@@ -243,13 +248,7 @@ class PubSubHub:
                 continue
             self.reconnects += 1
             log.info("pubsub reconnected", extra={"channels": len(self._channels)})
-            for subscribers in list(self._channels.values()):
-                for subscription in list(subscribers):
-                    if subscription.on_gap is not None:
-                        try:
-                            subscription.on_gap()
-                        except Exception:
-                            log.exception("pubsub gap handler failed")
+            tell_gap(self._channels)
             return
 
     async def _health_loop(self) -> None:
@@ -298,6 +297,3 @@ class PubSubHub:
             return None
         pid: int = conn.raw.get_backend_pid()
         return pid
-
-
-PUBSUB = web.AppKey("pubsub", PubSubHub)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 MAX_CHANNEL_BYTES = 63  # PostgreSQL's identifier length (NAMEDATALEN - 1)
 
 PING = "SELECT 1"
+NOTIFY = "SELECT pg_notify(%s, %s)"
 
 
 def quote_channel(name: str) -> str:

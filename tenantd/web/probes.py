@@ -44,7 +44,7 @@ async def readyz(request: web.Request) -> web.Response:
         # Connected, and its loops alive: a hub whose reader died hears nothing (no stream
         # gets a message, no cache an invalidation) even with its connection open.
         listener_connected=(
-            (lambda: hub.backend_pid() is not None and hub.alive()) if hub is not None else None
+            (lambda: hub.is_connected() and hub.alive()) if hub is not None else None
         ),
     )
     body = {"status": "ready" if result.ready else "not_ready", "checks": result.checks}

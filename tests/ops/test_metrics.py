@@ -191,7 +191,7 @@ class TestWithSse:
         response = await client.get("/readyz")
         assert response.status == 200
         assert (await response.json())["checks"]["sseListener"] == "ok"
-        monkeypatch.setattr(app[FEED_KEY].hub, "backend_pid", lambda: None)
+        monkeypatch.setattr(app[FEED_KEY].hub, "is_connected", lambda: False)
         response = await client.get("/readyz")
         assert response.status == 503
         assert (await response.json())["checks"]["sseListener"] == "disconnected"

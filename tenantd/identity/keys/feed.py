@@ -17,14 +17,14 @@ from collections.abc import AsyncIterator
 
 from tenantd.cache.reloader import Reloader
 from tenantd.db import Database
-from tenantd.identity.keys import service
+from tenantd.identity.keys import queries, service
 from tenantd.identity.keys.keyring import RELOAD_SECONDS, Keyring
-from tenantd.pubsub.hub import PubSubHub
+from tenantd.pubsub import Bus
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "tenantd_keys"
+CHANNEL = queries.CHANNEL
 
 
 class KeyringFeed(Reloader):
@@ -53,7 +53,7 @@ async def prepare(db: Database, settings: Settings, keyring: Keyring) -> None:
 
 @contextlib.asynccontextmanager
 async def fed(
-    db: Database, settings: Settings, keyring: Keyring, hub: PubSubHub
+    db: Database, settings: Settings, keyring: Keyring, hub: Bus
 ) -> AsyncIterator[KeyringFeed]:
     """Load the keyring now and keep it fresh until the block ends."""
     feed = KeyringFeed(db, keyring)

@@ -11,6 +11,8 @@ from tenantd.db import Conn, Row
 
 # Two-int advisory lock: (this class, 1) guards every change of the key set.
 LOCK_CLASS = 735_413
+# sql/0100's trigger NOTIFYs it; with a bus other than PostgreSQL each write announces it.
+CHANNEL = "tenantd_keys"
 _COLUMNS = "kid, alg, public_jwk, private_key, published_at, signing_from, retired_at, not_after"
 
 
@@ -70,6 +72,7 @@ async def insert_key(
         },
     )
     assert row is not None
+    conn.announce(CHANNEL, "")
     return row
 
 
@@ -82,6 +85,7 @@ async def schedule_retirement(
         " WHERE kid = %(k)s",
         {"k": kid, "r": retired_at, "l": lifetime},
     )
+    conn.announce(CHANNEL, "")
 
 
 async def cancel_retirement(conn: Conn, *, retired_at: dt.datetime) -> None:
@@ -91,6 +95,7 @@ async def cancel_retirement(conn: Conn, *, retired_at: dt.datetime) -> None:
         " WHERE retired_at = %(r)s AND retired_at > now()",
         {"r": retired_at},
     )
+    conn.announce(CHANNEL, "")
 
 
 async def withdraw(conn: Conn, kid: str) -> None:
@@ -104,6 +109,7 @@ async def withdraw(conn: Conn, kid: str) -> None:
         " WHERE kid = %(k)s",
         {"k": kid},
     )
+    conn.announce(CHANNEL, "")
 
 
 async def start_signing_now(conn: Conn, kid: str) -> None:
@@ -114,20 +120,27 @@ async def start_signing_now(conn: Conn, kid: str) -> None:
         " WHERE kid = %(k)s AND signing_from > now()",
         {"k": kid},
     )
+    conn.announce(CHANNEL, "")
 
 
 async def wipe_retired_private_keys(conn: Conn) -> int:
     """A retired key signs nothing again: its private part is not kept."""
-    return await conn.execute(
+    count = await conn.execute(
         "UPDATE signing_keys SET private_key = NULL"
         " WHERE retired_at <= now() AND private_key IS NOT NULL"
     )
+    if count:
+        conn.announce(CHANNEL, "")
+    return count
 
 
 async def delete_expired(conn: Conn, *, older_than: dt.timedelta) -> int:
-    return await conn.execute(
+    count = await conn.execute(
         "DELETE FROM signing_keys WHERE not_after < now() - %(age)s", {"age": older_than}
     )
+    if count:
+        conn.announce(CHANNEL, "")
+    return count
 
 
 async def db_now(conn: Conn) -> dt.datetime:

@@ -37,8 +37,7 @@ from tenantd.notifications import queries
 from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
 from tenantd.notifications.schemas import envelope
 from tenantd.notifications.settings import NotificationSettings
-from tenantd.pubsub import PubSubHub, Subscription
-from tenantd.pubsub.hub import PUBSUB
+from tenantd.pubsub import PUBSUB, Bus, Subscription
 from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -148,7 +147,7 @@ class StreamQueue:
 class NotificationFeed:
     """Per process: the open streams of each user, fed from the pub/sub hub."""
 
-    def __init__(self, services: NotificationServices, hub: PubSubHub):
+    def __init__(self, services: NotificationServices, hub: Bus):
         self.services = services
         self.hub = hub
         settings = services.settings

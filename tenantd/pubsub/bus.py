@@ -1,0 +1,62 @@
+"""The bus every process hears announcements on: the subscriber side all buses offer.
+
+Three implementations (TENANTD_BUS, chosen in tenantd/app/): PostgreSQL LISTEN/NOTIFY
+(hub.py, the embedded default), NATS core subjects (nats.py) and Redis pub/sub (redis.py).
+Each keeps one connection per process, reconnects by itself, calls every subscription's
+`on_gap` after a reconnect (messages may have been missed: subscribers catch up from
+PostgreSQL) and makes a round trip on its subscriber connection every second, so that
+`confirmed_within(s)` says whether every message published before a moment less than `s`
+seconds ago has been delivered (caches serve only while it holds).
+
+`publish` is fire-and-forget: it never blocks a request and never raises; while the bus is
+down the message is dropped (what it announces is in the database, and subscribers catch up
+on reconnect). With PostgreSQL the SQL's own NOTIFY publishes; `publish` issues one too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from aiohttp import web
+
+from tenantd.pubsub.subscription import MessageCallback, Subscription
+
+KINDS = ("postgres", "nats", "redis")
+
+
+class Bus(Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def subscribe(
+        self,
+        channel: str,
+        callback: MessageCallback,
+        *,
+        on_gap: Callable[[], None] | None = None,
+    ) -> Subscription:
+        """Call `callback(channel, payload)` for every message on `channel` from now on."""
+        ...
+
+    async def unsubscribe(self, subscription: Subscription) -> None: ...
+
+    def publish(self, channel: str, payload: str) -> None:
+        """Send, without waiting and without raising (dropped while the bus is down)."""
+        ...
+
+    def is_connected(self) -> bool: ...
+
+    def alive(self) -> bool:
+        """Whether the bus's own loops still run (they end only at close)."""
+        ...
+
+    def confirmed_within(self, seconds: float) -> bool:
+        """Whether a round trip on the subscriber connection that began less than `seconds`
+        ago came back: every message published before it began has been delivered."""
+        ...
+
+
+PUBSUB = web.AppKey("pubsub", Bus)
+"""The process's bus (TENANTD_BUS), started by the composition root."""

@@ -1,0 +1,274 @@
+"""The bus on Redis pub/sub (TENANTD_BUS=redis): one subscriber connection per process.
+
+A server that offers sharded pub/sub (Redis 7: SSUBSCRIBE/SPUBLISH; in a cluster a channel
+then lives on one shard instead of being broadcast to every node) gets it; an older one plain
+SUBSCRIBE/PUBLISH. Each channel is `tenantd.<channel>`. When the subscriber connection fails,
+the bus reconnects with backoff, subscribes every channel again and calls every `on_gap`.
+Every second a PING on the subscriber connection (its PONG comes back in order with the
+messages) confirms that everything published before it began has been delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis.asyncio as redis
+from redis.asyncio.client import PubSub
+
+from tenantd.pubsub.subscription import MessageCallback, Subscription, dispatch, tell_gap
+
+log = logging.getLogger(__name__)
+
+PREFIX = "tenantd."
+PING_INTERVAL_SECONDS = 1.0
+PING_TIMEOUT_SECONDS = 3.0
+CONNECT_TIMEOUT_SECONDS = 2.0
+RECONNECT_MAX_SECONDS = 5.0
+# Always subscribed, so the connection stays in subscriber mode (a PING answers in order
+# with the messages) even before anything else is.
+KEEPALIVE_CHANNEL = PREFIX + "bus"
+
+
+def sharded_pubsub(version: str) -> bool:
+    """Redis 7.0 and later offer SSUBSCRIBE/SPUBLISH."""
+    try:
+        return int(version.split(".")[0]) >= 7
+    except ValueError:
+        return False
+
+
+class RedisBus:
+    def __init__(
+        self,
+        url: str,
+        *,
+        ping_interval: float = PING_INTERVAL_SECONDS,
+        ping_timeout: float = PING_TIMEOUT_SECONDS,
+    ):
+        self._url = url
+        self._ping_interval = ping_interval
+        self._ping_timeout = ping_timeout
+        self._client: redis.Redis = redis.Redis.from_url(
+            url,
+            socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            socket_timeout=ping_timeout,
+        )
+        self._pubsub: PubSub | None = None
+        self.sharded = False
+        self._confirmed_at: float | None = None
+        self._pings: list[float] = []  # when each unanswered PING was sent, oldest first
+        self._channels: dict[str, set[Subscription]] = {}
+        self._lock = asyncio.Lock()  # commands on the subscriber connection, one at a time
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sends: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self.reconnects = 0
+
+    @property
+    def channels(self) -> set[str]:
+        return set(self._channels)
+
+    async def start(self) -> None:
+        await self._connect()  # a server that is down: the reader keeps connecting
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._read_loop()), loop.create_task(self._health_loop())]
+
+    async def _connect(self) -> bool:
+        began = time.monotonic()
+        pubsub: PubSub | None = None
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS + self._ping_timeout):
+                info = await self._client.info("server")
+                sharded = sharded_pubsub(str(info.get("redis_version", "")))
+                pubsub = self._client.pubsub()
+                async with self._lock:
+                    await pubsub.subscribe(KEEPALIVE_CHANNEL)
+                    names = [PREFIX + channel for channel in self._channels]
+                    if names:
+                        if sharded:
+                            await pubsub.ssubscribe(*names)
+                        else:
+                            await pubsub.subscribe(*names)
+                    self._pubsub, self.sharded = pubsub, sharded
+                    self._pings = []
+                    self._confirmed_at = began
+        except Exception as error:
+            if pubsub is not None:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+            log.warning("bus connect failed; retrying", extra={"error": repr(error)})
+            return False
+        return True
+
+    async def _drop(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        self._confirmed_at = None
+        if pubsub is not None:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
+
+    async def _reconnect(self) -> None:
+        delay = 0.1
+        while not self._closing:
+            if await self._connect():
+                self.reconnects += 1
+                log.info("bus reconnected", extra={"channels": len(self._channels)})
+                tell_gap(self._channels)
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+
+    async def _read_loop(self) -> None:
+        while not self._closing:
+            pubsub = self._pubsub
+            if pubsub is None:
+                await self._reconnect()
+                continue
+            try:
+                message = await pubsub.get_message(timeout=self._ping_interval)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if self._closing:
+                    return
+                log.warning("bus connection lost; reconnecting", extra={"error": repr(error)})
+                async with self._lock:
+                    if self._pubsub is pubsub:
+                        await self._drop()
+                continue
+            if message is not None:
+                self._handle(message)
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "pong":
+            if self._pings:
+                self._confirmed_at = self._pings.pop(0)
+            return
+        if kind not in ("message", "smessage"):
+            return
+        name = message["channel"]
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        if not name.startswith(PREFIX) or name == KEEPALIVE_CHANNEL:
+            return
+        channel = name[len(PREFIX) :]
+        data = message["data"]
+        payload = data.decode() if isinstance(data, bytes) else str(data)
+        dispatch(self._channels.get(channel, ()), channel, payload)
+
+    async def _health_loop(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(self._ping_interval)
+            pubsub = self._pubsub
+            if pubsub is None:
+                continue
+            if self._pings and time.monotonic() - self._pings[0] > self._ping_timeout:
+                log.warning("bus round trip unanswered; reconnecting")
+                async with self._lock:
+                    if self._pubsub is pubsub:
+                        await self._drop()
+                continue
+            began = time.monotonic()
+            try:
+                async with self._lock:
+                    if self._pubsub is not pubsub:
+                        continue
+                    self._pings.append(began)
+                    await pubsub.ping()
+            except Exception as error:
+                log.warning("bus round trip failed", extra={"error": repr(error)})
+
+    def alive(self) -> bool:
+        return bool(self._tasks) and not any(task.done() for task in self._tasks)
+
+    async def close(self) -> None:
+        self._closing = True
+        for task in [*self._tasks, *self._sends]:
+            task.cancel()
+        for task in [*self._tasks, *self._sends]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self._drop()
+        with contextlib.suppress(Exception):
+            await self._client.aclose()
+
+    async def subscribe(
+        self,
+        channel: str,
+        callback: MessageCallback,
+        *,
+        on_gap: Callable[[], None] | None = None,
+    ) -> Subscription:
+        subscription = Subscription(channel=channel, callback=callback, on_gap=on_gap)
+        subscribers = self._channels.setdefault(channel, set())
+        first = not subscribers
+        subscribers.add(subscription)
+        if first:
+            await self._command(channel, subscribe=True)
+        return subscription
+
+    async def unsubscribe(self, subscription: Subscription) -> None:
+        if not subscription.active:
+            return
+        subscription.active = False
+        subscribers = self._channels.get(subscription.channel)
+        if subscribers is None:
+            return
+        subscribers.discard(subscription)
+        if not subscribers:
+            del self._channels[subscription.channel]
+            await self._command(subscription.channel, subscribe=False)
+
+    async def _command(self, channel: str, *, subscribe: bool) -> None:
+        async with self._lock:
+            pubsub = self._pubsub
+            if pubsub is None:
+                return  # the reconnect subscribes every channel
+            name = PREFIX + channel
+            try:
+                if subscribe:
+                    await (pubsub.ssubscribe(name) if self.sharded else pubsub.subscribe(name))
+                else:
+                    await (pubsub.sunsubscribe(name) if self.sharded else pubsub.unsubscribe(name))
+            except Exception as error:
+                log.warning("bus command failed; reconnecting", extra={"error": repr(error)})
+                await self._drop()
+
+    def publish(self, channel: str, payload: str) -> None:
+        if self._closing or self._pubsub is None:
+            return  # down: the message is in the database; subscribers catch up on reconnect
+        task = asyncio.get_running_loop().create_task(self._send(channel, payload))
+        self._sends.add(task)
+        task.add_done_callback(self._sends.discard)
+
+    async def _send(self, channel: str, payload: str) -> None:
+        name = PREFIX + channel
+        for attempt in (1, 2):  # a pooled connection may have died with a restarted server
+            try:
+                if self.sharded:
+                    await self._client.spublish(name, payload)
+                else:
+                    await self._client.publish(name, payload)
+                return
+            except redis.ConnectionError as error:
+                if attempt == 2:
+                    log.warning("bus publish failed", extra={"error": repr(error)})
+            except Exception as error:
+                log.warning("bus publish failed", extra={"error": repr(error)})
+                return
+
+    def is_connected(self) -> bool:
+        return self._pubsub is not None
+
+    def confirmed_within(self, seconds: float) -> bool:
+        confirmed = self._confirmed_at
+        return (
+            confirmed is not None
+            and self._pubsub is not None
+            and time.monotonic() - confirmed < seconds
+        )

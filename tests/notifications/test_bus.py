@@ -1,0 +1,229 @@
+"""TENANTD_BUS=nats and =redis against the real servers: two in-process instances on one
+database, no connection LISTENs; a send on A reaches an SSE reader on B, a logout on A ends
+the session's token on B, and with the bus down (a private server, killed and restarted) a
+send is accepted, delivery catches up and every subscriber hears its gap."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from tenantd.app import AppServices, create_app
+from tenantd.app.bus import forwarded
+from tenantd.identity.bundle import SERVICES
+from tenantd.notifications import send
+from tenantd.notifications.channels.sse.feed import FEED_KEY
+from tenantd.pubsub import PUBSUB
+from tenantd.pubsub.nats_bus import NatsBus
+from tenantd.pubsub.redis_bus import RedisBus, sharded_pubsub
+from tests.helpers import ORIGIN, access_claims, eventually
+from tests.notifications.sse_client import open_stream
+
+BUSES = ["nats", "redis"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class PrivateServer:
+    """A nats-server or redis-server of this test alone, on its own port (the shared ones
+    on 4222 and 6379 are never killed)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.port = free_port()
+        self.process: asyncio.subprocess.Process | None = None
+
+    @property
+    def url(self) -> str:
+        if self.kind == "nats":
+            return f"nats://127.0.0.1:{self.port}"
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def command(self) -> list[str]:
+        if self.kind == "nats":
+            return ["/usr/sbin/nats-server", "-a", "127.0.0.1", "-p", str(self.port)]
+        return [
+            "redis-server",
+            "--port", str(self.port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no",
+        ]  # fmt: skip
+
+    async def start(self) -> None:
+        self.process = await asyncio.create_subprocess_exec(
+            *self.command(), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
+        await eventually(self._accepts, within=20)
+
+    async def _accepts(self) -> bool:
+        try:
+            _reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        except OSError:
+            return False
+        writer.close()
+        return True
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        self.process = None
+
+
+@pytest.fixture(params=BUSES)
+def bus_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
+
+
+@pytest.fixture
+def env(env: dict[str, str], bus_kind: str) -> dict[str, str]:
+    return {**env, "TENANTD_BUS": bus_kind}
+
+
+@pytest.fixture
+async def other(settings: Any, migrated: str, aiohttp_server: Any) -> Any:
+    """Instance B: another app on the same database and bus."""
+    return await aiohttp_server(create_app(settings, migrated))
+
+
+async def ping(services: AppServices, user_id: uuid.UUID, n: int = 1) -> uuid.UUID:
+    outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": n})
+    assert outcome.notification_id is not None  # accepted: it is in the database
+    return outcome.notification_id
+
+
+def listening(app: web.Application, user_id: uuid.UUID) -> bool:
+    return f"notifications:user:{user_id}" in app[FEED_KEY].hub.channels
+
+
+async def listen_connections(db: Any) -> int:
+    count: int = await db.fetch_val(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND query ILIKE 'LISTEN%%'"
+    )
+    return count
+
+
+async def reader_on(server: Any, aiohttp_client: Any, cookies: dict[str, str]) -> Any:
+    client = await aiohttp_client(server, headers={"Origin": ORIGIN})
+    client.session.cookie_jar.update_cookies(cookies)
+    return await open_stream(client)
+
+
+async def test_a_send_on_a_reaches_an_sse_reader_on_b(
+    app: web.Application, other: Any, aiohttp_client: Any, factory: Any, db: Any, bus_kind: str
+) -> None:
+    expected = NatsBus if bus_kind == "nats" else RedisBus
+    assert isinstance(app[PUBSUB], expected) and isinstance(other.app[PUBSUB], expected)
+    user = await factory.user()
+    on_b = await reader_on(other, aiohttp_client, await factory.cookies(user))
+    await eventually(lambda: listening(other.app, user.id))
+    sent = await ping(app[SERVICES], user.id, 1)
+    event = await on_b.next_event()
+    assert event is not None and event["id"] == str(sent)
+    assert await listen_connections(db) == 0  # with nats or redis nothing LISTENs
+
+
+async def test_a_logout_on_a_ends_the_sessions_token_on_b(
+    make_client: Any, factory: Any, other: Any, aiohttp_client: Any
+) -> None:
+    user = await factory.user()
+    cookies = await factory.cookies(user)
+    on_b = await aiohttp_client(other, headers={"Origin": ORIGIN})
+    on_b.session.cookie_jar.update_cookies({"auth_token": cookies["auth_token"]})
+    cache_b = other.app[SERVICES].context_cache
+    jti = access_claims(other.app, cookies["auth_token"]).jti
+
+    async def cached() -> bool:
+        assert (await on_b.get("/api/v1/users/me")).status == 200
+        return cache_b.principal(jti) is not None
+
+    await eventually(cached)
+    tab = await make_client(cookies=cookies)
+    assert (await tab.post("/api/v1/auth/logout")).status == 200
+    # Only the bus can tell B: the cache is confirmed live all along, so it would serve on.
+    await eventually(lambda: cache_b.principal(jti) is None, within=10)
+    assert (await on_b.get("/api/v1/users/me")).status == 401
+
+
+@pytest.fixture
+async def private_bus(bus_kind: str) -> AsyncIterator[PrivateServer]:
+    server = PrivateServer(bus_kind)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+def private_env(env: dict[str, str], private_bus: PrivateServer) -> Iterator[dict[str, str]]:
+    name = "NATS_URL" if private_bus.kind == "nats" else "REDIS_URL"
+    env[name] = private_bus.url
+    yield env
+
+
+async def test_the_bus_down_a_send_is_accepted_and_delivery_catches_up(
+    private_env: dict[str, str],
+    private_bus: PrivateServer,
+    app: web.Application,
+    other: Any,
+    aiohttp_client: Any,
+    factory: Any,
+) -> None:
+    bus_b = other.app[PUBSUB]
+    assert bus_b.confirmed_within(5)
+    gaps = asyncio.Event()
+    watch = await bus_b.subscribe("test:gap", lambda _c, _p: None, on_gap=gaps.set)
+    user = await factory.user()
+    on_b = await reader_on(other, aiohttp_client, await factory.cookies(user))
+    await eventually(lambda: listening(other.app, user.id))
+    before = await ping(app[SERVICES], user.id, 1)
+    assert (await on_b.next_event() or {}).get("id") == str(before)
+
+    await private_bus.stop()
+    await eventually(lambda: not bus_b.confirmed_within(60), within=20)
+    during = await ping(app[SERVICES], user.id, 2)  # accepted while the bus is down
+    await private_bus.start()
+    async with asyncio.timeout(30):
+        await gaps.wait()  # B reconnected and told every subscriber
+    event = await on_b.next_event()  # caught up from PostgreSQL by the stream's last id
+    assert event is not None and event["id"] == str(during)
+    await eventually(lambda: app[PUBSUB].confirmed_within(5))
+    after = await ping(app[SERVICES], user.id, 3)
+    event = await on_b.next_event()
+    assert event is not None and event["id"] == str(after)
+    await bus_b.unsubscribe(watch)
+
+
+def test_a_full_notice_list_publishes_all_and_each_cache_notice_is_forwarded() -> None:
+    sent: list[tuple[str, str]] = []
+
+    class Recorder:
+        def publish(self, channel: str, payload: str) -> None:
+            sent.append((channel, payload))
+
+    applied: list[list[str]] = []
+    sink = forwarded(Recorder(), applied.append)  # type: ignore[arg-type]
+    family = uuid.uuid4()
+    sink([f"NOTICE:  tenantd_cache:session:{family}\n", "NOTICE:  something else\n"])
+    assert sent == [("tenantd_cache", f"session:{family}")] and len(applied) == 1
+    sent.clear()
+    sink(["NOTICE:  tenantd_cache:user:x\n"] * 50)
+    assert sent == [("tenantd_cache", "all")]
+
+
+def test_sharded_pubsub_from_redis_7() -> None:
+    assert sharded_pubsub("7.0.15") and not sharded_pubsub("6.2.14")
+    assert not sharded_pubsub("")
