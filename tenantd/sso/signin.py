@@ -39,6 +39,7 @@ from tenantd.auth.oauth.flow import (
     safe_return_to,
 )
 from tenantd.db import Row
+from tenantd.errors import NotFound
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.errors import UserDisabled
 from tenantd.identity.events import user_changed
@@ -50,7 +51,13 @@ from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa.service import AMR_FEDERATED
 from tenantd.sso import errors, queries, saml
 from tenantd.sso.errors import SsoRefused
-from tenantd.sso.service import client_secret, endpoints, idp_metadata, oidc_redirect_uri
+from tenantd.sso.service import (
+    client_secret,
+    endpoints,
+    find_connection,
+    idp_metadata,
+    oidc_redirect_uri,
+)
 
 if TYPE_CHECKING:
     from tenantd.identity.bundle import IdentityServices as Services
@@ -178,6 +185,32 @@ def cookie_path(url: str) -> str:
 
 
 # -- start ------------------------------------------------------------------------------------
+
+
+async def begin(
+    services: Services, *, connection: str | None, email: str | None, return_to: str | None
+) -> Started | None:
+    """Start a sign-in through the connection of that id (a 404 when none is live), or the
+    one holding the email's domain; None when no connection holds it (the password form,
+    and the other ways in, are the way for this address)."""
+    try:
+        if connection is not None:
+            found = await find_connection(services, connection_id=_connection_id(connection))
+        else:
+            found = await find_connection(services, email=email or "")
+    except NotFound:
+        if connection is not None:
+            raise
+        return None
+    return await start(services, found, return_to=return_to)
+
+
+def _connection_id(value: str) -> uuid.UUID:
+    """A connection id from the query; anything else is not found."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise NotFound("No single sign-on connection") from None
 
 
 async def start(services: Services, connection: Row, *, return_to: str | None) -> Started:
