@@ -8,8 +8,9 @@ Both insert in sorted order, so concurrent batches take row locks in the same or
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -100,3 +101,14 @@ async def apply_events(
             "email suppression recorded",
             extra={"provider": provider, "reason": row["reason"], "email": row["email"]},
         )
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """How one provider's deliveries are taken: `check` its headers (before the body is
+    read), then `apply` the body, verified as it came. `authenticated`: `check` proved the
+    sender (not just the headers' form)."""
+
+    check: Callable[[Mapping[str, str]], Any]
+    apply: Callable[[Any, bytes], Awaitable[Outcome]]
+    authenticated: bool = False

@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import logging
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,8 +27,15 @@ from typing import Any
 
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
-from tenantd.errors import Unauthorized, ValidationFailed
-from tenantd.suppression.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
+from tenantd.email.settings import MailVerdictSettings
+from tenantd.errors import NotFound, Unauthorized, ValidationFailed
+from tenantd.suppression.webhooks.ingest import (
+    MAX_EVENT_ID,
+    Outcome,
+    ProviderEvent,
+    Receiver,
+    apply_events,
+)
 from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
@@ -186,3 +194,14 @@ async def receive(db: Database, *, secret: str, signed: SignedHeaders, body: byt
         async with db.transaction() as conn:
             await apply_events(conn, provider=PROVIDER, events=events, outcome=outcome)
     return outcome
+
+
+def receiver(verdicts: MailVerdictSettings, db: Database) -> Receiver:
+    """Resend's deliveries, once a signing secret is configured (else 404)."""
+    secret = verdicts.resend_webhook_secret
+    if not secret:
+        raise NotFound()
+    return Receiver(
+        check=lambda headers: signed_headers(headers, now=time.time()),
+        apply=lambda signed, body: receive(db, secret=secret, signed=signed, body=body),
+    )

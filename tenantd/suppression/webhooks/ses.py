@@ -36,10 +36,12 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
-from tenantd.errors import Unauthorized, ValidationFailed
+from tenantd.email.settings import MailVerdictSettings
+from tenantd.errors import NotFound, Unauthorized, ValidationFailed
 from tenantd.suppression.webhooks.ingest import (
     Outcome,
     ProviderEvent,
+    Receiver,
     apply_events,
     usable_event_id,
 )
@@ -289,3 +291,15 @@ def certificates_of(app: web.Application) -> SnsCertificates:
     if found is None:
         found = _DEFAULTS[app] = SnsCertificates(https_fetch)
     return found
+
+
+def receiver(verdicts: MailVerdictSettings, db: Database, app: web.Application) -> Receiver:
+    """Amazon SES's notifications through SNS, once topics are configured (else 404)."""
+    topics = verdicts.ses_sns_topic_arns
+    if not topics:
+        raise NotFound()
+    certificates = certificates_of(app)
+    return Receiver(
+        check=lambda headers: signed_headers(headers, topics=topics),
+        apply=lambda signed, body: receive(db, certificates=certificates, signed=signed, body=body),
+    )
