@@ -123,3 +123,43 @@ async def accept(
             )
     services.jobs.wake()  # the dispatch jobs are committed now
     return Accepted(data=data, replayed=False)
+
+
+async def send_one(
+    services: NotificationServices,
+    key: ActingKey,
+    request: SendRequest,
+    *,
+    idempotency_key: str | None,
+    request_hash: bytes,
+) -> Accepted:
+    """POST /send: one request, once per Idempotency-Key."""
+    return await accept(
+        services,
+        key,
+        route="send",
+        requests=[request],
+        batch=False,
+        idempotency_key=idempotency_key,
+        request_hash=request_hash,
+    )
+
+
+async def send_batch(
+    services: NotificationServices,
+    key: ActingKey,
+    requests: Sequence[SendRequest],
+    *,
+    idempotency_key: str | None,
+    request_hash: bytes,
+) -> Accepted:
+    """POST /send-batch: every request or none, once per Idempotency-Key."""
+    return await accept(
+        services,
+        key,
+        route="send-batch",
+        requests=requests,
+        batch=True,
+        idempotency_key=idempotency_key,
+        request_hash=request_hash,
+    )

@@ -224,12 +224,10 @@ def _event_type(request: web.Request) -> str:
 async def send(request: web.Request, body: SendBody) -> web.Response:
     key = idempotency_key(request, body.idempotency_key)
     caller = acting_key(request)
-    accepted = await server.accept(
+    accepted = await server.send_one(
         request.app[NOTIFICATION_SERVICES],
         caller,
-        route="send",
-        requests=[body.request(schedule_key(caller, key) if key is not None else None)],
-        batch=False,
+        body.request(schedule_key(caller, key) if key is not None else None),
         idempotency_key=key,
         request_hash=fingerprint(body.model_dump(mode="json", exclude={"idempotency_key"})),
     )
@@ -249,12 +247,10 @@ async def send(request: web.Request, body: SendBody) -> web.Response:
 )
 async def send_batch(request: web.Request, body: SendBatchBody) -> web.Response:
     key = idempotency_key(request, body.idempotency_key)
-    accepted = await server.accept(
+    accepted = await server.send_batch(
         request.app[NOTIFICATION_SERVICES],
         acting_key(request),
-        route="send-batch",
-        requests=[item.request() for item in body.items],
-        batch=True,
+        [item.request() for item in body.items],
         idempotency_key=key,
         request_hash=fingerprint(body.model_dump(mode="json", exclude={"idempotency_key"})),
     )
