@@ -702,12 +702,7 @@ async def create_resource(
 
 
 async def replace_resource(
-    services: Services,
-    directory: Directory,
-    endpoint: str,
-    scim_id: str,
-    payload: Any,
-    base: str,
+    services: Services, directory: Directory, endpoint: str, scim_id: str, payload: Any, base: str
 ) -> Any:
     """Replace a User or Group by a PUT body; its SCIM resource afterwards."""
     context = Context.RESOURCE_REPLACEMENT_REQUEST
@@ -719,12 +714,7 @@ async def replace_resource(
 
 
 async def patch_resource(
-    services: Services,
-    directory: Directory,
-    endpoint: str,
-    scim_id: str,
-    payload: Any,
-    base: str,
+    services: Services, directory: Directory, endpoint: str, scim_id: str, payload: Any, base: str
 ) -> Any:
     """Apply an RFC 7644 PATCH body to a User or Group; its SCIM resource afterwards."""
     if endpoint == "Users":

@@ -78,14 +78,15 @@ def _outcome(outcome: SendOutcome) -> dict[str, Any]:
 async def accept(
     services: NotificationServices,
     key: ActingKey,
-    *,
-    route: str,
     requests: Sequence[SendRequest],
-    batch: bool,
+    *,
+    batch: bool = False,
     idempotency_key: str | None = None,
     request_hash: bytes = b"",
 ) -> Accepted:
-    """Send `requests` for `key` (all or none), once per Idempotency-Key."""
+    """Send `requests` for `key` (all or none), once per Idempotency-Key (POST /send, or
+    /send-batch when `batch`: each route keeps its own keys)."""
+    route = "send-batch" if batch else "send"
     async with services.db.transaction() as conn:
         if idempotency_key is not None:
             first = await idempotency.claim(
@@ -123,43 +124,3 @@ async def accept(
             )
     services.jobs.wake()  # the dispatch jobs are committed now
     return Accepted(data=data, replayed=False)
-
-
-async def send_one(
-    services: NotificationServices,
-    key: ActingKey,
-    request: SendRequest,
-    *,
-    idempotency_key: str | None,
-    request_hash: bytes,
-) -> Accepted:
-    """POST /send: one request, once per Idempotency-Key."""
-    return await accept(
-        services,
-        key,
-        route="send",
-        requests=[request],
-        batch=False,
-        idempotency_key=idempotency_key,
-        request_hash=request_hash,
-    )
-
-
-async def send_batch(
-    services: NotificationServices,
-    key: ActingKey,
-    requests: Sequence[SendRequest],
-    *,
-    idempotency_key: str | None,
-    request_hash: bytes,
-) -> Accepted:
-    """POST /send-batch: every request or none, once per Idempotency-Key."""
-    return await accept(
-        services,
-        key,
-        route="send-batch",
-        requests=requests,
-        batch=True,
-        idempotency_key=idempotency_key,
-        request_hash=request_hash,
-    )

@@ -224,10 +224,10 @@ def _event_type(request: web.Request) -> str:
 async def send(request: web.Request, body: SendBody) -> web.Response:
     key = idempotency_key(request, body.idempotency_key)
     caller = acting_key(request)
-    accepted = await server.send_one(
+    accepted = await server.accept(
         request.app[NOTIFICATION_SERVICES],
         caller,
-        body.request(schedule_key(caller, key) if key is not None else None),
+        [body.request(schedule_key(caller, key) if key is not None else None)],
         idempotency_key=key,
         request_hash=fingerprint(body.model_dump(mode="json", exclude={"idempotency_key"})),
     )
@@ -247,10 +247,11 @@ async def send(request: web.Request, body: SendBody) -> web.Response:
 )
 async def send_batch(request: web.Request, body: SendBatchBody) -> web.Response:
     key = idempotency_key(request, body.idempotency_key)
-    accepted = await server.send_batch(
+    accepted = await server.accept(
         request.app[NOTIFICATION_SERVICES],
         acting_key(request),
         [item.request() for item in body.items],
+        batch=True,
         idempotency_key=key,
         request_hash=fingerprint(body.model_dump(mode="json", exclude={"idempotency_key"})),
     )

@@ -25,12 +25,13 @@ from typing import Any
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
-from tenantd.errors import NotFound, Unauthorized, ValidationFailed
+from tenantd.errors import Unauthorized, ValidationFailed
 from tenantd.suppression.webhooks.ingest import (
     Outcome,
     ProviderEvent,
     Receiver,
     apply_events,
+    configured,
     usable_event_id,
 )
 from tenantd.web.json import loads_bounded
@@ -119,9 +120,8 @@ async def receive(db: Database, *, body: bytes) -> Outcome:
 
 def receiver(verdicts: MailVerdictSettings, db: Database) -> Receiver:
     """Postmark's deliveries, once its Basic credentials are configured (else 404)."""
-    username, password = verdicts.postmark_webhook_username, verdicts.postmark_webhook_password
-    if not username or not password:
-        raise NotFound()
+    username = configured(verdicts.postmark_webhook_username)
+    password = configured(verdicts.postmark_webhook_password)
     return Receiver(
         check=lambda headers: check_credentials(headers, username=username, password=password),
         apply=lambda _, body: receive(db, body=body),

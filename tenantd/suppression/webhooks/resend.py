@@ -19,7 +19,6 @@ import hashlib
 import hmac
 import logging
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,13 +27,15 @@ from typing import Any
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
-from tenantd.errors import NotFound, Unauthorized, ValidationFailed
+from tenantd.errors import Unauthorized, ValidationFailed
 from tenantd.suppression.webhooks.ingest import (
     MAX_EVENT_ID,
     Outcome,
     ProviderEvent,
     Receiver,
     apply_events,
+    configured,
+    timestamped,
 )
 from tenantd.web.json import loads_bounded
 
@@ -198,10 +199,7 @@ async def receive(db: Database, *, secret: str, signed: SignedHeaders, body: byt
 
 def receiver(verdicts: MailVerdictSettings, db: Database) -> Receiver:
     """Resend's deliveries, once a signing secret is configured (else 404)."""
-    secret = verdicts.resend_webhook_secret
-    if not secret:
-        raise NotFound()
-    return Receiver(
-        check=lambda headers: signed_headers(headers, now=time.time()),
-        apply=lambda signed, body: receive(db, secret=secret, signed=signed, body=body),
+    secret = configured(verdicts.resend_webhook_secret)
+    return timestamped(
+        signed_headers, lambda signed, body: receive(db, secret=secret, signed=signed, body=body)
     )

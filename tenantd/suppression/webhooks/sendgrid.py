@@ -15,7 +15,6 @@ import base64
 import binascii
 import logging
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,11 +29,11 @@ from cryptography.hazmat.primitives.serialization import load_der_public_key, lo
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
-from tenantd.errors import NotFound, Unauthorized, ValidationFailed
+from tenantd.errors import Unauthorized, ValidationFailed
+from tenantd.suppression.webhooks import ingest
 from tenantd.suppression.webhooks.ingest import (
     Outcome,
     ProviderEvent,
-    Receiver,
     apply_events,
     usable_event_id,
 )
@@ -179,12 +178,10 @@ async def receive(
     return outcome
 
 
-def receiver(verdicts: MailVerdictSettings, db: Database) -> Receiver:
+def receiver(verdicts: MailVerdictSettings, db: Database) -> ingest.Receiver:
     """SendGrid's deliveries, once its verification key is configured (else 404)."""
-    key = verdicts.sendgrid_webhook_public_key
-    if not key:
-        raise NotFound()
-    return Receiver(
-        check=lambda headers: signed_headers(headers, now=time.time()),
-        apply=lambda signed, body: receive(db, public_key_text=key, signed=signed, body=body),
+    secret = ingest.configured(verdicts.sendgrid_webhook_public_key)
+    return ingest.timestamped(
+        signed_headers,
+        lambda signed, body: receive(db, public_key_text=secret, signed=signed, body=body),
     )
