@@ -17,6 +17,7 @@ import datetime as dt
 import hmac
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -184,6 +185,27 @@ def cookie_path(url: str) -> str:
     return urlsplit(url).path
 
 
+@dataclass(frozen=True)
+class FlowCookie:
+    """The cookie binding a sign-in to the browser that started it; spent at its end."""
+
+    name: str
+    path: str
+    same_site: str
+
+
+def saml_cookie(services: Services, connection_id: uuid.UUID) -> FlowCookie:
+    """The binding cookie of a SAML sign-in (the answer is a cross-site form POST)."""
+    acs = endpoints(services.settings, connection_id).acs_url
+    return FlowCookie(BINDING_COOKIE, cookie_path(acs), "None")
+
+
+def oidc_cookie(services: Services, connection_id: uuid.UUID) -> FlowCookie:
+    """The state cookie of an OpenID Connect sign-in."""
+    callback = oidc_redirect_uri(services.settings, connection_id)
+    return FlowCookie(STATE_COOKIE, cookie_path(callback), "Lax")
+
+
 # -- start ------------------------------------------------------------------------------------
 
 
@@ -290,12 +312,13 @@ async def consume_saml(
     services: Services,
     connection_id: uuid.UUID,
     *,
-    saml_response: str,
-    relay_state: str | None,
+    form: Mapping[str, str],
     binding: str | None,
     client: ClientMeta,
 ) -> SsoSignedIn:
-    """Verify an answer posted to the ACS and sign its user in; SsoRefused otherwise."""
+    """Verify an answer posted to the ACS (the HTTP-POST binding's form: SAMLResponse,
+    RelayState) and sign its user in; SsoRefused otherwise."""
+    saml_response, relay_state = form.get("SAMLResponse", ""), form.get("RelayState")
     settings = services.settings
     async with services.db.connection() as conn:
         connection = await queries.connection(conn, connection_id)

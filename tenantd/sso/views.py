@@ -105,21 +105,16 @@ def _started(services: Services, started: signin.Started) -> web.Response:
 
 
 async def _answer(
-    services: Services,
-    signing: Awaitable[signin.SsoSignedIn],
-    *,
-    clear: str,
-    url: str,
-    same_site: str = "Lax",
+    services: Services, signing: Awaitable[signin.SsoSignedIn], spent: signin.FlowCookie
 ) -> web.Response:
-    """The end of a sign-in: signed in, or refused; the flow's cookie (`clear`, set for the
-    path of `url`) is spent either way."""
+    """The end of a sign-in: signed in, or refused; its flow cookie is spent either way."""
     try:
         response = _signed_in(services, await signing)
     except SsoRefused as refused:
         response = _refused(refused)
-    path = signin.cookie_path(url)
-    clear_cookie(response, services.settings, clear, path=path, same_site=same_site)
+    clear_cookie(
+        response, services.settings, spent.name, path=spent.path, same_site=spent.same_site
+    )
     return response
 
 
@@ -261,13 +256,11 @@ async def saml_acs(request: web.Request) -> web.Response:
     signing = signin.consume_saml(
         services,
         connection_id,
-        saml_response=form.get("SAMLResponse", ""),
-        relay_state=form.get("RelayState"),
+        form=form,
         binding=request.cookies.get(signin.BINDING_COOKIE),
         client=_client(request),
     )
-    acs = service.endpoints(services.settings, connection_id).acs_url
-    return await _answer(services, signing, clear=signin.BINDING_COOKIE, url=acs, same_site="None")
+    return await _answer(services, signing, signin.saml_cookie(services, connection_id))
 
 
 class CallbackQuery(ApiModel):
@@ -294,5 +287,4 @@ async def oidc_callback(request: web.Request, query: CallbackQuery) -> web.Respo
         state_cookie=request.cookies.get(STATE_COOKIE),
         client=_client(request),
     )
-    callback = service.oidc_redirect_uri(services.settings, connection_id)
-    return await _answer(services, signing, clear=STATE_COOKIE, url=callback)
+    return await _answer(services, signing, signin.oidc_cookie(services, connection_id))
