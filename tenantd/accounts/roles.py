@@ -142,9 +142,13 @@ async def update_role(
     *,
     name: str | None,
     grants: list[str] | None,
+    new_key: str | None = None,
 ) -> Role:
     """Rename a custom role and/or replace its permissions (owner or admin); its members
-    hold the new set from their next request on."""
+    hold the new set from their next request on. A key is never changed (`new_key`, when
+    given, must be `key`)."""
+    if new_key is not None and new_key != key:
+        raise ValidationFailed({"key": "key_immutable: a role's key never changes"})
     if key in permissions.SYSTEM_ROLES:
         raise SystemRole()
     if grants is not None:

@@ -46,7 +46,6 @@ from tenantd.accounts.schemas import (
     TransferResult,
 )
 from tenantd.bundle import Services
-from tenantd.errors import ValidationFailed
 from tenantd.identity.bundle import SERVICES, IdentityServices
 from tenantd.identity.cookies import REFRESH_COOKIE, set_access_cookie
 from tenantd.principal import current_principal
@@ -167,10 +166,14 @@ async def delete_account(request: web.Request) -> web.Response:
         path_uuid(request, "id"),
         refresh_token=_refresh(request),
     )
+    return _answer(_deleted_out(deleted), deleted.activation, services)
+
+
+def _deleted_out(deleted: service.Deleted) -> AccountDeletedOut:
     account = AccountDeleted(
         id=deleted.account_id, deleted_at=deleted.deleted_at, purge_after=deleted.purge_after
     )
-    return _answer(AccountDeletedOut(account=account), deleted.activation, services)
+    return AccountDeletedOut(account=account)
 
 
 @ROUTES.post(
@@ -477,16 +480,14 @@ async def create_role(request: web.Request, body: RoleCreate) -> RoleOut:
     summary="Rename a custom role or replace its permissions (owner or admin)",
 )
 async def update_role(request: web.Request, body: RoleUpdate) -> RoleOut:
-    key = request.match_info["key"]
-    if body.key is not None and body.key != key:
-        raise ValidationFailed({"key": "key_immutable: a role's key never changes"})
     role = await roles.update_role(
         _services(request),
         current_principal(request),
         path_uuid(request, "id"),
-        key,
+        request.match_info["key"],
         name=body.name,
         grants=body.permissions,
+        new_key=body.key,
     )
     return _role(role)
 

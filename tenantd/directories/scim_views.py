@@ -111,6 +111,15 @@ def _unknown(request: web.Request) -> ScimError:
     return ScimError(404, f"No SCIM endpoint {request.path}")
 
 
+def _writable(request: web.Request) -> None:
+    """A create names Users or Groups: the discovery endpoints are read-only, others unknown."""
+    endpoint = request.match_info["endpoint"]
+    if endpoint in DISCOVERY:
+        raise ScimError(405, f"{endpoint} is read-only")
+    if endpoint not in MODELS:
+        raise _unknown(request)
+
+
 # -- discovery ----------------------------------------------------------------------------------
 
 
@@ -155,6 +164,16 @@ async def scim_list(request: web.Request, directory: sync.Directory) -> web.Resp
     if endpoint not in MODELS:
         raise _unknown(request)
     return await _search(request, directory, scim.read_search(request.query, MODELS[endpoint]))
+
+
+async def _search_all(request: web.Request, directory: sync.Directory) -> web.Response:
+    search = scim.read_search(await _body(request), ANY_RESOURCE)
+    found = await sync.search_all(_services(request), directory, search, _base(request))
+    return answer(
+        scim.list_response(
+            ANY_RESOURCE, found.resources, total=found.total, start=found.start, search=search
+        )
+    )
 
 
 async def _search(request: web.Request, directory: sync.Directory, search: Any) -> web.Response:
@@ -206,42 +225,21 @@ async def scim_search(request: web.Request, directory: sync.Directory) -> web.Re
 @scim_view
 async def scim_create(request: web.Request, directory: sync.Directory) -> web.Response:
     endpoint = request.match_info["endpoint"]
-    if endpoint in DISCOVERY:
-        raise ScimError(405, f"{endpoint} is read-only")
     if endpoint == ".search":
-        search = scim.read_search(await _body(request), ANY_RESOURCE)
-        found = await sync.search_all(_services(request), directory, search, _base(request))
-        return answer(
-            scim.list_response(
-                ANY_RESOURCE, found.resources, total=found.total, start=found.start, search=search
-            ),
-            status=200,
-        )
-    if endpoint not in MODELS:
-        raise _unknown(request)
-    payload = await _body(request)
-    services, base = _services(request), _base(request)
-    resource: Any
-    if endpoint == "Users":
-        user = scim.read_user(payload, Context.RESOURCE_CREATION_REQUEST)
-        row = await sync.create_user(services, directory, user)
-        resource = await sync.get_user(services, directory, str(row["id"]), base)
-    else:
-        group = scim.read_group(payload, Context.RESOURCE_CREATION_REQUEST)
-        row = await sync.create_group(services, directory, group)
-        resource = await sync.get_group(services, directory, str(row["id"]), base)
-    return answer(
-        scim.dump(resource, Context.RESOURCE_CREATION_RESPONSE),
-        status=201,
-        location=resource.meta.location,
+        return await _search_all(request, directory)
+    _writable(request)
+    resource = await sync.create_resource(
+        _services(request), directory, endpoint, await _body(request), _base(request)
     )
+    created = scim.dump(resource, Context.RESOURCE_CREATION_RESPONSE)
+    return answer(created, status=201, location=resource.meta.location)
 
 
 async def _read(request: web.Request, directory: sync.Directory) -> Any:
     endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
-    if endpoint == "Users":
-        return await sync.get_user(_services(request), directory, resource_id, _base(request))
-    return await sync.get_group(_services(request), directory, resource_id, _base(request))
+    return await sync.read_resource(
+        _services(request), directory, endpoint, resource_id, _base(request)
+    )
 
 
 @ROUTES.get(
@@ -277,15 +275,9 @@ async def scim_replace(request: web.Request, directory: sync.Directory) -> web.R
     endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
     if endpoint not in MODELS:
         raise _unknown(request)
-    payload = await _body(request)
-    services = _services(request)
-    if endpoint == "Users":
-        user = scim.read_user(payload, Context.RESOURCE_REPLACEMENT_REQUEST)
-        await sync.replace_user(services, directory, resource_id, user)
-    else:
-        group = scim.read_group(payload, Context.RESOURCE_REPLACEMENT_REQUEST)
-        await sync.replace_group(services, directory, resource_id, group)
-    resource = await _read(request, directory)
+    resource = await sync.replace_resource(
+        _services(request), directory, endpoint, resource_id, await _body(request), _base(request)
+    )
     return answer(scim.dump(resource, Context.RESOURCE_REPLACEMENT_RESPONSE))
 
 
@@ -302,13 +294,9 @@ async def scim_patch(request: web.Request, directory: sync.Directory) -> web.Res
     endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
     if endpoint not in MODELS:
         raise _unknown(request)
-    patch = scim.read_patch(await _body(request), MODELS[endpoint])
-    services, base = _services(request), _base(request)
-    if endpoint == "Users":
-        await sync.patch_user(services, directory, resource_id, patch, base)
-    else:
-        await sync.patch_group(services, directory, resource_id, patch, base)
-    resource = await _read(request, directory)
+    resource = await sync.patch_resource(
+        _services(request), directory, endpoint, resource_id, await _body(request), _base(request)
+    )
     return answer(scim.dump(resource, Context.RESOURCE_PATCH_RESPONSE))
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scim2_models import Group, PatchOp, SCIMException, SearchRequest
+from scim2_models import Context, Group, PatchOp, SCIMException, SearchRequest
 
 from tenantd import audit
 from tenantd.accounts import memberships
@@ -675,3 +675,51 @@ def _select(resources: list[Any], search: SearchRequest[Any], offset: int, limit
     if search.sort_by is not None:
         resources = search.sort(resources)
     return Page(resources[offset : offset + limit], len(resources), offset + 1)
+
+
+# -- one action per SCIM write, by endpoint (Users or Groups) -----------------------------------
+
+
+async def read_resource(
+    services: Services, directory: Directory, endpoint: str, scim_id: str, base: str
+) -> Any:
+    """The User or Group `scim_id` of `endpoint` as a SCIM resource."""
+    if endpoint == "Users":
+        return await get_user(services, directory, scim_id, base)
+    return await get_group(services, directory, scim_id, base)
+
+
+async def create_resource(
+    services: Services, directory: Directory, endpoint: str, payload: Any, base: str
+) -> Any:
+    """Create the User or Group a POST body describes; its SCIM resource, as stored."""
+    context = Context.RESOURCE_CREATION_REQUEST
+    if endpoint == "Users":
+        row = await create_user(services, directory, scim.read_user(payload, context))
+    else:
+        row = await create_group(services, directory, scim.read_group(payload, context))
+    return await read_resource(services, directory, endpoint, str(row["id"]), base)
+
+
+async def replace_resource(
+    services: Services, directory: Directory, endpoint: str, scim_id: str, payload: Any, base: str
+) -> Any:
+    """Replace a User or Group by a PUT body; its SCIM resource afterwards."""
+    context = Context.RESOURCE_REPLACEMENT_REQUEST
+    if endpoint == "Users":
+        await replace_user(services, directory, scim_id, scim.read_user(payload, context))
+    else:
+        await replace_group(services, directory, scim_id, scim.read_group(payload, context))
+    return await read_resource(services, directory, endpoint, scim_id, base)
+
+
+async def patch_resource(
+    services: Services, directory: Directory, endpoint: str, scim_id: str, payload: Any, base: str
+) -> Any:
+    """Apply an RFC 7644 PATCH body to a User or Group; its SCIM resource afterwards."""
+    if endpoint == "Users":
+        patch = scim.read_patch(payload, scim.UserResource)
+        await patch_user(services, directory, scim_id, patch, base)
+    else:
+        await patch_group(services, directory, scim_id, scim.read_patch(payload, Group), base)
+    return await read_resource(services, directory, endpoint, scim_id, base)

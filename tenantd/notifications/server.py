@@ -78,14 +78,15 @@ def _outcome(outcome: SendOutcome) -> dict[str, Any]:
 async def accept(
     services: NotificationServices,
     key: ActingKey,
-    *,
-    route: str,
     requests: Sequence[SendRequest],
-    batch: bool,
+    *,
+    batch: bool = False,
     idempotency_key: str | None = None,
     request_hash: bytes = b"",
 ) -> Accepted:
-    """Send `requests` for `key` (all or none), once per Idempotency-Key."""
+    """Send `requests` for `key` (all or none), once per Idempotency-Key (POST /send, or
+    /send-batch when `batch`: each route keeps its own keys)."""
+    route = "send-batch" if batch else "send"
     async with services.db.transaction() as conn:
         if idempotency_key is not None:
             first = await idempotency.claim(

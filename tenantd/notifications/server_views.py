@@ -227,9 +227,7 @@ async def send(request: web.Request, body: SendBody) -> web.Response:
     accepted = await server.accept(
         request.app[NOTIFICATION_SERVICES],
         caller,
-        route="send",
-        requests=[body.request(schedule_key(caller, key) if key is not None else None)],
-        batch=False,
+        [body.request(schedule_key(caller, key) if key is not None else None)],
         idempotency_key=key,
         request_hash=fingerprint(body.model_dump(mode="json", exclude={"idempotency_key"})),
     )
@@ -252,8 +250,7 @@ async def send_batch(request: web.Request, body: SendBatchBody) -> web.Response:
     accepted = await server.accept(
         request.app[NOTIFICATION_SERVICES],
         acting_key(request),
-        route="send-batch",
-        requests=[item.request() for item in body.items],
+        [item.request() for item in body.items],
         batch=True,
         idempotency_key=key,
         request_hash=fingerprint(body.model_dump(mode="json", exclude={"idempotency_key"})),

@@ -11,6 +11,8 @@ from typing import Any
 
 from tenantd.db import Database
 from tenantd.db.migrate import pending_migrations
+from tenantd.pubsub.bus import Bus
+from tenantd.settings import Settings
 
 READY_TIMEOUT = 2.0
 
@@ -49,3 +51,18 @@ async def check_readiness(
         and checks.get("sseListener", "ok") == "ok"
     )
     return Readiness(ready=ready, checks=checks)
+
+
+async def readiness(db: Database, settings: Settings, hub: Bus | None) -> Readiness:
+    """The checks of /readyz for this process: its database, migrations and listener."""
+    return await check_readiness(
+        db,
+        sql_dir=settings.database.sql_dir,
+        # The listener is needed by the SSE streams (a switch of the notifications section).
+        sse_enabled=bool(settings.switches().get("NOTIFICATIONS_SSE_ENABLED")),
+        # Connected, and its loops alive: a hub whose reader died hears nothing (no stream
+        # gets a message, no cache an invalidation) even with its connection open.
+        listener_connected=(
+            (lambda: hub.is_connected() and hub.alive()) if hub is not None else None
+        ),
+    )

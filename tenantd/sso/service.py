@@ -214,6 +214,21 @@ async def find_connection(
     return found
 
 
+async def sp_metadata(services: Services, connection_id: uuid.UUID) -> str:
+    """The service provider metadata of a live SAML connection (for its IdP); else 404."""
+    connection = await find_connection(services, connection_id=connection_id)
+    if connection["type"] != "saml":
+        raise NotFound("No SAML connection of this id")
+    idp = idp_metadata(connection)
+    config = await asyncio.to_thread(
+        saml.sp_config,
+        endpoints(services.settings, connection["id"]),
+        idp.metadata_xml,
+        allow_idp_initiated=connection["allow_idp_initiated"],
+    )
+    return await asyncio.to_thread(saml.sp_metadata, config)
+
+
 # -- changes ----------------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ import datetime as dt
 import hmac
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -39,6 +40,7 @@ from tenantd.auth.oauth.flow import (
     safe_return_to,
 )
 from tenantd.db import Row
+from tenantd.errors import NotFound
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.errors import UserDisabled
 from tenantd.identity.events import user_changed
@@ -50,7 +52,13 @@ from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa.service import AMR_FEDERATED
 from tenantd.sso import errors, queries, saml
 from tenantd.sso.errors import SsoRefused
-from tenantd.sso.service import client_secret, endpoints, idp_metadata, oidc_redirect_uri
+from tenantd.sso.service import (
+    client_secret,
+    endpoints,
+    find_connection,
+    idp_metadata,
+    oidc_redirect_uri,
+)
 
 if TYPE_CHECKING:
     from tenantd.identity.bundle import IdentityServices as Services
@@ -177,7 +185,54 @@ def cookie_path(url: str) -> str:
     return urlsplit(url).path
 
 
+@dataclass(frozen=True)
+class FlowCookie:
+    """The cookie binding a sign-in to the browser that started it; spent at its end."""
+
+    name: str
+    path: str
+    same_site: str
+
+
+def saml_cookie(services: Services, connection_id: uuid.UUID) -> FlowCookie:
+    """The binding cookie of a SAML sign-in (the answer is a cross-site form POST)."""
+    acs = endpoints(services.settings, connection_id).acs_url
+    return FlowCookie(BINDING_COOKIE, cookie_path(acs), "None")
+
+
+def oidc_cookie(services: Services, connection_id: uuid.UUID) -> FlowCookie:
+    """The state cookie of an OpenID Connect sign-in."""
+    callback = oidc_redirect_uri(services.settings, connection_id)
+    return FlowCookie(STATE_COOKIE, cookie_path(callback), "Lax")
+
+
 # -- start ------------------------------------------------------------------------------------
+
+
+async def begin(
+    services: Services, *, connection: str | None, email: str | None, return_to: str | None
+) -> Started | None:
+    """Start a sign-in through the connection of that id (a 404 when none is live), or the
+    one holding the email's domain; None when no connection holds it (the password form,
+    and the other ways in, are the way for this address)."""
+    try:
+        if connection is not None:
+            found = await find_connection(services, connection_id=_connection_id(connection))
+        else:
+            found = await find_connection(services, email=email or "")
+    except NotFound:
+        if connection is not None:
+            raise
+        return None
+    return await start(services, found, return_to=return_to)
+
+
+def _connection_id(value: str) -> uuid.UUID:
+    """A connection id from the query; anything else is not found."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise NotFound("No single sign-on connection") from None
 
 
 async def start(services: Services, connection: Row, *, return_to: str | None) -> Started:
@@ -257,12 +312,13 @@ async def consume_saml(
     services: Services,
     connection_id: uuid.UUID,
     *,
-    saml_response: str,
-    relay_state: str | None,
+    form: Mapping[str, str],
     binding: str | None,
     client: ClientMeta,
 ) -> SsoSignedIn:
-    """Verify an answer posted to the ACS and sign its user in; SsoRefused otherwise."""
+    """Verify an answer posted to the ACS (the HTTP-POST binding's form: SAMLResponse,
+    RelayState) and sign its user in; SsoRefused otherwise."""
+    saml_response, relay_state = form.get("SAMLResponse", ""), form.get("RelayState")
     settings = services.settings
     async with services.db.connection() as conn:
         connection = await queries.connection(conn, connection_id)

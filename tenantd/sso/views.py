@@ -7,9 +7,8 @@ session cookies; a refusal goes to `/login?error=<code>` (codes in errors.py).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import uuid
+from collections.abc import Awaitable
 from urllib.parse import parse_qsl, urlencode
 
 from aiohttp import web
@@ -18,7 +17,6 @@ from pydantic import Field
 from tenantd.auth.oauth.flow import STATE_COOKIE
 from tenantd.auth.oauth.service import CallbackParams
 from tenantd.db import Row
-from tenantd.errors import NotFound
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.bundle import IdentityServices as Services
 from tenantd.identity.cookies import (
@@ -90,6 +88,39 @@ def _signed_in(services: Services, signed: signin.SsoSignedIn) -> web.Response:
     set_session_cookies(response, services.settings, signed.tokens)
     set_device_cookie(response, services.settings, signed.device, max_age=DEVICE_COOKIE_MAX_AGE)
     return response
+
+
+def _started(services: Services, started: signin.Started) -> web.Response:
+    response = _redirect(started.location)
+    set_cookie(
+        response,
+        services.settings,
+        started.cookie_name,
+        started.cookie_value,
+        max_age=started.max_age,
+        path=started.cookie_path,
+        same_site=started.same_site,
+    )
+    return response
+
+
+async def _answer(
+    services: Services, signing: Awaitable[signin.SsoSignedIn], spent: signin.FlowCookie
+) -> web.Response:
+    """The end of a sign-in: signed in, or refused; its flow cookie is spent either way."""
+    try:
+        response = _signed_in(services, await signing)
+    except SsoRefused as refused:
+        response = _refused(refused)
+    clear_cookie(
+        response, services.settings, spent.name, path=spent.path, same_site=spent.same_site
+    )
+    return response
+
+
+async def _form(request: web.Request) -> dict[str, str]:
+    raw = await read_limited(request, ACS_FORM_LIMIT)
+    return dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
 
 
 # -- the account's connections ----------------------------------------------------------------
@@ -183,40 +214,14 @@ class StartQuery(ApiModel):
 async def sso_start(request: web.Request, query: StartQuery) -> web.Response:
     services = _services(request)
     try:
-        if query.connection is not None:
-            connection = await service.find_connection(
-                services, connection_id=path_uuid_value(query.connection)
-            )
-        else:
-            connection = await service.find_connection(services, email=query.email or "")
-    except NotFound:
-        if query.connection is not None:
-            raise
-        # Not an SSO domain: the password form (and the other ways in) for this address.
-        return _redirect(f"{LOGIN_PATH}?{urlencode({'email': query.email or ''})}")
-    try:
-        started = await signin.start(services, connection, return_to=query.return_to)
+        started = await signin.begin(
+            services, connection=query.connection, email=query.email, return_to=query.return_to
+        )
     except SsoRefused as refused:
         return _refused(refused)
-    response = _redirect(started.location)
-    set_cookie(
-        response,
-        services.settings,
-        started.cookie_name,
-        started.cookie_value,
-        max_age=started.max_age,
-        path=started.cookie_path,
-        same_site=started.same_site,
-    )
-    return response
-
-
-def path_uuid_value(value: str) -> uuid.UUID:
-    """A connection id from the query; anything else is not found."""
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise NotFound("No single sign-on connection") from None
+    if started is None:  # not an SSO domain: the password form for this address
+        return _redirect(f"{LOGIN_PATH}?{urlencode({'email': query.email or ''})}")
+    return _started(services, started)
 
 
 @ROUTES.get(
@@ -229,21 +234,7 @@ def path_uuid_value(value: str) -> uuid.UUID:
     summary="The service provider metadata of a SAML connection (give it to the IdP)",
 )
 async def saml_metadata(request: web.Request) -> web.Response:
-    services = _services(request)
-    connection = await service.find_connection(
-        services, connection_id=path_uuid(request, "connectionId")
-    )
-    if connection["type"] != "saml":
-        raise NotFound("No SAML connection of this id")
-    ends = service.endpoints(services.settings, connection["id"])
-    idp = service.idp_metadata(connection)
-    config = await asyncio.to_thread(
-        saml.sp_config,
-        ends,
-        idp.metadata_xml,
-        allow_idp_initiated=connection["allow_idp_initiated"],
-    )
-    document = await asyncio.to_thread(saml.sp_metadata, config)
+    document = await service.sp_metadata(_services(request), path_uuid(request, "connectionId"))
     return web.Response(text=document, content_type="application/samlmetadata+xml")
 
 
@@ -260,32 +251,16 @@ async def saml_metadata(request: web.Request) -> web.Response:
     " lands on returnTo; anything else goes to /login?error=<code>",
 )
 async def saml_acs(request: web.Request) -> web.Response:
-    services = _services(request)
-    connection_id = path_uuid(request, "connectionId")
-    raw = await read_limited(request, ACS_FORM_LIMIT)
-    form = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
-    path = service.endpoints(services.settings, connection_id).acs_url
-    try:
-        signed = await signin.consume_saml(
-            services,
-            connection_id,
-            saml_response=form.get("SAMLResponse", ""),
-            relay_state=form.get("RelayState"),
-            binding=request.cookies.get(signin.BINDING_COOKIE),
-            client=_client(request),
-        )
-    except SsoRefused as refused:
-        response = _refused(refused)
-    else:
-        response = _signed_in(services, signed)
-    clear_cookie(
-        response,
-        services.settings,
-        signin.BINDING_COOKIE,
-        path=signin.cookie_path(path),
-        same_site="None",
+    services, connection_id = _services(request), path_uuid(request, "connectionId")
+    form = await _form(request)
+    signing = signin.consume_saml(
+        services,
+        connection_id,
+        form=form,
+        binding=request.cookies.get(signin.BINDING_COOKIE),
+        client=_client(request),
     )
-    return response
+    return await _answer(services, signing, signin.saml_cookie(services, connection_id))
 
 
 class CallbackQuery(ApiModel):
@@ -304,22 +279,12 @@ class CallbackQuery(ApiModel):
     summary="Finish a sign-in through an OpenID Connect connection",
 )
 async def oidc_callback(request: web.Request, query: CallbackQuery) -> web.Response:
-    services = _services(request)
-    connection_id = path_uuid(request, "connectionId")
-    try:
-        signed = await signin.complete_oidc(
-            services,
-            connection_id,
-            params=CallbackParams(
-                code=query.code, state=query.state, error=query.error, iss=query.iss
-            ),
-            state_cookie=request.cookies.get(STATE_COOKIE),
-            client=_client(request),
-        )
-    except SsoRefused as refused:
-        response = _refused(refused)
-    else:
-        response = _signed_in(services, signed)
-    callback = service.oidc_redirect_uri(services.settings, connection_id)
-    clear_cookie(response, services.settings, STATE_COOKIE, path=signin.cookie_path(callback))
-    return response
+    services, connection_id = _services(request), path_uuid(request, "connectionId")
+    signing = signin.complete_oidc(
+        services,
+        connection_id,
+        params=CallbackParams(code=query.code, state=query.state, error=query.error, iss=query.iss),
+        state_cookie=request.cookies.get(STATE_COOKIE),
+        client=_client(request),
+    )
+    return await _answer(services, signing, signin.oidc_cookie(services, connection_id))

@@ -32,7 +32,7 @@ from tenantd.sso import service as sso_service
 from tenantd.ui.account_pages import work_in
 from tenantd.ui.forms import Form, field, parse, problem, read_form, safe_next, shown_again
 from tenantd.ui.render import page, redirect
-from tenantd.ui.session import DEVICE, ISSUED, STALE, client_meta, load_viewer
+from tenantd.ui.session import DEVICE, ISSUED, STALE, Viewer, client_meta, load_viewer
 from tenantd.ui.strings import done_text, oauth_error_text, text
 from tenantd.web.ratelimit import rate_limit_request
 
@@ -387,13 +387,19 @@ async def invitation_post(request: web.Request, form: Form) -> web.StreamRespons
     viewer = await load_viewer(request)
     if viewer is None:
         return redirect(request, "/login?next=" + quote(f"/invitations/accept?token={token}"))
-    body = parse(AcceptBody, {"token": token})
     accepted = await invitations.accept_invitation(
         request.app[SERVICES],
         viewer.principal,
-        token=body.token,
+        token=parse(AcceptBody, {"token": token}).token,
         refresh_token=request.cookies.get(REFRESH_COOKIE),
     )
+    return await _joined(request, viewer, accepted)
+
+
+async def _joined(
+    request: web.Request, viewer: Viewer, accepted: invitations.Accepted
+) -> web.StreamResponse:
+    """The account just joined is this browser's active one; its members page follows."""
     await work_in(request, viewer, accepted.account["id"], accepted.activation)
     return redirect(request, f"/accounts/{accepted.account['id']}/members?done=joined")
 

@@ -67,16 +67,20 @@ async def portal_open_post(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     session_token, session = await portal.open_link(services, field(form, "token"))
     response = redirect(request, f"{PORTAL}/{session.intent}")
+    _set_session_cookie(response, services.settings.web.cookie_secure, session_token)
+    return response
+
+
+def _set_session_cookie(response: web.StreamResponse, secure: bool, session_token: str) -> None:
     response.set_cookie(
         portal.SESSION_COOKIE,
         session_token,
         path=PORTAL,
         httponly=True,
         samesite="Strict",
-        secure=services.settings.web.cookie_secure,
+        secure=secure,
         max_age=int(portal.SESSION_TTL.total_seconds()),
     )
-    return response
 
 
 # -- single sign-on -------------------------------------------------------------------------------
@@ -123,16 +127,33 @@ def _typed(form: Form) -> tuple[str, dict[str, str]]:
     return kind, _given(form, SAML_FIELDS if kind == "saml" else OIDC_FIELDS)
 
 
-async def sso_create_post(request: web.Request, form: Form) -> web.StreamResponse:
-    session = await _session(request, "sso")
+def _create_body(form: Form) -> ConnectionCreate:
     kind, typed = _typed(form)
-    body = parse(
+    return parse(
         ConnectionCreate, {"type": kind, "domains": _domains(field(form, "domains")), **typed}
     )
+
+
+def _change_body(form: Form) -> ConnectionChange:
+    typed: dict[str, Any] = _given(form, SAML_FIELDS + OIDC_FIELDS)
+    if field(form, "domains").strip():
+        typed["domains"] = _domains(field(form, "domains"))
+    return parse(ConnectionChange, typed)
+
+
+def _connection_id(request: web.Request) -> uuid.UUID:
+    try:
+        return uuid.UUID(request.match_info["cid"])
+    except ValueError:
+        raise NotFound() from None
+
+
+async def sso_create_post(request: web.Request, form: Form) -> web.StreamResponse:
+    session = await _session(request, "sso")
     await sso.create_connection_in_portal(
         request.app[SERVICES],
         session.account_id,
-        body,
+        _create_body(form),
         link_id=session.link_id,
         connection_id=pending_connection(session),
     )
@@ -141,18 +162,11 @@ async def sso_create_post(request: web.Request, form: Form) -> web.StreamRespons
 
 async def sso_update_post(request: web.Request, form: Form) -> web.StreamResponse:
     session = await _session(request, "sso")
-    try:
-        connection_id = uuid.UUID(request.match_info["cid"])
-    except ValueError:
-        raise NotFound() from None
-    typed: dict[str, Any] = _given(form, SAML_FIELDS + OIDC_FIELDS)
-    if field(form, "domains").strip():
-        typed["domains"] = _domains(field(form, "domains"))
     await sso.update_connection_in_portal(
         request.app[SERVICES],
         session.account_id,
-        connection_id,
-        parse(ConnectionChange, typed),
+        _connection_id(request),
+        _change_body(form),
         link_id=session.link_id,
     )
     return redirect(request, SSO + "?saved=1")
@@ -172,15 +186,24 @@ async def sso_again(request: web.Request, form: Form | None, exc: AppError) -> w
 # -- SCIM directory -------------------------------------------------------------------------------
 
 
-async def _directory_context(request: web.Request, session: PortalSession) -> dict[str, Any]:
+async def _directory_context(
+    request: web.Request, session: PortalSession, created: directories.Created | None = None
+) -> dict[str, Any]:
+    """The directory page's values; `created`: the directory just made, its token shown once."""
     services = request.app[SERVICES]
     rows = await directories.account_directories(services, session.account_id)
     base = services.settings.public_base_url
+    issued = None
+    if created is not None:
+        issued = {
+            "scimBaseUrl": DirectoryOut.of(created.directory, base).scim_base_url,
+            "token": created.token,
+        }
     return {
         "session": session,
         "directories": [DirectoryOut.of(row, base).model_dump(by_alias=True) for row in rows],
         "idps": PROVIDERS,
-        "issued": None,
+        "issued": issued,
     }
 
 
@@ -192,19 +215,13 @@ async def directory_page(request: web.Request) -> web.Response:
 
 async def directory_create_post(request: web.Request, form: Form) -> web.StreamResponse:
     session = await _session(request, "directory")
-    services = request.app[SERVICES]
     created = await directories.create_directory_in_portal(
-        services,
+        request.app[SERVICES],
         session.account_id,
         name=field(form, "name").strip() or None,
         link_id=session.link_id,
     )
-    fresh = await _directory_context(request, session)
-    base = services.settings.public_base_url
-    fresh["issued"] = {
-        "scimBaseUrl": DirectoryOut.of(created.directory, base).scim_base_url,
-        "token": created.token,
-    }
+    fresh = await _directory_context(request, session, created)
     # Shown once, on this answer (no-store): not a redirect, the token is nowhere else.
     return page(request, "portal_directory.html", title=text("portal.directory_title"), **fresh)
 

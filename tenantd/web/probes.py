@@ -10,7 +10,7 @@ from tenantd.db import DATABASE
 from tenantd.errors import Forbidden, NotFound
 from tenantd.ops.config import ops_config
 from tenantd.ops.metrics import CONTENT_TYPE, METRICS
-from tenantd.ops.readiness import check_readiness
+from tenantd.ops.readiness import readiness
 from tenantd.pubsub.hub import PUBSUB
 from tenantd.settings import SETTINGS
 from tenantd.web.json import json_response
@@ -34,19 +34,7 @@ class ReadyStatus(ApiModel):
     summary="Readiness: migrations applied, SSE listener connected",
 )
 async def readyz(request: web.Request) -> web.Response:
-    hub = request.app.get(PUBSUB)
-    settings = request.app[SETTINGS]
-    result = await check_readiness(
-        request.app[DATABASE],
-        sql_dir=settings.database.sql_dir,
-        # The listener is needed by the SSE streams (a switch of the notifications section).
-        sse_enabled=bool(settings.switches().get("NOTIFICATIONS_SSE_ENABLED")),
-        # Connected, and its loops alive: a hub whose reader died hears nothing (no stream
-        # gets a message, no cache an invalidation) even with its connection open.
-        listener_connected=(
-            (lambda: hub.is_connected() and hub.alive()) if hub is not None else None
-        ),
-    )
+    result = await readiness(request.app[DATABASE], request.app[SETTINGS], request.app.get(PUBSUB))
     body = {"status": "ready" if result.ready else "not_ready", "checks": result.checks}
     return json_response(body, status=200 if result.ready else 503)
 

@@ -90,6 +90,14 @@ async def test_members_may_not_manage_roles_admins_may(team: Team) -> None:
         await team.admin_client.patch(roles_url(team, "viewer"), json={"name": "Reader"})
     )
     assert changed["name"] == "Reader" and changed["permissions"] == ["members:read"]
+    # A key never changes (the same key may be sent back as is).
+    renamed = {"key": "reader", "name": "Reader"}
+    found = await error(await team.admin_client.patch(roles_url(team, "viewer"), json=renamed), 422)
+    assert "key_immutable" in str(found)
+    same = {"key": "viewer", "name": "Viewer"}
+    assert (await data(await team.admin_client.patch(roles_url(team, "viewer"), json=same)))[
+        "name"
+    ] == "Viewer"
     await data(await team.admin_client.delete(roles_url(team, "viewer")))
     await error(await team.admin_client.delete(roles_url(team, "viewer")), 404, "NOT_FOUND")
 

@@ -8,15 +8,19 @@ Both insert in sorted order, so concurrent batches take row locks in the same or
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import orjson
 
 from tenantd.db import Conn
+from tenantd.errors import NotFound
 from tenantd.suppression import queries
 from tenantd.suppression import service as suppression
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 MAX_EVENT_ID = 256
@@ -100,3 +104,28 @@ async def apply_events(
             "email suppression recorded",
             extra={"provider": provider, "reason": row["reason"], "email": row["email"]},
         )
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """How one provider's deliveries are taken: `check` its headers (before the body is
+    read), then `apply` the body, verified as it came. `authenticated`: `check` proved the
+    sender (not just the headers' form)."""
+
+    check: Callable[[Mapping[str, str]], Any]
+    apply: Callable[[Any, bytes], Awaitable[Outcome]]
+    authenticated: bool = False
+
+
+def configured(value: T | None) -> T:
+    """A provider's webhook setting; unset (or empty), the webhook is not there (404)."""
+    if not value:
+        raise NotFound()
+    return value
+
+
+def timestamped(
+    signed_headers: Callable[..., Any], apply: Callable[[Any, bytes], Awaitable[Outcome]]
+) -> Receiver:
+    """A provider signing the body with a timestamp: its headers are read against now."""
+    return Receiver(check=lambda headers: signed_headers(headers, now=time.time()), apply=apply)

@@ -24,11 +24,14 @@ from typing import Any
 
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
+from tenantd.email.settings import MailVerdictSettings
 from tenantd.errors import Unauthorized, ValidationFailed
 from tenantd.suppression.webhooks.ingest import (
     Outcome,
     ProviderEvent,
+    Receiver,
     apply_events,
+    configured,
     usable_event_id,
 )
 from tenantd.web.json import loads_bounded
@@ -113,3 +116,14 @@ async def receive(db: Database, *, body: bytes) -> Outcome:
         async with db.transaction() as conn:
             await apply_events(conn, provider=PROVIDER, events=events, outcome=outcome)
     return outcome
+
+
+def receiver(verdicts: MailVerdictSettings, db: Database) -> Receiver:
+    """Postmark's deliveries, once its Basic credentials are configured (else 404)."""
+    username = configured(verdicts.postmark_webhook_username)
+    password = configured(verdicts.postmark_webhook_password)
+    return Receiver(
+        check=lambda headers: check_credentials(headers, username=username, password=password),
+        apply=lambda _, body: receive(db, body=body),
+        authenticated=True,  # the credentials are in the headers: checked already
+    )

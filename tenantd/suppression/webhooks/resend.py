@@ -26,8 +26,17 @@ from typing import Any
 
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
+from tenantd.email.settings import MailVerdictSettings
 from tenantd.errors import Unauthorized, ValidationFailed
-from tenantd.suppression.webhooks.ingest import MAX_EVENT_ID, Outcome, ProviderEvent, apply_events
+from tenantd.suppression.webhooks.ingest import (
+    MAX_EVENT_ID,
+    Outcome,
+    ProviderEvent,
+    Receiver,
+    apply_events,
+    configured,
+    timestamped,
+)
 from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
@@ -186,3 +195,11 @@ async def receive(db: Database, *, secret: str, signed: SignedHeaders, body: byt
         async with db.transaction() as conn:
             await apply_events(conn, provider=PROVIDER, events=events, outcome=outcome)
     return outcome
+
+
+def receiver(verdicts: MailVerdictSettings, db: Database) -> Receiver:
+    """Resend's deliveries, once a signing secret is configured (else 404)."""
+    secret = configured(verdicts.resend_webhook_secret)
+    return timestamped(
+        signed_headers, lambda signed, body: receive(db, secret=secret, signed=signed, body=body)
+    )

@@ -28,7 +28,9 @@ from cryptography.hazmat.primitives.serialization import load_der_public_key, lo
 
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
+from tenantd.email.settings import MailVerdictSettings
 from tenantd.errors import Unauthorized, ValidationFailed
+from tenantd.suppression.webhooks import ingest
 from tenantd.suppression.webhooks.ingest import (
     Outcome,
     ProviderEvent,
@@ -174,3 +176,12 @@ async def receive(
         async with db.transaction() as conn:
             await apply_events(conn, provider=PROVIDER, events=events, outcome=outcome)
     return outcome
+
+
+def receiver(verdicts: MailVerdictSettings, db: Database) -> ingest.Receiver:
+    """SendGrid's deliveries, once its verification key is configured (else 404)."""
+    secret = ingest.configured(verdicts.sendgrid_webhook_public_key)
+    return ingest.timestamped(
+        signed_headers,
+        lambda signed, body: receive(db, public_key_text=secret, signed=signed, body=body),
+    )

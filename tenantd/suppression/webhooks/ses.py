@@ -36,11 +36,14 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
+from tenantd.email.settings import MailVerdictSettings
 from tenantd.errors import Unauthorized, ValidationFailed
 from tenantd.suppression.webhooks.ingest import (
     Outcome,
     ProviderEvent,
+    Receiver,
     apply_events,
+    configured,
     usable_event_id,
 )
 from tenantd.web.json import loads_bounded
@@ -289,3 +292,13 @@ def certificates_of(app: web.Application) -> SnsCertificates:
     if found is None:
         found = _DEFAULTS[app] = SnsCertificates(https_fetch)
     return found
+
+
+def receiver(verdicts: MailVerdictSettings, db: Database, app: web.Application) -> Receiver:
+    """Amazon SES's notifications through SNS, once topics are configured (else 404)."""
+    topics = configured(verdicts.ses_sns_topic_arns)
+    certificates = certificates_of(app)
+    return Receiver(
+        check=lambda headers: signed_headers(headers, topics=topics),
+        apply=lambda signed, body: receive(db, certificates=certificates, signed=signed, body=body),
+    )

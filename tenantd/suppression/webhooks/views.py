@@ -22,20 +22,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TypeVar
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
 from tenantd.db import DATABASE
 from tenantd.email.settings import MailVerdictSettings
-from tenantd.errors import AppError, NotFound, Unauthorized
+from tenantd.errors import AppError, Unauthorized
 from tenantd.ops.ratelimit import ip_key
 from tenantd.settings import SETTINGS, Settings
 from tenantd.suppression.webhooks import postmark, resend, sendgrid, ses
-from tenantd.suppression.webhooks.ingest import Outcome
+from tenantd.suppression.webhooks.ingest import Receiver
 from tenantd.web.body import read_limited
 from tenantd.web.json import error_response
 from tenantd.web.middlewares import REQUEST_ID
@@ -58,8 +56,6 @@ BODY_READ_SECONDS = 60.0  # a slow sender never holds a slot longer
 BODY_GRACE_SECONDS = 2.0  # a body's first bytes may take this long ...
 DEFAULT_MIN_BODY_RATE = 4096  # ... then it must average this many bytes a second
 BUSY_RETRY_AFTER = 5
-
-Signed = TypeVar("Signed")
 
 
 class WebhooksBusy(AppError):
@@ -216,27 +212,24 @@ async def closing(request: web.Request, error: AppError) -> web.Response:
 
 async def take_delivery(
     request: web.Request,
-    *,
-    check: Callable[[Mapping[str, str]], Signed],
-    apply: Callable[[Signed, bytes], Awaitable[Outcome]],
-    authenticated: bool = False,
+    receiver: Receiver,
 ) -> dict[str, int] | web.Response:
     """Headers first (401 with the body unread), then the body in a slot, then verify and
-    apply. `authenticated`: `check` proved the sender (not just the headers' form)."""
+    apply (the provider's `receiver`)."""
     try:
-        signed = check(request.headers)
+        signed = receiver.check(request.headers)
     except Unauthorized as refused:
         return await closing(request, refused)
     gate = body_gate(request.app)
     try:
-        async with gate.slot(request_ip(request), authenticated=authenticated):
+        async with gate.slot(request_ip(request), authenticated=receiver.authenticated):
             try:
                 body = await read_limited(
                     request, request[CURRENT_ROUTE].body_limit, deadline=gate.pace()
                 )
             except TimeoutError:
                 return await closing(request, BodyTimeout())
-            outcome = await apply(signed, body)
+            outcome = await receiver.apply(signed, body)
     except WebhooksBusy as busy:
         return await closing(request, busy)
     return outcome.as_json()
@@ -258,15 +251,8 @@ class WebhookReceipt(ApiModel):
     summary="Resend (Svix / Standard Webhooks signed) email.bounced / email.complained events",
 )
 async def resend_webhook(request: web.Request) -> dict[str, int] | web.Response:
-    secret = request.app[SETTINGS].section(MailVerdictSettings).resend_webhook_secret
-    db = request.app[DATABASE]
-    if not secret:
-        raise NotFound()
-    return await take_delivery(
-        request,
-        check=lambda headers: resend.signed_headers(headers, now=time.time()),
-        apply=lambda signed, body: resend.receive(db, secret=secret, signed=signed, body=body),
-    )
+    verdicts = request.app[SETTINGS].section(MailVerdictSettings)
+    return await take_delivery(request, resend.receiver(verdicts, request.app[DATABASE]))
 
 
 @ROUTES.post(
@@ -277,17 +263,8 @@ async def resend_webhook(request: web.Request) -> dict[str, int] | web.Response:
     summary="SendGrid signed Event Webhook batch (bounce, spamreport, dropped)",
 )
 async def sendgrid_webhook(request: web.Request) -> dict[str, int] | web.Response:
-    key = request.app[SETTINGS].section(MailVerdictSettings).sendgrid_webhook_public_key
-    db = request.app[DATABASE]
-    if not key:
-        raise NotFound()
-    return await take_delivery(
-        request,
-        check=lambda headers: sendgrid.signed_headers(headers, now=time.time()),
-        apply=lambda signed, body: sendgrid.receive(
-            db, public_key_text=key, signed=signed, body=body
-        ),
-    )
+    verdicts = request.app[SETTINGS].section(MailVerdictSettings)
+    return await take_delivery(request, sendgrid.receiver(verdicts, request.app[DATABASE]))
 
 
 @ROUTES.post(
@@ -298,22 +275,8 @@ async def sendgrid_webhook(request: web.Request) -> dict[str, int] | web.Respons
     summary="Postmark bounce / spam-complaint webhook (HTTP Basic auth from the webhook URL)",
 )
 async def postmark_webhook(request: web.Request) -> dict[str, int] | web.Response:
-    settings = request.app[SETTINGS]
-    username, password = (
-        settings.section(MailVerdictSettings).postmark_webhook_username,
-        settings.section(MailVerdictSettings).postmark_webhook_password,
-    )
-    db = request.app[DATABASE]
-    if not username or not password:
-        raise NotFound()
-    return await take_delivery(
-        request,
-        check=lambda headers: postmark.check_credentials(
-            headers, username=username, password=password
-        ),
-        apply=lambda _, body: postmark.receive(db, body=body),
-        authenticated=True,  # the credentials are in the headers: checked already
-    )
+    verdicts = request.app[SETTINGS].section(MailVerdictSettings)
+    return await take_delivery(request, postmark.receiver(verdicts, request.app[DATABASE]))
 
 
 @ROUTES.post(
@@ -324,15 +287,5 @@ async def postmark_webhook(request: web.Request) -> dict[str, int] | web.Respons
     summary="Amazon SES bounce / complaint notifications through SNS (signature verified)",
 )
 async def ses_webhook(request: web.Request) -> dict[str, int] | web.Response:
-    topics = request.app[SETTINGS].section(MailVerdictSettings).ses_sns_topic_arns
-    db = request.app[DATABASE]
-    if not topics:
-        raise NotFound()
-    certificates = ses.certificates_of(request.app)
-    return await take_delivery(
-        request,
-        check=lambda headers: ses.signed_headers(headers, topics=topics),
-        apply=lambda signed, body: ses.receive(
-            db, certificates=certificates, signed=signed, body=body
-        ),
-    )
+    verdicts = request.app[SETTINGS].section(MailVerdictSettings)
+    return await take_delivery(request, ses.receiver(verdicts, request.app[DATABASE], request.app))
