@@ -12,7 +12,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
-PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)")
+# A pin, with the extras the lock keeps (`pydantic[email]==2.14.3`: see scripts/lock).
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[A-Za-z0-9_,.-]+\])?==([^\s\\;]+)")
 
 
 def normalise(name: str) -> str:
