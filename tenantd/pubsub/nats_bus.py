@@ -65,6 +65,7 @@ ACK_TIMEOUT_SECONDS = 2.0
 CONSUMER_INACTIVE_SECONDS = 30.0  # the server removes a consumer nobody follows any more
 PUBLISH_QUEUE = 10_000  # durable messages waiting for the stream's acknowledgement
 PUBLISH_RETRY_MAX_SECONDS = 1.0
+PUBLISH_BATCH = 256  # durable messages in flight at once
 CONNECT_TIMEOUT_SECONDS = 2.0
 RECONNECT_WAIT_SECONDS = 0.25
 RECONNECT_MAX_SECONDS = 5.0
@@ -296,25 +297,42 @@ class NatsBus(BusCore):
             log.warning("bus publish failed", extra={"error": repr(error)})
 
     async def _publish_loop(self) -> None:
-        """Send the durable messages in order, each until the stream acknowledges it (its id
-        lets the stream drop the copy of a retry whose first acknowledgement was lost)."""
+        """Send the durable messages in order, up to PUBLISH_BATCH in flight, each until the
+        stream acknowledges it (its id lets the stream drop the copy of a retry whose first
+        acknowledgement was lost)."""
         while not self._closing:
-            channel, payload = await self._outbox.get()
-            headers = {"Nats-Msg-Id": uuid.uuid4().hex}
-            delay = FIRST_RETRY_SECONDS
-            while not self._closing:
-                nc = self._nc
-                if nc is not None and nc.is_connected:
-                    try:
-                        js = nc.jetstream(timeout=ACK_TIMEOUT_SECONDS)
-                        subject = DURABLE_PREFIX + channel
-                        await js.publish(subject, payload.encode(), stream=STREAM, headers=headers)
-                        self._unacknowledged -= 1
-                        break
-                    except Exception as error:
-                        log.warning("bus publish unacknowledged", extra={"error": repr(error)})
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, PUBLISH_RETRY_MAX_SECONDS)
+            batch = [await self._outbox.get()]
+            while len(batch) < PUBLISH_BATCH and not self._outbox.empty():
+                batch.append(self._outbox.get_nowait())
+            await self._send_durable([(c, p, uuid.uuid4().hex) for c, p in batch])
+
+    async def _send_durable(self, pending: list[tuple[str, str, str]]) -> None:
+        delay = FIRST_RETRY_SECONDS
+        while pending and not self._closing:
+            nc = self._nc
+            if nc is not None and nc.is_connected:
+                js = nc.jetstream(timeout=ACK_TIMEOUT_SECONDS)
+                results = await asyncio.gather(
+                    *(
+                        js.publish(
+                            DURABLE_PREFIX + channel,
+                            payload.encode(),
+                            stream=STREAM,
+                            headers={"Nats-Msg-Id": message_id},
+                        )
+                        for channel, payload, message_id in pending
+                    ),
+                    return_exceptions=True,
+                )
+                errors = [r for r in results if isinstance(r, BaseException)]
+                failed = [m for m, r in zip(pending, results, strict=True) if r in errors]
+                self._unacknowledged -= len(pending) - len(failed)
+                if not failed:
+                    return
+                log.warning("bus publish unacknowledged", extra={"error": repr(errors[0])})
+                pending = failed
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, PUBLISH_RETRY_MAX_SECONDS)
 
     def unacknowledged(self) -> int:
         """Durable messages published here that the stream has not acknowledged yet."""
