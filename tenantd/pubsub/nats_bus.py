@@ -248,8 +248,10 @@ class NatsBus(BusCore):
     def _resume_at(self, first: int, last: int) -> int:
         """The stream sequence to follow from; a gap when the stream lost what we missed."""
         seen = self._seen
-        if seen is None:
+        if seen is None:  # the first follow: subscribers so far have heard nothing yet
             self._seen = last
+            if any(channel in self.durable for channel in self._channels):
+                self._tell_durable_gap()  # they subscribed before the server could be reached
             return last + 1
         if seen + 1 < first or seen > last:  # kept no longer, or a new stream
             log.warning("bus stream lost messages; subscribers reload", extra={"seen": seen})
