@@ -93,6 +93,17 @@ class Server:
             self.process.kill()
 
 
+def hello_server(cpu: int | None) -> Server:
+    """The bare aiohttp hello-world every ratio is taken against (bench/hello.py)."""
+    port = free_port()
+    return Server(
+        [sys.executable, "-m", "bench.hello", str(port)],
+        dict(os.environ, PYTHONPATH=str(ROOT)),
+        f"http://127.0.0.1:{port}",
+        cpu,
+    )
+
+
 def server_env(database_url: str, data_dir: Path, **overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TENANTD_", "DATABASE_URL"))}
     env.update(
@@ -205,15 +216,9 @@ def main() -> None:
             )
 
         # 1. Framework limit
-        port = free_port()
-        hello = Server(
-            [sys.executable, "-m", "bench.hello", str(port)],
-            dict(os.environ, PYTHONPATH=str(ROOT)),
-            f"http://127.0.0.1:{port}",
-            server_cpu,
-        )
+        hello = hello_server(server_cpu)
         try:
-            wait_http(f"http://127.0.0.1:{port}/")
+            wait_http(f"{hello.url}/")
             http("hello_world", hello.url, "/")
         finally:
             hello.stop()
@@ -398,13 +403,7 @@ def cross_latency(
     cpu: int | None,
 ) -> None:
     """The sse_cross_instance_<bus> figures (bench/sse_cross.py), and their hello unit."""
-    port = free_port()
-    hello = Server(
-        [sys.executable, "-m", "bench.hello", str(port)],
-        dict(os.environ, PYTHONPATH=str(ROOT)),
-        f"http://127.0.0.1:{port}",
-        cpu,
-    )
+    hello = hello_server(cpu)
     try:
         wait_http(f"{hello.url}/")
         hello_ms = asyncio.run(sse_cross.hello_round_trip_ms(f"{hello.url}/"))

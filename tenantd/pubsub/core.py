@@ -15,7 +15,13 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from tenantd.pubsub.subscription import MessageCallback, Subscription, dispatch, tell_gap
+from tenantd.pubsub.subscription import (
+    GapHandler,
+    MessageCallback,
+    Subscription,
+    dispatch,
+    tell_gap,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +58,9 @@ class BusCore:
     # Subscriptions
 
     async def subscribe(
-        self,
-        channel: str,
-        callback: MessageCallback,
-        *,
-        on_gap: Callable[[], None] | None = None,
+        self, channel: str, callback: MessageCallback, *, on_gap: GapHandler | None = None
     ) -> Subscription:
-        """Call `callback(channel, payload)` for every message on `channel` from now on."""
+        """Bus.subscribe: a subscriber of `channel`, its channel subscribed on first use."""
         self._check_channel(channel)
         subscription = Subscription(channel=channel, callback=callback, on_gap=on_gap)
         subscribers = self._channels.setdefault(channel, set())
