@@ -49,6 +49,7 @@ class BusCore:
         self._tasks: list[asyncio.Task[None]] = []  # the bus's loops: they end only at close
         self._sends: set[asyncio.Task[None]] = set()  # one-off work (sends, syncs)
         self._closing = False
+        self._lock = asyncio.Lock()  # commands on the connection, one at a time
         self.reconnects = 0
 
     @property
@@ -151,6 +152,47 @@ class BusCore:
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.reconnect_max_seconds)
         return False
+
+    # Reading (PostgreSQL and Redis: a connection the bus reads from in its own loop)
+
+    async def _read_loop(self) -> None:
+        """Hand every message of the current connection to `_handle`; a connection that
+        fails is dropped and a new one made (`_connect`, with backoff)."""
+        while not self._closing:
+            conn = self._connection()
+            if conn is None:
+                await self._reconnect(self._connect)
+                continue
+            try:
+                message = await self._receive(conn)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if self._closing:
+                    return
+                log.warning("bus connection lost; reconnecting", extra={"error": repr(error)})
+                async with self._lock:
+                    if self._connection() is conn:
+                        await self._drop()
+                continue
+            self._handle(message)
+
+    def _connection(self) -> Any:
+        """The open connection the loop reads, or None."""
+        raise NotImplementedError
+
+    async def _receive(self, conn: Any) -> Any:
+        raise NotImplementedError
+
+    def _handle(self, message: Any) -> None:
+        raise NotImplementedError
+
+    async def _connect(self) -> bool:
+        """One connect with every channel subscribed; False when it failed."""
+        raise NotImplementedError
+
+    async def _drop(self) -> None:
+        """(Under the lock.) Close the current connection; the loop makes a new one."""
 
     # The round-trip clock
 

@@ -20,13 +20,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 import aiopg
 import psycopg2
 
 from tenantd.pubsub import queries
 from tenantd.pubsub.bus import PUBSUB as PUBSUB
-from tenantd.pubsub.core import PING_INTERVAL_SECONDS, PING_TIMEOUT_SECONDS, BusCore
+from tenantd.pubsub.core import BusCore
 from tenantd.pubsub.queries import MAX_CHANNEL_BYTES as MAX_CHANNEL_BYTES
 from tenantd.pubsub.queries import quote_channel as quote_channel
 
@@ -39,17 +40,10 @@ RECONNECT_MAX_SECONDS = 10.0
 class PubSubHub(BusCore):
     reconnect_max_seconds = RECONNECT_MAX_SECONDS
 
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        ping_interval: float = PING_INTERVAL_SECONDS,
-        ping_timeout: float = PING_TIMEOUT_SECONDS,
-    ):
-        super().__init__(ping_interval=ping_interval, ping_timeout=ping_timeout)
+    def __init__(self, dsn: str, **clock: float):  # ping_interval, ping_timeout: BusCore's
+        super().__init__(**clock)
         self._dsn = dsn
         self._conn: aiopg.Connection | None = None
-        self._lock = asyncio.Lock()  # one command at a time on the connection
         self._listening: set[str] = set()  # what the current connection LISTENs to
         self._next_sync: asyncio.Future[None] | None = None
 
@@ -141,25 +135,15 @@ class PubSubHub(BusCore):
             except (psycopg2.Error, OSError) as error:
                 log.warning("pubsub publish failed", extra={"error": str(error)})
 
-    async def _read_loop(self) -> None:
-        while not self._closing:
-            conn = self._conn
-            if conn is None or conn.closed:
-                await self._reconnect(self._connect)
-                continue
-            try:
-                message = await conn.notifies.get()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                if self._closing:
-                    return
-                log.warning("pubsub connection lost; reconnecting", extra={"error": str(error)})
-                async with self._lock:
-                    if self._conn is conn:
-                        await self._drop()
-                continue
-            self._dispatch(message.channel, message.payload)
+    def _connection(self) -> aiopg.Connection | None:
+        conn = self._conn
+        return None if conn is None or conn.closed else conn
+
+    async def _receive(self, conn: aiopg.Connection) -> Any:
+        return await conn.notifies.get()
+
+    def _handle(self, message: Any) -> None:
+        self._dispatch(message.channel, message.payload)
 
     async def _connect(self) -> bool:
         """One connect that LISTENs every channel; False when it failed."""

@@ -48,8 +48,6 @@ from nats.js.errors import BadRequestError
 
 from tenantd.pubsub.core import (
     FIRST_RETRY_SECONDS,
-    PING_INTERVAL_SECONDS,
-    PING_TIMEOUT_SECONDS,
     BusCore,
 )
 from tenantd.pubsub.subscription import Subscription, tell_gap
@@ -97,16 +95,14 @@ class NatsBus(BusCore):
         *,
         durable: Iterable[str] = (),
         stream_max_age: float = STREAM_MAX_AGE_SECONDS,
-        ping_interval: float = PING_INTERVAL_SECONDS,
-        ping_timeout: float = PING_TIMEOUT_SECONDS,
+        **clock: float,  # ping_interval, ping_timeout: BusCore's
     ):
-        super().__init__(ping_interval=ping_interval, ping_timeout=ping_timeout)
+        super().__init__(**clock)
         self._url = url
         self.durable = frozenset(durable)
         self._stream_max_age = stream_max_age
         self._nc: Client | None = None
         self._subs: dict[str, NatsSubscription] = {}
-        self._lock = asyncio.Lock()  # (un)subscribing and (re)connecting, one at a time
         self._outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue(PUBLISH_QUEUE)
         self._unacknowledged = 0
         self._follower: JetStreamContext.PushSubscription | None = None

@@ -19,7 +19,7 @@ from typing import Any
 import redis.asyncio as redis
 from redis.asyncio.client import PubSub
 
-from tenantd.pubsub.core import PING_INTERVAL_SECONDS, PING_TIMEOUT_SECONDS, BusCore
+from tenantd.pubsub.core import BusCore
 
 log = logging.getLogger(__name__)
 
@@ -42,24 +42,17 @@ def sharded_pubsub(version: str) -> bool:
 class RedisBus(BusCore):
     reconnect_max_seconds = RECONNECT_MAX_SECONDS
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        ping_interval: float = PING_INTERVAL_SECONDS,
-        ping_timeout: float = PING_TIMEOUT_SECONDS,
-    ):
-        super().__init__(ping_interval=ping_interval, ping_timeout=ping_timeout)
+    def __init__(self, url: str, **clock: float):  # ping_interval, ping_timeout: BusCore's
+        super().__init__(**clock)
         self._url = url
         self._client: redis.Redis = redis.Redis.from_url(
             url,
             socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            socket_timeout=ping_timeout,
+            socket_timeout=self._ping_timeout,
         )
         self._pubsub: PubSub | None = None
         self.sharded = False
         self._pings: list[float] = []  # when each unanswered PING was sent, oldest first
-        self._lock = asyncio.Lock()  # commands on the subscriber connection, one at a time
 
     async def start(self) -> None:
         await self._connect()  # a server that is down: the reader keeps connecting
@@ -99,28 +92,15 @@ class RedisBus(BusCore):
             with contextlib.suppress(Exception):
                 await pubsub.aclose()
 
-    async def _read_loop(self) -> None:
-        while not self._closing:
-            pubsub = self._pubsub
-            if pubsub is None:
-                await self._reconnect(self._connect)
-                continue
-            try:
-                message = await pubsub.get_message(timeout=self._ping_interval)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                if self._closing:
-                    return
-                log.warning("bus connection lost; reconnecting", extra={"error": repr(error)})
-                async with self._lock:
-                    if self._pubsub is pubsub:
-                        await self._drop()
-                continue
-            if message is not None:
-                self._handle(message)
+    def _connection(self) -> PubSub | None:
+        return self._pubsub
 
-    def _handle(self, message: dict[str, Any]) -> None:
+    async def _receive(self, conn: PubSub) -> Any:
+        return await conn.get_message(timeout=self._ping_interval)
+
+    def _handle(self, message: dict[str, Any] | None) -> None:
+        if message is None:
+            return
         kind = message.get("type")
         if kind == "pong":
             if self._pings:
