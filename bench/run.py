@@ -8,6 +8,8 @@ machines.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -17,13 +19,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from bench import apikeys, compare, extra, keys, replica, roles
+from bench import apikeys, compare, extra, keys, replica, roles, sse_cross
 from bench.loadgen import LoadResult, have_wrk, pin, run_load
 from bench.seed import SeedPlan, refresh_token, seed
 from bench.targets import verdict
@@ -88,6 +91,17 @@ class Server:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.process.kill()
+
+
+def hello_server(cpu: int | None) -> Server:
+    """The bare aiohttp hello-world every ratio is taken against (bench/hello.py)."""
+    port = free_port()
+    return Server(
+        [sys.executable, "-m", "bench.hello", str(port)],
+        dict(os.environ, PYTHONPATH=str(ROOT)),
+        f"http://127.0.0.1:{port}",
+        cpu,
+    )
 
 
 def server_env(database_url: str, data_dir: Path, **overrides: str) -> dict[str, str]:
@@ -202,15 +216,9 @@ def main() -> None:
             )
 
         # 1. Framework limit
-        port = free_port()
-        hello = Server(
-            [sys.executable, "-m", "bench.hello", str(port)],
-            dict(os.environ, PYTHONPATH=str(ROOT)),
-            f"http://127.0.0.1:{port}",
-            server_cpu,
-        )
+        hello = hello_server(server_cpu)
         try:
-            wait_http(f"http://127.0.0.1:{port}/")
+            wait_http(f"{hello.url}/")
             http("hello_world", hello.url, "/")
         finally:
             hello.stop()
@@ -337,6 +345,10 @@ def main() -> None:
                         figures[name]["served_by_replica"] = replica.served_inbox(replicas)
                 finally:
                     reader.stop()
+
+        # 5. Cross-instance SSE latency on each bus: two servers, send on A, frame on B.
+        if any(wanted(name) for name in sse_cross.FIGURES):
+            cross_latency(env, figures, wanted, plan.accounts, server_cpu)
     finally:
         if clone is not None:
             clone.stop()
@@ -360,6 +372,63 @@ def main() -> None:
         console.print(compare.compare(*pair))
 
 
+@contextlib.contextmanager
+def tenantd_servers(env: dict[str, str], count: int, cpu: int | None) -> Iterator[list[str]]:
+    """`count` servers on the same database and settings, ready (bus connected)."""
+    started: list[Server] = []
+    try:
+        for _ in range(count):
+            port = free_port()
+            started.append(
+                Server(
+                    [sys.executable, "-m", "tenantd", "serve", "--no-migrate", "--port", str(port)],
+                    env,
+                    f"http://127.0.0.1:{port}",
+                    cpu,
+                )
+            )
+        for server in started:
+            wait_http(f"{server.url}/readyz", timeout=90)
+        yield [server.url for server in started]
+    finally:
+        for server in started:
+            server.stop()
+
+
+def cross_latency(
+    env: dict[str, str],
+    figures: dict[str, dict[str, Any]],
+    wanted: Any,
+    accounts: int,
+    cpu: int | None,
+) -> None:
+    """The sse_cross_instance_<bus> figures (bench/sse_cross.py), and their hello unit."""
+    hello = hello_server(cpu)
+    try:
+        wait_http(f"{hello.url}/")
+        hello_ms = asyncio.run(sse_cross.hello_round_trip_ms(f"{hello.url}/"))
+    finally:
+        hello.stop()
+    cross_env = {**env, "QUEUES_ENABLED": "false"}  # A dispatches inline, in the send
+    key = apikeys.create_key(cross_env)
+    token = keys.access_tokens(keys.keyring_for(cross_env), 1, accounts)[0]
+
+    def pair(overrides: dict[str, str]) -> Any:
+        return tenantd_servers({**cross_env, **overrides}, 2, cpu)
+
+    for kind in sse_cross.BUSES:
+        name = sse_cross.figure_name(kind)
+        if not wanted(name):
+            continue
+        try:
+            figure = sse_cross.measure(kind, pair, token, key, sse_cross.user_of(token), hello_ms)
+        except Exception as error:
+            console.print(f"  {name}: not measured ({error!r})")
+            continue
+        figures[name] = figure
+        console.print(f"  {name}: {figure}")
+
+
 def results_table(results: dict[str, Any], scale: float) -> Table:
     """One row a figure: result, latency, ratio to hello-world and the issue's target."""
     figures: dict[str, dict[str, Any]] = results["figures"]
@@ -378,7 +447,7 @@ def results_table(results: dict[str, Any], scale: float) -> Table:
             result,
             str(figure.get("p50_ms", "")),
             str(figure.get("p99_ms", "")),
-            str(figure.get("ratio_to_hello", "")),
+            str(figure.get("ratio_to_hello", figure.get("p50_hello_round_trips", ""))),
             target,
             met,
             str(figure.get("errors", "")),

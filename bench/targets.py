@@ -123,6 +123,10 @@ TARGETS: dict[str, Target] = {
     # issue 31: the same uncached inbox reads, primary only and through a replica.
     "inbox_reads_primary": reported("(none; the replica figure's baseline)"),
     "inbox_reads_replica": reported("(none; compare with inbox_reads_primary)"),
+    # issue 31: send on A to the SSE frame on B, per bus; "x hello" is p50 in hello round trips.
+    "sse_cross_instance_postgres": reported("(none; p50/p99 per bus)"),
+    "sse_cross_instance_nats": reported("(none; p50/p99 per bus)"),
+    "sse_cross_instance_redis": reported("(none; p50/p99 per bus)"),
 }
 
 

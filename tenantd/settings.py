@@ -324,7 +324,9 @@ class BusSettings(Section):
     kind: Annotated[str, BeforeValidator(_bus)] = env(
         "TENANTD_BUS",
         "The bus: `postgres` (LISTEN/NOTIFY on the database, one listening connection per"
-        " process; nothing else to run), `nats` (NATS core subjects at NATS_URL) or `redis`"
+        " process; nothing else to run), `nats` (NATS at NATS_URL: core subjects, and a"
+        " JetStream stream for revocations, cache invalidations, key and event-type changes;"
+        " the server runs with `-js`) or `redis`"
         " (Redis pub/sub at REDIS_URL, sharded where the server offers it). With nats or redis"
         " no connection holds a LISTEN: each instance publishes what its commits announce. A"
         " send is accepted while the bus is down; delivery catches up. See docs/scaling.md.",
@@ -333,7 +335,7 @@ class BusSettings(Section):
     )
     nats_url: str = env(
         "NATS_URL",
-        "The NATS server(s) of TENANTD_BUS=nats.",
+        "The NATS server(s) of TENANTD_BUS=nats (JetStream enabled).",
         default="nats://127.0.0.1:4222",
     )
     redis_url: str = env(

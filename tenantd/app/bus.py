@@ -18,6 +18,8 @@ from __future__ import annotations
 from tenantd.cache.invalidation import CHANNEL, PSYCOPG_NOTICE_LIMIT
 from tenantd.db import Database
 from tenantd.db.core import NoticeSink
+from tenantd.identity.keys.queries import CHANNEL as KEYS_CHANNEL
+from tenantd.notifications.definitions import CHANNEL as EVENT_TYPES_CHANNEL
 from tenantd.pubsub import Bus, PubSubHub
 from tenantd.pubsub.nats_bus import NatsBus
 from tenantd.pubsub.redis_bus import RedisBus
@@ -25,10 +27,15 @@ from tenantd.settings import BusSettings
 
 PREFIX = CHANNEL + ":"
 
+DURABLE_CHANNELS = frozenset({CHANNEL, KEYS_CHANNEL, EVENT_TYPES_CHANNEL})
+"""What NATS carries on JetStream (a subscriber cut off gets it after it reconnects):
+revocations and cache invalidations, signing-key changes, event-type definitions. SSE
+fan-out stays on NATS core: a stream catches up from PostgreSQL by its last event id."""
+
 
 def make_bus(settings: BusSettings, db: Database) -> Bus:
     if settings.kind == "nats":
-        return NatsBus(settings.nats_url)
+        return NatsBus(settings.nats_url, durable=DURABLE_CHANNELS)
     if settings.kind == "redis":
         return RedisBus(settings.redis_url)
     return PubSubHub(db.dsn)

@@ -1,16 +1,19 @@
 """The bus every process hears announcements on: the subscriber side all buses offer.
 
 Three implementations (TENANTD_BUS, chosen in tenantd/app/): PostgreSQL LISTEN/NOTIFY
-(hub.py, the embedded default), NATS core subjects (nats.py) and Redis pub/sub (redis.py).
-Each keeps one connection per process, reconnects by itself, calls every subscription's
-`on_gap` after a reconnect (messages may have been missed: subscribers catch up from
-PostgreSQL) and makes a round trip on its subscriber connection every second, so that
+(hub.py, the embedded default), NATS (nats_bus.py) and Redis pub/sub (redis_bus.py), sharing
+core.py. Each keeps one connection per process, reconnects by itself, calls every
+subscription's `on_gap` after a reconnect (messages may have been missed: subscribers catch
+up from PostgreSQL) and makes a round trip on its subscriber connection every second, so that
 `confirmed_within(s)` says whether every message published before a moment less than `s`
-seconds ago has been delivered (caches serve only while it holds).
+seconds ago has been delivered (caches serve only while it holds). On NATS the channels that
+must not miss a message travel on JetStream: a reconnect resumes them where they stopped, and
+they hear a gap only when the stream no longer holds what they missed.
 
 `publish` is fire-and-forget: it never blocks a request and never raises; while the bus is
 down the message is dropped (what it announces is in the database, and subscribers catch up
-on reconnect). With PostgreSQL the SQL's own NOTIFY publishes; `publish` issues one too.
+on reconnect), except on NATS's JetStream channels, where it is sent once the server is back.
+With PostgreSQL the SQL's own NOTIFY publishes; `publish` issues one too.
 """
 
 from __future__ import annotations

@@ -20,114 +20,57 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from typing import Any
 
 import aiopg
 import psycopg2
 
 from tenantd.pubsub import queries
 from tenantd.pubsub.bus import PUBSUB as PUBSUB
+from tenantd.pubsub.core import BusCore
 from tenantd.pubsub.queries import MAX_CHANNEL_BYTES as MAX_CHANNEL_BYTES
 from tenantd.pubsub.queries import quote_channel as quote_channel
-from tenantd.pubsub.subscription import MessageCallback, Subscription, dispatch, tell_gap
 
 log = logging.getLogger(__name__)
 
-PING_INTERVAL_SECONDS = 1.0
-PING_TIMEOUT_SECONDS = 3.0
 CONNECT_TIMEOUT_SECONDS = 10.0  # a connect (and its LISTENs) into a partition gives up
 RECONNECT_MAX_SECONDS = 10.0
 
 
-class PubSubHub:
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        ping_interval: float = PING_INTERVAL_SECONDS,
-        ping_timeout: float = PING_TIMEOUT_SECONDS,
-    ):
+class PubSubHub(BusCore):
+    reconnect_max_seconds = RECONNECT_MAX_SECONDS
+
+    def __init__(self, dsn: str, **clock: float):  # ping_interval, ping_timeout: BusCore's
+        super().__init__(**clock)
         self._dsn = dsn
-        self._ping_interval = ping_interval
-        self._ping_timeout = ping_timeout
         self._conn: aiopg.Connection | None = None
-        # time.monotonic() when the last round trip that came back began.
-        self._confirmed_at: float | None = None
-        self._lock = asyncio.Lock()  # one command at a time on the connection
-        self._channels: dict[str, set[Subscription]] = {}
         self._listening: set[str] = set()  # what the current connection LISTENs to
         self._next_sync: asyncio.Future[None] | None = None
-        self._syncs: set[asyncio.Task[None]] = set()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._closing = False
-        self.reconnects = 0
-
-    @property
-    def channels(self) -> set[str]:
-        return set(self._channels)
 
     async def start(self) -> None:
         began = time.monotonic()
         self._conn = await aiopg.connect(self._dsn, enable_hstore=False)
         self._confirmed_at = began
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._read_loop()), loop.create_task(self._health_loop())]
-        for task in self._tasks:
-            task.add_done_callback(self._ended)
-
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        """A loop of the hub ended outside close(): nothing is heard any more, and /readyz
-        says so (`alive`)."""
-        if self._closing or task.cancelled():
-            return
-        error = task.exception()
-        log.error("pubsub loop ended; this instance is not ready", exc_info=error)
-
-    def alive(self) -> bool:
-        """Whether the reader and the round-trip loop still run (both end only at close)."""
-        return bool(self._tasks) and not any(task.done() for task in self._tasks)
+        self._start_loops(self._read_loop(), self._health_loop())
 
     async def close(self) -> None:
         self._closing = True
-        for task in [*self._tasks, *self._syncs]:
-            task.cancel()
         if self._next_sync is not None and not self._next_sync.done():
             self._next_sync.set_result(None)  # its task may be cancelled before it began
-        for task in [*self._tasks, *self._syncs]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._stop_tasks()
         if self._conn is not None and not self._conn.closed:
             await self._conn.close()
         self._conn = None
 
-    async def subscribe(
-        self,
-        channel: str,
-        callback: MessageCallback,
-        *,
-        on_gap: Callable[[], None] | None = None,
-    ) -> Subscription:
-        """Call `callback(channel, payload)` for every NOTIFY on `channel` from now on."""
-        quote_channel(channel)
-        subscription = Subscription(channel=channel, callback=callback, on_gap=on_gap)
-        subscribers = self._channels.setdefault(channel, set())
-        first = not subscribers
-        subscribers.add(subscription)
+    def _check_channel(self, channel: str) -> None:
+        quote_channel(channel)  # a LISTEN-able identifier, or ValueError
+
+    async def _channel_added(self, channel: str, *, first: bool) -> None:
         if first or channel not in self._listening:
             await self._sync_channels()
-        return subscription
 
-    async def unsubscribe(self, subscription: Subscription) -> None:
-        if not subscription.active:
-            return
-        subscription.active = False
-        subscribers = self._channels.get(subscription.channel)
-        if subscribers is None:
-            return
-        subscribers.discard(subscription)
-        if not subscribers:
-            del self._channels[subscription.channel]
-            await self._sync_channels()
+    async def _channel_removed(self, channel: str) -> None:
+        await self._sync_channels()
 
     async def _sync_channels(self) -> None:
         """Make the connection LISTEN to exactly the subscribed channels. Callers that arrive
@@ -135,11 +78,8 @@ class PubSubHub:
         a few round trips (one multi-statement LISTEN each), not 10,000 in a row."""
         pending = self._next_sync
         if pending is None:
-            loop = asyncio.get_running_loop()
-            pending = self._next_sync = loop.create_future()
-            task = loop.create_task(self._run_sync(pending))
-            self._syncs.add(task)
-            task.add_done_callback(self._syncs.discard)
+            pending = self._next_sync = asyncio.get_running_loop().create_future()
+            self._spawn(self._run_sync(pending))
         await asyncio.shield(pending)
 
     async def _run_sync(self, done: asyncio.Future[None]) -> None:
@@ -178,16 +118,11 @@ class PubSubHub:
             with contextlib.suppress(Exception):
                 await conn.close()
 
-    def _dispatch(self, channel: str, payload: str) -> None:
-        dispatch(self._channels.get(channel, ()), channel, payload)
-
     def publish(self, channel: str, payload: str) -> None:
         """NOTIFY on the listening connection, in a task (dropped while disconnected)."""
         if self._closing:
             return
-        task = asyncio.get_running_loop().create_task(self._notify(channel, payload))
-        self._syncs.add(task)
-        task.add_done_callback(self._syncs.discard)
+        self._spawn(self._notify(channel, payload))
 
     async def _notify(self, channel: str, payload: str) -> None:
         async with self._lock:
@@ -200,56 +135,37 @@ class PubSubHub:
             except (psycopg2.Error, OSError) as error:
                 log.warning("pubsub publish failed", extra={"error": str(error)})
 
-    async def _read_loop(self) -> None:
-        while not self._closing:
-            conn = self._conn
-            if conn is None or conn.closed:
-                await self._reconnect()
-                continue
-            try:
-                message = await conn.notifies.get()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                if self._closing:
-                    return
-                log.warning("pubsub connection lost; reconnecting", extra={"error": str(error)})
-                async with self._lock:
-                    if self._conn is conn:
-                        await self._drop()
-                continue
-            self._dispatch(message.channel, message.payload)
+    def _connection(self) -> aiopg.Connection | None:
+        conn = self._conn
+        return None if conn is None or conn.closed else conn
 
-    async def _reconnect(self) -> None:
-        delay = 0.1
-        while not self._closing:
-            began = time.monotonic()
-            conn: aiopg.Connection | None = None
-            try:
-                async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
-                    conn = await aiopg.connect(self._dsn, enable_hstore=False)
-                    async with self._lock:
-                        channels = set(self._channels)
-                        if channels:
-                            async with conn.cursor() as cur:
-                                await cur.execute(queries.listen_statement(channels))
-                        self._conn = conn
-                        self._listening = channels
-                        self._confirmed_at = began
-            except (psycopg2.Error, OSError, TimeoutError) as error:
-                if conn is not None and not conn.closed:
-                    await conn.close()  # connected, but its LISTENs failed
-                log.warning(
-                    "pubsub reconnect failed; retrying",
-                    extra={"error": str(error), "delay": delay},
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
-                continue
-            self.reconnects += 1
-            log.info("pubsub reconnected", extra={"channels": len(self._channels)})
-            tell_gap(self._channels)
-            return
+    async def _receive(self, conn: aiopg.Connection) -> Any:
+        return await conn.notifies.get()
+
+    def _handle(self, message: Any) -> None:
+        self._dispatch(message.channel, message.payload)
+
+    async def _connect(self) -> bool:
+        """One connect that LISTENs every channel; False when it failed."""
+        began = time.monotonic()
+        conn: aiopg.Connection | None = None
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                conn = await aiopg.connect(self._dsn, enable_hstore=False)
+                async with self._lock:
+                    channels = set(self._channels)
+                    if channels:
+                        async with conn.cursor() as cur:
+                            await cur.execute(queries.listen_statement(channels))
+                    self._conn = conn
+                    self._listening = channels
+                    self._confirmed_at = began
+        except (psycopg2.Error, OSError, TimeoutError) as error:
+            if conn is not None and not conn.closed:
+                await conn.close()  # connected, but its LISTENs failed
+            log.warning("pubsub connect failed", extra={"error": str(error)})
+            return False
+        return True
 
     async def _health_loop(self) -> None:
         """A silent network failure never errors the reader; a round trip finds it."""

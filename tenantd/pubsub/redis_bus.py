@@ -14,19 +14,16 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as redis
 from redis.asyncio.client import PubSub
 
-from tenantd.pubsub.subscription import MessageCallback, Subscription, dispatch, tell_gap
+from tenantd.pubsub.core import BusCore
 
 log = logging.getLogger(__name__)
 
 PREFIX = "tenantd."
-PING_INTERVAL_SECONDS = 1.0
-PING_TIMEOUT_SECONDS = 3.0
 CONNECT_TIMEOUT_SECONDS = 2.0
 RECONNECT_MAX_SECONDS = 5.0
 # Always subscribed, so the connection stays in subscriber mode (a PING answers in order
@@ -42,41 +39,24 @@ def sharded_pubsub(version: str) -> bool:
         return False
 
 
-class RedisBus:
-    def __init__(
-        self,
-        url: str,
-        *,
-        ping_interval: float = PING_INTERVAL_SECONDS,
-        ping_timeout: float = PING_TIMEOUT_SECONDS,
-    ):
+class RedisBus(BusCore):
+    reconnect_max_seconds = RECONNECT_MAX_SECONDS
+
+    def __init__(self, url: str, **clock: float):  # ping_interval, ping_timeout: BusCore's
+        super().__init__(**clock)
         self._url = url
-        self._ping_interval = ping_interval
-        self._ping_timeout = ping_timeout
         self._client: redis.Redis = redis.Redis.from_url(
             url,
             socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            socket_timeout=ping_timeout,
+            socket_timeout=self._ping_timeout,
         )
         self._pubsub: PubSub | None = None
         self.sharded = False
-        self._confirmed_at: float | None = None
         self._pings: list[float] = []  # when each unanswered PING was sent, oldest first
-        self._channels: dict[str, set[Subscription]] = {}
-        self._lock = asyncio.Lock()  # commands on the subscriber connection, one at a time
-        self._tasks: list[asyncio.Task[None]] = []
-        self._sends: set[asyncio.Task[None]] = set()
-        self._closing = False
-        self.reconnects = 0
-
-    @property
-    def channels(self) -> set[str]:
-        return set(self._channels)
 
     async def start(self) -> None:
         await self._connect()  # a server that is down: the reader keeps connecting
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._read_loop()), loop.create_task(self._health_loop())]
+        self._start_loops(self._read_loop(), self._health_loop())
 
     async def _connect(self) -> bool:
         began = time.monotonic()
@@ -112,39 +92,15 @@ class RedisBus:
             with contextlib.suppress(Exception):
                 await pubsub.aclose()
 
-    async def _reconnect(self) -> None:
-        delay = 0.1
-        while not self._closing:
-            if await self._connect():
-                self.reconnects += 1
-                log.info("bus reconnected", extra={"channels": len(self._channels)})
-                tell_gap(self._channels)
-                return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+    def _connection(self) -> PubSub | None:
+        return self._pubsub
 
-    async def _read_loop(self) -> None:
-        while not self._closing:
-            pubsub = self._pubsub
-            if pubsub is None:
-                await self._reconnect()
-                continue
-            try:
-                message = await pubsub.get_message(timeout=self._ping_interval)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                if self._closing:
-                    return
-                log.warning("bus connection lost; reconnecting", extra={"error": repr(error)})
-                async with self._lock:
-                    if self._pubsub is pubsub:
-                        await self._drop()
-                continue
-            if message is not None:
-                self._handle(message)
+    async def _receive(self, conn: PubSub) -> Any:
+        return await conn.get_message(timeout=self._ping_interval)
 
-    def _handle(self, message: dict[str, Any]) -> None:
+    def _handle(self, message: dict[str, Any] | None) -> None:
+        if message is None:
+            return
         kind = message.get("type")
         if kind == "pong":
             if self._pings:
@@ -159,7 +115,7 @@ class RedisBus:
         channel = name[len(PREFIX) :]
         data = message["data"]
         payload = data.decode() if isinstance(data, bytes) else str(data)
-        dispatch(self._channels.get(channel, ()), channel, payload)
+        self._dispatch(channel, payload)
 
     async def _health_loop(self) -> None:
         while not self._closing:
@@ -183,46 +139,18 @@ class RedisBus:
             except Exception as error:
                 log.warning("bus round trip failed", extra={"error": repr(error)})
 
-    def alive(self) -> bool:
-        return bool(self._tasks) and not any(task.done() for task in self._tasks)
-
     async def close(self) -> None:
-        self._closing = True
-        for task in [*self._tasks, *self._sends]:
-            task.cancel()
-        for task in [*self._tasks, *self._sends]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._stop_tasks()
         await self._drop()
         with contextlib.suppress(Exception):
             await self._client.aclose()
 
-    async def subscribe(
-        self,
-        channel: str,
-        callback: MessageCallback,
-        *,
-        on_gap: Callable[[], None] | None = None,
-    ) -> Subscription:
-        subscription = Subscription(channel=channel, callback=callback, on_gap=on_gap)
-        subscribers = self._channels.setdefault(channel, set())
-        first = not subscribers
-        subscribers.add(subscription)
+    async def _channel_added(self, channel: str, *, first: bool) -> None:
         if first:
             await self._command(channel, subscribe=True)
-        return subscription
 
-    async def unsubscribe(self, subscription: Subscription) -> None:
-        if not subscription.active:
-            return
-        subscription.active = False
-        subscribers = self._channels.get(subscription.channel)
-        if subscribers is None:
-            return
-        subscribers.discard(subscription)
-        if not subscribers:
-            del self._channels[subscription.channel]
-            await self._command(subscription.channel, subscribe=False)
+    async def _channel_removed(self, channel: str) -> None:
+        await self._command(channel, subscribe=False)
 
     async def _command(self, channel: str, *, subscribe: bool) -> None:
         async with self._lock:
@@ -242,9 +170,7 @@ class RedisBus:
     def publish(self, channel: str, payload: str) -> None:
         if self._closing or self._pubsub is None:
             return  # down: the message is in the database; subscribers catch up on reconnect
-        task = asyncio.get_running_loop().create_task(self._send(channel, payload))
-        self._sends.add(task)
-        task.add_done_callback(self._sends.discard)
+        self._spawn(self._send(channel, payload))
 
     async def _send(self, channel: str, payload: str) -> None:
         name = PREFIX + channel
@@ -264,11 +190,3 @@ class RedisBus:
 
     def is_connected(self) -> bool:
         return self._pubsub is not None
-
-    def confirmed_within(self, seconds: float) -> bool:
-        confirmed = self._confirmed_at
-        return (
-            confirmed is not None
-            and self._pubsub is not None
-            and time.monotonic() - confirmed < seconds
-        )

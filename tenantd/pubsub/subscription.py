@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 log = logging.getLogger(__name__)
 
 MessageCallback = Callable[[str, str], None]  # (channel, payload); must not block
+GapHandler = Callable[[], None]  # messages may have been missed: catch up from storage
 
 
 @dataclass(eq=False)
 class Subscription:
     channel: str
     callback: MessageCallback
-    on_gap: Callable[[], None] | None = None
+    on_gap: GapHandler | None = None
     active: bool = field(default=True)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -42,6 +43,7 @@ class PrivateServer:
     def __init__(self, kind: str):
         self.kind = kind
         self.port = free_port()
+        self.store = tempfile.mkdtemp(prefix="tenantd-nats-")  # JetStream's, kept over restarts
         self.process: asyncio.subprocess.Process | None = None
 
     @property
@@ -52,7 +54,10 @@ class PrivateServer:
 
     def command(self) -> list[str]:
         if self.kind == "nats":
-            return ["/usr/sbin/nats-server", "-a", "127.0.0.1", "-p", str(self.port)]
+            return [
+                "/usr/sbin/nats-server", "-a", "127.0.0.1", "-p", str(self.port),
+                "-js", "-sd", self.store,
+            ]  # fmt: skip
         return [
             "redis-server",
             "--port", str(self.port), "--bind", "127.0.0.1",
