@@ -1,10 +1,12 @@
-"""The one shape of an account-scoped route: call a service with the services bundle, the
-caller and the URL's account id (`{id}`), then answer. Views pass only what is their own."""
+"""The one shape of an account-scoped call: a service gets the services bundle, the caller and
+the account id first, then what is the view's or page's own (`in_account` for an API route whose
+URL names the account as `{id}`, `AccountCall` where a page has the three already)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
 
 from aiohttp import web
@@ -17,12 +19,32 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class AccountCall:
+    services: IdentityServices
+    principal: Principal
+    account_id: uuid.UUID
+
+    async def __call__(
+        self,
+        call: Callable[Concatenate[IdentityServices, Principal, uuid.UUID, P], Awaitable[T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """`call(services, caller, account id, *args, **kwargs)`."""
+        return await call(self.services, self.principal, self.account_id, *args, **kwargs)
+
+
 async def in_account(
     request: web.Request,
     call: Callable[Concatenate[IdentityServices, Principal, uuid.UUID, P], Awaitable[T]],
+    /,
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    """`call(services, caller, account id, *args, **kwargs)` for the request's URL account."""
-    principal = current_principal(request)
-    return await call(request.app[SERVICES], principal, path_uuid(request, "id"), *args, **kwargs)
+    """`call` for the request's caller and URL account (`{id}`)."""
+    scoped = AccountCall(
+        request.app[SERVICES], current_principal(request), path_uuid(request, "id")
+    )
+    return await scoped(call, *args, **kwargs)
