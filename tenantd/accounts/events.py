@@ -7,6 +7,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
+from tenantd import audit
 from tenantd.accounts import queries
 from tenantd.db import Conn, Row
 from tenantd.outbox import Actor, Event, emit, emit_many, payload
@@ -54,6 +55,30 @@ async def membership(
         data=payload(row, MEMBERSHIP_FIELDS),
         previous=previous,
     )
+
+
+async def membership_change(
+    conn: Conn,
+    type_: str,
+    row: Row,
+    *,
+    by: uuid.UUID | None,
+    actor: Actor,
+    data: dict[str, Any],
+    previous: dict[str, Any] | None = None,
+) -> Row:
+    """A written membership change's audit row (`by` the acting user, None for none; the target
+    is the member) and its outbox event of the same type. Returns `row`."""
+    await audit.record(
+        conn,
+        account_id=row["account_id"],
+        actor_user_id=by,
+        action=type_,
+        target=str(row["user_id"]),
+        data=data,
+    )
+    await membership(conn, type_, row, actor, previous=previous)
+    return row
 
 
 def invitation_data(row: Row) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.errors import RoleExists, RoleInUse, SystemRole
-from tenantd.accounts.service import check_scope, lock_scoped
+from tenantd.accounts.service import lock_scoped, read_scoped
 from tenantd.accounts.settings import AccountSettings
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
@@ -67,10 +67,7 @@ async def roles_of(conn: Conn, account_id: uuid.UUID) -> list[Role]:
 
 async def list_roles(services: Services, actor: Principal, account_id: uuid.UUID) -> list[Role]:
     """Every role of the active account with its permissions (any member may read them)."""
-    async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.MEMBERS_READ)
-        return await roles_of(conn, account_id)
+    return await read_scoped(services, actor, account_id, permissions.MEMBERS_READ, roles_of)
 
 
 def _checked_permissions(services: Services, wanted: list[str]) -> list[str]:

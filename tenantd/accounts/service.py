@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
+from tenantd.accounts.errors import SeatLimitReached
 from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
-from tenantd.errors import Forbidden, NotFound
+from tenantd.errors import Conflict, Forbidden, NotFound
 from tenantd.identity import permissions
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.bundle import IdentityServices
@@ -34,6 +36,8 @@ from tenantd.settings import Settings
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal
+
+T = TypeVar("T")
 
 GRACE_DAYS = 30  # SERVICE.md Limits: account deletion grace window
 
@@ -57,6 +61,33 @@ async def check_scope(conn: Conn, actor: Principal, account_id: uuid.UUID) -> No
     if not await queries.account_liveness(conn, account_id):
         raise NotFound("Account not found")
     raise Forbidden("This is not your active account; switch to it first")
+
+
+async def read_scoped(
+    services: Services,
+    actor: Principal,
+    account_id: uuid.UUID,
+    permission: str,
+    read: Callable[[Conn, uuid.UUID], Awaitable[T]],
+) -> T:
+    """A read of the active account: scope, the caller's `permission`, then `read`."""
+    async with services.db.connection() as conn:
+        await check_scope(conn, actor, account_id)
+        permissions.require(actor, permission)
+        return await read(conn, account_id)
+
+
+async def require_seat(
+    conn: Conn, account_id: uuid.UUID, user_id: uuid.UUID, *, already_member: str | None = None
+) -> None:
+    """Refuse a new member when the account has no free seat (SEAT_LIMIT_REACHED, no plan:
+    one seat); with `already_member`, also one who already is a member (409 with it)."""
+    seats = await queries.seat_state(conn, account_id=account_id, user_id=user_id)
+    if already_member is not None and seats["is_member"]:
+        raise Conflict(already_member)
+    cap = seats["seats"] if seats["seats"] is not None else 1
+    if seats["used"] >= cap:
+        raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
 
 
 async def lock_scoped(
