@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tenantd import audit
@@ -44,17 +45,61 @@ async def account(
     await emit(conn, type_, account_id=account_id, actor=actor, data=data, previous=previous)
 
 
-async def membership(
-    conn: Conn, type_: str, row: Row, actor: Actor, *, previous: dict[str, Any] | None = None
+async def _of_row(
+    conn: Conn,
+    type_: str,
+    row: Row,
+    actor: Actor,
+    fields: tuple[str, ...],
+    *,
+    previous: dict[str, Any] | None,
+    subject: str | None = None,
 ) -> None:
+    """The event of an account-scoped row: its `fields` as the data."""
     await emit(
         conn,
         type_,
         account_id=row["account_id"],
         actor=actor,
-        data=payload(row, MEMBERSHIP_FIELDS),
+        data=payload(row, fields),
         previous=previous,
+        subject=subject,
     )
+
+
+async def membership(
+    conn: Conn, type_: str, row: Row, actor: Actor, *, previous: dict[str, Any] | None = None
+) -> None:
+    await _of_row(conn, type_, row, actor, MEMBERSHIP_FIELDS, previous=previous)
+
+
+Emitter = Callable[..., Awaitable[None]]
+
+
+async def _recorded(
+    conn: Conn,
+    type_: str,
+    row: Row,
+    event: Emitter,
+    target: str,
+    *,
+    by: uuid.UUID | None,
+    actor: Actor,
+    data: dict[str, Any],
+    previous: dict[str, Any] | None,
+) -> Row:
+    """A written change's audit row (`by` the acting user, None for none) and its outbox event
+    of the same type, `event(conn, type_, row, actor, previous=...)`. Returns `row`."""
+    await audit.record(
+        conn,
+        account_id=row["account_id"],
+        actor_user_id=by,
+        action=type_,
+        target=target,
+        data=data,
+    )
+    await event(conn, type_, row, actor, previous=previous)
+    return row
 
 
 async def membership_change(
@@ -67,18 +112,27 @@ async def membership_change(
     data: dict[str, Any],
     previous: dict[str, Any] | None = None,
 ) -> Row:
-    """A written membership change's audit row (`by` the acting user, None for none; the target
-    is the member) and its outbox event of the same type. Returns `row`."""
-    await audit.record(
-        conn,
-        account_id=row["account_id"],
-        actor_user_id=by,
-        action=type_,
-        target=str(row["user_id"]),
-        data=data,
+    """A membership change (membership.*), audited with the member as the target."""
+    target = str(row["user_id"])
+    return await _recorded(
+        conn, type_, row, membership, target, by=by, actor=actor, data=data, previous=previous
     )
-    await membership(conn, type_, row, actor, previous=previous)
-    return row
+
+
+async def role_change(
+    conn: Conn,
+    type_: str,
+    row: Row,
+    *,
+    by: uuid.UUID | None,
+    data: dict[str, Any],
+    previous: dict[str, Any] | None = None,
+) -> Row:
+    """A custom role's change (role.*) by a user, audited with the role's key as the target."""
+    actor = actor_of(by)
+    return await _recorded(
+        conn, type_, row, role, row["key"], by=by, actor=actor, data=data, previous=previous
+    )
 
 
 def invitation_data(row: Row) -> dict[str, Any]:
@@ -161,12 +215,5 @@ async def role(
     conn: Conn, type_: str, row: Row, actor: Actor, *, previous: dict[str, Any] | None = None
 ) -> None:
     """role.created, role.updated (previous: what changed), role.deleted."""
-    await emit(
-        conn,
-        type_,
-        account_id=row["account_id"],
-        actor=actor,
-        data=payload(row, ROLE_FIELDS),
-        previous=previous,
-        subject=f"role:{row['key']}",
-    )
+    subject = f"role:{row['key']}"
+    await _of_row(conn, type_, row, actor, ROLE_FIELDS, previous=previous, subject=subject)

@@ -132,11 +132,7 @@ async def leave_account(
             raise OwnerCannotLeave()
         revoked = await _revoke(conn, actor, own, reason="left")
         activation = await activate_next_account(
-            conn,
-            services.settings,
-            keyring=services.keyring,
-            actor=actor,
-            refresh_token=refresh_token,
+            conn, services, actor=actor, refresh_token=refresh_token
         )
     return Left(membership=revoked, activation=activation)
 

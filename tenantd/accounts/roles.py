@@ -15,7 +15,6 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.errors import RoleExists, RoleInUse, SystemRole
@@ -110,15 +109,8 @@ async def create_role(
         )
         if row is None:
             raise RoleExists(details={"key": key})
-        await audit.record(
-            conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="role.created",
-            target=key,
-            data={"name": name, "permissions": grants},
-        )
-        await outbox_events.role(conn, "role.created", row, outbox_events.actor_of(actor.user_id))
+        data = {"name": name, "permissions": grants}
+        await outbox_events.role_change(conn, "role.created", row, by=actor.user_id, data=data)
     return _custom(row)
 
 
@@ -166,16 +158,13 @@ async def update_role(
             previous["name"] = current["name"]
         if new_grants != list(current["permissions"]):
             previous["permissions"] = list(current["permissions"])
-        await audit.record(
+        await outbox_events.role_change(
             conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="role.updated",
-            target=key,
+            "role.updated",
+            row,
+            by=actor.user_id,
             data={"name": new_name, "permissions": new_grants, "previous": previous},
-        )
-        await outbox_events.role(
-            conn, "role.updated", row, outbox_events.actor_of(actor.user_id), previous=previous
+            previous=previous,
         )
     return _custom(row)
 
@@ -197,16 +186,12 @@ async def delete_role(
                 details={"members": int(use["members"]), "invitations": int(use["invitations"])}
             )
         await queries.delete_role(conn, account_id=account_id, key=key)
-        await audit.record(
+        await outbox_events.role_change(
             conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="role.deleted",
-            target=key,
+            "role.deleted",
+            current,
+            by=actor.user_id,
             data={"name": current["name"], "permissions": list(current["permissions"])},
-        )
-        await outbox_events.role(
-            conn, "role.deleted", current, outbox_events.actor_of(actor.user_id)
         )
     return _custom(current)
 

@@ -223,10 +223,9 @@ def detail_of(row: Row, role: str | None) -> Detail:
 
 async def read_account(services: Services, actor: Principal, account_id: uuid.UUID) -> Detail:
     """The active account with plan, seats and resolved features (any member)."""
-    async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.ACCOUNT_READ)
-        row = await queries.account_detail(conn, account_id)
+    row = await read_scoped(
+        services, actor, account_id, permissions.ACCOUNT_READ, queries.account_detail
+    )
     if row is None or row["deleted_at"] is not None:
         raise NotFound("Account not found")
     return detail_of(row, actor.role)
@@ -261,18 +260,15 @@ async def rename_account(
 
 
 async def activate_next_account(
-    conn: Conn,
-    settings: Settings,
-    *,
-    keyring: Keyring,
-    actor: Principal,
-    refresh_token: str | None,
+    conn: Conn, services: IdentityServices, *, actor: Principal, refresh_token: str | None
 ) -> Activation:
     """After leaving or deleting the active account: the session moves to the next one."""
     next_account = await queries.default_account_id(
         conn, actor.user_id, factor=identity_queries.used_factor(actor.amr)
     )
-    return await activate(conn, settings, keyring, actor, next_account, refresh_token)
+    return await activate(
+        conn, services.settings, services.keyring, actor, next_account, refresh_token
+    )
 
 
 async def refuse_without_mfa(conn: Conn, account: Row, actor: Principal) -> None:
@@ -422,11 +418,7 @@ async def delete_account(
             extra={"purgeAfter": purge_after},
         )
         activation = await activate_next_account(
-            conn,
-            services.settings,
-            keyring=services.keyring,
-            actor=actor,
-            refresh_token=refresh_token,
+            conn, services, actor=actor, refresh_token=refresh_token
         )
     return Deleted(
         account_id=account_id,
