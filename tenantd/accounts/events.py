@@ -108,14 +108,22 @@ async def membership_change(
     row: Row,
     *,
     by: uuid.UUID | None,
-    actor: Actor,
     data: dict[str, Any],
     previous: dict[str, Any] | None = None,
+    actor: Actor | None = None,
 ) -> Row:
-    """A membership change (membership.*), audited with the member as the target."""
-    target = str(row["user_id"])
+    """A membership change (membership.*), audited with the member as the target; the event's
+    actor is `by` unless given (a directory, a provider acting for no user)."""
     return await _recorded(
-        conn, type_, row, membership, target, by=by, actor=actor, data=data, previous=previous
+        conn,
+        type_,
+        row,
+        membership,
+        str(row["user_id"]),
+        by=by,
+        actor=actor or actor_of(by),
+        data=data,
+        previous=previous,
     )
 
 

@@ -6,6 +6,8 @@ Requests are created by provisioning when a verified signup lands on a claimed d
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,13 +52,21 @@ class Decision:
     membership: Row | None
 
 
+@asynccontextmanager
+async def _deciding(
+    services: Services, actor: Principal, account_id: uuid.UUID, request_id: uuid.UUID
+) -> AsyncIterator[tuple[Conn, Row]]:
+    """A decision's transaction: the account locked for a decider, the pending request too."""
+    async with services.db.transaction() as conn:
+        await lock_scoped(conn, actor, account_id, permissions.JOIN_REQUESTS_DECIDE)
+        yield conn, await _locked_pending(conn, account_id, request_id)
+
+
 async def approve_join_request(
     services: Services, actor: Principal, account_id: uuid.UUID, *, request_id: uuid.UUID
 ) -> Decision:
     """Approve (owner or admin): the requester becomes a member if a seat is free."""
-    async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, permissions.JOIN_REQUESTS_DECIDE)
-        request = await _locked_pending(conn, account_id, request_id)
+    async with _deciding(services, actor, account_id, request_id) as (conn, request):
         await require_seat(
             conn,
             account_id,
@@ -72,7 +82,6 @@ async def approve_join_request(
             "membership.created",
             membership,
             by=actor.user_id,
-            actor=outbox_events.actor_of(actor.user_id),
             data={"role": "member", "via": "join_request"},
         )
     return Decision(join_request=decided, membership=membership)
@@ -82,9 +91,7 @@ async def deny_join_request(
     services: Services, actor: Principal, account_id: uuid.UUID, *, request_id: uuid.UUID
 ) -> Decision:
     """Deny (owner or admin)."""
-    async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, permissions.JOIN_REQUESTS_DECIDE)
-        request = await _locked_pending(conn, account_id, request_id)
+    async with _deciding(services, actor, account_id, request_id) as (conn, request):
         decided = await _decide(conn, actor, account_id, request, "denied")
     return Decision(join_request=decided, membership=None)
 

@@ -74,7 +74,6 @@ async def change_role(
             "membership.role_changed",
             await queries.set_role(conn, membership_id=target["id"], role=role),
             by=actor.user_id,
-            actor=outbox_events.actor_of(actor.user_id),
             data={"from": target["role"], "to": role},
             previous={"role": target["role"]},
         )
@@ -97,7 +96,6 @@ async def _revoke(conn: Conn, actor: Principal, membership: Row, *, reason: str)
         "membership.revoked",
         await queries.revoke_membership(conn, membership["id"]),
         by=actor.user_id,
-        actor=outbox_events.actor_of(actor.user_id),
         data={"role": membership["role"], "reason": reason},
         previous={"revokedAt": None},
     )
