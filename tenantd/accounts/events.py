@@ -73,36 +73,7 @@ async def membership(
     await _of_row(conn, type_, row, actor, MEMBERSHIP_FIELDS, previous=previous)
 
 
-Emitter = Callable[..., Awaitable[None]]
-
-
-async def _recorded(
-    conn: Conn,
-    type_: str,
-    row: Row,
-    event: Emitter,
-    target: str,
-    *,
-    by: uuid.UUID | None,
-    actor: Actor,
-    data: dict[str, Any],
-    previous: dict[str, Any] | None,
-) -> Row:
-    """A written change's audit row (`by` the acting user, None for none) and its outbox event
-    of the same type, `event(conn, type_, row, actor, previous=...)`. Returns `row`."""
-    await audit.record(
-        conn,
-        account_id=row["account_id"],
-        actor_user_id=by,
-        action=type_,
-        target=target,
-        data=data,
-    )
-    await event(conn, type_, row, actor, previous=previous)
-    return row
-
-
-async def membership_change(
+async def change(
     conn: Conn,
     type_: str,
     row: Row,
@@ -112,35 +83,20 @@ async def membership_change(
     previous: dict[str, Any] | None = None,
     actor: Actor | None = None,
 ) -> Row:
-    """A membership change (membership.*), audited with the member as the target; the event's
-    actor is `by` unless given (a directory, a provider acting for no user)."""
-    return await _recorded(
+    """A written membership.* or role.* change: its audit row (`by` the acting user, None for
+    none; the target the member or the role's key) and its outbox event of the same type, the
+    event's actor `by` unless given (a directory acting for no user). Returns `row`."""
+    event, target_field = _CHANGES[type_.split(".")[0]]
+    await audit.record(
         conn,
-        type_,
-        row,
-        membership,
-        str(row["user_id"]),
-        by=by,
-        actor=actor or actor_of(by),
+        account_id=row["account_id"],
+        actor_user_id=by,
+        action=type_,
+        target=str(row[target_field]),
         data=data,
-        previous=previous,
     )
-
-
-async def role_change(
-    conn: Conn,
-    type_: str,
-    row: Row,
-    *,
-    by: uuid.UUID | None,
-    data: dict[str, Any],
-    previous: dict[str, Any] | None = None,
-) -> Row:
-    """A custom role's change (role.*) by a user, audited with the role's key as the target."""
-    actor = actor_of(by)
-    return await _recorded(
-        conn, type_, row, role, row["key"], by=by, actor=actor, data=data, previous=previous
-    )
+    await event(conn, type_, row, actor or actor_of(by), previous=previous)
+    return row
 
 
 def invitation_data(row: Row) -> dict[str, Any]:
@@ -225,3 +181,10 @@ async def role(
     """role.created, role.updated (previous: what changed), role.deleted."""
     subject = f"role:{row['key']}"
     await _of_row(conn, type_, row, actor, ROLE_FIELDS, previous=previous, subject=subject)
+
+
+# What `change` writes per kind: the event's emitter and the row field the audit row targets.
+_CHANGES: dict[str, tuple[Callable[..., Awaitable[None]], str]] = {
+    "membership": (membership, "user_id"),
+    "role": (role, "key"),
+}

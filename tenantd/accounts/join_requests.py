@@ -77,7 +77,7 @@ async def approve_join_request(
             conn, account_id=account_id, user_id=request["user_id"], role="member"
         )
         decided = await _decide(conn, actor, account_id, request, "approved")
-        await outbox_events.membership_change(
+        await outbox_events.change(
             conn,
             "membership.created",
             membership,

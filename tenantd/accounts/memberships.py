@@ -69,7 +69,7 @@ async def change_role(
         target = await _locked_target(conn, account, user_id)
         if target["role"] == role:
             return target
-        return await outbox_events.membership_change(
+        return await outbox_events.change(
             conn,
             "membership.role_changed",
             await queries.set_role(conn, membership_id=target["id"], role=role),
@@ -91,7 +91,7 @@ async def remove_member(
 
 async def _revoke(conn: Conn, actor: Principal, membership: Row, *, reason: str) -> Row:
     """Soft-revoke `membership`, with its audit row and event."""
-    return await outbox_events.membership_change(
+    return await outbox_events.change(
         conn,
         "membership.revoked",
         await queries.revoke_membership(conn, membership["id"]),
@@ -248,7 +248,7 @@ async def join_within_seats(
     membership = await queries.insert_membership(
         conn, account_id=account_id, user_id=user_id, role=role
     )
-    await outbox_events.membership_change(
+    await outbox_events.change(
         conn,
         "membership.created",
         membership,
@@ -271,7 +271,7 @@ async def set_member_role(
         role = "member"
     if membership["role"] == role:
         return membership
-    return await outbox_events.membership_change(
+    return await outbox_events.change(
         conn,
         "membership.role_changed",
         await queries.set_role(conn, membership_id=membership["id"], role=role),
@@ -292,7 +292,7 @@ async def end_membership(
     revoked = await queries.revoke_membership(conn, membership["id"])
     account_id, user_id = membership["account_id"], membership["user_id"]
     ended = await end_account_sessions(conn, user_id=user_id, account_id=account_id)
-    return await outbox_events.membership_change(
+    return await outbox_events.change(
         conn,
         "membership.revoked",
         revoked,

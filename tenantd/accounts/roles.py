@@ -110,7 +110,7 @@ async def create_role(
         if row is None:
             raise RoleExists(details={"key": key})
         data = {"name": name, "permissions": grants}
-        await outbox_events.role_change(conn, "role.created", row, by=actor.user_id, data=data)
+        await outbox_events.change(conn, "role.created", row, by=actor.user_id, data=data)
     return _custom(row)
 
 
@@ -158,7 +158,7 @@ async def update_role(
             previous["name"] = current["name"]
         if new_grants != list(current["permissions"]):
             previous["permissions"] = list(current["permissions"])
-        await outbox_events.role_change(
+        await outbox_events.change(
             conn,
             "role.updated",
             row,
@@ -186,7 +186,7 @@ async def delete_role(
                 details={"members": int(use["members"]), "invitations": int(use["invitations"])}
             )
         await queries.delete_role(conn, account_id=account_id, key=key)
-        await outbox_events.role_change(
+        await outbox_events.change(
             conn,
             "role.deleted",
             current,
