@@ -7,13 +7,15 @@ FOR UPDATE SKIP LOCKED in its own short transaction, so parallel runs split the 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.service import GRACE_DAYS
-from tenantd.db import Conn, Database
+from tenantd.db import Conn, Database, Row
 from tenantd.ops.sweeps import SweepContext, in_batches, sweep
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,22 @@ async def _batched(
     return total
 
 
+async def _audited(
+    conn: Conn,
+    batch: list[Row],
+    action: str,
+    entry: Callable[[Row], tuple[uuid.UUID, dict[str, Any]]],
+) -> None:
+    """One audit row per swept row, in one statement: no actor, the row's id as the target,
+    `entry(row)` its account and data."""
+    entries = []
+    for row in batch:
+        account_id, data = entry(row)
+        target = str(row["id"])
+        entries.append(audit.AuditEntry(account_id, None, action, target=target, data=data))
+    await audit.record_many(conn, entries)
+
+
 async def purge_deleted_accounts(
     db: Database,
     *,
@@ -67,22 +85,18 @@ async def purge_deleted_accounts(
         )
         if not batch:
             return 0
-        await audit.record_many(
+        await _audited(
             conn,
-            [
-                audit.AuditEntry(
-                    account_id=row["id"],
-                    actor_user_id=None,
-                    action="account.hard_deleted",
-                    target=str(row["id"]),
-                    data={
-                        "name": row["name"],
-                        "claimedDomain": row["claimed_domain"],
-                        "deletedAt": row["deleted_at"].isoformat(),
-                    },
-                )
-                for row in batch
-            ],
+            batch,
+            "account.hard_deleted",
+            lambda row: (
+                row["id"],
+                {
+                    "name": row["name"],
+                    "claimedDomain": row["claimed_domain"],
+                    "deletedAt": row["deleted_at"].isoformat(),
+                },
+            ),
         )
         await outbox_events.purged(conn, batch)
         # The batch is locked by this transaction: every row of it is deleted.
@@ -117,18 +131,11 @@ async def expire_invitations(
         batch = await queries.revoke_expired_invitations(
             conn, ttl_hours=ttl_hours, limit=batch_size
         )
-        await audit.record_many(
+        await _audited(
             conn,
-            [
-                audit.AuditEntry(
-                    account_id=row["account_id"],
-                    actor_user_id=None,
-                    action="invitation.revoked",
-                    target=str(row["id"]),
-                    data={"email": row["email"], "reason": "expired"},
-                )
-                for row in batch
-            ],
+            batch,
+            "invitation.revoked",
+            lambda row: (row["account_id"], {"email": row["email"], "reason": "expired"}),
         )
         await outbox_events.expired(conn, batch)
         return len(batch)
