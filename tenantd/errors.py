@@ -3,7 +3,7 @@ Services raise them; one middleware turns every `AppError` into the error envelo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 
 class AppError(Exception):
@@ -87,3 +87,19 @@ class ServiceUnavailable(AppError):
     def __init__(self, retry_after: int, message: str | None = None):
         super().__init__(message, details={"retryAfter": retry_after})
         self.retry_after = retry_after
+
+
+def declare(
+    module: str, *rows: tuple[type[AppError] | int, str, str]
+) -> tuple[type[AppError], ...]:
+    """A domain's errors from one table, in the order of its rows. A row is (kind, code, message):
+    the kind a generic class of this module, or an HTTP status for a plain `AppError` (one no
+    handler of a generic kind may catch); the class is named after its code (SEAT_LIMIT_REACHED
+    -> SeatLimitReached) and belongs to `module`, which binds it to that name."""
+    declared = []
+    for kind, code, message in rows:
+        base, status = (AppError, {"status": kind}) if isinstance(kind, int) else (kind, {})
+        name = "".join(part.capitalize() for part in code.split("_"))
+        attrs = {"__module__": module, "code": code, "message": message, **status}
+        declared.append(cast(type[AppError], type(name, (base,), attrs)))
+    return tuple(declared)

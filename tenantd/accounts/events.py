@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tenantd import audit
 from tenantd.accounts import queries
 from tenantd.db import Conn, Row
 from tenantd.outbox import Actor, Event, emit, emit_many, payload
@@ -43,17 +45,58 @@ async def account(
     await emit(conn, type_, account_id=account_id, actor=actor, data=data, previous=previous)
 
 
-async def membership(
-    conn: Conn, type_: str, row: Row, actor: Actor, *, previous: dict[str, Any] | None = None
+async def _of_row(
+    conn: Conn,
+    type_: str,
+    row: Row,
+    actor: Actor,
+    fields: tuple[str, ...],
+    *,
+    previous: dict[str, Any] | None,
+    subject: str | None = None,
 ) -> None:
+    """The event of an account-scoped row: its `fields` as the data."""
     await emit(
         conn,
         type_,
         account_id=row["account_id"],
         actor=actor,
-        data=payload(row, MEMBERSHIP_FIELDS),
+        data=payload(row, fields),
         previous=previous,
+        subject=subject,
     )
+
+
+async def membership(
+    conn: Conn, type_: str, row: Row, actor: Actor, *, previous: dict[str, Any] | None = None
+) -> None:
+    await _of_row(conn, type_, row, actor, MEMBERSHIP_FIELDS, previous=previous)
+
+
+async def change(
+    conn: Conn,
+    type_: str,
+    row: Row,
+    *,
+    by: uuid.UUID | None,
+    data: dict[str, Any],
+    previous: dict[str, Any] | None = None,
+    actor: Actor | None = None,
+) -> Row:
+    """A written membership.* or role.* change: its audit row (`by` the acting user, None for
+    none; the target the member or the role's key) and its outbox event of the same type, the
+    event's actor `by` unless given (a directory acting for no user). Returns `row`."""
+    event, target_field = _CHANGES[type_.split(".")[0]]
+    await audit.record(
+        conn,
+        account_id=row["account_id"],
+        actor_user_id=by,
+        action=type_,
+        target=str(row[target_field]),
+        data=data,
+    )
+    await event(conn, type_, row, actor or actor_of(by), previous=previous)
+    return row
 
 
 def invitation_data(row: Row) -> dict[str, Any]:
@@ -136,12 +179,12 @@ async def role(
     conn: Conn, type_: str, row: Row, actor: Actor, *, previous: dict[str, Any] | None = None
 ) -> None:
     """role.created, role.updated (previous: what changed), role.deleted."""
-    await emit(
-        conn,
-        type_,
-        account_id=row["account_id"],
-        actor=actor,
-        data=payload(row, ROLE_FIELDS),
-        previous=previous,
-        subject=f"role:{row['key']}",
-    )
+    subject = f"role:{row['key']}"
+    await _of_row(conn, type_, row, actor, ROLE_FIELDS, previous=previous, subject=subject)
+
+
+# What `change` writes per kind: the event's emitter and the row field the audit row targets.
+_CHANGES: dict[str, tuple[Callable[..., Awaitable[None]], str]] = {
+    "membership": (membership, "user_id"),
+    "role": (role, "key"),
+}

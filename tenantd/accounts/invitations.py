@@ -23,15 +23,15 @@ from tenantd.accounts.errors import (
     InvitationAlreadyUsed,
     InvitationExpired,
     InvitationRevoked,
-    SeatLimitReached,
 )
 from tenantd.accounts.plans import entitlements
 from tenantd.accounts.service import (
     Activation,
     activate,
-    check_scope,
     lock_scoped,
+    read_scoped,
     refuse_without_mfa,
+    require_seat,
 )
 from tenantd.accounts.settings import AccountSettings
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
@@ -130,10 +130,9 @@ async def list_invitations(
     services: Services, actor: Principal, account_id: uuid.UUID
 ) -> list[Row]:
     """Pending invitations of the active account (owner or admin)."""
-    async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.MEMBERS_INVITE)
-        return await queries.list_pending_invitations(conn, account_id)
+    return await read_scoped(
+        services, actor, account_id, permissions.MEMBERS_INVITE, queries.list_pending_invitations
+    )
 
 
 async def _locked_pending(conn: Conn, account_id: uuid.UUID, invitation_id: uuid.UUID) -> Row:
@@ -264,12 +263,12 @@ async def accept_invitation(
             raise Forbidden("This invitation was sent to another email address")
         # Enrol first: the invitation stays pending until then.
         await refuse_without_mfa(conn, account, actor)
-        seats = await queries.seat_state(conn, account_id=account["id"], user_id=actor.user_id)
-        if seats["is_member"]:
-            raise Conflict("You are already a member of this account")
-        cap = seats["seats"] if seats["seats"] is not None else 1
-        if seats["used"] >= cap:
-            raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
+        await require_seat(
+            conn,
+            account["id"],
+            actor.user_id,
+            already_member="You are already a member of this account",
+        )
         membership = await queries.insert_membership(
             conn, account_id=account["id"], user_id=actor.user_id, role=invitation["role"]
         )

@@ -6,14 +6,15 @@ Requests are created by provisioning when a verified signup lands on a claimed d
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
-from tenantd.accounts.errors import SeatLimitReached
-from tenantd.accounts.service import check_scope, lock_scoped
+from tenantd.accounts.service import lock_scoped, read_scoped, require_seat
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound
@@ -27,10 +28,13 @@ async def list_join_requests(
     services: Services, actor: Principal, account_id: uuid.UUID
 ) -> list[Row]:
     """Pending join requests of the active account (owner or admin)."""
-    async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.JOIN_REQUESTS_DECIDE)
-        return await queries.list_pending_join_requests(conn, account_id)
+    return await read_scoped(
+        services,
+        actor,
+        account_id,
+        permissions.JOIN_REQUESTS_DECIDE,
+        queries.list_pending_join_requests,
+    )
 
 
 async def _locked_pending(conn: Conn, account_id: uuid.UUID, request_id: uuid.UUID) -> Row:
@@ -48,33 +52,38 @@ class Decision:
     membership: Row | None
 
 
+@asynccontextmanager
+async def _deciding(
+    services: Services, actor: Principal, account_id: uuid.UUID, request_id: uuid.UUID
+) -> AsyncIterator[tuple[Conn, Row]]:
+    """A decision's transaction: the account locked for a decider, the pending request too."""
+    async with services.db.transaction() as conn:
+        await lock_scoped(conn, actor, account_id, permissions.JOIN_REQUESTS_DECIDE)
+        yield conn, await _locked_pending(conn, account_id, request_id)
+
+
 async def approve_join_request(
     services: Services, actor: Principal, account_id: uuid.UUID, *, request_id: uuid.UUID
 ) -> Decision:
     """Approve (owner or admin): the requester becomes a member if a seat is free."""
-    async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, permissions.JOIN_REQUESTS_DECIDE)
-        request = await _locked_pending(conn, account_id, request_id)
-        seats = await queries.seat_state(conn, account_id=account_id, user_id=request["user_id"])
-        if seats["is_member"]:
-            raise Conflict("The requester is already a member; deny the request instead")
-        cap = seats["seats"] if seats["seats"] is not None else 1
-        if seats["used"] >= cap:
-            raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
+    async with _deciding(services, actor, account_id, request_id) as (conn, request):
+        await require_seat(
+            conn,
+            account_id,
+            request["user_id"],
+            already_member="The requester is already a member; deny the request instead",
+        )
         membership = await queries.insert_membership(
             conn, account_id=account_id, user_id=request["user_id"], role="member"
         )
         decided = await _decide(conn, actor, account_id, request, "approved")
-        await audit.record(
+        await outbox_events.change(
             conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="membership.created",
-            target=str(request["user_id"]),
+            "membership.created",
+            membership,
+            by=actor.user_id,
             data={"role": "member", "via": "join_request"},
         )
-        who = outbox_events.actor_of(actor.user_id)
-        await outbox_events.membership(conn, "membership.created", membership, who)
     return Decision(join_request=decided, membership=membership)
 
 
@@ -82,9 +91,7 @@ async def deny_join_request(
     services: Services, actor: Principal, account_id: uuid.UUID, *, request_id: uuid.UUID
 ) -> Decision:
     """Deny (owner or admin)."""
-    async with services.db.transaction() as conn:
-        await lock_scoped(conn, actor, account_id, permissions.JOIN_REQUESTS_DECIDE)
-        request = await _locked_pending(conn, account_id, request_id)
+    async with _deciding(services, actor, account_id, request_id) as (conn, request):
         decided = await _decide(conn, actor, account_id, request, "denied")
     return Decision(join_request=decided, membership=None)
 

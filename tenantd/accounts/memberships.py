@@ -15,8 +15,14 @@ from typing import TYPE_CHECKING, Any
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries, roles
-from tenantd.accounts.errors import OwnerCannotLeave, SeatLimitReached
-from tenantd.accounts.service import Activation, activate_next_account, check_scope, lock_scoped
+from tenantd.accounts.errors import OwnerCannotLeave
+from tenantd.accounts.service import (
+    Activation,
+    activate_next_account,
+    lock_scoped,
+    read_scoped,
+    require_seat,
+)
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -32,10 +38,9 @@ if TYPE_CHECKING:
 
 async def list_members(services: Services, actor: Principal, account_id: uuid.UUID) -> list[Row]:
     """Active members of the active account (any member may read them)."""
-    async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.MEMBERS_READ)
-        return await queries.list_members(conn, account_id)
+    return await read_scoped(
+        services, actor, account_id, permissions.MEMBERS_READ, queries.list_members
+    )
 
 
 async def _locked_target(conn: Conn, account: Row, user_id: uuid.UUID) -> Row:
@@ -64,23 +69,14 @@ async def change_role(
         target = await _locked_target(conn, account, user_id)
         if target["role"] == role:
             return target
-        updated = await queries.set_role(conn, membership_id=target["id"], role=role)
-        await audit.record(
-            conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="membership.role_changed",
-            target=str(user_id),
-            data={"from": target["role"], "to": role},
-        )
-        await outbox_events.membership(
+        return await outbox_events.change(
             conn,
             "membership.role_changed",
-            updated,
-            outbox_events.actor_of(actor.user_id),
+            await queries.set_role(conn, membership_id=target["id"], role=role),
+            by=actor.user_id,
+            data={"from": target["role"], "to": role},
             previous={"role": target["role"]},
         )
-        return updated
 
 
 async def remove_member(
@@ -90,36 +86,19 @@ async def remove_member(
     async with services.db.transaction() as conn:
         account = await lock_scoped(conn, actor, account_id, permissions.MEMBERS_REMOVE)
         target = await _locked_target(conn, account, user_id)
-        return await _revoke(conn, actor, account_id, target, user_id=user_id, reason="removed")
+        return await _revoke(conn, actor, target, reason="removed")
 
 
-async def _revoke(
-    conn: Conn,
-    actor: Principal,
-    account_id: uuid.UUID,
-    membership: Row,
-    *,
-    user_id: uuid.UUID,
-    reason: str,
-) -> Row:
-    """Soft-revoke `membership` (of `user_id`), with its audit row and event."""
-    revoked = await queries.revoke_membership(conn, membership["id"])
-    await audit.record(
-        conn,
-        account_id=account_id,
-        actor_user_id=actor.user_id,
-        action="membership.revoked",
-        target=str(user_id),
-        data={"role": membership["role"], "reason": reason},
-    )
-    await outbox_events.membership(
+async def _revoke(conn: Conn, actor: Principal, membership: Row, *, reason: str) -> Row:
+    """Soft-revoke `membership`, with its audit row and event."""
+    return await outbox_events.change(
         conn,
         "membership.revoked",
-        revoked,
-        outbox_events.actor_of(actor.user_id),
+        await queries.revoke_membership(conn, membership["id"]),
+        by=actor.user_id,
+        data={"role": membership["role"], "reason": reason},
         previous={"revokedAt": None},
     )
-    return revoked
 
 
 @dataclass(frozen=True)
@@ -149,13 +128,9 @@ async def leave_account(
             raise NotFound("You are not a member of this account")
         if own["role"] == "owner":
             raise OwnerCannotLeave()
-        revoked = await _revoke(conn, actor, account_id, own, user_id=actor.user_id, reason="left")
+        revoked = await _revoke(conn, actor, own, reason="left")
         activation = await activate_next_account(
-            conn,
-            services.settings,
-            keyring=services.keyring,
-            actor=actor,
-            refresh_token=refresh_token,
+            conn, services, actor=actor, refresh_token=refresh_token
         )
     return Left(membership=revoked, activation=activation)
 
@@ -269,22 +244,18 @@ async def join_within_seats(
         return Joined(current, created=False)
     if not await roles.is_role_of(conn, account_id, role):
         role = "member"
-    seats = await queries.seat_state(conn, account_id=account_id, user_id=user_id)
-    cap = seats["seats"] if seats["seats"] is not None else 1
-    if seats["used"] >= cap:
-        raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
+    await require_seat(conn, account_id, user_id)
     membership = await queries.insert_membership(
         conn, account_id=account_id, user_id=user_id, role=role
     )
-    await audit.record(
+    await outbox_events.change(
         conn,
-        account_id=account_id,
-        actor_user_id=actor_user_id,
-        action="membership.created",
-        target=str(user_id),
+        "membership.created",
+        membership,
+        by=actor_user_id,
+        actor=actor,
         data={"role": role, **via},
     )
-    await outbox_events.membership(conn, "membership.created", membership, actor)
     return Joined(membership, created=True)
 
 
@@ -300,19 +271,15 @@ async def set_member_role(
         role = "member"
     if membership["role"] == role:
         return membership
-    updated = await queries.set_role(conn, membership_id=membership["id"], role=role)
-    await audit.record(
+    return await outbox_events.change(
         conn,
-        account_id=membership["account_id"],
-        actor_user_id=None,
-        action="membership.role_changed",
-        target=str(membership["user_id"]),
+        "membership.role_changed",
+        await queries.set_role(conn, membership_id=membership["id"], role=role),
+        by=None,
+        actor=actor,
         data={"from": membership["role"], "to": role, **via},
+        previous={"role": membership["role"]},
     )
-    await outbox_events.membership(
-        conn, "membership.role_changed", updated, actor, previous={"role": membership["role"]}
-    )
-    return updated
 
 
 async def end_membership(
@@ -325,15 +292,12 @@ async def end_membership(
     revoked = await queries.revoke_membership(conn, membership["id"])
     account_id, user_id = membership["account_id"], membership["user_id"]
     ended = await end_account_sessions(conn, user_id=user_id, account_id=account_id)
-    await audit.record(
+    return await outbox_events.change(
         conn,
-        account_id=account_id,
-        actor_user_id=None,
-        action="membership.revoked",
-        target=str(user_id),
+        "membership.revoked",
+        revoked,
+        by=None,
+        actor=actor,
         data={"role": membership["role"], "reason": reason, "sessionsEnded": len(ended), **via},
+        previous={"revokedAt": None},
     )
-    await outbox_events.membership(
-        conn, "membership.revoked", revoked, actor, previous={"revokedAt": None}
-    )
-    return revoked

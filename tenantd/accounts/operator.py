@@ -6,13 +6,15 @@ Operators act without a session; their audit rows carry no actor.
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from tenantd import audit
 from tenantd.accounts import invitations, queries
 from tenantd.accounts.plans import KNOWN_FEATURES, resolve_features
 from tenantd.bundle import Services
-from tenantd.db import Row
+from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
 
 
@@ -48,6 +50,27 @@ async def show_account(services: Services, account_id: uuid.UUID) -> dict[str, A
     }
 
 
+@asynccontextmanager
+async def _changing(services: Services, account_id: uuid.UUID) -> AsyncIterator[Conn]:
+    """The transaction of an operator's change to a live account, the account locked."""
+    async with services.db.transaction() as conn:
+        if await queries.lock_account(conn, account_id) is None:
+            raise NotFound(f"account {account_id} not found")
+        yield conn
+
+
+async def _audited(conn: Conn, account_id: uuid.UUID, action: str, data: dict[str, Any]) -> None:
+    """The audit row of an operator's change to the account (no actor)."""
+    await audit.record(
+        conn,
+        account_id=account_id,
+        actor_user_id=None,
+        action=action,
+        target=str(account_id),
+        data=data,
+    )
+
+
 async def set_plan(
     services: Services, account_id: uuid.UUID, *, plan: str, seats: int | None = None
 ) -> None:
@@ -58,43 +81,26 @@ async def set_plan(
     """
     if seats is not None and seats < 0:
         raise ValidationFailed({"seats": "must be >= 0"})
-    async with services.db.transaction() as conn:
-        if await queries.lock_account(conn, account_id) is None:
-            raise NotFound(f"account {account_id} not found")
+    async with _changing(services, account_id) as conn:
         if not await queries.plan_exists(conn, plan):
             raise ValidationFailed({"plan": f"unknown plan {plan!r}"})
         await queries.set_plan(conn, account_id=account_id, plan_code=plan, seats=seats)
-        await audit.record(
-            conn,
-            account_id=account_id,
-            actor_user_id=None,
-            action="account.plan_changed",
-            target=str(account_id),
-            data={"plan": plan, "seats": seats},
-        )
+        await _audited(conn, account_id, "account.plan_changed", {"plan": plan, "seats": seats})
 
 
 async def set_feature(
     services: Services, account_id: uuid.UUID, *, feature: str, enabled: bool
 ) -> None:
     """Override one feature of a live account, whatever its plan says."""
-    async with services.db.transaction() as conn:
-        if await queries.lock_account(conn, account_id) is None:
-            raise NotFound(f"account {account_id} not found")
+    async with _changing(services, account_id) as conn:
         known = set(KNOWN_FEATURES) | await queries.known_features(conn)
         if feature not in known:
             raise ValidationFailed(
                 {"feature": f"unknown feature {feature!r}; known: {', '.join(sorted(known))}"}
             )
         await queries.set_feature(conn, account_id=account_id, feature=feature, enabled=enabled)
-        await audit.record(
-            conn,
-            account_id=account_id,
-            actor_user_id=None,
-            action="account.feature_changed",
-            target=str(account_id),
-            data={"feature": feature, "enabled": enabled},
-        )
+        data = {"feature": feature, "enabled": enabled}
+        await _audited(conn, account_id, "account.feature_changed", data)
 
 
 async def list_invitations(services: Services, account_id: uuid.UUID) -> list[Row]:

@@ -15,11 +15,10 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.errors import RoleExists, RoleInUse, SystemRole
-from tenantd.accounts.service import check_scope, lock_scoped
+from tenantd.accounts.service import lock_scoped, read_scoped
 from tenantd.accounts.settings import AccountSettings
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
@@ -67,10 +66,7 @@ async def roles_of(conn: Conn, account_id: uuid.UUID) -> list[Role]:
 
 async def list_roles(services: Services, actor: Principal, account_id: uuid.UUID) -> list[Role]:
     """Every role of the active account with its permissions (any member may read them)."""
-    async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.MEMBERS_READ)
-        return await roles_of(conn, account_id)
+    return await read_scoped(services, actor, account_id, permissions.MEMBERS_READ, roles_of)
 
 
 def _checked_permissions(services: Services, wanted: list[str]) -> list[str]:
@@ -113,15 +109,8 @@ async def create_role(
         )
         if row is None:
             raise RoleExists(details={"key": key})
-        await audit.record(
-            conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="role.created",
-            target=key,
-            data={"name": name, "permissions": grants},
-        )
-        await outbox_events.role(conn, "role.created", row, outbox_events.actor_of(actor.user_id))
+        data = {"name": name, "permissions": grants}
+        await outbox_events.change(conn, "role.created", row, by=actor.user_id, data=data)
     return _custom(row)
 
 
@@ -169,16 +158,13 @@ async def update_role(
             previous["name"] = current["name"]
         if new_grants != list(current["permissions"]):
             previous["permissions"] = list(current["permissions"])
-        await audit.record(
+        await outbox_events.change(
             conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="role.updated",
-            target=key,
+            "role.updated",
+            row,
+            by=actor.user_id,
             data={"name": new_name, "permissions": new_grants, "previous": previous},
-        )
-        await outbox_events.role(
-            conn, "role.updated", row, outbox_events.actor_of(actor.user_id), previous=previous
+            previous=previous,
         )
     return _custom(row)
 
@@ -200,16 +186,12 @@ async def delete_role(
                 details={"members": int(use["members"]), "invitations": int(use["invitations"])}
             )
         await queries.delete_role(conn, account_id=account_id, key=key)
-        await audit.record(
+        await outbox_events.change(
             conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="role.deleted",
-            target=key,
+            "role.deleted",
+            current,
+            by=actor.user_id,
             data={"name": current["name"], "permissions": list(current["permissions"])},
-        )
-        await outbox_events.role(
-            conn, "role.deleted", current, outbox_events.actor_of(actor.user_id)
         )
     return _custom(current)
 

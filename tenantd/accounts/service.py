@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
+from tenantd.accounts.errors import SeatLimitReached
 from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
-from tenantd.errors import Forbidden, NotFound
+from tenantd.errors import Conflict, Forbidden, NotFound
 from tenantd.identity import permissions
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.bundle import IdentityServices
@@ -34,6 +36,8 @@ from tenantd.settings import Settings
 
 if TYPE_CHECKING:
     from tenantd.principal import Principal
+
+T = TypeVar("T")
 
 GRACE_DAYS = 30  # SERVICE.md Limits: account deletion grace window
 
@@ -57,6 +61,33 @@ async def check_scope(conn: Conn, actor: Principal, account_id: uuid.UUID) -> No
     if not await queries.account_liveness(conn, account_id):
         raise NotFound("Account not found")
     raise Forbidden("This is not your active account; switch to it first")
+
+
+async def read_scoped(
+    services: Services,
+    actor: Principal,
+    account_id: uuid.UUID,
+    permission: str,
+    read: Callable[[Conn, uuid.UUID], Awaitable[T]],
+) -> T:
+    """A read of the active account: scope, the caller's `permission`, then `read`."""
+    async with services.db.connection() as conn:
+        await check_scope(conn, actor, account_id)
+        permissions.require(actor, permission)
+        return await read(conn, account_id)
+
+
+async def require_seat(
+    conn: Conn, account_id: uuid.UUID, user_id: uuid.UUID, *, already_member: str | None = None
+) -> None:
+    """Refuse a new member when the account has no free seat (SEAT_LIMIT_REACHED, no plan:
+    one seat); with `already_member`, also one who already is a member (409 with it)."""
+    seats = await queries.seat_state(conn, account_id=account_id, user_id=user_id)
+    if already_member is not None and seats["is_member"]:
+        raise Conflict(already_member)
+    cap = seats["seats"] if seats["seats"] is not None else 1
+    if seats["used"] >= cap:
+        raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
 
 
 async def lock_scoped(
@@ -192,10 +223,9 @@ def detail_of(row: Row, role: str | None) -> Detail:
 
 async def read_account(services: Services, actor: Principal, account_id: uuid.UUID) -> Detail:
     """The active account with plan, seats and resolved features (any member)."""
-    async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.ACCOUNT_READ)
-        row = await queries.account_detail(conn, account_id)
+    row = await read_scoped(
+        services, actor, account_id, permissions.ACCOUNT_READ, queries.account_detail
+    )
     if row is None or row["deleted_at"] is not None:
         raise NotFound("Account not found")
     return detail_of(row, actor.role)
@@ -230,18 +260,15 @@ async def rename_account(
 
 
 async def activate_next_account(
-    conn: Conn,
-    settings: Settings,
-    *,
-    keyring: Keyring,
-    actor: Principal,
-    refresh_token: str | None,
+    conn: Conn, services: IdentityServices, *, actor: Principal, refresh_token: str | None
 ) -> Activation:
     """After leaving or deleting the active account: the session moves to the next one."""
     next_account = await queries.default_account_id(
         conn, actor.user_id, factor=identity_queries.used_factor(actor.amr)
     )
-    return await activate(conn, settings, keyring, actor, next_account, refresh_token)
+    return await activate(
+        conn, services.settings, services.keyring, actor, next_account, refresh_token
+    )
 
 
 async def refuse_without_mfa(conn: Conn, account: Row, actor: Principal) -> None:
@@ -391,11 +418,7 @@ async def delete_account(
             extra={"purgeAfter": purge_after},
         )
         activation = await activate_next_account(
-            conn,
-            services.settings,
-            keyring=services.keyring,
-            actor=actor,
-            refresh_token=refresh_token,
+            conn, services, actor=actor, refresh_token=refresh_token
         )
     return Deleted(
         account_id=account_id,

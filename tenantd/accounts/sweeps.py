@@ -7,15 +7,61 @@ FOR UPDATE SKIP LOCKED in its own short transaction, so parallel runs split the 
 from __future__ import annotations
 
 import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.service import GRACE_DAYS
-from tenantd.db import Database
+from tenantd.db import Conn, Database, Row
 from tenantd.ops.sweeps import SweepContext, in_batches, sweep
 
 log = logging.getLogger(__name__)
+
+
+async def _batched(
+    db: Database,
+    *,
+    batch_size: int,
+    dry_run: bool,
+    count: Callable[[Conn], Awaitable[int]],
+    step: Callable[[Conn], Awaitable[int]],
+    done: str,
+) -> int:
+    """The run both sweeps share: a dry run only counts the candidates; otherwise `step` handles
+    one batch in its own transaction until a batch comes back short, and the total is logged."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    if dry_run:
+        async with db.connection() as conn:
+            return await count(conn)
+
+    async def one_batch() -> int:
+        async with db.transaction() as conn:
+            return await step(conn)
+
+    total = await in_batches(one_batch, batch_size)
+    if total:
+        log.info(done, extra={"count": total})
+    return total
+
+
+async def _audited(
+    conn: Conn,
+    batch: list[Row],
+    action: str,
+    entry: Callable[[Row], tuple[uuid.UUID, dict[str, Any]]],
+) -> None:
+    """One audit row per swept row, in one statement: no actor, the row's id as the target,
+    `entry(row)` its account and data."""
+    entries = []
+    for row in batch:
+        account_id, data = entry(row)
+        target = str(row["id"])
+        entries.append(audit.AuditEntry(account_id, None, action, target=target, data=data))
+    await audit.record_many(conn, entries)
 
 
 async def purge_deleted_accounts(
@@ -32,44 +78,38 @@ async def purge_deleted_accounts(
     has no foreign key: its rows survive, plus one `account.hard_deleted` row per account.
     With dry_run nothing changes and the count of candidates is returned.
     """
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    if dry_run:
-        async with db.connection() as conn:
-            return await queries.count_purgeable_accounts(conn, older_than_days=older_than_days)
 
-    async def purge_batch() -> int:
-        async with db.transaction() as conn:
-            batch = await queries.lock_purgeable_accounts(
-                conn, older_than_days=older_than_days, limit=batch_size
-            )
-            if not batch:
-                return 0
-            await audit.record_many(
-                conn,
-                [
-                    audit.AuditEntry(
-                        account_id=row["id"],
-                        actor_user_id=None,
-                        action="account.hard_deleted",
-                        target=str(row["id"]),
-                        data={
-                            "name": row["name"],
-                            "claimedDomain": row["claimed_domain"],
-                            "deletedAt": row["deleted_at"].isoformat(),
-                        },
-                    )
-                    for row in batch
-                ],
-            )
-            await outbox_events.purged(conn, batch)
-            # The batch is locked by this transaction: every row of it is deleted.
-            return await queries.delete_accounts(conn, [row["id"] for row in batch])
+    async def purge_batch(conn: Conn) -> int:
+        batch = await queries.lock_purgeable_accounts(
+            conn, older_than_days=older_than_days, limit=batch_size
+        )
+        if not batch:
+            return 0
+        await _audited(
+            conn,
+            batch,
+            "account.hard_deleted",
+            lambda row: (
+                row["id"],
+                {
+                    "name": row["name"],
+                    "claimedDomain": row["claimed_domain"],
+                    "deletedAt": row["deleted_at"].isoformat(),
+                },
+            ),
+        )
+        await outbox_events.purged(conn, batch)
+        # The batch is locked by this transaction: every row of it is deleted.
+        return await queries.delete_accounts(conn, [row["id"] for row in batch])
 
-    total = await in_batches(purge_batch, batch_size)
-    if total:
-        log.info("purged soft-deleted accounts", extra={"count": total})
-    return total
+    return await _batched(
+        db,
+        batch_size=batch_size,
+        dry_run=dry_run,
+        count=lambda conn: queries.count_purgeable_accounts(conn, older_than_days=older_than_days),
+        step=purge_batch,
+        done="purged soft-deleted accounts",
+    )
 
 
 async def expire_invitations(
@@ -86,37 +126,28 @@ async def expire_invitations(
     last resent more than `ttl_hours` ago (so a lowered TTL applies to older invitations).
     A later accept answers INVITATION_EXPIRED. With dry_run nothing changes.
     """
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    if dry_run:
-        async with db.connection() as conn:
-            return await queries.count_expired_invitations(conn, ttl_hours=ttl_hours)
 
-    async def expire_batch() -> int:
-        async with db.transaction() as conn:
-            batch = await queries.revoke_expired_invitations(
-                conn, ttl_hours=ttl_hours, limit=batch_size
-            )
-            await audit.record_many(
-                conn,
-                [
-                    audit.AuditEntry(
-                        account_id=row["account_id"],
-                        actor_user_id=None,
-                        action="invitation.revoked",
-                        target=str(row["id"]),
-                        data={"email": row["email"], "reason": "expired"},
-                    )
-                    for row in batch
-                ],
-            )
-            await outbox_events.expired(conn, batch)
+    async def expire_batch(conn: Conn) -> int:
+        batch = await queries.revoke_expired_invitations(
+            conn, ttl_hours=ttl_hours, limit=batch_size
+        )
+        await _audited(
+            conn,
+            batch,
+            "invitation.revoked",
+            lambda row: (row["account_id"], {"email": row["email"], "reason": "expired"}),
+        )
+        await outbox_events.expired(conn, batch)
         return len(batch)
 
-    total = await in_batches(expire_batch, batch_size)
-    if total:
-        log.info("expired pending invitations", extra={"count": total})
-    return total
+    return await _batched(
+        db,
+        batch_size=batch_size,
+        dry_run=dry_run,
+        count=lambda conn: queries.count_expired_invitations(conn, ttl_hours=ttl_hours),
+        step=expire_batch,
+        done="expired pending invitations",
+    )
 
 
 @sweep("invitations", "Soft-revoke pending invitations past their time to live")

@@ -45,7 +45,7 @@ from tenantd.accounts.schemas import (
     TransferBody,
     TransferResult,
 )
-from tenantd.bundle import Services
+from tenantd.identity.account_call import in_account
 from tenantd.identity.bundle import SERVICES, IdentityServices
 from tenantd.identity.cookies import REFRESH_COOKIE, set_access_cookie
 from tenantd.principal import current_principal
@@ -67,12 +67,13 @@ def _refresh(request: web.Request) -> str | None:
 
 
 def _answer(
-    data: Any, activation: service.Activation | None, services: Services, *, status: int = 200
+    request: web.Request, data: Any, activation: service.Activation | None, *, status: int = 200
 ) -> web.Response:
     """Wrap `data`; with an activation also set the new auth_token cookie (refresh kept)."""
     response = ok(data, status=status)
     if activation is not None:
-        set_access_cookie(response, services.settings, activation.access_token, activation.claims)
+        settings = _services(request).settings
+        set_access_cookie(response, settings, activation.access_token, activation.claims)
     return response
 
 
@@ -110,7 +111,7 @@ async def create_account(request: web.Request, body: AccountCreate) -> web.Respo
     )
     active_id = created.activation.account_id if created.activation else principal.account_id
     data = AccountSummary.of(created.account, active_id=active_id)
-    return _answer(data, created.activation, services, status=201)
+    return _answer(request, data, created.activation, status=201)
 
 
 @ROUTES.post(
@@ -128,14 +129,12 @@ async def switch_account(request: web.Request, body: SwitchBody) -> web.Response
         account_id=body.account_id,
         refresh_token=_refresh(request),
     )
-    return _answer(SwitchResult.of(switched.account, switched.role), switched.activation, services)
+    return _answer(request, SwitchResult.of(switched.account, switched.role), switched.activation)
 
 
 @ROUTES.get(ACCOUNT, response=AccountDetail, summary="The active account (any member)")
 async def read_account(request: web.Request) -> AccountDetail:
-    detail = await service.read_account(
-        _services(request), current_principal(request), path_uuid(request, "id")
-    )
+    detail = await in_account(request, service.read_account)
     return AccountDetail.model_validate(detail, from_attributes=True)
 
 
@@ -147,26 +146,16 @@ async def read_account(request: web.Request) -> AccountDetail:
     summary="Rename (admin+); requireMfa (owner, step-up)",
 )
 async def rename_account(request: web.Request, body: AccountRename) -> AccountDetail:
-    detail = await service.update_account(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        name=body.name,
-        require_mfa=body.require_mfa,
+    detail = await in_account(
+        request, service.update_account, name=body.name, require_mfa=body.require_mfa
     )
     return AccountDetail.model_validate(detail, from_attributes=True)
 
 
 @ROUTES.delete(ACCOUNT, response=AccountDeletedOut, summary="Soft-delete the account (owner only)")
 async def delete_account(request: web.Request) -> web.Response:
-    services = _services(request)
-    deleted = await service.delete_account(
-        services,
-        current_principal(request),
-        path_uuid(request, "id"),
-        refresh_token=_refresh(request),
-    )
-    return _answer(_deleted_out(deleted), deleted.activation, services)
+    deleted = await in_account(request, service.delete_account, refresh_token=_refresh(request))
+    return _answer(request, _deleted_out(deleted), deleted.activation)
 
 
 def _deleted_out(deleted: service.Deleted) -> AccountDeletedOut:
@@ -207,12 +196,7 @@ async def restore_account(request: web.Request) -> AccountRestoredOut:
     summary="Transfer ownership to an active member (owner only)",
 )
 async def transfer_ownership(request: web.Request, body: TransferBody) -> TransferResult:
-    done = await memberships.transfer_ownership(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        user_id=body.user_id,
-    )
+    done = await in_account(request, memberships.transfer_ownership, user_id=body.user_id)
     return TransferResult(
         owner=MembershipOut.of(done.owner), previous_owner=MembershipOut.of(done.previous_owner)
     )
@@ -220,9 +204,7 @@ async def transfer_ownership(request: web.Request, body: TransferBody) -> Transf
 
 @ROUTES.get(ACCOUNT + "/members", response=list[MemberOut], summary="Active members")
 async def list_members(request: web.Request) -> list[MemberOut]:
-    rows = await memberships.list_members(
-        _services(request), current_principal(request), path_uuid(request, "id")
-    )
+    rows = await in_account(request, memberships.list_members)
     return [MemberOut.model_validate(row) for row in rows]
 
 
@@ -238,12 +220,8 @@ async def list_members(request: web.Request) -> list[MemberOut]:
     summary="Give a member another role of the account, custom ones too (never the owner)",
 )
 async def change_role(request: web.Request, body: RoleBody) -> MembershipOut:
-    row = await memberships.change_role(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        user_id=path_uuid(request, "userId"),
-        role=body.role,
+    row = await in_account(
+        request, memberships.change_role, user_id=path_uuid(request, "userId"), role=body.role
     )
     return MembershipOut.of(row)
 
@@ -254,12 +232,7 @@ async def change_role(request: web.Request, body: RoleBody) -> MembershipOut:
     summary="Remove a member (admin+; never the owner); the row is kept as revoked",
 )
 async def remove_member(request: web.Request) -> MembershipOut:
-    row = await memberships.remove_member(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        user_id=path_uuid(request, "userId"),
-    )
+    row = await in_account(request, memberships.remove_member, user_id=path_uuid(request, "userId"))
     return MembershipOut.of(row)
 
 
@@ -269,16 +242,10 @@ async def remove_member(request: web.Request) -> MembershipOut:
     summary="Leave the account (the owner cannot); the session moves to another account",
 )
 async def leave_account(request: web.Request) -> web.Response:
-    services = _services(request)
-    left = await memberships.leave_account(
-        services,
-        current_principal(request),
-        path_uuid(request, "id"),
-        refresh_token=_refresh(request),
-    )
+    left = await in_account(request, memberships.leave_account, refresh_token=_refresh(request))
     membership = MembershipOut.of(left.membership)
     data = LeaveResult(membership=membership, active_account_id=left.activation.account_id)
-    return _answer(data, left.activation, services)
+    return _answer(request, data, left.activation)
 
 
 # -- invitations ------------------------------------------------------------------------------
@@ -286,9 +253,7 @@ async def leave_account(request: web.Request) -> web.Response:
 
 @ROUTES.get(ACCOUNT + "/invitations", response=list[InvitationOut], summary="Pending invitations")
 async def list_invitations(request: web.Request) -> list[InvitationOut]:
-    rows = await invitations.list_invitations(
-        _services(request), current_principal(request), path_uuid(request, "id")
-    )
+    rows = await in_account(request, invitations.list_invitations)
     return [InvitationOut.of(row) for row in rows]
 
 
@@ -301,12 +266,8 @@ async def list_invitations(request: web.Request) -> list[InvitationOut]:
     summary="Invite an address (admin+, feature team_invitations); the raw token shown once",
 )
 async def create_invitation(request: web.Request, body: InvitationCreate) -> InvitationIssued:
-    issued = await invitations.create_invitation(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        email=str(body.email),
-        role=body.role,
+    issued = await in_account(
+        request, invitations.create_invitation, email=str(body.email), role=body.role
     )
     return InvitationIssued(invitation=InvitationOut.of(issued.invitation), token=issued.token)
 
@@ -318,11 +279,8 @@ async def create_invitation(request: web.Request, body: InvitationCreate) -> Inv
     summary="Resend: the token is rotated, older links stop working",
 )
 async def resend_invitation(request: web.Request) -> InvitationIssued:
-    issued = await invitations.resend_invitation(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        invitation_id=path_uuid(request, "iid"),
+    issued = await in_account(
+        request, invitations.resend_invitation, invitation_id=path_uuid(request, "iid")
     )
     return InvitationIssued(invitation=InvitationOut.of(issued.invitation), token=issued.token)
 
@@ -331,11 +289,8 @@ async def resend_invitation(request: web.Request) -> InvitationIssued:
     ACCOUNT + "/invitations/{iid}", response=InvitationOut, summary="Revoke (soft delete)"
 )
 async def revoke_invitation(request: web.Request) -> InvitationOut:
-    row = await invitations.revoke_invitation(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        invitation_id=path_uuid(request, "iid"),
+    row = await in_account(
+        request, invitations.revoke_invitation, invitation_id=path_uuid(request, "iid")
     )
     return InvitationOut.of(row)
 
@@ -355,7 +310,7 @@ async def accept_invitation(request: web.Request, body: AcceptBody) -> web.Respo
         account=AccountRef(id=accepted.account["id"], name=accepted.account["name"]),
         membership=MembershipOut.of(accepted.membership),
     )
-    return _answer(data, accepted.activation, services)
+    return _answer(request, data, accepted.activation)
 
 
 # -- join requests ----------------------------------------------------------------------------
@@ -365,9 +320,7 @@ async def accept_invitation(request: web.Request, body: AcceptBody) -> web.Respo
     ACCOUNT + "/join-requests", response=list[JoinRequestOut], summary="Pending join requests"
 )
 async def list_join_requests(request: web.Request) -> list[JoinRequestOut]:
-    rows = await join_requests.list_join_requests(
-        _services(request), current_principal(request), path_uuid(request, "id")
-    )
+    rows = await in_account(request, join_requests.list_join_requests)
     return [JoinRequestOut.of(row) for row in rows]
 
 
@@ -377,11 +330,8 @@ async def list_join_requests(request: web.Request) -> list[JoinRequestOut]:
     summary="Approve a join request (admin+; seat cap checked)",
 )
 async def approve_join_request(request: web.Request) -> JoinDecision:
-    decision = await join_requests.approve_join_request(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        request_id=path_uuid(request, "rid"),
+    decision = await in_account(
+        request, join_requests.approve_join_request, request_id=path_uuid(request, "rid")
     )
     return JoinDecision(
         join_request=JoinRequestOut.of(decision.join_request),
@@ -393,11 +343,8 @@ async def approve_join_request(request: web.Request) -> JoinDecision:
     ACCOUNT + "/join-requests/{rid}/deny", response=JoinDecision, summary="Deny a join request"
 )
 async def deny_join_request(request: web.Request) -> JoinDecision:
-    decision = await join_requests.deny_join_request(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        request_id=path_uuid(request, "rid"),
+    decision = await in_account(
+        request, join_requests.deny_join_request, request_id=path_uuid(request, "rid")
     )
     return JoinDecision(join_request=JoinRequestOut.of(decision.join_request), membership=None)
 
@@ -413,10 +360,9 @@ async def deny_join_request(request: web.Request) -> JoinDecision:
     summary="The account's audit log, newest first (owner and admin)",
 )
 async def read_audit_log(request: web.Request, query: AuditLogQuery) -> AuditLogPage:
-    page = await audit_log.read_audit_log(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
+    page = await in_account(
+        request,
+        audit_log.read_audit_log,
         cursor=query.cursor,
         action=query.action,
         by=query.actor,
@@ -438,9 +384,7 @@ def _role(role: roles.Role) -> RoleOut:
     summary="The account's roles: owner, admin, member, then its custom roles",
 )
 async def list_roles(request: web.Request) -> list[RoleOut]:
-    found = await roles.list_roles(
-        _services(request), current_principal(request), path_uuid(request, "id")
-    )
+    found = await in_account(request, roles.list_roles)
     return [_role(role) for role in found]
 
 
@@ -458,13 +402,8 @@ async def list_roles(request: web.Request) -> list[RoleOut]:
     summary="Create a custom role (owner or admin)",
 )
 async def create_role(request: web.Request, body: RoleCreate) -> RoleOut:
-    role = await roles.create_role(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        key=body.key,
-        name=body.name,
-        grants=body.permissions,
+    role = await in_account(
+        request, roles.create_role, key=body.key, name=body.name, grants=body.permissions
     )
     return _role(role)
 
@@ -480,10 +419,9 @@ async def create_role(request: web.Request, body: RoleCreate) -> RoleOut:
     summary="Rename a custom role or replace its permissions (owner or admin)",
 )
 async def update_role(request: web.Request, body: RoleUpdate) -> RoleOut:
-    role = await roles.update_role(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
+    role = await in_account(
+        request,
+        roles.update_role,
         request.match_info["key"],
         name=body.name,
         grants=body.permissions,
@@ -502,10 +440,5 @@ async def update_role(request: web.Request, body: RoleUpdate) -> RoleOut:
     summary="Delete a custom role nobody has (owner or admin)",
 )
 async def delete_role(request: web.Request) -> RoleOut:
-    role = await roles.delete_role(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        request.match_info["key"],
-    )
+    role = await in_account(request, roles.delete_role, request.match_info["key"])
     return _role(role)

@@ -3,23 +3,17 @@
 
 from __future__ import annotations
 
-from tenantd.errors import AppError, Conflict, Forbidden
+from tenantd.errors import Conflict, Forbidden, declare
 
-
-class EmailNotVerified(Forbidden):
-    code = "EMAIL_NOT_VERIFIED"
-    message = "Verify your email address first"
-
-
-class TransferOwnershipFirst(Conflict):
-    code = "TRANSFER_OWNERSHIP_FIRST"
-    message = "You own an account with other members: transfer its ownership or delete it first"
-
-
-class CaptchaFailed(AppError):
-    """A bot check was required and its token was missing or refused by the provider.
-    (Not a ValidationFailed: it carries no `fields`, and no field handler may catch it.)"""
-
-    status = 422
-    code = "CAPTCHA_FAILED"
-    message = "Complete the bot check and try again"
+EmailNotVerified, TransferOwnershipFirst, CaptchaFailed = declare(
+    __name__,
+    (Forbidden, "EMAIL_NOT_VERIFIED", "Verify your email address first"),
+    (
+        Conflict,
+        "TRANSFER_OWNERSHIP_FIRST",
+        "You own an account with other members: transfer its ownership or delete it first",
+    ),
+    # A bot check was required and its token was missing or refused by the provider. A plain
+    # 422, not a ValidationFailed: it carries no `fields`, and no field handler may catch it.
+    (422, "CAPTCHA_FAILED", "Complete the bot check and try again"),
+)

@@ -6,8 +6,9 @@ import base64
 import datetime as dt
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import orjson
 import typer
@@ -24,6 +25,8 @@ from tenantd.cli.common import console, fail
 from tenantd.identity.passwords import FirebaseScrypt
 from tenantd.mfa import service as mfa
 from tenantd.mfa.sensitive import OPERATOR
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="users",
@@ -206,6 +209,16 @@ async def _user_id(services: Services, who: str) -> uuid.UUID:
         return await admin.user_id_by_email(services, who)
 
 
+def _as_operator(who: str, call: Callable[..., Awaitable[T]], **kwargs: Any) -> T:
+    """`call(services, OPERATOR, user_id=..., **kwargs)` for the user `who` names (id or
+    email), run as one CLI service call."""
+
+    async def work(services: Services) -> T:
+        return await call(services, OPERATOR, user_id=await _user_id(services, who), **kwargs)
+
+    return run(work)
+
+
 @app.command("list")
 def list_users(
     query: str | None = typer.Option(None, "--query", "-q", help="Part of an email or name."),
@@ -284,11 +297,7 @@ def disable_user(who: str = typer.Argument(..., help=WHO_HELP)) -> None:
 
     Example: tenantd users disable ada@example.com
     """
-
-    async def work(services: Services) -> None:
-        await admin.disable_user(services, OPERATOR, user_id=await _user_id(services, who))
-
-    run(work)
+    _as_operator(who, admin.disable_user)
     console.print(f"disabled {who}: every session ended")
 
 
@@ -298,11 +307,7 @@ def enable_user(who: str = typer.Argument(..., help=WHO_HELP)) -> None:
 
     Example: tenantd users enable ada@example.com
     """
-
-    async def work(services: Services) -> None:
-        await admin.enable_user(services, OPERATOR, user_id=await _user_id(services, who))
-
-    run(work)
+    _as_operator(who, admin.enable_user)
     console.print(f"enabled {who}")
 
 
@@ -319,10 +324,7 @@ def delete_user(
     if not yes and not typer.confirm(f"Delete {who}?"):
         fail("not deleted", 1)
 
-    async def work(services: Services) -> None:
-        await admin.delete_user(services, OPERATOR, user_id=await _user_id(services, who))
-
-    run(work)
+    _as_operator(who, admin.delete_user)
     console.print(f"deleted {who}")
 
 
@@ -332,11 +334,7 @@ def resend_verification(who: str = typer.Argument(..., help=WHO_HELP)) -> None:
 
     Example: tenantd users resend-verification ada@example.com
     """
-
-    async def work(services: Services) -> None:
-        await admin.resend_verification(services, OPERATOR, user_id=await _user_id(services, who))
-
-    run(work)
+    _as_operator(who, admin.resend_verification)
     console.print(f"verification link queued for {who}")
 
 
@@ -349,10 +347,4 @@ def impersonate(
 
     Example: tenantd users impersonate ada@example.com --reason "ticket 4711"
     """
-
-    async def work(services: Services) -> str:
-        return await admin.impersonate(
-            services, OPERATOR, user_id=await _user_id(services, who), reason=reason
-        )
-
-    sys.stdout.write(run(work) + "\n")
+    sys.stdout.write(_as_operator(who, admin.impersonate, reason=reason) + "\n")

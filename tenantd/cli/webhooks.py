@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import typer
 
+from tenantd.app.bundle import AppServices
 from tenantd.cli.accounts import parse_id, run
 from tenantd.cli.common import console, fail, print_json, print_table
 from tenantd.outbox import Actor
 from tenantd.webhooks import endpoints
 from tenantd.webhooks.views import delivery_json, endpoint_json
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="webhooks",
@@ -29,6 +34,14 @@ def _events(value: str | None) -> list[str] | None:
     if value is None:
         return None
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _on_endpoint(
+    endpoint_id: str, call: Callable[[AppServices, uuid.UUID], Awaitable[T]]
+) -> tuple[uuid.UUID, T]:
+    """`call` for the endpoint the argument names (a malformed id: exit 2; refused: exit 1)."""
+    key = parse_id(endpoint_id, "endpoint id")
+    return key, run(lambda s: call(s, key))
 
 
 @app.command()
@@ -87,8 +100,7 @@ def remove(endpoint_id: str = typer.Argument(..., metavar="ENDPOINT_ID")) -> Non
 
     Example: tenantd webhooks remove 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80
     """
-    key = parse_id(endpoint_id, "endpoint id")
-    run(lambda s: endpoints.remove_endpoint(s, key))
+    key, _ = _on_endpoint(endpoint_id, endpoints.remove_endpoint)
     console.print(f"removed {key}")
 
 
@@ -103,8 +115,7 @@ def rotate_secret(
 
     Example: tenantd webhooks rotate-secret 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80 --now
     """
-    key = parse_id(endpoint_id, "endpoint id")
-    created = run(lambda s: endpoints.rotate_secret(s, key, now=now))
+    _, created = _on_endpoint(endpoint_id, lambda s, key: endpoints.rotate_secret(s, key, now=now))
     typer.echo(f"secret {created.secret}")
     if now:
         console.print("the previous secret no longer signs")
@@ -122,8 +133,7 @@ def enable(endpoint_id: str = typer.Argument(..., metavar="ENDPOINT_ID")) -> Non
 
     Example: tenantd webhooks enable 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80
     """
-    key = parse_id(endpoint_id, "endpoint id")
-    run(lambda s: endpoints.enable_endpoint(s, key))
+    key, _ = _on_endpoint(endpoint_id, endpoints.enable_endpoint)
     console.print(f"enabled {key}")
 
 
@@ -133,8 +143,9 @@ def test(endpoint_id: str = typer.Argument(..., metavar="ENDPOINT_ID")) -> None:
 
     Example: tenantd webhooks test 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80
     """
-    key = parse_id(endpoint_id, "endpoint id")
-    event_id = run(lambda s: endpoints.send_test(s, key, actor=Actor.operator()))
+    _, event_id = _on_endpoint(
+        endpoint_id, lambda s, key: endpoints.send_test(s, key, actor=Actor.operator())
+    )
     console.print(f"queued {event_id}")
 
 
@@ -149,8 +160,9 @@ def deliveries(
 
     Example: tenantd webhooks deliveries 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80 --failed
     """
-    key = parse_id(endpoint_id, "endpoint id")
-    rows = run(lambda s: endpoints.list_deliveries(s, key, failed=failed, limit=limit))
+    _, rows = _on_endpoint(
+        endpoint_id, lambda s, key: endpoints.list_deliveries(s, key, failed=failed, limit=limit)
+    )
     if as_json:
         print_json([delivery_json(row) for row in rows])
         return

@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 
 from tenantd.db import Conn
+from tenantd.errors import AppError
 from tenantd.identity import queries
 from tenantd.identity.errors import SsoRequired
 
@@ -26,7 +27,7 @@ async def enforced_connection(conn: Conn, user_id: uuid.UUID) -> uuid.UUID | Non
     return found
 
 
-def sso_required(connection_id: uuid.UUID) -> SsoRequired:
+def sso_required(connection_id: uuid.UUID) -> AppError:
     return SsoRequired(
         details={
             "connectionId": str(connection_id),

@@ -36,7 +36,7 @@ from webauthn.helpers.structs import (
 )
 
 from tenantd.db import Conn, Row
-from tenantd.errors import Conflict, NotFound, Unauthorized, ValidationFailed
+from tenantd.errors import AppError, Conflict, NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.errors import InvalidCredentials
@@ -91,7 +91,7 @@ def _challenge_key(settings: Settings, challenge: bytes) -> bytes:
     return token_hash(settings.secret_key, "webauthn-challenge:" + bytes_to_base64url(challenge))
 
 
-def _invalid(message: str = "The passkey could not be verified") -> InvalidCredentials:
+def _invalid(message: str = "The passkey could not be verified") -> AppError:
     return InvalidCredentials(message)
 
 

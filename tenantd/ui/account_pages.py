@@ -25,6 +25,7 @@ from tenantd.auth.errors import TransferOwnershipFirst
 from tenantd.auth.schemas import PasswordChangeBody, ProfileBody
 from tenantd.errors import AppError, NotFound
 from tenantd.identity import permissions
+from tenantd.identity.account_call import AccountCall
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
@@ -203,7 +204,7 @@ async def _accounts(
 
 async def restore_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     """Restore a deleted account (its owner, inside the 30 days)."""
-    account_id = _uuid(request.match_info["id"])
+    account_id = _path(request, "id")
     await restore.restore_account(request.app[SERVICES], account_id, actor=viewer.principal)
     return redirect(request, "/accounts?done=restored")
 
@@ -247,7 +248,7 @@ async def switch_post(request: web.Request, viewer: Viewer, form: Form) -> web.S
 async def _members(
     request: web.Request, viewer: Viewer, *, issue: Problem | None = None
 ) -> web.Response:
-    account_id = _uuid(request.match_info["id"])
+    account_id = _path(request, "id")
     services = request.app[SERVICES]
     context: dict[str, Any] = {
         "account_id": account_id,
@@ -292,17 +293,18 @@ async def members_page(request: web.Request, viewer: Viewer) -> web.StreamRespon
     return await _members(request, viewer)
 
 
-MemberAction = Callable[[web.Request, Viewer, uuid.UUID, Any], Awaitable[str]]
+MemberAction = Callable[[web.Request, AccountCall, Any], Awaitable[str]]
 
 
 def member_action(action: MemberAction) -> Page:
-    """A form on the members page (with `members_again`): run it, then back to the page with
-    its `done=`, or to the accounts after leaving or deleting one."""
+    """A form on the members page (with `members_again`): run it against the URL's account,
+    then back to the page with its `done=`, or to the accounts after leaving or deleting one."""
 
     @functools.wraps(action)
     async def handler(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
-        account_id = _uuid(request.match_info["id"])
-        done = await action(request, viewer, account_id, form)
+        account_id = _path(request, "id")
+        call = AccountCall(request.app[SERVICES], viewer.principal, account_id)
+        done = await action(request, call, form)
         if done in ("left", "deleted"):
             return redirect(request, f"/accounts?done={done}")
         return redirect(request, f"/accounts/{account_id}/members?done={done}")
@@ -316,99 +318,70 @@ async def members_again(
     return await _members(request, viewer, issue=problem(exc))
 
 
+def _path(request: web.Request, name: str) -> uuid.UUID:
+    return _uuid(request.match_info[name])
+
+
 @member_action
-async def rename(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
+async def rename(request: web.Request, call: AccountCall, form: Any) -> str:
     body = parse(AccountRename, {"name": field(form, "name").strip()})
     assert body.name is not None
-    await accounts.rename_account(
-        request.app[SERVICES], viewer.principal, account_id, name=body.name
-    )
+    await call(accounts.rename_account, name=body.name)
     return "renamed"
 
 
 @member_action
-async def invite(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
+async def invite(request: web.Request, call: AccountCall, form: Any) -> str:
     body = parse(
         InvitationCreate,
         {"email": field(form, "email").strip(), "role": field(form, "role") or "member"},
     )
-    await invitations.create_invitation(
-        request.app[SERVICES], viewer.principal, account_id, email=str(body.email), role=body.role
-    )
+    await call(invitations.create_invitation, email=str(body.email), role=body.role)
     return "invited"
 
 
 @member_action
-async def resend(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
-    await invitations.resend_invitation(
-        request.app[SERVICES],
-        viewer.principal,
-        account_id,
-        invitation_id=_uuid(request.match_info["iid"]),
-    )
+async def resend(request: web.Request, call: AccountCall, form: Any) -> str:
+    await call(invitations.resend_invitation, invitation_id=_path(request, "iid"))
     return "resent"
 
 
 @member_action
-async def revoke(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
-    await invitations.revoke_invitation(
-        request.app[SERVICES],
-        viewer.principal,
-        account_id,
-        invitation_id=_uuid(request.match_info["iid"]),
-    )
+async def revoke(request: web.Request, call: AccountCall, form: Any) -> str:
+    await call(invitations.revoke_invitation, invitation_id=_path(request, "iid"))
     return "revoked"
 
 
 @member_action
-async def change_role(
-    request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any
-) -> str:
+async def change_role(request: web.Request, call: AccountCall, form: Any) -> str:
     body = parse(RoleBody, {"role": field(form, "role")})
-    await memberships.change_role(
-        request.app[SERVICES],
-        viewer.principal,
-        account_id,
-        user_id=_uuid(request.match_info["userId"]),
-        role=body.role,
-    )
+    await call(memberships.change_role, user_id=_path(request, "userId"), role=body.role)
     return "role"
 
 
 @member_action
-async def remove(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
-    await memberships.remove_member(
-        request.app[SERVICES],
-        viewer.principal,
-        account_id,
-        user_id=_uuid(request.match_info["userId"]),
-    )
+async def remove(request: web.Request, call: AccountCall, form: Any) -> str:
+    await call(memberships.remove_member, user_id=_path(request, "userId"))
     return "removed"
 
 
 @member_action
-async def transfer(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
+async def transfer(request: web.Request, call: AccountCall, form: Any) -> str:
     body = parse(TransferBody, {"userId": field(form, "userId")})
-    await memberships.transfer_ownership(
-        request.app[SERVICES], viewer.principal, account_id, user_id=body.user_id
-    )
+    await call(memberships.transfer_ownership, user_id=body.user_id)
     return "transferred"
 
 
 @member_action
-async def leave(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
-    left = await memberships.leave_account(
-        request.app[SERVICES], viewer.principal, account_id, refresh_token=_refresh(request)
-    )
+async def leave(request: web.Request, call: AccountCall, form: Any) -> str:
+    left = await call(memberships.leave_account, refresh_token=_refresh(request))
     _activate(request, left.activation)
     return "left"
 
 
 @member_action
-async def delete(request: web.Request, viewer: Viewer, account_id: uuid.UUID, form: Any) -> str:
-    deleted = await accounts.delete_account(
-        request.app[SERVICES], viewer.principal, account_id, refresh_token=_refresh(request)
-    )
+async def delete(request: web.Request, call: AccountCall, form: Any) -> str:
+    deleted = await call(accounts.delete_account, refresh_token=_refresh(request))
     _activate(request, deleted.activation)
     return "deleted"
 
@@ -450,7 +423,7 @@ async def join_decision_post(
         raise NotFound()
     approve = request.match_info["decision"] == "approve"
     decide = join_requests.approve_join_request if approve else join_requests.deny_join_request
-    request_id = _uuid(request.match_info["rid"])
+    request_id = _path(request, "rid")
     await decide(request.app[SERVICES], viewer.principal, account_id, request_id=request_id)
     return redirect(request, f"/join-requests?done={'approved' if approve else 'denied'}")
 

@@ -29,7 +29,7 @@ from tenantd.ui.session import load_viewer
 from tenantd.ui.strings import text
 from tenantd.web.middlewares import ERROR_PAGE, REQUEST_ID
 from tenantd.web.routing import PageDoor
-from tenantd.web.spec import Access, Routes, RouteSpec
+from tenantd.web.spec import Access, Routes, RouteSpec, View
 
 log = logging.getLogger(__name__)
 
@@ -79,19 +79,29 @@ ROUTES = Routes("pages")
 PUBLIC = Access.PUBLIC
 # Every page: a signed-in one unless PUBLIC (an AUTH page sends anyone else to sign in).
 route = ROUTES.page
+
+
+def form(path: str, view: View, post: View, again: View, *, access: Access = Access.AUTH) -> None:
+    """A page and the form it posts to itself: GET shows it, POST handles the form and `again`
+    shows the page again with what was refused."""
+    route("GET", path, view, access=access)
+    route("POST", path, post, access=access, again=again)
+
+
 route("GET", "/", home, access=PUBLIC)
-route("GET", "/signup", auth.signup_page, access=PUBLIC)
-route("POST", "/signup", auth.signup_post, access=PUBLIC, again=auth.signup_again)
-route("GET", "/check-inbox", auth.check_inbox_page, access=PUBLIC)
-route("POST", "/check-inbox", auth.check_inbox_post, access=PUBLIC, again=auth.check_inbox_again)
-route("GET", "/verify-email", auth.verify_page, access=PUBLIC)
-route("POST", "/verify-email", auth.verify_post, access=PUBLIC, again=auth.verify_again)
-route("GET", "/login", auth.login_page, access=PUBLIC)
-route("POST", "/login", auth.login_post, access=PUBLIC, again=auth.login_again)
+form("/signup", auth.signup_page, auth.signup_post, auth.signup_again, access=PUBLIC)
+form(
+    "/check-inbox",
+    auth.check_inbox_page,
+    auth.check_inbox_post,
+    auth.check_inbox_again,
+    access=PUBLIC,
+)
+form("/verify-email", auth.verify_page, auth.verify_post, auth.verify_again, access=PUBLIC)
+form("/login", auth.login_page, auth.login_post, auth.login_again, access=PUBLIC)
 route("POST", "/logout", auth.logout_post, access=PUBLIC)
 route("POST", "/logout-all", auth.logout_all_post, access=PUBLIC)
-route("GET", "/reset-password", auth.reset_page, access=PUBLIC)
-route("POST", "/reset-password", auth.reset_post, access=PUBLIC, again=auth.reset_again)
+form("/reset-password", auth.reset_page, auth.reset_post, auth.reset_again, access=PUBLIC)
 route(
     "POST",
     "/reset-password/confirm",
@@ -99,17 +109,19 @@ route(
     access=PUBLIC,
     again=auth.reset_confirm_again,
 )
-route("GET", "/invitations/accept", auth.invitation_page, access=PUBLIC)
-route(
-    "POST", "/invitations/accept", auth.invitation_post, access=PUBLIC, again=auth.invitation_again
+form(
+    "/invitations/accept",
+    auth.invitation_page,
+    auth.invitation_post,
+    auth.invitation_again,
+    access=PUBLIC,
 )
 route("GET", "/account", accounts.account_page)
 route("POST", "/account/password", accounts.password_post, again=accounts.profile_again)
 route("POST", "/account/names", accounts.names_post, again=accounts.profile_again)
 route("GET", "/account/export", accounts.export_get)
 route("POST", "/account/delete", accounts.delete_me_post, again=accounts.profile_again)
-route("GET", "/accounts", accounts.accounts_page)
-route("POST", "/accounts", accounts.create_post, again=accounts.accounts_again)
+form("/accounts", accounts.accounts_page, accounts.create_post, accounts.accounts_again)
 route("POST", "/accounts/switch", accounts.switch_post, again=accounts.accounts_again)
 route("GET", MEMBERS, accounts.members_page)
 route("POST", "/accounts/{id}/rename", accounts.rename, again=accounts.members_again)
@@ -137,25 +149,22 @@ route(
     "POST", "/notifications/read-all", notifications.read_all_post, again=notifications.inbox_again
 )
 route("POST", "/notifications/{id}/read", notifications.read_post, again=notifications.inbox_again)
-route("GET", "/notifications/preferences", preferences.preferences_page)
-route(
-    "POST",
+form(
     "/notifications/preferences",
+    preferences.preferences_page,
     preferences.preferences_post,
-    again=preferences.preferences_again,
+    preferences.preferences_again,
 )
-route("GET", "/unsubscribe", notifications.unsubscribe_page, access=PUBLIC)
-route(
-    "POST",
+form(
     "/unsubscribe",
+    notifications.unsubscribe_page,
     notifications.unsubscribe_post,
+    notifications.unsubscribe_again,
     access=PUBLIC,
-    again=notifications.unsubscribe_again,
 )
 route("GET", "/tenantd-sw.js", service_worker, access=PUBLIC)
 # two-factor authentication, step-up, email change (issues 17 and 18)
-route("GET", "/login/mfa", mfa.login_mfa_page, access=PUBLIC)
-route("POST", "/login/mfa", mfa.login_mfa_post, access=PUBLIC, again=mfa.login_mfa_again)
+form("/login/mfa", mfa.login_mfa_page, mfa.login_mfa_post, mfa.login_mfa_again, access=PUBLIC)
 route("POST", "/account/mfa/totp/setup", mfa.totp_setup_post, again=mfa.account_again)
 route("POST", "/account/mfa/totp/confirm", mfa.totp_confirm_post, again=mfa.totp_confirm_again)
 route("POST", "/account/mfa/totp/disable", mfa.totp_disable_post, again=mfa.account_again)
@@ -166,16 +175,14 @@ route("POST", "/reauth", mfa.reauth_post, again=mfa.reauth_again)
 route("POST", "/account/email", mfa.email_post, again=mfa.email_again)
 route("GET", "/confirm-email", mfa.confirm_email_page, access=PUBLIC)
 route("POST", "/confirm-email", mfa.confirm_email_post, again=mfa.confirm_email_again)
-route("GET", "/cancel-email-change", mfa.cancel_email_page, access=PUBLIC)
-route(
-    "POST",
+form(
     "/cancel-email-change",
+    mfa.cancel_email_page,
     mfa.cancel_email_post,
+    mfa.cancel_email_again,
     access=PUBLIC,
-    again=mfa.cancel_email_again,
 )
-route("GET", "/wasnt-me", mfa.wasnt_me_page, access=PUBLIC)
-route("POST", "/wasnt-me", mfa.wasnt_me_post, access=PUBLIC, again=mfa.wasnt_me_again)
+form("/wasnt-me", mfa.wasnt_me_page, mfa.wasnt_me_post, mfa.wasnt_me_again, access=PUBLIC)
 route(
     "POST",
     MEMBERS.removesuffix("/members") + "/require-mfa",
@@ -184,13 +191,12 @@ route(
 )
 route("POST", "/accounts/{id}/restore", accounts.restore_post, again=accounts.accounts_again)
 # sign-in by email (issue 29)
-route("GET", "/login/email-code", email_codes.email_code_page, access=PUBLIC)
-route(
-    "POST",
+form(
     "/login/email-code",
+    email_codes.email_code_page,
     email_codes.email_code_post,
+    email_codes.email_code_again,
     access=PUBLIC,
-    again=email_codes.email_code_again,
 )
 route(
     "POST",
@@ -199,13 +205,12 @@ route(
     access=PUBLIC,
     again=email_codes.email_code_verify_again,
 )
-route("GET", "/email-code", email_codes.email_link_page, access=PUBLIC)
-route(
-    "POST",
+form(
     "/email-code",
+    email_codes.email_link_page,
     email_codes.email_link_post,
+    email_codes.email_link_again,
     access=PUBLIC,
-    again=email_codes.email_link_again,
 )
 # notification frequency, quiet hours, language, account defaults (issue 18)
 route(
@@ -214,23 +219,25 @@ route(
     preferences.quiet_hours_post,
     again=preferences.quiet_hours_again,
 )
-route("GET", preferences.DEFAULTS, preferences.defaults_page)
-route("POST", preferences.DEFAULTS, preferences.defaults_post, again=preferences.defaults_again)
+form(
+    preferences.DEFAULTS,
+    preferences.defaults_page,
+    preferences.defaults_post,
+    preferences.defaults_again,
+)
 # an operator's impersonation link (issue 28)
 route("GET", admin_pages.IMPERSONATE, admin_pages.impersonate_page, access=PUBLIC)
 # the admin portal for the customer's IT (issue 30): a portal session, not a sign-in
 route("GET", portal.PORTAL, portal.portal_page, access=PUBLIC)
 route("POST", portal.PORTAL, portal.portal_open_post, access=PUBLIC)
-route("GET", portal.SSO, portal.sso_page, access=PUBLIC)
-route("POST", portal.SSO, portal.sso_create_post, access=PUBLIC, again=portal.sso_again)
+form(portal.SSO, portal.sso_page, portal.sso_create_post, portal.sso_again, access=PUBLIC)
 route("POST", portal.SSO_CONNECTION, portal.sso_update_post, access=PUBLIC, again=portal.sso_again)
-route("GET", portal.DIRECTORY, portal.directory_page, access=PUBLIC)
-route(
-    "POST",
+form(
     portal.DIRECTORY,
+    portal.directory_page,
     portal.directory_create_post,
+    portal.directory_again,
     access=PUBLIC,
-    again=portal.directory_again,
 )
 
 

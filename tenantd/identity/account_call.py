@@ -1,0 +1,50 @@
+"""The one shape of an account-scoped call: a service gets the services bundle, the caller and
+the account id first, then what is the view's or page's own (`in_account` for an API route whose
+URL names the account as `{id}`, `AccountCall` where a page has the three already)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar
+
+from aiohttp import web
+
+from tenantd.identity.bundle import SERVICES, IdentityServices
+from tenantd.principal import Principal, current_principal
+from tenantd.web.routing import path_uuid
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class AccountCall:
+    services: IdentityServices
+    principal: Principal
+    account_id: uuid.UUID
+
+    async def __call__(
+        self,
+        call: Callable[Concatenate[IdentityServices, Principal, uuid.UUID, P], Awaitable[T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """`call(services, caller, account id, *args, **kwargs)`."""
+        return await call(self.services, self.principal, self.account_id, *args, **kwargs)
+
+
+async def in_account(
+    request: web.Request,
+    call: Callable[Concatenate[IdentityServices, Principal, uuid.UUID, P], Awaitable[T]],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """`call` for the request's caller and URL account (`{id}`)."""
+    scoped = AccountCall(
+        request.app[SERVICES], current_principal(request), path_uuid(request, "id")
+    )
+    return await scoped(call, *args, **kwargs)
