@@ -15,6 +15,7 @@ import pytest
 
 from bench.cluster import (
     SIZES,
+    Check,
     Failure,
     Reader,
     Result,
@@ -52,8 +53,8 @@ def test_a_cluster_under_faults_loses_nothing(tmp_path: Path) -> None:
     assert result.check("sends without their rows (lost)").value == "0", shown
 
 
-def by_name(checks: list[object]) -> dict[str, bool]:
-    return {check.name: check.ok for check in checks}  # type: ignore[attr-defined]
+def by_name(checks: list[Check]) -> dict[str, bool]:
+    return {check.name: check.ok for check in checks}
 
 
 def test_the_delivery_check_fails_on_a_lost_or_doubled_send() -> None:
@@ -67,9 +68,7 @@ def test_the_delivery_check_fails_on_a_lost_or_doubled_send() -> None:
     assert not checks["sends without their rows (lost)"]
     assert not checks["sends with other than one row per channel"]
     assert not checks["notifications beyond the accepted (doubled)"]
-    whole = [
-        {"id": i, "channel": channel, "status": "sent"} for i in ids for channel in ("in_app", "sse")
-    ]
+    whole = [{"id": i, "channel": c, "status": "sent"} for i in ids for c in ("in_app", "sse")]
     assert all(by_name(delivery_checks(3, ids, whole, total=3)).values())
 
 
