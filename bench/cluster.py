@@ -815,6 +815,8 @@ def main() -> None:
     parser.add_argument("--dir", default=str(ROOT / "var" / "cluster"), help="made afresh")
     parser.add_argument("--json", default="", help="also write the result here")
     args = parser.parse_args()
+    # SIGTERM as Ctrl-C: the servers, NATS and PostgreSQL are stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     result = run(SIZES[args.size], Path(args.dir))
     if args.json:
         Path(args.json).write_text(json.dumps(asdict(result), indent=2) + "\n")
