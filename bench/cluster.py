@@ -422,6 +422,7 @@ class Reader:
     last_id: str | None = None
     connects: int = 0
     refusals: list[str] = field(default_factory=list)
+    resumed_after: list[str] = field(default_factory=list)  # each reconnection's Last-Event-ID
 
     async def run(self, world: World) -> None:
         """Read the stream; when it breaks, reconnect to the next instance with
@@ -431,6 +432,8 @@ class Reader:
             headers = cookie(auth_token=self.user.access)
             if self.last_id is not None:
                 headers["Last-Event-ID"] = self.last_id
+                if self.connects:
+                    self.resumed_after.append(self.last_id)
             try:
                 async with world.http.get(
                     server.url + STREAM,
@@ -614,7 +617,7 @@ def wanted_by_user(world: World) -> dict[str, set[str]]:
     return wanted
 
 
-async def check_streams(world: World, readers: list[Reader]) -> list[Check]:
+async def check_streams(db: Any, world: World, readers: list[Reader]) -> list[Check]:
     """Wait (bounded) until every reader has every notification of its user, then judge."""
     wanted = wanted_by_user(world)
     with contextlib.suppress(RuntimeError):
@@ -622,7 +625,30 @@ async def check_streams(world: World, readers: list[Reader]) -> list[Check]:
             lambda: all(wanted[r.user.id] <= set(r.ids) for r in readers),
             "every reader has every notification of its user",
         )
-    return stream_checks(wanted, readers)
+    checks = stream_checks(wanted, readers)
+    missed = [(r, nid) for r in readers for nid in sorted(wanted[r.user.id] - set(r.ids))]
+    if missed:
+        checks.append(Check("sse missed, why", await explain_missed(db, missed), True))
+    return checks
+
+
+async def explain_missed(db: Any, missed: list[tuple[Reader, str]]) -> str:
+    """For each missed notification: when it was created and committed against the
+    Last-Event-IDs its reader resumed after (a replay returns what was created after them)."""
+    ids = [nid for _r, nid in missed] + [i for r, _n in missed for i in r.resumed_after]
+    rows = await db.fetch_all(
+        "SELECT id::text AS id, created_at FROM notifications WHERE id = ANY(%(ids)s::uuid[])",
+        {"ids": ids},
+    )
+    created = {row["id"]: row["created_at"] for row in rows}
+    parts = []
+    for reader, nid in missed:
+        later = [i for i in reader.resumed_after if i in created and created[i] > created[nid]]
+        parts.append(
+            f"{nid} created {created.get(nid)}; its reader resumed after"
+            f" {len(reader.resumed_after)} id(s), {len(later)} of them created later"
+        )
+    return "; ".join(parts[:5])
 
 
 def stream_checks(wanted: dict[str, set[str]], readers: list[Reader]) -> list[Check]:
@@ -746,7 +772,7 @@ async def drive(world: World, size: Size, nats: Nats, pair: Replicated) -> Resul
             load.cancel()
         load_s = time.monotonic() - load_started
         checks = await check_deliveries(db, world)
-        checks += await check_streams(world, readers)
+        checks += await check_streams(db, world, readers)
         checks += check_sessions(world)
         checks += await check_invariants(db)
         with contextlib.suppress(RuntimeError):
