@@ -50,6 +50,7 @@ def test_a_cluster_under_faults_loses_nothing() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     shown = table(result)
+    print(shown)  # shown with -s or -rP: the figures of a passing run too
     failed = [check.name for check in result.checks if not check.ok]
     assert not failed, shown
     # The faults happened, under load.
