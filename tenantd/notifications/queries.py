@@ -315,18 +315,31 @@ async def sse_notifications(conn: Conn, *, ids: Sequence[uuid.UUID]) -> list[Row
 
 
 async def sse_notifications_after(
-    conn: Conn, *, user_id: uuid.UUID, after_id: uuid.UUID, limit: int
+    conn: Conn, *, user_id: uuid.UUID, after_id: uuid.UUID, limit: int, lookback_seconds: float
 ) -> list[Row]:
-    """What an SSE client missed after `after_id` (oldest first, bounded)."""
-    return await conn.fetch_all(
-        f"SELECT {', '.join('n.' + c for c in NOTIFICATION_COLUMNS.split(', '))}"
-        " FROM notifications n"
+    """What an SSE client may have missed after `after_id`, oldest first: every SSE-sent
+    notification after it (up to `limit`), and those created up to `lookback_seconds` before
+    it (up to `limit` more). `created_at` is its transaction's start, so a notification that
+    started before `after_id` may have committed, and been published, after it; the look-back
+    sends it again rather than lose it (a client drops ids it has: at least once)."""
+    columns = ", ".join("n." + c for c in NOTIFICATION_COLUMNS.split(", "))
+    rows = (
+        f" SELECT {columns} FROM notifications n"
         " JOIN notifications ref ON ref.id = %(after)s AND ref.user_id = %(uid)s"
         " JOIN notification_deliveries d"
         "   ON d.notification_id = n.id AND d.channel = 'sse' AND d.status = 'sent'"
-        " WHERE n.user_id = %(uid)s AND (n.created_at, n.id) > (ref.created_at, ref.id)"
-        " ORDER BY n.created_at, n.id LIMIT %(limit)s",
-        {"uid": user_id, "after": after_id, "limit": limit},
+        " WHERE n.user_id = %(uid)s AND n.id <> ref.id AND {where}"
+        " ORDER BY n.created_at, n.id LIMIT %(limit)s"
+    )
+    after = "(n.created_at, n.id) > (ref.created_at, ref.id)"
+    before = (
+        "(n.created_at, n.id) < (ref.created_at, ref.id)"
+        " AND n.created_at > ref.created_at - make_interval(secs => %(lookback)s)"
+    )
+    return await conn.fetch_all(
+        f"SELECT * FROM (({rows.format(where=before)}) UNION ALL ({rows.format(where=after)}))"
+        " replay ORDER BY created_at, id",
+        {"uid": user_id, "after": after_id, "limit": limit, "lookback": lookback_seconds},
     )
 
 

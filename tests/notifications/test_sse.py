@@ -15,6 +15,7 @@ from tenantd.app import AppServices, create_app
 from tenantd.cache.invalidation import CHANNEL
 from tenantd.identity.bundle import SERVICES
 from tenantd.notifications import send
+from tenantd.notifications.channels.sse.endpoint import REPLAY_LOOKBACK_SECONDS
 from tenantd.notifications.channels.sse.feed import FEED_KEY, QUEUE_SIZE, StreamQueue
 from tenantd.pubsub.hub import PUBSUB
 from tests.factories import wait_until_heard
@@ -137,9 +138,11 @@ async def test_last_event_id_replays_what_was_missed(
     user = await factory.user()
     ids = [await ping(services, user.id, n) for n in range(4)]
     client = await make_client(cookies=await factory.cookies(user))
+    # ids[0] was made before ids[1] but could have committed after it: the look-back sends
+    # it again (at least once; a client drops ids it has); ids[1] itself is not repeated.
     reader = await open_stream(client, headers={"Last-Event-ID": str(ids[1])})
-    replayed = [await reader.next_event(), await reader.next_event()]
-    assert [e["id"] for e in replayed if e] == [str(ids[2]), str(ids[3])]
+    replayed = [await reader.next_event() for _ in range(3)]
+    assert [e["id"] for e in replayed if e] == [str(ids[0]), str(ids[2]), str(ids[3])]
     await eventually(lambda: listening(app, user.id))
     live = await ping(services, user.id, 9)
     event = await reader.next_event()
@@ -150,6 +153,33 @@ async def test_last_event_id_replays_what_was_missed(
     other = await open_stream(client, headers={"Last-Event-ID": str(foreign)})
     with pytest.raises(TimeoutError):
         await other.next_event(within=0.5)
+
+
+async def test_replay_resends_a_notification_that_committed_after_the_last_event_id(
+    app: web.Application, services: AppServices, factory: Any, make_client: Any
+) -> None:
+    """Three instances dispatch for one user: `late` began first (its created_at is its
+    transaction's start) but committed after `seen`, whose frame reached the reader before
+    its stream broke. Replaying strictly after `seen` would lose `late`; the look-back does
+    not, and a notification older than the look-back is not replayed again."""
+    user = await factory.user()
+    ancient, late, seen = [await ping(services, user.id, n) for n in range(3)]
+    await services.db.execute(
+        "UPDATE notifications SET created_at = created_at - make_interval(secs => %(s)s)"
+        " WHERE id = %(id)s",
+        {"s": REPLAY_LOOKBACK_SECONDS + 5, "id": ancient},
+    )
+    await services.db.execute(
+        "UPDATE notifications SET created_at = (SELECT created_at FROM notifications"
+        "  WHERE id = %(seen)s) - interval '2 seconds' WHERE id = %(late)s",
+        {"seen": seen, "late": late},
+    )
+    client = await make_client(cookies=await factory.cookies(user))
+    reader = await open_stream(client, headers={"Last-Event-ID": str(seen)})
+    event = await reader.next_event()
+    assert event is not None and event["id"] == str(late)
+    with pytest.raises(TimeoutError):
+        await reader.next_event(within=0.5)
 
 
 async def test_a_slow_client_overflows_and_only_its_stream_ends(

@@ -42,6 +42,9 @@ SHUTDOWN_COMMENT = b": server shutting down\n\n"
 SUPERSEDED_FRAME = b": replaced by a newer stream of this user\nretry: 30000\n\n"
 
 REPLAY_LIMIT = 100  # frames replayed for Last-Event-ID
+# How long a notification's commit and publish may trail its creation time and still be
+# replayed after a later one (a dispatch transaction, the relay and the bus together).
+REPLAY_LOOKBACK_SECONDS = 30.0
 SEND_TIMEOUT = 30.0  # a write that does not finish in time aborts that stream
 RECENT_IDS = 256  # ids remembered per stream so replay and live frames never double
 KEEP_ALIVE = b": keep-alive\n\n"
@@ -171,7 +174,11 @@ async def _replay(
 ) -> None:
     async with services.db.connection() as conn:
         rows = await queries.sse_notifications_after(
-            conn, user_id=user_id, after_id=after, limit=REPLAY_LIMIT
+            conn,
+            user_id=user_id,
+            after_id=after,
+            limit=REPLAY_LIMIT,
+            lookback_seconds=REPLAY_LOOKBACK_SECONDS,
         )
     for row in rows:
         if row["id"] in recent:
