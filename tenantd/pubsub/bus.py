@@ -10,7 +10,9 @@ seconds ago has been delivered (caches serve only while it holds).
 
 `publish` is fire-and-forget: it never blocks a request and never raises; while the bus is
 down the message is dropped (what it announces is in the database, and subscribers catch up
-on reconnect). With PostgreSQL the SQL's own NOTIFY publishes; `publish` issues one too.
+on reconnect). What committed transactions announce reaches the bus through each process's
+relay (tenantd/db/relay.py): with PostgreSQL its SQL publisher NOTIFYs (the hub's `publish`
+issues a NOTIFY too, on its listening connection), with NATS or Redis it calls `publish`.
 """
 
 from __future__ import annotations
