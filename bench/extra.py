@@ -7,6 +7,7 @@ from typing import Any
 
 from bench import (
     admin,
+    announce,
     apikeys,
     db_roundtrip,
     dispatch,
@@ -54,4 +55,7 @@ def service_benchmarks() -> list[tuple[str, Benchmark]]:
         # SCIM directory sync (issue 30): POST /Users, and Entra's PATCH active "False".
         ("scim_create", scim.scim_create),
         ("scim_deactivate", scim.scim_deactivate),
+        # Publish after commit (issue 31): 32 writers that each announce, durable commits,
+        # pg_notify in the transaction against a row and the relay (a cluster of its own).
+        ("announce_commits", announce.figure),
     ]

@@ -361,6 +361,9 @@ def main() -> None:
             value = figure.get("rps", figure.get("rate"))
             if isinstance(value, (int, float)):
                 figure["ratio_to_hello"] = round(value / base, 3)
+            notify = figure.get("notify_rate")  # announce_commits: today's way, side by side
+            if isinstance(notify, (int, float)):
+                figure["notify_ratio_to_hello"] = round(notify / base, 3)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
     console.print(results_table(results, args.scale))

@@ -120,6 +120,7 @@ TARGETS: dict[str, Target] = {
     "sendgrid_ingestion": rate_at_least(5_000, "events/s"),
     # perf-db (issue 19): one prepared statement's round trip through tenantd/db, no target.
     "db_roundtrip": reported("(none; cost under every statement)"),
+    "announce_commits": at_least("speedup", 1.0, "relay >= NOTIFY in the transaction"),
     # issue 31: the same uncached inbox reads, primary only and through a replica.
     "inbox_reads_primary": reported("(none; the replica figure's baseline)"),
     "inbox_reads_replica": reported("(none; compare with inbox_reads_primary)"),

@@ -21,6 +21,7 @@ from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.embedded import EmbeddedCluster
 from tenantd.db.migrate import migrate
+from tenantd.db.relay import publishing
 from tenantd.email.settings import MailSettings
 from tenantd.identity.bundle import SERVICES
 from tenantd.settings import Settings
@@ -62,11 +63,23 @@ def migrated(database_url: str) -> str:
 
 
 @pytest.fixture
-async def db(migrated: str) -> AsyncIterator[Database]:
+def db_relays(request: pytest.FixtureRequest) -> bool:
+    """Whether the test's pool publishes what its commits announce, as a tenantd process
+    does (tenantd/db/relay.py); a test of the relays themselves (marked `own_relays`) runs
+    none."""
+    return request.node.get_closest_marker("own_relays") is None
+
+
+@pytest.fixture
+async def db(migrated: str, db_relays: bool) -> AsyncIterator[Database]:
     database = await create_database(url_to_dsn(migrated), minsize=1, maxsize=5)
     await truncate_all(database)
     try:
-        yield database
+        if db_relays:
+            async with publishing(database):
+                yield database
+        else:
+            yield database
     finally:
         await database.close()
 

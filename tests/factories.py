@@ -142,11 +142,13 @@ def mail_text(message: Message) -> str:
 async def wait_until_heard(
     db: Database, hub: PubSubHub, channel: str, *, within: float = 30.0
 ) -> None:
-    """Wait until `hub` has delivered every NOTIFY on `channel` committed before this call.
+    """Wait until `hub` has delivered every announcement on `channel` committed before this
+    call.
 
-    PostgreSQL delivers notifications in commit order, so once a marker sent now arrives,
-    everything the test wrote before (the factory's rows announce themselves too) has been
-    heard. Cache tests use it so a late invalidation cannot land between their requests.
+    Relays publish announcements in the order they were written, so once a marker announced
+    now arrives, everything the test wrote before (the factory's rows announce themselves
+    too) has been heard. Cache tests use it so a late invalidation cannot land between their
+    requests. The marker is published here (any process may run the publisher).
     """
     marker = f"test-marker:{uuid.uuid4()}"
     heard = asyncio.Event()
@@ -157,7 +159,8 @@ async def wait_until_heard(
 
     subscription = await hub.subscribe(channel, on_message)
     try:
-        await db.execute("SELECT pg_notify(%(c)s, %(m)s)", {"c": channel, "m": marker})
+        await db.execute("SELECT tenantd_announce(%(c)s, %(m)s)", {"c": channel, "m": marker})
+        await db.execute("SELECT tenantd_publish_announcements()")
         async with asyncio.timeout(within):
             await heard.wait()
     finally:

@@ -19,10 +19,10 @@
 --   ch     each send's channels with the recipient's preferences and account defaults
 --   ins    the notifications, keyed on the ids send() chose: a re-run job inserts nothing
 --   d      one delivery row per channel: disabled -> suppressed, in_app/sse -> sent (the
---          row and the NOTIFY are the delivery), email/web_push -> pending until their job
---          settles
--- pg_notify (SSE) is called once per sent SSE delivery, in send order, and is
--- transactional: listeners hear it after commit.
+--          row and the announcement are the delivery), email/web_push -> pending until
+--          their job settles
+--   ann    one announcement (sql/functions/announcements.sql) per sent SSE delivery, in
+--          send order: the relay publishes it after commit (no NOTIFY in this transaction)
 CREATE OR REPLACE FUNCTION tenantd_notification_dispatch_batch(
     p_ids uuid[], p_uids uuid[], p_aids uuid[], p_types text[], p_titles text[],
     p_bodies text[], p_cta_urls text[], p_cta_labels text[], p_payloads text[],
@@ -103,6 +103,13 @@ BEGIN
           JOIN a ON a.n = made.n
           JOIN ch ON ch.n = made.n
          ORDER BY made.n, ch.ord
+    ), ann AS (
+        INSERT INTO announcements (channel, payload)
+        SELECT a.topic, made.id::text
+          FROM made
+          JOIN a ON a.n = made.n
+          JOIN ch ON ch.n = made.n AND ch.channel = 'sse' AND ch.enabled
+         ORDER BY made.n, ch.ord
     )
     SELECT a.n, a.found, a.tz, a.qs, a.qe, made.id, made.created_at,
            CASE WHEN made.id IS NULL THEN '{}'::text[] ELSE ARRAY(
@@ -111,8 +118,7 @@ BEGIN
                 ORDER BY ch.ord) END,
            CASE WHEN made.id IS NULL THEN 0 ELSE (
                SELECT count(*) FROM ch
-                WHERE ch.n = a.n AND ch.channel = 'sse' AND ch.enabled
-                  AND pg_notify(a.topic, made.id::text) IS NOT NULL) END
+                WHERE ch.n = a.n AND ch.channel = 'sse' AND ch.enabled) END
       FROM a
       LEFT JOIN made ON made.n = a.n
      ORDER BY a.n;

@@ -10,11 +10,12 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app.bundle import app_services
-from tenantd.app.bus import make_bus, publish_commits
+from tenantd.app.bus import make_bus, relay_publish
 from tenantd.app.plugins import METRIC_GAUGES, SWEEPS
 from tenantd.auth import breach
 from tenantd.cache.invalidation import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
+from tenantd.db.relay import publishing
 from tenantd.identity.keys.feed import fed
 from tenantd.identity.revocations import mirrored
 from tenantd.jobs.runner import running
@@ -36,20 +37,17 @@ Hook = Callable[[web.Application], AsyncIterator[None]]
 
 
 async def pubsub_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The process's bus (TENANTD_BUS): its one subscriber connection (SSE feed, caches);
-    with nats or redis, this process's committed announcements are published on it."""
+    """The process's bus (TENANTD_BUS): its one subscriber connection (SSE feed, caches),
+    and the relay that publishes what committed transactions announced (db/relay.py)."""
     db = app[DATABASE]
     settings = app[SETTINGS].bus
     hub = make_bus(settings, db)
     await hub.start()
     app[PUBSUB] = hub
-    sinks = db.notice_sink, db.announce_sink
-    if settings.kind != "postgres":
-        publish_commits(hub, db)
     try:
-        yield
+        async with publishing(db, relay_publish(settings, hub)):
+            yield
     finally:
-        db.notice_sink, db.announce_sink = sinks
         await hub.close()
 
 

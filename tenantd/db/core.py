@@ -30,8 +30,9 @@ from tenantd.db.marks import WriteMarks
 
 Row: TypeAlias = dict[str, Any]
 NoticeSink: TypeAlias = Callable[[list[str]], None]
-# Publishes (channel, payload) on the bus; must not block or raise (a bus that is down drops it).
-AnnounceSink: TypeAlias = Callable[[str, str], None]
+# Told that committed writes announced something (rows of `announcements`): wakes the
+# process's relay (tenantd/db/relay.py); must not block or raise.
+AnnouncedHook: TypeAlias = Callable[[], None]
 Statement: TypeAlias = "ClauseElement | str | Prepared"
 T = TypeVar("T")
 
@@ -265,12 +266,12 @@ class Conn:
         self,
         raw: aiopg.Connection,
         notice_sink: NoticeSink | None = None,
-        announce_sink: AnnounceSink | None = None,
+        on_announced: AnnouncedHook | None = None,
     ):
         self.raw = raw
         self.in_transaction = False
         self.notice_sink = notice_sink
-        self.announce_sink = announce_sink
+        self.on_announced = on_announced
         self._after_commit: list[Callable[[], None]] | None = None
 
     async def _run(self, stmt: Statement, params: Mapping[str, Any] | None) -> Any:
@@ -287,13 +288,16 @@ class Conn:
         return await run_statement(raw, sql, values)
 
     def _settled(self) -> None:
-        """Hand server notices (cache invalidations from triggers) over once they are durable."""
+        """Hand server notices (cache invalidations from triggers) over once they are durable;
+        they come with rows of `announcements`, so the relay is woken too."""
         notices = self.raw.notices
         if notices and not self.in_transaction:
             pending = list(notices)
             del notices[:]
             if self.notice_sink is not None:
                 self.notice_sink(pending)
+            if self.on_announced is not None:
+                self.on_announced()
 
     async def execute(self, stmt: Statement, params: Mapping[str, Any] | None = None) -> int:
         """Run a statement; return the affected row count."""
@@ -343,13 +347,13 @@ class Conn:
         else:
             self._after_commit.append(callback)
 
-    def announce(self, channel: str, payload: str) -> None:
-        """Publish `payload` on `channel` once what this connection wrote is committed, when
-        the bus is not PostgreSQL (with TENANTD_BUS=postgres the SQL's own NOTIFY does it,
-        and this is a no-op)."""
-        sink = self.announce_sink
-        if sink is not None:
-            self.after_commit(lambda: sink(channel, payload))
+    def announced(self) -> None:
+        """This connection's SQL wrote announcements (rows of `announcements`, which no
+        NOTICE reports): wake the process's relay once they are committed, so it publishes
+        them at once rather than at its next sweep."""
+        hook = self.on_announced
+        if hook is not None:
+            self.after_commit(hook)
 
     def _committed(self, committed: bool) -> None:
         callbacks, self._after_commit = self._after_commit, None
@@ -718,7 +722,7 @@ class _Checkout:
         else:  # a plain aiopg pool
             self.cm = pool.acquire()
             self.raw = await self.cm.__aenter__()
-        return Conn(self.raw, self.db.notice_sink, self.db.announce_sink)
+        return Conn(self.raw, self.db.notice_sink, self.db.on_announced)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
@@ -784,9 +788,9 @@ class Database:
         self.pool = pool
         # Receives trigger notices after commit (the request-context cache invalidates on them).
         self.notice_sink: NoticeSink | None = None
-        # Publishes what a committed write announces on a bus other than PostgreSQL
-        # (Conn.announce); None: the SQL's NOTIFY is the announcement.
-        self.announce_sink: AnnounceSink | None = None
+        # Wakes this process's relay once a committed write announced something (trigger
+        # notices, Conn.announced); None: the rows wait for a relay's sweep.
+        self.on_announced: AnnouncedHook | None = None
         self.replicas: list[Database] = []
         self.replica_wait = 0.0  # seconds a replica read waits for the caller's writes
         self.marks = WriteMarks()

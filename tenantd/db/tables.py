@@ -1065,3 +1065,13 @@ admin_portal_links = Table(
     UniqueConstraint("session_hash", name="admin_portal_links_session_hash_key"),
     Index("admin_portal_links_account_idx", "account_id", "created_at"),
 )
+
+# What committed transactions announce, until the relay publishes it (0380, issue 31).
+announcements = Table(
+    "announcements",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("channel", Text, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)

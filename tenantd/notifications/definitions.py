@@ -1,13 +1,14 @@
 """Declarative event types stored over HTTP (table event_definitions, sql/0280), and the feed
 that keeps every instance's registry equal to the table without a restart.
 
-Why LISTEN/NOTIFY and a timer, both (as the signing keys' feed): the table's trigger
-NOTIFYs tenantd_event_types on every change, so a PUT reaches every instance in
-milliseconds; a listener that reconnected may have missed one, so a gap reloads too; and a
-listener can die silently, so the versions are read every RELOAD_SECONDS regardless. That
-timer is the bound of "every instance uses a new definition within 5 s". A reload reads
-the (type, version) list only and compiles just the definitions whose version it has not
-compiled; the instance that took a PUT reloads before it answers (it reads its own write).
+Why the bus and a timer, both (as the signing keys' feed): the table's trigger announces
+tenantd_event_types on every change (the relay publishes it after commit), so a PUT reaches
+every instance in milliseconds; a listener that reconnected may have missed one, so a gap
+reloads too; and a listener can die silently, so the versions are read every RELOAD_SECONDS
+regardless. That timer is the bound of "every instance uses a new definition within 5 s". A
+reload reads the (type, version) list only and compiles just the definitions whose version
+it has not compiled; the instance that took a PUT reloads before it answers (it reads its
+own write).
 
 Types of the deployment (Python modules, the catalog file) cannot be defined, replaced or
 deleted over HTTP: 409 CONFLICT. A stored type a later deployment defines too is ignored.
@@ -160,7 +161,7 @@ async def define(
     declared = body.model_dump(mode="json", by_alias=True, exclude_none=True)
     async with services.db.transaction() as conn:
         row = await queries.put_event_definition(conn, event_type=event_type, definition=declared)
-        conn.announce(CHANNEL, "")  # a bus other than PostgreSQL (the trigger NOTIFYs)
+        conn.announced()
         await record_key_action(
             conn,
             key,
@@ -178,7 +179,7 @@ async def remove(services: NotificationServices, key: ActingKey, *, event_type: 
     async with services.db.transaction() as conn:
         if not await queries.delete_event_definition(conn, event_type=event_type):
             raise NotFound(f"No stored event type {event_type}")
-        conn.announce(CHANNEL, "")
+        conn.announced()
         await record_key_action(
             conn, key, action="notifications.event_type_deleted", target=event_type
         )

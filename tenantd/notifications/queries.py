@@ -20,7 +20,8 @@ NOTIFICATION_COLUMNS = (
 
 # The whole dispatch in one statement (one round trip, atomic even without BEGIN): the
 # function of sql/functions/notification_dispatch.sql (recipient, dedup, preferences, the
-# notification, its delivery rows, the SSE NOTIFY), the batch of one of DISPATCH_BATCH_SQL.
+# notification, its delivery rows, the SSE announcement), the batch of one of
+# DISPATCH_BATCH_SQL.
 DISPATCH_SQL = Prepared(
     "tenantd_notification_dispatch_one",
     "SELECT * FROM tenantd_notification_dispatch(%(id)s::uuid, %(uid)s::uuid, %(aid)s::uuid,"
@@ -79,8 +80,8 @@ async def persist_dispatch(conn: Conn, notification: NewNotification) -> Row:
     parameters = dispatch_parameters(notification)
     row = await conn.fetch_one(DISPATCH_SQL, {**parameters, "payload": Json(notification.payload)})
     assert row is not None
-    if row["published"]:  # the SQL NOTIFYs; a bus other than PostgreSQL hears it after commit
-        conn.announce(parameters["topic"], str(row["id"]))
+    if row["published"]:  # announcement rows: the relay publishes them after commit
+        conn.announced()
     return row
 
 
@@ -129,9 +130,8 @@ async def persist_dispatches(conn: Conn, parameters: Sequence[dict[str, Any]]) -
         },
     )
     assert len(rows) == len(parameters)
-    for p, row in zip(parameters, rows, strict=True):
-        if row["published"]:
-            conn.announce(p["topic"], str(row["id"]))
+    if any(row["published"] for row in rows):
+        conn.announced()
     return rows
 
 

@@ -12,8 +12,10 @@ they hear a gap only when the stream no longer holds what they missed.
 
 `publish` is fire-and-forget: it never blocks a request and never raises; while the bus is
 down the message is dropped (what it announces is in the database, and subscribers catch up
-on reconnect), except on NATS's JetStream channels, where it is sent once the server is back.
-With PostgreSQL the SQL's own NOTIFY publishes; `publish` issues one too.
+on reconnect), except on NATS's JetStream channels, where it is sent once the server is
+back. What committed transactions announce reaches the bus through each process's relay
+(tenantd/db/relay.py): with PostgreSQL its SQL publisher NOTIFYs (the hub's `publish` issues
+a NOTIFY too, on its listening connection), with NATS or Redis it calls `publish`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from tenantd.db import Conn, Row
 
 # Two-int advisory lock: (this class, 1) guards every change of the key set.
 LOCK_CLASS = 735_413
-# sql/0100's trigger NOTIFYs it; with a bus other than PostgreSQL each write announces it.
+# sql/0100's trigger announces it (a row the relay publishes after commit); each write
+# wakes the relay.
 CHANNEL = "tenantd_keys"
 _COLUMNS = "kid, alg, public_jwk, private_key, published_at, signing_from, retired_at, not_after"
 
@@ -72,7 +73,7 @@ async def insert_key(
         },
     )
     assert row is not None
-    conn.announce(CHANNEL, "")
+    conn.announced()
     return row
 
 
@@ -85,7 +86,7 @@ async def schedule_retirement(
         " WHERE kid = %(k)s",
         {"k": kid, "r": retired_at, "l": lifetime},
     )
-    conn.announce(CHANNEL, "")
+    conn.announced()
 
 
 async def cancel_retirement(conn: Conn, *, retired_at: dt.datetime) -> None:
@@ -95,7 +96,7 @@ async def cancel_retirement(conn: Conn, *, retired_at: dt.datetime) -> None:
         " WHERE retired_at = %(r)s AND retired_at > now()",
         {"r": retired_at},
     )
-    conn.announce(CHANNEL, "")
+    conn.announced()
 
 
 async def withdraw(conn: Conn, kid: str) -> None:
@@ -109,7 +110,7 @@ async def withdraw(conn: Conn, kid: str) -> None:
         " WHERE kid = %(k)s",
         {"k": kid},
     )
-    conn.announce(CHANNEL, "")
+    conn.announced()
 
 
 async def start_signing_now(conn: Conn, kid: str) -> None:
@@ -120,7 +121,7 @@ async def start_signing_now(conn: Conn, kid: str) -> None:
         " WHERE kid = %(k)s AND signing_from > now()",
         {"k": kid},
     )
-    conn.announce(CHANNEL, "")
+    conn.announced()
 
 
 async def wipe_retired_private_keys(conn: Conn) -> int:
@@ -130,7 +131,7 @@ async def wipe_retired_private_keys(conn: Conn) -> int:
         " WHERE retired_at <= now() AND private_key IS NOT NULL"
     )
     if count:
-        conn.announce(CHANNEL, "")
+        conn.announced()
     return count
 
 
@@ -139,7 +140,7 @@ async def delete_expired(conn: Conn, *, older_than: dt.timedelta) -> int:
         "DELETE FROM signing_keys WHERE not_after < now() - %(age)s", {"age": older_than}
     )
     if count:
-        conn.announce(CHANNEL, "")
+        conn.announced()
     return count
 
 
