@@ -23,7 +23,7 @@ from tenantd.email.templates import absolute_links, absolute_url, html_to_text
 from tenantd.errors import AppError
 from tenantd.jobs.kinds import JobInfo, PermanentJobError
 from tenantd.notifications import queries
-from tenantd.notifications.channels import settle_delivery
+from tenantd.notifications.channels import pending_delivery, settle_delivery
 from tenantd.notifications.registry import (
     EmailContent,
     RegisteredEvent,
@@ -146,10 +146,9 @@ async def run_email_job(
     services: NotificationServices, payload: dict[str, Any], job: JobInfo
 ) -> None:
     """Deliver one notification email (a settled row is left alone: idempotent)."""
-    notification_id = uuid.UUID(str(payload["notificationId"]))
     async with services.db.connection() as conn:
-        row = await queries.delivery_context(conn, notification_id=notification_id, channel=CHANNEL)
-    if row is None or row["delivery_status"] != "pending":
+        notification_id, row = await pending_delivery(conn, payload, CHANNEL)
+    if row is None:
         return
     try:
         message = build_message(services, row)
