@@ -104,6 +104,8 @@ class Routes:
         scope: str | tuple[str, ...] | None = None,
         mfa_exempt: bool = False,
         errors_as: str = "application/json",
+        page: bool = False,
+        again: View | None = None,
     ) -> Callable[[View], View]:
         if (access is Access.API_KEY) != (scope is not None):
             raise ValueError(f"{method} {path}: a scope goes with Access.API_KEY, and only there")
@@ -112,25 +114,31 @@ class Routes:
             limit = body_limit or (
                 WEBHOOK_BODY_LIMIT if access is Access.SIGNATURE else API_BODY_LIMIT
             )
-            self._add(
-                method,
-                path,
-                view,
-                access=access,
-                body=body,
-                query=query,
-                response=response,
-                status=status,
-                summary=summary,
-                wrapped=wrapped,
-                body_limit=limit,
-                responses=responses or {},
-                content_type=content_type,
-                rate_limit=rate_limit,
-                produces=produces,
-                scope=scope,
-                mfa_exempt=mfa_exempt,
-                errors_as=errors_as,
+            self.specs.append(
+                RouteSpec(
+                    method=method,
+                    path=path,
+                    view=view,
+                    access=access,
+                    body=body,
+                    query=query,
+                    response=response,
+                    status=status,
+                    summary=summary or (inspect.getdoc(view) or "").split("\n")[0],
+                    tag=self.tag,
+                    wrapped=wrapped,
+                    body_limit=limit,
+                    responses=responses or {},
+                    content_type=content_type,
+                    rate_limit=rate_limit,
+                    produces=produces,
+                    scope=scope,
+                    mfa_exempt=mfa_exempt,
+                    errors_as=errors_as,
+                    page=page,
+                    include_in_openapi=not page,
+                    again=again,
+                )
             )
             return view
 
@@ -150,36 +158,16 @@ class Routes:
         takes the checked form, a refusal shows the form again."""
         if access not in (Access.AUTH, Access.PUBLIC):
             raise ValueError(f"{method} {path}: a page is AUTH or PUBLIC")
-        self._add(
+        self.route(
             method,
             path,
-            view,
             access=access,
-            body=None,
-            response=None,
-            status=200,
             wrapped=False,
-            body_limit=API_BODY_LIMIT,
             content_type="application/x-www-form-urlencoded",
             produces="text/html",
             page=True,
-            include_in_openapi=False,
             again=again,
-        )
-
-    def _add(self, method: str, path: str, view: View, *, summary: str = "", **flags: Any) -> None:
-        """Append the spec of one route of this domain (summary: the view's docstring's first
-        line unless given)."""
-        self.specs.append(
-            RouteSpec(
-                method=method,
-                path=path,
-                view=view,
-                summary=summary or (inspect.getdoc(view) or "").split("\n")[0],
-                tag=self.tag,
-                **flags,
-            )
-        )
+        )(view)
 
     def get(self, path: str, **kw: Any) -> Callable[[View], View]:
         return self.route("GET", path, **kw)
