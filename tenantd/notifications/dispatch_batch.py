@@ -15,15 +15,14 @@ by one. A batch whose dispatches make no statement but their notification writes
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tenantd.db import Conn
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.notifications import queries
 from tenantd.notifications.service import (
+    Dispatch,
     ReadyDispatch,
     SendOutcome,
     StatementRefused,
@@ -40,18 +39,6 @@ log = logging.getLogger(__name__)
 # What a dispatch of a batch is refused for: its input (gone recipient or event type, a
 # payload that no longer validates). Anything else fails the whole batch.
 Refused = NotFound | ValidationFailed
-
-
-@dataclass(frozen=True, slots=True)
-class Dispatch:
-    """One dispatch of a batch: what `dispatch` takes."""
-
-    notification_id: uuid.UUID
-    event_type: str
-    recipient_user_id: uuid.UUID
-    payload: dict[str, Any]
-    account_id: uuid.UUID | None = None
-    send_sequence: int | None = None  # its job's id: a digest lists items in send order
 
 
 async def dispatch_many(
@@ -71,17 +58,7 @@ async def dispatch_many(
     ready: list[tuple[int, ReadyDispatch]] = []
     for index, send in enumerate(sends):
         try:
-            step = await prepare_dispatch(
-                services,
-                notification_id=send.notification_id,
-                event_type=send.event_type,
-                recipient_user_id=send.recipient_user_id,
-                payload=send.payload,
-                account_id=send.account_id,
-                conn=conn,
-                send_sequence=send.send_sequence,
-                statements=not one_statement,
-            )
+            step = await prepare_dispatch(services, send, conn=conn, statements=not one_statement)
         except (NotFound, ValidationFailed) as error:
             results[index] = error
             continue

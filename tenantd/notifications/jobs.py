@@ -9,14 +9,15 @@ from tenantd.errors import AppError, NotFound, ValidationFailed
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.notifications.channels import email
 from tenantd.notifications.channels.web_push.delivery import run_web_push_job
-from tenantd.notifications.dispatch_batch import Dispatch, dispatch_many
+from tenantd.notifications.dispatch_batch import dispatch_many
 from tenantd.notifications.registry import wants_locale
 from tenantd.notifications.service import (
     DISPATCH_ATTEMPTS,
     EMAIL_ATTEMPTS,
     FOLLOW_UP_KINDS,
     PUSH_ATTEMPTS,
-    dispatch,
+    Dispatch,
+    dispatch_one,
     flush_digest,
     live_channels,
 )
@@ -44,15 +45,7 @@ async def run_dispatch(
     """The queued half of send(): the same worker function the inline mode calls."""
     send = _dispatch_of(payload, job)
     try:
-        await dispatch(
-            services,
-            notification_id=send.notification_id,
-            event_type=send.event_type,
-            recipient_user_id=send.recipient_user_id,
-            payload=send.payload,
-            account_id=send.account_id,
-            send_sequence=send.send_sequence,
-        )
+        await dispatch_one(services, send)
     except (NotFound, ValidationFailed) as error:
         # The recipient or event type is gone, or the payload no longer validates.
         raise PermanentJobError(error.message) from error

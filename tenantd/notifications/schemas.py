@@ -143,14 +143,20 @@ class EventPreferences(ApiModel):
     channels: list[ChannelSetting]
 
 
-class PreferenceBody(
+class ChannelChoice(
     RequestBody,
     json_schema_extra={
         "examples": [{"eventType": "comment.created", "channel": "email", "enabled": False}]
     },
 ):
+    """One channel of one event type turned on or off (a user's preference, an account's
+    default)."""
+
     event_type: EventType
     channel: Channel
+
+
+class PreferenceBody(ChannelChoice):
     frequency: Frequency | None = None  # an event with a digest only; omitted: unchanged
     # Omitted: unchanged; but one of enabled and frequency is required (the error names
     # `enabled`, the field every client sends).
@@ -253,14 +259,7 @@ def envelope(row: Row) -> bytes:
     )
 
 
-class AccountDefaultBody(
-    RequestBody,
-    json_schema_extra={
-        "examples": [{"eventType": "comment.created", "channel": "email", "enabled": False}]
-    },
-):
-    event_type: EventType
-    channel: Channel
+class AccountDefaultBody(ChannelChoice):
     enabled: StrictBool | None = Field(description="null removes the account's default")
 
 

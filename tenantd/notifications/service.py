@@ -363,6 +363,18 @@ async def send_many(
     return outcomes
 
 
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """One dispatch: what `dispatch` takes (a queued job's payload, an item of a batch)."""
+
+    notification_id: uuid.UUID
+    event_type: str
+    recipient_user_id: uuid.UUID
+    payload: dict[str, Any]
+    account_id: uuid.UUID | None = None
+    send_sequence: int | None = None  # its job's id: a digest lists items in send order
+
+
 async def dispatch(
     services: NotificationServices,
     *,
@@ -383,16 +395,34 @@ async def dispatch(
     `send_sequence`: the send's place in send order (its job's id), kept by a digest.
     `screened`: the digest path applied dedup and throttle already (`forced_reason`
     "throttled": it was over the limit). Many at once: `dispatch_batch.dispatch_many`."""
-    ready = await prepare_dispatch(
+    send = Dispatch(
+        notification_id, event_type, recipient_user_id, payload, account_id, send_sequence
+    )
+    return await dispatch_one(
         services,
-        notification_id=notification_id,
-        event_type=event_type,
-        recipient_user_id=recipient_user_id,
-        payload=payload,
-        account_id=account_id,
+        send,
         conn=conn,
         only_channels=only_channels,
-        send_sequence=send_sequence,
+        screened=screened,
+        forced_reason=forced_reason,
+    )
+
+
+async def dispatch_one(
+    services: NotificationServices,
+    send: Dispatch,
+    *,
+    conn: Conn | None = None,
+    only_channels: Sequence[str] | None = None,
+    screened: bool = False,
+    forced_reason: str | None = None,
+) -> SendOutcome:
+    """`dispatch` of one `Dispatch` (a queued job's)."""
+    ready = await prepare_dispatch(
+        services,
+        send,
+        conn=conn,
+        only_channels=only_channels,
         screened=screened,
         forced_reason=forced_reason,
     )
@@ -419,15 +449,10 @@ class StatementRefused(RuntimeError):
 
 async def prepare_dispatch(
     services: NotificationServices,
+    send: Dispatch,
     *,
-    notification_id: uuid.UUID,
-    event_type: str,
-    recipient_user_id: uuid.UUID,
-    payload: dict[str, Any],
-    account_id: uuid.UUID | None = None,
     conn: Conn | None = None,
     only_channels: Sequence[str] | None = None,
-    send_sequence: int | None = None,
     screened: bool = False,
     forced_reason: str | None = None,
     statements: bool = True,
@@ -435,10 +460,10 @@ async def prepare_dispatch(
     """Everything of `dispatch` before its write: the outcome when there is none to make
     (self-action, a digest item), else the notification ready to be written. `statements`
     False: refuse (StatementRefused) before any statement, rather than make one."""
-    event = services.registry.get(event_type)
+    event = services.registry.get(send.event_type)
     definition = event.definition
-    model = validate_payload(definition, payload)
-    recipient = str(recipient_user_id)
+    model = validate_payload(definition, send.payload)
+    recipient = str(send.recipient_user_id)
     if definition.self_action_guard is not None and definition.self_action_guard(recipient, model):
         return SendOutcome(notification_id=None, status="self_action")
     dedup_key = None
@@ -456,14 +481,14 @@ async def prepare_dispatch(
             raise StatementRefused("a digest item")
         return await _add_to_digest(
             services,
-            notification_id=notification_id,
+            notification_id=send.notification_id,
             definition=definition,
-            recipient_user_id=recipient_user_id,
+            recipient_user_id=send.recipient_user_id,
             model=model,
-            account_id=account_id,
+            account_id=send.account_id,
             conn=conn,
             dedup=(dedup_key, window) if dedup_key is not None else None,
-            send_sequence=send_sequence,
+            send_sequence=send.send_sequence,
         )
     throttle_key = None
     if definition.throttle is not None and not screened:
@@ -473,15 +498,15 @@ async def prepare_dispatch(
     assert definition.in_app is not None  # the registry insists
     if not statements and wants_locale(definition.in_app):
         raise StatementRefused("a locale read")
-    locale = await _locale_for(services, conn, definition.in_app, recipient_user_id)
+    locale = await _locale_for(services, conn, definition.in_app, send.recipient_user_id)
     content = render(definition.in_app, recipient, model, locale)
     channels = live_channels(services.settings, definition.default_channels)
     if only_channels is not None:
         channels = tuple(channel for channel in channels if channel in only_channels)
     notification = queries.NewNotification(
-        notification_id=notification_id,
-        user_id=recipient_user_id,
-        account_id=account_id,
+        notification_id=send.notification_id,
+        user_id=send.recipient_user_id,
+        account_id=send.account_id,
         event_type=definition.type,
         title=content.title,
         body=content.body,
@@ -709,17 +734,8 @@ async def _add_to_digest(
         if verdict == "duplicate":
             return SendOutcome(notification_id=None, status="duplicate")
         # Screened above: the instant path neither dedups nor counts this send again.
-        dispatch_now = functools.partial(
-            dispatch,
-            services,
-            notification_id=notification_id,
-            event_type=definition.type,
-            recipient_user_id=recipient_user_id,
-            payload=payload,
-            account_id=account_id,
-            conn=own,
-            screened=True,
-        )
+        send = Dispatch(notification_id, definition.type, recipient_user_id, payload, account_id)
+        dispatch_now = functools.partial(dispatch_one, services, send, conn=own, screened=True)
         if verdict == "throttled":
             return await dispatch_now(only_channels=channels, forced_reason="throttled")
         outcome: SendOutcome | None = None

@@ -6,9 +6,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, create_model
 
 from tenantd.settings import (
     SWITCH,
@@ -163,86 +163,89 @@ class SchedulerSettings(Section):
         return {name: getattr(self, name) for name in DEFAULT_SWEEP_INTERVALS}
 
 
-class RateLimitSettings(Section):
-    """Abuse limits (fixed windows in PostgreSQL, shared by every instance); 429
-    RATE_LIMITED with Retry-After. Per scope: attempts per client IP and per email address in
-    the window; 0 = off."""
+# The manual's line of the scope that opens each group of RATE_LIMIT_<SCOPE>_* variables (the
+# scopes after it, up to the next, share its meaning).
+RATE_LIMIT_NOTES = {
+    "register": "Per scope (register, login, resend_verification, password_reset): attempts per"
+    " client IP and per email address within the scope's window (default"
+    " RATE_LIMIT_WINDOW_SECONDS).",
+    "email_code": "Sign-in by email (MAGIC_LINK_ENABLED): codes mailed, and codes tried (on top"
+    " of five per code).",
+    "refresh": "Refresh: per client IP and per session family (sign-in) instead of per email.",
+    "email_change": "Mail to an address the caller chooses (email change, invitation create and"
+    " resend): per acting user and per recipient within the scope's window.",
+}
+# Each table of scopes: its two counters' names and the default of its scopes' windows (None:
+# RATE_LIMIT_WINDOW_SECONDS).
+RATE_LIMIT_TABLES: tuple[tuple[Mapping[str, tuple[int, int]], str, str, int | None], ...] = (
+    (DEFAULT_RATE_LIMITS, "ip", "email", None),
+    (DEFAULT_SESSION_RATE_LIMITS, "ip", "session", None),
+    (MAIL_RATE_LIMITS, "user", "recipient", MAIL_RATE_WINDOW),
+)
 
-    title: ClassVar[str] = "Abuse limits and proxies"
 
+# The `RateRule` field each counter of a scope sets (the email counter of a mail action counts
+# its recipient).
+RULE_FIELDS = {
+    "ip": "per_ip",
+    "email": "per_email",
+    "recipient": "per_email",
+    "session": "per_session",
+    "user": "per_user",
+}
+
+
+def _scope_fields() -> dict[str, Any]:
+    """RATE_LIMIT_<SCOPE>_PER_<COUNTER> twice and RATE_LIMIT_<SCOPE>_WINDOW_SECONDS of every
+    scope of the tables, in their order, defaults from the tables."""
+    fields: dict[str, Any] = {}
+    for limits, first, second, window in RATE_LIMIT_TABLES:
+        for scope, (first_limit, second_limit) in limits.items():
+            variable = f"RATE_LIMIT_{scope.upper()}"
+            fields[f"{scope}_per_{first}"] = (
+                Count,
+                env(
+                    f"{variable}_PER_{first.upper()}",
+                    RATE_LIMIT_NOTES.get(scope),
+                    default=first_limit,
+                ),
+            )
+            fields[f"{scope}_per_{second}"] = (
+                Count,
+                env(f"{variable}_PER_{second.upper()}", default=second_limit),
+            )
+            fields[f"{scope}_window_seconds"] = (
+                (Positive | None, env(f"{variable}_WINDOW_SECONDS", default=None, examples=[900]))
+                if window is None
+                else (Positive, env(f"{variable}_WINDOW_SECONDS", default=window))
+            )
+    return fields
+
+
+class _RateLimitSwitches(Section):
     enabled: Flag = env("RATE_LIMIT_ENABLED", "false: no abuse limit at all.", default=True)
     window_seconds: Positive = env(
         "RATE_LIMIT_WINDOW_SECONDS",
         "The window of every scope that sets none of its own.",
         default=DEFAULT_RATE_WINDOW,
     )
-    register_per_ip: Count = env(
-        "RATE_LIMIT_REGISTER_PER_IP",
-        "Per scope (register, login, resend_verification, password_reset): attempts per"
-        " client IP and per email address within the scope's window (default"
-        " RATE_LIMIT_WINDOW_SECONDS).",
-        default=20,
+
+
+if TYPE_CHECKING:
+    _RateLimitScopes = _RateLimitSwitches
+else:
+    _RateLimitScopes = create_model(
+        "_RateLimitScopes", __base__=_RateLimitSwitches, **_scope_fields()
     )
-    register_per_email: Count = env("RATE_LIMIT_REGISTER_PER_EMAIL", default=5)
-    register_window_seconds: Positive | None = env(
-        "RATE_LIMIT_REGISTER_WINDOW_SECONDS", default=None, examples=[900]
-    )
-    login_per_ip: Count = env("RATE_LIMIT_LOGIN_PER_IP", default=100)
-    login_per_email: Count = env("RATE_LIMIT_LOGIN_PER_EMAIL", default=10)
-    login_window_seconds: Positive | None = env(
-        "RATE_LIMIT_LOGIN_WINDOW_SECONDS", default=None, examples=[900]
-    )
-    resend_verification_per_ip: Count = env("RATE_LIMIT_RESEND_VERIFICATION_PER_IP", default=20)
-    resend_verification_per_email: Count = env(
-        "RATE_LIMIT_RESEND_VERIFICATION_PER_EMAIL", default=5
-    )
-    resend_verification_window_seconds: Positive | None = env(
-        "RATE_LIMIT_RESEND_VERIFICATION_WINDOW_SECONDS", default=None, examples=[900]
-    )
-    password_reset_per_ip: Count = env("RATE_LIMIT_PASSWORD_RESET_PER_IP", default=20)
-    password_reset_per_email: Count = env("RATE_LIMIT_PASSWORD_RESET_PER_EMAIL", default=5)
-    password_reset_window_seconds: Positive | None = env(
-        "RATE_LIMIT_PASSWORD_RESET_WINDOW_SECONDS", default=None, examples=[900]
-    )
-    email_code_per_ip: Count = env(
-        "RATE_LIMIT_EMAIL_CODE_PER_IP",
-        "Sign-in by email (MAGIC_LINK_ENABLED): codes mailed, and codes tried (on top of five"
-        " per code).",
-        default=20,
-    )
-    email_code_per_email: Count = env("RATE_LIMIT_EMAIL_CODE_PER_EMAIL", default=5)
-    email_code_window_seconds: Positive | None = env(
-        "RATE_LIMIT_EMAIL_CODE_WINDOW_SECONDS", default=None, examples=[900]
-    )
-    email_code_verify_per_ip: Count = env("RATE_LIMIT_EMAIL_CODE_VERIFY_PER_IP", default=100)
-    email_code_verify_per_email: Count = env("RATE_LIMIT_EMAIL_CODE_VERIFY_PER_EMAIL", default=10)
-    email_code_verify_window_seconds: Positive | None = env(
-        "RATE_LIMIT_EMAIL_CODE_VERIFY_WINDOW_SECONDS", default=None, examples=[900]
-    )
-    refresh_per_ip: Count = env(
-        "RATE_LIMIT_REFRESH_PER_IP",
-        "Refresh: per client IP and per session family (sign-in) instead of per email.",
-        default=600,
-    )
-    refresh_per_session: Count = env("RATE_LIMIT_REFRESH_PER_SESSION", default=60)
-    refresh_window_seconds: Positive | None = env(
-        "RATE_LIMIT_REFRESH_WINDOW_SECONDS", default=None, examples=[900]
-    )
-    email_change_per_user: Count = env(
-        "RATE_LIMIT_EMAIL_CHANGE_PER_USER",
-        "Mail to an address the caller chooses (email change, invitation create and resend):"
-        " per acting user and per recipient within the scope's window.",
-        default=10,
-    )
-    email_change_per_recipient: Count = env("RATE_LIMIT_EMAIL_CHANGE_PER_RECIPIENT", default=3)
-    email_change_window_seconds: Positive = env(
-        "RATE_LIMIT_EMAIL_CHANGE_WINDOW_SECONDS", default=MAIL_RATE_WINDOW
-    )
-    invitation_per_user: Count = env("RATE_LIMIT_INVITATION_PER_USER", default=50)
-    invitation_per_recipient: Count = env("RATE_LIMIT_INVITATION_PER_RECIPIENT", default=3)
-    invitation_window_seconds: Positive = env(
-        "RATE_LIMIT_INVITATION_WINDOW_SECONDS", default=MAIL_RATE_WINDOW
-    )
+
+
+class RateLimitSettings(_RateLimitScopes):
+    """Abuse limits (fixed windows in PostgreSQL, shared by every instance); 429
+    RATE_LIMITED with Retry-After. Per scope: attempts per client IP and per email address in
+    the window; 0 = off."""
+
+    title: ClassVar[str] = "Abuse limits and proxies"
+
     trusted_proxies: Networks = env(
         "TENANTD_TRUSTED_PROXIES",
         "Reverse proxies whose X-Forwarded-For is believed (addresses or CIDRs, comma list)."
@@ -253,31 +256,17 @@ class RateLimitSettings(Section):
     def rules(self) -> dict[str, RateRule]:
         """Every scope's rule (a window left unset is RATE_LIMIT_WINDOW_SECONDS)."""
 
-        def window(scope: str) -> int:
-            own: int | None = getattr(self, f"{scope}_window_seconds")
-            return self.window_seconds if own is None else own
-
         rules = {}
-        for scope in DEFAULT_RATE_LIMITS:
-            rules[scope] = RateRule(
-                per_ip=getattr(self, f"{scope}_per_ip"),
-                per_email=getattr(self, f"{scope}_per_email"),
-                window_seconds=window(scope),
-            )
-        for scope in MAIL_RATE_LIMITS:
-            rules[scope] = RateRule(
-                per_ip=0,
-                per_email=getattr(self, f"{scope}_per_recipient"),
-                window_seconds=window(scope),
-                per_user=getattr(self, f"{scope}_per_user"),
-            )
-        for scope in DEFAULT_SESSION_RATE_LIMITS:
-            rules[scope] = RateRule(
-                per_ip=getattr(self, f"{scope}_per_ip"),
-                per_email=0,
-                window_seconds=window(scope),
-                per_session=getattr(self, f"{scope}_per_session"),
-            )
+        for limits, first, second, _window in RATE_LIMIT_TABLES:
+            for scope in limits:
+                own: int | None = getattr(self, f"{scope}_window_seconds")
+                counts = {"per_ip": 0, "per_email": 0} | {
+                    RULE_FIELDS[counter]: getattr(self, f"{scope}_per_{counter}")
+                    for counter in (first, second)
+                }
+                rules[scope] = RateRule(
+                    window_seconds=self.window_seconds if own is None else own, **counts
+                )
         return rules
 
 

@@ -110,24 +110,18 @@ def counters_for(
 ) -> list[Counter]:
     """The counters of one attempt; with `device` (a device budget key) the browser's own
     budget takes the place of the address's shared one, at the same limit."""
-    counters = []
-    if ip and rule.per_ip > 0:
-        counters.append(Counter(f"{scope}:ip:{ip_key(ip)}", "ip", rule.per_ip, rule.window_seconds))
-    if device and rule.per_email > 0:
-        counters.append(
-            Counter(f"{scope}:device:{device}", "device", rule.per_email, rule.window_seconds)
-        )
-    elif email_hash and rule.per_email > 0:
-        counters.append(
-            Counter(f"{scope}:email:{email_hash}", "email", rule.per_email, rule.window_seconds)
-        )
-    if session and rule.per_session > 0:
-        counters.append(
-            Counter(f"{scope}:session:{session}", "session", rule.per_session, rule.window_seconds)
-        )
-    if user and rule.per_user > 0:
-        counters.append(Counter(f"{scope}:user:{user}", "user", rule.per_user, rule.window_seconds))
-    return counters
+    dimensions = (
+        ("ip", ip_key(ip) if ip else None, rule.per_ip),
+        ("device", device, rule.per_email),
+        ("email", None if device else email_hash, rule.per_email),
+        ("session", session, rule.per_session),
+        ("user", user, rule.per_user),
+    )
+    return [
+        Counter(f"{scope}:{dimension}:{value}", dimension, limit, rule.window_seconds)
+        for dimension, value, limit in dimensions
+        if value and limit > 0
+    ]
 
 
 async def hit(conn: Conn, counters: Sequence[Counter]) -> Verdict:

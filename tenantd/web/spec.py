@@ -104,6 +104,8 @@ class Routes:
         scope: str | tuple[str, ...] | None = None,
         mfa_exempt: bool = False,
         errors_as: str = "application/json",
+        page: bool = False,
+        again: View | None = None,
     ) -> Callable[[View], View]:
         if (access is Access.API_KEY) != (scope is not None):
             raise ValueError(f"{method} {path}: a scope goes with Access.API_KEY, and only there")
@@ -133,6 +135,9 @@ class Routes:
                     scope=scope,
                     mfa_exempt=mfa_exempt,
                     errors_as=errors_as,
+                    page=page,
+                    include_in_openapi=not page,
+                    again=again,
                 )
             )
             return view
@@ -153,26 +158,16 @@ class Routes:
         takes the checked form, a refusal shows the form again."""
         if access not in (Access.AUTH, Access.PUBLIC):
             raise ValueError(f"{method} {path}: a page is AUTH or PUBLIC")
-        self.specs.append(
-            RouteSpec(
-                method=method,
-                path=path,
-                view=view,
-                access=access,
-                body=None,
-                response=None,
-                status=200,
-                summary=(inspect.getdoc(view) or "").split("\n")[0],
-                tag=self.tag,
-                wrapped=False,
-                body_limit=API_BODY_LIMIT,
-                content_type="application/x-www-form-urlencoded",
-                produces="text/html",
-                page=True,
-                include_in_openapi=False,
-                again=again,
-            )
-        )
+        self.route(
+            method,
+            path,
+            access=access,
+            wrapped=False,
+            content_type="application/x-www-form-urlencoded",
+            produces="text/html",
+            page=True,
+            again=again,
+        )(view)
 
     def get(self, path: str, **kw: Any) -> Callable[[View], View]:
         return self.route("GET", path, **kw)

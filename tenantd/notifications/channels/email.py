@@ -21,9 +21,9 @@ from tenantd.db import Row
 from tenantd.email.message import EmailMessage, EmailSendError
 from tenantd.email.templates import absolute_links, absolute_url, html_to_text
 from tenantd.errors import AppError
-from tenantd.jobs.kinds import JobInfo, PermanentJobError
+from tenantd.jobs.kinds import PermanentJobError
 from tenantd.notifications import queries
-from tenantd.notifications.channels import settle_delivery
+from tenantd.notifications.channels import delivery_job, settle_delivery
 from tenantd.notifications.registry import (
     EmailContent,
     RegisteredEvent,
@@ -142,15 +142,11 @@ def build_message(services: NotificationServices, row: Row) -> EmailMessage:
     )
 
 
+@delivery_job(CHANNEL)
 async def run_email_job(
-    services: NotificationServices, payload: dict[str, Any], job: JobInfo
+    services: NotificationServices, notification_id: uuid.UUID, row: Row
 ) -> None:
     """Deliver one notification email (a settled row is left alone: idempotent)."""
-    notification_id = uuid.UUID(str(payload["notificationId"]))
-    async with services.db.connection() as conn:
-        row = await queries.delivery_context(conn, notification_id=notification_id, channel=CHANNEL)
-    if row is None or row["delivery_status"] != "pending":
-        return
     try:
         message = build_message(services, row)
     except (TemplateProblem, AppError) as problem:

@@ -42,11 +42,19 @@ async def _context(conn: Conn, event: Row, subject: str | None) -> Row | None:
     )
 
 
+def _common(event: Row, context: Row) -> dict[str, str]:
+    """What every built-in tenancy notification's payload starts with."""
+    return {
+        "accountId": str(event["account_id"]),
+        "accountName": context["account_name"],
+        "actorUserId": _actor(event),
+    }
+
+
 async def _requests(conn: Conn, event: Row) -> list[SendRequest]:
     """The notifications one outbox event asks for (none for most)."""
     data: dict[str, Any] = event["data"] or {}
     kind = event["type"]
-    actor = _actor(event)
     account_id = event["account_id"]
     if account_id is None:
         return []
@@ -56,9 +64,7 @@ async def _requests(conn: Conn, event: Row) -> list[SendRequest]:
         if invitee is None or context is None:
             return []  # no user yet: the invitation email is all they get
         payload = {
-            "accountId": str(account_id),
-            "accountName": context["account_name"],
-            "actorUserId": actor,
+            **_common(event, context),
             "invitationId": str(data["id"]),
             "role": str(data["role"]),
             "inviterName": context["actor_name"] or "Someone",
@@ -79,11 +85,7 @@ async def _requests(conn: Conn, event: Row) -> list[SendRequest]:
                 "permission": DEALS_WITH[kind],
             },
         )
-        common = {
-            "accountId": str(account_id),
-            "accountName": context["account_name"],
-            "actorUserId": actor,
-        }
+        common = _common(event, context)
         if kind == "membership.created":
             event_type = events.MEMBER_JOINED
             payload = {
@@ -111,9 +113,7 @@ async def _requests(conn: Conn, event: Row) -> list[SendRequest]:
         if context is None:
             return []
         payload = {
-            "accountId": str(account_id),
-            "accountName": context["account_name"],
-            "actorUserId": actor,
+            **_common(event, context),
             "membershipId": str(data["id"]),
             "role": str(data["role"]),
             "previousRole": str((event["previous"] or {}).get("role") or ""),

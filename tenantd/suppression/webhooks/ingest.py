@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from tenantd.db import Conn
+from tenantd.db import Conn, Database
 from tenantd.errors import NotFound
 from tenantd.suppression import queries
 from tenantd.suppression import service as suppression
@@ -104,6 +104,16 @@ async def apply_events(
             "email suppression recorded",
             extra={"provider": provider, "reason": row["reason"], "email": row["email"]},
         )
+
+
+async def record_events(
+    db: Database, events: Sequence[ProviderEvent], outcome: Outcome, *, provider: str
+) -> Outcome:
+    """Apply a delivery's events (none: no transaction) and return its `outcome`."""
+    if events:
+        async with db.transaction() as conn:
+            await apply_events(conn, provider=provider, events=events, outcome=outcome)
+    return outcome
 
 
 @dataclass(frozen=True)

@@ -22,18 +22,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from aiohttp import web
+
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
 from tenantd.errors import Unauthorized, ValidationFailed
-from tenantd.suppression.webhooks.ingest import (
-    Outcome,
-    ProviderEvent,
-    Receiver,
-    apply_events,
-    configured,
-    usable_event_id,
-)
+from tenantd.suppression.webhooks import ingest
 from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
@@ -70,7 +65,7 @@ def check_credentials(headers: Mapping[str, str], *, username: str, password: st
         raise refused("wrong user or password")
 
 
-def parse_event(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
+def parse_event(body: bytes, *, outcome: ingest.Outcome) -> list[ingest.ProviderEvent]:
     """The verdict of one Postmark webhook event (or none)."""
     data: Any = loads_bounded(body)  # 422: malformed, or nested too deep
     if not isinstance(data, dict):
@@ -95,11 +90,11 @@ def parse_event(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
         log.warning("postmark event without a recipient", extra={"provider": PROVIDER})
         return []
     ident = data.get("ID")
-    event_id = usable_event_id(
+    event_id = ingest.usable_event_id(
         f"{record}:{ident}" if isinstance(ident, int | str) and ident != "" else None
     )
     return [
-        ProviderEvent(
+        ingest.ProviderEvent(
             event_id=event_id,
             kind=f"{record}:{kind}" if isinstance(kind, str) else str(record),
             reason=reason,
@@ -108,21 +103,19 @@ def parse_event(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
     ]
 
 
-async def receive(db: Database, *, body: bytes) -> Outcome:
+async def receive(db: Database, *, body: bytes) -> ingest.Outcome:
     """Record the bounce or complaint verdict of one (authenticated) delivery."""
-    outcome = Outcome()
-    events = parse_event(body, outcome=outcome)
-    if events:
-        async with db.transaction() as conn:
-            await apply_events(conn, provider=PROVIDER, events=events, outcome=outcome)
-    return outcome
+    outcome = ingest.Outcome()
+    return await ingest.record_events(
+        db, parse_event(body, outcome=outcome), outcome, provider=PROVIDER
+    )
 
 
-def receiver(verdicts: MailVerdictSettings, db: Database) -> Receiver:
+def receiver(verdicts: MailVerdictSettings, db: Database, _app: web.Application) -> ingest.Receiver:
     """Postmark's deliveries, once its Basic credentials are configured (else 404)."""
-    username = configured(verdicts.postmark_webhook_username)
-    password = configured(verdicts.postmark_webhook_password)
-    return Receiver(
+    username = ingest.configured(verdicts.postmark_webhook_username)
+    password = ingest.configured(verdicts.postmark_webhook_password)
+    return ingest.Receiver(
         check=lambda headers: check_credentials(headers, username=username, password=password),
         apply=lambda _, body: receive(db, body=body),
         authenticated=True,  # the credentials are in the headers: checked already

@@ -24,19 +24,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from aiohttp import web
+
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
 from tenantd.errors import Unauthorized, ValidationFailed
-from tenantd.suppression.webhooks.ingest import (
-    MAX_EVENT_ID,
-    Outcome,
-    ProviderEvent,
-    Receiver,
-    apply_events,
-    configured,
-    timestamped,
-)
+from tenantd.suppression.webhooks import ingest
 from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
@@ -54,7 +48,7 @@ MAX_SIGNATURES = 4096  # a v1 entry is 47 characters; a few per secret during ro
 DIGEST_SIZE = hashlib.sha256().digest_size
 
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
-_MESSAGE_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_EVENT_ID}}}")
+_MESSAGE_ID = re.compile(rf"[\x21-\x7e]{{1,{ingest.MAX_EVENT_ID}}}")
 
 
 @dataclass(frozen=True)
@@ -159,7 +153,9 @@ def verify(secret: str, headers: Mapping[str, str], body: bytes, *, now: float) 
     return verify_body(secret, signed_headers(headers, now=now), body)
 
 
-def parse_events(body: bytes, *, message_id: str, outcome: Outcome) -> list[ProviderEvent]:
+def parse_events(
+    body: bytes, *, message_id: str, outcome: ingest.Outcome
+) -> list[ingest.ProviderEvent]:
     """The verdicts of one Resend event (one event per delivery)."""
     data: Any = loads_bounded(body)  # 422: malformed, or nested too deep
     if not isinstance(data, dict):
@@ -183,23 +179,24 @@ def parse_events(body: bytes, *, message_id: str, outcome: Outcome) -> list[Prov
         outcome.malformed = 1
         log.warning("resend event without recipients", extra={"provider": PROVIDER, "kind": kind})
         return []
-    return [ProviderEvent(event_id=message_id, kind=kind, reason=reason, emails=tuple(emails))]
+    return [
+        ingest.ProviderEvent(event_id=message_id, kind=kind, reason=reason, emails=tuple(emails))
+    ]
 
 
-async def receive(db: Database, *, secret: str, signed: SignedHeaders, body: bytes) -> Outcome:
+async def receive(
+    db: Database, *, secret: str, signed: SignedHeaders, body: bytes
+) -> ingest.Outcome:
     """Verify, skip a delivery already applied (message id), record bounce/complaint verdicts."""
     message_id = verify_body(secret, signed, body)
-    outcome = Outcome()
+    outcome = ingest.Outcome()
     events = parse_events(body, message_id=message_id, outcome=outcome)
-    if events:
-        async with db.transaction() as conn:
-            await apply_events(conn, provider=PROVIDER, events=events, outcome=outcome)
-    return outcome
+    return await ingest.record_events(db, events, outcome, provider=PROVIDER)
 
 
-def receiver(verdicts: MailVerdictSettings, db: Database) -> Receiver:
+def receiver(verdicts: MailVerdictSettings, db: Database, _app: web.Application) -> ingest.Receiver:
     """Resend's deliveries, once a signing secret is configured (else 404)."""
-    secret = configured(verdicts.resend_webhook_secret)
-    return timestamped(
+    secret = ingest.configured(verdicts.resend_webhook_secret)
+    return ingest.timestamped(
         signed_headers, lambda signed, body: receive(db, secret=secret, signed=signed, body=body)
     )

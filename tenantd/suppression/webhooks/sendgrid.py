@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from aiohttp import web
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -31,12 +32,6 @@ from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
 from tenantd.errors import Unauthorized, ValidationFailed
 from tenantd.suppression.webhooks import ingest
-from tenantd.suppression.webhooks.ingest import (
-    Outcome,
-    ProviderEvent,
-    apply_events,
-    usable_event_id,
-)
 from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
@@ -129,13 +124,13 @@ def event_verdict(event: dict[str, Any]) -> str | None:
     return None
 
 
-def parse_events(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
+def parse_events(body: bytes, *, outcome: ingest.Outcome) -> list[ingest.ProviderEvent]:
     """The verdicts in a batch; unreadable events are counted and skipped."""
     data: Any = loads_bounded(body)  # 422: malformed, or nested too deep
     if not isinstance(data, list):
         raise ValidationFailed({"body": "expected a JSON array of events"})
     outcome.events = len(data)
-    events: list[ProviderEvent] = []
+    events: list[ingest.ProviderEvent] = []
     for item in data:
         if not isinstance(item, dict):
             outcome.malformed += 1
@@ -150,8 +145,8 @@ def parse_events(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
             outcome.malformed += 1
             continue
         events.append(
-            ProviderEvent(
-                event_id=usable_event_id(item.get("sg_event_id")),
+            ingest.ProviderEvent(
+                event_id=ingest.usable_event_id(item.get("sg_event_id")),
                 kind=str(item["event"]),
                 reason=reason,
                 emails=(address,),
@@ -167,18 +162,16 @@ def parse_events(body: bytes, *, outcome: Outcome) -> list[ProviderEvent]:
 
 async def receive(
     db: Database, *, public_key_text: str, signed: SignedHeaders, body: bytes
-) -> Outcome:
+) -> ingest.Outcome:
     """Verify a batch, skip events already applied (sg_event_id), record the verdicts."""
     verify_body(public_key_text, signed, body)
-    outcome = Outcome()
-    events = parse_events(body, outcome=outcome)
-    if events:
-        async with db.transaction() as conn:
-            await apply_events(conn, provider=PROVIDER, events=events, outcome=outcome)
-    return outcome
+    outcome = ingest.Outcome()
+    return await ingest.record_events(
+        db, parse_events(body, outcome=outcome), outcome, provider=PROVIDER
+    )
 
 
-def receiver(verdicts: MailVerdictSettings, db: Database) -> ingest.Receiver:
+def receiver(verdicts: MailVerdictSettings, db: Database, _app: web.Application) -> ingest.Receiver:
     """SendGrid's deliveries, once its verification key is configured (else 404)."""
     secret = ingest.configured(verdicts.sendgrid_webhook_public_key)
     return ingest.timestamped(

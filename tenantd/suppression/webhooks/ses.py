@@ -38,14 +38,7 @@ from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
 from tenantd.errors import Unauthorized, ValidationFailed
-from tenantd.suppression.webhooks.ingest import (
-    Outcome,
-    ProviderEvent,
-    Receiver,
-    apply_events,
-    configured,
-    usable_event_id,
-)
+from tenantd.suppression.webhooks import ingest
 from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
@@ -209,7 +202,9 @@ def _recipients(items: Any, field: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def ses_events(message_id: str, text: str, *, outcome: Outcome) -> list[ProviderEvent]:
+def ses_events(
+    message_id: str, text: str, *, outcome: ingest.Outcome
+) -> list[ingest.ProviderEvent]:
     """The verdict of one SES notification (bounce or complaint; event publishing too)."""
     try:
         data: Any = loads_bounded(text)
@@ -242,8 +237,8 @@ def ses_events(message_id: str, text: str, *, outcome: Outcome) -> list[Provider
         log.warning("ses notification without recipients", extra={"provider": PROVIDER})
         return []
     assert isinstance(kind, str)
-    event_id = usable_event_id(message_id)
-    return [ProviderEvent(event_id=event_id, kind=kind, reason=reason, emails=emails)]
+    event_id = ingest.usable_event_id(message_id)
+    return [ingest.ProviderEvent(event_id=event_id, kind=kind, reason=reason, emails=emails)]
 
 
 async def receive(
@@ -252,7 +247,7 @@ async def receive(
     certificates: SnsCertificates,
     signed: SnsHeaders,
     body: bytes,
-) -> Outcome:
+) -> ingest.Outcome:
     """Verify one SNS delivery, then confirm a subscription or record the SES verdict."""
     message: Any = loads_bounded(body)  # 422: malformed, or nested too deep
     if not isinstance(message, dict):
@@ -260,7 +255,7 @@ async def receive(
     if message.get("Type") != signed.message_type or message.get("TopicArn") != signed.topic_arn:
         raise refused("body Type or TopicArn differs from the headers")
     await verify(certificates, message)
-    outcome = Outcome(events=1)
+    outcome = ingest.Outcome(events=1)
     if signed.message_type == "SubscriptionConfirmation":
         url = message.get("SubscribeURL")
         await certificates.fetch(amazon_url(url if isinstance(url, str) else ""))
@@ -272,10 +267,7 @@ async def receive(
         outcome.ignored = 1
         return outcome
     events = ses_events(str(message.get("MessageId")), str(message.get("Message")), outcome=outcome)
-    if events:
-        async with db.transaction() as conn:
-            await apply_events(conn, provider=PROVIDER, events=events, outcome=outcome)
-    return outcome
+    return await ingest.record_events(db, events, outcome, provider=PROVIDER)
 
 
 SNS_CERTIFICATES: web.AppKey[SnsCertificates] = web.AppKey("sns_certificates", SnsCertificates)
@@ -294,11 +286,11 @@ def certificates_of(app: web.Application) -> SnsCertificates:
     return found
 
 
-def receiver(verdicts: MailVerdictSettings, db: Database, app: web.Application) -> Receiver:
+def receiver(verdicts: MailVerdictSettings, db: Database, app: web.Application) -> ingest.Receiver:
     """Amazon SES's notifications through SNS, once topics are configured (else 404)."""
-    topics = configured(verdicts.ses_sns_topic_arns)
+    topics = ingest.configured(verdicts.ses_sns_topic_arns)
     certificates = certificates_of(app)
-    return Receiver(
+    return ingest.Receiver(
         check=lambda headers: signed_headers(headers, topics=topics),
         apply=lambda signed, body: receive(db, certificates=certificates, signed=signed, body=body),
     )

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from tenantd.db import DATABASE
+from tenantd.db import DATABASE, Database
 from tenantd.email.settings import MailVerdictSettings
 from tenantd.errors import AppError, Unauthorized
 from tenantd.ops.ratelimit import ip_key
@@ -243,49 +243,47 @@ class WebhookReceipt(ApiModel):
     malformed: int
 
 
-@ROUTES.post(
-    "/api/v1/webhooks/resend",
-    access=Access.SIGNATURE,
-    response=WebhookReceipt,
-    responses=RESPONSES,
-    summary="Resend (Svix / Standard Webhooks signed) email.bounced / email.complained events",
+MakeReceiver = Callable[[MailVerdictSettings, Database, web.Application], Receiver]
+
+
+def provider_route(provider: str, make: MakeReceiver, summary: str) -> None:
+    """POST /api/v1/webhooks/<provider>: the delivery taken by `make`'s receiver."""
+
+    async def view(request: web.Request) -> dict[str, int] | web.Response:
+        verdicts = request.app[SETTINGS].section(MailVerdictSettings)
+        return await take_delivery(request, make(verdicts, request.app[DATABASE], request.app))
+
+    view.__name__ = view.__qualname__ = f"{provider}_webhook"  # the OpenAPI operationId
+    ROUTES.post(
+        f"/api/v1/webhooks/{provider}",
+        access=Access.SIGNATURE,
+        response=WebhookReceipt,
+        responses=RESPONSES,
+        summary=summary,
+    )(view)
+
+
+PROVIDERS: tuple[tuple[str, MakeReceiver, str], ...] = (
+    (
+        "resend",
+        resend.receiver,
+        "Resend (Svix / Standard Webhooks signed) email.bounced / email.complained events",
+    ),
+    (
+        "sendgrid",
+        sendgrid.receiver,
+        "SendGrid signed Event Webhook batch (bounce, spamreport, dropped)",
+    ),
+    (
+        "postmark",
+        postmark.receiver,
+        "Postmark bounce / spam-complaint webhook (HTTP Basic auth from the webhook URL)",
+    ),
+    (
+        "ses",
+        ses.receiver,
+        "Amazon SES bounce / complaint notifications through SNS (signature verified)",
+    ),
 )
-async def resend_webhook(request: web.Request) -> dict[str, int] | web.Response:
-    verdicts = request.app[SETTINGS].section(MailVerdictSettings)
-    return await take_delivery(request, resend.receiver(verdicts, request.app[DATABASE]))
-
-
-@ROUTES.post(
-    "/api/v1/webhooks/sendgrid",
-    access=Access.SIGNATURE,
-    response=WebhookReceipt,
-    responses=RESPONSES,
-    summary="SendGrid signed Event Webhook batch (bounce, spamreport, dropped)",
-)
-async def sendgrid_webhook(request: web.Request) -> dict[str, int] | web.Response:
-    verdicts = request.app[SETTINGS].section(MailVerdictSettings)
-    return await take_delivery(request, sendgrid.receiver(verdicts, request.app[DATABASE]))
-
-
-@ROUTES.post(
-    "/api/v1/webhooks/postmark",
-    access=Access.SIGNATURE,
-    response=WebhookReceipt,
-    responses=RESPONSES,
-    summary="Postmark bounce / spam-complaint webhook (HTTP Basic auth from the webhook URL)",
-)
-async def postmark_webhook(request: web.Request) -> dict[str, int] | web.Response:
-    verdicts = request.app[SETTINGS].section(MailVerdictSettings)
-    return await take_delivery(request, postmark.receiver(verdicts, request.app[DATABASE]))
-
-
-@ROUTES.post(
-    "/api/v1/webhooks/ses",
-    access=Access.SIGNATURE,
-    response=WebhookReceipt,
-    responses=RESPONSES,
-    summary="Amazon SES bounce / complaint notifications through SNS (signature verified)",
-)
-async def ses_webhook(request: web.Request) -> dict[str, int] | web.Response:
-    verdicts = request.app[SETTINGS].section(MailVerdictSettings)
-    return await take_delivery(request, ses.receiver(verdicts, request.app[DATABASE], request.app))
+for provider, make, summary in PROVIDERS:
+    provider_route(provider, make, summary)

@@ -23,9 +23,8 @@ import aiohttp
 import orjson
 
 from tenantd.db import Row
-from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import queries
-from tenantd.notifications.channels import settle_delivery
+from tenantd.notifications.channels import delivery_job, settle_delivery
 from tenantd.notifications.channels.web_push.hosts import endpoint_problem
 from tenantd.notifications.channels.web_push.vapid import signer
 from tenantd.notifications.schemas import envelope, notification_json
@@ -158,15 +157,12 @@ async def push_one(
     return PushResult(sub_id, "error", f"http_{status}")
 
 
+@delivery_job(CHANNEL)
 async def run_web_push_job(
-    services: NotificationServices, payload: dict[str, Any], job: JobInfo
+    services: NotificationServices, notification_id: uuid.UUID, row: Row
 ) -> None:
     """One delivery job per notification: parallel sends to every live subscription."""
-    notification_id = uuid.UUID(str(payload["notificationId"]))
     async with services.db.connection() as conn:
-        row = await queries.delivery_context(conn, notification_id=notification_id, channel=CHANNEL)
-        if row is None or row["delivery_status"] != "pending":
-            return
         subscriptions = await queries.live_subscriptions(conn, user_id=row["user_id"])
     if not services.settings.section(NotificationSettings).web_push_enabled:
         await settle_delivery(services, notification_id, CHANNEL, "suppressed", "web_push_disabled")
