@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tenantd.db import Conn, Row
@@ -17,6 +18,19 @@ USER_COLUMNS = (
 GROUP_COLUMNS = (
     "id, directory_id, display_name, external_id, role, resource, version, created_at, updated_at"
 )
+
+
+@dataclass(frozen=True)
+class Table:
+    """A SCIM resource's table: its columns and the comparison-key column it is found by."""
+
+    name: str
+    columns: str
+    key: str
+
+
+USERS = Table("directory_users", USER_COLUMNS, "user_name_key")
+GROUPS = Table("directory_groups", GROUP_COLUMNS, "display_name_key")
 
 # -- directories --------------------------------------------------------------------------------
 
@@ -74,6 +88,55 @@ async def touch_directory(conn: Conn, directory_id: uuid.UUID, *, every_seconds:
         " (last_used_at IS NULL OR last_used_at < now() - make_interval(secs => %(s)s))",
         {"id": directory_id, "s": every_seconds},
     )
+
+
+# -- users and groups, by table ------------------------------------------------------------------
+
+
+async def get_resource(
+    conn: Conn, table: Table, *, directory_id: uuid.UUID, scim_id: uuid.UUID, lock: bool = False
+) -> Row | None:
+    """The directory's user or group `scim_id` (locked FOR UPDATE when `lock`)."""
+    return await conn.fetch_one(
+        f"SELECT {table.columns} FROM {table.name} WHERE id = %(id)s AND directory_id = %(d)s"
+        + (" FOR UPDATE" if lock else ""),
+        {"id": scim_id, "d": directory_id},
+    )
+
+
+async def find_resources(
+    conn: Conn,
+    table: Table,
+    *,
+    directory_id: uuid.UUID,
+    key: str | None = None,
+    external_id: str | None = None,
+    offset: int | None = None,
+    limit: int | None = None,
+) -> list[Row]:
+    """The directory's users or groups in creation order, narrowed by their comparison key
+    (userName, displayName) or externalId."""
+    where = ["directory_id = %(d)s"]
+    if key is not None:
+        where.append(f"{table.key} = %(k)s")
+    if external_id is not None:
+        where.append("external_id = %(x)s")
+    return await conn.fetch_all(
+        f"SELECT {table.columns} FROM {table.name} WHERE {' AND '.join(where)}"
+        " ORDER BY created_at, id OFFSET %(o)s LIMIT %(l)s",
+        {"d": directory_id, "k": key, "x": external_id, "o": offset, "l": limit},
+    )
+
+
+async def count_resources(conn: Conn, table: Table, directory_id: uuid.UUID) -> int:
+    count: int = await conn.fetch_val(
+        f"SELECT count(*) FROM {table.name} WHERE directory_id = %(d)s", {"d": directory_id}
+    )
+    return count
+
+
+async def delete_resource(conn: Conn, table: Table, scim_id: uuid.UUID) -> None:
+    await conn.execute(f"DELETE FROM {table.name} WHERE id = %(id)s", {"id": scim_id})
 
 
 # -- users --------------------------------------------------------------------------------------
@@ -140,21 +203,6 @@ async def update_user(
     )
 
 
-async def lock_user(conn: Conn, *, directory_id: uuid.UUID, scim_id: uuid.UUID) -> Row | None:
-    return await conn.fetch_one(
-        f"SELECT {USER_COLUMNS} FROM directory_users"
-        " WHERE id = %(id)s AND directory_id = %(d)s FOR UPDATE",
-        {"id": scim_id, "d": directory_id},
-    )
-
-
-async def get_user(conn: Conn, *, directory_id: uuid.UUID, scim_id: uuid.UUID) -> Row | None:
-    return await conn.fetch_one(
-        f"SELECT {USER_COLUMNS} FROM directory_users WHERE id = %(id)s AND directory_id = %(d)s",
-        {"id": scim_id, "d": directory_id},
-    )
-
-
 async def user_of(conn: Conn, *, directory_id: uuid.UUID, user_id: uuid.UUID) -> Row | None:
     """The directory's user linked to this tenantd user."""
     return await conn.fetch_one(
@@ -170,39 +218,6 @@ async def user_is_live(conn: Conn, user_id: uuid.UUID) -> bool:
         "SELECT deleted_at IS NULL FROM users WHERE id = %(u)s", {"u": user_id}
     )
     return bool(live)
-
-
-async def find_users(
-    conn: Conn,
-    *,
-    directory_id: uuid.UUID,
-    user_name_key: str | None = None,
-    external_id: str | None = None,
-    offset: int | None = None,
-    limit: int | None = None,
-) -> list[Row]:
-    """The directory's users in creation order, narrowed by userName or externalId."""
-    where = ["directory_id = %(d)s"]
-    if user_name_key is not None:
-        where.append("user_name_key = %(k)s")
-    if external_id is not None:
-        where.append("external_id = %(x)s")
-    return await conn.fetch_all(
-        f"SELECT {USER_COLUMNS} FROM directory_users WHERE {' AND '.join(where)}"
-        " ORDER BY created_at, id OFFSET %(o)s LIMIT %(l)s",
-        {"d": directory_id, "k": user_name_key, "x": external_id, "o": offset, "l": limit},
-    )
-
-
-async def count_users(conn: Conn, directory_id: uuid.UUID) -> int:
-    count: int = await conn.fetch_val(
-        "SELECT count(*) FROM directory_users WHERE directory_id = %(d)s", {"d": directory_id}
-    )
-    return count
-
-
-async def delete_user(conn: Conn, scim_id: uuid.UUID) -> None:
-    await conn.execute("DELETE FROM directory_users WHERE id = %(id)s", {"id": scim_id})
 
 
 async def groups_of_users(conn: Conn, scim_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[Row]]:
@@ -282,53 +297,6 @@ async def update_group(
     )
     assert row is not None
     return row
-
-
-async def lock_group(conn: Conn, *, directory_id: uuid.UUID, group_id: uuid.UUID) -> Row | None:
-    return await conn.fetch_one(
-        f"SELECT {GROUP_COLUMNS} FROM directory_groups"
-        " WHERE id = %(id)s AND directory_id = %(d)s FOR UPDATE",
-        {"id": group_id, "d": directory_id},
-    )
-
-
-async def get_group(conn: Conn, *, directory_id: uuid.UUID, group_id: uuid.UUID) -> Row | None:
-    return await conn.fetch_one(
-        f"SELECT {GROUP_COLUMNS} FROM directory_groups WHERE id = %(id)s AND directory_id = %(d)s",
-        {"id": group_id, "d": directory_id},
-    )
-
-
-async def find_groups(
-    conn: Conn,
-    *,
-    directory_id: uuid.UUID,
-    display_name_key: str | None = None,
-    external_id: str | None = None,
-    offset: int | None = None,
-    limit: int | None = None,
-) -> list[Row]:
-    where = ["directory_id = %(d)s"]
-    if display_name_key is not None:
-        where.append("display_name_key = %(k)s")
-    if external_id is not None:
-        where.append("external_id = %(x)s")
-    return await conn.fetch_all(
-        f"SELECT {GROUP_COLUMNS} FROM directory_groups WHERE {' AND '.join(where)}"
-        " ORDER BY created_at, id OFFSET %(o)s LIMIT %(l)s",
-        {"d": directory_id, "k": display_name_key, "x": external_id, "o": offset, "l": limit},
-    )
-
-
-async def count_groups(conn: Conn, directory_id: uuid.UUID) -> int:
-    count: int = await conn.fetch_val(
-        "SELECT count(*) FROM directory_groups WHERE directory_id = %(d)s", {"d": directory_id}
-    )
-    return count
-
-
-async def delete_group(conn: Conn, group_id: uuid.UUID) -> None:
-    await conn.execute("DELETE FROM directory_groups WHERE id = %(id)s", {"id": group_id})
 
 
 async def set_group_role(conn: Conn, *, group_id: uuid.UUID, role: str | None) -> Row:

@@ -178,11 +178,9 @@ async def _search_all(request: web.Request, directory: sync.Directory) -> web.Re
 
 async def _search(request: web.Request, directory: sync.Directory, search: Any) -> web.Response:
     endpoint = request.match_info["endpoint"]
-    services, base = _services(request), _base(request)
-    if endpoint == "Users":
-        page = await sync.list_users(services, directory, search, base)
-    else:
-        page = await sync.list_groups(services, directory, search, base)
+    page = await sync.list_resources(
+        _services(request), directory, endpoint, search, _base(request)
+    )
     return answer(
         scim.list_response(
             MODELS[endpoint], page.resources, total=page.total, start=page.start, search=search
@@ -313,8 +311,5 @@ async def scim_delete(request: web.Request, directory: sync.Directory) -> web.Re
     endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
     if endpoint not in MODELS:
         raise _unknown(request)
-    if endpoint == "Users":
-        await sync.delete_user(_services(request), directory, resource_id)
-    else:
-        await sync.delete_group(_services(request), directory, resource_id)
+    await sync.delete_resource(_services(request), directory, endpoint, resource_id)
     return web.Response(status=204)

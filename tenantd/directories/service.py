@@ -181,7 +181,7 @@ async def list_groups(
         await check_scope(conn, actor, account_id)
         permissions.require(actor, permissions.DIRECTORIES_MANAGE)
         await _own_directory(conn, account_id, directory_id)
-        return await queries.find_groups(conn, directory_id=directory_id)
+        return await queries.find_resources(conn, queries.GROUPS, directory_id=directory_id)
 
 
 async def _own_directory(conn: Conn, account_id: uuid.UUID, directory_id: uuid.UUID) -> None:
