@@ -151,6 +151,56 @@ async def _leave(conn: Conn, directory: Directory, row: Row, *, reason: str) -> 
     )
 
 
+async def _audit(
+    conn: Conn,
+    directory: Directory,
+    action: str,
+    target: object,
+    data: dict[str, Any],
+    *,
+    actor_user_id: uuid.UUID | None = None,
+) -> None:
+    """The audit entry of a directory change (the directory is the actor unless a user is)."""
+    await audit.record(
+        conn,
+        account_id=directory.account_id,
+        actor_user_id=actor_user_id,
+        action=action,
+        target=str(target),
+        data={**directory.via, **data},
+    )
+
+
+async def _user_changed(
+    conn: Conn,
+    directory: Directory,
+    action: str,
+    row: Row,
+    event: str | None = None,
+    previous: dict[str, Any] | None = None,
+) -> None:
+    """Audit `action` on a directory user and emit `event` (the action by default)."""
+    await _audit(conn, directory, action, row["id"], {"userId": _text(row["user_id"])})
+    await events.user_changed(
+        conn, event or action, row, account_id=directory.account_id, previous=previous
+    )
+
+
+async def _group_changed(
+    conn: Conn,
+    directory: Directory,
+    action: str,
+    row: Row,
+    members: list[uuid.UUID],
+    previous: dict[str, Any] | None = None,
+) -> None:
+    """Audit `action` on a group and emit it as the event, with the group's members."""
+    await _audit(conn, directory, action, row["id"], {"displayName": row["display_name"]})
+    await events.group_changed(
+        conn, action, row, account_id=directory.account_id, members=members, previous=previous
+    )
+
+
 async def _lock(conn: Conn, directory: Directory) -> None:
     """The account lock every membership writer holds (404 when the account is gone)."""
     await memberships.lock_live_account(conn, directory.account_id)
@@ -171,14 +221,7 @@ async def _link(conn: Conn, directory: Directory, email: str, resource: Any) -> 
     user_id, created = await _tenantd_user(conn, directory, email=email, resource=resource)
     if await queries.user_of(conn, directory_id=directory.id, user_id=user_id) is not None:
         raise ScimError(409, f"{email} is already a user of this directory", "uniqueness")
-    await audit.record(
-        conn,
-        account_id=directory.account_id,
-        actor_user_id=None,
-        action="directory.user.linked",
-        target=str(user_id),
-        data={**directory.via, "created": created},
-    )
+    await _audit(conn, directory, "directory.user.linked", user_id, {"created": created})
     return user_id
 
 
@@ -199,17 +242,7 @@ async def create_user(services: Services, directory: Directory, resource: Any) -
             raise ScimError(409, "userName is already in use in this directory", "uniqueness")
         if row["active"]:
             await _join(conn, directory, row)
-        await audit.record(
-            conn,
-            account_id=directory.account_id,
-            actor_user_id=None,
-            action="directory.user.created",
-            target=str(row["id"]),
-            data={**directory.via, "userId": _text(user_id)},
-        )
-        await events.user_changed(
-            conn, "directory.user.created", row, account_id=directory.account_id
-        )
+        await _user_changed(conn, directory, "directory.user.created", row)
         return row
 
 
@@ -244,21 +277,8 @@ async def _write_user(conn: Conn, directory: Directory, before: Row, resource: A
         for key in ("user_name", "external_id", "active")
         if before[key] != after[key]
     }
-    await audit.record(
-        conn,
-        account_id=directory.account_id,
-        actor_user_id=None,
-        action=action,
-        target=str(after["id"]),
-        data={**directory.via, "userId": _text(after["user_id"])},
-    )
-    await events.user_changed(
-        conn,
-        "directory.user.updated",
-        after,
-        account_id=directory.account_id,
-        previous={_camel(key): value for key, value in changed.items()},
-    )
+    previous = {_camel(key): value for key, value in changed.items()}
+    await _user_changed(conn, directory, action, after, "directory.user.updated", previous)
     return after
 
 
@@ -293,17 +313,7 @@ async def delete_user(services: Services, directory: Directory, scim_id: str) ->
         if row["active"]:
             await _leave(conn, directory, row, reason="directory_deleted")
         await queries.delete_resource(conn, queries.USERS, row["id"])
-        await audit.record(
-            conn,
-            account_id=directory.account_id,
-            actor_user_id=None,
-            action="directory.user.deleted",
-            target=str(row["id"]),
-            data={**directory.via, "userId": _text(row["user_id"])},
-        )
-        await events.user_changed(
-            conn, "directory.user.deleted", row, account_id=directory.account_id
-        )
+        await _user_changed(conn, directory, "directory.user.deleted", row)
 
 
 async def user_resources(conn: Conn, rows: list[Row], base: str) -> list[Any]:
@@ -379,21 +389,7 @@ async def create_group(services: Services, directory: Directory, resource: Group
         await _lock(conn, directory)
         row = await queries.insert_group(conn, directory_id=directory.id, **columns)
         await _set_members(conn, directory, row, wanted)
-        await audit.record(
-            conn,
-            account_id=directory.account_id,
-            actor_user_id=None,
-            action="directory.group.created",
-            target=str(row["id"]),
-            data={**directory.via, "displayName": row["display_name"]},
-        )
-        await events.group_changed(
-            conn,
-            "directory.group.created",
-            row,
-            account_id=directory.account_id,
-            members=list(wanted),
-        )
+        await _group_changed(conn, directory, "directory.group.created", row, list(wanted))
         return row
 
 
@@ -407,22 +403,7 @@ async def _write_group(conn: Conn, directory: Directory, before: Row, resource: 
         previous["displayName"] = before["display_name"]
     if previous_members != members:
         previous["members"] = [str(member) for member in previous_members]
-    await audit.record(
-        conn,
-        account_id=directory.account_id,
-        actor_user_id=None,
-        action="directory.group.updated",
-        target=str(after["id"]),
-        data={**directory.via, "displayName": after["display_name"]},
-    )
-    await events.group_changed(
-        conn,
-        "directory.group.updated",
-        after,
-        account_id=directory.account_id,
-        members=members,
-        previous=previous,
-    )
+    await _group_changed(conn, directory, "directory.group.updated", after, members, previous)
     return after
 
 
@@ -435,17 +416,7 @@ async def delete_group(services: Services, directory: Directory, group_id: str) 
         await queries.delete_resource(conn, queries.GROUPS, row["id"])
         if row["role"] is not None:
             await _settle_roles(conn, directory, members)
-        await audit.record(
-            conn,
-            account_id=directory.account_id,
-            actor_user_id=None,
-            action="directory.group.deleted",
-            target=str(row["id"]),
-            data={**directory.via, "displayName": row["display_name"]},
-        )
-        await events.group_changed(
-            conn, "directory.group.deleted", row, account_id=directory.account_id, members=[]
-        )
+        await _group_changed(conn, directory, "directory.group.deleted", row, [])
 
 
 async def map_group_locked(
@@ -467,13 +438,13 @@ async def map_group_locked(
     after = await queries.set_group_role(conn, group_id=group_id, role=role)
     members = await _members_of(conn, group_id)
     await _settle_roles(conn, directory, members)
-    await audit.record(
+    await _audit(
         conn,
-        account_id=directory.account_id,
+        directory,
+        "directory.group.role_mapped",
+        group_id,
+        {"from": before["role"], "to": role},
         actor_user_id=actor_user_id,
-        action="directory.group.role_mapped",
-        target=str(group_id),
-        data={**directory.via, "from": before["role"], "to": role},
     )
     await events.group_changed(
         conn,
