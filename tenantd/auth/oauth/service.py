@@ -54,7 +54,7 @@ from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.identity.settings import OAuthProviderSettings, SignInSettings
-from tenantd.identity.signin import ClientMeta, Started, start_session
+from tenantd.identity.signin import ClientMeta, Started, record_security, start_session
 from tenantd.mfa import service as mfa
 from tenantd.settings import Settings
 from tenantd.web.schemas import ApiModel
@@ -474,12 +474,11 @@ async def _sign_in(
                 conn, user_id=user_id, provider=provider, subject=subject, email=email
             )
         if outcome != "returning":
-            await security.record(
+            await record_security(
                 conn,
+                client,
                 user_id=user_id,
                 kind=security.OAUTH_LINKED,
-                ip=client.ip,
-                user_agent=client.user_agent,
                 data={"provider": provider, "newUser": outcome == "created"},
             )
         provisioned = await provision_personal_account(conn, settings, user_id=user_id)
@@ -538,12 +537,11 @@ async def unlink(
         await auth_queries.lock_user(conn, user_id)
         result = await queries.unlink_identity(conn, user_id=user_id, provider=provider)
         if result["removed"]:
-            await security.record(
+            await record_security(
                 conn,
+                client,
                 user_id=user_id,
                 kind=security.OAUTH_UNLINKED,
-                ip=client.ip if client else None,
-                user_agent=client.user_agent if client else None,
                 data={"provider": provider},
             )
     if not result["found"]:
