@@ -12,19 +12,12 @@ from pydantic.alias_generators import to_camel
 from tenantd.db import Row
 from tenantd.identity.devices import describe
 from tenantd.identity.passwords import MAX_LENGTH, MIN_LENGTH
+from tenantd.mfa.schemas import SignedInUserOut
 from tenantd.web.schemas import ApiModel, Mailbox, Message, RequestBody
 
 
-class UserOut(ApiModel):
-    id: uuid.UUID
-    email: str
-    first_name: str = ""
-    last_name: str = ""
-    email_verified_at: dt.datetime | None = None
-
-    @classmethod
-    def of(cls, row: Row) -> UserOut:
-        return cls.model_validate({k: row[k] for k in cls.model_fields})
+class UserOut(SignedInUserOut):
+    """A user in the auth routes' answers: the fields of a sign-in's answer."""
 
     @classmethod
     def json_of(cls, row: Row) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from tenantd.db import Conn, Row
 
@@ -142,64 +142,44 @@ async def delete_resource(conn: Conn, table: Table, scim_id: uuid.UUID) -> None:
 # -- users --------------------------------------------------------------------------------------
 
 
+class UserFields(TypedDict):
+    """The columns a SCIM User writes (sync._columns)."""
+
+    user_name: str
+    user_name_key: str
+    external_id: str | None
+    active: bool
+    resource: dict[str, Any]
+
+
 async def insert_user(
-    conn: Conn,
-    *,
-    directory_id: uuid.UUID,
-    user_id: uuid.UUID | None,
-    user_name: str,
-    user_name_key: str,
-    external_id: str | None,
-    active: bool,
-    resource: dict[str, Any],
+    conn: Conn, *, directory_id: uuid.UUID, user_id: uuid.UUID | None, fields: UserFields
 ) -> Row | None:
     """A new directory user; None when the userName (or the tenantd user) is already there."""
     return await conn.fetch_one(
         "INSERT INTO directory_users"
         " (directory_id, user_id, user_name, user_name_key, external_id, active, resource)"
-        " VALUES (%(d)s, %(u)s, %(n)s, %(k)s, %(x)s, %(active)s, %(r)s)"
+        " VALUES (%(d)s, %(u)s, %(user_name)s, %(user_name_key)s, %(external_id)s,"
+        " %(active)s, %(resource)s)"
         f" ON CONFLICT DO NOTHING RETURNING {USER_COLUMNS}",
-        {
-            "d": directory_id,
-            "u": user_id,
-            "n": user_name,
-            "k": user_name_key,
-            "x": external_id,
-            "active": active,
-            "r": resource,
-        },
+        {"d": directory_id, "u": user_id, **fields},
     )
 
 
 async def update_user(
-    conn: Conn,
-    *,
-    scim_id: uuid.UUID,
-    user_id: uuid.UUID | None,
-    user_name: str,
-    user_name_key: str,
-    external_id: str | None,
-    active: bool,
-    resource: dict[str, Any],
+    conn: Conn, *, scim_id: uuid.UUID, user_id: uuid.UUID | None, fields: UserFields
 ) -> Row | None:
     """Write the new state; None when the new userName is another user's."""
     return await conn.fetch_one(
-        "UPDATE directory_users SET user_id = %(u)s, user_name = %(n)s, user_name_key = %(k)s,"
-        " external_id = %(x)s, active = %(active)s, resource = %(r)s,"
+        "UPDATE directory_users SET user_id = %(u)s, user_name = %(user_name)s,"
+        " user_name_key = %(user_name_key)s, external_id = %(external_id)s,"
+        " active = %(active)s, resource = %(resource)s,"
         " version = version + 1, updated_at = now()"
         " WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM directory_users o"
         "  WHERE o.directory_id = directory_users.directory_id"
-        "  AND o.user_name_key = %(k)s AND o.id <> %(id)s)"
+        "  AND o.user_name_key = %(user_name_key)s AND o.id <> %(id)s)"
         f" RETURNING {USER_COLUMNS}",
-        {
-            "id": scim_id,
-            "u": user_id,
-            "n": user_name,
-            "k": user_name_key,
-            "x": external_id,
-            "active": active,
-            "r": resource,
-        },
+        {"id": scim_id, "u": user_id, **fields},
     )
 
 
@@ -248,52 +228,34 @@ async def mapped_roles(conn: Conn, scim_id: uuid.UUID) -> list[str]:
 # -- groups -------------------------------------------------------------------------------------
 
 
-async def insert_group(
-    conn: Conn,
-    *,
-    directory_id: uuid.UUID,
-    display_name: str,
-    display_name_key: str,
-    external_id: str | None,
-    resource: dict[str, Any],
-) -> Row:
+class GroupFields(TypedDict):
+    """The columns a SCIM Group writes (sync._group_columns)."""
+
+    display_name: str
+    display_name_key: str
+    external_id: str | None
+    resource: dict[str, Any]
+
+
+async def insert_group(conn: Conn, *, directory_id: uuid.UUID, fields: GroupFields) -> Row:
     row = await conn.fetch_one(
         "INSERT INTO directory_groups"
         " (directory_id, display_name, display_name_key, external_id, resource)"
-        " VALUES (%(d)s, %(n)s, %(k)s, %(x)s, %(r)s)"
+        " VALUES (%(d)s, %(display_name)s, %(display_name_key)s, %(external_id)s, %(resource)s)"
         f" RETURNING {GROUP_COLUMNS}",
-        {
-            "d": directory_id,
-            "n": display_name,
-            "k": display_name_key,
-            "x": external_id,
-            "r": resource,
-        },
+        {"d": directory_id, **fields},
     )
     assert row is not None
     return row
 
 
-async def update_group(
-    conn: Conn,
-    *,
-    group_id: uuid.UUID,
-    display_name: str,
-    display_name_key: str,
-    external_id: str | None,
-    resource: dict[str, Any],
-) -> Row:
+async def update_group(conn: Conn, *, group_id: uuid.UUID, fields: GroupFields) -> Row:
     row = await conn.fetch_one(
-        "UPDATE directory_groups SET display_name = %(n)s, display_name_key = %(k)s,"
-        " external_id = %(x)s, resource = %(r)s, version = version + 1, updated_at = now()"
+        "UPDATE directory_groups SET display_name = %(display_name)s,"
+        " display_name_key = %(display_name_key)s, external_id = %(external_id)s,"
+        " resource = %(resource)s, version = version + 1, updated_at = now()"
         f" WHERE id = %(id)s RETURNING {GROUP_COLUMNS}",
-        {
-            "id": group_id,
-            "n": display_name,
-            "k": display_name_key,
-            "x": external_id,
-            "r": resource,
-        },
+        {"id": group_id, **fields},
     )
     assert row is not None
     return row

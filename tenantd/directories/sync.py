@@ -206,7 +206,7 @@ async def _lock(conn: Conn, directory: Directory) -> None:
     await memberships.lock_live_account(conn, directory.account_id)
 
 
-def _columns(resource: Any) -> dict[str, Any]:
+def _columns(resource: Any) -> queries.UserFields:
     return {
         "user_name": resource.user_name,
         "user_name_key": scim.comparison_key(resource.user_name),
@@ -237,7 +237,9 @@ async def create_user(services: Services, directory: Directory, resource: Any) -
         if taken:
             raise ScimError(409, "userName is already in use in this directory", "uniqueness")
         user_id = await _link(conn, directory, email, resource) if email is not None else None
-        row = await queries.insert_user(conn, directory_id=directory.id, user_id=user_id, **columns)
+        row = await queries.insert_user(
+            conn, directory_id=directory.id, user_id=user_id, fields=columns
+        )
         if row is None:
             raise ScimError(409, "userName is already in use in this directory", "uniqueness")
         if row["active"]:
@@ -258,7 +260,7 @@ async def _write_user(conn: Conn, directory: Directory, before: Row, resource: A
         email = address_of(resource)
         if email is not None:
             user_id = await _link(conn, directory, email, resource)
-    after = await queries.update_user(conn, scim_id=before["id"], user_id=user_id, **columns)
+    after = await queries.update_user(conn, scim_id=before["id"], user_id=user_id, fields=columns)
     if after is None:
         raise ScimError(409, "userName is already in use in this directory", "uniqueness")
     if before["user_id"] is None and after["user_id"] is not None and after["active"]:
@@ -370,7 +372,7 @@ async def _set_members(
     return before, list(wanted)
 
 
-def _group_columns(resource: Group) -> dict[str, Any]:
+def _group_columns(resource: Group) -> queries.GroupFields:
     if not resource.display_name:
         raise ScimError(400, "displayName is required", "invalidValue")
     return {
@@ -387,7 +389,7 @@ async def create_group(services: Services, directory: Directory, resource: Group
     wanted = scim.members_of(resource)
     async with services.db.transaction() as conn:
         await _lock(conn, directory)
-        row = await queries.insert_group(conn, directory_id=directory.id, **columns)
+        row = await queries.insert_group(conn, directory_id=directory.id, fields=columns)
         await _set_members(conn, directory, row, wanted)
         await _group_changed(conn, directory, "directory.group.created", row, list(wanted))
         return row
@@ -396,7 +398,7 @@ async def create_group(services: Services, directory: Directory, resource: Group
 async def _write_group(conn: Conn, directory: Directory, before: Row, resource: Group) -> Row:
     columns = _group_columns(resource)
     wanted = scim.members_of(resource)
-    after = await queries.update_group(conn, group_id=before["id"], **columns)
+    after = await queries.update_group(conn, group_id=before["id"], fields=columns)
     previous_members, members = await _set_members(conn, directory, after, wanted)
     previous: dict[str, Any] = {}
     if before["display_name"] != after["display_name"]:
