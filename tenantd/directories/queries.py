@@ -32,6 +32,15 @@ class Table:
 USERS = Table("directory_users", USER_COLUMNS, "user_name_key")
 GROUPS = Table("directory_groups", GROUP_COLUMNS, "display_name_key")
 
+
+def _by(rows: list[Row], key: str) -> dict[uuid.UUID, list[Row]]:
+    """The rows grouped by their `key` column, in their order."""
+    found: dict[uuid.UUID, list[Row]] = {}
+    for row in rows:
+        found.setdefault(row[key], []).append(row)
+    return found
+
+
 # -- directories --------------------------------------------------------------------------------
 
 
@@ -208,10 +217,7 @@ async def groups_of_users(conn: Conn, scim_ids: Sequence[uuid.UUID]) -> dict[uui
         " ORDER BY g.display_name_key, g.id",
         {"ids": list(scim_ids)},
     )
-    found: dict[uuid.UUID, list[Row]] = {}
-    for row in rows:
-        found.setdefault(row["member_id"], []).append(row)
-    return found
+    return _by(rows, "member_id")
 
 
 async def mapped_roles(conn: Conn, scim_id: uuid.UUID) -> list[str]:
@@ -282,10 +288,7 @@ async def members_of_groups(
         " WHERE m.group_id = ANY(%(ids)s) ORDER BY u.created_at, u.id",
         {"ids": list(group_ids)},
     )
-    found: dict[uuid.UUID, list[Row]] = {}
-    for row in rows:
-        found.setdefault(row["group_id"], []).append(row)
-    return found
+    return _by(rows, "group_id")
 
 
 async def existing_users(

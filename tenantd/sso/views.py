@@ -17,18 +17,10 @@ from pydantic import Field
 from tenantd.auth.oauth.flow import STATE_COOKIE
 from tenantd.auth.oauth.service import CallbackQuery
 from tenantd.db import Row
-from tenantd.identity.browser import (
-    client_meta,
-    read_form,
-    redirect,
-    set_signed_in_cookies,
-    to_provider,
-)
+from tenantd.identity import browser
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.bundle import IdentityServices as Services
-from tenantd.identity.cookies import (
-    clear_cookie,
-)
+from tenantd.identity.cookies import clear_cookie
 from tenantd.identity.signin import ClientMeta
 from tenantd.principal import current_principal
 from tenantd.sso import saml, service, signin
@@ -57,7 +49,7 @@ def _out(services: Services, row: Row) -> ConnectionOut:
 
 
 def _client(request: web.Request) -> ClientMeta:
-    return client_meta(request, ip=request.remote)
+    return browser.client_meta(request, ip=request.remote)
 
 
 def _refused(refused: SsoRefused, **params: str) -> web.Response:
@@ -66,17 +58,17 @@ def _refused(refused: SsoRefused, **params: str) -> web.Response:
         refused.code,
         extra={"sso": {"code": refused.code, "reason": refused.reason}},
     )
-    return redirect(f"{LOGIN_PATH}?{urlencode({'error': refused.code, **params})}")
+    return browser.redirect(f"{LOGIN_PATH}?{urlencode({'error': refused.code, **params})}")
 
 
 def _signed_in(services: Services, signed: signin.SsoSignedIn) -> web.Response:
-    response = redirect(signed.return_to)
-    set_signed_in_cookies(response, services.settings, signed.tokens, signed.device)
+    response = browser.redirect(signed.return_to)
+    browser.set_signed_in_cookies(response, services.settings, signed.tokens, signed.device)
     return response
 
 
 def _started(services: Services, started: signin.Started) -> web.Response:
-    return to_provider(
+    return browser.to_provider(
         services.settings,
         started.location,
         cookie=started.cookie_name,
@@ -198,7 +190,7 @@ async def sso_start(request: web.Request, query: StartQuery) -> web.Response:
     except SsoRefused as refused:
         return _refused(refused)
     if started is None:  # not an SSO domain: the password form for this address
-        return redirect(f"{LOGIN_PATH}?{urlencode({'email': query.email or ''})}")
+        return browser.redirect(f"{LOGIN_PATH}?{urlencode({'email': query.email or ''})}")
     return _started(services, started)
 
 
@@ -230,7 +222,7 @@ async def saml_metadata(request: web.Request) -> web.Response:
 )
 async def saml_acs(request: web.Request) -> web.Response:
     services, connection_id = _services(request), path_uuid(request, "connectionId")
-    form = await read_form(request, ACS_FORM_LIMIT)
+    form = await browser.read_form(request, ACS_FORM_LIMIT)
     signing = signin.consume_saml(
         services,
         connection_id,

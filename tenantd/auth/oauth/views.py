@@ -24,13 +24,7 @@ from tenantd.auth.oauth.flow import STATE_COOKIE, ReauthBinding, callback_path
 from tenantd.auth.oauth.reauth import SteppedUp
 from tenantd.auth.oauth.service import CallbackQuery
 from tenantd.errors import NotFound
-from tenantd.identity.browser import (
-    client_meta,
-    read_form,
-    redirect,
-    set_signed_in_cookies,
-    to_provider,
-)
+from tenantd.identity import browser
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     clear_cookie,
@@ -85,7 +79,7 @@ def _refused(refused: OAuthRefused, provider: str) -> web.Response:
         refused.code,
         extra={"oauth": {"provider": provider, "code": refused.code, "reason": refused.reason}},
     )
-    return redirect(f"{LOGIN_PATH}?{urlencode({'error': refused.code, **refused.params})}")
+    return browser.redirect(f"{LOGIN_PATH}?{urlencode({'error': refused.code, **refused.params})}")
 
 
 @ROUTES.get(
@@ -126,7 +120,7 @@ async def _start(
         )
     except OAuthRefused as refused:
         return _refused(refused, provider)
-    return to_provider(
+    return browser.to_provider(
         services.settings,
         started.location,
         cookie=STATE_COOKIE,
@@ -178,7 +172,7 @@ async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Resp
     summary="Finish a provider sign-in answered with response_mode=form_post (Apple)",
 )
 async def oauth_callback_form(request: web.Request) -> web.Response:
-    form = await read_form(request, FORM_POST_LIMIT)
+    form = await browser.read_form(request, FORM_POST_LIMIT)
     return await _callback(request, service.CallbackParams.of_form(form))
 
 
@@ -192,7 +186,7 @@ async def _callback(request: web.Request, params: service.CallbackParams) -> web
             provider=provider,
             params=params,
             state_cookie=request.cookies.get(STATE_COOKIE),
-            client=client_meta(request, ip=request.remote),
+            client=browser.client_meta(request, ip=request.remote),
         )
     except OAuthRefused as refused:
         response = _refused(refused, provider)
@@ -207,12 +201,12 @@ async def _callback(request: web.Request, params: service.CallbackParams) -> web
     else:
         if isinstance(signed, SteppedUp):
             # A step-up of the session that asked: a new access token, the same session.
-            response = redirect(signed.return_to)
+            response = browser.redirect(signed.return_to)
             set_access_cookie(response, services.settings, signed.access_token, signed.claims)
         elif signed.ticket is not None:
             # A second factor is due: the MFA page finishes the sign-in and then goes to
             # `returnTo` (POST /api/v1/auth/mfa/verify answers it).
-            response = redirect(f"{MFA_PATH}?{urlencode({'ticket': signed.ticket.ticket})}")
+            response = browser.redirect(f"{MFA_PATH}?{urlencode({'ticket': signed.ticket.ticket})}")
             set_cookie(
                 response,
                 services.settings,
@@ -222,8 +216,8 @@ async def _callback(request: web.Request, params: service.CallbackParams) -> web
             )
         else:
             assert signed.tokens is not None
-            response = redirect(signed.return_to)
-            set_signed_in_cookies(response, services.settings, signed.tokens, signed.device)
+            response = browser.redirect(signed.return_to)
+            browser.set_signed_in_cookies(response, services.settings, signed.tokens, signed.device)
     _clear_state(response, services.settings, provider)
     return response
 
