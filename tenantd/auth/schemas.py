@@ -242,6 +242,21 @@ class SessionOut(ApiModel):
     os: str | None
     method: str | None
 
+    @classmethod
+    def of(cls, row: Row, current: uuid.UUID | None) -> SessionOut:
+        """A live session row, its user agent told as browser and OS."""
+        agent = describe(row["user_agent"])
+        return cls(
+            id=row["id"],
+            current=row["id"] == current,
+            created_at=row["created_at"],
+            last_used_at=row["last_used_at"],
+            ip=row["ip"],
+            browser=agent.browser,
+            os=agent.os,
+            method=row["method"],
+        )
+
 
 class RevokedSessions(ApiModel):
     revoked: int

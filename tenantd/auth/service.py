@@ -753,21 +753,9 @@ async def logout_all(
 # -- sessions the user can see and end --------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SessionView:
-    id: uuid.UUID
-    current: bool
-    created_at: dt.datetime
-    last_used_at: dt.datetime
-    ip: str | None
-    browser: str | None
-    os: str | None
-    method: str | None
-
-
 async def list_sessions(
     services: Services, *, user_id: uuid.UUID, current: uuid.UUID | None
-) -> list[SessionView]:
+) -> list[Row]:
     """The caller's live sessions (one per refresh family), the most recently used first.
 
     Read from a replica when there are any; one that does not list the current session yet
@@ -778,22 +766,7 @@ async def list_sessions(
     if current is not None and all(row["id"] != current for row in rows) and services.db.replicas:
         async with services.db.connection() as conn:
             rows = await queries.live_sessions(conn, user_id)
-    views = []
-    for row in rows:
-        agent = describe(row["user_agent"])
-        views.append(
-            SessionView(
-                id=row["id"],
-                current=row["id"] == current,
-                created_at=row["created_at"],
-                last_used_at=row["last_used_at"],
-                ip=row["ip"],
-                browser=agent.browser,
-                os=agent.os,
-                method=row["method"],
-            )
-        )
-    return views
+    return rows
 
 
 async def end_session(

@@ -391,10 +391,11 @@ async def logout_all(request: web.Request) -> web.Response:
 )
 async def list_sessions(request: web.Request) -> list[SessionOut]:
     principal = current_principal(request)
-    views = await service.list_sessions(
-        request.app[SERVICES], user_id=principal.user_id, current=principal.session_id
+    current = principal.session_id
+    rows = await service.list_sessions(
+        request.app[SERVICES], user_id=principal.user_id, current=current
     )
-    return [SessionOut.model_validate(view, from_attributes=True) for view in views]
+    return [SessionOut.of(row, current) for row in rows]
 
 
 @ROUTES.delete(
