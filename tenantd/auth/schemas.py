@@ -228,6 +228,18 @@ class VerifiedUser(ApiModel):
 Cursor = Annotated[str, Field(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
+def _with_client(row: Row, *columns: str) -> dict[str, Any]:
+    """The row's `columns` and the client it names: its address, its user agent told as
+    browser and OS."""
+    agent = describe(row["user_agent"])
+    return {
+        **{column: row[column] for column in columns},
+        "ip": row["ip"],
+        "browser": agent.browser,
+        "os": agent.os,
+    }
+
+
 class SessionOut(ApiModel):
     """A live session (refresh family). `lastUsedAt` is its last refresh (or the sign-in);
     `ip`, `browser`, `os` are those of that request. `method`: password, email_link or the
@@ -245,16 +257,9 @@ class SessionOut(ApiModel):
     @classmethod
     def of(cls, row: Row, current: uuid.UUID | None) -> SessionOut:
         """A live session row, its user agent told as browser and OS."""
-        agent = describe(row["user_agent"])
         return cls(
-            id=row["id"],
             current=row["id"] == current,
-            created_at=row["created_at"],
-            last_used_at=row["last_used_at"],
-            ip=row["ip"],
-            browser=agent.browser,
-            os=agent.os,
-            method=row["method"],
+            **_with_client(row, "id", "created_at", "last_used_at", "method"),
         )
 
 
@@ -275,17 +280,7 @@ class SecurityEventOut(ApiModel):
     @classmethod
     def of(cls, row: Row) -> SecurityEventOut:
         """A security event row, its user agent told as browser and OS."""
-        agent = describe(row["user_agent"])
-        return cls(
-            id=row["id"],
-            type=row["type"],
-            created_at=row["created_at"],
-            session_id=row["session_id"],
-            ip=row["ip"],
-            browser=agent.browser,
-            os=agent.os,
-            data=row["data"],
-        )
+        return cls(**_with_client(row, "id", "type", "created_at", "session_id", "data"))
 
 
 class SecurityEventPage(ApiModel):

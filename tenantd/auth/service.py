@@ -42,6 +42,7 @@ from tenantd.identity.passwords import hash_password, verified_rehash, verify_pa
 from tenantd.identity.sessions import (
     IssuedTokens,
     OverRateLimit,
+    issue_session,
     renew_batched,
     revoke_all,
     revoke_session,
@@ -52,7 +53,6 @@ from tenantd.identity.signin import (
     EMAIL_LINK,
     PASSWORD,
     ClientMeta,
-    issue_for_client,
     record_security,
     start_default_session,
     start_session,
@@ -610,15 +610,17 @@ async def change_password(
         await revoke_all(conn, user_id=user_id)
         await queries.set_cutoff_to_the_millisecond(conn, user_id=user_id)
         # This browser's session continues as a new family (the cutoff ended the old one).
-        tokens = await issue_for_client(
-            services,
+        tokens = await issue_session(
             conn,
+            settings,
+            keyring=services.keyring,
             user_id=user_id,
             account_id=account_id,
-            client=client,
-            method=PASSWORD,
+            user_agent=client.user_agent,
+            ip=client.ip,
             amr=principal.amr or (mfa.AMR_PASSWORD,),
             auth_time=principal.auth_time,
+            method=PASSWORD,
         )
         await record_security(
             conn,

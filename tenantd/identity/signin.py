@@ -70,32 +70,6 @@ async def record_security(
     )
 
 
-async def issue_for_client(
-    services: IdentityServices,
-    conn: Conn,
-    *,
-    user_id: uuid.UUID,
-    account_id: uuid.UUID | None,
-    client: ClientMeta,
-    method: str,
-    amr: Sequence[str],
-    auth_time: float | None = None,
-) -> IssuedTokens:
-    """A new session family of the user on this client (its User-Agent and address)."""
-    return await issue_session(
-        conn,
-        services.settings,
-        keyring=services.keyring,
-        user_id=user_id,
-        account_id=account_id,
-        user_agent=client.user_agent,
-        ip=client.ip,
-        amr=amr,
-        auth_time=auth_time,
-        method=method,
-    )
-
-
 async def start_session(
     services: IdentityServices,
     conn: Conn,
@@ -111,12 +85,14 @@ async def start_session(
     A user an enforced SSO connection binds signs in only through it (403 SSO_REQUIRED)."""
     settings = services.settings
     await refuse_unless_sso(conn, user_id=user_id, method=method)
-    tokens = await issue_for_client(
-        services,
+    tokens = await issue_session(
         conn,
+        settings,
+        keyring=services.keyring,
         user_id=user_id,
         account_id=account_id,
-        client=client,
+        user_agent=client.user_agent,
+        ip=client.ip,
         method=method,
         amr=amr,
     )
