@@ -12,19 +12,12 @@ from pydantic.alias_generators import to_camel
 from tenantd.db import Row
 from tenantd.identity.devices import describe
 from tenantd.identity.passwords import MAX_LENGTH, MIN_LENGTH
+from tenantd.mfa.schemas import SignedInUserOut
 from tenantd.web.schemas import ApiModel, Mailbox, Message, RequestBody
 
 
-class UserOut(ApiModel):
-    id: uuid.UUID
-    email: str
-    first_name: str = ""
-    last_name: str = ""
-    email_verified_at: dt.datetime | None = None
-
-    @classmethod
-    def of(cls, row: Row) -> UserOut:
-        return cls.model_validate({k: row[k] for k in cls.model_fields})
+class UserOut(SignedInUserOut):
+    """A user in the auth routes' answers: the fields of a sign-in's answer."""
 
     @classmethod
     def json_of(cls, row: Row) -> dict[str, Any]:
@@ -235,6 +228,18 @@ class VerifiedUser(ApiModel):
 Cursor = Annotated[str, Field(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
+def _with_client(row: Row, *columns: str) -> dict[str, Any]:
+    """The row's `columns` and the client it names: its address, its user agent told as
+    browser and OS."""
+    agent = describe(row["user_agent"])
+    return {
+        **{column: row[column] for column in columns},
+        "ip": row["ip"],
+        "browser": agent.browser,
+        "os": agent.os,
+    }
+
+
 class SessionOut(ApiModel):
     """A live session (refresh family). `lastUsedAt` is its last refresh (or the sign-in);
     `ip`, `browser`, `os` are those of that request. `method`: password, email_link or the
@@ -248,6 +253,14 @@ class SessionOut(ApiModel):
     browser: str | None
     os: str | None
     method: str | None
+
+    @classmethod
+    def of(cls, row: Row, current: uuid.UUID | None) -> SessionOut:
+        """A live session row, its user agent told as browser and OS."""
+        return cls(
+            current=row["id"] == current,
+            **_with_client(row, "id", "created_at", "last_used_at", "method"),
+        )
 
 
 class RevokedSessions(ApiModel):
@@ -267,17 +280,7 @@ class SecurityEventOut(ApiModel):
     @classmethod
     def of(cls, row: Row) -> SecurityEventOut:
         """A security event row, its user agent told as browser and OS."""
-        agent = describe(row["user_agent"])
-        return cls(
-            id=row["id"],
-            type=row["type"],
-            created_at=row["created_at"],
-            session_id=row["session_id"],
-            ip=row["ip"],
-            browser=agent.browser,
-            os=agent.os,
-            data=row["data"],
-        )
+        return cls(**_with_client(row, "id", "type", "created_at", "session_id", "data"))
 
 
 class SecurityEventPage(ApiModel):

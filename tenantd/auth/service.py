@@ -53,6 +53,7 @@ from tenantd.identity.signin import (
     EMAIL_LINK,
     PASSWORD,
     ClientMeta,
+    record_security,
     start_default_session,
     start_session,
 )
@@ -398,12 +399,11 @@ async def verify_email(
         pending = link["password_hash"]
         if pending is not None and (same_browser or proven == pending):
             await queries.set_password(conn, user_id=user_id, password_hash=pending)
-            await security.record(
+            await record_security(
                 conn,
+                client,
                 user_id=user_id,
                 kind=security.PASSWORD_SET,
-                ip=client.ip,
-                user_agent=client.user_agent,
                 data={"via": "sign_up"},
             )
         was_verified = locked["user"]["email_verified_at"] is not None
@@ -546,12 +546,11 @@ async def confirm_password_reset(
         # A pending verification link must not later overwrite the password chosen here.
         await queries.forget_token_passwords(conn, user_id=user_id)
         await revoke_all(conn, user_id=user_id)
-        await security.record(
+        await record_security(
             conn,
+            client,
             user_id=user_id,
             kind=security.PASSWORD_RESET,
-            ip=client.ip if client else None,
-            user_agent=client.user_agent if client else None,
         )
     return warnings
 
@@ -623,13 +622,12 @@ async def change_password(
             auth_time=principal.auth_time,
             method=PASSWORD,
         )
-        await security.record(
+        await record_security(
             conn,
+            client,
             user_id=user_id,
             kind=security.PASSWORD_CHANGED if stored is not None else security.PASSWORD_SET,
             session_id=tokens.access.session_id,
-            ip=client.ip,
-            user_agent=client.user_agent,
         )
         # The notice and its "This wasn't me" link (which removes the password).
         await sensitive.performed(
@@ -692,13 +690,12 @@ async def refresh_session(
             )
             if renewal.revoked_user_id is not None:
                 await _submit_reuse_notice(services, conn, renewal.revoked_user_id)
-                await security.record(
+                await record_security(
                     conn,
+                    client,
                     user_id=renewal.revoked_user_id,
                     kind=security.SESSION_REUSE_DETECTED,
                     session_id=renewal.family_id,
-                    ip=client.ip,
-                    user_agent=client.user_agent,
                 )
         tokens = renewal.issued()
         row = await queries.user_by_id(conn, tokens.access.user_id)
@@ -731,13 +728,12 @@ async def logout(
     async with services.db.transaction() as conn:
         await revoke_session(conn, services.settings, refresh_token=refresh_token, access=access)
         if access is not None:
-            await security.record(
+            await record_security(
                 conn,
+                client,
                 user_id=access.user_id,
                 kind=security.SIGNED_OUT,
                 session_id=access.session_id,
-                ip=client.ip,
-                user_agent=client.user_agent,
             )
 
 
@@ -748,33 +744,20 @@ async def logout_all(
     client = client or ClientMeta()
     async with services.db.transaction() as conn:
         await revoke_all(conn, user_id=user_id)
-        await security.record(
+        await record_security(
             conn,
+            client,
             user_id=user_id,
             kind=security.SIGNED_OUT_EVERYWHERE,
-            ip=client.ip,
-            user_agent=client.user_agent,
         )
 
 
 # -- sessions the user can see and end --------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SessionView:
-    id: uuid.UUID
-    current: bool
-    created_at: dt.datetime
-    last_used_at: dt.datetime
-    ip: str | None
-    browser: str | None
-    os: str | None
-    method: str | None
-
-
 async def list_sessions(
     services: Services, *, user_id: uuid.UUID, current: uuid.UUID | None
-) -> list[SessionView]:
+) -> list[Row]:
     """The caller's live sessions (one per refresh family), the most recently used first.
 
     Read from a replica when there are any; one that does not list the current session yet
@@ -785,22 +768,7 @@ async def list_sessions(
     if current is not None and all(row["id"] != current for row in rows) and services.db.replicas:
         async with services.db.connection() as conn:
             rows = await queries.live_sessions(conn, user_id)
-    views = []
-    for row in rows:
-        agent = describe(row["user_agent"])
-        views.append(
-            SessionView(
-                id=row["id"],
-                current=row["id"] == current,
-                created_at=row["created_at"],
-                last_used_at=row["last_used_at"],
-                ip=row["ip"],
-                browser=agent.browser,
-                os=agent.os,
-                method=row["method"],
-            )
-        )
-    return views
+    return rows
 
 
 async def end_session(
@@ -812,13 +780,12 @@ async def end_session(
     async with services.db.transaction() as conn:
         if not await queries.revoke_user_family(conn, user_id=user_id, family_id=session_id):
             raise NotFound("No live session of yours has this id")
-        await security.record(
+        await record_security(
             conn,
+            client,
             user_id=user_id,
             kind=security.SESSION_REVOKED,
             session_id=session_id,
-            ip=client.ip,
-            user_agent=client.user_agent,
         )
 
 
@@ -828,13 +795,12 @@ async def end_other_sessions(
     """End every session of the caller but this one; how many live sessions ended."""
     async with services.db.transaction() as conn:
         count = await queries.revoke_other_families(conn, user_id=user_id, keep=current)
-        await security.record(
+        await record_security(
             conn,
+            client,
             user_id=user_id,
             kind=security.OTHER_SESSIONS_REVOKED,
             session_id=current,
-            ip=client.ip,
-            user_agent=client.user_agent,
             data={"count": count},
         )
     return count

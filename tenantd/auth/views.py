@@ -38,19 +38,16 @@ from tenantd.auth.schemas import (
 )
 from tenantd.email.templates import best_locale
 from tenantd.errors import Unauthorized
+from tenantd.identity import browser
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
-    DEVICE_COOKIE,
     REFRESH_COOKIE,
     clear_binding_cookie,
     clear_session_cookies,
     set_binding_cookie,
     set_cookie,
-    set_device_cookie,
-    set_session_cookies,
 )
-from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.guards import invalid
 from tenantd.identity.sessions import OverRateLimit
 from tenantd.identity.tokens import refresh_token_family
@@ -70,11 +67,7 @@ ROUTES = Routes("auth")
 def client_meta(request: web.Request) -> service.ClientMeta:
     # The client's address as the rate limiter and the pages see it (X-Forwarded-For only
     # from TENANTD_TRUSTED_PROXIES): bot checks count failed logins per client by it.
-    return service.ClientMeta(
-        user_agent=request.headers.get("User-Agent"),
-        ip=request_ip(request),
-        device=request.cookies.get(DEVICE_COOKIE),
-    )
+    return browser.client_meta(request, ip=request_ip(request))
 
 
 def signed_in(request: web.Request, result: service.SignedIn | service.Verified) -> web.Response:
@@ -94,9 +87,7 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
             data["warnings"] = list(result.warnings)  # a password change's breach warning
     response = ok(data)
     settings = request.app[SETTINGS]
-    set_session_cookies(response, settings, result.tokens)
-    if result.device is not None:
-        set_device_cookie(response, settings, result.device, max_age=DEVICE_COOKIE_MAX_AGE)
+    browser.set_signed_in_cookies(response, settings, result.tokens, result.device)
     return response
 
 
@@ -400,10 +391,11 @@ async def logout_all(request: web.Request) -> web.Response:
 )
 async def list_sessions(request: web.Request) -> list[SessionOut]:
     principal = current_principal(request)
-    views = await service.list_sessions(
-        request.app[SERVICES], user_id=principal.user_id, current=principal.session_id
+    current = principal.session_id
+    rows = await service.list_sessions(
+        request.app[SERVICES], user_id=principal.user_id, current=current
     )
-    return [SessionOut.model_validate(view, from_attributes=True) for view in views]
+    return [SessionOut.of(row, current) for row in rows]
 
 
 @ROUTES.delete(

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from tenantd.db import Conn, Row
 
@@ -17,6 +18,28 @@ USER_COLUMNS = (
 GROUP_COLUMNS = (
     "id, directory_id, display_name, external_id, role, resource, version, created_at, updated_at"
 )
+
+
+@dataclass(frozen=True)
+class Table:
+    """A SCIM resource's table: its columns and the comparison-key column it is found by."""
+
+    name: str
+    columns: str
+    key: str
+
+
+USERS = Table("directory_users", USER_COLUMNS, "user_name_key")
+GROUPS = Table("directory_groups", GROUP_COLUMNS, "display_name_key")
+
+
+def _by(rows: list[Row], key: str) -> dict[uuid.UUID, list[Row]]:
+    """The rows grouped by their `key` column, in their order."""
+    found: dict[uuid.UUID, list[Row]] = {}
+    for row in rows:
+        found.setdefault(row[key], []).append(row)
+    return found
+
 
 # -- directories --------------------------------------------------------------------------------
 
@@ -76,82 +99,96 @@ async def touch_directory(conn: Conn, directory_id: uuid.UUID, *, every_seconds:
     )
 
 
+# -- users and groups, by table ------------------------------------------------------------------
+
+
+async def get_resource(
+    conn: Conn, table: Table, *, directory_id: uuid.UUID, scim_id: uuid.UUID, lock: bool = False
+) -> Row | None:
+    """The directory's user or group `scim_id` (locked FOR UPDATE when `lock`)."""
+    return await conn.fetch_one(
+        f"SELECT {table.columns} FROM {table.name} WHERE id = %(id)s AND directory_id = %(d)s"
+        + (" FOR UPDATE" if lock else ""),
+        {"id": scim_id, "d": directory_id},
+    )
+
+
+async def find_resources(
+    conn: Conn,
+    table: Table,
+    *,
+    directory_id: uuid.UUID,
+    key: str | None = None,
+    external_id: str | None = None,
+    offset: int | None = None,
+    limit: int | None = None,
+) -> list[Row]:
+    """The directory's users or groups in creation order, narrowed by their comparison key
+    (userName, displayName) or externalId."""
+    where = ["directory_id = %(d)s"]
+    if key is not None:
+        where.append(f"{table.key} = %(k)s")
+    if external_id is not None:
+        where.append("external_id = %(x)s")
+    return await conn.fetch_all(
+        f"SELECT {table.columns} FROM {table.name} WHERE {' AND '.join(where)}"
+        " ORDER BY created_at, id OFFSET %(o)s LIMIT %(l)s",
+        {"d": directory_id, "k": key, "x": external_id, "o": offset, "l": limit},
+    )
+
+
+async def count_resources(conn: Conn, table: Table, directory_id: uuid.UUID) -> int:
+    count: int = await conn.fetch_val(
+        f"SELECT count(*) FROM {table.name} WHERE directory_id = %(d)s", {"d": directory_id}
+    )
+    return count
+
+
+async def delete_resource(conn: Conn, table: Table, scim_id: uuid.UUID) -> None:
+    await conn.execute(f"DELETE FROM {table.name} WHERE id = %(id)s", {"id": scim_id})
+
+
 # -- users --------------------------------------------------------------------------------------
 
 
+class UserFields(TypedDict):
+    """The columns a SCIM User writes (sync._columns)."""
+
+    user_name: str
+    user_name_key: str
+    external_id: str | None
+    active: bool
+    resource: dict[str, Any]
+
+
 async def insert_user(
-    conn: Conn,
-    *,
-    directory_id: uuid.UUID,
-    user_id: uuid.UUID | None,
-    user_name: str,
-    user_name_key: str,
-    external_id: str | None,
-    active: bool,
-    resource: dict[str, Any],
+    conn: Conn, *, directory_id: uuid.UUID, user_id: uuid.UUID | None, fields: UserFields
 ) -> Row | None:
     """A new directory user; None when the userName (or the tenantd user) is already there."""
     return await conn.fetch_one(
         "INSERT INTO directory_users"
         " (directory_id, user_id, user_name, user_name_key, external_id, active, resource)"
-        " VALUES (%(d)s, %(u)s, %(n)s, %(k)s, %(x)s, %(active)s, %(r)s)"
+        " VALUES (%(d)s, %(u)s, %(user_name)s, %(user_name_key)s, %(external_id)s,"
+        " %(active)s, %(resource)s)"
         f" ON CONFLICT DO NOTHING RETURNING {USER_COLUMNS}",
-        {
-            "d": directory_id,
-            "u": user_id,
-            "n": user_name,
-            "k": user_name_key,
-            "x": external_id,
-            "active": active,
-            "r": resource,
-        },
+        {"d": directory_id, "u": user_id, **fields},
     )
 
 
 async def update_user(
-    conn: Conn,
-    *,
-    scim_id: uuid.UUID,
-    user_id: uuid.UUID | None,
-    user_name: str,
-    user_name_key: str,
-    external_id: str | None,
-    active: bool,
-    resource: dict[str, Any],
+    conn: Conn, *, scim_id: uuid.UUID, user_id: uuid.UUID | None, fields: UserFields
 ) -> Row | None:
     """Write the new state; None when the new userName is another user's."""
     return await conn.fetch_one(
-        "UPDATE directory_users SET user_id = %(u)s, user_name = %(n)s, user_name_key = %(k)s,"
-        " external_id = %(x)s, active = %(active)s, resource = %(r)s,"
+        "UPDATE directory_users SET user_id = %(u)s, user_name = %(user_name)s,"
+        " user_name_key = %(user_name_key)s, external_id = %(external_id)s,"
+        " active = %(active)s, resource = %(resource)s,"
         " version = version + 1, updated_at = now()"
         " WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM directory_users o"
         "  WHERE o.directory_id = directory_users.directory_id"
-        "  AND o.user_name_key = %(k)s AND o.id <> %(id)s)"
+        "  AND o.user_name_key = %(user_name_key)s AND o.id <> %(id)s)"
         f" RETURNING {USER_COLUMNS}",
-        {
-            "id": scim_id,
-            "u": user_id,
-            "n": user_name,
-            "k": user_name_key,
-            "x": external_id,
-            "active": active,
-            "r": resource,
-        },
-    )
-
-
-async def lock_user(conn: Conn, *, directory_id: uuid.UUID, scim_id: uuid.UUID) -> Row | None:
-    return await conn.fetch_one(
-        f"SELECT {USER_COLUMNS} FROM directory_users"
-        " WHERE id = %(id)s AND directory_id = %(d)s FOR UPDATE",
-        {"id": scim_id, "d": directory_id},
-    )
-
-
-async def get_user(conn: Conn, *, directory_id: uuid.UUID, scim_id: uuid.UUID) -> Row | None:
-    return await conn.fetch_one(
-        f"SELECT {USER_COLUMNS} FROM directory_users WHERE id = %(id)s AND directory_id = %(d)s",
-        {"id": scim_id, "d": directory_id},
+        {"id": scim_id, "u": user_id, **fields},
     )
 
 
@@ -172,39 +209,6 @@ async def user_is_live(conn: Conn, user_id: uuid.UUID) -> bool:
     return bool(live)
 
 
-async def find_users(
-    conn: Conn,
-    *,
-    directory_id: uuid.UUID,
-    user_name_key: str | None = None,
-    external_id: str | None = None,
-    offset: int | None = None,
-    limit: int | None = None,
-) -> list[Row]:
-    """The directory's users in creation order, narrowed by userName or externalId."""
-    where = ["directory_id = %(d)s"]
-    if user_name_key is not None:
-        where.append("user_name_key = %(k)s")
-    if external_id is not None:
-        where.append("external_id = %(x)s")
-    return await conn.fetch_all(
-        f"SELECT {USER_COLUMNS} FROM directory_users WHERE {' AND '.join(where)}"
-        " ORDER BY created_at, id OFFSET %(o)s LIMIT %(l)s",
-        {"d": directory_id, "k": user_name_key, "x": external_id, "o": offset, "l": limit},
-    )
-
-
-async def count_users(conn: Conn, directory_id: uuid.UUID) -> int:
-    count: int = await conn.fetch_val(
-        "SELECT count(*) FROM directory_users WHERE directory_id = %(d)s", {"d": directory_id}
-    )
-    return count
-
-
-async def delete_user(conn: Conn, scim_id: uuid.UUID) -> None:
-    await conn.execute("DELETE FROM directory_users WHERE id = %(id)s", {"id": scim_id})
-
-
 async def groups_of_users(conn: Conn, scim_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[Row]]:
     """The groups each directory user is a member of: {user: [{id, display_name}]}."""
     rows = await conn.fetch_all(
@@ -213,10 +217,7 @@ async def groups_of_users(conn: Conn, scim_ids: Sequence[uuid.UUID]) -> dict[uui
         " ORDER BY g.display_name_key, g.id",
         {"ids": list(scim_ids)},
     )
-    found: dict[uuid.UUID, list[Row]] = {}
-    for row in rows:
-        found.setdefault(row["member_id"], []).append(row)
-    return found
+    return _by(rows, "member_id")
 
 
 async def mapped_roles(conn: Conn, scim_id: uuid.UUID) -> list[str]:
@@ -233,102 +234,37 @@ async def mapped_roles(conn: Conn, scim_id: uuid.UUID) -> list[str]:
 # -- groups -------------------------------------------------------------------------------------
 
 
-async def insert_group(
-    conn: Conn,
-    *,
-    directory_id: uuid.UUID,
-    display_name: str,
-    display_name_key: str,
-    external_id: str | None,
-    resource: dict[str, Any],
-) -> Row:
+class GroupFields(TypedDict):
+    """The columns a SCIM Group writes (sync._group_columns)."""
+
+    display_name: str
+    display_name_key: str
+    external_id: str | None
+    resource: dict[str, Any]
+
+
+async def insert_group(conn: Conn, *, directory_id: uuid.UUID, fields: GroupFields) -> Row:
     row = await conn.fetch_one(
         "INSERT INTO directory_groups"
         " (directory_id, display_name, display_name_key, external_id, resource)"
-        " VALUES (%(d)s, %(n)s, %(k)s, %(x)s, %(r)s)"
+        " VALUES (%(d)s, %(display_name)s, %(display_name_key)s, %(external_id)s, %(resource)s)"
         f" RETURNING {GROUP_COLUMNS}",
-        {
-            "d": directory_id,
-            "n": display_name,
-            "k": display_name_key,
-            "x": external_id,
-            "r": resource,
-        },
+        {"d": directory_id, **fields},
     )
     assert row is not None
     return row
 
 
-async def update_group(
-    conn: Conn,
-    *,
-    group_id: uuid.UUID,
-    display_name: str,
-    display_name_key: str,
-    external_id: str | None,
-    resource: dict[str, Any],
-) -> Row:
+async def update_group(conn: Conn, *, group_id: uuid.UUID, fields: GroupFields) -> Row:
     row = await conn.fetch_one(
-        "UPDATE directory_groups SET display_name = %(n)s, display_name_key = %(k)s,"
-        " external_id = %(x)s, resource = %(r)s, version = version + 1, updated_at = now()"
+        "UPDATE directory_groups SET display_name = %(display_name)s,"
+        " display_name_key = %(display_name_key)s, external_id = %(external_id)s,"
+        " resource = %(resource)s, version = version + 1, updated_at = now()"
         f" WHERE id = %(id)s RETURNING {GROUP_COLUMNS}",
-        {
-            "id": group_id,
-            "n": display_name,
-            "k": display_name_key,
-            "x": external_id,
-            "r": resource,
-        },
+        {"id": group_id, **fields},
     )
     assert row is not None
     return row
-
-
-async def lock_group(conn: Conn, *, directory_id: uuid.UUID, group_id: uuid.UUID) -> Row | None:
-    return await conn.fetch_one(
-        f"SELECT {GROUP_COLUMNS} FROM directory_groups"
-        " WHERE id = %(id)s AND directory_id = %(d)s FOR UPDATE",
-        {"id": group_id, "d": directory_id},
-    )
-
-
-async def get_group(conn: Conn, *, directory_id: uuid.UUID, group_id: uuid.UUID) -> Row | None:
-    return await conn.fetch_one(
-        f"SELECT {GROUP_COLUMNS} FROM directory_groups WHERE id = %(id)s AND directory_id = %(d)s",
-        {"id": group_id, "d": directory_id},
-    )
-
-
-async def find_groups(
-    conn: Conn,
-    *,
-    directory_id: uuid.UUID,
-    display_name_key: str | None = None,
-    external_id: str | None = None,
-    offset: int | None = None,
-    limit: int | None = None,
-) -> list[Row]:
-    where = ["directory_id = %(d)s"]
-    if display_name_key is not None:
-        where.append("display_name_key = %(k)s")
-    if external_id is not None:
-        where.append("external_id = %(x)s")
-    return await conn.fetch_all(
-        f"SELECT {GROUP_COLUMNS} FROM directory_groups WHERE {' AND '.join(where)}"
-        " ORDER BY created_at, id OFFSET %(o)s LIMIT %(l)s",
-        {"d": directory_id, "k": display_name_key, "x": external_id, "o": offset, "l": limit},
-    )
-
-
-async def count_groups(conn: Conn, directory_id: uuid.UUID) -> int:
-    count: int = await conn.fetch_val(
-        "SELECT count(*) FROM directory_groups WHERE directory_id = %(d)s", {"d": directory_id}
-    )
-    return count
-
-
-async def delete_group(conn: Conn, group_id: uuid.UUID) -> None:
-    await conn.execute("DELETE FROM directory_groups WHERE id = %(id)s", {"id": group_id})
 
 
 async def set_group_role(conn: Conn, *, group_id: uuid.UUID, role: str | None) -> Row:
@@ -352,10 +288,7 @@ async def members_of_groups(
         " WHERE m.group_id = ANY(%(ids)s) ORDER BY u.created_at, u.id",
         {"ids": list(group_ids)},
     )
-    found: dict[uuid.UUID, list[Row]] = {}
-    for row in rows:
-        found.setdefault(row["group_id"], []).append(row)
-    return found
+    return _by(rows, "group_id")
 
 
 async def existing_users(

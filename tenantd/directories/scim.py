@@ -105,16 +105,10 @@ def invalid(errors: ValidationError) -> ScimError:
     return ScimError(first.status or 400, first.detail or "invalid request", first.scim_type)
 
 
-def read_user(payload: Any, context: Context) -> Any:
+def read_resource(payload: Any, model: type[Any], context: Context) -> Any:
+    """A User or Group (`model`) a request body describes."""
     try:
-        return UserResource.model_validate(payload, scim_ctx=context, scim_provider=PROVIDER)
-    except ValidationError as error:
-        raise invalid(error) from None
-
-
-def read_group(payload: Any, context: Context) -> Group:
-    try:
-        return Group.model_validate(payload, scim_ctx=context, scim_provider=PROVIDER)
+        return model.model_validate(payload, scim_ctx=context, scim_provider=PROVIDER)
     except ValidationError as error:
         raise invalid(error) from None
 
@@ -174,43 +168,48 @@ def _meta(row: Row, resource_type: str, location: str) -> Meta:
     )
 
 
-def user_resource(row: Row, groups: Sequence[Row], base: str) -> Any:
-    """The User resource of a directory user: its stored attributes, id, meta and groups."""
-    user = UserResource.model_validate(
+def _stored_resource(model: type[Any], row: Row, resource_type: str, base: str) -> Any:
+    """The `model` resource of a row: its stored attributes, id and meta."""
+    resource = model.model_validate(
         row["resource"], scim_ctx=Context.DEFAULT, scim_provider=PROVIDER
     )
-    user.id = str(row["id"])
-    user.meta = _meta(row, "User", f"{base}/Users/{row['id']}")
-    user.groups = [
-        GroupMembership.model_validate(
+    resource.id = str(row["id"])
+    resource.meta = _meta(row, resource_type, f"{base}/{resource_type}s/{row['id']}")
+    return resource
+
+
+def _references(
+    model: type[Any], rows: Sequence[Row], base: str, *, display: str, kind: str
+) -> list[Any] | None:
+    """References to the rows at `base` (groups of a user, members of a group)."""
+    return [
+        model.model_validate(
             {
-                "value": str(group["id"]),
-                "$ref": f"{base}/Groups/{group['id']}",
-                "display": group["display_name"],
-                "type": "direct",
+                "value": str(row["id"]),
+                "$ref": f"{base}/{row['id']}",
+                "display": row[display],
+                "type": kind,
             }
         )
-        for group in groups
+        for row in rows
     ] or None
+
+
+def user_resource(row: Row, groups: Sequence[Row], base: str) -> Any:
+    """The User resource of a directory user: its stored attributes, id, meta and groups."""
+    user = _stored_resource(UserResource, row, "User", base)
+    user.groups = _references(
+        GroupMembership, groups, f"{base}/Groups", display="display_name", kind="direct"
+    )
     return user
 
 
 def group_resource(row: Row, members: Sequence[Row], base: str) -> Group:
     """The Group resource: its stored attributes, id, meta and members."""
-    group = Group.model_validate(row["resource"], scim_ctx=Context.DEFAULT, scim_provider=PROVIDER)
-    group.id = str(row["id"])
-    group.meta = _meta(row, "Group", f"{base}/Groups/{row['id']}")
-    group.members = [
-        GroupMember.model_validate(
-            {
-                "value": str(member["id"]),
-                "$ref": f"{base}/Users/{member['id']}",
-                "display": member["display"],
-                "type": "User",
-            }
-        )
-        for member in members
-    ] or None
+    group: Group = _stored_resource(Group, row, "Group", base)
+    group.members = _references(
+        GroupMember, members, f"{base}/Users", display="display", kind="User"
+    )
     return group
 
 

@@ -83,6 +83,19 @@ def scim_view(view: ScimView) -> Callable[[web.Request], Awaitable[web.Response]
     return handler
 
 
+def scim_route(method: str, path: str, **spec: Any) -> Callable[[ScimView], Any]:
+    """A SCIM route: public (the bearer token is checked by scim_view), unwrapped, its errors
+    SCIM Errors, its answers application/scim+json unless `produces` says otherwise."""
+    spec.setdefault("produces", scim.MEDIA_TYPE)
+
+    def decorate(view: ScimView) -> Any:
+        return ROUTES.route(
+            method, path, access=Access.PUBLIC, wrapped=False, errors_as=scim.MEDIA_TYPE, **spec
+        )(scim_view(view))
+
+    return decorate
+
+
 def _bearer(request: web.Request) -> str | None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token.strip() or None if scheme.lower() == "bearer" else None
@@ -109,6 +122,14 @@ async def _body(request: web.Request) -> Any:
 
 def _unknown(request: web.Request) -> ScimError:
     return ScimError(404, f"No SCIM endpoint {request.path}")
+
+
+def _resource_of(request: web.Request) -> tuple[str, str]:
+    """(endpoint, resourceId) of a route on one User or Group."""
+    endpoint = request.match_info["endpoint"]
+    if endpoint not in MODELS:
+        raise _unknown(request)
+    return endpoint, request.match_info["resourceId"]
 
 
 def _writable(request: web.Request) -> None:
@@ -147,16 +168,12 @@ ANY_RESOURCE: Any = scim.UserResource | Group  # what POST /.search lists
 # -- the routes ---------------------------------------------------------------------------------
 
 
-@ROUTES.get(
+@scim_route(
+    "GET",
     ENDPOINT,
-    access=Access.PUBLIC,
-    wrapped=False,
-    errors_as=scim.MEDIA_TYPE,
-    produces=scim.MEDIA_TYPE,
     summary="SCIM: list Users or Groups (filter, startIndex, count, sortBy, attributes), or"
     " read ServiceProviderConfig, Schemas, ResourceTypes (directory bearer token)",
 )
-@scim_view
 async def scim_list(request: web.Request, directory: sync.Directory) -> web.Response:
     endpoint = request.match_info["endpoint"]
     if endpoint in DISCOVERY:
@@ -178,11 +195,9 @@ async def _search_all(request: web.Request, directory: sync.Directory) -> web.Re
 
 async def _search(request: web.Request, directory: sync.Directory, search: Any) -> web.Response:
     endpoint = request.match_info["endpoint"]
-    services, base = _services(request), _base(request)
-    if endpoint == "Users":
-        page = await sync.list_users(services, directory, search, base)
-    else:
-        page = await sync.list_groups(services, directory, search, base)
+    page = await sync.list_resources(
+        _services(request), directory, endpoint, search, _base(request)
+    )
     return answer(
         scim.list_response(
             MODELS[endpoint], page.resources, total=page.total, start=page.start, search=search
@@ -190,15 +205,11 @@ async def _search(request: web.Request, directory: sync.Directory, search: Any) 
     )
 
 
-@ROUTES.post(
+@scim_route(
+    "POST",
     RESOURCE,
-    access=Access.PUBLIC,
-    wrapped=False,
-    errors_as=scim.MEDIA_TYPE,
-    produces=scim.MEDIA_TYPE,
     summary="SCIM: POST /Users/.search or /Groups/.search (a SearchRequest body)",
 )
-@scim_view
 async def scim_search(request: web.Request, directory: sync.Directory) -> web.Response:
     endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
     if endpoint not in MODELS or resource_id != ".search":
@@ -208,13 +219,10 @@ async def scim_search(request: web.Request, directory: sync.Directory) -> web.Re
     )
 
 
-@ROUTES.post(
+@scim_route(
+    "POST",
     ENDPOINT,
-    access=Access.PUBLIC,
-    wrapped=False,
-    errors_as=scim.MEDIA_TYPE,
     status=201,
-    produces=scim.MEDIA_TYPE,
     responses={
         200: "POST /.search: a ListResponse of Users and Groups",
         405: "POST on a read-only endpoint (ServiceProviderConfig, Schemas, ResourceTypes)",
@@ -222,7 +230,6 @@ async def scim_search(request: web.Request, directory: sync.Directory) -> web.Re
     summary="SCIM: create a User (linked by address, made a member) or a Group; POST /.search"
     " searches both (200)",
 )
-@scim_view
 async def scim_create(request: web.Request, directory: sync.Directory) -> web.Response:
     endpoint = request.match_info["endpoint"]
     if endpoint == ".search":
@@ -242,15 +249,11 @@ async def _read(request: web.Request, directory: sync.Directory) -> Any:
     )
 
 
-@ROUTES.get(
+@scim_route(
+    "GET",
     RESOURCE,
-    access=Access.PUBLIC,
-    wrapped=False,
-    errors_as=scim.MEDIA_TYPE,
-    produces=scim.MEDIA_TYPE,
     summary="SCIM: one User, Group, Schema or ResourceType",
 )
-@scim_view
 async def scim_read(request: web.Request, directory: sync.Directory) -> web.Response:
     endpoint = request.match_info["endpoint"]
     if endpoint in ("Schemas", "ResourceTypes"):
@@ -262,59 +265,45 @@ async def scim_read(request: web.Request, directory: sync.Directory) -> web.Resp
     return answer(scim.dump(resource, Context.RESOURCE_QUERY_RESPONSE, search))
 
 
-@ROUTES.put(
+async def _rewrite(
+    request: web.Request, directory: sync.Directory, write: Any, context: Context
+) -> web.Response:
+    """PUT or PATCH (`write`) the User or Group with the body; its resource afterwards."""
+    endpoint, resource_id = _resource_of(request)
+    resource = await write(
+        _services(request), directory, endpoint, resource_id, await _body(request), _base(request)
+    )
+    return answer(scim.dump(resource, context))
+
+
+@scim_route(
+    "PUT",
     RESOURCE,
-    access=Access.PUBLIC,
-    wrapped=False,
-    errors_as=scim.MEDIA_TYPE,
-    produces=scim.MEDIA_TYPE,
     summary="SCIM: replace a User or Group (active false: the membership and sessions end)",
 )
-@scim_view
 async def scim_replace(request: web.Request, directory: sync.Directory) -> web.Response:
-    endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
-    if endpoint not in MODELS:
-        raise _unknown(request)
-    resource = await sync.replace_resource(
-        _services(request), directory, endpoint, resource_id, await _body(request), _base(request)
+    return await _rewrite(
+        request, directory, sync.replace_resource, Context.RESOURCE_REPLACEMENT_RESPONSE
     )
-    return answer(scim.dump(resource, Context.RESOURCE_REPLACEMENT_RESPONSE))
 
 
-@ROUTES.patch(
+@scim_route(
+    "PATCH",
     RESOURCE,
-    access=Access.PUBLIC,
-    wrapped=False,
-    errors_as=scim.MEDIA_TYPE,
-    produces=scim.MEDIA_TYPE,
     summary="SCIM: RFC 7644 PATCH of a User or Group (the forms Entra ID and Okta send)",
 )
-@scim_view
 async def scim_patch(request: web.Request, directory: sync.Directory) -> web.Response:
-    endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
-    if endpoint not in MODELS:
-        raise _unknown(request)
-    resource = await sync.patch_resource(
-        _services(request), directory, endpoint, resource_id, await _body(request), _base(request)
-    )
-    return answer(scim.dump(resource, Context.RESOURCE_PATCH_RESPONSE))
+    return await _rewrite(request, directory, sync.patch_resource, Context.RESOURCE_PATCH_RESPONSE)
 
 
-@ROUTES.delete(
+@scim_route(
+    "DELETE",
     RESOURCE,
-    access=Access.PUBLIC,
-    wrapped=False,
-    errors_as=scim.MEDIA_TYPE,
     status=204,
     summary="SCIM: delete a User (the membership and sessions end at once) or a Group",
+    produces="application/json",
 )
-@scim_view
 async def scim_delete(request: web.Request, directory: sync.Directory) -> web.Response:
-    endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
-    if endpoint not in MODELS:
-        raise _unknown(request)
-    if endpoint == "Users":
-        await sync.delete_user(_services(request), directory, resource_id)
-    else:
-        await sync.delete_group(_services(request), directory, resource_id)
+    endpoint, resource_id = _resource_of(request)
+    await sync.delete_resource(_services(request), directory, endpoint, resource_id)
     return web.Response(status=204)

@@ -99,6 +99,13 @@ async def create_directory_as_operator(
     services: Services, account_id: uuid.UUID, *, name: str | None
 ) -> Created:
     """The CLI's door: a directory of a live account, no session."""
+    return await _create_in_live_account(services, account_id, name=name, via=None)
+
+
+async def _create_in_live_account(
+    services: Services, account_id: uuid.UUID, *, name: str | None, via: dict[str, str] | None
+) -> Created:
+    """A directory of a live account, created by no user (the CLI or the admin portal)."""
     async with services.db.transaction() as conn:
         await memberships.lock_live_account(conn, account_id)
         return await create_directory_locked(
@@ -107,6 +114,7 @@ async def create_directory_as_operator(
             account_id=account_id,
             name=name,
             created_by=None,
+            via=via,
         )
 
 
@@ -115,16 +123,8 @@ async def create_directory_in_portal(
 ) -> Created:
     """The admin portal's door: a directory of its session's (live) account; the token is
     shown once on the portal's page."""
-    async with services.db.transaction() as conn:
-        await memberships.lock_live_account(conn, account_id)
-        return await create_directory_locked(
-            conn,
-            secret_key=services.settings.secret_key,
-            account_id=account_id,
-            name=name,
-            created_by=None,
-            via={"via": "admin_portal", "portalLinkId": str(link_id)},
-        )
+    via = {"via": "admin_portal", "portalLinkId": str(link_id)}
+    return await _create_in_live_account(services, account_id, name=name, via=via)
 
 
 async def account_directories(services: Services, account_id: uuid.UUID) -> list[Row]:
@@ -181,7 +181,7 @@ async def list_groups(
         await check_scope(conn, actor, account_id)
         permissions.require(actor, permissions.DIRECTORIES_MANAGE)
         await _own_directory(conn, account_id, directory_id)
-        return await queries.find_groups(conn, directory_id=directory_id)
+        return await queries.find_resources(conn, queries.GROUPS, directory_id=directory_id)
 
 
 async def _own_directory(conn: Conn, account_id: uuid.UUID, directory_id: uuid.UUID) -> None:

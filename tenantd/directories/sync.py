@@ -17,11 +17,11 @@ one userName serialise: the second answers 409 uniqueness.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scim2_models import Context, Group, PatchOp, SCIMException, SearchRequest
+from scim2_models import Context, Group, SCIMException, SearchRequest
 
 from tenantd import audit
 from tenantd.accounts import memberships
@@ -151,12 +151,62 @@ async def _leave(conn: Conn, directory: Directory, row: Row, *, reason: str) -> 
     )
 
 
+async def _audit(
+    conn: Conn,
+    directory: Directory,
+    action: str,
+    target: object,
+    data: dict[str, Any],
+    *,
+    actor_user_id: uuid.UUID | None = None,
+) -> None:
+    """The audit entry of a directory change (the directory is the actor unless a user is)."""
+    await audit.record(
+        conn,
+        account_id=directory.account_id,
+        actor_user_id=actor_user_id,
+        action=action,
+        target=str(target),
+        data={**directory.via, **data},
+    )
+
+
+async def _user_changed(
+    conn: Conn,
+    directory: Directory,
+    action: str,
+    row: Row,
+    event: str | None = None,
+    previous: dict[str, Any] | None = None,
+) -> None:
+    """Audit `action` on a directory user and emit `event` (the action by default)."""
+    await _audit(conn, directory, action, row["id"], {"userId": _text(row["user_id"])})
+    await events.user_changed(
+        conn, event or action, row, account_id=directory.account_id, previous=previous
+    )
+
+
+async def _group_changed(
+    conn: Conn,
+    directory: Directory,
+    action: str,
+    row: Row,
+    members: list[uuid.UUID],
+    previous: dict[str, Any] | None = None,
+) -> None:
+    """Audit `action` on a group and emit it as the event, with the group's members."""
+    await _audit(conn, directory, action, row["id"], {"displayName": row["display_name"]})
+    await events.group_changed(
+        conn, action, row, account_id=directory.account_id, members=members, previous=previous
+    )
+
+
 async def _lock(conn: Conn, directory: Directory) -> None:
     """The account lock every membership writer holds (404 when the account is gone)."""
     await memberships.lock_live_account(conn, directory.account_id)
 
 
-def _columns(resource: Any) -> dict[str, Any]:
+def _columns(resource: Any) -> queries.UserFields:
     return {
         "user_name": resource.user_name,
         "user_name_key": scim.comparison_key(resource.user_name),
@@ -171,14 +221,7 @@ async def _link(conn: Conn, directory: Directory, email: str, resource: Any) -> 
     user_id, created = await _tenantd_user(conn, directory, email=email, resource=resource)
     if await queries.user_of(conn, directory_id=directory.id, user_id=user_id) is not None:
         raise ScimError(409, f"{email} is already a user of this directory", "uniqueness")
-    await audit.record(
-        conn,
-        account_id=directory.account_id,
-        actor_user_id=None,
-        action="directory.user.linked",
-        target=str(user_id),
-        data={**directory.via, "created": created},
-    )
+    await _audit(conn, directory, "directory.user.linked", user_id, {"created": created})
     return user_id
 
 
@@ -188,28 +231,20 @@ async def create_user(services: Services, directory: Directory, resource: Any) -
     columns = _columns(resource)
     async with services.db.transaction() as conn:
         await _lock(conn, directory)
-        taken = await queries.find_users(
-            conn, directory_id=directory.id, user_name_key=columns["user_name_key"]
+        taken = await queries.find_resources(
+            conn, queries.USERS, directory_id=directory.id, key=columns["user_name_key"]
         )
         if taken:
             raise ScimError(409, "userName is already in use in this directory", "uniqueness")
         user_id = await _link(conn, directory, email, resource) if email is not None else None
-        row = await queries.insert_user(conn, directory_id=directory.id, user_id=user_id, **columns)
+        row = await queries.insert_user(
+            conn, directory_id=directory.id, user_id=user_id, fields=columns
+        )
         if row is None:
             raise ScimError(409, "userName is already in use in this directory", "uniqueness")
         if row["active"]:
             await _join(conn, directory, row)
-        await audit.record(
-            conn,
-            account_id=directory.account_id,
-            actor_user_id=None,
-            action="directory.user.created",
-            target=str(row["id"]),
-            data={**directory.via, "userId": _text(user_id)},
-        )
-        await events.user_changed(
-            conn, "directory.user.created", row, account_id=directory.account_id
-        )
+        await _user_changed(conn, directory, "directory.user.created", row)
         return row
 
 
@@ -225,7 +260,7 @@ async def _write_user(conn: Conn, directory: Directory, before: Row, resource: A
         email = address_of(resource)
         if email is not None:
             user_id = await _link(conn, directory, email, resource)
-    after = await queries.update_user(conn, scim_id=before["id"], user_id=user_id, **columns)
+    after = await queries.update_user(conn, scim_id=before["id"], user_id=user_id, fields=columns)
     if after is None:
         raise ScimError(409, "userName is already in use in this directory", "uniqueness")
     if before["user_id"] is None and after["user_id"] is not None and after["active"]:
@@ -244,21 +279,8 @@ async def _write_user(conn: Conn, directory: Directory, before: Row, resource: A
         for key in ("user_name", "external_id", "active")
         if before[key] != after[key]
     }
-    await audit.record(
-        conn,
-        account_id=directory.account_id,
-        actor_user_id=None,
-        action=action,
-        target=str(after["id"]),
-        data={**directory.via, "userId": _text(after["user_id"])},
-    )
-    await events.user_changed(
-        conn,
-        "directory.user.updated",
-        after,
-        account_id=directory.account_id,
-        previous={_camel(key): value for key, value in changed.items()},
-    )
+    previous = {_camel(key): value for key, value in changed.items()}
+    await _user_changed(conn, directory, action, after, "directory.user.updated", previous)
     return after
 
 
@@ -267,43 +289,21 @@ def _camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-async def _locked_user(conn: Conn, directory: Directory, scim_id: str) -> Row:
+async def _found(
+    conn: Conn, directory: Directory, table: queries.Table, scim_id: str, *, lock: bool
+) -> Row:
+    """The directory's user or group `scim_id` (a SCIM 404 when there is none)."""
     parsed = parse_id(scim_id)
     row = (
-        await queries.lock_user(conn, directory_id=directory.id, scim_id=parsed)
+        await queries.get_resource(
+            conn, table, directory_id=directory.id, scim_id=parsed, lock=lock
+        )
         if parsed is not None
         else None
     )
     if row is None:
-        raise not_found("User", scim_id)
+        raise not_found("User" if table is queries.USERS else "Group", scim_id)
     return row
-
-
-async def replace_user(
-    services: Services, directory: Directory, scim_id: str, resource: Any
-) -> Row:
-    """PUT /Users/{id}: the resource as given replaces the stored one."""
-    async with services.db.transaction() as conn:
-        await _lock(conn, directory)
-        before = await _locked_user(conn, directory, scim_id)
-        return await _write_user(conn, directory, before, resource)
-
-
-async def patch_user(
-    services: Services, directory: Directory, scim_id: str, patch: PatchOp[Any], base: str
-) -> Row:
-    """PATCH /Users/{id}: RFC 7644 operations applied to the stored resource."""
-    async with services.db.transaction() as conn:
-        await _lock(conn, directory)
-        before = await _locked_user(conn, directory, scim_id)
-        resource = scim.user_resource(before, [], base)
-        try:
-            changed = patch.patch(resource, scim_policy=scim.POLICY)
-        except SCIMException as error:
-            raise ScimError(error.status, str(error), error.scim_type or None) from None
-        if not changed:
-            return before
-        return await _write_user(conn, directory, before, resource)
 
 
 async def delete_user(services: Services, directory: Directory, scim_id: str) -> None:
@@ -311,39 +311,16 @@ async def delete_user(services: Services, directory: Directory, scim_id: str) ->
     tenantd user itself stays: it may belong to other accounts)."""
     async with services.db.transaction() as conn:
         await _lock(conn, directory)
-        row = await _locked_user(conn, directory, scim_id)
+        row = await _found(conn, directory, queries.USERS, scim_id, lock=True)
         if row["active"]:
             await _leave(conn, directory, row, reason="directory_deleted")
-        await queries.delete_user(conn, row["id"])
-        await audit.record(
-            conn,
-            account_id=directory.account_id,
-            actor_user_id=None,
-            action="directory.user.deleted",
-            target=str(row["id"]),
-            data={**directory.via, "userId": _text(row["user_id"])},
-        )
-        await events.user_changed(
-            conn, "directory.user.deleted", row, account_id=directory.account_id
-        )
+        await queries.delete_resource(conn, queries.USERS, row["id"])
+        await _user_changed(conn, directory, "directory.user.deleted", row)
 
 
 async def user_resources(conn: Conn, rows: list[Row], base: str) -> list[Any]:
     groups = await queries.groups_of_users(conn, [row["id"] for row in rows])
     return [scim.user_resource(row, groups.get(row["id"], []), base) for row in rows]
-
-
-async def get_user(services: Services, directory: Directory, scim_id: str, base: str) -> Any:
-    parsed = parse_id(scim_id)
-    async with services.db.connection() as conn:
-        row = (
-            await queries.get_user(conn, directory_id=directory.id, scim_id=parsed)
-            if parsed is not None
-            else None
-        )
-        if row is None:
-            raise not_found("User", scim_id)
-        return (await user_resources(conn, [row], base))[0]
 
 
 # -- groups -------------------------------------------------------------------------------------
@@ -358,7 +335,9 @@ async def _settle_roles(conn: Conn, directory: Directory, scim_ids: Iterable[uui
     """The active members touched by a mapped group's change get their mapped role."""
     actor = events.actor(directory.id)
     for scim_id in sorted(set(scim_ids)):
-        row = await queries.get_user(conn, directory_id=directory.id, scim_id=scim_id)
+        row = await queries.get_resource(
+            conn, queries.USERS, directory_id=directory.id, scim_id=scim_id
+        )
         if row is None or not row["active"] or row["user_id"] is None:
             continue
         current = await memberships.active_membership(
@@ -393,7 +372,7 @@ async def _set_members(
     return before, list(wanted)
 
 
-def _group_columns(resource: Group) -> dict[str, Any]:
+def _group_columns(resource: Group) -> queries.GroupFields:
     if not resource.display_name:
         raise ScimError(400, "displayName is required", "invalidValue")
     return {
@@ -410,115 +389,36 @@ async def create_group(services: Services, directory: Directory, resource: Group
     wanted = scim.members_of(resource)
     async with services.db.transaction() as conn:
         await _lock(conn, directory)
-        row = await queries.insert_group(conn, directory_id=directory.id, **columns)
+        row = await queries.insert_group(conn, directory_id=directory.id, fields=columns)
         await _set_members(conn, directory, row, wanted)
-        await audit.record(
-            conn,
-            account_id=directory.account_id,
-            actor_user_id=None,
-            action="directory.group.created",
-            target=str(row["id"]),
-            data={**directory.via, "displayName": row["display_name"]},
-        )
-        await events.group_changed(
-            conn,
-            "directory.group.created",
-            row,
-            account_id=directory.account_id,
-            members=list(wanted),
-        )
+        await _group_changed(conn, directory, "directory.group.created", row, list(wanted))
         return row
-
-
-async def _locked_group(conn: Conn, directory: Directory, group_id: str) -> Row:
-    parsed = parse_id(group_id)
-    row = (
-        await queries.lock_group(conn, directory_id=directory.id, group_id=parsed)
-        if parsed is not None
-        else None
-    )
-    if row is None:
-        raise not_found("Group", group_id)
-    return row
 
 
 async def _write_group(conn: Conn, directory: Directory, before: Row, resource: Group) -> Row:
     columns = _group_columns(resource)
     wanted = scim.members_of(resource)
-    after = await queries.update_group(conn, group_id=before["id"], **columns)
+    after = await queries.update_group(conn, group_id=before["id"], fields=columns)
     previous_members, members = await _set_members(conn, directory, after, wanted)
     previous: dict[str, Any] = {}
     if before["display_name"] != after["display_name"]:
         previous["displayName"] = before["display_name"]
     if previous_members != members:
         previous["members"] = [str(member) for member in previous_members]
-    await audit.record(
-        conn,
-        account_id=directory.account_id,
-        actor_user_id=None,
-        action="directory.group.updated",
-        target=str(after["id"]),
-        data={**directory.via, "displayName": after["display_name"]},
-    )
-    await events.group_changed(
-        conn,
-        "directory.group.updated",
-        after,
-        account_id=directory.account_id,
-        members=members,
-        previous=previous,
-    )
+    await _group_changed(conn, directory, "directory.group.updated", after, members, previous)
     return after
-
-
-async def replace_group(
-    services: Services, directory: Directory, group_id: str, resource: Group
-) -> Row:
-    """PUT /Groups/{id}."""
-    async with services.db.transaction() as conn:
-        await _lock(conn, directory)
-        before = await _locked_group(conn, directory, group_id)
-        return await _write_group(conn, directory, before, resource)
-
-
-async def patch_group(
-    services: Services, directory: Directory, group_id: str, patch: PatchOp[Any], base: str
-) -> Row:
-    """PATCH /Groups/{id}: RFC 7644 operations (members added, removed by filter or value)."""
-    async with services.db.transaction() as conn:
-        await _lock(conn, directory)
-        before = await _locked_group(conn, directory, group_id)
-        members = await queries.members_of_groups(conn, [before["id"]])
-        resource = scim.group_resource(before, members.get(before["id"], []), base)
-        try:
-            changed = patch.patch(resource, scim_policy=scim.POLICY)
-        except SCIMException as error:
-            raise ScimError(error.status, str(error), error.scim_type or None) from None
-        if not changed:
-            return before
-        return await _write_group(conn, directory, before, resource)
 
 
 async def delete_group(services: Services, directory: Directory, group_id: str) -> None:
     """DELETE /Groups/{id}: its members lose the role it mapped to."""
     async with services.db.transaction() as conn:
         await _lock(conn, directory)
-        row = await _locked_group(conn, directory, group_id)
+        row = await _found(conn, directory, queries.GROUPS, group_id, lock=True)
         members = await _members_of(conn, row["id"])
-        await queries.delete_group(conn, row["id"])
+        await queries.delete_resource(conn, queries.GROUPS, row["id"])
         if row["role"] is not None:
             await _settle_roles(conn, directory, members)
-        await audit.record(
-            conn,
-            account_id=directory.account_id,
-            actor_user_id=None,
-            action="directory.group.deleted",
-            target=str(row["id"]),
-            data={**directory.via, "displayName": row["display_name"]},
-        )
-        await events.group_changed(
-            conn, "directory.group.deleted", row, account_id=directory.account_id, members=[]
-        )
+        await _group_changed(conn, directory, "directory.group.deleted", row, [])
 
 
 async def map_group_locked(
@@ -530,7 +430,9 @@ async def map_group_locked(
     actor_user_id: uuid.UUID | None,
 ) -> Row:
     """Map a group to a role key (None: unmapped); its active members' roles follow."""
-    before = await queries.lock_group(conn, directory_id=directory.id, group_id=group_id)
+    before = await queries.get_resource(
+        conn, queries.GROUPS, directory_id=directory.id, scim_id=group_id, lock=True
+    )
     if before is None:
         raise NotFound("No group of this directory has this id")
     if before["role"] == role:
@@ -538,13 +440,13 @@ async def map_group_locked(
     after = await queries.set_group_role(conn, group_id=group_id, role=role)
     members = await _members_of(conn, group_id)
     await _settle_roles(conn, directory, members)
-    await audit.record(
+    await _audit(
         conn,
-        account_id=directory.account_id,
+        directory,
+        "directory.group.role_mapped",
+        group_id,
+        {"from": before["role"], "to": role},
         actor_user_id=actor_user_id,
-        action="directory.group.role_mapped",
-        target=str(group_id),
-        data={**directory.via, "from": before["role"], "to": role},
     )
     await events.group_changed(
         conn,
@@ -562,19 +464,6 @@ async def group_resources(conn: Conn, rows: list[Row], base: str) -> list[Group]
     return [scim.group_resource(row, members.get(row["id"], []), base) for row in rows]
 
 
-async def get_group(services: Services, directory: Directory, group_id: str, base: str) -> Group:
-    parsed = parse_id(group_id)
-    async with services.db.connection() as conn:
-        row = (
-            await queries.get_group(conn, directory_id=directory.id, group_id=parsed)
-            if parsed is not None
-            else None
-        )
-        if row is None:
-            raise not_found("Group", group_id)
-        return (await group_resources(conn, [row], base))[0]
-
-
 # -- lists --------------------------------------------------------------------------------------
 
 
@@ -585,18 +474,16 @@ class Page:
     start: int  # 1-based
 
 
-NARROWED_USERS = {"username": "user_name_key", "externalid": "external_id"}
-NARROWED_GROUPS = {"displayname": "display_name_key", "externalid": "external_id"}
-
-
-def _narrowing(search: SearchRequest[Any], columns: dict[str, str]) -> dict[str, str]:
-    """The column and value narrowing the rows by the filter's one `eq` comparison, if any."""
+def _narrowing(search: SearchRequest[Any], endpoint: Endpoint) -> tuple[str | None, str | None]:
+    """(key, externalId) narrowing the rows by the filter's one `eq` comparison, if any."""
     equality = scim.equality(search)
-    if equality is None or equality[0] not in columns:
-        return {}
-    column = columns[equality[0]]
-    value = equality[1] if column == "external_id" else scim.comparison_key(equality[1])
-    return {column: value}
+    if equality is None:
+        return None, None
+    if equality[0] == "externalid":
+        return None, equality[1]
+    if equality[0] == endpoint.key_attribute:
+        return scim.comparison_key(equality[1]), None
+    return None, None
 
 
 def _page_bounds(search: SearchRequest[Any]) -> tuple[int, int]:
@@ -606,50 +493,25 @@ def _page_bounds(search: SearchRequest[Any]) -> tuple[int, int]:
     return offset, max(0, min(count, scim.MAX_RESULTS))
 
 
-async def list_users(
-    services: Services, directory: Directory, search: SearchRequest[Any], base: str
+async def list_resources(
+    services: Services, directory: Directory, endpoint: str, search: SearchRequest[Any], base: str
 ) -> Page:
-    """GET /Users: filtered (any filter; `userName eq` and `externalId eq` by index), sorted
-    and paged (startIndex, count)."""
+    """GET /Users or /Groups: filtered (any filter; `userName eq`, `displayName eq` and
+    `externalId eq` by index), sorted and paged (startIndex, count)."""
+    kind = ENDPOINTS[endpoint]
     offset, limit = _page_bounds(search)
     async with services.db.connection() as conn:
         if search.filter is None and search.sort_by is None:
-            total = await queries.count_users(conn, directory.id)
-            rows = await queries.find_users(
-                conn, directory_id=directory.id, offset=offset, limit=limit
+            total = await queries.count_resources(conn, kind.table, directory.id)
+            rows = await queries.find_resources(
+                conn, kind.table, directory_id=directory.id, offset=offset, limit=limit
             )
-            return Page(await user_resources(conn, rows, base), total, offset + 1)
-        narrowed = _narrowing(search, NARROWED_USERS)
-        rows = await queries.find_users(
-            conn,
-            directory_id=directory.id,
-            user_name_key=narrowed.get("user_name_key"),
-            external_id=narrowed.get("external_id"),
+            return Page(await kind.resources(conn, rows, base), total, offset + 1)
+        key, external_id = _narrowing(search, kind)
+        rows = await queries.find_resources(
+            conn, kind.table, directory_id=directory.id, key=key, external_id=external_id
         )
-        resources = await user_resources(conn, rows, base)
-    return _select(resources, search, offset, limit)
-
-
-async def list_groups(
-    services: Services, directory: Directory, search: SearchRequest[Any], base: str
-) -> Page:
-    """GET /Groups: as list_users, with `displayName eq` by index."""
-    offset, limit = _page_bounds(search)
-    async with services.db.connection() as conn:
-        if search.filter is None and search.sort_by is None:
-            total = await queries.count_groups(conn, directory.id)
-            rows = await queries.find_groups(
-                conn, directory_id=directory.id, offset=offset, limit=limit
-            )
-            return Page(await group_resources(conn, rows, base), total, offset + 1)
-        narrowed = _narrowing(search, NARROWED_GROUPS)
-        rows = await queries.find_groups(
-            conn,
-            directory_id=directory.id,
-            display_name_key=narrowed.get("display_name_key"),
-            external_id=narrowed.get("external_id"),
-        )
-        resources = await group_resources(conn, rows, base)
+        resources = await kind.resources(conn, rows, base)
     return _select(resources, search, offset, limit)
 
 
@@ -659,8 +521,8 @@ async def search_all(
     """POST /.search: Users, then Groups, filtered, sorted and paged as one list."""
     offset, limit = _page_bounds(search)
     async with services.db.connection() as conn:
-        users = await queries.find_users(conn, directory_id=directory.id)
-        groups = await queries.find_groups(conn, directory_id=directory.id)
+        users = await queries.find_resources(conn, queries.USERS, directory_id=directory.id)
+        groups = await queries.find_resources(conn, queries.GROUPS, directory_id=directory.id)
         resources = [
             *(await user_resources(conn, users, base)),
             *(await group_resources(conn, groups, base)),
@@ -680,46 +542,110 @@ def _select(resources: list[Any], search: SearchRequest[Any], offset: int, limit
 # -- one action per SCIM write, by endpoint (Users or Groups) -----------------------------------
 
 
+async def _patchable_user(conn: Conn, row: Row, base: str) -> Any:
+    """The User a PATCH applies to: its stored attributes (groups are read-only)."""
+    return scim.user_resource(row, [], base)
+
+
+async def _patchable_group(conn: Conn, row: Row, base: str) -> Any:
+    """The Group a PATCH applies to, with its members."""
+    return (await group_resources(conn, [row], base))[0]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What differs between /Users and /Groups: the table, the model, the attribute its
+    comparison key narrows by, and the rules of each write."""
+
+    table: queries.Table
+    model: type[Any]
+    key_attribute: str  # lower-cased, as scim.equality gives it
+    resources: Callable[[Conn, list[Row], str], Awaitable[list[Any]]]
+    create: Callable[[Services, Directory, Any], Awaitable[Row]]
+    write: Callable[[Conn, Directory, Row, Any], Awaitable[Row]]
+    patchable: Callable[[Conn, Row, str], Awaitable[Any]]
+    delete: Callable[[Services, Directory, str], Awaitable[None]]
+
+
+ENDPOINTS = {
+    "Users": Endpoint(
+        queries.USERS,
+        scim.UserResource,
+        "username",
+        user_resources,
+        create_user,
+        _write_user,
+        _patchable_user,
+        delete_user,
+    ),
+    "Groups": Endpoint(
+        queries.GROUPS,
+        Group,
+        "displayname",
+        group_resources,
+        create_group,
+        _write_group,
+        _patchable_group,
+        delete_group,
+    ),
+}
+
+
 async def read_resource(
     services: Services, directory: Directory, endpoint: str, scim_id: str, base: str
 ) -> Any:
     """The User or Group `scim_id` of `endpoint` as a SCIM resource."""
-    if endpoint == "Users":
-        return await get_user(services, directory, scim_id, base)
-    return await get_group(services, directory, scim_id, base)
+    kind = ENDPOINTS[endpoint]
+    async with services.db.connection() as conn:
+        row = await _found(conn, directory, kind.table, scim_id, lock=False)
+        return (await kind.resources(conn, [row], base))[0]
 
 
 async def create_resource(
     services: Services, directory: Directory, endpoint: str, payload: Any, base: str
 ) -> Any:
     """Create the User or Group a POST body describes; its SCIM resource, as stored."""
-    context = Context.RESOURCE_CREATION_REQUEST
-    if endpoint == "Users":
-        row = await create_user(services, directory, scim.read_user(payload, context))
-    else:
-        row = await create_group(services, directory, scim.read_group(payload, context))
+    kind = ENDPOINTS[endpoint]
+    resource = scim.read_resource(payload, kind.model, Context.RESOURCE_CREATION_REQUEST)
+    row = await kind.create(services, directory, resource)
     return await read_resource(services, directory, endpoint, str(row["id"]), base)
 
 
 async def replace_resource(
     services: Services, directory: Directory, endpoint: str, scim_id: str, payload: Any, base: str
 ) -> Any:
-    """Replace a User or Group by a PUT body; its SCIM resource afterwards."""
-    context = Context.RESOURCE_REPLACEMENT_REQUEST
-    if endpoint == "Users":
-        await replace_user(services, directory, scim_id, scim.read_user(payload, context))
-    else:
-        await replace_group(services, directory, scim_id, scim.read_group(payload, context))
+    """PUT: the User or Group as given replaces the stored one; its SCIM resource afterwards."""
+    kind = ENDPOINTS[endpoint]
+    resource = scim.read_resource(payload, kind.model, Context.RESOURCE_REPLACEMENT_REQUEST)
+    async with services.db.transaction() as conn:
+        await _lock(conn, directory)
+        before = await _found(conn, directory, kind.table, scim_id, lock=True)
+        await kind.write(conn, directory, before, resource)
     return await read_resource(services, directory, endpoint, scim_id, base)
 
 
 async def patch_resource(
     services: Services, directory: Directory, endpoint: str, scim_id: str, payload: Any, base: str
 ) -> Any:
-    """Apply an RFC 7644 PATCH body to a User or Group; its SCIM resource afterwards."""
-    if endpoint == "Users":
-        patch = scim.read_patch(payload, scim.UserResource)
-        await patch_user(services, directory, scim_id, patch, base)
-    else:
-        await patch_group(services, directory, scim_id, scim.read_patch(payload, Group), base)
+    """PATCH: RFC 7644 operations (for Groups, members added, removed by filter or value)
+    applied to the stored User or Group; its SCIM resource afterwards."""
+    kind = ENDPOINTS[endpoint]
+    patch = scim.read_patch(payload, kind.model)
+    async with services.db.transaction() as conn:
+        await _lock(conn, directory)
+        before = await _found(conn, directory, kind.table, scim_id, lock=True)
+        resource = await kind.patchable(conn, before, base)
+        try:
+            changed = patch.patch(resource, scim_policy=scim.POLICY)
+        except SCIMException as error:
+            raise ScimError(error.status, str(error), error.scim_type or None) from None
+        if changed:
+            await kind.write(conn, directory, before, resource)
     return await read_resource(services, directory, endpoint, scim_id, base)
+
+
+async def delete_resource(
+    services: Services, directory: Directory, endpoint: str, scim_id: str
+) -> None:
+    """DELETE a User (its membership and sessions end at once) or a Group."""
+    await ENDPOINTS[endpoint].delete(services, directory, scim_id)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tenantd.audit import security
 from tenantd.db import Conn
@@ -48,6 +48,28 @@ class Started:
     new_browser: bool
 
 
+async def record_security(
+    conn: Conn,
+    client: ClientMeta | None,
+    *,
+    user_id: uuid.UUID,
+    kind: str,
+    session_id: uuid.UUID | None = None,
+    data: dict[str, Any] | None = None,
+) -> None:
+    """The user's security-log entry of what this client (its address, User-Agent) did."""
+    client = client or ClientMeta()
+    await security.record(
+        conn,
+        user_id=user_id,
+        kind=kind,
+        session_id=session_id,
+        ip=client.ip,
+        user_agent=client.user_agent,
+        data=data,
+    )
+
+
 async def start_session(
     services: IdentityServices,
     conn: Conn,
@@ -86,13 +108,12 @@ async def start_session(
     # The user's first recorded browser (their sign-up) is not news to them.
     new_browser = bool(seen["inserted"] and seen["any_known"])
     session_id = tokens.access.session_id
-    await security.record(
+    await record_security(
         conn,
+        client,
         user_id=user_id,
         kind=security.SIGNED_IN,
         session_id=session_id,
-        ip=client.ip,
-        user_agent=client.user_agent,
         data={"method": method, "newBrowser": new_browser},
     )
     if new_browser and settings.section(IdentitySettings).new_signin_email:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field, model_validator
 
@@ -91,7 +91,7 @@ class SignedInUserOut(ApiModel):
     email_verified_at: dt.datetime | None = None
 
     @classmethod
-    def of(cls, row: Row) -> SignedInUserOut:
+    def of(cls, row: Row) -> Self:
         return cls.model_validate({k: row[k] for k in cls.model_fields})
 
 

@@ -11,15 +11,12 @@ from typing import Any
 
 from aiohttp import web
 
+from tenantd.identity.browser import client_meta, set_signed_in_cookies
 from tenantd.identity.bundle import SERVICES, IdentityServices
 from tenantd.identity.cookies import (
-    DEVICE_COOKIE,
     clear_cookie,
     set_access_cookie,
-    set_device_cookie,
-    set_session_cookies,
 )
-from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.signin import ClientMeta
 from tenantd.mfa import passkeys, proof, service
 from tenantd.mfa.schemas import (
@@ -58,11 +55,7 @@ def _services(request: web.Request) -> IdentityServices:
 
 
 def _client(request: web.Request) -> ClientMeta:
-    return ClientMeta(
-        user_agent=request.headers.get("User-Agent"),
-        ip=request.remote,
-        device=request.cookies.get(DEVICE_COOKIE),
-    )
+    return client_meta(request, ip=request.remote)
 
 
 # -- TOTP and recovery codes ------------------------------------------------------------------
@@ -129,11 +122,7 @@ def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Res
     response = ok(
         MfaSignedIn(user=SignedInUserOut.of(completed.user), return_to=completed.return_to)
     )
-    set_session_cookies(response, services.settings, completed.tokens)
-    if completed.device is not None:
-        set_device_cookie(
-            response, services.settings, completed.device, max_age=DEVICE_COOKIE_MAX_AGE
-        )
+    set_signed_in_cookies(response, services.settings, completed.tokens, completed.device)
     clear_cookie(response, services.settings, service.BINDING_COOKIE)
     return response
 

@@ -417,18 +417,8 @@ async def update_connection(
     async with services.db.connection() as conn:
         await check_scope(conn, actor, account_id)
         permissions.require(actor, permissions.SSO_MANAGE)
-        current = await queries.lock_connection(
-            conn, account_id=account_id, connection_id=connection_id
-        )
-    return await _update(
-        services,
-        account_id,
-        connection_id,
-        body,
-        current,
-        _member_guard(actor, account_id),
-        By.member(actor),
-    )
+    guard = _member_guard(actor, account_id)
+    return await _update(services, account_id, connection_id, body, guard, By.member(actor))
 
 
 async def update_connection_in_portal(
@@ -440,19 +430,8 @@ async def update_connection_in_portal(
     link_id: uuid.UUID,
 ) -> Row:
     """Change a connection of the portal session's account."""
-    async with services.db.connection() as conn:
-        current = await queries.lock_connection(
-            conn, account_id=account_id, connection_id=connection_id
-        )
-    return await _update(
-        services,
-        account_id,
-        connection_id,
-        body,
-        current,
-        _portal_guard(account_id),
-        portal_by(link_id),
-    )
+    guard = _portal_guard(account_id)
+    return await _update(services, account_id, connection_id, body, guard, portal_by(link_id))
 
 
 async def account_connections(services: Services, account_id: uuid.UUID) -> list[Row]:
@@ -466,11 +445,14 @@ async def _update(
     account_id: uuid.UUID,
     connection_id: uuid.UUID,
     body: ConnectionChange,
-    current: Row | None,
     guard: Guard,
     by: By,
 ) -> Row:
     settings = services.settings
+    async with services.db.connection() as conn:
+        current = await queries.lock_connection(
+            conn, account_id=account_id, connection_id=connection_id
+        )
     domains = normal_domains(body.domains) if body.domains is not None else None
     if current is None:
         raise NotFound("No such single sign-on connection")

@@ -244,16 +244,23 @@ async def start(services: Services, connection: Row, *, return_to: str | None) -
     return await _start_oidc(services, connection, return_to)
 
 
-async def _start_saml(services: Services, connection: Row, return_to: str | None) -> Started:
-    settings = services.settings
-    ends = endpoints(settings, connection["id"])
-    idp = idp_metadata(connection)
-    config = await asyncio.to_thread(
+async def _sp_config(
+    ends: saml.Endpoints, idp: saml.IdpDescription, connection: Row
+) -> saml.SPConfig:
+    """The service provider's SAML configuration of the connection (built off the loop)."""
+    return await asyncio.to_thread(
         saml.sp_config,
         ends,
         idp.metadata_xml,
         allow_idp_initiated=connection["allow_idp_initiated"],
     )
+
+
+async def _start_saml(services: Services, connection: Row, return_to: str | None) -> Started:
+    settings = services.settings
+    ends = endpoints(settings, connection["id"])
+    idp = idp_metadata(connection)
+    config = await _sp_config(ends, idp, connection)
     request_id, location = await asyncio.to_thread(
         saml.authn_request, config, idp_entity_id=idp.entity_id, relay_state=return_to or "/"
     )
@@ -344,13 +351,8 @@ async def consume_saml(
             raise SsoRefused(
                 errors.SAML_INVALID, "answer reached another browser than the one that asked"
             )
-    ends = endpoints(settings, connection_id)
-    idp = idp_metadata(connection)
-    config = await asyncio.to_thread(
-        saml.sp_config,
-        ends,
-        idp.metadata_xml,
-        allow_idp_initiated=connection["allow_idp_initiated"],
+    config = await _sp_config(
+        endpoints(settings, connection_id), idp_metadata(connection), connection
     )
     outstanding = (
         {request_id: request["return_to"] or "/"} if request is not None and request_id else {}

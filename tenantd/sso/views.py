@@ -9,30 +9,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import urlencode
 
 from aiohttp import web
 from pydantic import Field
 
 from tenantd.auth.oauth.flow import STATE_COOKIE
-from tenantd.auth.oauth.service import CallbackParams
+from tenantd.auth.oauth.service import CallbackQuery
 from tenantd.db import Row
+from tenantd.identity import browser
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.bundle import IdentityServices as Services
-from tenantd.identity.cookies import (
-    DEVICE_COOKIE,
-    clear_cookie,
-    set_cookie,
-    set_device_cookie,
-    set_session_cookies,
-)
-from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
+from tenantd.identity.cookies import clear_cookie
 from tenantd.identity.signin import ClientMeta
 from tenantd.principal import current_principal
 from tenantd.sso import saml, service, signin
 from tenantd.sso.errors import SsoRefused
 from tenantd.sso.schemas import ConnectionChange, ConnectionCreate, ConnectionOut
-from tenantd.web.body import read_limited
 from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import ApiModel, Empty
 from tenantd.web.spec import Access, Routes
@@ -56,22 +49,7 @@ def _out(services: Services, row: Row) -> ConnectionOut:
 
 
 def _client(request: web.Request) -> ClientMeta:
-    return ClientMeta(
-        user_agent=request.headers.get("User-Agent"),
-        ip=request.remote,
-        device=request.cookies.get(DEVICE_COOKIE),
-    )
-
-
-def _redirect(location: str) -> web.Response:
-    return web.Response(
-        status=302,
-        headers={
-            "Location": location,
-            "Cache-Control": "no-store",
-            "Referrer-Policy": "no-referrer",
-        },
-    )
+    return browser.client_meta(request, ip=request.remote)
 
 
 def _refused(refused: SsoRefused, **params: str) -> web.Response:
@@ -80,28 +58,25 @@ def _refused(refused: SsoRefused, **params: str) -> web.Response:
         refused.code,
         extra={"sso": {"code": refused.code, "reason": refused.reason}},
     )
-    return _redirect(f"{LOGIN_PATH}?{urlencode({'error': refused.code, **params})}")
+    return browser.redirect(f"{LOGIN_PATH}?{urlencode({'error': refused.code, **params})}")
 
 
 def _signed_in(services: Services, signed: signin.SsoSignedIn) -> web.Response:
-    response = _redirect(signed.return_to)
-    set_session_cookies(response, services.settings, signed.tokens)
-    set_device_cookie(response, services.settings, signed.device, max_age=DEVICE_COOKIE_MAX_AGE)
+    response = browser.redirect(signed.return_to)
+    browser.set_signed_in_cookies(response, services.settings, signed.tokens, signed.device)
     return response
 
 
 def _started(services: Services, started: signin.Started) -> web.Response:
-    response = _redirect(started.location)
-    set_cookie(
-        response,
+    return browser.to_provider(
         services.settings,
-        started.cookie_name,
-        started.cookie_value,
+        started.location,
+        cookie=started.cookie_name,
+        value=started.cookie_value,
         max_age=started.max_age,
         path=started.cookie_path,
         same_site=started.same_site,
     )
-    return response
 
 
 async def _answer(
@@ -116,11 +91,6 @@ async def _answer(
         response, services.settings, spent.name, path=spent.path, same_site=spent.same_site
     )
     return response
-
-
-async def _form(request: web.Request) -> dict[str, str]:
-    raw = await read_limited(request, ACS_FORM_LIMIT)
-    return dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
 
 
 # -- the account's connections ----------------------------------------------------------------
@@ -220,7 +190,7 @@ async def sso_start(request: web.Request, query: StartQuery) -> web.Response:
     except SsoRefused as refused:
         return _refused(refused)
     if started is None:  # not an SSO domain: the password form for this address
-        return _redirect(f"{LOGIN_PATH}?{urlencode({'email': query.email or ''})}")
+        return browser.redirect(f"{LOGIN_PATH}?{urlencode({'email': query.email or ''})}")
     return _started(services, started)
 
 
@@ -252,7 +222,7 @@ async def saml_metadata(request: web.Request) -> web.Response:
 )
 async def saml_acs(request: web.Request) -> web.Response:
     services, connection_id = _services(request), path_uuid(request, "connectionId")
-    form = await _form(request)
+    form = await browser.read_form(request, ACS_FORM_LIMIT)
     signing = signin.consume_saml(
         services,
         connection_id,
@@ -261,13 +231,6 @@ async def saml_acs(request: web.Request) -> web.Response:
         client=_client(request),
     )
     return await _answer(services, signing, signin.saml_cookie(services, connection_id))
-
-
-class CallbackQuery(ApiModel):
-    code: str | None = None
-    state: str | None = None
-    error: str | None = None
-    iss: str | None = None
 
 
 @ROUTES.get(
@@ -283,7 +246,7 @@ async def oidc_callback(request: web.Request, query: CallbackQuery) -> web.Respo
     signing = signin.complete_oidc(
         services,
         connection_id,
-        params=CallbackParams(code=query.code, state=query.state, error=query.error, iss=query.iss),
+        params=query.params(),
         state_cookie=request.cookies.get(STATE_COOKIE),
         client=_client(request),
     )

@@ -25,7 +25,6 @@ from typing import Any
 
 from tenantd import audit
 from tenantd.apikeys.principal import ActingKey
-from tenantd.audit import security
 from tenantd.auth import deletion
 from tenantd.auth import service as auth_service
 from tenantd.auth.admin import queries
@@ -35,7 +34,7 @@ from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.sessions import IssuedTokens, issue_impersonation_session, revoke_all
-from tenantd.identity.signin import ClientMeta
+from tenantd.identity.signin import ClientMeta, record_security
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import sensitive
 from tenantd.settings import Settings
@@ -265,13 +264,12 @@ async def start_impersonation(
         )
         session_id = tokens.access.session_id
         await queries.link_session(conn, link["id"], session_id)
-        await security.record(
+        await record_security(
             conn,
+            client,
             user_id=user_id,
             kind=IMPERSONATED,
             session_id=session_id,
-            ip=client.ip,
-            user_agent=client.user_agent,
             data={"by": link["actor"], "reason": link["reason"]},
         )
         await audit.record(

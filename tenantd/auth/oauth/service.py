@@ -54,9 +54,10 @@ from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.identity.settings import OAuthProviderSettings, SignInSettings
-from tenantd.identity.signin import ClientMeta, Started, start_session
+from tenantd.identity.signin import ClientMeta, Started, record_security, start_session
 from tenantd.mfa import service as mfa
 from tenantd.settings import Settings
+from tenantd.web.schemas import ApiModel
 
 if TYPE_CHECKING:
     import jwt
@@ -124,6 +125,18 @@ class CallbackParams:
             user=form.get("user"),
             posted=True,
         )
+
+
+class CallbackQuery(ApiModel):
+    """A provider's redirect to the callback (the query of a GET)."""
+
+    code: str | None = None
+    state: str | None = None
+    error: str | None = None
+    iss: str | None = None
+
+    def params(self) -> CallbackParams:
+        return CallbackParams(code=self.code, state=self.state, error=self.error, iss=self.iss)
 
 
 @dataclass(frozen=True)
@@ -225,30 +238,14 @@ async def complete(
     check_state(flow, params.state)
     if params.posted != (presets.response_mode(config) == "form_post"):
         raise OAuthRefused(errors.STATE_INVALID, "callback arrived by the wrong method")
-    await _consume(services.db, flow)
-    if params.error is not None:
-        error = params.error if errors.PROVIDER_ERROR_CODE.match(params.error) else "(unreadable)"
-        raise OAuthRefused(errors.DENIED, f"provider answered error {error}")
-    if not params.code:
-        raise OAuthRefused(errors.FAILED, "callback carries no code")
-    metadata = await _metadata(transport, config)
-    # RFC 9207: a provider that names itself in the callback must be the one we asked.
-    if (params.iss is not None or metadata.iss_parameter_supported) and (
-        params.iss != metadata.issuer
-    ):
-        raise OAuthRefused(errors.FAILED, "callback iss does not name the provider")
-    try:
-        tokens = await transport.exchange_code(
-            config,
-            metadata,
-            code=params.code,
-            code_verifier=flow.code_verifier,
-            redirect_uri=redirect_uri(settings, config.name),
-        )
-    except TokenRefused as exc:
-        raise OAuthRefused(errors.FAILED, str(exc)) from None
-    except ProviderError as exc:
-        raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
+    metadata, tokens = await _exchange(
+        services.db,
+        transport,
+        config,
+        flow=flow,
+        params=params,
+        callback=redirect_uri(settings, config.name),
+    )
     if tokens.id_token is None:
         identity = await _github_identity(transport, metadata, tokens)
     else:
@@ -292,13 +289,34 @@ async def identify(
     one (an account's SSO connection): `state` checked and used once, provider error, code
     exchange, ID token, UserInfo, exactly as `complete` does; every refusal an OAuthRefused."""
     check_state(flow, params.state)
-    await _consume(services.db, flow)
+    metadata, tokens = await _exchange(
+        services.db, transport, config, flow=flow, params=params, callback=callback
+    )
+    if tokens.id_token is None:
+        raise OAuthRefused(errors.FAILED, "token answer carries no id_token")
+    identity = await _id_token_identity(transport, config, metadata, tokens.id_token, flow)
+    return await _with_userinfo(transport, metadata, identity, tokens)
+
+
+async def _exchange(
+    db: Database,
+    transport: OidcTransport,
+    config: OAuthProviderSettings,
+    *,
+    flow: FlowState,
+    params: CallbackParams,
+    callback: str,
+) -> tuple[ProviderMetadata, TokenAnswer]:
+    """The callback's common steps once `state` is checked: single use of the state, provider
+    error, the provider's `iss` (RFC 9207), code exchange; every refusal an OAuthRefused."""
+    await _consume(db, flow)
     if params.error is not None:
         error = params.error if errors.PROVIDER_ERROR_CODE.match(params.error) else "(unreadable)"
         raise OAuthRefused(errors.DENIED, f"provider answered error {error}")
     if not params.code:
         raise OAuthRefused(errors.FAILED, "callback carries no code")
     metadata = await _metadata(transport, config)
+    # RFC 9207: a provider that names itself in the callback must be the one we asked.
     if (params.iss is not None or metadata.iss_parameter_supported) and (
         params.iss != metadata.issuer
     ):
@@ -315,10 +333,7 @@ async def identify(
         raise OAuthRefused(errors.FAILED, str(exc)) from None
     except ProviderError as exc:
         raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
-    if tokens.id_token is None:
-        raise OAuthRefused(errors.FAILED, "token answer carries no id_token")
-    identity = await _id_token_identity(transport, config, metadata, tokens.id_token, flow)
-    return await _with_userinfo(transport, metadata, identity, tokens)
+    return metadata, tokens
 
 
 async def authorization(
@@ -459,12 +474,11 @@ async def _sign_in(
                 conn, user_id=user_id, provider=provider, subject=subject, email=email
             )
         if outcome != "returning":
-            await security.record(
+            await record_security(
                 conn,
+                client,
                 user_id=user_id,
                 kind=security.OAUTH_LINKED,
-                ip=client.ip,
-                user_agent=client.user_agent,
                 data={"provider": provider, "newUser": outcome == "created"},
             )
         provisioned = await provision_personal_account(conn, settings, user_id=user_id)
@@ -523,12 +537,11 @@ async def unlink(
         await auth_queries.lock_user(conn, user_id)
         result = await queries.unlink_identity(conn, user_id=user_id, provider=provider)
         if result["removed"]:
-            await security.record(
+            await record_security(
                 conn,
+                client,
                 user_id=user_id,
                 kind=security.OAUTH_UNLINKED,
-                ip=client.ip if client else None,
-                user_agent=client.user_agent if client else None,
                 data={"provider": provider},
             )
     if not result["found"]:

@@ -12,7 +12,7 @@ in errors.py), with `domain` and `accountId` added for `domain_claimed`. A step-
 from __future__ import annotations
 
 import logging
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import urlencode
 
 from aiohttp import web
 from pydantic import Field
@@ -22,23 +22,20 @@ from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, ReauthBinding, callback_path
 from tenantd.auth.oauth.reauth import SteppedUp
+from tenantd.auth.oauth.service import CallbackQuery
 from tenantd.errors import NotFound
+from tenantd.identity import browser
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
-    DEVICE_COOKIE,
     clear_cookie,
     set_access_cookie,
     set_cookie,
-    set_device_cookie,
-    set_session_cookies,
 )
-from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.errors import SsoRequired, UserDisabled
 from tenantd.identity.settings import SignInSettings
 from tenantd.mfa import service as mfa
 from tenantd.principal import current_principal
 from tenantd.settings import SETTINGS, Settings
-from tenantd.web.body import read_limited
 from tenantd.web.schemas import ApiModel, Empty
 from tenantd.web.spec import Access, Routes
 
@@ -57,27 +54,9 @@ class StartQuery(ApiModel):
     )
 
 
-class CallbackQuery(ApiModel):
-    code: str | None = None
-    state: str | None = None
-    error: str | None = None
-    iss: str | None = None
-
-
 class ProviderOut(ApiModel):
     name: str
     start_url: str
-
-
-def _redirect(location: str) -> web.Response:
-    return web.Response(
-        status=302,
-        headers={
-            "Location": location,
-            "Cache-Control": "no-store",
-            "Referrer-Policy": "no-referrer",
-        },
-    )
 
 
 def _clear_state(response: web.StreamResponse, settings: Settings, provider: str) -> None:
@@ -100,7 +79,7 @@ def _refused(refused: OAuthRefused, provider: str) -> web.Response:
         refused.code,
         extra={"oauth": {"provider": provider, "code": refused.code, "reason": refused.reason}},
     )
-    return _redirect(f"{LOGIN_PATH}?{urlencode({'error': refused.code, **refused.params})}")
+    return browser.redirect(f"{LOGIN_PATH}?{urlencode({'error': refused.code, **refused.params})}")
 
 
 @ROUTES.get(
@@ -141,17 +120,15 @@ async def _start(
         )
     except OAuthRefused as refused:
         return _refused(refused, provider)
-    response = _redirect(started.location)
-    set_cookie(
-        response,
+    return browser.to_provider(
         services.settings,
-        STATE_COOKIE,
-        started.state_cookie,
+        started.location,
+        cookie=STATE_COOKIE,
+        value=started.state_cookie,
         max_age=started.max_age,
         path=started.cookie_path,
         same_site=started.same_site,
     )
-    return response
 
 
 @ROUTES.get(
@@ -183,10 +160,7 @@ async def oauth_reauth(request: web.Request, query: StartQuery) -> web.Response:
     summary="Finish the provider sign-in: session cookies and a redirect",
 )
 async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Response:
-    params = service.CallbackParams(
-        code=query.code, state=query.state, error=query.error, iss=query.iss
-    )
-    return await _callback(request, params)
+    return await _callback(request, query.params())
 
 
 @ROUTES.post(
@@ -198,8 +172,7 @@ async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Resp
     summary="Finish a provider sign-in answered with response_mode=form_post (Apple)",
 )
 async def oauth_callback_form(request: web.Request) -> web.Response:
-    raw = await read_limited(request, FORM_POST_LIMIT)
-    form = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+    form = await browser.read_form(request, FORM_POST_LIMIT)
     return await _callback(request, service.CallbackParams.of_form(form))
 
 
@@ -213,11 +186,7 @@ async def _callback(request: web.Request, params: service.CallbackParams) -> web
             provider=provider,
             params=params,
             state_cookie=request.cookies.get(STATE_COOKIE),
-            client=service.ClientMeta(
-                user_agent=request.headers.get("User-Agent"),
-                ip=request.remote,
-                device=request.cookies.get(DEVICE_COOKIE),
-            ),
+            client=browser.client_meta(request, ip=request.remote),
         )
     except OAuthRefused as refused:
         response = _refused(refused, provider)
@@ -232,12 +201,12 @@ async def _callback(request: web.Request, params: service.CallbackParams) -> web
     else:
         if isinstance(signed, SteppedUp):
             # A step-up of the session that asked: a new access token, the same session.
-            response = _redirect(signed.return_to)
+            response = browser.redirect(signed.return_to)
             set_access_cookie(response, services.settings, signed.access_token, signed.claims)
         elif signed.ticket is not None:
             # A second factor is due: the MFA page finishes the sign-in and then goes to
             # `returnTo` (POST /api/v1/auth/mfa/verify answers it).
-            response = _redirect(f"{MFA_PATH}?{urlencode({'ticket': signed.ticket.ticket})}")
+            response = browser.redirect(f"{MFA_PATH}?{urlencode({'ticket': signed.ticket.ticket})}")
             set_cookie(
                 response,
                 services.settings,
@@ -247,12 +216,8 @@ async def _callback(request: web.Request, params: service.CallbackParams) -> web
             )
         else:
             assert signed.tokens is not None
-            response = _redirect(signed.return_to)
-            set_session_cookies(response, services.settings, signed.tokens)
-            if signed.device is not None:
-                set_device_cookie(
-                    response, services.settings, signed.device, max_age=DEVICE_COOKIE_MAX_AGE
-                )
+            response = browser.redirect(signed.return_to)
+            browser.set_signed_in_cookies(response, services.settings, signed.tokens, signed.device)
     _clear_state(response, services.settings, provider)
     return response
 
