@@ -1,4 +1,4 @@
-"""In-process cache of API keys looked up by the guard, kept correct like the context cache.
+"""In-process cache of API keys looked up by the guard, kept correct like the principal cache.
 
 A key's row (name, scopes, secret hash, revoked) is cached by its id after one lookup; the
 guard then checks a token with one HMAC and no query. sql/0115 announces every revocation,
@@ -7,7 +7,7 @@ change of scopes or secret, and delete as `apikey:<id>` on the context-cache cha
    key before it answers (`apply_notices`), so the instance that revoked refuses at once;
  * every other process gets it through its LISTEN connection (the pub/sub hub) on commit.
 The cache serves only while that listener is confirmed alive (`live`, the same staleness
-rule as the context cache), is flushed when the listener reconnects, and a lookup that raced
+rule as the other caches), is flushed when the listener reconnects, and a lookup that raced
 an invalidation is not stored (generation check).
 
 Tokens whose HMAC matched a cached row are remembered with that row (`verified`), so a key

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from tenantd.accounts.bundle import ACCOUNT_SERVICES
 from tenantd.accounts.me import current_user_json
 from tenantd.audit import cursors
 from tenantd.auth import email_code, service
@@ -307,8 +308,8 @@ async def me(request: web.Request) -> web.Response:
     principal = optional_principal(request)
     if principal is None:
         return JsonResponse(ANONYMOUS_ME)
-    services = request.app[SERVICES]
-    body = await current_user_json(services.db, services.context_cache, principal)
+    services = request.app[ACCOUNT_SERVICES]
+    body = await current_user_json(services.db, services.me_cache, principal)
     if body is None:
         raise invalid()
     return JsonResponse(body)

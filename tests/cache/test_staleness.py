@@ -14,7 +14,7 @@ import psycopg2.extensions
 from tenantd.cache.invalidation import CHANNEL, STALENESS_SECONDS, live_while_confirmed
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
-from tenantd.identity.context import ContextCache
+from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.principal import Principal
 from tenantd.pubsub import PubSubHub
 
@@ -96,7 +96,7 @@ async def test_a_silently_dead_listener_stops_the_cache_within_the_bound(
     proxy = FreezableProxy(url_to_dsn(migrated))
     hub = PubSubHub(await proxy.start())
     await hub.start()
-    cache = ContextCache()
+    cache = PrincipalCache()
     try:
         await hub.subscribe(CHANNEL, lambda _c, payload: cache.apply(payload), on_gap=cache.flush)
         cache.live = live_while_confirmed(hub)
