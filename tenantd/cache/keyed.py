@@ -21,6 +21,7 @@ clock of the newest forgotten one is the floor a load must have begun after.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections import OrderedDict
@@ -37,9 +38,11 @@ V = TypeVar("V")
 Version = tuple[int, int]
 
 
-def announcement(payload: str) -> tuple[str, list[uuid.UUID] | None] | None:
+@functools.lru_cache(maxsize=256)
+def announcement(payload: str) -> tuple[str, tuple[uuid.UUID, ...] | None] | None:
     """The kind and ids of an announcement (ids None: `all`, or ids that cannot be read);
-    None when the payload is not one."""
+    None when the payload is not one. Every cache of the process reads the same payload in
+    turn: it is parsed once."""
     text = payload if payload.startswith(CHANNEL) else f"{CHANNEL}:{payload}"
     match = _ANNOUNCEMENT.search(text)
     if match is None:
@@ -48,7 +51,7 @@ def announcement(payload: str) -> tuple[str, list[uuid.UUID] | None] | None:
     if not listed:
         return kind, None
     try:
-        return kind, [uuid.UUID(value) for value in listed.split(",")]
+        return kind, tuple(uuid.UUID(value) for value in listed.split(","))
     except ValueError:
         return kind, None
 

@@ -21,11 +21,11 @@ def enabled(budget: int = 100) -> UserCache:
 
 def test_announcements_are_read_from_payloads_and_notices() -> None:
     a, b = uuid.uuid4(), uuid.uuid4()
-    assert announcement(f"user:{a}") == ("user", [a])
-    assert announcement(f"tenantd_cache:inboxes:{a},{b}") == ("inboxes", [a, b])
+    assert announcement(f"user:{a}") == ("user", (a,))
+    assert announcement(f"tenantd_cache:inboxes:{a},{b}") == ("inboxes", (a, b))
     # A trigger's NOTICE carries the function's CONTEXT after the announcement.
     notice = f"tenantd_cache:jti:{a}\nCONTEXT:  PL/pgSQL function tenantd_cache_announce"
-    assert announcement(notice) == ("jti", [a])
+    assert announcement(notice) == ("jti", (a,))
     assert announcement("all") == ("all", None)
     assert announcement("user:not-a-uuid") == ("user", None)
     assert announcement("inboxes:") == ("inboxes", None)
