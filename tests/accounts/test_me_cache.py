@@ -4,7 +4,6 @@ and a warm /me answers from it without a statement."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -14,20 +13,9 @@ from tenantd.accounts.bundle import ACCOUNT_SERVICES
 from tenantd.accounts.me import MeCache
 from tenantd.cache.invalidation import CHANNEL
 from tenantd.identity.principal_cache import PrincipalCache
-from tenantd.principal import Principal
 from tenantd.pubsub.hub import PUBSUB
 from tests.factories import wait_until_heard
-
-
-def principal(user_id: uuid.UUID) -> Principal:
-    return Principal(
-        user_id=user_id,
-        account_id=None,
-        role="owner",
-        jti=uuid.uuid4(),
-        issued_at=time.time(),
-        expires_at=time.time() + 60,
-    )
+from tests.identity.test_principal_cache import principal
 
 
 def enabled() -> tuple[PrincipalCache, MeCache]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
 import psycopg2.extensions
@@ -15,19 +14,8 @@ from tenantd.cache.invalidation import CHANNEL, STALENESS_SECONDS, live_while_co
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.identity.principal_cache import PrincipalCache
-from tenantd.principal import Principal
 from tenantd.pubsub import PubSubHub
-
-
-def principal(user_id: uuid.UUID, account_id: uuid.UUID | None = None) -> Principal:
-    return Principal(
-        user_id=user_id,
-        account_id=account_id,
-        role="owner",
-        jti=uuid.uuid4(),
-        issued_at=time.time(),
-        expires_at=time.time() + 60,
-    )
+from tests.identity.test_principal_cache import principal
 
 
 class FreezableProxy:
