@@ -226,7 +226,8 @@ async def revoke_locked(
 class Accepted:
     account: Row
     membership: Row
-    activation: Activation | None  # set when the caller had no active account
+    # Set when the caller had no active account, and always by `join_by_invitation`.
+    activation: Activation | None
 
 
 def _refuse_unless_pending(invitation: Row) -> None:
@@ -244,7 +245,28 @@ def _refuse_unless_pending(invitation: Row) -> None:
 async def accept_invitation(
     services: IdentityServices, actor: Principal, *, token: str, refresh_token: str | None
 ) -> Accepted:
-    """Redeem a raw token: seat cap checked under the account lock, membership created."""
+    """Redeem a raw token: seat cap checked under the account lock, membership created. A
+    caller without an active account works in the one joined (`activation`); one with an
+    active account keeps it."""
+    return await _accept(services, actor, token, refresh_token, make_active=False)
+
+
+async def join_by_invitation(
+    services: IdentityServices, actor: Principal, *, token: str, refresh_token: str | None
+) -> Accepted:
+    """The hosted page's accept: as `accept_invitation`, and the account joined becomes the
+    session's active one in the same transaction, whatever the caller worked in before."""
+    return await _accept(services, actor, token, refresh_token, make_active=True)
+
+
+async def _accept(
+    services: IdentityServices,
+    actor: Principal,
+    token: str,
+    refresh_token: str | None,
+    *,
+    make_active: bool,
+) -> Accepted:
     digest = token_hash(services.settings.secret_key, token)
     async with services.db.transaction() as conn:
         found = await queries.invitation_by_hash(conn, digest)
@@ -297,7 +319,7 @@ async def accept_invitation(
         await outbox_events.invitation(conn, "invitation.accepted", accepted, who)
         await outbox_events.membership(conn, "membership.created", membership, who)
         activation = None
-        if actor.account_id is None:
+        if actor.account_id is None or make_active:
             activation = await activate(
                 conn, services.settings, services.keyring, actor, account["id"], refresh_token
             )

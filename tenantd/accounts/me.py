@@ -1,4 +1,11 @@
-"""The current-user response of GET /api/v1/users/me."""
+"""The current-user response of GET /api/v1/users/me, and its cache of serialised bodies.
+
+The body depends on the user's row and memberships, the account, its plan and overrides,
+passwords and identities: the triggers of sql/0070 and sql/0360 announce each write as
+`user:<id>` or `account:<id>`. A user's change drops that user's bodies (per account asked);
+an account's change empties the cache (the kernel's `cache.keyed` mechanism: bounded
+staleness, no load that raced an invalidation is stored).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,23 @@ import orjson
 
 from tenantd.accounts import queries
 from tenantd.accounts.plans import resolve_features
+from tenantd.cache.keyed import KeyedCache
 from tenantd.db import Conn, Database
-from tenantd.identity.context import ContextCache
 from tenantd.identity.permissions import capabilities, effective
 from tenantd.principal import Principal
+
+MAX_BODIES = 50_000  # serialised /me bodies (each a few hundred bytes)
+CHANGES_KEPT = 10_000  # recent per-user invalidations remembered for races
+
+
+class MeCache(KeyedCache[bytes]):
+    """Serialised /me bodies by user, then by the account the token is in."""
+
+    HEARS = frozenset({"user"})
+    FLUSHED_BY = frozenset({"account"})
+
+    def __init__(self, max_entries: int = MAX_BODIES, changes_kept: int = CHANGES_KEPT):
+        super().__init__(budget=max_entries, changes_kept=changes_kept)
 
 
 async def current_user(conn: Conn, principal: Principal) -> dict[str, Any] | None:
@@ -55,18 +75,16 @@ async def current_user(conn: Conn, principal: Principal) -> dict[str, Any] | Non
     }
 
 
-async def current_user_json(
-    db: Database, cache: ContextCache, principal: Principal
-) -> bytes | None:
-    """The serialised /me body: from the context cache, else one query (then cached)."""
-    cached = cache.me_body(principal.user_id, principal.account_id)
+async def current_user_json(db: Database, cache: MeCache, principal: Principal) -> bytes | None:
+    """The serialised /me body: from the cache, else one query (then cached)."""
+    cached = cache.get(principal.user_id, principal.account_id)
     if cached is not None:
         return cached
-    generation = cache.generation
+    version = cache.version()
     async with db.connection() as conn:
         body = await current_user(conn, principal)
     if body is None:
         return None
     encoded = orjson.dumps(body, option=orjson.OPT_UTC_Z)
-    cache.store_me(principal.user_id, principal.account_id, encoded, generation)
+    cache.store(principal.user_id, principal.account_id, encoded, version)
     return encoded

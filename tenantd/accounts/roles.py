@@ -4,8 +4,8 @@ A custom role is a key of the account (`[a-z][a-z0-9_-]*`, never owner, admin or
 name and a list of permissions (tenantd/identity/permissions.py). Owners and admins manage
 them (`roles:manage`); a custom role holding `roles:manage` or `members:change_role` hands out
 no permission it lacks itself. Every change holds the account lock (as role assignment does),
-writes an audit row and a `role.*` event; the context cache drops the account's principals and
-/me bodies on commit (sql/0360).
+writes an audit row and a `role.*` event; the principal and /me caches drop the account's principals
+and bodies on commit (sql/0360).
 """
 
 from __future__ import annotations

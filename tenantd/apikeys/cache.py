@@ -1,13 +1,13 @@
-"""In-process cache of API keys looked up by the guard, kept correct like the context cache.
+"""In-process cache of API keys looked up by the guard, kept correct like the principal cache.
 
 A key's row (name, scopes, secret hash, revoked) is cached by its id after one lookup; the
 guard then checks a token with one HMAC and no query. sql/0115 announces every revocation,
-change of scopes or secret, and delete as `apikey:<id>` on the context-cache channel:
+change of scopes or secret, and delete as `apikey:<id>` on the caches' channel (tenantd_cache):
  * the writing process gets it as a NOTICE on its own connection after commit and drops the
    key before it answers (`apply_notices`), so the instance that revoked refuses at once;
  * every other process gets it through its LISTEN connection (the pub/sub hub) on commit.
 The cache serves only while that listener is confirmed alive (`live`, the same staleness
-rule as the context cache), is flushed when the listener reconnects, and a lookup that raced
+rule as the other caches), is flushed when the listener reconnects, and a lookup that raced
 an invalidation is not stored (generation check).
 
 Tokens whose HMAC matched a cached row are remembered with that row (`verified`), so a key
@@ -18,19 +18,16 @@ it every token verified against it.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from aiohttp import web
 
 from tenantd.apikeys.principal import ActingKey
-from tenantd.cache.invalidation import CHANNEL, PSYCOPG_NOTICE_LIMIT
+from tenantd.cache.keyed import Announced
 
 MAX_KEYS = 10_000
-_NOTICE = re.compile(r"apikey:([0-9a-f-]{36})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,22 +39,20 @@ class KnownKey:
     revoked: bool
 
 
-class ApiKeyCache:
+class ApiKeyCache(Announced):
+    """Keys by id (on the kernel's `cache.keyed` mechanism): `apikey:<id>` drops one, `all`
+    (or an unreadable id) every one."""
+
+    HEARS = frozenset({"apikey"})
+
     def __init__(self, max_entries: int = MAX_KEYS):
+        super().__init__()
         self.max_entries = max_entries
-        self.enabled = False
-        # Whether invalidations are reaching us right now (the listener's connection is up).
-        self.live: Callable[[], bool] = lambda: True
-        self.generation = 0
         self._keys: OrderedDict[uuid.UUID, KnownKey] = OrderedDict()
         # When this process last wrote each key's last_used_at (time.monotonic()).
         self._touched: dict[uuid.UUID, float] = {}
         # Full token -> the cached row its secret was checked against.
         self._verified: dict[str, KnownKey] = {}
-
-    @property
-    def serving(self) -> bool:
-        return self.enabled and self.live()
 
     def get(self, key_id: uuid.UUID) -> KnownKey | None:
         if not self.serving:
@@ -103,26 +98,12 @@ class ApiKeyCache:
         self.generation += 1
         self._keys.pop(key_id, None)
 
-    def flush(self) -> None:
-        self.generation += 1
+    def drop(self, kind: str, key: uuid.UUID) -> None:
+        self.invalidate(key)
+
+    def clear(self) -> None:
         self._keys.clear()
         self._verified.clear()
-
-    def apply(self, payload: str) -> None:
-        """A payload of the context-cache channel; only `apikey:<id>` concerns us."""
-        match = _NOTICE.search(payload)
-        if match is not None:
-            self.invalidate(uuid.UUID(match.group(1)))
-
-    def apply_notices(self, notices: Iterable[str]) -> None:
-        """Notices the writing connection received from the invalidation triggers."""
-        notices = list(notices)
-        if len(notices) >= PSYCOPG_NOTICE_LIMIT:
-            self.flush()  # some may have been dropped
-            return
-        for notice in notices:
-            if CHANNEL in notice:
-                self.apply(notice)
 
 
 API_KEY_CACHE = web.AppKey("api_key_cache", ApiKeyCache)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
+from tenantd.accounts.me import MeCache
 from tenantd.apikeys.cache import ApiKeyCache
 from tenantd.app.plugins import JOB_KINDS
 from tenantd.db import Database
@@ -19,14 +20,15 @@ from tenantd.db.dsn import url_to_dsn
 from tenantd.email.service import EmailService
 from tenantd.email.templates import brand_of, use_brand
 from tenantd.identity.bundle import SERVICES
-from tenantd.identity.context import ContextCache
 from tenantd.identity.keys.keyring import Keyring
+from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.identity.settings import IdentitySettings
 from tenantd.jobs.kinds import BoundKind, JobKind
 from tenantd.jobs.queue import JobQueue
 from tenantd.notifications import tenancy
 from tenantd.notifications.declared import load_catalog
 from tenantd.notifications.definitions import load_stored_once
+from tenantd.notifications.inbox_cache import InboxCache
 from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
@@ -57,9 +59,12 @@ class AppServices:
     keyring: Keyring
     # Outbound webhook deliveries: one HTTP session (no redirects, metadata refused).
     webhook_sender: WebhookSender
-    # Resolved request contexts (token -> principal, /me bodies); off until its listener runs.
-    context_cache: ContextCache = field(default_factory=ContextCache)
-    # Verified server API keys (issue 15), invalidated like the context cache.
+    # In-process caches, each off until its listener runs, each its domain's: resolved access
+    # tokens (identity), /me bodies (accounts), inbox answers (notifications).
+    principal_cache: PrincipalCache = field(default_factory=PrincipalCache)
+    me_cache: MeCache = field(default_factory=MeCache)
+    inbox_cache: InboxCache = field(default_factory=InboxCache)
+    # Verified server API keys (issue 15), invalidated like the other caches.
     api_key_cache: ApiKeyCache = field(default_factory=ApiKeyCache)
 
     def bind_job(self, kind: JobKind) -> BoundKind:
@@ -68,7 +73,9 @@ class AppServices:
 
     def apply_notices(self, notices: list[str]) -> None:
         """Trigger notices of our own committed writes: every in-process cache hears them."""
-        self.context_cache.apply_notices(notices)
+        self.principal_cache.apply_notices(notices)
+        self.me_cache.apply_notices(notices)
+        self.inbox_cache.apply_notices(notices)
         self.api_key_cache.apply_notices(notices)
 
 
@@ -152,7 +159,7 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
         if db.replicas:
             # A changed inbox (our commit's notice, or another instance's announcement after
             # its commit) is a write its user must see on a replica.
-            services.context_cache.on_inbox_change = db.marks.note
+            services.inbox_cache.on_change = db.marks.note
         # The stored event types, for the CLI too (the app's feed then keeps them current).
         await load_stored_once(db, registry)
         try:

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
+from tenantd.accounts.bundle import ACCOUNT_SERVICES
 from tenantd.accounts.service import refuse_owed_factor
 from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.apikeys.guard import require_api_key
@@ -76,6 +77,7 @@ def create_app(
         async with open_services(settings, database_url) as services:
             app[SERVICES] = services
             app[NOTIFICATION_SERVICES] = services
+            app[ACCOUNT_SERVICES] = services
             app[DATABASE] = services.db
             app[API_KEY_CACHE] = services.api_key_cache
             if on_services is not None:

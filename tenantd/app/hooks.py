@@ -72,12 +72,18 @@ async def _fed_from_hub(app: web.Application, cache: Any) -> AsyncIterator[None]
         await hub.unsubscribe(subscription)
 
 
-async def context_cache_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The request context cache, fed from the pub/sub hub, and its mirror of revocations
-    (loaded once the cache hears every announcement)."""
+async def caches_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The domains' request caches (principals, /me bodies, inbox answers), each fed from the
+    pub/sub hub, and the principal cache's mirror of revocations (loaded once the cache hears
+    every announcement)."""
     services = app_services(app)
-    cache = services.context_cache
-    async with _fed_from_hub(app, cache), mirrored(services.db, cache.revocations, app[PUBSUB]):
+    principals = services.principal_cache
+    async with (
+        _fed_from_hub(app, principals),
+        _fed_from_hub(app, services.me_cache),
+        _fed_from_hub(app, services.inbox_cache),
+        mirrored(services.db, principals.revocations, app[PUBSUB]),
+    ):
         yield
 
 
@@ -98,7 +104,7 @@ async def event_definitions_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def api_key_cache_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The API-key cache, fed from the same channel and listener as the context cache."""
+    """The API-key cache, fed from the same channel and listener as the other caches."""
     async with _fed_from_hub(app, app_services(app).api_key_cache):
         yield
 
@@ -202,7 +208,7 @@ def instance_hook(listen: str | None) -> Hook:
 
 HOOKS: tuple[Hook, ...] = (
     pubsub_ctx,
-    context_cache_ctx,
+    caches_ctx,
     keyring_ctx,
     event_definitions_ctx,
     api_key_cache_ctx,

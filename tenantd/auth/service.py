@@ -18,7 +18,6 @@ import functools
 import hmac
 import logging
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -32,7 +31,7 @@ from tenantd.auth import breach, captcha, mail
 from tenantd.auth.errors import EmailNotVerified
 from tenantd.auth.schemas import LoginBody, PasswordChangeBody, RegisterBody, VerifyEmailBody
 from tenantd.db import Conn, Row
-from tenantd.errors import NotFound, Unauthorized, ValidationFailed
+from tenantd.errors import NotFound, RateLimited, Unauthorized, ValidationFailed
 from tenantd.identity import queries
 from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.devices import describe
@@ -41,7 +40,6 @@ from tenantd.identity.events import user_changed
 from tenantd.identity.passwords import hash_password, verified_rehash, verify_password
 from tenantd.identity.sessions import (
     IssuedTokens,
-    OverRateLimit,
     issue_session,
     renew_batched,
     revoke_all,
@@ -57,11 +55,16 @@ from tenantd.identity.signin import (
     start_default_session,
     start_session,
 )
-from tenantd.identity.tokens import AccessClaims, new_opaque_token, token_hash
+from tenantd.identity.tokens import (
+    AccessClaims,
+    new_opaque_token,
+    refresh_token_family,
+    token_hash,
+)
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
 from tenantd.ops.config import ops_config
-from tenantd.ops.ratelimit import Counter, enforce, hit
+from tenantd.ops.ratelimit import Verdict, enforce, hit
 from tenantd.outbox import Actor
 from tenantd.settings import Settings
 from tenantd.suppression import service as suppression
@@ -69,6 +72,7 @@ from tenantd.suppression import service as suppression
 if TYPE_CHECKING:
     from tenantd.bundle import Services
     from tenantd.principal import Principal
+    from tenantd.web.ratelimit import RequestLimits
 
 log = logging.getLogger(__name__)
 
@@ -644,20 +648,41 @@ async def change_password(
     return SignedIn(tokens, row, warnings=warnings)
 
 
+async def refresh(
+    services: IdentityServices,
+    *,
+    refresh_token: str | None,
+    principal: Principal | None,
+    client: ClientMeta,
+    limits: RequestLimits | None = None,
+) -> SignedIn | None:
+    """POST /api/v1/auth/refresh: rotate the session of the refresh cookie; None without one
+    (the anonymous answer of tryAuth). An operator's impersonation has one access token and
+    nothing to renew it with."""
+    if not refresh_token:
+        if principal is not None and principal.act is not None:
+            raise Unauthorized("impersonation", "An impersonation session cannot be refreshed")
+        return None
+    return await refresh_session(
+        services, refresh_token=refresh_token, client=client, limits=limits
+    )
+
+
 async def refresh_session(
     services: IdentityServices,
     *,
     refresh_token: str,
     client: ClientMeta,
-    family_id: uuid.UUID | None = None,
-    counters: Sequence[Counter] = (),
+    limits: RequestLimits | None = None,
 ) -> SignedIn:
     """Rotate the refresh session and answer with the user it belongs to.
 
     Reuse of a rotated-out token ends the family; its user is told by email (after commit).
-    `family_id`: the family the token names, when the caller has checked its tag already.
-    `counters`: the request's rate limits, counted once (OverRateLimit when over one).
+    `limits`: the request's rate limits, per IP and per the session family the token names
+    (checked by its tag), counted once, in the renewal's own statement; their 429 when over.
     """
+    family_id = refresh_token_family(services.settings.secret_key, refresh_token)
+    counters = limits.counters(session=str(family_id) if family_id else None) if limits else ()
     fast = await renew_batched(
         services.db,
         services.settings,
@@ -669,7 +694,7 @@ async def refresh_session(
         counters=counters,
     )
     if fast.verdict is not None:
-        raise OverRateLimit(fast.verdict)
+        raise _over_limit(limits, fast.verdict)
     if fast.renewed is not None:
         tokens, user = fast.renewed
         return SignedIn(tokens, user)
@@ -677,7 +702,7 @@ async def refresh_session(
         if counters and not fast.counted:
             verdict = await hit(conn, counters)
             if not verdict.allowed:
-                raise OverRateLimit(verdict)
+                raise _over_limit(limits, verdict)
         # Not renewable, raced, or a repeat: the locked slow path decides (and revokes on reuse).
         async with conn.transaction():
             renewal = await rotate(
@@ -700,6 +725,12 @@ async def refresh_session(
         tokens = renewal.issued()
         row = await queries.user_by_id(conn, tokens.access.user_id)
     return SignedIn(tokens, row)
+
+
+def _over_limit(limits: RequestLimits | None, verdict: Verdict) -> RateLimited:
+    """The 429 of a verdict: only counters the caller handed in (`limits`) can give one."""
+    assert limits is not None
+    return limits.refused(verdict)
 
 
 async def _submit_reuse_notice(services: Services, conn: Conn, user_id: uuid.UUID) -> None:

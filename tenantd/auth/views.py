@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from tenantd.accounts.bundle import ACCOUNT_SERVICES
 from tenantd.accounts.me import current_user_json
 from tenantd.audit import cursors
 from tenantd.auth import email_code, service
@@ -37,7 +38,6 @@ from tenantd.auth.schemas import (
     VerifyEmailBody,
 )
 from tenantd.email.templates import best_locale
-from tenantd.errors import Unauthorized
 from tenantd.identity import browser
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
@@ -49,14 +49,12 @@ from tenantd.identity.cookies import (
     set_cookie,
 )
 from tenantd.identity.guards import invalid
-from tenantd.identity.sessions import OverRateLimit
-from tenantd.identity.tokens import refresh_token_family
 from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import MfaChallengeOut, MfaStatusOut
 from tenantd.principal import current_principal, optional_principal
 from tenantd.settings import SETTINGS, Settings
 from tenantd.web.json import JsonResponse, dumps, ok
-from tenantd.web.ratelimit import rate_limit_counters, refused, request_ip
+from tenantd.web.ratelimit import RequestLimits, request_ip
 from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes
@@ -298,8 +296,8 @@ async def me(request: web.Request) -> web.Response:
     principal = optional_principal(request)
     if principal is None:
         return JsonResponse(ANONYMOUS_ME)
-    services = request.app[SERVICES]
-    body = await current_user_json(services.db, services.context_cache, principal)
+    services = request.app[ACCOUNT_SERVICES]
+    body = await current_user_json(services.db, services.me_cache, principal)
     if body is None:
         raise invalid()
     return JsonResponse(body)
@@ -313,30 +311,14 @@ async def me(request: web.Request) -> web.Response:
     summary="Rotate the refresh cookie and issue a new access token (user null without one)",
 )
 async def refresh(request: web.Request) -> web.Response:
-    raw = request.cookies.get(REFRESH_COOKIE)
-    if not raw:
-        principal = optional_principal(request)
-        if principal is not None and principal.act is not None:
-            # An operator's impersonation has one access token and nothing to renew it.
-            raise Unauthorized("impersonation", "An impersonation session cannot be refreshed")
-        # Nothing to refresh: the anonymous branch of tryAuth.
-        return ok(RefreshData(user=None))
-    services = request.app[SERVICES]
-    # Limited per IP and per session family (named by the token, checked by its tag),
-    # counted in the renewal's own statement.
-    family = refresh_token_family(services.settings.secret_key, raw)
-    counters = rate_limit_counters(request, "refresh", session=str(family) if family else None)
-    try:
-        result = await service.refresh_session(
-            services,
-            refresh_token=raw,
-            client=client_meta(request),
-            family_id=family,
-            counters=counters,
-        )
-    except OverRateLimit as over:
-        raise refused(request, "refresh", over.verdict) from None
-    return signed_in(request, result)
+    result = await service.refresh(
+        request.app[SERVICES],
+        refresh_token=request.cookies.get(REFRESH_COOKIE),
+        principal=optional_principal(request),
+        client=client_meta(request),
+        limits=RequestLimits(request, "refresh"),  # counted in the renewal's own statement
+    )
+    return ok(RefreshData(user=None)) if result is None else signed_in(request, result)
 
 
 @ROUTES.get(

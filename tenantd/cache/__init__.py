@@ -1,1 +1,3 @@
-"""Request-context cache: resolved principals and /me bodies, invalidated over NOTIFY."""
+"""The kernel's caching mechanism: invalidation announcements (the channel, the staleness
+rule), the generic cache with invalidation by key (`keyed`) and the background reloader;
+each domain keeps its own caches on them."""

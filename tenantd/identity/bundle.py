@@ -1,5 +1,5 @@
 """The identity domain's view of the services bundle: the shared Protocol plus the signing keys
-and the cache of resolved request contexts. Every domain above identity that signs or checks
+and the cache of resolved access tokens. Every domain above identity that signs or checks
 tokens is handed this one."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Protocol
 from aiohttp import web
 
 from tenantd.bundle import Services
-from tenantd.identity.context import ContextCache
 from tenantd.identity.keys.keyring import Keyring
+from tenantd.identity.principal_cache import PrincipalCache
 
 
 class IdentityServices(Services, Protocol):
@@ -18,7 +18,7 @@ class IdentityServices(Services, Protocol):
     def keyring(self) -> Keyring: ...
 
     @property
-    def context_cache(self) -> ContextCache: ...
+    def principal_cache(self) -> PrincipalCache: ...
 
 
 SERVICES: web.AppKey[IdentityServices] = web.AppKey("services")

@@ -98,7 +98,7 @@ def decide(
 
 
 async def recheck(services: IdentityServices, claims: AccessClaims) -> Principal:
-    """The principal of decoded claims, checked again: expiry, then the context cache or
+    """The principal of decoded claims, checked again: expiry, then the principal cache or
     `check_claims`. The guard and every SSE stream (before each message and on idle ticks)
     call this one function; it raises `invalid()` when the token no longer holds.
 
@@ -108,12 +108,12 @@ async def recheck(services: IdentityServices, claims: AccessClaims) -> Principal
 
     A token the cache has not met yet is answered from memory too when its user's facts
     (cutoff, role in the token's account) are cached and the mirror of revocations is
-    loaded (`ContextCache.token_state`): a new token of a known user (every refresh, every
+    loaded (`PrincipalCache.token_state`): a new token of a known user (every refresh, every
     instance a user reaches) costs its signature verification and no statement (issue 19).
     """
     if claims.expires_at <= time.time():
         raise invalid()
-    cache = services.context_cache
+    cache = services.principal_cache
     cached = cache.principal(claims.jti)
     if cached is not None:
         return cached

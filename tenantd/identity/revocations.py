@@ -1,4 +1,4 @@
-"""Keeps the context cache's mirror of revocations (tenantd/identity/revoked.py) loaded.
+"""Keeps the principal cache's mirror of revocations (tenantd/identity/revoked.py) loaded.
 
 The mirror is fed by the same announcements as the cache (`jti:` and `session:` on
 tenantd_cache, heard by the cache's own subscription); this feed loads it in full at start,
@@ -56,7 +56,7 @@ class RevocationFeed(Reloader):
 async def mirrored(db: Database, mirror: Revocations, hub: Bus) -> AsyncIterator[RevocationFeed]:
     """Load the mirror now (after subscribing: nothing committed later is missed) and keep
     it loaded until the block ends. The announcements themselves reach the mirror through
-    the context cache's subscription; this one only hears gaps."""
+    the principal cache's subscription; this one only hears gaps."""
     feed = RevocationFeed(db, mirror)
     mirror.on_stale = feed.request_reload
     subscription = await hub.subscribe(CHANNEL, lambda _channel, _payload: None, on_gap=mirror.gap)

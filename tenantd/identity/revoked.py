@@ -3,18 +3,18 @@ token ids (revoked_tokens rows not yet expired) and ended session families (a fa
 revoked row; the guard refuses every token whose `sid` names one).
 
 Why: with it, a token's first request needs no statement when the user's own facts (cutoff,
-role) are known to the context cache: a cold token costs a signature verification (issue 19).
+role) are known to the principal cache: a cold token costs a signature verification (issue 19).
 
 How it stays complete (a revocation missing here would let a revoked token in):
  * The identity layer loads both sets (`begin_load` / `finish_load`) after the listener is
-   subscribed, and the context cache adds every `jti:` and `session:` announcement it hears,
+   subscribed, and the principal cache adds every `jti:` and `session:` announcement it hears,
    from NOTIFY (other instances) and from the writing connection's NOTICE (this instance, at
    once). Revocations only ever grow, so the union of a load and what was heard since it
    began is complete, whatever the order.
  * A gap (the listener reconnected, so a NOTIFY may have been lost; or a writer's notices
    overflowed) makes the mirror not ready until a load that began after the gap finishes;
    meanwhile the guard runs the statement. A load that began before a gap is discarded.
- * The context cache asks it only while it serves (listener up and confirmed recently), the
+ * The principal cache asks it only while it serves (listener up and confirmed recently), the
    same staleness rule as every other cached fact.
 Reloads also prune: jtis past their expiry, families whose rows were swept.
 """
@@ -47,7 +47,7 @@ class Revocations:
             return None
         return jti in self.jtis or (session_id is not None and session_id in self.sessions)
 
-    # fed by the context cache ------------------------------------------------
+    # fed by the principal cache ----------------------------------------------
     def revoke_jti(self, jti: uuid.UUID) -> None:
         self.jtis.add(jti)
         if self._heard is not None:

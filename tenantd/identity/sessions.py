@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tenantd.db import Conn, Database, Row
-from tenantd.errors import RateLimited, Unauthorized
+from tenantd.errors import Unauthorized
 from tenantd.identity import queries
 from tenantd.identity.errors import MfaRequired, UserDisabled
 from tenantd.identity.events import sessions_revoked
@@ -226,14 +226,6 @@ async def _insert_session(
         signed_in_at=signed_in_at,
     )
     return IssuedTokens(access_token, claims, refresh, expires_at)
-
-
-class OverRateLimit(RateLimited):
-    """A refresh refused by one of its rate-limit counters (the verdict says which)."""
-
-    def __init__(self, verdict: Verdict):
-        super().__init__(verdict.retry_after)
-        self.verdict = verdict
 
 
 @dataclass(frozen=True)

@@ -387,21 +387,20 @@ async def invitation_post(request: web.Request, form: Form) -> web.StreamRespons
     viewer = await load_viewer(request)
     if viewer is None:
         return redirect(request, "/login?next=" + quote(f"/invitations/accept?token={token}"))
-    accepted = await invitations.accept_invitation(
-        request.app[SERVICES],
-        viewer.principal,
-        token=parse(AcceptBody, {"token": token}).token,
-        refresh_token=request.cookies.get(REFRESH_COOKIE),
+    body = parse(AcceptBody, {"token": token})
+    refresh_token = request.cookies.get(REFRESH_COOKIE)
+    joined = await invitations.join_by_invitation(
+        request.app[SERVICES], viewer.principal, token=body.token, refresh_token=refresh_token
     )
-    return await _joined(request, viewer, accepted)
+    return await _joined(request, viewer, joined)
 
 
 async def _joined(
-    request: web.Request, viewer: Viewer, accepted: invitations.Accepted
+    request: web.Request, viewer: Viewer, joined: invitations.Accepted
 ) -> web.StreamResponse:
     """The account just joined is this browser's active one; its members page follows."""
-    await work_in(request, viewer, accepted.account["id"], accepted.activation)
-    return redirect(request, f"/accounts/{accepted.account['id']}/members?done=joined")
+    await work_in(request, viewer, joined.account["id"], joined.activation)  # set: no switch
+    return redirect(request, f"/accounts/{joined.account['id']}/members?done=joined")
 
 
 async def invitation_again(request: web.Request, form: Form | None, exc: AppError) -> web.Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -61,6 +62,22 @@ def refused(request: web.Request, scope: str, verdict: Verdict) -> RateLimited:
     if metrics is not None:
         metrics.rate_limited.labels(scope, verdict.dimension or "unknown").inc()
     return RateLimited(verdict.retry_after)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLimits:
+    """A request's limits of one scope, for a service that counts them in a statement of its
+    own (the batched refresh): the counters (per session when the caller vouches for one),
+    and the 429 of a verdict over one, counted in the metrics."""
+
+    request: web.Request
+    scope: str
+
+    def counters(self, session: str | None = None) -> list[Counter]:
+        return rate_limit_counters(self.request, self.scope, session=session)
+
+    def refused(self, verdict: Verdict) -> RateLimited:
+        return refused(self.request, self.scope, verdict)
 
 
 async def rate_limit_request(

@@ -146,3 +146,17 @@ async def test_a_wrong_secret_is_refused_and_never_remembered(client: Any, db: D
         assert (await client.get(ROUTE, headers=bearer(forged))).status == 401
         assert cache.verified(forged) is None
     assert cache.verified(key.token) is not None
+
+
+async def test_an_announcement_of_lost_invalidations_empties_the_cache(db: Database) -> None:
+    """`all` (a writer whose notices overflowed, published on the bus) or an unreadable key
+    id: which key changed is unknown, so no cached row is trusted; other kinds are not ours."""
+    key = await new_key(db)
+    row = await db.fetch_one(queries.KEY_BY_ID.sql, {"id": key.id})
+    assert row is not None
+    cache = ApiKeyCache()
+    cache.enabled = True
+    for payload, kept in [(f"user:{key.id}", True), ("all", False), ("apikey:bad", False)]:
+        cache.store(service.known_key(row), cache.generation)
+        cache.apply(payload)
+        assert (cache.get(key.id) is not None) is kept, payload

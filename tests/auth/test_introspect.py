@@ -1,4 +1,4 @@
-"""POST /api/v1/auth/introspect: the context cache's answer for server callers, admitted by
+"""POST /api/v1/auth/introspect: the principal cache's answer for server callers, admitted by
 an API key with scope sessions:introspect or by address (TENANTD_INTROSPECT_ALLOWED_IPS)."""
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
 import psycopg2.extensions
@@ -14,20 +13,9 @@ import psycopg2.extensions
 from tenantd.cache.invalidation import CHANNEL, STALENESS_SECONDS, live_while_confirmed
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
-from tenantd.identity.context import ContextCache
-from tenantd.principal import Principal
+from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.pubsub import PubSubHub
-
-
-def principal(user_id: uuid.UUID, account_id: uuid.UUID | None = None) -> Principal:
-    return Principal(
-        user_id=user_id,
-        account_id=account_id,
-        role="owner",
-        jti=uuid.uuid4(),
-        issued_at=time.time(),
-        expires_at=time.time() + 60,
-    )
+from tests.identity.test_principal_cache import principal
 
 
 class FreezableProxy:
@@ -96,7 +84,7 @@ async def test_a_silently_dead_listener_stops_the_cache_within_the_bound(
     proxy = FreezableProxy(url_to_dsn(migrated))
     hub = PubSubHub(await proxy.start())
     await hub.start()
-    cache = ContextCache()
+    cache = PrincipalCache()
     try:
         await hub.subscribe(CHANNEL, lambda _c, payload: cache.apply(payload), on_gap=cache.flush)
         cache.live = live_while_confirmed(hub)

@@ -190,8 +190,8 @@ async def test_token_dies_with_its_aid_membership_or_user(
         "user deleted": "DELETE FROM users WHERE id = %(u)s",
     }
     await db.execute(statements[change], {"u": user.id})
-    # A write from another process reaches this instance's context cache once its listener
-    # hears the NOTIFY (the 100 ms bound: tests/identity/test_context_cache.py); generous here,
+    # A write from another process reaches this instance's principal cache once its listener
+    # hears the NOTIFY (the 100 ms bound: tests/identity/test_principal_cache.py); generous here,
     # the machine may be busy.
     deadline = time.monotonic() + 30
     while (await browser.get("/test/required")).status == 200:

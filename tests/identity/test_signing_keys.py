@@ -206,7 +206,7 @@ async def test_a_token_of_the_previous_key_verifies_during_the_overlap(
     await signs_with(app, new)
     new_token = await sign_in(client, user)
     assert header_of(new_token)["kid"] == new
-    app[SERVICES].context_cache.flush()  # verified afresh, not only from the cache
+    app[SERVICES].principal_cache.flush()  # verified afresh, not only from the cache
     assert await me_status(client, old_token) == 200
     assert await me_status(client, new_token) == 200
     jwks = await published(client)

@@ -232,7 +232,7 @@ async def test_a_token_issued_before_the_policy_is_refused_at_its_next_request(
     factored = await signed_in(
         make_client, db, settings, member, account_id=owner.account_id, amr=("pwd", "otp")
     )
-    cache = app[SERVICES].context_cache
+    cache = app[SERVICES].principal_cache
     for browser in (inside, without, factored):
         await data(await browser.get(members))
         assert cache.principal(uuid.UUID(claims(browser)["jti"])) is not None  # cached

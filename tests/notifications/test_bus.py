@@ -148,7 +148,7 @@ async def test_a_logout_on_a_ends_the_sessions_token_on_b(
     cookies = await factory.cookies(user)
     on_b = await aiohttp_client(other, headers={"Origin": ORIGIN})
     on_b.session.cookie_jar.update_cookies({"auth_token": cookies["auth_token"]})
-    cache_b = other.app[SERVICES].context_cache
+    cache_b = other.app[SERVICES].principal_cache
     jti = access_claims(other.app, cookies["auth_token"]).jti
 
     async def cached() -> bool:

@@ -1,6 +1,6 @@
 """The cached inbox (first page, unread count) never shows a stale answer: writes on this
 instance show on the very next request; writes elsewhere once the listener hears them (the
-100 ms bound on that: tests/identity/test_context_cache.py)."""
+100 ms bound on that: tests/identity/test_principal_cache.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app import AppServices, create_app
-from tenantd.identity.context import ContextCache
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import send
+from tenantd.notifications.inbox_cache import InboxCache
 from tenantd.notifications.jobs import run_dispatch_batch
 from tests.helpers import ORIGIN
 
@@ -43,7 +43,7 @@ async def test_cached_answers_follow_every_write_on_this_instance(
     await ping(services, user.id, 1)
     assert await titles(browser) == ["Ping 1"]
     assert await count(browser) == 1
-    hits = services.context_cache.inbox(user.id, "unread")
+    hits = services.inbox_cache.get(user.id, "unread")
     assert hits == 1  # cached now
     await ping(services, user.id, 2)  # a write: the next answer is fresh
     assert await titles(browser) == ["Ping 2", "Ping 1"]
@@ -148,17 +148,69 @@ async def test_one_announcement_names_every_user_a_statement_wrote(
 
 
 async def test_a_list_of_inboxes_invalidates_each_and_only_them() -> None:
-    cache = ContextCache()
+    cache = InboxCache()
     cache.enabled = True
     a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     for user in (a, b, c):
-        cache.store_inbox(user, "unread", 1, cache.inbox_version(user))
+        cache.store(user, "unread", 1, cache.version())
     cache.apply(f"inboxes:{a},{b}")  # as the listener hears it
-    assert cache.inbox(a, "unread") is None and cache.inbox(b, "unread") is None
-    assert cache.inbox(c, "unread") == 1
-    cache.store_inbox(a, "unread", 2, cache.inbox_version(a))
+    assert cache.get(a, "unread") is None and cache.get(b, "unread") is None
+    assert cache.get(c, "unread") == 1
+    cache.store(a, "unread", 2, cache.version())
     cache.apply_notices([f"NOTICE:  tenantd_cache:inboxes:{a},{c}\n"])  # as the writer sees it
-    assert cache.inbox(a, "unread") is None and cache.inbox(c, "unread") is None
-    cache.store_inbox(b, "unread", 3, cache.inbox_version(b))
+    assert cache.get(a, "unread") is None and cache.get(c, "unread") is None
+    cache.store(b, "unread", 3, cache.version())
     cache.apply("inboxes:not-a-uuid")  # unreadable: nothing cached can be trusted
-    assert cache.inbox(b, "unread") is None
+    assert cache.get(b, "unread") is None
+
+
+async def test_a_users_own_change_or_an_accounts_drops_the_inbox_and_marks_the_user() -> None:
+    """What the one context cache did before the inboxes had their own: `user:` drops that
+    user's answers (and tells the replica marks), `account:` and `all` drop every one; token
+    announcements leave them."""
+    cache = InboxCache()
+    cache.enabled = True
+    marked: list[uuid.UUID] = []
+    cache.on_change = marked.append
+    a, b = uuid.uuid4(), uuid.uuid4()
+    for user in (a, b):
+        cache.store(user, "unread", 1, cache.version())
+    cache.apply(f"user:{a}")
+    assert cache.get(a, "unread") is None and cache.get(b, "unread") == 1
+    assert marked == [a]
+    cache.apply(f"jti:{uuid.uuid4()}")
+    cache.apply(f"session:{uuid.uuid4()}")
+    assert cache.get(b, "unread") == 1
+    cache.apply(f"account:{uuid.uuid4()}")
+    assert cache.get(b, "unread") is None
+    cache.store(b, "unread", 2, cache.version())
+    cache.apply_notices([f"NOTICE:  tenantd_cache:inbox:{b}\n"] * 50)  # some were dropped
+    assert cache.get(b, "unread") is None
+
+
+async def test_inbox_pages_stay_within_their_byte_budget() -> None:
+    cache = InboxCache(budget_bytes=10_000)
+    cache.enabled = True
+    users = [uuid.uuid4() for _ in range(30)]
+    for user in users:
+        cache.store(user, "page", b"x" * 1_000, cache.version())
+    kept = [user for user in users if cache.get(user, "page") is not None]
+    assert kept == users[-10:]  # the oldest went first
+    cache.store(users[-1], "page", b"y" * 5_000, cache.version())
+    assert cache.get(users[-1], "page") == b"y" * 5_000
+    assert sum(cache.get(u, "page") is not None for u in users) == 6  # 5 x 1,000 + 5,000
+
+
+async def test_inbox_race_is_refused_even_after_its_invalidation_was_forgotten() -> None:
+    cache = InboxCache(changes_kept=100)
+    cache.enabled = True
+    user = uuid.uuid4()
+    version = cache.version()  # a load begins
+    cache.invalidate(user)  # a notification lands meanwhile
+    for _ in range(1_000):  # ... followed by many others for other users
+        cache.invalidate(uuid.uuid4())
+    assert len(cache._changed) == 100  # what is remembered stays bounded
+    cache.store(user, "unread", 3, version)
+    assert cache.get(user, "unread") is None
+    cache.store(user, "unread", 4, cache.version())  # a fresh load stores
+    assert cache.get(user, "unread") == 4

@@ -266,7 +266,7 @@ async def test_shutdown_ends_streams_with_a_final_comment(
     assert "server shutting down" in reader.comments
 
 
-async def test_hot_stream_rechecks_the_token_from_the_context_cache(
+async def test_hot_stream_rechecks_the_token_from_the_principal_cache(
     app: web.Application, services: AppServices, factory: Any, make_client: Any
 ) -> None:
     """Re-checks before each message cost no query while the cache holds the token, and
@@ -280,7 +280,7 @@ async def test_hot_stream_rechecks_the_token_from_the_context_cache(
     # check and the re-check: wait until all is heard, then cache the token again.
     await wait_until_heard(services.db, app[PUBSUB], CHANNEL)
     assert (await client.get("/api/v1/users/me")).status == 200
-    cache = services.context_cache
+    cache = services.principal_cache
     hits = cache.hits
     await ping(services, user.id, 1)
     assert await reader.next_event() is not None
@@ -291,11 +291,11 @@ async def test_hot_stream_rechecks_the_token_from_the_context_cache(
 
 
 async def test_one_listen_connection_per_process(app: web.Application) -> None:
-    """The SSE feed and the context cache share the process's one pub/sub hub."""
+    """The SSE feed and the caches share the process's one pub/sub hub."""
     hub = app[PUBSUB]
     assert app[FEED_KEY].hub is hub
     assert "tenantd_cache" in hub.channels
-    assert app[SERVICES].context_cache.serving
+    assert app[SERVICES].principal_cache.serving
     assert hub.backend_pid() is not None
 
 

@@ -1,6 +1,6 @@
-"""The guard's context cache: same-instance writes take effect on the very next request,
+"""The guard's principal cache: same-instance writes take effect on the very next request,
 writes on another instance as soon as it hears their NOTIFY (the 100 ms bound on that is
-measured in tests/identity/test_context_cache.py), and hot requests stop touching the
+measured in tests/identity/test_principal_cache.py), and hot requests stop touching the
 database."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ async def test_hot_me_is_served_from_cache(
     # they would flush what it stored, and the second request would miss.
     await wait_until_heard(factory.db, app[PUBSUB], CHANNEL)
     first = await (await browser.get("/api/v1/users/me")).json()
-    cache = app[SERVICES].context_cache
+    cache = app[SERVICES].principal_cache
     assert cache.enabled
     hits = cache.hits
     second = await (await browser.get("/api/v1/users/me")).json()
@@ -111,7 +111,7 @@ async def test_rename_shows_at_once_in_me(make_client: Any, factory: Any) -> Non
 async def test_other_instance_refuses_once_it_hears_the_logout(
     make_client: Any, factory: Any, settings: Any, migrated: str, aiohttp_client: Any
 ) -> None:
-    """Logout on instance A; instance B, which had the context cached, refuses."""
+    """Logout on instance A; instance B, which had the principal cached, refuses."""
     other = await aiohttp_client(
         create_app(settings, migrated), headers={"Origin": "http://127.0.0.1:8080"}
     )

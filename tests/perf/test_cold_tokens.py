@@ -1,4 +1,4 @@
-"""A token's first request without a statement (issue 19): the context cache's per-user token
+"""A token's first request without a statement (issue 19): the principal cache's per-user token
 facts and its mirror of revocations answer what the token-state statement would.
 
 What must hold: a revoked token, an ended session or a removed membership is refused at once
@@ -23,7 +23,7 @@ from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.identity import queries
 from tenantd.identity.bundle import SERVICES
-from tenantd.identity.context import ContextCache
+from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.identity.revocations import mirrored
 from tenantd.identity.revoked import Revocations
 from tenantd.identity.tokens import issue_access_token
@@ -92,7 +92,7 @@ async def test_too_many_revocations_leave_the_mirror_off() -> None:
 
 
 async def test_cache_token_state_needs_facts_and_the_mirror() -> None:
-    cache = ContextCache()
+    cache = PrincipalCache()
     cache.enabled = True
     user, account, jti = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     cache.store_facts(user, None, account, "owner", cache.generation)
@@ -114,7 +114,7 @@ async def test_cache_token_state_needs_facts_and_the_mirror() -> None:
 
 
 async def test_overflowing_notices_make_the_mirror_reload() -> None:
-    cache = ContextCache()
+    cache = PrincipalCache()
     cache.enabled = True
     cache.revocations.finish_load(cache.revocations.begin_load(), [], [])
     asked: list[bool] = []
@@ -243,7 +243,7 @@ async def test_other_instance_refuses_an_unseen_token_of_an_ended_session(
     started = time.monotonic()
     while (await other.get(ME)).status == 200:
         assert time.monotonic() - started < HEARD_WITHIN, "the ended session was served on"
-    assert other.app[SERVICES].context_cache.revocations.ready
+    assert other.app[SERVICES].principal_cache.revocations.ready
 
 
 async def test_other_instances_mirror_hears_revocations_within_100ms(
@@ -254,7 +254,7 @@ async def test_other_instances_mirror_hears_revocations_within_100ms(
     user = await factory.user()
     hub = PubSubHub(url_to_dsn(migrated))
     await hub.start()
-    cache = ContextCache()
+    cache = PrincipalCache()
     took: list[float] = []
     try:
         await hub.subscribe(CHANNEL, lambda _c, payload: cache.apply(payload), on_gap=cache.flush)
@@ -309,7 +309,7 @@ async def test_after_a_lost_listener_the_mirror_answers_only_once_reloaded(
     proxy = FreezableProxy(url_to_dsn(migrated))
     hub = PubSubHub(await proxy.start())
     await hub.start()
-    cache = ContextCache()
+    cache = PrincipalCache()
     issued = await factory.tokens(user)
     jti, family = issued.access.jti, issued.access.session_id
     try:
@@ -363,7 +363,7 @@ async def test_a_killed_listener_connection_reloads_the_mirror(
     """A listener whose connection is ended (server restart, failover) reconnects; the gap
     makes the running app's mirror load again before it answers."""
     hub = app[PUBSUB]
-    mirror = app[SERVICES].context_cache.revocations
+    mirror = app[SERVICES].principal_cache.revocations
     assert mirror.ready
     loads, reconnects = mirror.loads, hub.reconnects
     pid = hub.backend_pid()

@@ -215,7 +215,7 @@ async def test_a_revocation_published_while_an_instance_is_cut_off_is_applied_af
 ) -> None:  # fmt: skip
     bus_b = other.app[PUBSUB]
     assert isinstance(bus_b, NatsBus) and bus_b.durable == DURABLE_CHANNELS
-    cache_b = other.app[SERVICES].context_cache
+    cache_b = other.app[SERVICES].principal_cache
     on_b = await aiohttp_client(other, headers={"Origin": ORIGIN})
     leaving, staying = await factory.user(), await factory.user()
     tokens = {}

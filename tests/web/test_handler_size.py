@@ -3,8 +3,9 @@
 Every handler of the route table (API routes and hosted pages, each unwrapped from a form
 decorator to the function it registers, and the refusal renderer of each form page) is
 measured: the lines of its body, not counting its
-docstring, blank lines and comment lines. At most BOUND may run over LIMIT lines; a longer
-handler is a rule living at the door: move it into the service the handler calls.
+docstring, blank lines and comment lines. At most BOUND may run over LIMIT lines (none, since
+the last two, auth refresh and the invitation page, moved their logic into their services);
+a longer handler is a rule living at the door: move it into the service the handler calls.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from tenantd.app.settings import load_settings
 from tenantd.web.routing import ROUTE_SPEC
 
 LIMIT = 10
-BOUND = 8
+BOUND = 0
 
 
 def body_lines(function: Callable[..., Any]) -> int:

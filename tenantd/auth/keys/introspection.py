@@ -1,4 +1,4 @@
-"""Token introspection for server callers: the answer the context cache gives tenantd's own
+"""Token introspection for server callers: the answer the principal cache gives tenantd's own
 guard (signature, expiry, revoked jti or session, user-wide cutoff, aid membership), so a
 token ended by logout is `active: false` at once, unlike a signature check alone.
 

@@ -62,8 +62,9 @@ async def mark_all_read(services: NotificationServices, *, user_id: uuid.UUID) -
         return {"updated": await queries.mark_all_read(conn, user_id=user_id)}
 
 
-# The hot reads, answered from the request-context cache when it holds them, else from a
-# replica when there are any (DATABASE_REPLICA_URLS) that has replayed the user's changes.
+# The hot reads, answered from the inbox cache (notifications/inbox_cache.py) when it holds
+# them, else from a replica when there are any (DATABASE_REPLICA_URLS) that has replayed the
+# user's changes.
 # Every write to the user's notifications announces `inbox:<user>` (sql/0071), which drops
 # these entries at once on the writing instance and within milliseconds on the others (and
 # marks the user: their next replica read waits for the primary's position after it).
@@ -78,33 +79,33 @@ async def inbox_page(
     cursor: str | None,
 ) -> orjson.Fragment:
     """A page of the inbox as pre-serialised JSON; first pages come from the cache."""
-    cache = services.context_cache
+    cache = services.inbox_cache
     key = ("page", status, limit)
     if cursor is None:
-        cached = cache.inbox(user_id, key)
+        cached = cache.get(user_id, key)
         if cached is not None:
             return orjson.Fragment(cached)
-    version = cache.inbox_version(user_id)
+    version = cache.version()
     page = await services.db.read(
         functools.partial(list_inbox, user_id=user_id, status=status, limit=limit, cursor=cursor),
         caller=user_id,  # a replica read waits for the user's own inbox changes
     )
     encoded = orjson.dumps(page)
     if cursor is None:
-        cache.store_inbox(user_id, key, encoded, version)
+        cache.store(user_id, key, encoded, version)
     return orjson.Fragment(encoded)
 
 
 async def cached_unread_count(
     services: NotificationServices, *, user_id: uuid.UUID
 ) -> dict[str, int]:
-    cache = services.context_cache
-    cached = cache.inbox(user_id, "unread")
+    cache = services.inbox_cache
+    cached = cache.get(user_id, "unread")
     if cached is not None:
         return {"count": cached}
-    version = cache.inbox_version(user_id)
+    version = cache.version()
     count = await services.db.read(
         functools.partial(queries.unread_count, user_id=user_id), caller=user_id
     )
-    cache.store_inbox(user_id, "unread", count, version)
+    cache.store(user_id, "unread", count, version)
     return {"count": count}

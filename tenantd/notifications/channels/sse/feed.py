@@ -213,7 +213,7 @@ class NotificationFeed:
             raise
 
     async def watch_revocations(self) -> None:
-        """Hear the context cache's invalidations too (the same NOTIFY channel): an ended
+        """Hear the caches' invalidations too (the same NOTIFY channel): an ended
         session or a user-wide change wakes the affected streams to re-check their token."""
         self._revocations = await self.hub.subscribe(CACHE_CHANNEL, self._on_invalidation)
 

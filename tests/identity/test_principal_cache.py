@@ -1,5 +1,6 @@
-"""The request-context cache: invalidated by every relevant write, at once on the writing
-process and within 100 ms on any other."""
+"""The principal cache: invalidated by every relevant write, at once on the writing process
+and within 100 ms on any other. (The /me bodies: tests/accounts/test_me_cache.py; the inbox
+answers: tests/notifications/test_inbox_cache.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 from tenantd.cache.invalidation import CHANNEL
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
-from tenantd.identity.context import ContextCache
+from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.principal import Principal
 from tenantd.pubsub import PubSubHub
 
@@ -32,8 +33,8 @@ def principal(user_id: uuid.UUID, account_id: uuid.UUID | None = None) -> Princi
     )
 
 
-def enabled_cache() -> ContextCache:
-    cache = ContextCache()
+def enabled_cache() -> PrincipalCache:
+    cache = PrincipalCache()
     cache.enabled = True
     return cache
 
@@ -58,28 +59,27 @@ async def test_a_load_that_raced_an_invalidation_is_not_stored() -> None:
 
 
 async def test_disabled_cache_never_answers() -> None:
-    cache = ContextCache()
+    cache = PrincipalCache()
     p = principal(uuid.uuid4())
     cache.store_principal(p, cache.generation)
-    cache.store_me(p.user_id, None, b"{}", cache.generation)
     assert cache.principal(p.jti) is None
-    assert cache.me_body(p.user_id, None) is None
 
 
 async def test_invalidations_by_kind() -> None:
     cache = enabled_cache()
-    a, b = principal(uuid.uuid4()), principal(uuid.uuid4())
-    for p in (a, b):
+    a, b, c = principal(uuid.uuid4()), principal(uuid.uuid4()), principal(uuid.uuid4())
+    for p in (a, b, c):
         cache.store_principal(p, cache.generation)
-        cache.store_me(p.user_id, None, b"{}", cache.generation)
     cache.apply(f"user:{a.user_id}")
-    assert cache.principal(a.jti) is None and cache.me_body(a.user_id, None) is None
+    assert cache.principal(a.jti) is None
     assert cache.principal(b.jti) == b
     cache.apply(f"jti:{b.jti}")
     assert cache.principal(b.jti) is None
-    assert cache.me_body(b.user_id, None) == b"{}"
+    cache.apply(f"inbox:{c.user_id}")  # an inbox change concerns no token
+    cache.apply(f"inboxes:{c.user_id}")
+    assert cache.principal(c.jti) == c
     cache.apply(f"account:{uuid.uuid4()}")
-    assert cache.me_body(b.user_id, None) is None
+    assert cache.principal(c.jti) is None
 
 
 async def test_too_many_notices_flush_everything() -> None:
@@ -145,7 +145,7 @@ async def test_other_instances_hear_within_100ms(db: Database, factory: Any, mig
     user = await factory.user()
     hub = PubSubHub(url_to_dsn(migrated))
     await hub.start()
-    cache = ContextCache()
+    cache = PrincipalCache()
     took: list[float] = []
     try:
         await hub.subscribe(CHANNEL, lambda _c, payload: cache.apply(payload), on_gap=cache.flush)
@@ -169,41 +169,11 @@ async def test_other_instances_hear_within_100ms(db: Database, factory: Any, mig
     assert not cache.serving  # no listener: the cache answers nothing
 
 
-async def test_inbox_pages_stay_within_their_byte_budget() -> None:
-    cache = ContextCache(inbox_budget_bytes=10_000)
-    cache.enabled = True
-    users = [uuid.uuid4() for _ in range(30)]
-    for user in users:
-        cache.store_inbox(user, "page", b"x" * 1_000, cache.inbox_version(user))
-    kept = [user for user in users if cache.inbox(user, "page") is not None]
-    assert kept == users[-10:]  # the oldest went first
-    cache.store_inbox(users[-1], "page", b"y" * 5_000, cache.inbox_version(users[-1]))
-    assert cache.inbox(users[-1], "page") == b"y" * 5_000
-    assert sum(cache.inbox(u, "page") is not None for u in users) == 6  # 5 x 1,000 + 5,000
-
-
-async def test_inbox_race_is_refused_even_after_its_invalidation_was_forgotten() -> None:
-    cache = ContextCache(inbox_changes_kept=100)
-    cache.enabled = True
-    user = uuid.uuid4()
-    version = cache.inbox_version(user)  # a load begins
-    cache.invalidate_inbox(user)  # a notification lands meanwhile
-    for _ in range(1_000):  # ... followed by many others for other users
-        cache.invalidate_inbox(uuid.uuid4())
-    assert len(cache._inbox_changed) == 100  # what is remembered stays bounded
-    cache.store_inbox(user, "unread", 3, version)
-    assert cache.inbox(user, "unread") is None
-    cache.store_inbox(user, "unread", 4, cache.inbox_version(user))  # a fresh load stores
-    assert cache.inbox(user, "unread") == 4
-
-
-async def test_contexts_are_bounded_and_leave_no_per_user_residue() -> None:
-    cache = ContextCache(max_entries=50)
+async def test_principals_are_bounded_and_leave_no_per_user_residue() -> None:
+    cache = PrincipalCache(max_entries=50)
     cache.enabled = True
     for _ in range(500):
         p = principal(uuid.uuid4())
         cache.store_principal(p, cache.generation)
-        cache.store_me(p.user_id, None, b"{}", cache.generation)
     assert len(cache._principals) == 50
     assert len(cache._jtis_by_user) == 50  # evicted users leave no empty entries
-    assert sum(len(bodies) for bodies in cache._me.values()) <= 50
