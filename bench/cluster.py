@@ -4,10 +4,14 @@ A private PostgreSQL primary, a streaming replica of it (`pg_basebackup -R`), a 
 nats-server (JetStream on, its own store) and three `tenantd serve` (TENANTD_BUS=nats,
 DATABASE_REPLICA_URLS=the replica, QUEUES_ENABLED on), all on loopback or Unix sockets. A
 bounded load runs against them: sign-ins and token refreshes, notification sends over the
-server API with an API key (retried with their Idempotency-Key), and one SSE reader per user
-spread over the three instances. During the load one instance is killed with SIGKILL (and
-started again), NATS is killed and started again, and the replica's replay is paused, then
-resumed. Every fault waits for progress (sends accepted), never for a guessed time.
+server API with an API key (retried with their Idempotency-Key), one SSE reader per user
+spread over the three instances, and races for the last seats of accounts with a seat cap
+(invitees accepting at once on different instances, one of them twice; the staff
+transferring the ownership among them at the same time; the winners removed and invited
+again, round after round). During the load one instance is killed with SIGKILL (while race
+requests are in flight on it) and started again, NATS is killed and started again, and the
+replica's replay is paused, then resumed. Every fault waits for progress (sends accepted,
+seat races finished), never for a guessed time.
 
 Afterwards, by the HTTP answers and SQL only (no internals of how tenantd publishes):
 
@@ -17,6 +21,10 @@ Afterwards, by the HTTP answers and SQL only (no internals of how tenantd publis
   Last-Event-ID where its stream broke); ids seen twice are counted and shown, not failed;
 - sessions: no sign-in or refresh was refused; a request that failed did so only because it
   was on the killed instance, and its retry elsewhere succeeded;
+- seat races: no race took more seats than were free, by the API's answers or by SQL (an
+  accept that committed but whose answer was lost on the killed instance counts as taken:
+  its retry answers 410); every 200 has its membership; no race ended over the cap or
+  without exactly one owner; the refusals (SEAT_LIMIT_REACHED, 403 on a transfer) counted;
 - the SERVICE.md invariants: one active owner per live account, at most one active membership
   per (account, user), no account over its seat cap;
 - the replica replayed everything once resumed.
