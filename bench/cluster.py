@@ -680,6 +680,11 @@ async def contend(world: World, db: Any, contest: Contest, number: int) -> None:
         world.contests_stopped = True
 
 
+def zero(name: str, count: int) -> Check:
+    """A count that must be zero."""
+    return Check(name, str(count), count == 0)
+
+
 def contest_checks(world: World) -> list[Check]:
     """The API's answers and SQL agree that no race took more seats than were free, and no
     account ended a round over its cap or without exactly one owner."""
@@ -716,25 +721,17 @@ def contest_checks(world: World) -> list[Check]:
             f" / {codes['INVITATION_ALREADY_USED'] + codes['CONFLICT']}",
             codes["accepted"] > 0 and codes["SEAT_LIMIT_REACHED"] > 0,
         ),
-        Check(
-            "races that took more seats than were free (API or SQL)",
-            str(len(too_many)),
-            not too_many,
-        ),
-        Check("accepts answered 200 without their membership", str(unbacked), unbacked == 0),
-        Check("users answered 200 twice in one race", str(twice), twice == 0),
+        zero("races that took more seats than were free (API or SQL)", len(too_many)),
+        zero("accepts answered 200 without their membership", unbacked),
+        zero("users answered 200 twice in one race", twice),
         Check(
             "accepts committed, answer lost on the killed instance (retried)",
             f"{len(lost) - len(unexplained)}",
             True,
         ),
-        Check(
-            "accepts committed, answered otherwise unexplained",
-            str(len(unexplained)),
-            not unexplained,
-        ),
-        Check("races ending over the seat cap (SQL)", str(over), over == 0),
-        Check("races ending without exactly one owner (SQL)", str(owners), owners == 0),
+        zero("accepts committed, answered otherwise unexplained", len(unexplained)),
+        zero("races ending over the seat cap (SQL)", over),
+        zero("races ending without exactly one owner (SQL)", owners),
         Check(
             "ownership transfers done / refused (403)",
             f"{sum(r.transfers for r in rounds)} / {world.answers['transfer 403 FORBIDDEN']}",
