@@ -4,10 +4,14 @@ A private PostgreSQL primary, a streaming replica of it (`pg_basebackup -R`), a 
 nats-server (JetStream on, its own store) and three `tenantd serve` (TENANTD_BUS=nats,
 DATABASE_REPLICA_URLS=the replica, QUEUES_ENABLED on), all on loopback or Unix sockets. A
 bounded load runs against them: sign-ins and token refreshes, notification sends over the
-server API with an API key (retried with their Idempotency-Key), and one SSE reader per user
-spread over the three instances. During the load one instance is killed with SIGKILL (and
-started again), NATS is killed and started again, and the replica's replay is paused, then
-resumed. Every fault waits for progress (sends accepted), never for a guessed time.
+server API with an API key (retried with their Idempotency-Key), one SSE reader per user
+spread over the three instances, and races for the last seats of accounts with a seat cap
+(invitees accepting at once on different instances, one of them twice; the staff
+transferring the ownership among them at the same time; the winners removed and invited
+again, round after round). During the load one instance is killed with SIGKILL (while race
+requests are in flight on it) and started again, NATS is killed and started again, and the
+replica's replay is paused, then resumed. Every fault waits for progress (sends accepted,
+seat races finished), never for a guessed time.
 
 Afterwards, by the HTTP answers and SQL only (no internals of how tenantd publishes):
 
@@ -17,6 +21,10 @@ Afterwards, by the HTTP answers and SQL only (no internals of how tenantd publis
   Last-Event-ID where its stream broke); ids seen twice are counted and shown, not failed;
 - sessions: no sign-in or refresh was refused; a request that failed did so only because it
   was on the killed instance, and its retry elsewhere succeeded;
+- seat races: no race took more seats than were free, by the API's answers or by SQL (an
+  accept that committed but whose answer was lost on the killed instance counts as taken:
+  its retry answers 410); every 200 has its membership; no race ended over the cap or
+  without exactly one owner; the refusals (SEAT_LIMIT_REACHED, 403 on a transfer) counted;
 - the SERVICE.md invariants: one active owner per live account, at most one active membership
   per (account, user), no account over its seat cap;
 - the replica replayed everything once resumed.
@@ -47,6 +55,7 @@ import aiohttp
 import psycopg2
 
 from bench.faults import ROOT, Server, free_port
+from tenantd.accounts import queries as account_queries
 from tenantd.accounts.provisioning import create_account
 from tenantd.apikeys import service as apikeys
 from tenantd.app.settings import load_settings
@@ -77,11 +86,14 @@ class Size:
     sends: int  # at least this many sends (the load goes on until every fault is done)
     rate: float  # sends started per second
     sessions: int  # clients that sign in, then refresh, in a loop
+    contests: int  # accounts with a seat cap whose last seats are raced for, in a loop
+    invitees: int  # per contested account: users invited, accepting at once
+    seats: int  # the contested accounts' seat cap (STAFF of them taken by owner and admins)
 
 
 SIZES = {
-    "test": Size(users=9, sends=120, rate=15.0, sessions=4),
-    "default": Size(users=30, sends=600, rate=30.0, sessions=6),
+    "test": Size(users=9, sends=120, rate=15.0, sessions=4, contests=2, invitees=4, seats=5),
+    "default": Size(users=30, sends=600, rate=30.0, sessions=6, contests=4, invitees=5, seats=6),
 }
 
 
@@ -260,6 +272,13 @@ class World:
     warmups: list[str] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
     budget: int = 0  # sends the load may start so far (the faults raise it)
+    contests: list[Contest] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)  # every finished seat race
+    answers: collections.Counter[str] = field(default_factory=collections.Counter)
+    unexpected: list[str] = field(default_factory=list)  # membership answers not allowed
+    contests_stopped: bool = False  # a seat race raised (shown among the unexpected)
+    racing: collections.Counter[str] = field(default_factory=collections.Counter)
+    # ^ per instance URL: race requests (accepts, transfers) in flight there now
     faults_done: bool = False
     load_done: bool = False
 
@@ -284,18 +303,29 @@ class World:
 
 
 async def call(
-    world: World, kind: str, slot: int, method: str, path: str, **kwargs: Any
+    world: World,
+    kind: str,
+    slot: int,
+    method: str,
+    path: str,
+    failures: list[Failure] | None = None,
+    **kwargs: Any,
 ) -> tuple[int, Any, dict[str, str]]:
     """One request, retried on the next instance until answered below 500: status, body and
-    the cookies set. A failure is recorded with its instance (recovered once a retry works)."""
-    failures: list[Failure] = []
+    the cookies set. A failure is recorded with its instance (recovered once a retry works),
+    and in `failures` when given (the caller learns that its request was tried again)."""
+    failures = [] if failures is None else failures
     deadline = time.monotonic() + WITHIN
     while True:
         server = world.server(slot)
+        racing = kind in RACES
+        world.racing[server.url] += racing
         try:
             async with world.http.request(
                 method, server.url + path, timeout=aiohttp.ClientTimeout(total=30), **kwargs
             ) as response:
+                world.racing[server.url] -= racing
+                racing = False
                 body = await response.json(content_type=None)
                 if response.status < 500:
                     for failure in failures:
@@ -305,6 +335,8 @@ async def call(
                 failures.append(world.failed(kind, server, f"HTTP {response.status}"))
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
             failures.append(world.failed(kind, server, type(error).__name__))
+        finally:
+            world.racing[server.url] -= racing
         if time.monotonic() > deadline:
             raise RuntimeError(f"{kind} {path}: no instance answered in {WITHIN:.0f} s")
         slot += 1
@@ -411,6 +443,313 @@ async def send_load(world: World, size: Size) -> None:
     await asyncio.gather(*tasks)
 
 
+# --- membership contention -----------------------------------------------------------------
+#
+# Each contested account has a seat cap, an owner and two admins (STAFF: they transfer the
+# ownership among them) and `invitees` invited users, more than the free seats. A round, in
+# a loop until the load ends, each request on another instance: the invitees who won the last
+# race are removed and invited again; then at once every invitee accepts (the first one twice,
+# on two instances) while each staff member transfers the ownership to each other one. The
+# membership routes take no Idempotency-Key: a retried accept carries the same invitation
+# token (an accept that committed before its instance died answers 410 on the retry), and
+# the round's outcome is read by SQL, so a lost answer is not taken for a refusal.
+
+STAFF = 3
+RACES = {"accept", "transfer"}  # the requests a kill -9 lands on (World.racing)
+MEMBER_ROLE = "member"
+# (kind, status, code) answers that are part of the contest; anything else is unexpected.
+ALLOWED = {
+    ("accept", 200, ""),
+    ("accept", 409, "SEAT_LIMIT_REACHED"),
+    ("accept", 409, "CONFLICT"),  # already a member: the same user's other accept won
+    ("accept", 410, "INVITATION_ALREADY_USED"),  # the same user's other accept (or try) won
+    ("transfer", 200, ""),
+    ("transfer", 403, "FORBIDDEN"),  # no longer (or not yet) the owner
+    ("remove", 200, ""),
+    ("invite", 201, ""),
+    ("resend", 200, ""),
+}
+# Answers allowed only to a request tried again after its instance died (the first committed).
+AFTER_RETRY = {("remove", 404, "NOT_FOUND"), ("invite", 409, "CONFLICT")}
+
+
+@dataclass
+class Contest:
+    account_id: str
+    staff: list[User]  # the owner first; each signed in with the account active
+    invitees: list[User]  # each signed in (no account of its own)
+    tokens: dict[str, tuple[str, str]] = field(default_factory=dict)  # user: (invitation, raw)
+
+    def path(self, tail: str) -> str:
+        return f"/api/v1/accounts/{self.account_id}{tail}"
+
+
+@dataclass
+class Attempt:
+    """One accept: whose, its answer, and whether a try failed first (the killed instance)."""
+
+    user_id: str
+    status: int
+    code: str
+    retried: bool
+
+
+@dataclass
+class Round:
+    """One race for the free seats of a contested account, as the API answered it and as
+    SQL found it afterwards."""
+
+    account_id: str
+    cap: int
+    free: int  # seats free when the race started (SQL)
+    attempts: list[Attempt]
+    accepted: set[str]  # invitees whose raced invitation is accepted (SQL)
+    active: int  # active memberships after the race (SQL)
+    owners: int  # active owners after the race (SQL)
+    transfers: int  # transfers answered 200
+    during: bool  # started between the first fault and the end of the last
+
+    @property
+    def taken(self) -> set[str]:
+        return {a.user_id for a in self.attempts if a.status == 200}
+
+
+def error_code(status: int, body: Any) -> str:
+    if status < 300 or not isinstance(body, dict):
+        return ""
+    return str((body.get("error") or {}).get("code", ""))
+
+
+async def member_call(
+    world: World, kind: str, slot: int, user: User, method: str, path: str, **kwargs: Any
+) -> tuple[int, str, Any, bool]:
+    """A membership request as `user` (its access token): status, error code, body, and
+    whether it was tried again; an answer outside the contest's is recorded as unexpected."""
+    failures: list[Failure] = []
+    headers = {"Origin": ORIGIN, **cookie(auth_token=user.access)}
+    status, body, _ = await call(
+        world, kind, slot, method, path, failures, headers=headers, **kwargs
+    )
+    code = error_code(status, body)
+    world.answers[f"{kind} {status} {code}".strip()] += 1
+    answer = (kind, status, code)
+    if answer not in ALLOWED and not (failures and answer in AFTER_RETRY):
+        world.unexpected.append(f"{kind} {path}: {status} {code} {body}"[:300])
+    return status, code, body, bool(failures)
+
+
+async def invite(world: World, contest: Contest, invitee: User, by: User, slot: int) -> None:
+    """Invite `invitee` again (its last invitation was accepted); a retry that finds the first
+    try's invitation pending resends it for a token."""
+    status, code, body, _ = await member_call(
+        world,
+        "invite",
+        slot,
+        by,
+        "POST",
+        contest.path("/invitations"),
+        json={"email": invitee.email, "role": MEMBER_ROLE},
+    )
+    if status == 409 and code == "CONFLICT" and "invitationId" in body["error"].get("details", {}):
+        iid = body["error"]["details"]["invitationId"]
+        status, code, body, _ = await member_call(
+            world, "resend", slot, by, "POST", contest.path(f"/invitations/{iid}/resend")
+        )
+    if status in (200, 201):
+        issued = body["data"]
+        contest.tokens[invitee.id] = (str(issued["invitation"]["id"]), issued["token"])
+
+
+async def accept(world: World, invitee: User, token: str, slot: int) -> Attempt:
+    status, code, _body, retried = await member_call(
+        world, "accept", slot, invitee, "POST", "/api/v1/invitations/accept", json={"token": token}
+    )
+    return Attempt(invitee.id, status, code, retried)
+
+
+async def transfer(world: World, contest: Contest, by: User, to: User, slot: int) -> bool:
+    status, *_ = await member_call(
+        world,
+        "transfer",
+        slot,
+        by,
+        "POST",
+        contest.path("/transfer-ownership"),
+        json={"userId": to.id},
+    )
+    return status == 200
+
+
+CONTEST_STATE = (
+    "SELECT (SELECT COALESCE(ap.seats, p.seats) FROM account_plans ap"
+    "  JOIN plans p ON p.code = ap.plan_code WHERE ap.account_id = %(a)s) AS cap,"
+    " (SELECT count(*) FROM memberships WHERE account_id = %(a)s AND revoked_at IS NULL)"
+    "  AS active,"
+    " (SELECT count(*) FROM memberships WHERE account_id = %(a)s AND revoked_at IS NULL"
+    "  AND role = 'owner') AS owners,"
+    " (SELECT COALESCE(array_agg(user_id::text), '{}') FROM memberships"
+    "  WHERE account_id = %(a)s AND revoked_at IS NULL AND user_id = ANY(%(i)s::uuid[]))"
+    "  AS members,"
+    " (SELECT COALESCE(array_agg(accepted_by::text), '{}') FROM invitations"
+    "  WHERE id = ANY(%(raced)s::uuid[]) AND accepted_at IS NOT NULL) AS accepted"
+)
+
+
+async def contest_state(db: Any, contest: Contest, raced: list[str]) -> dict[str, Any]:
+    row = await db.fetch_one(
+        CONTEST_STATE,
+        {"a": contest.account_id, "i": [u.id for u in contest.invitees], "raced": raced},
+    )
+    return dict(row)
+
+
+async def contest_round(world: World, db: Any, contest: Contest, number: int) -> Round:
+    staff, invitees = contest.staff, contest.invitees
+    before = await contest_state(db, contest, [])
+    winners = [u for u in invitees if u.id in set(before["members"])]
+    await asyncio.gather(
+        *(
+            member_call(
+                world,
+                "remove",
+                number + i,
+                staff[(number + i) % STAFF],
+                "DELETE",
+                contest.path(f"/members/{u.id}"),
+            )
+            for i, u in enumerate(winners)
+        )
+    )
+    await asyncio.gather(
+        *(
+            invite(world, contest, u, staff[(number + i) % STAFF], number + i)
+            for i, u in enumerate(invitees)
+            if u.id not in contest.tokens
+        )
+    )
+    raced = {u.id: contest.tokens[u.id] for u in invitees if u.id in contest.tokens}
+    state = await contest_state(db, contest, [])
+    during = bool(world.killed) and not world.faults_done
+    first = invitees[0]
+    accepts = [accept(world, u, raced[u.id][1], number + i) for i, u in enumerate(invitees)]
+    if first.id in raced:  # the same user accepting twice, on another instance
+        accepts.append(accept(world, first, raced[first.id][1], number + 1))
+    transfers = [
+        transfer(world, contest, by, to, number + i + j)
+        for i, by in enumerate(staff)
+        for j, to in enumerate(staff)
+        if by is not to
+    ]
+    answers = await asyncio.gather(*accepts, *transfers)
+    after = await contest_state(db, contest, [iid for iid, _token in raced.values()])
+    accepted = set(after["accepted"])
+    for user_id in accepted:
+        contest.tokens.pop(user_id, None)  # used: the next round invites again
+    return Round(
+        account_id=contest.account_id,
+        cap=int(state["cap"]),
+        free=int(state["cap"]) - int(state["active"]),
+        attempts=[a for a in answers if isinstance(a, Attempt)],
+        accepted=accepted,
+        active=int(after["active"]),
+        owners=int(after["owners"]),
+        transfers=sum(1 for a in answers if a is True),
+        during=during,
+    )
+
+
+async def sign_in_contests(world: World) -> None:
+    """Staff and invitees signed in, each on another instance (at once)."""
+    users = [u for c in world.contests for u in (*c.staff, *c.invitees)]
+    answers = await asyncio.gather(*(sign_in(world, u, i) for i, u in enumerate(users)))
+    for user, cookies in zip(users, answers, strict=True):
+        if cookies is None:
+            raise RuntimeError(f"{user.email} could not sign in")
+        user.access = cookies["auth_token"]
+
+
+async def contend(world: World, db: Any, contest: Contest, number: int) -> None:
+    """Race rounds on `contest` until the load ends (each finishes what it started)."""
+    try:
+        while not world.load_done:
+            world.rounds.append(await contest_round(world, db, contest, number))
+            number += 1
+            await asyncio.sleep(0.2)  # a client's pace: the load stays bounded
+    except Exception as error:  # shown by the checks; the faults stop waiting for races
+        world.unexpected.append(f"seat race stopped: {error!r}"[:300])
+        world.contests_stopped = True
+
+
+def zero(name: str, count: int) -> Check:
+    """A count that must be zero."""
+    return Check(name, str(count), count == 0)
+
+
+def contest_checks(world: World) -> list[Check]:
+    """The API's answers and SQL agree that no race took more seats than were free, and no
+    account ended a round over its cap or without exactly one owner."""
+    rounds = world.rounds
+    attempts = [a for r in rounds for a in r.attempts]
+    codes = collections.Counter(a.code or "accepted" for a in attempts)
+    too_many = [r for r in rounds if max(len(r.taken), len(r.accepted)) > r.free]
+    unbacked = sum(len(r.taken - r.accepted) for r in rounds)
+    twice = sum(
+        1
+        for r in rounds
+        for user, n in collections.Counter(a.user_id for a in r.attempts if a.status == 200).items()
+        if n > 1
+    )
+
+    def explained(r: Round, user: str) -> bool:
+        return any(a.user_id == user and a.retried for a in r.attempts)
+
+    lost = [(r, u) for r in rounds for u in r.accepted - r.taken]
+    unexplained = [pair for pair in lost if not explained(*pair)]
+    over = sum(1 for r in rounds if r.active > r.cap)
+    owners = sum(1 for r in rounds if r.owners != 1)
+    removed = world.answers["remove 200"]
+    faulted = sum(1 for r in rounds if r.during)
+    return [
+        Check(
+            "seat races (rounds, of them during the faults)",
+            f"{len(rounds)} on {len(world.contests)} accounts, {faulted}",
+            len(rounds) > 0,
+        ),
+        Check(
+            "accepts: taken / SEAT_LIMIT_REACHED / already used or member",
+            f"{codes['accepted']} / {codes['SEAT_LIMIT_REACHED']}"
+            f" / {codes['INVITATION_ALREADY_USED'] + codes['CONFLICT']}",
+            codes["accepted"] > 0 and codes["SEAT_LIMIT_REACHED"] > 0,
+        ),
+        zero("races that took more seats than were free (API or SQL)", len(too_many)),
+        zero("accepts answered 200 without their membership", unbacked),
+        zero("users answered 200 twice in one race", twice),
+        Check(
+            "accepts committed, answer lost on the killed instance (retried)",
+            f"{len(lost) - len(unexplained)}",
+            True,
+        ),
+        zero("accepts committed, answered otherwise unexplained", len(unexplained)),
+        zero("races ending over the seat cap (SQL)", over),
+        zero("races ending without exactly one owner (SQL)", owners),
+        Check(
+            "ownership transfers done / refused (403)",
+            f"{sum(r.transfers for r in rounds)} / {world.answers['transfer 403 FORBIDDEN']}",
+            sum(r.transfers for r in rounds) > 0,
+        ),
+        Check(
+            "members removed / invited again",
+            f"{removed} / {world.answers['invite 201'] + world.answers['resend 200']}",
+            removed > 0,
+        ),
+        Check(
+            "membership answers outside the contest's",
+            f"{len(world.unexpected)} {'; '.join(world.unexpected[:3])}".strip(),
+            not world.unexpected,
+        ),
+    ]
+
+
 # --- SSE readers ----------------------------------------------------------------------------
 
 
@@ -489,16 +828,26 @@ async def readers_ready(world: World, readers: list[Reader]) -> None:
 
 async def progress(world: World, fraction: float, size: Size) -> None:
     """Let `fraction` of the planned sends more than are accepted now start (and 16 beyond,
-    so sends are in flight at the next fault); wait until that many more are accepted."""
+    so sends are in flight at the next fault); wait until that many more are accepted, and
+    as many more seat races as there are contested accounts have finished."""
     step = int(fraction * size.sends)
     target = len(world.accepted) + step
     world.budget = max(world.budget, target + 16)
     await until(lambda: len(world.accepted) >= target, f"{target} sends accepted")
+    races = len(world.rounds) + len(world.contests)  # and the seat races went on meanwhile
+    await until(
+        lambda: len(world.rounds) >= races or world.contests_stopped, f"{races} seat races done"
+    )
 
 
 async def faults(world: World, size: Size, nats: Nats, pair: Replicated) -> None:
     await progress(world, 0.2, size)
     victim = world.slots[0]
+    # Killed while seat race requests wait for its answer: their retries go to the others.
+    await until(
+        lambda: world.racing[victim.url] > 0 or world.contests_stopped,
+        "a seat race request in flight on the instance to kill",
+    )
     world.killed.add(id(victim))
     victim.signal(signal.SIGKILL)
     await asyncio.to_thread(victim.process.wait, 30)
@@ -721,26 +1070,56 @@ async def check_invariants(db: Any) -> list[Check]:
 
 
 async def prepare(world: World, size: Size) -> Any:
-    """The users (each with an account of its own), the API key; the database handle."""
+    """The users (each with an account of its own), the API key, the contested accounts;
+    the database handle."""
     settings = load_settings(environ=world.env)
     db = await create_database(url_to_dsn(world.env["DATABASE_URL"]), minsize=1, maxsize=4)
     password_hash = await hash_password(PASSWORD)
     async with db.transaction() as conn:
         for number in range(size.users):
-            email = f"cluster{number}-{uuid.uuid4().hex[:6]}@example.com"
-            user_id = await identity_queries.insert_user(
-                conn, email=email, first_name="Cluster", last_name=str(number)
+            user = await new_user(conn, f"cluster{number}", password_hash)
+            await create_account(
+                conn, settings, owner_id=uuid.UUID(user.id), name=f"Cluster {number}"
             )
-            assert user_id is not None
-            await identity_queries.mark_email_verified(conn, user_id)
-            await identity_queries.set_password(conn, user_id=user_id, password_hash=password_hash)
-            await create_account(conn, settings, owner_id=user_id, name=f"Cluster {number}")
-            world.users.append(User(str(user_id), email))
+            world.users.append(user)
         created = await apikeys.create_key(
             conn, secret_key=SECRET, name="cluster", scopes="notifications:send"
         )
+        for number in range(size.contests):
+            world.contests.append(await contested(conn, settings, size, number, password_hash))
     world.token = created.token
     return db
+
+
+async def new_user(conn: Any, name: str, password_hash: str) -> User:
+    email = f"{name}-{uuid.uuid4().hex[:6]}@example.com"
+    user_id = await identity_queries.insert_user(
+        conn, email=email, first_name="Cluster", last_name=name
+    )
+    assert user_id is not None
+    await identity_queries.mark_email_verified(conn, user_id)
+    await identity_queries.set_password(conn, user_id=user_id, password_hash=password_hash)
+    return User(str(user_id), email)
+
+
+async def contested(
+    conn: Any, settings: Any, size: Size, number: int, password_hash: str
+) -> Contest:
+    """An account on the team plan with `size.seats` seats: its owner, two admins (no other
+    account: they sign in to this one) and the invitees (no account at all)."""
+    staff = [await new_user(conn, f"staff{number}-{i}", password_hash) for i in range(STAFF)]
+    account_id = await create_account(
+        conn, settings, owner_id=uuid.UUID(staff[0].id), name=f"Contest {number}"
+    )
+    await account_queries.set_plan(conn, account_id=account_id, plan_code="team", seats=size.seats)
+    for admin in staff[1:]:
+        await account_queries.insert_membership(
+            conn, account_id=account_id, user_id=uuid.UUID(admin.id), role="admin"
+        )
+    invitees = [
+        await new_user(conn, f"invitee{number}-{i}", password_hash) for i in range(size.invitees)
+    ]
+    return Contest(str(account_id), staff, invitees)
 
 
 async def drive(world: World, size: Size, nats: Nats, pair: Replicated) -> Result:
@@ -761,7 +1140,12 @@ async def drive(world: World, size: Size, nats: Nats, pair: Replicated) -> Resul
         await readers_ready(world, readers)
         ready_s = time.monotonic() - started
         load_started = time.monotonic()
+        await sign_in_contests(world)
         sessions = [asyncio.create_task(session_client(world, i)) for i in range(size.sessions)]
+        sessions += [
+            asyncio.create_task(contend(world, db, contest, i))
+            for i, contest in enumerate(world.contests)
+        ]
         load = asyncio.create_task(send_load(world, size))
         try:
             await faults(world, size, nats, pair)
@@ -774,6 +1158,7 @@ async def drive(world: World, size: Size, nats: Nats, pair: Replicated) -> Resul
         checks = await check_deliveries(db, world)
         checks += await check_streams(db, world, readers)
         checks += check_sessions(world)
+        checks += contest_checks(world)
         checks += await check_invariants(db)
         with contextlib.suppress(RuntimeError):
             await until(lambda: pair.caught_up(), "the replica caught up")

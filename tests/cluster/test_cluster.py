@@ -3,7 +3,7 @@ at its small size. Three `tenantd serve` on a primary, a streaming replica and a
 under sign-ins, refreshes, sends and SSE readers one instance is killed with SIGKILL, NATS is
 restarted and the replica's replay paused. Every check of the harness must hold. The checks
 themselves are shown to fail on what they guard against (a lost send, a missed notification,
-a refused session), without a cluster."""
+a refused session, a seat race that took more than the free seats), without a cluster."""
 
 from __future__ import annotations
 
@@ -17,13 +17,16 @@ import pytest
 
 from bench.cluster import (
     SIZES,
+    Attempt,
     Check,
     Failure,
     Reader,
     Result,
+    Round,
     User,
     World,
     check_sessions,
+    contest_checks,
     delivery_checks,
     print_result,
     run,
@@ -60,6 +63,9 @@ def test_a_cluster_under_faults_loses_nothing() -> None:
     assert int(result.check("sse reconnections (Last-Event-ID)").value) >= 1, shown
     assert result.check("sse notifications missed").value == "0", shown
     assert result.check("sends without their rows (lost)").value == "0", shown
+    # The last seats were raced for through the faults: some accepts won, some were refused.
+    races = result.check("seat races (rounds, of them during the faults)").value
+    assert int(races.split()[0]) >= 4 * size.contests and int(races.split()[-1]) >= 1, shown
 
 
 def by_name(checks: list[Check]) -> dict[str, bool]:
@@ -103,3 +109,31 @@ def test_the_session_check_allows_only_retried_failures_on_the_killed_instance(
     ):
         world.failures = [failure]
         assert not by_name(check_sessions(world))["refused or failed otherwise"], failure
+
+
+def race(attempts: list[Attempt], accepted: set[str], **fields: int) -> Round:
+    values = {"cap": 5, "free": 1, "active": 4, "owners": 1, "transfers": 1} | fields
+    return Round("acc", attempts=attempts, accepted=accepted, during=True, **values)
+
+
+def test_the_contest_check_fails_on_a_seat_taken_beyond_the_cap_not_on_a_retried_accept(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, {}, http=None)  # type: ignore[arg-type]
+    world.answers.update({"remove 200": 1})
+    won, full = Attempt("u1", 200, "", False), Attempt("u2", 409, "SEAT_LIMIT_REACHED", False)
+    # u1 won the seat; u3's accept committed but its instance died, the retry answered 410.
+    lost = Attempt("u3", 410, "INVITATION_ALREADY_USED", retried=True)
+    world.rounds = [race([won, full], {"u1"}), race([lost, full], {"u3"})]
+    assert all(by_name(contest_checks(world)).values())
+    for bad, check in (
+        (race([won, Attempt("u2", 200, "", False)], {"u1", "u2"}), "races that took more"),
+        (race([won, full], set()), "accepts answered 200 without their membership"),
+        (race([won, won], {"u1"}), "users answered 200 twice in one race"),
+        (race([full], {"u2"}), "accepts committed, answered otherwise unexplained"),
+        (race([won, full], {"u1"}, active=6), "races ending over the seat cap (SQL)"),
+        (race([won, full], {"u1"}, owners=2), "races ending without exactly one owner (SQL)"),
+    ):
+        world.rounds = [bad]
+        names = {c.name: c.ok for c in contest_checks(world)}
+        assert [n for n, ok in names.items() if not ok and n.startswith(check)], bad
