@@ -6,9 +6,7 @@ their staleness bound, as a bus that cannot deliver does."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiopg
@@ -25,22 +23,12 @@ from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.nats_bus import NatsBus
 from tests.helpers import eventually
 from tests.notifications.test_bus import PrivateServer
+from tests.pubsub.test_jetstream import nats_server
 from tests.pubsub.test_relay import RELAY_LOCK, announce, holder, pending, run
 
-__all__ = ["holder"]  # the fixture, used here
+__all__ = ["holder", "nats_server"]  # the fixtures, used here
 
 DURABLE = "test_durable"
-
-
-@pytest.fixture
-async def nats_server() -> AsyncIterator[PrivateServer]:
-    server = PrivateServer("nats")
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-        shutil.rmtree(server.store, ignore_errors=True)
 
 
 async def started(url: str) -> NatsBus:
@@ -73,6 +61,7 @@ async def test_a_durable_row_is_deleted_only_once_the_stream_acknowledged_it(
         assert [p for c, p in await pending(db) if c == DURABLE] == ["1", "2", "3"]
     finally:
         await pool.close()
+        await first.close()
 
     await nats_server.start()
     listener = await started(nats_server.url)
