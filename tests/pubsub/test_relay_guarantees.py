@@ -87,6 +87,16 @@ async def none_waiting(db: Database, channel: str) -> bool:
     return not [c for c, _ in await pending(db) if c == channel]
 
 
+@pytest.fixture(params=["postgres", pytest.param("nats", marks=pytest.mark.own_relays)])
+def env(env: dict[str, str], request: pytest.FixtureRequest) -> dict[str, str]:
+    """The app on PostgreSQL's bus, or on a private NATS server (then the test's own pool
+    runs no relay: its SQL publisher would NOTIFY rows nobody on NATS hears)."""
+    if request.param == "postgres":
+        return env
+    server: PrivateServer = request.getfixturevalue("nats_server")
+    return {**env, "TENANTD_BUS": "nats", "NATS_URL": server.url}
+
+
 async def test_a_relay_that_cannot_publish_turns_the_caches_off_within_the_bound(
     app: web.Application, db: Database, factory: Any, make_client: Any, holder: aiopg.Connection
 ) -> None:
