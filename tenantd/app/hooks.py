@@ -10,12 +10,11 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app.bundle import app_services
-from tenantd.app.bus import make_bus, relay_publish
+from tenantd.app.bus import RELAY, bus_relay, make_bus
 from tenantd.app.plugins import METRIC_GAUGES, SWEEPS
 from tenantd.auth import breach
 from tenantd.cache.invalidation import CHANNEL, live_while_confirmed
 from tenantd.db import DATABASE
-from tenantd.db.relay import publishing
 from tenantd.identity.keys.feed import fed
 from tenantd.identity.revocations import mirrored
 from tenantd.jobs.runner import running
@@ -45,7 +44,8 @@ async def pubsub_ctx(app: web.Application) -> AsyncIterator[None]:
     await hub.start()
     app[PUBSUB] = hub
     try:
-        async with publishing(db, relay_publish(settings, hub)):
+        async with bus_relay(settings, hub, db) as relay:
+            app[RELAY] = relay
             yield
     finally:
         await hub.close()
@@ -53,7 +53,8 @@ async def pubsub_ctx(app: web.Application) -> AsyncIterator[None]:
 
 @asynccontextmanager
 async def _fed_from_hub(app: web.Application, cache: Any) -> AsyncIterator[None]:
-    """Feed a NOTIFY-invalidated cache from the pub/sub hub; it serves only while connected.
+    """Feed a NOTIFY-invalidated cache from the pub/sub hub; it serves only while the hub's
+    round trip and the relay's check are both within the staleness bound.
 
     A reconnect may have missed invalidations, so the hub's gap signal flushes everything.
     """
@@ -62,7 +63,7 @@ async def _fed_from_hub(app: web.Application, cache: Any) -> AsyncIterator[None]
         CHANNEL, lambda _channel, payload: cache.apply(payload), on_gap=cache.flush
     )
     cache.flush()
-    cache.live = live_while_confirmed(hub)
+    cache.live = live_while_confirmed(hub, relay=app[RELAY])
     cache.enabled = True
     try:
         yield

@@ -24,8 +24,20 @@ class Listener(Protocol):
     def confirmed_within(self, seconds: float) -> bool: ...
 
 
-def live_while_confirmed(hub: Listener, bound: float = STALENESS_SECONDS) -> Callable[[], bool]:
+def live_while_confirmed(
+    hub: Listener, bound: float = STALENESS_SECONDS, *, relay: Listener | None = None
+) -> Callable[[], bool]:
     """The staleness rule: serve only while a round trip on the listen connection that began
-    less than `bound` seconds ago has come back, so no invalidation committed before then is
-    still on its way."""
-    return functools.partial(hub.confirmed_within, bound)  # a frame fewer than a lambda
+    less than `bound` seconds ago has come back, and (with the process's `relay`, whose
+    `confirmed_within` says every announcement committed before a moment has been published
+    and delivered) that moment is less than `bound` seconds ago, so no invalidation committed
+    before then is still on its way: neither waiting in `announcements` for a relay that
+    cannot publish, nor on the bus. Two timestamp comparisons a request."""
+    if relay is None:
+        return functools.partial(hub.confirmed_within, bound)  # a frame fewer than a lambda
+    hub_within, relay_within = hub.confirmed_within, relay.confirmed_within
+
+    def live() -> bool:
+        return hub_within(bound) and relay_within(bound)
+
+    return live

@@ -15,7 +15,8 @@ down the message is dropped (what it announces is in the database, and subscribe
 on reconnect), except on NATS's JetStream channels, where it is sent once the server is
 back. What committed transactions announce reaches the bus through each process's relay
 (tenantd/db/relay.py): with PostgreSQL its SQL publisher NOTIFYs (the hub's `publish` issues
-a NOTIFY too, on its listening connection), with NATS or Redis it calls `publish`.
+a NOTIFY too, on its listening connection), with NATS or Redis it calls `publish`, and
+`publish_acked` for NATS's JetStream channels (their rows are deleted once acknowledged).
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ class Bus(Protocol):
 
     def publish(self, channel: str, payload: str) -> None:
         """Send, without waiting and without raising (dropped while the bus is down)."""
+        ...
+
+    async def publish_acked(self, channel: str, payload: str) -> None:
+        """Send and return once the bus holds the message (NATS: the JetStream stream
+        acknowledged a durable channel's); raise when it cannot. The relay deletes a durable
+        channel's row only after it returned. PostgreSQL and Redis hold nothing: they
+        publish."""
         ...
 
     def is_connected(self) -> bool: ...

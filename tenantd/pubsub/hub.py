@@ -124,6 +124,10 @@ class PubSubHub(BusCore):
             return
         self._spawn(self._notify(channel, payload))
 
+    async def publish_acked(self, channel: str, payload: str) -> None:
+        """Bus.publish_acked: LISTEN/NOTIFY holds nothing; the same as `publish`."""
+        self.publish(channel, payload)
+
     async def _notify(self, channel: str, payload: str) -> None:
         async with self._lock:
             conn = self._conn

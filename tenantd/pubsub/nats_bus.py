@@ -8,8 +8,10 @@ its `on_gap` makes it catch up from PostgreSQL, as SSE does by the stream's last
 The `durable` channels (the composition root names them: revocations and cache
 invalidations, signing-key changes, event-type definitions) travel as `tenantd.durable.<channel>`
 through the JetStream stream STREAM (file storage, messages kept STREAM_MAX_AGE_SECONDS). A
-publish of one is queued and sent in order, each until the stream acknowledges it (retried
-while the server is down). Each process follows the stream with one ephemeral consumer from
+`publish` of one is queued and sent in order, each until the stream acknowledges it (retried
+while the server is down, lost if the process ends first); the relay uses `publish_acked`
+instead, which returns once the stream acknowledged (its row is deleted only then).
+Each process follows the stream with one ephemeral consumer from
 the message after the last one it saw (`_seen`); after a reconnect it follows again from
 there, so whatever was published while it was cut off is delivered, and its subscribers hear
 no gap. Only when the stream no longer holds that message (cut off for longer than the
@@ -287,6 +289,20 @@ class NatsBus(BusCore):
         if nc is None or nc.is_closed:
             return  # down: the message is in the database; subscribers catch up on reconnect
         self._spawn(self._send(nc, channel, payload))
+
+    async def publish_acked(self, channel: str, payload: str) -> None:
+        """Bus.publish_acked: a durable channel's message once, returning when the stream
+        acknowledged it; ConnectionError while disconnected, the client's error (a timeout
+        after ACK_TIMEOUT_SECONDS) otherwise. The relay retries the whole batch. A core
+        channel's message is published as by `publish`."""
+        if channel not in self.durable:
+            self.publish(channel, payload)
+            return
+        nc = self._nc
+        if self._closing or nc is None or not nc.is_connected:
+            raise ConnectionError("the NATS server is not connected")
+        js = nc.jetstream(timeout=ACK_TIMEOUT_SECONDS)
+        await js.publish(DURABLE_PREFIX + channel, payload.encode(), stream=STREAM)
 
     async def _send(self, nc: Client, channel: str, payload: str) -> None:
         try:

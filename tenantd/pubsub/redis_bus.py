@@ -172,6 +172,10 @@ class RedisBus(BusCore):
             return  # down: the message is in the database; subscribers catch up on reconnect
         self._spawn(self._send(channel, payload))
 
+    async def publish_acked(self, channel: str, payload: str) -> None:
+        """Bus.publish_acked: Redis pub/sub holds nothing; the same as `publish`."""
+        self.publish(channel, payload)
+
     async def _send(self, channel: str, payload: str) -> None:
         name = PREFIX + channel
         for attempt in (1, 2):  # a pooled connection may have died with a restarted server
