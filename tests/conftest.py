@@ -66,8 +66,15 @@ def migrated(database_url: str) -> str:
 def db_relays(request: pytest.FixtureRequest) -> bool:
     """Whether the test's pool publishes what its commits announce, as a tenantd process
     does (tenantd/db/relay.py); a test of the relays themselves (marked `own_relays`) runs
-    none."""
-    return request.node.get_closest_marker("own_relays") is None
+    none, and neither does one whose app runs on another bus (TENANTD_BUS=nats or redis):
+    the pool's relay would publish with PostgreSQL's NOTIFY rows the apps' relays must hand
+    to their bus (the apps' relays publish the test's own rows too)."""
+    if request.node.get_closest_marker("own_relays") is not None:
+        return False
+    if "env" in request.fixturenames:
+        env: dict[str, str] = request.getfixturevalue("env")
+        return env.get("TENANTD_BUS", "postgres") == "postgres"
+    return True
 
 
 @pytest.fixture
