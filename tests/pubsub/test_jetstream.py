@@ -218,10 +218,15 @@ async def test_a_revocation_published_while_an_instance_is_cut_off_is_applied_af
     cache_b = other.app[SERVICES].principal_cache
     on_b = await aiohttp_client(other, headers={"Origin": ORIGIN})
     leaving, staying = await factory.user(), await factory.user()
-    tokens = {}
-    for user in (leaving, staying):
-        token = (await factory.cookies(user))["auth_token"]
-        tokens[user.id] = token
+    tokens = {user.id: (await factory.cookies(user))["auth_token"] for user in (leaving, staying)}
+    # What those writes announce reaches B first (published, then a round trip of B's that
+    # began after it), so B caches after hearing it and only the logout can drop an entry.
+    await eventually(lambda: nothing_waiting(app[SERVICES].db))
+    published = asyncio.get_running_loop().time()
+    await eventually(
+        lambda: bus_b.confirmed_within(asyncio.get_running_loop().time() - published), within=20
+    )
+    for token in tokens.values():
         on_b.session.cookie_jar.update_cookies({"auth_token": token})
         assert (await on_b.get("/api/v1/users/me")).status == 200
     jti = {user_id: access_claims(other.app, t).jti for user_id, t in tokens.items()}
