@@ -171,7 +171,11 @@ async def test_a_revoked_jti_written_elsewhere_is_refused_from_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     user = await factory.user()
-    assert (await (await make_client(cookies=await factory.cookies(user))).get(ME)).status == 200
+    cookies = await factory.cookies(user)
+    # The factory's writes announce themselves after commit (the relay): the app hears them
+    # before it caches the user's facts, so only the revocation below can change them.
+    await wait_until_heard(factory.db, app[PUBSUB], CHANNEL)
+    assert (await (await make_client(cookies=cookies)).get(ME)).status == 200
     token, claims = issue_access_token(factory.keyring, user_id=user.id, account_id=user.account_id)
     async with db.connection() as conn:
         await queries.revoke_jti(
