@@ -14,6 +14,7 @@ from tenantd.apikeys.principal import ACTING_KEY
 from tenantd.app.bundle import open_services
 from tenantd.app.hooks import HOOKS
 from tenantd.app.plugins import PAGE_ROUTES, ROUTES
+from tenantd.bundle import DOMAINS
 from tenantd.db import DATABASE
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.guards import guard as session_guard
@@ -78,6 +79,7 @@ def create_app(
             app[SERVICES] = services
             app[NOTIFICATION_SERVICES] = services
             app[ACCOUNT_SERVICES] = services
+            app[DOMAINS] = services.domains
             app[DATABASE] = services.db
             app[API_KEY_CACHE] = services.api_key_cache
             if on_services is not None:

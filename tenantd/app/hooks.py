@@ -177,10 +177,10 @@ async def outbox_relay_ctx(app: web.Application) -> AsyncIterator[None]:
     await seal_clear_secrets(services.db, services.settings)
     metrics = app.get(METRICS)
     if metrics is not None:
-        metrics.registry.register(WebhookCollector(services.webhook_sender))
+        metrics.registry.register(WebhookCollector(services.domains.webhooks.sender))
     # The built-in tenancy notifications are told in the sequencing transaction too.
     others = [tenancy_feed(app_services(app))] if tenancy.enabled(app[SETTINGS]) else []
-    async with relaying(services, others):
+    async with relaying(services.domains.webhooks, others):
         yield
 
 
