@@ -14,7 +14,7 @@ import aiohttp
 from aiohttp import web
 
 from tenantd.accounts.me import MeCache
-from tenantd.apikeys.cache import ApiKeyCache
+from tenantd.apikeys.domain import ApiKeys, HasApiKeys
 from tenantd.app.plugins import JOB_KINDS
 from tenantd.bundle import Kernel
 from tenantd.db import Database
@@ -56,6 +56,7 @@ class Domains:
 
     kernel: Kernel
     webhooks: Webhooks
+    apikeys: ApiKeys
 
     def owner(self, kind: JobKind) -> object | None:
         """The domain object a job kind runs with (None: a kind of a domain not yet moved)."""
@@ -63,10 +64,14 @@ class Domains:
             return self.webhooks
         return None
 
+    def apply_notices(self, notices: list[str]) -> None:
+        """Trigger notices of our own committed writes: every domain's cache hears them."""
+        self.apikeys.cache.apply_notices(notices)
 
-def _offers(domains: Domains) -> tuple[HasWebhooks]:
+
+def _offers(domains: Domains) -> tuple[HasWebhooks, HasApiKeys]:
     """mypy checks here that the record offers what each domain's accessor reads."""
-    return (domains,)
+    return (domains, domains)
 
 
 @dataclass
@@ -90,8 +95,6 @@ class AppServices:
     principal_cache: PrincipalCache = field(default_factory=PrincipalCache)
     me_cache: MeCache = field(default_factory=MeCache)
     inbox_cache: InboxCache = field(default_factory=InboxCache)
-    # Verified server API keys (issue 15), invalidated like the other caches.
-    api_key_cache: ApiKeyCache = field(default_factory=ApiKeyCache)
     # The domains moved to their own service objects (set by `build_services`).
     domains: Domains = field(init=False)
 
@@ -106,7 +109,7 @@ class AppServices:
         self.principal_cache.apply_notices(notices)
         self.me_cache.apply_notices(notices)
         self.inbox_cache.apply_notices(notices)
-        self.api_key_cache.apply_notices(notices)
+        self.domains.apply_notices(notices)
 
 
 def app_services(app: web.Application) -> AppServices:
@@ -146,6 +149,7 @@ def build_services(
     services.domains = Domains(
         kernel=kernel,
         webhooks=Webhooks(kernel, sender=WebhookSender(settings)),
+        apikeys=ApiKeys(kernel),
     )
     for kind in JOB_KINDS:
         jobs.register(kind)

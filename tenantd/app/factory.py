@@ -8,7 +8,6 @@ from aiohttp import web
 
 from tenantd.accounts.bundle import ACCOUNT_SERVICES
 from tenantd.accounts.service import refuse_owed_factor
-from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.apikeys.guard import require_api_key
 from tenantd.apikeys.principal import ACTING_KEY
 from tenantd.app.bundle import open_services
@@ -81,7 +80,6 @@ def create_app(
             app[ACCOUNT_SERVICES] = services
             app[DOMAINS] = services.domains
             app[DATABASE] = services.db
-            app[API_KEY_CACHE] = services.api_key_cache
             if on_services is not None:
                 await on_services(app)
             yield

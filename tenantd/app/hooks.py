@@ -105,7 +105,7 @@ async def event_definitions_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def api_key_cache_ctx(app: web.Application) -> AsyncIterator[None]:
     """The API-key cache, fed from the same channel and listener as the other caches."""
-    async with _fed_from_hub(app, app_services(app).api_key_cache):
+    async with _fed_from_hub(app, app_services(app).domains.apikeys.cache):
         yield
 
 
