@@ -28,10 +28,11 @@ from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.identity.settings import IdentitySettings
 from tenantd.jobs.kinds import BoundKind, JobKind
 from tenantd.jobs.queue import JobQueue
+from tenantd.notifications import jobs as notification_jobs
 from tenantd.notifications import tenancy
 from tenantd.notifications.declared import load_catalog
 from tenantd.notifications.definitions import load_stored_once
-from tenantd.notifications.inbox_cache import InboxCache
+from tenantd.notifications.domain import HasNotifications, Notifications
 from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
@@ -47,6 +48,7 @@ INLINE_DRAIN_SECONDS = 10.0  # in-process jobs (queues off) get this long at shu
 
 
 WEBHOOK_KINDS = frozenset(kind.name for kind in webhook_jobs.JOB_KINDS)
+NOTIFICATION_KINDS = frozenset(kind.name for kind in notification_jobs.JOB_KINDS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,21 +59,25 @@ class Domains:
     kernel: Kernel
     webhooks: Webhooks
     apikeys: ApiKeys
+    notifications: Notifications
 
     def owner(self, kind: JobKind) -> object | None:
         """The domain object a job kind runs with (None: a kind of a domain not yet moved)."""
         if kind.name in WEBHOOK_KINDS:
             return self.webhooks
+        if kind.name in NOTIFICATION_KINDS:
+            return self.notifications
         return None
 
     def apply_notices(self, notices: list[str]) -> None:
         """Trigger notices of our own committed writes: every domain's cache hears them."""
         self.apikeys.cache.apply_notices(notices)
+        self.notifications.inbox_cache.apply_notices(notices)
 
 
-def _offers(domains: Domains) -> tuple[HasWebhooks, HasApiKeys]:
+def _offers(domains: Domains) -> tuple[HasWebhooks, HasApiKeys, HasNotifications]:
     """mypy checks here that the record offers what each domain's accessor reads."""
-    return (domains, domains)
+    return (domains, domains, domains)
 
 
 @dataclass
@@ -83,18 +89,14 @@ class AppServices:
     db: Database
     http: aiohttp.ClientSession
     email: EmailService
-    # Notification event types: the built-in ones (TENANTD_BUILTIN_NOTIFICATIONS), then
-    # TENANTD_EVENT_MODULES (loaded before anything opens).
-    registry: EventRegistry
     # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
     jobs: JobQueue
     # Access-token signing and verification keys (filled and kept fresh by the keyring hook).
     keyring: Keyring
     # In-process caches, each off until its listener runs, each its domain's: resolved access
-    # tokens (identity), /me bodies (accounts), inbox answers (notifications).
+    # tokens (identity), /me bodies (accounts).
     principal_cache: PrincipalCache = field(default_factory=PrincipalCache)
     me_cache: MeCache = field(default_factory=MeCache)
-    inbox_cache: InboxCache = field(default_factory=InboxCache)
     # The domains moved to their own service objects (set by `build_services`).
     domains: Domains = field(init=False)
 
@@ -108,7 +110,6 @@ class AppServices:
         """Trigger notices of our own committed writes: every in-process cache hears them."""
         self.principal_cache.apply_notices(notices)
         self.me_cache.apply_notices(notices)
-        self.inbox_cache.apply_notices(notices)
         self.domains.apply_notices(notices)
 
 
@@ -137,7 +138,6 @@ def build_services(
         db=db,
         http=http,
         email=email,
-        registry=registry,
         jobs=jobs,
         keyring=Keyring(
             algorithm=identity.access_token_alg,
@@ -150,6 +150,7 @@ def build_services(
         kernel=kernel,
         webhooks=Webhooks(kernel, sender=WebhookSender(settings)),
         apikeys=ApiKeys(kernel),
+        notifications=Notifications(kernel, identity=services, registry=registry),
     )
     for kind in JOB_KINDS:
         jobs.register(kind)
@@ -197,7 +198,7 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
         if db.replicas:
             # A changed inbox (our commit's notice, or another instance's announcement after
             # its commit) is a write its user must see on a replica.
-            services.inbox_cache.on_change = db.marks.note
+            services.domains.notifications.inbox_cache.on_change = db.marks.note
         # The stored event types, for the CLI too (the app's feed then keeps them current).
         await load_stored_once(db, registry)
         try:

@@ -17,7 +17,6 @@ from tenantd.bundle import DOMAINS
 from tenantd.db import DATABASE
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.guards import guard as session_guard
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.ops.shutdown import shutdown_ctx
 from tenantd.principal import PRINCIPAL
 from tenantd.settings import SETTINGS, Settings
@@ -76,7 +75,6 @@ def create_app(
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         async with open_services(settings, database_url) as services:
             app[SERVICES] = services
-            app[NOTIFICATION_SERVICES] = services
             app[ACCOUNT_SERVICES] = services
             app[DOMAINS] = services.domains
             app[DATABASE] = services.db
