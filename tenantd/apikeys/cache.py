@@ -22,8 +22,6 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from aiohttp import web
-
 from tenantd.apikeys.principal import ActingKey
 from tenantd.cache.keyed import Announced
 
@@ -104,6 +102,3 @@ class ApiKeyCache(Announced):
     def clear(self) -> None:
         self._keys.clear()
         self._verified.clear()
-
-
-API_KEY_CACHE = web.AppKey("api_key_cache", ApiKeyCache)

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from tenantd.apikeys.cache import API_KEY_CACHE
+from tenantd.apikeys.domain import apikeys_of
 from tenantd.apikeys.principal import ACTING_KEY, ActingKey
 from tenantd.apikeys.service import invalid_key, missing_key, require_scope, verify_token
-from tenantd.identity.bundle import SERVICES
 from tenantd.web.spec import CURRENT_ROUTE
 
 
@@ -29,7 +28,7 @@ async def check_api_key(request: web.Request, scope: str | tuple[str, ...]) -> A
     on the request. For a route that takes a key or something else (introspection from an
     allowed address): declare it PUBLIC and call this when there is an Authorization header."""
     token = bearer_token(request)
-    key = await verify_token(request.app[SERVICES], request.app[API_KEY_CACHE], token)
+    key = await verify_token(apikeys_of(request.app), token)
     require_scope(key, scope)
     request[ACTING_KEY] = key
     return key

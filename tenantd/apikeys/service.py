@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from tenantd import audit
 from tenantd.apikeys import queries
-from tenantd.apikeys.cache import ApiKeyCache, KnownKey
+from tenantd.apikeys.cache import KnownKey
+from tenantd.apikeys.domain import ApiKeys
 from tenantd.apikeys.principal import ActingKey
-from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Forbidden, NotFound, Unauthorized, ValidationFailed
 from tenantd.identity.tokens import token_hash
@@ -163,10 +163,11 @@ def known_key(row: Row) -> KnownKey:
     )
 
 
-async def verify_token(services: Services, cache: ApiKeyCache, token: str) -> ActingKey:
+async def verify_token(apikeys: ApiKeys, token: str) -> ActingKey:
     """The key a token belongs to, or 401 invalid_api_key (malformed, unknown, wrong
     secret, revoked). A token already verified against the cached row costs a dict lookup;
     a cached key one HMAC; a miss one prepared lookup."""
+    cache = apikeys.cache
     known = cache.verified(token)
     if known is None:
         key_id = parse_token(token)
@@ -175,13 +176,13 @@ async def verify_token(services: Services, cache: ApiKeyCache, token: str) -> Ac
         known = cache.get(key_id)
         if known is None:
             generation = cache.generation
-            async with services.db.connection() as conn:
+            async with apikeys.db.connection() as conn:
                 row = await queries.key_by_id(conn, key_id)
             if row is None:
                 raise invalid_key()
             known = known_key(row)
             cache.store(known, generation)
-        secret = token_hash(services.settings.secret_key, token)
+        secret = token_hash(apikeys.settings.secret_key, token)
         if not hmac.compare_digest(known.secret_hash, secret):
             raise invalid_key()
         cache.remember(token, known)
@@ -189,7 +190,7 @@ async def verify_token(services: Services, cache: ApiKeyCache, token: str) -> Ac
         raise invalid_key()
     key_id = known.key.id
     if cache.due(key_id, time.monotonic(), TOUCH_EVERY_SECONDS):
-        async with services.db.connection() as conn:
+        async with apikeys.db.connection() as conn:
             await queries.touch(conn, key_id, every_seconds=TOUCH_EVERY_SECONDS)
     return known.key
 

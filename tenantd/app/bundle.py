@@ -1,5 +1,7 @@
-"""The concrete services bundle every view, job and CLI command is handed, and how it is
-opened and closed (`open_services`)."""
+"""The concrete services every view, job and CLI command is handed, and how they are opened
+and closed (`open_services`): the kernel, each moved domain's service object in the `Domains`
+record, and the older bundle (`AppServices`) the domains not yet moved still see through
+their Protocols."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ import aiohttp
 from aiohttp import web
 
 from tenantd.accounts.me import MeCache
-from tenantd.apikeys.cache import ApiKeyCache
+from tenantd.apikeys.domain import ApiKeys, HasApiKeys
 from tenantd.app.plugins import JOB_KINDS
+from tenantd.bundle import Kernel
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
@@ -25,20 +28,56 @@ from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.identity.settings import IdentitySettings
 from tenantd.jobs.kinds import BoundKind, JobKind
 from tenantd.jobs.queue import JobQueue
+from tenantd.notifications import jobs as notification_jobs
 from tenantd.notifications import tenancy
 from tenantd.notifications.declared import load_catalog
 from tenantd.notifications.definitions import load_stored_once
-from tenantd.notifications.inbox_cache import InboxCache
+from tenantd.notifications.domain import HasNotifications, Notifications
 from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
 from tenantd.suppression import service as suppression
 from tenantd.suppression.webhooks import check_settings as check_webhook_settings
-from tenantd.webhooks.delivery import WebhookSender
+from tenantd.webhooks import jobs as webhook_jobs
+from tenantd.webhooks.domain import HasWebhooks, Webhooks
+from tenantd.webhooks.sender import WebhookSender
 
 log = logging.getLogger(__name__)
 
 INLINE_DRAIN_SECONDS = 10.0  # in-process jobs (queues off) get this long at shutdown
+
+
+WEBHOOK_KINDS = frozenset(kind.name for kind in webhook_jobs.JOB_KINDS)
+NOTIFICATION_KINDS = frozenset(kind.name for kind in notification_jobs.JOB_KINDS)
+
+
+@dataclass(frozen=True, eq=False)
+class Domains:
+    """Every domain's service object, built once per process (virtool's DataLayer): the app
+    keeps it under DOMAINS, each domain reads its own through its accessor."""
+
+    kernel: Kernel
+    webhooks: Webhooks
+    apikeys: ApiKeys
+    notifications: Notifications
+
+    def owner(self, kind: JobKind) -> object | None:
+        """The domain object a job kind runs with (None: a kind of a domain not yet moved)."""
+        if kind.name in WEBHOOK_KINDS:
+            return self.webhooks
+        if kind.name in NOTIFICATION_KINDS:
+            return self.notifications
+        return None
+
+    def apply_notices(self, notices: list[str]) -> None:
+        """Trigger notices of our own committed writes: every domain's cache hears them."""
+        self.apikeys.cache.apply_notices(notices)
+        self.notifications.inbox_cache.apply_notices(notices)
+
+
+def _offers(domains: Domains) -> tuple[HasWebhooks, HasApiKeys, HasNotifications]:
+    """mypy checks here that the record offers what each domain's accessor reads."""
+    return (domains, domains, domains)
 
 
 @dataclass
@@ -50,33 +89,28 @@ class AppServices:
     db: Database
     http: aiohttp.ClientSession
     email: EmailService
-    # Notification event types: the built-in ones (TENANTD_BUILTIN_NOTIFICATIONS), then
-    # TENANTD_EVENT_MODULES (loaded before anything opens).
-    registry: EventRegistry
     # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
     jobs: JobQueue
     # Access-token signing and verification keys (filled and kept fresh by the keyring hook).
     keyring: Keyring
-    # Outbound webhook deliveries: one HTTP session (no redirects, metadata refused).
-    webhook_sender: WebhookSender
     # In-process caches, each off until its listener runs, each its domain's: resolved access
-    # tokens (identity), /me bodies (accounts), inbox answers (notifications).
+    # tokens (identity), /me bodies (accounts).
     principal_cache: PrincipalCache = field(default_factory=PrincipalCache)
     me_cache: MeCache = field(default_factory=MeCache)
-    inbox_cache: InboxCache = field(default_factory=InboxCache)
-    # Verified server API keys (issue 15), invalidated like the other caches.
-    api_key_cache: ApiKeyCache = field(default_factory=ApiKeyCache)
+    # The domains moved to their own service objects (set by `build_services`).
+    domains: Domains = field(init=False)
 
     def bind_job(self, kind: JobKind) -> BoundKind:
-        """Every job function runs with these services (the queue never holds them)."""
-        return kind.bind(self)
+        """Every job function runs with its domain's object, or these services for a domain
+        not yet moved (the queue never holds them)."""
+        owner = self.domains.owner(kind)
+        return kind.bind(self if owner is None else owner)
 
     def apply_notices(self, notices: list[str]) -> None:
         """Trigger notices of our own committed writes: every in-process cache hears them."""
         self.principal_cache.apply_notices(notices)
         self.me_cache.apply_notices(notices)
-        self.inbox_cache.apply_notices(notices)
-        self.api_key_cache.apply_notices(notices)
+        self.domains.apply_notices(notices)
 
 
 def app_services(app: web.Application) -> AppServices:
@@ -104,14 +138,19 @@ def build_services(
         db=db,
         http=http,
         email=email,
-        registry=registry,
         jobs=jobs,
         keyring=Keyring(
             algorithm=identity.access_token_alg,
             secret_key=settings.secret_key,
             audience=identity.access_token_audience,
         ),
-        webhook_sender=WebhookSender(settings),
+    )
+    kernel = Kernel(settings=settings, db=db, http=http, email=email, jobs=jobs)
+    services.domains = Domains(
+        kernel=kernel,
+        webhooks=Webhooks(kernel, sender=WebhookSender(settings)),
+        apikeys=ApiKeys(kernel),
+        notifications=Notifications(kernel, identity=services, registry=registry),
     )
     for kind in JOB_KINDS:
         jobs.register(kind)
@@ -159,14 +198,14 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
         if db.replicas:
             # A changed inbox (our commit's notice, or another instance's announcement after
             # its commit) is a write its user must see on a replica.
-            services.inbox_cache.on_change = db.marks.note
+            services.domains.notifications.inbox_cache.on_change = db.marks.note
         # The stored event types, for the CLI too (the app's feed then keeps them current).
         await load_stored_once(db, registry)
         try:
             yield services
         finally:
             await services.jobs.drain(INLINE_DRAIN_SECONDS)
-            await services.webhook_sender.close()
+            await services.domains.webhooks.sender.close()
     finally:
         await http.close()
         await db.close()

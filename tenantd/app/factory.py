@@ -8,16 +8,15 @@ from aiohttp import web
 
 from tenantd.accounts.bundle import ACCOUNT_SERVICES
 from tenantd.accounts.service import refuse_owed_factor
-from tenantd.apikeys.cache import API_KEY_CACHE
 from tenantd.apikeys.guard import require_api_key
 from tenantd.apikeys.principal import ACTING_KEY
 from tenantd.app.bundle import open_services
 from tenantd.app.hooks import HOOKS
 from tenantd.app.plugins import PAGE_ROUTES, ROUTES
+from tenantd.bundle import DOMAINS
 from tenantd.db import DATABASE
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.guards import guard as session_guard
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.ops.shutdown import shutdown_ctx
 from tenantd.principal import PRINCIPAL
 from tenantd.settings import SETTINGS, Settings
@@ -76,10 +75,9 @@ def create_app(
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         async with open_services(settings, database_url) as services:
             app[SERVICES] = services
-            app[NOTIFICATION_SERVICES] = services
             app[ACCOUNT_SERVICES] = services
+            app[DOMAINS] = services.domains
             app[DATABASE] = services.db
-            app[API_KEY_CACHE] = services.api_key_cache
             if on_services is not None:
                 await on_services(app)
             yield

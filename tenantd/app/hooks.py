@@ -82,7 +82,7 @@ async def caches_ctx(app: web.Application) -> AsyncIterator[None]:
     async with (
         _fed_from_hub(app, principals),
         _fed_from_hub(app, services.me_cache),
-        _fed_from_hub(app, services.inbox_cache),
+        _fed_from_hub(app, services.domains.notifications.inbox_cache),
         mirrored(services.db, principals.revocations, app[PUBSUB]),
     ):
         yield
@@ -100,13 +100,13 @@ async def event_definitions_ctx(app: web.Application) -> AsyncIterator[None]:
     """The declarative event types stored over HTTP: loaded now, and every change reloaded
     (NOTIFY, gap, timer) so each instance uses a new definition within seconds."""
     services = app_services(app)
-    async with definitions.fed(services.db, services.registry, app[PUBSUB]):
+    async with definitions.fed(services.db, services.domains.notifications.registry, app[PUBSUB]):
         yield
 
 
 async def api_key_cache_ctx(app: web.Application) -> AsyncIterator[None]:
     """The API-key cache, fed from the same channel and listener as the other caches."""
-    async with _fed_from_hub(app, app_services(app).api_key_cache):
+    async with _fed_from_hub(app, app_services(app).domains.apikeys.cache):
         yield
 
 
@@ -178,10 +178,12 @@ async def outbox_relay_ctx(app: web.Application) -> AsyncIterator[None]:
     await seal_clear_secrets(services.db, services.settings)
     metrics = app.get(METRICS)
     if metrics is not None:
-        metrics.registry.register(WebhookCollector(services.webhook_sender))
+        metrics.registry.register(WebhookCollector(services.domains.webhooks.sender))
     # The built-in tenancy notifications are told in the sequencing transaction too.
-    others = [tenancy_feed(app_services(app))] if tenancy.enabled(app[SETTINGS]) else []
-    async with relaying(services, others):
+    others = (
+        [tenancy_feed(services.domains.notifications)] if tenancy.enabled(app[SETTINGS]) else []
+    )
+    async with relaying(services.domains.webhooks, others):
         yield
 
 
@@ -195,7 +197,7 @@ def instance_hook(listen: str | None) -> Hook:
         settings = app[SETTINGS]
 
         def describe() -> tuple[dict[str, Any], list[str]]:
-            events = services.registry.events()
+            events = services.domains.notifications.registry.events()
             declared = sum(1 for event in events if event.declared is not None)
             return switches(settings, declared), [event.type for event in events]
 

@@ -49,7 +49,11 @@ def send_command(
 
     async def work(services: AppServices) -> dict[str, Any]:
         outcome = await send(
-            services, event_type, recipient_user_id=recipient, payload=data, account_id=account
+            services.domains.notifications,
+            event_type,
+            recipient_user_id=recipient,
+            payload=data,
+            account_id=account,
         )
         return {
             "notificationId": str(outcome.notification_id) if outcome.notification_id else None,

@@ -9,11 +9,12 @@ from typing import Any, TypeVar
 
 import typer
 
-from tenantd.app.bundle import AppServices
-from tenantd.cli.accounts import parse_id, run
+from tenantd.cli.accounts import parse_id
+from tenantd.cli.accounts import run as run_services
 from tenantd.cli.common import console, fail, print_json, print_table
 from tenantd.outbox import Actor
 from tenantd.webhooks import endpoints
+from tenantd.webhooks.domain import Webhooks
 from tenantd.webhooks.views import delivery_json, endpoint_json
 
 T = TypeVar("T")
@@ -36,8 +37,13 @@ def _events(value: str | None) -> list[str] | None:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def run(work: Callable[[Webhooks], Awaitable[T]]) -> T:
+    """A call on the webhooks domain (a refused one: exit 1)."""
+    return run_services(lambda services: work(services.domains.webhooks))
+
+
 def _on_endpoint(
-    endpoint_id: str, call: Callable[[AppServices, uuid.UUID], Awaitable[T]]
+    endpoint_id: str, call: Callable[[Webhooks, uuid.UUID], Awaitable[T]]
 ) -> tuple[uuid.UUID, T]:
     """`call` for the endpoint the argument names (a malformed id: exit 2; refused: exit 1)."""
     key = parse_id(endpoint_id, "endpoint id")

@@ -33,8 +33,8 @@ from tenantd.cache.reloader import Reloader
 from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.notifications import queries
-from tenantd.notifications.bundle import NotificationServices
 from tenantd.notifications.declared import EventTypeBody, compile_declared
+from tenantd.notifications.domain import Notifications
 from tenantd.notifications.registry import RESERVED_PREFIX, EventRegistry, RegisteredEvent
 from tenantd.pubsub import Bus
 
@@ -149,7 +149,7 @@ def _refuse_deployed(registry: EventRegistry, event_type: str) -> None:
 
 
 async def define(
-    services: NotificationServices, key: ActingKey, *, event_type: str, body: EventTypeBody
+    services: Notifications, key: ActingKey, *, event_type: str, body: EventTypeBody
 ) -> Defined:
     """Create or replace a stored event type; it is checked (schema, templates, sandbox) and
     compiled first, so a definition that cannot be used is never stored."""
@@ -173,7 +173,7 @@ async def define(
     return Defined(event=registry.get(event_type), created=bool(row["created"]))
 
 
-async def remove(services: NotificationServices, key: ActingKey, *, event_type: str) -> None:
+async def remove(services: Notifications, key: ActingKey, *, event_type: str) -> None:
     """Delete a stored event type (404 when there is none; 409 for the deployment's)."""
     _refuse_deployed(services.registry, event_type)
     async with services.db.transaction() as conn:

@@ -32,7 +32,7 @@ from tenantd.notifications.service import (
 )
 
 if TYPE_CHECKING:
-    from tenantd.notifications.bundle import NotificationServices
+    from tenantd.notifications.domain import Notifications
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ Refused = NotFound | ValidationFailed
 
 
 async def dispatch_many(
-    services: NotificationServices,
+    services: Notifications,
     conn: Conn,
     sends: Sequence[Dispatch],
     *,

@@ -23,7 +23,7 @@ from tenantd.notifications.service import (
 )
 
 if TYPE_CHECKING:
-    from tenantd.notifications.bundle import NotificationServices
+    from tenantd.notifications.domain import Notifications
 
 
 def _dispatch_of(payload: dict[str, Any], job: JobInfo) -> Dispatch:
@@ -39,9 +39,7 @@ def _dispatch_of(payload: dict[str, Any], job: JobInfo) -> Dispatch:
     )
 
 
-async def run_dispatch(
-    services: NotificationServices, payload: dict[str, Any], job: JobInfo
-) -> None:
+async def run_dispatch(services: Notifications, payload: dict[str, Any], job: JobInfo) -> None:
     """The queued half of send(): the same worker function the inline mode calls."""
     send = _dispatch_of(payload, job)
     try:
@@ -52,7 +50,7 @@ async def run_dispatch(
 
 
 async def run_dispatch_batch(
-    services: NotificationServices, items: list[tuple[JobInfo, dict[str, Any]]]
+    services: Notifications, items: list[tuple[JobInfo, dict[str, Any]]]
 ) -> list[BaseException | None]:
     """Several dispatches in one transaction (one commit instead of one each), their
     notifications written by one statement (dispatch_batch.dispatch_many).
@@ -81,7 +79,7 @@ async def run_dispatch_batch(
     ]
 
 
-def _one_statement(services: NotificationServices, payload: dict[str, Any]) -> bool:
+def _one_statement(services: Notifications, payload: dict[str, Any]) -> bool:
     """Whether this dispatch makes no statement but its notification write: no digest, no
     throttle count, no locale to read, no email or push job to queue."""
     event_type = str(payload.get("eventType"))
@@ -96,9 +94,7 @@ def _one_statement(services: NotificationServices, payload: dict[str, Any]) -> b
     return not any(channel in FOLLOW_UP_KINDS for channel in channels)
 
 
-async def run_digest_job(
-    services: NotificationServices, payload: dict[str, Any], job: JobInfo
-) -> None:
+async def run_digest_job(services: Notifications, payload: dict[str, Any], job: JobInfo) -> None:
     """A digest's window closed: one notification per channel (idempotent)."""
     try:
         await flush_digest(services, digest_id=uuid.UUID(str(payload["digestId"])))

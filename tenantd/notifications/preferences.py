@@ -8,14 +8,14 @@ from typing import Any
 from tenantd.errors import Forbidden, ValidationFailed
 from tenantd.identity import permissions
 from tenantd.notifications import queries
-from tenantd.notifications.bundle import NotificationServices
+from tenantd.notifications.domain import Notifications
 from tenantd.notifications.registry import localized_text
 from tenantd.notifications.service import live_channels
 from tenantd.principal import Principal
 
 
 async def effective_preferences(
-    services: NotificationServices, *, user_id: uuid.UUID, account_id: uuid.UUID | None = None
+    services: Notifications, *, user_id: uuid.UUID, account_id: uuid.UUID | None = None
 ) -> list[dict[str, Any]]:
     """Every registered event type with its label (in the user's locale where the definition
     gives one per locale), its channels, the caller's effective setting and
@@ -53,7 +53,7 @@ async def effective_preferences(
 
 
 async def set_preference(
-    services: NotificationServices,
+    services: Notifications,
     *,
     user_id: uuid.UUID,
     event_type: str,
@@ -89,7 +89,7 @@ async def set_preference(
     }
 
 
-def _check_channel(services: NotificationServices, event_type: str, channel: str) -> None:
+def _check_channel(services: Notifications, event_type: str, channel: str) -> None:
     registry, settings = services.registry, services.settings
     if event_type not in registry:
         raise ValidationFailed({"eventType": "unknown event type"})
@@ -105,7 +105,7 @@ def _scoped(actor_account: uuid.UUID | None, account_id: uuid.UUID) -> None:
 
 
 async def account_defaults(
-    services: NotificationServices,
+    services: Notifications,
     *,
     actor_account: uuid.UUID | None,
     account_id: uuid.UUID,
@@ -121,7 +121,7 @@ async def account_defaults(
 
 
 async def set_account_default(
-    services: NotificationServices,
+    services: Notifications,
     actor: Principal,
     account_id: uuid.UUID,
     *,
@@ -148,7 +148,7 @@ async def set_account_default(
 
 
 async def set_account_defaults(
-    services: NotificationServices,
+    services: Notifications,
     actor: Principal,
     account_id: uuid.UUID,
     *,
@@ -167,7 +167,7 @@ async def set_account_defaults(
 
 
 async def account_defaults_apply(
-    services: NotificationServices, *, user_id: uuid.UUID, account_id: uuid.UUID | None
+    services: Notifications, *, user_id: uuid.UUID, account_id: uuid.UUID | None
 ) -> bool:
     """Whether the active account's defaults decide any of the user's channels (the inbox
     page says so, pointing to the preferences)."""

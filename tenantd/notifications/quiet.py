@@ -14,7 +14,7 @@ from tenantd.email.templates import SUPPORTED_LOCALES
 from tenantd.errors import ValidationFailed
 from tenantd.identity import queries as identity_queries
 from tenantd.notifications import queries
-from tenantd.notifications.bundle import NotificationServices
+from tenantd.notifications.domain import Notifications
 
 DELAYED_CHANNELS = ("email", "web_push")
 
@@ -61,7 +61,7 @@ def _time(value: str | None, field: str) -> dt.time | None:
         raise ValidationFailed({field: "HH:MM"}) from None
 
 
-async def settings_of(services: NotificationServices, *, user_id: uuid.UUID) -> dict[str, Any]:
+async def settings_of(services: Notifications, *, user_id: uuid.UUID) -> dict[str, Any]:
     async with services.db.connection() as conn:
         row = await queries.quiet_hours(conn, user_id=user_id)
     row = row or {}
@@ -75,7 +75,7 @@ async def settings_of(services: NotificationServices, *, user_id: uuid.UUID) -> 
 
 
 async def set_settings(
-    services: NotificationServices,
+    services: Notifications,
     *,
     user_id: uuid.UUID,
     time_zone: str | None,

@@ -18,7 +18,7 @@ import orjson
 
 from tenantd.apikeys.principal import ActingKey
 from tenantd.audit.keys import record_key_action
-from tenantd.notifications.bundle import NotificationServices
+from tenantd.notifications.domain import Notifications
 from tenantd.notifications.registry import EventRegistry, RegisteredEvent
 from tenantd.notifications.service import SendOutcome, SendRequest, live_channels, send_many
 from tenantd.settings import Settings
@@ -76,7 +76,7 @@ def _outcome(outcome: SendOutcome) -> dict[str, Any]:
 
 
 async def accept(
-    services: NotificationServices,
+    services: Notifications,
     key: ActingKey,
     requests: Sequence[SendRequest],
     *,

@@ -17,8 +17,8 @@ from tenantd.apikeys.principal import ActingKey, acting_key
 from tenantd.audit.keys import record_key_action
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import definitions, server
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.declared import EventTypeBody
+from tenantd.notifications.domain import notifications_of
 from tenantd.notifications.schemas import EVENT_TYPE_PATTERN, EventType
 from tenantd.notifications.service import SendRequest, cancel_scheduled
 from tenantd.web.idempotency import KEY_PATTERN, fingerprint
@@ -156,7 +156,7 @@ def answer(accepted: server.Accepted) -> web.Response:
     "channels and payload JSON Schema",
 )
 async def event_types(request: web.Request) -> orjson.Fragment:
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     return server.event_types(services.registry, services.settings)
 
 
@@ -177,7 +177,7 @@ async def event_types(request: web.Request) -> orjson.Fragment:
     summary="Define or replace a declarative event type; every instance uses it within 5 s",
 )
 async def define_event_type(request: web.Request, body: EventTypeBody) -> web.Response:
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     defined = await definitions.define(
         services, acting_key(request), event_type=_event_type(request), body=body
     )
@@ -198,7 +198,7 @@ async def define_event_type(request: web.Request, body: EventTypeBody) -> web.Re
 )
 async def delete_event_type(request: web.Request) -> EventTypeDeleted:
     event_type = _event_type(request)
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     await definitions.remove(services, acting_key(request), event_type=event_type)
     return EventTypeDeleted(type=event_type, status="deleted")
 
@@ -225,7 +225,7 @@ async def send(request: web.Request, body: SendBody) -> web.Response:
     key = idempotency_key(request, body.idempotency_key)
     caller = acting_key(request)
     accepted = await server.accept(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         caller,
         [body.request(schedule_key(caller, key) if key is not None else None)],
         idempotency_key=key,
@@ -248,7 +248,7 @@ async def send(request: web.Request, body: SendBody) -> web.Response:
 async def send_batch(request: web.Request, body: SendBatchBody) -> web.Response:
     key = idempotency_key(request, body.idempotency_key)
     accepted = await server.accept(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         acting_key(request),
         [item.request() for item in body.items],
         batch=True,
@@ -261,7 +261,7 @@ async def send_batch(request: web.Request, body: SendBatchBody) -> web.Response:
 async def _cancel(
     request: web.Request, *, notification_id: uuid.UUID | None, key: str | None
 ) -> ScheduledCancelled:
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     caller = acting_key(request)
     cancelled = await cancel_scheduled(
         services,

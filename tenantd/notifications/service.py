@@ -29,7 +29,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from tenantd.db import Conn, Row
@@ -37,14 +36,13 @@ from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.jobs import queries as job_queries
 from tenantd.jobs.settings import JobSettings
 from tenantd.notifications import queries
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.quiet import DELAYED_CHANNELS, quiet_delay
 from tenantd.notifications.registry import EventDefinition, render, wants_locale
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.notifications.bundle import NotificationServices
+    from tenantd.notifications.domain import Notifications
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +90,7 @@ class SendOutcome:
 
 @contextlib.asynccontextmanager
 async def _using(
-    services: NotificationServices, conn: Conn | None, *, transaction: bool
+    services: Notifications, conn: Conn | None, *, transaction: bool
 ) -> AsyncIterator[Conn]:
     """The caller's connection when given, else one of our own; in a transaction if asked."""
     if conn is None:
@@ -104,13 +102,6 @@ async def _using(
             yield joined
     else:
         yield conn
-
-
-def services_of(target: web.Application | NotificationServices) -> NotificationServices:
-    """Accept an aiohttp Application or the services bundle itself."""
-    if isinstance(target, web.Application):
-        return target[NOTIFICATION_SERVICES]
-    return target
 
 
 def field_errors(error: ValidationError) -> dict[str, str]:
@@ -154,7 +145,7 @@ def live_channels(settings: Settings, channels: tuple[str, ...]) -> tuple[str, .
 
 
 async def send(
-    app_or_services: web.Application | NotificationServices,
+    services: Notifications,
     event_type: str,
     *,
     recipient_user_id: uuid.UUID | str,
@@ -171,7 +162,6 @@ async def send(
     (QUEUES_ENABLED on); until it is due, `cancel_scheduled` takes it back by id or by
     `idempotency_key` (a second scheduled send with the same key returns the first's id).
     """
-    services = services_of(app_or_services)
     event = services.registry.get(event_type)
     model = validate_payload(event.definition, payload)
     user_id = as_uuid(recipient_user_id, "recipientUserId")
@@ -235,7 +225,7 @@ MAX_FIELD_ERRORS = 100  # a batch of 1,000 bad items names the first hundred pro
 
 
 def _batch_errors(
-    services: NotificationServices, requests: Sequence[SendRequest], prefix: Callable[[int], str]
+    services: Notifications, requests: Sequence[SendRequest], prefix: Callable[[int], str]
 ) -> tuple[dict[str, str], list[dict[str, Any]]]:
     """Every item validated against its event's schema: field errors named by item, and the
     payloads as the models dump them."""
@@ -288,7 +278,7 @@ def _item(index: int) -> str:
 
 
 async def send_many(
-    app_or_services: web.Application | NotificationServices,
+    services: Notifications,
     requests: Sequence[SendRequest],
     *,
     conn: Conn | None = None,
@@ -299,7 +289,6 @@ async def send_many(
     `items.<i>.recipientUserId`), the recipients are checked in one query, and with queues on
     the dispatch jobs are written in one statement. Dispatch itself is `dispatch`, per item:
     the same guard, dedup, preferences and channels as `send`."""
-    services = services_of(app_or_services)
     errors, payloads = _batch_errors(services, requests, field_prefix)
     queue = services.settings.section(JobSettings).queues_enabled
     delays = _batch_delays(requests, field_prefix, errors, queue=queue)
@@ -376,7 +365,7 @@ class Dispatch:
 
 
 async def dispatch(
-    services: NotificationServices,
+    services: Notifications,
     *,
     notification_id: uuid.UUID,
     event_type: str,
@@ -409,7 +398,7 @@ async def dispatch(
 
 
 async def dispatch_one(
-    services: NotificationServices,
+    services: Notifications,
     send: Dispatch,
     *,
     conn: Conn | None = None,
@@ -448,7 +437,7 @@ class StatementRefused(RuntimeError):
 
 
 async def prepare_dispatch(
-    services: NotificationServices,
+    services: Notifications,
     send: Dispatch,
     *,
     conn: Conn | None = None,
@@ -524,7 +513,7 @@ async def prepare_dispatch(
     )
 
 
-def needs_transaction(services: NotificationServices, ready: ReadyDispatch) -> bool:
+def needs_transaction(services: Notifications, ready: ReadyDispatch) -> bool:
     """With queues on, the follow-up jobs commit with the notification or not at all; a
     throttle count commits with the send it counts."""
     follow_ups = services.settings.section(JobSettings).queues_enabled and any(
@@ -551,7 +540,7 @@ async def count_throttle(conn: Conn, ready: ReadyDispatch) -> ReadyDispatch:
 
 
 async def settle_dispatch(
-    services: NotificationServices, conn: Conn, ready: ReadyDispatch, row: Row
+    services: Notifications, conn: Conn, ready: ReadyDispatch, row: Row
 ) -> SendOutcome:
     """After the write (`row`, its answer): one delivery job per pending channel, enqueued on
     `conn` (they run after its commit: queued, or in this process), and the outcome."""
@@ -604,7 +593,7 @@ def schedule_delay(*, deliver_at: dt.datetime | None, delay_seconds: float | Non
 
 
 async def _schedule(
-    services: NotificationServices,
+    services: Notifications,
     *,
     notification_id: uuid.UUID,
     event_type: str,
@@ -653,13 +642,12 @@ async def _schedule(
 
 
 async def cancel_scheduled(
-    app_or_services: web.Application | NotificationServices,
+    services: Notifications,
     *,
     notification_id: uuid.UUID | str | None = None,
     idempotency_key: str | None = None,
 ) -> uuid.UUID:
     """Take back a scheduled send before it is due; 404 unknown, 409 once it started."""
-    services = services_of(app_or_services)
     if notification_id is None and idempotency_key is None:
         raise ValidationFailed({"id": "give a notification id or an idempotency key"})
     wanted = as_uuid(notification_id, "id") if notification_id is not None else None
@@ -681,7 +669,7 @@ async def cancel_scheduled(
 
 
 async def _add_to_digest(
-    services: NotificationServices,
+    services: Notifications,
     *,
     notification_id: uuid.UUID,
     definition: EventDefinition,
@@ -794,7 +782,7 @@ async def _screen_digested(
 
 
 async def _locale_for(
-    services: NotificationServices,
+    services: Notifications,
     conn: Conn | None,
     function: Callable[..., Any],
     user_id: uuid.UUID,
@@ -831,7 +819,7 @@ def digest_content(
     return f"{len(contents)} new: {latest.title}", body, latest.cta_url, latest.cta_label
 
 
-async def flush_digest(services: NotificationServices, *, digest_id: uuid.UUID) -> uuid.UUID | None:
+async def flush_digest(services: Notifications, *, digest_id: uuid.UUID) -> uuid.UUID | None:
     """The window closed: one notification (its id is the digest's) with one delivery row per
     channel, carrying the batched items in its payload under `_digest`."""
     async with services.db.transaction() as conn:

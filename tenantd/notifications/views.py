@@ -11,11 +11,11 @@ from pydantic import Field
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
 from tenantd.notifications import unsubscribe as unsub
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.channels import in_app
 from tenantd.notifications.channels.sse.endpoint import stream_notifications
 from tenantd.notifications.channels.web_push import subscriptions as push
 from tenantd.notifications.channels.web_push.vapid import public_key
+from tenantd.notifications.domain import notifications_of
 from tenantd.notifications.schemas import (
     AccountDefault,
     AccountDefaultBody,
@@ -54,7 +54,7 @@ class TokenQuery(ApiModel):
 async def list_notifications(request: web.Request, query: ListQuery) -> Any:
     principal = current_principal(request)
     return await in_app.inbox_page(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         user_id=principal.user_id,
         status=query.status,
         limit=query.limit,
@@ -66,7 +66,7 @@ async def list_notifications(request: web.Request, query: ListQuery) -> Any:
 async def unread_count(request: web.Request) -> orjson.Fragment:
     principal = current_principal(request)
     count = await in_app.cached_unread_count(
-        request.app[NOTIFICATION_SERVICES], user_id=principal.user_id
+        notifications_of(request.app), user_id=principal.user_id
     )
     # UnreadCount's JSON, written directly (a hot route: no model to build and dump)
     return orjson.Fragment(b'{"count":%d}' % count["count"])
@@ -75,7 +75,7 @@ async def unread_count(request: web.Request) -> orjson.Fragment:
 @ROUTES.post(f"{BASE}/{{id}}/read", response=NotificationOut, summary="Mark one notification read")
 async def mark_read(request: web.Request) -> NotificationOut:
     notification = await in_app.mark_read(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         user_id=current_principal(request).user_id,
         notification_id=path_uuid(request, "id"),
     )
@@ -85,7 +85,7 @@ async def mark_read(request: web.Request) -> NotificationOut:
 @ROUTES.post(f"{BASE}/read-all", response=ReadAll, summary="Mark every notification read")
 async def mark_all_read(request: web.Request) -> ReadAll:
     updated = await in_app.mark_all_read(
-        request.app[NOTIFICATION_SERVICES], user_id=current_principal(request).user_id
+        notifications_of(request.app), user_id=current_principal(request).user_id
     )
     return ReadAll.model_validate(updated)
 
@@ -98,7 +98,7 @@ async def mark_all_read(request: web.Request) -> ReadAll:
 async def get_preferences(request: web.Request) -> list[EventPreferences]:
     principal = current_principal(request)
     events = await prefs.effective_preferences(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         user_id=principal.user_id,
         account_id=principal.account_id,
     )
@@ -114,7 +114,7 @@ async def get_preferences(request: web.Request) -> list[EventPreferences]:
 )
 async def put_preference(request: web.Request, body: PreferenceBody) -> Preference:
     preference = await prefs.set_preference(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         user_id=current_principal(request).user_id,
         event_type=body.event_type,
         channel=body.channel,
@@ -146,7 +146,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
 )
 async def vapid_public_key(request: web.Request) -> VapidPublicKey:
     current_principal(request)
-    return VapidPublicKey.model_validate(public_key(request.app[NOTIFICATION_SERVICES].settings))
+    return VapidPublicKey.model_validate(public_key(notifications_of(request.app).settings))
 
 
 @ROUTES.post(
@@ -158,7 +158,7 @@ async def vapid_public_key(request: web.Request) -> VapidPublicKey:
 )
 async def push_subscribe(request: web.Request, body: PushSubscribeBody) -> PushSubscription:
     subscription = await push.subscribe(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         user_id=current_principal(request).user_id,
         endpoint=body.endpoint,
         p256dh=body.keys.p256dh,
@@ -178,7 +178,7 @@ async def push_subscribe(request: web.Request, body: PushSubscribeBody) -> PushS
 )
 async def push_unsubscribe(request: web.Request, body: PushUnsubscribeBody) -> Removed:
     removed = await push.unsubscribe(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         user_id=current_principal(request).user_id,
         endpoint=body.endpoint,
     )
@@ -193,7 +193,7 @@ async def push_unsubscribe(request: web.Request, body: PushUnsubscribeBody) -> R
 )
 async def push_subscriptions(request: web.Request) -> list[PushSubscription]:
     rows = await push.subscriptions(
-        request.app[NOTIFICATION_SERVICES], user_id=current_principal(request).user_id
+        notifications_of(request.app), user_id=current_principal(request).user_id
     )
     return [PushSubscription.model_validate(row) for row in rows]
 
@@ -207,7 +207,7 @@ async def push_subscriptions(request: web.Request) -> list[PushSubscription]:
     summary="Confirmation page of an email unsubscribe link (changes nothing)",
 )
 async def unsubscribe_page(request: web.Request, query: TokenQuery) -> web.Response:
-    settings = request.app[NOTIFICATION_SERVICES].settings
+    settings = notifications_of(request.app).settings
     page = unsub.confirmation_page(settings.secret_key, query.token)
     return web.Response(text=page, content_type="text/html")
 
@@ -220,7 +220,7 @@ async def unsubscribe_page(request: web.Request, query: TokenQuery) -> web.Respo
     summary="One-click unsubscribe (RFC 8058): turn off this event type's emails",
 )
 async def unsubscribe(request: web.Request, query: TokenQuery) -> Unsubscribed:
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     claims = await unsub.unsubscribe(
         services.db, secret_key=services.settings.secret_key, token=query.token
     )
@@ -237,7 +237,7 @@ ACCOUNT_DEFAULTS = "/api/v1/accounts/{id}/notification-defaults"
 )
 async def get_account_defaults(request: web.Request) -> list[AccountDefault]:
     rows = await prefs.account_defaults(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         actor_account=current_principal(request).account_id,
         account_id=path_uuid(request, "id"),
     )
@@ -252,7 +252,7 @@ async def get_account_defaults(request: web.Request) -> list[AccountDefault]:
 )
 async def put_account_default(request: web.Request, body: AccountDefaultBody) -> AccountDefault:
     row = await prefs.set_account_default(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         current_principal(request),
         path_uuid(request, "id"),
         event_type=body.event_type,
@@ -269,7 +269,7 @@ async def put_account_default(request: web.Request, body: AccountDefaultBody) ->
 )
 async def get_notification_settings(request: web.Request) -> NotificationSettings:
     found = await quiet.settings_of(
-        request.app[NOTIFICATION_SERVICES], user_id=current_principal(request).user_id
+        notifications_of(request.app), user_id=current_principal(request).user_id
     )
     return NotificationSettings.model_validate(found)
 
@@ -284,7 +284,7 @@ async def put_notification_settings(
     request: web.Request, body: NotificationSettingsBody
 ) -> NotificationSettings:
     saved = await quiet.set_settings(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         user_id=current_principal(request).user_id,
         time_zone=body.time_zone,
         start=body.quiet_hours_start,

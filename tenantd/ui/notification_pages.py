@@ -10,8 +10,8 @@ from aiohttp import web
 from tenantd.errors import AppError
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import unsubscribe as unsub
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.channels import in_app
+from tenantd.notifications.domain import notifications_of
 from tenantd.ui.forms import Form, Problem, field, problem
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer, load_viewer
@@ -24,7 +24,7 @@ PAGE_SIZE = 30
 async def _inbox(
     request: web.Request, viewer: Viewer, *, issue: Problem | None = None
 ) -> web.Response:
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     cursor = request.query.get("cursor") or None
     try:
         fragment = await in_app.inbox_page(
@@ -59,7 +59,7 @@ async def inbox_page(request: web.Request, viewer: Viewer) -> web.StreamResponse
 
 async def read_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     await in_app.mark_read(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         user_id=viewer.principal.user_id,
         notification_id=path_uuid(request, "id"),
     )
@@ -73,7 +73,7 @@ async def inbox_again(
 
 
 async def read_all_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     await in_app.mark_all_read(services, user_id=viewer.principal.user_id)
     return redirect(request, "/notifications?done=all_read")
 
@@ -109,7 +109,7 @@ def _unsubscribe_refused(request: web.Request, exc: AppError) -> web.Response:
 async def unsubscribe_page(request: web.Request) -> web.Response:
     await load_viewer(request)
     token = request.query.get("token", "")[:4000]
-    settings = request.app[NOTIFICATION_SERVICES].settings
+    settings = notifications_of(request.app).settings
     try:
         claims = unsub.read_token(settings.secret_key, token)
     except AppError as exc:
@@ -119,7 +119,7 @@ async def unsubscribe_page(request: web.Request) -> web.Response:
 
 async def unsubscribe_post(request: web.Request, form: Form) -> web.Response:
     await load_viewer(request)
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     claims = await unsub.unsubscribe(
         services.db, secret_key=services.settings.secret_key, token=field(form, "token")
     )

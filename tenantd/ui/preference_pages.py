@@ -17,7 +17,7 @@ from tenantd.errors import AppError, Forbidden, NotFound
 from tenantd.identity import permissions
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
+from tenantd.notifications.domain import Notifications, notifications_of
 from tenantd.ui.forms import Form, Problem, field, problem
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer
@@ -50,7 +50,7 @@ def every(window: float) -> str:
     return text("frequency.every_minutes", count=max(round(window / 60), 1))
 
 
-def digest_window(services: NotificationServices, event_type: str) -> float | None:
+def digest_window(services: Notifications, event_type: str) -> float | None:
     """The event's digest window, or None when a user cannot choose a frequency for it."""
     definition = services.registry.get(event_type).definition
     if definition.digest is None or definition.critical:
@@ -62,7 +62,7 @@ def _field_name(prefix: str, event_type: str, channel: str) -> str:
     return f"{prefix}:{event_type}:{channel}"
 
 
-async def _events(services: NotificationServices, viewer: Viewer) -> list[dict[str, Any]]:
+async def _events(services: Notifications, viewer: Viewer) -> list[dict[str, Any]]:
     """Every event type with its channels' effective settings and, for a digest event, the
     choice of frequency (none stored: the event's own window)."""
     events = await prefs.effective_preferences(
@@ -92,7 +92,7 @@ async def _preferences(
     issue: Problem | None = None,
     quiet_values: dict[str, Any] | None = None,
 ) -> web.Response:
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     events = await _events(services, viewer)
     account = viewer.account
     return page(
@@ -121,7 +121,7 @@ async def preferences_page(request: web.Request, viewer: Viewer) -> web.StreamRe
 
 
 async def _save_channels(
-    services: NotificationServices, viewer: Viewer, form: MultiDictProxy[Any]
+    services: Notifications, viewer: Viewer, form: MultiDictProxy[Any]
 ) -> None:
     """Write what changed: a channel turned on or off, a frequency chosen."""
     checked = set(form.getall("on", []))
@@ -148,7 +148,7 @@ async def _save_channels(
 
 
 async def preferences_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
-    await _save_channels(request.app[NOTIFICATION_SERVICES], viewer, form)
+    await _save_channels(notifications_of(request.app), viewer, form)
     return redirect(request, PREFERENCES + "?done=preferences")
 
 
@@ -161,7 +161,7 @@ async def preferences_again(
 async def quiet_hours_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     posted = _quiet_values(form)
     await quiet.set_settings(
-        request.app[NOTIFICATION_SERVICES],
+        notifications_of(request.app),
         user_id=viewer.principal.user_id,
         time_zone=posted["timeZone"],
         start=posted["quietHoursStart"],
@@ -195,7 +195,7 @@ def _account_id(request: web.Request) -> uuid.UUID:
 
 
 async def _current_defaults(
-    services: NotificationServices, viewer: Viewer, account_id: uuid.UUID
+    services: Notifications, viewer: Viewer, account_id: uuid.UUID
 ) -> dict[tuple[str, str], bool]:
     rows = await prefs.account_defaults(
         services, actor_account=viewer.principal.account_id, account_id=account_id
@@ -206,7 +206,7 @@ async def _current_defaults(
 async def _defaults(
     request: web.Request, viewer: Viewer, *, issue: Problem | None = None
 ) -> web.Response:
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     account_id = _account_id(request)
     current = await _current_defaults(services, viewer, account_id)
     events = await _events(services, viewer)
@@ -237,7 +237,7 @@ async def defaults_post(request: web.Request, viewer: Viewer, form: Form) -> web
     account_id = _account_id(request)
     if not viewer.can(MANAGE_DEFAULTS):
         raise Forbidden(text("defaults.managers_only"))
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     choices = await _posted_defaults(services, viewer, form)
     await prefs.set_account_defaults(services, viewer.principal, account_id, choices=choices)
     return redirect(request, f"/accounts/{account_id}/notification-defaults?done=defaults")
@@ -250,7 +250,7 @@ async def defaults_again(
 
 
 async def _posted_defaults(
-    services: NotificationServices, viewer: Viewer, form: MultiDictProxy[Any]
+    services: Notifications, viewer: Viewer, form: MultiDictProxy[Any]
 ) -> dict[tuple[str, str], bool | None]:
     """The defaults the form chose: a field it did not carry (or no choice of ours) is none."""
     choices: dict[tuple[str, str], bool | None] = {}

@@ -27,8 +27,8 @@ from tenantd.identity.cookies import (
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.guards import authenticate, recheck
 from tenantd.identity.sessions import IssuedTokens
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES
 from tenantd.notifications.channels import in_app
+from tenantd.notifications.domain import notifications_of
 from tenantd.principal import PRINCIPAL, AccessClaims, Principal
 from tenantd.settings import Settings
 from tenantd.web.ratelimit import request_ip
@@ -127,7 +127,7 @@ async def load_viewer(request: web.Request) -> Viewer | None:
             me = await current_user(conn, principal)
         if me is not None:
             count = await in_app.cached_unread_count(
-                request.app[NOTIFICATION_SERVICES], user_id=principal.user_id
+                notifications_of(request.app), user_id=principal.user_id
             )
             viewer = Viewer(principal=principal, me=me, unread=count["count"])
             request[PRINCIPAL] = principal  # the request log names the user

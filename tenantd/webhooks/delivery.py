@@ -18,35 +18,24 @@ object the receiver sees events in the order they happened, across retries and i
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import functools
 import logging
 import random
 import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-from urllib.parse import urlsplit
+from typing import Any
 
-import aiohttp
 import orjson
-from standardwebhooks.webhooks import Webhook
 
-from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.jobs.kinds import JobInfo, JobKind
 from tenantd.outbox import public_event
 from tenantd.settings import Settings
 from tenantd.webhooks import queries
-from tenantd.webhooks.addresses import (
-    ForbiddenAddress,
-    GuardedResolver,
-    forbidden_ip,
-    refusal,
-    refuse_private,
-)
+from tenantd.webhooks.domain import Webhooks
 from tenantd.webhooks.sealing import UndecryptableSecret, signing_secrets
+from tenantd.webhooks.sender import Outcome, WebhookSender
 from tenantd.webhooks.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
@@ -55,118 +44,13 @@ DELIVER = "webhooks.deliver"
 RETRY_WINDOW_SECONDS = 3 * 86_400  # a delivery is retried for up to 3 days
 DISABLE_AFTER_SECONDS = 5 * 86_400  # an endpoint failing this long is disabled
 # A batch's time: no delivery starts unless its whole request timeout fits in the send
-# budget, and the settle after the sends has the rest of the job's timeout.
+# budget (SEND_BUDGET_SECONDS, tenantd.webhooks.sender), and the settle after the sends has
+# the rest of the job's timeout.
 JOB_TIMEOUT_SECONDS = 60.0
-SEND_BUDGET_SECONDS = 45.0
 MAX_ATTEMPTS = 1000
-MAX_ERROR = 500
 # Deliveries one fan-out job carries: the queue's claim, lease and completion are paid once
 # per job, not once per delivery.
 DELIVERIES_PER_JOB = 32
-
-
-class WebhookSender:
-    """One HTTP session for every delivery of this process (keep-alive, no redirects,
-    metadata addresses refused at connect time)."""
-
-    def __init__(self, settings: Settings, *, resolver: Any = None):
-        # A batch's send budget (at most SEND_BUDGET_SECONDS: the job's timeout keeps room to
-        # settle), and one request's whole time (a free connection, connect, send, answer),
-        # never more than the budget, so the first delivery of a batch always fits.
-        self.send_budget = min(
-            settings.section(WebhookSettings).webhook_send_budget_seconds,
-            SEND_BUDGET_SECONDS,
-        )
-        self.request_seconds = min(
-            settings.section(WebhookSettings).webhook_timeout_seconds, self.send_budget
-        )
-        self.timeout = aiohttp.ClientTimeout(total=self.request_seconds)
-        self._resolver = resolver
-        self.refuse_private = refuse_private(settings)
-        self._session: aiohttp.ClientSession | None = None
-        self._signers: dict[str, Webhook] = {}
-        # Counters for /metrics and logs (this process).
-        self.disabled_endpoints = 0
-        self.sent = 0
-        self.failed = 0
-
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(
-                resolver=GuardedResolver(self._resolver, refuse_private=self.refuse_private),
-                limit=256,
-                ttl_dns_cache=10,
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector, timeout=self.timeout, trust_env=False
-            )
-        return self._session
-
-    def signer(self, secret: str) -> Webhook:
-        signer = self._signers.get(secret)
-        if signer is None:
-            if len(self._signers) > 1000:
-                self._signers.clear()
-            signer = self._signers[secret] = Webhook(secret)
-        return signer
-
-    def headers(self, msg_id: str, body: str, secrets: Sequence[str]) -> dict[str, str]:
-        """Standard Webhooks headers; with a rotation under way, one signature per secret."""
-        now = dt.datetime.now(dt.UTC)
-        signatures = " ".join(self.signer(s).sign(msg_id, now, body) for s in secrets)
-        return {
-            "webhook-id": msg_id,
-            "webhook-timestamp": str(int(now.timestamp())),
-            "webhook-signature": signatures,
-            "content-type": "application/json",
-            "user-agent": "tenantd-webhooks",
-        }
-
-    async def send(self, url: str, msg_id: str, body: str, secrets: Sequence[str]) -> Outcome:
-        host = _host(url)
-        if forbidden_ip(host, refuse_private=self.refuse_private):
-            return Outcome(False, None, refusal(host, self.refuse_private))
-        headers = self.headers(msg_id, body, secrets)
-        try:
-            async with self.session().post(
-                url, data=body.encode(), headers=headers, allow_redirects=False
-            ) as response:
-                await response.read()
-                if 200 <= response.status < 300:
-                    return Outcome(True, response.status, None)
-                return Outcome(False, response.status, f"HTTP {response.status}")
-        except ForbiddenAddress as error:
-            return Outcome(False, None, str(error))
-        except aiohttp.ClientConnectorError as error:
-            cause = error.os_error
-            if isinstance(cause, ForbiddenAddress):
-                return Outcome(False, None, str(cause))
-            return Outcome(False, None, f"connect: {error}"[:MAX_ERROR])
-        except TimeoutError:
-            return Outcome(False, None, "timeout")
-        except (aiohttp.ClientError, OSError) as error:
-            return Outcome(False, None, f"{type(error).__name__}: {error}"[:MAX_ERROR])
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-
-
-@functools.lru_cache(maxsize=4096)
-def _host(url: str) -> str:
-    return urlsplit(url).hostname or ""
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    ok: bool
-    status: int | None
-    error: str | None
-
-
-class WebhookServices(Services, Protocol):
-    @property
-    def webhook_sender(self) -> WebhookSender: ...
 
 
 def retry_delay(settings: Settings, attempts: int) -> float:
@@ -213,7 +97,7 @@ class Recorder:
     parked successors handed over) before its group sends the next one; successes of other
     groups that arrive while a statement is in flight share the next one."""
 
-    def __init__(self, services: WebhookServices):
+    def __init__(self, services: Webhooks):
         self.services = services
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
@@ -257,11 +141,11 @@ def _hand_over_params() -> dict[str, Any]:
 
 
 async def run_deliveries(
-    services: WebhookServices, items: list[tuple[JobInfo, dict[str, Any]]]
+    services: Webhooks, items: list[tuple[JobInfo, dict[str, Any]]]
 ) -> list[BaseException | None]:
     """The job kind's batch: park what an earlier open delivery holds back, send the rest
     (each recorded as it succeeds, none started past the batch's budget), then settle."""
-    sender = services.webhook_sender
+    sender = services.sender
     deadline = asyncio.get_running_loop().time() + sender.send_budget
     settings = services.settings
     job_of = {delivery: info.id for info, payload in items for delivery in deliveries_of(payload)}
@@ -303,9 +187,7 @@ async def run_deliveries(
     return [None] * len(items)
 
 
-async def _park(
-    services: WebhookServices, blocked: list[Row], job_of: dict[int, int | None]
-) -> list[Row]:
+async def _park(services: Webhooks, blocked: list[Row], job_of: dict[int, int | None]) -> list[Row]:
     """Park deliveries an earlier open delivery of their object holds back (no job polls for
     them: whatever settles that one hands them over); the ones whose blockers settled
     meanwhile come back to be sent now."""
@@ -370,7 +252,7 @@ async def _send_group(
         return
 
 
-async def _settle(services: WebhookServices, conn: Conn, outcome: Settlement) -> None:
+async def _settle(services: Webhooks, conn: Conn, outcome: Settlement) -> None:
     if outcome.held:
         # Parked behind their failed sibling, whose retry hands them over when it settles.
         await conn.execute(queries.PARK, {"ids": outcome.held})
@@ -408,7 +290,7 @@ async def _settle(services: WebhookServices, conn: Conn, outcome: Settlement) ->
         )
         for row in rows:
             if row["disabled_at"] is not None:
-                services.webhook_sender.disabled_endpoints += 1
+                services.sender.disabled_endpoints += 1
                 log.error(
                     "webhooks.endpoint_disabled",
                     extra={
@@ -426,7 +308,7 @@ def deliveries_of(payload: dict[str, Any]) -> list[int]:
 
 
 async def enqueue_deliveries(
-    services: WebhookServices, conn: Conn, batches: Sequence[Sequence[int]], delays: list[float]
+    services: Webhooks, conn: Conn, batches: Sequence[Sequence[int]], delays: list[float]
 ) -> list[int]:
     """One job per batch of delivery ids (with its delay), in the caller's transaction."""
     ids = await services.jobs.enqueue(
@@ -438,9 +320,7 @@ async def enqueue_deliveries(
     return [job_id for job_id in ids if job_id is not None]  # a durable kind: every one
 
 
-async def schedule(
-    services: WebhookServices, conn: Conn, deliveries: Sequence[tuple[int, float]]
-) -> None:
+async def schedule(services: Webhooks, conn: Conn, deliveries: Sequence[tuple[int, float]]) -> None:
     """A new job for each existing (delivery, delay) (a retry, a held-back delivery, the test
     event), recorded as the one job allowed to act on it."""
     if not deliveries:
@@ -452,7 +332,7 @@ async def schedule(
     await conn.execute(queries.SET_JOBS, {"ids": ids, "jobs": jobs})
 
 
-async def _run_one(services: WebhookServices, payload: dict[str, Any], info: JobInfo) -> None:
+async def _run_one(services: Webhooks, payload: dict[str, Any], info: JobInfo) -> None:
     await run_deliveries(services, [(info, payload)])
 
 

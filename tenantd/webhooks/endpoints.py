@@ -20,7 +20,8 @@ from tenantd.outbox import queries as outbox_queries
 from tenantd.settings import Settings
 from tenantd.webhooks import queries, sealing
 from tenantd.webhooks.addresses import ForbiddenAddress, check_url, refuse_private
-from tenantd.webhooks.delivery import WebhookServices, schedule
+from tenantd.webhooks.delivery import schedule
+from tenantd.webhooks.domain import Webhooks
 from tenantd.webhooks.fanout import create_deliveries
 
 ROTATION_OVERLAP_SECONDS = 24 * 3600  # the old secret keeps signing this long
@@ -57,7 +58,7 @@ class Created:
 
 
 async def add_endpoint(
-    services: WebhookServices,
+    services: Webhooks,
     *,
     url: str,
     events: Sequence[str] | None = None,
@@ -80,11 +81,11 @@ async def add_endpoint(
     return Created(row, secret)
 
 
-async def list_endpoints(services: WebhookServices) -> list[Row]:
+async def list_endpoints(services: Webhooks) -> list[Row]:
     return await services.db.fetch_all(queries.LIST_ENDPOINTS)
 
 
-async def get_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> Row:
+async def get_endpoint(services: Webhooks, endpoint_id: uuid.UUID) -> Row:
     row = await services.db.fetch_one(queries.GET_ENDPOINT, {"id": endpoint_id})
     if row is None:
         raise NotFound(f"no webhook endpoint {endpoint_id}")
@@ -94,7 +95,7 @@ async def get_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> Row
 REMOVE_ATTEMPTS = 3
 
 
-async def remove_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> None:
+async def remove_endpoint(services: Webhooks, endpoint_id: uuid.UUID) -> None:
     """Delete the endpoint and its deliveries (pending ones are never sent).
 
     Deliveries first, as a settling delivery job locks them (deliveries, then the endpoint).
@@ -113,7 +114,7 @@ async def remove_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> 
 
 
 async def rotate_secret(
-    services: WebhookServices, endpoint_id: uuid.UUID, *, now: bool = False
+    services: Webhooks, endpoint_id: uuid.UUID, *, now: bool = False
 ) -> Created:
     """A new secret; the old one keeps signing alongside it for 24 hours, or (`now`: it
     leaked) ends at once, and any earlier one still in its overlap with it."""
@@ -140,7 +141,7 @@ async def rotate_secret(
     return Created(row, secret)
 
 
-async def enable_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> Row:
+async def enable_endpoint(services: Webhooks, endpoint_id: uuid.UUID) -> Row:
     """Turn a disabled endpoint back on (new events only; `replay` sends the missed ones)."""
     row = await services.db.fetch_one(queries.ENABLE_ENDPOINT, {"id": endpoint_id})
     if row is None:
@@ -148,7 +149,7 @@ async def enable_endpoint(services: WebhookServices, endpoint_id: uuid.UUID) -> 
     return row
 
 
-async def send_test(services: WebhookServices, endpoint_id: uuid.UUID, *, actor: Actor) -> str:
+async def send_test(services: Webhooks, endpoint_id: uuid.UUID, *, actor: Actor) -> str:
     """Queue a `webhook.test` event to this endpoint only; return the event id."""
     async with services.db.transaction() as conn:
         endpoint = await conn.fetch_one(queries.GET_ENDPOINT, {"id": endpoint_id})
@@ -174,7 +175,7 @@ async def send_test(services: WebhookServices, endpoint_id: uuid.UUID, *, actor:
 
 
 async def list_deliveries(
-    services: WebhookServices, endpoint_id: uuid.UUID, *, failed: bool = False, limit: int = 100
+    services: Webhooks, endpoint_id: uuid.UUID, *, failed: bool = False, limit: int = 100
 ) -> list[Row]:
     await get_endpoint(services, endpoint_id)
     return await services.db.fetch_all(
@@ -182,7 +183,7 @@ async def list_deliveries(
     )
 
 
-async def replay(services: WebhookServices, endpoint_id: uuid.UUID, *, since: dt.datetime) -> int:
+async def replay(services: Webhooks, endpoint_id: uuid.UUID, *, since: dt.datetime) -> int:
     """Deliver again every retained event since `since` that the endpoint subscribes to."""
     async with services.db.transaction() as conn:
         endpoint = await conn.fetch_one(queries.LOCK_ENDPOINT, {"id": endpoint_id})
@@ -192,7 +193,7 @@ async def replay(services: WebhookServices, endpoint_id: uuid.UUID, *, since: dt
         return await create_deliveries(services, conn, events, [endpoint])
 
 
-async def endpoint_status(services: WebhookServices) -> list[Row]:
+async def endpoint_status(services: Webhooks) -> list[Row]:
     """Per endpoint: enabled or disabled, backlog, retrying and failed deliveries."""
     return await services.db.fetch_all(queries.STATUS)
 

@@ -9,7 +9,8 @@ from typing import Any
 from tenantd.db import Conn, Row
 from tenantd.outbox import Consumer
 from tenantd.webhooks import queries
-from tenantd.webhooks.delivery import DELIVERIES_PER_JOB, WebhookServices, enqueue_deliveries
+from tenantd.webhooks.delivery import DELIVERIES_PER_JOB, enqueue_deliveries
+from tenantd.webhooks.domain import Webhooks
 
 
 def wants(event_types: Sequence[str], event_type: str) -> bool:
@@ -27,7 +28,7 @@ def wants(event_types: Sequence[str], event_type: str) -> bool:
 
 
 async def create_deliveries(
-    services: WebhookServices,
+    services: Webhooks,
     conn: Conn,
     events: Sequence[Row],
     endpoints: Sequence[Row],
@@ -71,7 +72,7 @@ async def create_deliveries(
     return count
 
 
-def fan_out(services: WebhookServices) -> Consumer:
+def fan_out(services: Webhooks) -> Consumer:
     """The relay consumer of this services bundle."""
 
     async def consume(conn: Conn, events: list[Row]) -> None:

@@ -11,8 +11,9 @@ from prometheus_client.registry import Collector
 
 from tenantd.outbox import Consumer, Relay
 from tenantd.outbox.settings import OutboxSettings
-from tenantd.webhooks.delivery import WebhookSender, WebhookServices
+from tenantd.webhooks.domain import Webhooks
 from tenantd.webhooks.fanout import fan_out
+from tenantd.webhooks.sender import WebhookSender
 
 
 class WebhookCollector(Collector):
@@ -39,9 +40,7 @@ class WebhookCollector(Collector):
 
 
 @contextlib.asynccontextmanager
-async def relaying(
-    services: WebhookServices, others: Sequence[Consumer] = ()
-) -> AsyncIterator[Relay]:
+async def relaying(services: Webhooks, others: Sequence[Consumer] = ()) -> AsyncIterator[Relay]:
     """Number committed events and fan them out to the endpoints (and to `others`, in the
     same transaction), until exit."""
     relay = Relay(

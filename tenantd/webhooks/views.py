@@ -9,12 +9,11 @@ from aiohttp import web
 
 from tenantd.apikeys.principal import acting_key
 from tenantd.db import Row
-from tenantd.identity.bundle import SERVICES
 from tenantd.outbox import Actor, public_event, read
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Access, Routes
 from tenantd.webhooks import endpoints
-from tenantd.webhooks.delivery import WebhookServices
+from tenantd.webhooks.domain import webhooks_of
 from tenantd.webhooks.schemas import (
     DeliveriesQuery,
     EndpointBody,
@@ -29,11 +28,6 @@ EVENTS = "/api/v1/events"
 ENDPOINTS = "/api/v1/webhook-endpoints"
 ENDPOINT = ENDPOINTS + "/{id}"
 MANAGE = {"access": Access.API_KEY, "scope": "webhooks:manage"}
-
-
-def _services(request: web.Request) -> WebhookServices:
-    services: Any = request.app[SERVICES]
-    return services  # the concrete bundle carries the webhook sender
 
 
 def endpoint_json(row: Row) -> dict[str, Any]:
@@ -77,7 +71,7 @@ async def list_events(request: web.Request, query: EventsQuery) -> Any:
     while nothing new happened)."""
     types = [t.strip() for t in (query.types or "").split(",") if t.strip()] or None
     after = int(query.after or 0)
-    rows = await request.app[SERVICES].db.read(
+    rows = await webhooks_of(request.app).db.read(
         functools.partial(read, after=after, types=types, limit=query.limit + 1),
         caller=acting_key(request).id,  # a replica shows the key its own writes' events
     )
@@ -89,7 +83,7 @@ async def list_events(request: web.Request, query: EventsQuery) -> Any:
 
 @ROUTES.get(ENDPOINTS, summary="Webhook endpoints", **MANAGE)
 async def list_endpoints(request: web.Request) -> Any:
-    return [endpoint_json(row) for row in await endpoints.list_endpoints(_services(request))]
+    return [endpoint_json(row) for row in await endpoints.list_endpoints(webhooks_of(request.app))]
 
 
 @ROUTES.post(
@@ -101,14 +95,14 @@ async def list_endpoints(request: web.Request) -> Any:
 )
 async def add_endpoint(request: web.Request, body: EndpointBody) -> Any:
     created = await endpoints.add_endpoint(
-        _services(request), url=body.url, events=body.events, description=body.description
+        webhooks_of(request.app), url=body.url, events=body.events, description=body.description
     )
     return {"endpoint": endpoint_json(created.endpoint), "secret": created.secret}
 
 
 @ROUTES.delete(ENDPOINT, summary="Remove a webhook endpoint", **MANAGE)
 async def remove_endpoint(request: web.Request) -> Any:
-    await endpoints.remove_endpoint(_services(request), path_uuid(request, "id"))
+    await endpoints.remove_endpoint(webhooks_of(request.app), path_uuid(request, "id"))
     return {}
 
 
@@ -120,7 +114,7 @@ async def remove_endpoint(request: web.Request) -> Any:
 )
 async def rotate_secret(request: web.Request, query: RotateQuery) -> Any:
     created = await endpoints.rotate_secret(
-        _services(request), path_uuid(request, "id"), now=query.now
+        webhooks_of(request.app), path_uuid(request, "id"), now=query.now
     )
     return {"endpoint": endpoint_json(created.endpoint), "secret": created.secret}
 
@@ -128,7 +122,9 @@ async def rotate_secret(request: web.Request, query: RotateQuery) -> Any:
 @ROUTES.post(f"{ENDPOINT}/test", summary="Send a webhook.test event", **MANAGE)
 async def send_test(request: web.Request) -> Any:
     event_id = await endpoints.send_test(
-        _services(request), path_uuid(request, "id"), actor=Actor.api_key(acting_key(request).id)
+        webhooks_of(request.app),
+        path_uuid(request, "id"),
+        actor=Actor.api_key(acting_key(request).id),
     )
     return {"eventId": event_id}
 
@@ -141,12 +137,14 @@ async def send_test(request: web.Request) -> Any:
 )
 async def list_deliveries(request: web.Request, query: DeliveriesQuery) -> Any:
     rows = await endpoints.list_deliveries(
-        _services(request), path_uuid(request, "id"), failed=query.failed, limit=query.limit
+        webhooks_of(request.app), path_uuid(request, "id"), failed=query.failed, limit=query.limit
     )
     return [delivery_json(row) for row in rows]
 
 
 @ROUTES.post(f"{ENDPOINT}/replay", body=ReplayBody, summary="Deliver events again", **MANAGE)
 async def replay(request: web.Request, body: ReplayBody) -> Any:
-    count = await endpoints.replay(_services(request), path_uuid(request, "id"), since=body.since)
+    count = await endpoints.replay(
+        webhooks_of(request.app), path_uuid(request, "id"), since=body.since
+    )
     return {"deliveries": count}

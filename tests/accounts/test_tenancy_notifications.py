@@ -150,7 +150,12 @@ async def test_the_acting_user_is_never_told_of_their_own_change(
         "memberName": "B",
         "role": "member",
     }
-    outcome = await send(services, events.MEMBER_JOINED, recipient_user_id=user.id, payload=payload)
+    outcome = await send(
+        services.domains.notifications,
+        events.MEMBER_JOINED,
+        recipient_user_id=user.id,
+        payload=payload,
+    )
     assert outcome.status in ("self_action", "queued")
     await quiesce(services)
     assert await inbox(services, user.id) == []

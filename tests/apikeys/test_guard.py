@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tenantd.apikeys import service
-from tenantd.apikeys.cache import API_KEY_CACHE
+from tenantd.apikeys.domain import apikeys_of
 from tenantd.db import Database
 from tenantd.errors import ValidationFailed
 from tenantd.identity.bundle import SERVICES
@@ -168,7 +168,7 @@ async def test_last_used_is_written_at_most_once_a_minute(client: Any, db: Datab
         assert (await client.get("/test/server/events", headers=bearer(key.token))).status == 200
     assert await db.fetch_val(query, {"id": key.id}) == first
     # A minute later (for this process and the table alike) the next use writes it again.
-    cache = client.server.app[API_KEY_CACHE]
+    cache = apikeys_of(client.server.app).cache
     cache._touched[key.id] -= service.TOUCH_EVERY_SECONDS + 1
     await db.execute(
         "UPDATE api_keys SET last_used_at = last_used_at - interval '61 seconds' WHERE id = %(id)s",
@@ -183,7 +183,7 @@ async def test_a_cached_key_needs_no_query(client: Any, db: Database) -> None:
     behind the cache's back (no trigger fires on TRUNCATE) and the key still works."""
     key = await new_key(db)
     assert (await client.get("/test/server/events", headers=bearer(key.token))).status == 200
-    cache = client.server.app[API_KEY_CACHE]
+    cache = apikeys_of(client.server.app).cache
     assert cache.get(key.id) is not None
     await db.execute("TRUNCATE api_keys CASCADE")
     assert (await client.get("/test/server/events", headers=bearer(key.token))).status == 200

@@ -10,7 +10,8 @@ from typing import Any
 from aiohttp.test_utils import TestServer
 
 from tenantd.apikeys import queries, service
-from tenantd.apikeys.cache import API_KEY_CACHE, ApiKeyCache
+from tenantd.apikeys.cache import ApiKeyCache
+from tenantd.apikeys.domain import apikeys_of
 from tenantd.cache.invalidation import CHANNEL
 from tenantd.db import Database
 from tenantd.identity.bundle import SERVICES
@@ -31,7 +32,7 @@ async def warm(client: Any, db: Database, token: str, key_id: Any) -> None:
     """Use the key so the instance caches it, after every earlier write was heard."""
     await wait_until_heard(db, client.server.app[PUBSUB], CHANNEL)
     assert (await client.get(ROUTE, headers=bearer(token))).status == 200
-    cache = client.server.app[API_KEY_CACHE]
+    cache = apikeys_of(client.server.app).cache
     assert cache.get(key_id) is not None
     assert cache.verified(token) is not None  # the next use is the memo's
 
@@ -43,7 +44,7 @@ async def test_revoked_at_once_here_and_within_100_ms_elsewhere(
     key = await new_key(db)
     await warm(here, db, key.token, key.id)
     await warm(elsewhere, db, key.token, key.id)
-    other_cache = elsewhere.server.app[API_KEY_CACHE]
+    other_cache = apikeys_of(elsewhere.server.app).cache
 
     async with here.server.app[SERVICES].db.connection() as conn:
         assert await service.revoke_key(conn, key.id)
@@ -72,7 +73,7 @@ async def test_a_cli_revocation_reaches_running_servers(
     assert code == 0, err
     for client in clients:
         # The revoke committed before the process exited: the NOTIFY is on its way.
-        cache = client.server.app[API_KEY_CACHE]
+        cache = apikeys_of(client.server.app).cache
         await eventually(lambda cache=cache: cache.get(key.id) is None, within=5)
         assert (await client.get(ROUTE, headers=bearer(key.token))).status == 401
 
@@ -95,7 +96,7 @@ async def test_the_cache_is_off_while_its_listener_is_not_confirmed(
 ) -> None:
     key = await new_key(db)
     assert (await client.get(ROUTE, headers=bearer(key.token))).status == 200
-    cache = client.server.app[API_KEY_CACHE]
+    cache = apikeys_of(client.server.app).cache
     assert cache.get(key.id) is not None
     cache.live = lambda: False  # the listen connection died silently
     assert cache.get(key.id) is None
@@ -139,7 +140,7 @@ async def test_a_verified_token_answers_only_while_its_row_is_cached(db: Databas
 async def test_a_wrong_secret_is_refused_and_never_remembered(client: Any, db: Database) -> None:
     key = await new_key(db)
     assert (await client.get(ROUTE, headers=bearer(key.token))).status == 200
-    cache = client.server.app[API_KEY_CACHE]
+    cache = apikeys_of(client.server.app).cache
     prefix, _, secret = key.token.rpartition("_")
     forged = f"{prefix}_{'A' * len(secret)}"
     for _ in range(2):

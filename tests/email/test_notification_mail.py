@@ -66,7 +66,9 @@ async def mail_of(
     services: AppServices, db: Database, fake: FakeProviders, event: str, payload: dict[str, Any]
 ) -> tuple[uuid.UUID, Recorded]:
     user = await Factory(db, services.settings).user()
-    outcome = await send(services, event, recipient_user_id=user.id, payload=payload)
+    outcome = await send(
+        services.domains.notifications, event, recipient_user_id=user.id, payload=payload
+    )
     assert outcome.notification_id is not None
     assert await settled(db, outcome.notification_id) == "sent"
     [request] = fake.sent("resend")
@@ -91,7 +93,9 @@ async def test_a_rerun_of_one_delivery_sends_the_same_key_and_mails_once(
         {"id": notification_id},
     )
     rerun = JobInfo(id=None, kind="notifications.email", attempts=2, max_attempts=8)
-    await run_email_job(services, {"notificationId": str(notification_id)}, rerun)
+    await run_email_job(
+        services.domains.notifications, {"notificationId": str(notification_id)}, rerun
+    )
     assert [r.headers["Idempotency-Key"] for r in fake.sent("resend")] == [key, key]
     assert len(fake.delivered) == 1  # the provider answered the replay without sending
     assert await email_status(db, notification_id) == "sent"
@@ -104,7 +108,10 @@ async def test_two_deliveries_get_two_keys(
     for comment_id in ("1", "2"):
         payload = {"actorId": str(uuid.uuid4()), "commentId": comment_id, "text": "Hi"}
         outcome = await send(
-            services, "comment.created", recipient_user_id=user.id, payload=payload
+            services.domains.notifications,
+            "comment.created",
+            recipient_user_id=user.id,
+            payload=payload,
         )
         assert outcome.notification_id is not None
         assert await settled(db, outcome.notification_id) == "sent"

@@ -78,10 +78,20 @@ async def test_concurrent_sends_queue_every_dispatch_once(services: Any, factory
     payload = {"actorId": str(uuid.uuid4()), "commentId": "c1", "text": "Hi"}
     outcomes = await asyncio.gather(
         *(
-            send(services, "comment.created", recipient_user_id=user.id, payload=payload)
+            send(
+                services.domains.notifications,
+                "comment.created",
+                recipient_user_id=user.id,
+                payload=payload,
+            )
             for _ in range(40)
         ),
-        send(services, "comment.created", recipient_user_id=uuid.uuid4(), payload=payload),
+        send(
+            services.domains.notifications,
+            "comment.created",
+            recipient_user_id=uuid.uuid4(),
+            payload=payload,
+        ),
         return_exceptions=True,
     )
     assert isinstance(outcomes[-1], UnknownRecipient)

@@ -309,7 +309,11 @@ async def test_a_worker_killed_mid_batch_loses_nothing_and_doubles_nothing(
         async with services.db.transaction() as conn:
             for n in range(total):
                 await send(
-                    services, "ping.simple", recipient_user_id=user.id, payload={"n": n}, conn=conn
+                    services.domains.notifications,
+                    "ping.simple",
+                    recipient_user_id=user.id,
+                    payload={"n": n},
+                    conn=conn,
                 )
 
         async def count() -> int:
@@ -397,12 +401,12 @@ async def test_a_dispatch_batch_isolates_bad_jobs(services: AppServices, factory
         job(3, payload={"n": "not a number"}),  # no longer valid
         job(4),
     ]
-    results = await run_dispatch_batch(services, refused)
+    results = await run_dispatch_batch(services.domains.notifications, refused)
     assert results[0] is None and results[3] is None
     assert isinstance(results[1], PermanentJobError) and isinstance(results[2], PermanentJobError)
     assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 2
     broken = [job(5), job(6, accountId=str(uuid.uuid4())), job(7)]  # unknown account: FK error
-    results = await run_dispatch_batch(services, broken)
+    results = await run_dispatch_batch(services.domains.notifications, broken)
     assert results[0] is None and results[2] is None and results[1] is not None
     assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 4
 
@@ -438,7 +442,7 @@ async def test_a_dispatch_batch_writes_its_notifications_in_one_statement(
     comment = {"actorId": str(uuid.uuid4()), "commentId": "same", "text": "Hi"}
     items = [job(n, "ping.simple", {"n": n}) for n in range(14)]
     items += [job(14, "comment.created", comment), job(15, "comment.created", comment)]
-    results = await run_dispatch_batch(services, items)
+    results = await run_dispatch_batch(services.domains.notifications, items)
     assert results == [None] * 16
     assert batches == [16]
     titles = await services.db.fetch_all(
@@ -462,5 +466,5 @@ async def test_a_dispatch_batch_writes_its_notifications_in_one_statement(
     )
     assert emails == 1
     # Run again (a job re-run after a crash): nothing new, every one idempotent.
-    assert await run_dispatch_batch(services, items) == [None] * 16
+    assert await run_dispatch_batch(services.domains.notifications, items) == [None] * 16
     assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 15

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from aiohttp import web
 
+from tenantd.notifications.domain import Notifications, notifications_of
 from tests.notifications.support import EVENT_MODULE
 
 
@@ -28,3 +30,9 @@ def env(env: dict[str, str], queues_enabled: bool, sse_enabled: bool) -> dict[st
     env["TENANTD_SSE_TICK_SECONDS"] = "0.3"
     env["TENANTD_SCHEDULER_ENABLED"] = "false"
     return env
+
+
+@pytest.fixture
+def services(app: web.Application) -> Notifications:
+    """The running app's notifications domain (tests here call its functions)."""
+    return notifications_of(app)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenantd.app import AppServices
+from tenantd.notifications.domain import Notifications
 from tests.helpers import eventually
 
 EVENT_MODULE = "tests.notifications.events_fixture"
 
 
-async def quiesce(services: AppServices, *, within: float = 30.0) -> None:
+async def quiesce(services: Notifications, *, within: float = 30.0) -> None:
     """Wait until no job (durable or inline) is left to run."""
 
     async def idle() -> bool:
@@ -24,7 +24,7 @@ async def quiesce(services: AppServices, *, within: float = 30.0) -> None:
     await eventually(idle, within=within)
 
 
-async def deliveries(services: AppServices, notification_id: Any) -> dict[str, tuple[str, Any]]:
+async def deliveries(services: Notifications, notification_id: Any) -> dict[str, tuple[str, Any]]:
     rows = await services.db.fetch_all(
         "SELECT channel, status, reason FROM notification_deliveries"
         " WHERE notification_id = %(id)s",

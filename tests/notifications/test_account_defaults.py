@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenantd.app import AppServices
 from tenantd.notifications import send
+from tenantd.notifications.domain import Notifications
 from tests.factories import Factory, UserRecord
 from tests.helpers import data, error
 from tests.notifications.support import deliveries, quiesce
@@ -21,7 +21,7 @@ async def signed_in(make_client: Any, factory: Factory, user: UserRecord, aid: A
 
 
 async def test_defaults_apply_and_the_users_choice_wins(
-    services: AppServices, factory: Factory, make_client: Any
+    services: Notifications, factory: Factory, make_client: Any
 ) -> None:
     owner = await factory.user(plan="team", password=None)
     member = await factory.user(password=None)
@@ -77,7 +77,7 @@ async def test_defaults_apply_and_the_users_choice_wins(
 
 
 async def test_another_account_and_bad_input(
-    services: AppServices, factory: Factory, make_client: Any
+    services: Notifications, factory: Factory, make_client: Any
 ) -> None:
     owner = await factory.user(plan="team", password=None)
     other = await factory.user(password=None)

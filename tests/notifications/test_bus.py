@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import AppServices, create_app
+from tenantd.app import create_app
 from tenantd.db import Database
 from tenantd.db.relay import Relay
 from tenantd.identity.bundle import SERVICES
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.feed import FEED_KEY
+from tenantd.notifications.domain import Notifications, notifications_of
 from tenantd.pubsub import PUBSUB
 from tenantd.pubsub.nats_bus import NatsBus
 from tenantd.pubsub.redis_bus import RedisBus, sharded_pubsub
@@ -103,7 +104,7 @@ async def other(settings: Any, migrated: str, aiohttp_server: Any) -> Any:
     return await aiohttp_server(create_app(settings, migrated))
 
 
-async def ping(services: AppServices, user_id: uuid.UUID, n: int = 1) -> uuid.UUID:
+async def ping(services: Notifications, user_id: uuid.UUID, n: int = 1) -> uuid.UUID:
     outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": n})
     assert outcome.notification_id is not None  # accepted: it is in the database
     return outcome.notification_id
@@ -135,7 +136,7 @@ async def test_a_send_on_a_reaches_an_sse_reader_on_b(
     user = await factory.user()
     on_b = await reader_on(other, aiohttp_client, await factory.cookies(user))
     await eventually(lambda: listening(other.app, user.id))
-    sent = await ping(app[SERVICES], user.id, 1)
+    sent = await ping(notifications_of(app), user.id, 1)
     event = await on_b.next_event()
     assert event is not None and event["id"] == str(sent)
     assert await listen_connections(db) == 0  # with nats or redis nothing LISTENs
@@ -195,19 +196,19 @@ async def test_the_bus_down_a_send_is_accepted_and_delivery_catches_up(
     user = await factory.user()
     on_b = await reader_on(other, aiohttp_client, await factory.cookies(user))
     await eventually(lambda: listening(other.app, user.id))
-    before = await ping(app[SERVICES], user.id, 1)
+    before = await ping(notifications_of(app), user.id, 1)
     assert (await on_b.next_event() or {}).get("id") == str(before)
 
     await private_bus.stop()
     await eventually(lambda: not bus_b.confirmed_within(60), within=20)
-    during = await ping(app[SERVICES], user.id, 2)  # accepted while the bus is down
+    during = await ping(notifications_of(app), user.id, 2)  # accepted while the bus is down
     await private_bus.start()
     async with asyncio.timeout(30):
         await gaps.wait()  # B reconnected and told every subscriber
     event = await on_b.next_event()  # caught up from PostgreSQL by the stream's last id
     assert event is not None and event["id"] == str(during)
     await eventually(lambda: app[PUBSUB].confirmed_within(5))
-    after = await ping(app[SERVICES], user.id, 3)
+    after = await ping(notifications_of(app), user.id, 3)
     event = await on_b.next_event()
     assert event is not None and event["id"] == str(after)
     await bus_b.unsubscribe(watch)

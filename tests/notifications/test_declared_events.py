@@ -16,12 +16,13 @@ import jinja2
 import pytest
 import yaml
 
-from tenantd.app import AppServices, create_app
+from tenantd.app import create_app
 from tenantd.app.bundle import event_registry
 from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.notifications import preferences, send
 from tenantd.notifications.declared import Sandbox, Texts
+from tenantd.notifications.domain import Notifications
 from tenantd.notifications.registry import RegistryError
 from tests.apikeys.helpers import bearer, new_key
 from tests.factories import read_mails, run_tenantd
@@ -166,7 +167,7 @@ async def test_a_bad_template_or_schema_is_refused_at_put(
 
 
 async def test_a_send_is_validated_rendered_deduplicated_and_guarded(
-    client: Any, db: Database, factory: Any, services: AppServices, mail_dir: Path
+    client: Any, db: Database, factory: Any, services: Notifications, mail_dir: Path
 ) -> None:
     headers = await manager(db)
     await data(await put(client, headers, "post.commented", definition()), 201)
@@ -212,7 +213,7 @@ async def test_a_send_is_validated_rendered_deduplicated_and_guarded(
 
 
 async def test_throttle_and_critical_are_honoured(
-    client: Any, db: Database, factory: Any, services: AppServices
+    client: Any, db: Database, factory: Any, services: Notifications
 ) -> None:
     headers = await manager(db)
     throttled = definition(
@@ -250,7 +251,7 @@ async def test_throttle_and_critical_are_honoured(
 
 @pytest.mark.parametrize("queues_enabled", [True])
 async def test_a_digest_collects_sends_with_one_key(
-    client: Any, db: Database, factory: Any, services: AppServices
+    client: Any, db: Database, factory: Any, services: Notifications
 ) -> None:
     headers = await manager(db)
     body = definition(
@@ -349,7 +350,7 @@ async def test_another_instance_uses_a_new_definition_within_five_seconds(
 
 
 async def test_the_timer_reloads_when_an_announcement_is_lost(
-    client: Any, db: Database, services: AppServices
+    client: Any, db: Database, services: Notifications
 ) -> None:
     """No NOTIFY at all (the trigger is off): the periodic reload still finds the change
     within its 5 s bound."""
@@ -394,7 +395,7 @@ def catalog(request: Any, tmp_path: Path, env: dict[str, str]) -> Path:
 
 
 async def test_a_catalog_file_is_loaded_at_start_up(
-    catalog: Path, client: Any, db: Database, factory: Any, services: AppServices
+    catalog: Path, client: Any, db: Database, factory: Any, services: Notifications
 ) -> None:
     headers = await manager(db)
     listed = await data(await client.get(TYPES, headers=headers))
@@ -483,7 +484,7 @@ async def test_a_payload_that_makes_a_huge_text_at_send_is_refused(
 
 
 async def test_a_stored_row_this_code_cannot_compile_is_not_offered(
-    client: Any, db: Database, services: AppServices, caplog: pytest.LogCaptureFixture
+    client: Any, db: Database, services: Notifications, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A row written by another version of tenantd (or by hand) that this one refuses: the
     type is not offered, the others are, and the refusal is logged once, not every reload."""

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
 from tenantd.app.bundle import open_services
 from tenantd.jobs.runner import JobRunner
 from tenantd.notifications import send
+from tenantd.notifications.domain import Notifications
 from tests.factories import mail_text, read_mails
 from tests.helpers import eventually
 from tests.notifications.support import EVENT_MODULE, deliveries, quiesce
@@ -39,7 +39,7 @@ async def close_windows(db: Any) -> None:
 
 @pytest.mark.parametrize("queues_enabled", [True])
 async def test_sends_in_the_window_become_one_notification(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user(password=None)
     for n in range(3):
@@ -73,7 +73,7 @@ async def test_sends_in_the_window_become_one_notification(
 
 
 @pytest.mark.parametrize("queues_enabled", [True])
-async def test_concurrent_sends_share_one_digest(services: AppServices, factory: Any) -> None:
+async def test_concurrent_sends_share_one_digest(services: Notifications, factory: Any) -> None:
     user = await factory.user(password=None)
     outcomes = await asyncio.gather(
         *(
@@ -94,7 +94,7 @@ async def test_concurrent_sends_share_one_digest(services: AppServices, factory:
 
 @pytest.mark.parametrize("queues_enabled", [False])
 async def test_without_the_queue_a_digest_event_is_sent_at_once(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user(password=None)
     outcome = await send(
@@ -109,7 +109,12 @@ async def test_two_instances_collect_into_one_digest_that_survives_a_restart(
 ) -> None:
     user = await factory.user(password=None)
     queued = settings.switched("QUEUES_ENABLED", True)
-    async with open_services(queued, migrated) as first, open_services(queued, migrated) as second:
+    async with (
+        open_services(queued, migrated) as first_bundle,
+        open_services(queued, migrated) as second_bundle,
+    ):
+        first = first_bundle.domains.notifications
+        second = second_bundle.domains.notifications
         # No runner in either: the dispatch jobs and the flush job wait in the table.
         for n in range(3):
             await send(
@@ -132,7 +137,8 @@ async def test_two_instances_collect_into_one_digest_that_survives_a_restart(
     assert await db.fetch_val("SELECT count(*) FROM notification_digests") == 1
     assert await db.fetch_val("SELECT count(*) FROM notification_digest_items") == 6
     await close_windows(db)
-    async with open_services(queued, migrated) as restarted:  # both instances are gone
+    async with open_services(queued, migrated) as restarted_bundle:  # both instances are gone
+        restarted = restarted_bundle.domains.notifications
         runner = JobRunner(restarted)
         await runner.start()
         try:
@@ -157,7 +163,7 @@ async def quiesce_dispatch(db: Any) -> None:
 
 @pytest.mark.parametrize("queues_enabled", [True])
 async def test_one_email_renders_the_batch_up_to_max_items(
-    services: AppServices, factory: Any, mail_dir: Any
+    services: Notifications, factory: Any, mail_dir: Any
 ) -> None:
     user = await factory.user(password=None)
     for n in range(3):

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
 from tenantd.app.bundle import open_services
 from tenantd.jobs.kinds import JobInfo
 from tenantd.jobs.runner import JobRunner
 from tenantd.notifications import send
+from tenantd.notifications.domain import Notifications
 from tenantd.notifications.jobs import run_dispatch
 from tests.helpers import eventually
 from tests.notifications.support import EVENT_MODULE, deliveries, quiesce
@@ -52,7 +52,7 @@ async def collected(db: Any) -> list[int]:
     return [row["payload"]["n"] for row in rows]
 
 
-async def flush(services: AppServices, user_id: Any) -> dict[str, Any]:
+async def flush(services: Notifications, user_id: Any) -> dict[str, Any]:
     """Close the window now and return the digest notification."""
     await services.db.execute("UPDATE jobs SET run_at = now() WHERE kind = 'notifications.digest'")
     await quiesce(services)
@@ -74,7 +74,7 @@ async def throttled_records(db: Any, user_id: Any) -> list[Any]:
 
 @QUEUED
 async def test_a_digested_send_with_a_held_dedup_key_is_not_collected_twice(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user(password=None)
     for n in (1, 1, 2, 1):
@@ -92,7 +92,7 @@ async def test_a_digested_send_with_a_held_dedup_key_is_not_collected_twice(
 
 @QUEUED
 async def test_concurrent_digested_sends_of_one_dedup_key_collect_once(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user(password=None)
     await asyncio.gather(
@@ -112,7 +112,7 @@ async def test_concurrent_digested_sends_of_one_dedup_key_collect_once(
 
 @QUEUED
 async def test_digested_sends_over_the_throttle_limit_are_suppressed_as_throttled(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user(password=None)
     for n in range(5):
@@ -139,7 +139,7 @@ async def test_digested_sends_over_the_throttle_limit_are_suppressed_as_throttle
 
 @QUEUED
 async def test_concurrent_digested_sends_count_against_the_throttle_exactly_once_each(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user(password=None)
     await asyncio.gather(
@@ -172,7 +172,12 @@ async def test_a_digest_lists_items_in_send_order_when_the_jobs_run_in_reverse(
     def item(n: int) -> dict[str, Any]:
         return {"topic": "t", "n": n}
 
-    async with open_services(queued, migrated) as first, open_services(queued, migrated) as second:
+    async with (
+        open_services(queued, migrated) as first_bundle,
+        open_services(queued, migrated) as second_bundle,
+    ):
+        first = first_bundle.domains.notifications
+        second = second_bundle.domains.notifications
         # No runner yet: the dispatch jobs wait in the table.
         await send(first, "rules.deduped_digest", recipient_user_id=user.id, payload=item(0))
         await send(second, "rules.deduped_digest", recipient_user_id=user.id, payload=item(1))

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
 from tenantd.app.bundle import build_services
 from tenantd.db import Conn
 from tenantd.email.message import EmailSendError
 from tenantd.errors import ValidationFailed
 from tenantd.notifications import InvalidPayload, UnknownEventType, UnknownRecipient, send
+from tenantd.notifications.domain import Notifications, notifications_of
 from tenantd.notifications.service import dispatch
 from tests.factories import mail_text, read_mails
 from tests.helpers import eventually
@@ -30,14 +30,14 @@ def comment(actor: Any = None, comment_id: str = "c1", text: str = "Nice work") 
     return {"actorId": str(actor or uuid.uuid4()), "commentId": comment_id, "text": text}
 
 
-async def count(services: AppServices, sql: str, **params: Any) -> int:
+async def count(services: Notifications, sql: str, **params: Any) -> int:
     value: int = await services.db.fetch_val(sql, params or None)
     return value
 
 
 @BOTH_MODES
 async def test_send_persists_notification_and_one_row_per_channel(
-    services: AppServices, factory: Any, mail_dir: Any, queues_enabled: bool
+    services: Notifications, factory: Any, mail_dir: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     outcome = await send(
@@ -70,7 +70,7 @@ async def test_send_persists_notification_and_one_row_per_channel(
 
 
 @pytest.mark.parametrize("sse_enabled", [False])
-async def test_switched_off_channels_get_no_row(services: AppServices, factory: Any) -> None:
+async def test_switched_off_channels_get_no_row(services: Notifications, factory: Any) -> None:
     user = await factory.user()
     outcome = await send(services, "comment.created", recipient_user_id=user.id, payload=comment())
     await quiesce(services)
@@ -79,7 +79,7 @@ async def test_switched_off_channels_get_no_row(services: AppServices, factory: 
 
 @BOTH_MODES
 async def test_invalid_payload_names_fields_and_writes_nothing(
-    services: AppServices, factory: Any, queues_enabled: bool
+    services: Notifications, factory: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     with pytest.raises(InvalidPayload) as raised:
@@ -97,7 +97,7 @@ async def test_invalid_payload_names_fields_and_writes_nothing(
 
 @BOTH_MODES
 async def test_unknown_event_type_and_recipient(
-    services: AppServices, factory: Any, queues_enabled: bool
+    services: Notifications, factory: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     with pytest.raises(UnknownEventType):
@@ -111,7 +111,7 @@ async def test_unknown_event_type_and_recipient(
 
 @pytest.mark.parametrize("queues_enabled", [True], ids=["queued"])
 async def test_a_queued_send_is_one_statement_known_recipient_or_not(
-    services: AppServices, factory: Any, monkeypatch: pytest.MonkeyPatch, queues_enabled: bool
+    services: Notifications, factory: Any, monkeypatch: pytest.MonkeyPatch, queues_enabled: bool
 ) -> None:
     user = await factory.user(password=None)
     statements: list[str] = []
@@ -142,7 +142,7 @@ async def test_a_queued_send_is_one_statement_known_recipient_or_not(
 
 @BOTH_MODES
 async def test_self_action_guard_skips(
-    services: AppServices, factory: Any, queues_enabled: bool
+    services: Notifications, factory: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     await send(services, "comment.created", recipient_user_id=user.id, payload=comment(user.id))
@@ -156,7 +156,7 @@ async def test_self_action_guard_skips(
 
 @BOTH_MODES
 async def test_dedup_drops_duplicates_inside_the_window_and_reuses_expired_keys(
-    services: AppServices, factory: Any, queues_enabled: bool
+    services: Notifications, factory: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     await send(services, "comment.created", recipient_user_id=user.id, payload=comment())
@@ -177,7 +177,7 @@ async def test_dedup_drops_duplicates_inside_the_window_and_reuses_expired_keys(
 
 @BOTH_MODES
 async def test_fifty_concurrent_identical_sends_make_one_notification(
-    services: AppServices, factory: Any, queues_enabled: bool
+    services: Notifications, factory: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     payload = comment(comment_id="race")
@@ -192,7 +192,9 @@ async def test_fifty_concurrent_identical_sends_make_one_notification(
     assert await count(services, "SELECT count(*) FROM notification_deliveries") == 3
 
 
-async def test_concurrent_dispatch_workers_race_safely(services: AppServices, factory: Any) -> None:
+async def test_concurrent_dispatch_workers_race_safely(
+    services: Notifications, factory: Any
+) -> None:
     """The dedup insert-or-skip is one statement: 50 workers, 50 connections, one winner."""
     user = await factory.user()
     from tenantd.db.core import create_database
@@ -207,7 +209,7 @@ async def test_concurrent_dispatch_workers_race_safely(services: AppServices, fa
             http=services.http,
             email=services.email,
             registry=services.registry,
-        )
+        ).domains.notifications
         results = await asyncio.gather(
             *(
                 dispatch(
@@ -229,7 +231,7 @@ async def test_concurrent_dispatch_workers_race_safely(services: AppServices, fa
 
 @BOTH_MODES
 async def test_disabled_channel_gets_a_suppressed_row(
-    services: AppServices, factory: Any, mail_dir: Any, queues_enabled: bool
+    services: Notifications, factory: Any, mail_dir: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     await services.db.execute(
@@ -254,7 +256,7 @@ async def test_disabled_channel_gets_a_suppressed_row(
 
 
 async def test_disabled_in_app_hides_the_notification_from_the_inbox(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user()
     await services.db.execute(
@@ -275,7 +277,7 @@ async def test_disabled_in_app_hides_the_notification_from_the_inbox(
 
 @BOTH_MODES
 async def test_suppressed_address_settles_email_suppressed_with_reason(
-    services: AppServices, factory: Any, mail_dir: Any, queues_enabled: bool
+    services: Notifications, factory: Any, mail_dir: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     await services.db.execute(
@@ -306,7 +308,7 @@ class FailingSender:
         raise EmailSendError("provider answered 503", retryable=self.retryable)
 
 
-async def settled_email(services: AppServices, notification_id: Any) -> tuple[str, Any]:
+async def settled_email(services: Notifications, notification_id: Any) -> tuple[str, Any]:
     """The email delivery once settled: the job row reads failed a moment before give-up
     settles the delivery, so quiescing the queue alone can look too early."""
 
@@ -320,7 +322,7 @@ async def settled_email(services: AppServices, notification_id: Any) -> tuple[st
 
 @BOTH_MODES
 async def test_provider_errors_retry_then_settle_failed(
-    services: AppServices, factory: Any, queues_enabled: bool
+    services: Notifications, factory: Any, queues_enabled: bool
 ) -> None:
     failing = FailingSender(retryable=True)
     services.email.sender = failing
@@ -342,7 +344,7 @@ async def test_provider_errors_retry_then_settle_failed(
 
 @BOTH_MODES
 async def test_permanent_provider_error_fails_at_once(
-    services: AppServices, factory: Any, queues_enabled: bool
+    services: Notifications, factory: Any, queues_enabled: bool
 ) -> None:
     failing = FailingSender(retryable=False)
     services.email.sender = failing
@@ -357,7 +359,7 @@ async def test_permanent_provider_error_fails_at_once(
 
 @pytest.mark.parametrize("queues_enabled", [True])
 async def test_queued_send_joins_the_callers_transaction(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user()
     with pytest.raises(RuntimeError):
@@ -378,7 +380,7 @@ async def test_queued_send_joins_the_callers_transaction(
 
 @pytest.mark.parametrize("queues_enabled", [True])
 async def test_rolled_back_dispatch_queues_no_follow_up_job(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     """The email job is written by the job queue in the notification's transaction."""
     user = await factory.user()
@@ -403,7 +405,7 @@ async def test_rolled_back_dispatch_queues_no_follow_up_job(
 
 
 async def test_inline_send_in_callers_transaction_delivers_email_after_commit(
-    services: AppServices, factory: Any, mail_dir: Any
+    services: Notifications, factory: Any, mail_dir: Any
 ) -> None:
     user = await factory.user()
     payload = {"reportName": "R", "rows": 1}
@@ -429,7 +431,7 @@ async def test_inline_send_in_callers_transaction_delivers_email_after_commit(
 
 
 async def test_dispatch_is_idempotent_on_the_notification_id(
-    services: AppServices, factory: Any, mail_dir: Any
+    services: Notifications, factory: Any, mail_dir: Any
 ) -> None:
     """A job that runs again after a crash (done, but not marked done) delivers once."""
     user = await factory.user()
@@ -454,7 +456,7 @@ async def test_dispatch_is_idempotent_on_the_notification_id(
 
 
 async def test_email_job_runs_once_per_delivery(
-    services: AppServices, factory: Any, mail_dir: Any
+    services: Notifications, factory: Any, mail_dir: Any
 ) -> None:
     from tenantd.jobs.kinds import JobInfo
     from tenantd.notifications.channels.email import run_email_job
@@ -469,13 +471,15 @@ async def test_email_job_runs_once_per_delivery(
     assert len(read_mails(mail_dir)) == 1
 
 
-async def test_send_accepts_the_application(app: Any, factory: Any) -> None:
+async def test_send_through_the_applications_domain(app: Any, factory: Any) -> None:
     user = await factory.user()
-    outcome = await send(app, "ping.simple", recipient_user_id=str(user.id), payload={"n": 3})
+    outcome = await send(
+        notifications_of(app), "ping.simple", recipient_user_id=str(user.id), payload={"n": 3}
+    )
     assert outcome.status == "created"
 
 
-async def test_send_does_not_wait_for_email_delivery(services: AppServices, factory: Any) -> None:
+async def test_send_does_not_wait_for_email_delivery(services: Notifications, factory: Any) -> None:
     release = asyncio.Event()
 
     class SlowSender:

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
 from tenantd.db import Database
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import queries, send
+from tenantd.notifications.domain import Notifications
 from tenantd.notifications.jobs import run_dispatch_batch
 from tenantd.notifications.service import new_notification_id
 
@@ -183,7 +183,7 @@ def next_millisecond() -> None:
 
 @pytest.mark.parametrize("queues_enabled", [False, True], ids=["inline", "queued"])
 async def test_notification_ids_are_time_ordered(
-    services: AppServices, factory: Any, queues_enabled: bool
+    services: Notifications, factory: Any, queues_enabled: bool
 ) -> None:
     """send() names notifications with UUIDv7s: later ids sort after earlier ones (to the ms),
     so the id indexes grow at their right edge instead of at random leaves."""
@@ -233,7 +233,7 @@ def dispatch_job(n: int, user_id: uuid.UUID, event: str = "ping.simple") -> Any:
 
 @pytest.mark.parametrize("queues_enabled", [True], ids=["queued"])
 async def test_a_batch_of_plain_writes_runs_without_begin_and_commit(
-    services: AppServices, factory: Any, monkeypatch: Any, queues_enabled: bool
+    services: Notifications, factory: Any, monkeypatch: Any, queues_enabled: bool
 ) -> None:
     """In-app and SSE only: one statement, no transaction around it. A batch with an email
     event (its follow-up job commits with the notification) keeps its transaction."""
@@ -268,7 +268,7 @@ async def test_a_batch_of_plain_writes_runs_without_begin_and_commit(
 
 @pytest.mark.parametrize("queues_enabled", [True], ids=["queued"])
 async def test_a_batch_misjudged_as_one_statement_loses_nothing(
-    services: AppServices, factory: Any, monkeypatch: Any, queues_enabled: bool
+    services: Notifications, factory: Any, monkeypatch: Any, queues_enabled: bool
 ) -> None:
     """Should a batch judged to need no transaction make another statement: before its
     write (here a locale read) the statement is refused, nothing is written by the batch, and

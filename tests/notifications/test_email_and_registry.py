@@ -10,7 +10,7 @@ import jwt
 import pytest
 from pydantic import BaseModel
 
-from tenantd.app import AppServices, create_app
+from tenantd.app import create_app
 from tenantd.notifications import (
     Dedup,
     EmailContent,
@@ -20,6 +20,7 @@ from tenantd.notifications import (
     RegistryError,
     send,
 )
+from tenantd.notifications.domain import Notifications
 from tenantd.notifications.registry import load_registry
 from tenantd.notifications.unsubscribe import make_token
 from tests.factories import mail_text, read_mails
@@ -35,7 +36,7 @@ def unsubscribe_link(message: Any) -> str:
 
 
 async def test_email_carries_one_click_unsubscribe(
-    services: AppServices, factory: Any, mail_dir: Path, make_client: Any
+    services: Notifications, factory: Any, mail_dir: Path, make_client: Any
 ) -> None:
     user = await factory.user()
     await send(
@@ -90,7 +91,7 @@ async def test_email_carries_one_click_unsubscribe(
 
 
 async def test_forged_unsubscribe_tokens_are_refused(
-    services: AppServices, factory: Any, make_client: Any
+    services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     client = await make_client(origin=None)
@@ -114,7 +115,7 @@ async def test_forged_unsubscribe_tokens_are_refused(
 
 
 async def test_html_template_gets_a_text_part(
-    services: AppServices, factory: Any, mail_dir: Path
+    services: Notifications, factory: Any, mail_dir: Path
 ) -> None:
     user = await factory.user()
     await send(
@@ -216,7 +217,7 @@ async def test_app_start_up_fails_on_a_bad_event_module(
     [("true", "/unsubscribe"), ("false", "/api/v1/notifications/unsubscribe")],
 )
 def test_the_mailed_link_opens_the_page_unless_pages_are_off(
-    services: AppServices, ui: str, body_path: str
+    services: Notifications, ui: str, body_path: str
 ) -> None:
     """The body's link follows TENANTD_UI; the one-click header always names the API route."""
     from types import SimpleNamespace

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
 from tenantd.notifications import send
+from tenantd.notifications.domain import Notifications
 from tests.factories import mail_text, read_mails
 from tests.helpers import eventually
 from tests.notifications.support import EVENT_MODULE, quiesce
@@ -38,7 +38,7 @@ async def mail_to(mail_dir: Path, address: str) -> Any:
 
 @pytest.mark.parametrize("queues_enabled", [False, True], ids=["inline", "queued"])
 async def test_french_recipient_gets_french_in_app_and_email(
-    services: AppServices, factory: Any, db: Any, mail_dir: Path, queues_enabled: bool
+    services: Notifications, factory: Any, db: Any, mail_dir: Path, queues_enabled: bool
 ) -> None:
     french = await factory.user(password=None)
     english = await factory.user(password=None)
@@ -68,7 +68,7 @@ async def test_french_recipient_gets_french_in_app_and_email(
 
 
 async def test_a_locale_without_a_template_variant_falls_back_to_the_plain_one(
-    services: AppServices, factory: Any, db: Any, mail_dir: Path
+    services: Notifications, factory: Any, db: Any, mail_dir: Path
 ) -> None:
     user = await factory.user(password=None)
     await set_locale(db, user, "de")
@@ -80,7 +80,7 @@ async def test_a_locale_without_a_template_variant_falls_back_to_the_plain_one(
 
 @pytest.mark.parametrize("queues_enabled", [True])
 async def test_digests_render_in_the_recipient_locale(
-    services: AppServices, factory: Any, db: Any
+    services: Notifications, factory: Any, db: Any
 ) -> None:
     user = await factory.user(password=None)
     await set_locale(db, user, "fr")

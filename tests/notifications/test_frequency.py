@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
 from tenantd.notifications import send
+from tenantd.notifications.domain import Notifications
 from tests.factories import Factory
 from tests.helpers import data, error, eventually
 from tests.notifications.support import EVENT_MODULE, deliveries, quiesce
@@ -72,7 +72,7 @@ async def test_frequency_is_set_read_and_refused_where_it_has_no_meaning(
 
 @pytest.mark.parametrize("queues_enabled", [True])
 async def test_instant_email_daily_in_app(
-    services: AppServices, factory: Factory, make_client: Any
+    services: Notifications, factory: Factory, make_client: Any
 ) -> None:
     db = services.db
     user = await factory.user(password=None)
@@ -117,7 +117,7 @@ async def test_instant_email_daily_in_app(
 
 @pytest.mark.parametrize("queues_enabled", [True])
 async def test_hourly_email_next_to_the_events_window(
-    services: AppServices, factory: Factory, make_client: Any
+    services: Notifications, factory: Factory, make_client: Any
 ) -> None:
     db = services.db
     user = await factory.user(password=None)

@@ -8,22 +8,22 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
 from tenantd.notifications import send
+from tenantd.notifications.domain import Notifications
 from tests.helpers import data, error
 
 BASE = "/api/v1/notifications"
 FIELDS = {"id", "eventType", "title", "body", "ctaUrl", "ctaLabel", "status", "readAt", "createdAt"}
 
 
-async def ping(services: AppServices, user_id: uuid.UUID, n: int) -> uuid.UUID:
+async def ping(services: Notifications, user_id: uuid.UUID, n: int) -> uuid.UUID:
     outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": n})
     assert outcome.notification_id is not None
     return outcome.notification_id
 
 
 async def test_list_is_newest_first_with_cursor_pagination(
-    services: AppServices, factory: Any, make_client: Any
+    services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     ids = [await ping(services, user.id, n) for n in range(7)]
@@ -51,7 +51,7 @@ async def test_list_is_newest_first_with_cursor_pagination(
 
 
 async def test_list_is_private_and_filters_by_status(
-    services: AppServices, factory: Any, make_client: Any
+    services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     other = await factory.user()
@@ -83,7 +83,7 @@ async def test_list_is_private_and_filters_by_status(
 
 
 async def test_read_is_kept_and_read_all_marks_everything(
-    services: AppServices, factory: Any, make_client: Any
+    services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     ids = [await ping(services, user.id, n) for n in range(4)]
@@ -120,7 +120,7 @@ async def test_inbox_requires_a_session(client: Any) -> None:
 
 
 async def test_preferences_list_every_event_with_effective_settings(
-    services: AppServices, factory: Any, make_client: Any
+    services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
@@ -206,7 +206,7 @@ async def test_preference_validation(
 
 
 async def test_sql_rendered_inbox_items_match_the_python_rendering(
-    services: AppServices, factory: Any, make_client: Any
+    services: Notifications, factory: Any, make_client: Any
 ) -> None:
     """The inbox page is rendered by PostgreSQL, SSE and mark-read by notification_json: the
     same notification must come out the same (timestamps compared as instants)."""

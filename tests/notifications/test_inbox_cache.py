@@ -10,9 +10,11 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.app import AppServices, create_app
+from tenantd.app import create_app
+from tenantd.app.bundle import app_services
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import send
+from tenantd.notifications.domain import Notifications
 from tenantd.notifications.inbox_cache import InboxCache
 from tenantd.notifications.jobs import run_dispatch_batch
 from tests.helpers import ORIGIN
@@ -21,7 +23,7 @@ LIST = "/api/v1/notifications?limit=5"
 COUNT = "/api/v1/notifications/unread-count"
 
 
-async def ping(services: AppServices, user_id: uuid.UUID, n: int) -> None:
+async def ping(services: Notifications, user_id: uuid.UUID, n: int) -> None:
     outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": n})
     assert outcome.notification_id is not None
 
@@ -36,7 +38,7 @@ async def count(browser: Any) -> int:
 
 
 async def test_cached_answers_follow_every_write_on_this_instance(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     browser = await make_client(cookies=await factory.cookies(user))
@@ -58,7 +60,7 @@ async def test_cached_answers_follow_every_write_on_this_instance(
 
 
 async def test_users_do_not_share_cached_pages(
-    services: AppServices, factory: Any, make_client: Any
+    services: Notifications, factory: Any, make_client: Any
 ) -> None:
     alice, bob = await factory.user(), await factory.user()
     await ping(services, alice.id, 1)
@@ -71,7 +73,7 @@ async def test_users_do_not_share_cached_pages(
 
 async def test_a_write_on_another_instance_shows_once_heard(
     app: web.Application,
-    services: AppServices,
+    services: Notifications,
     factory: Any,
     settings: Any,
     migrated: str,
@@ -101,7 +103,7 @@ def batch_job(n: int, user_id: uuid.UUID) -> tuple[JobInfo, dict[str, Any]]:
 
 async def test_one_announcement_names_every_user_a_statement_wrote(
     app: web.Application,
-    services: AppServices,
+    services: Notifications,
     factory: Any,
     settings: Any,
     migrated: str,
@@ -122,7 +124,7 @@ async def test_one_announcement_names_every_user_a_statement_wrote(
     for browser in here + there:
         assert await count(browser) == 0  # cached
     notices: list[list[str]] = []
-    original = services.apply_notices
+    original = app_services(app).apply_notices
 
     def recorded(batch: list[str]) -> None:
         notices.append(batch)

@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tenantd.app import AppServices
 from tenantd.notifications import send
+from tenantd.notifications.domain import Notifications
 from tenantd.notifications.quiet import quiet_delay
 from tests.factories import Factory
 from tests.helpers import data, error, eventually
@@ -61,7 +61,7 @@ async def signed_in(make_client: Any, factory: Factory, user: Any) -> Any:
 
 @pytest.mark.parametrize("queues_enabled", [True])
 async def test_email_waits_until_the_quiet_hours_end(
-    services: AppServices, factory: Factory, make_client: Any
+    services: Notifications, factory: Factory, make_client: Any
 ) -> None:
     user = await factory.user(password=None)
     client = await signed_in(make_client, factory, user)

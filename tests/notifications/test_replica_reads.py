@@ -20,6 +20,7 @@ from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.notifications import send
+from tenantd.notifications.domain import notifications_of
 from tenantd.settings import Settings
 from tests.factories import Factory
 from tests.helpers import SECRET, eventually
@@ -82,7 +83,7 @@ async def test_lag_tolerant_reads_run_on_the_replica(
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
-    await send(app, "ping.simple", recipient_user_id=user.id, payload={"n": 1})
+    await send(notifications_of(app), "ping.simple", recipient_user_id=user.id, payload={"n": 1})
     await eventually(lambda: stored(factory.db, user.id, 1))
 
     page = await (await client.get(INBOX)).json()
@@ -110,7 +111,7 @@ async def test_own_new_notification_is_listed_while_replay_is_paused(
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
-    await send(app, "ping.simple", recipient_user_id=user.id, payload={"n": 1})
+    await send(notifications_of(app), "ping.simple", recipient_user_id=user.id, payload={"n": 1})
     await eventually(lambda: stored(factory.db, user.id, 1))
     assert (await (await client.get(UNREAD)).json())["data"] == {"count": 1}
     await eventually(replica_pair.caught_up)
@@ -122,7 +123,9 @@ async def test_own_new_notification_is_listed_while_replay_is_paused(
                 == "paused"
             )
         )
-        await send(app, "ping.simple", recipient_user_id=user.id, payload={"n": 2})
+        await send(
+            notifications_of(app), "ping.simple", recipient_user_id=user.id, payload={"n": 2}
+        )
         await eventually(lambda: stored(factory.db, user.id, 2))
         on_replica = replica_pair.query(
             replica_pair.replica, f"SELECT count(*) FROM notifications WHERE user_id = '{user.id}'"
@@ -141,7 +144,7 @@ async def test_a_stopped_replica_fails_no_request_and_is_read_again_when_back(
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
-    await send(app, "ping.simple", recipient_user_id=user.id, payload={"n": 1})
+    await send(notifications_of(app), "ping.simple", recipient_user_id=user.id, payload={"n": 1})
     await eventually(lambda: stored(factory.db, user.id, 1))
     assert (await client.get(SESSIONS)).status == 200  # a replica connection is pooled
 

@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from tenantd.apikeys import service as apikeys
-from tenantd.app import AppServices
 from tenantd.db import Database
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES
+from tenantd.notifications.domain import Notifications, notifications_of
 from tenantd.ops.sweeps import SweepContext
 from tenantd.web.sweeps import idempotency_sweep
 from tests.helpers import SECRET, data, error, eventually
@@ -50,7 +49,7 @@ async def key_headers(db: Database, *scopes: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {created.token}"}
 
 
-async def quiesce(services: AppServices) -> None:
+async def quiesce(services: Notifications) -> None:
     async def idle() -> bool:
         await services.jobs.drain(30)
         busy = await services.db.fetch_val(
@@ -100,7 +99,7 @@ async def test_server_routes_need_the_send_scope(client: Any, db: Database, fact
 
 @BOTH_MODES
 async def test_send_delivers_like_the_python_send(
-    client: Any, db: Database, factory: Any, services: AppServices, queues_enabled: bool
+    client: Any, db: Database, factory: Any, services: Notifications, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     headers = await key_headers(db)
@@ -127,7 +126,7 @@ async def test_send_delivers_like_the_python_send(
 
 
 async def test_guard_dedup_and_preferences_hold(
-    client: Any, db: Database, factory: Any, services: AppServices
+    client: Any, db: Database, factory: Any, services: Notifications
 ) -> None:
     user = await factory.user()
     headers = await key_headers(db)
@@ -190,7 +189,7 @@ async def test_invalid_sends_are_422_naming_the_fields(
 
 @BOTH_MODES
 async def test_batch_is_all_or_none_and_names_the_item(
-    client: Any, db: Database, factory: Any, services: AppServices, queues_enabled: bool
+    client: Any, db: Database, factory: Any, services: Notifications, queues_enabled: bool
 ) -> None:
     users = [await factory.user() for _ in range(3)]
     headers = await key_headers(db)
@@ -240,7 +239,7 @@ async def test_batch_size_limits(client: Any, db: Database, factory: Any) -> Non
 
 @pytest.mark.parametrize("queues_enabled", [True])
 async def test_a_queued_batch_is_dispatched_by_the_runner(
-    client: Any, db: Database, factory: Any, services: AppServices
+    client: Any, db: Database, factory: Any, services: Notifications
 ) -> None:
     user = await factory.user()
     headers = await key_headers(db)
@@ -305,7 +304,7 @@ async def test_a_refused_request_does_not_take_the_key(
 
 @BOTH_MODES
 async def test_concurrent_duplicates_are_answered_once(
-    client: Any, db: Database, factory: Any, services: AppServices, queues_enabled: bool
+    client: Any, db: Database, factory: Any, services: Notifications, queues_enabled: bool
 ) -> None:
     user = await factory.user()
     headers = {**await key_headers(db), "Idempotency-Key": "burst"}
@@ -321,7 +320,7 @@ async def test_concurrent_duplicates_are_answered_once(
 
 
 async def test_answers_are_kept_24_hours_then_swept(
-    client: Any, db: Database, factory: Any, services: AppServices
+    client: Any, db: Database, factory: Any, services: Notifications
 ) -> None:
     user = await factory.user()
     headers = {**await key_headers(db), "Idempotency-Key": "day"}
@@ -389,7 +388,7 @@ async def test_the_event_types_answer_is_kept_until_a_type_is_registered(
     first = await data(await client.get(TYPES, headers=headers))
     again = await data(await client.get(TYPES, headers=headers))
     assert again == first
-    services = client.server.app[NOTIFICATION_SERVICES]
+    services = notifications_of(client.server.app)
     definition = next(e for e in EVENTS if e.type == "ping.simple")
     services.registry.register(
         dataclasses.replace(definition, type="ping.later"), base_dir=Path(__file__).parent

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
 from tenantd.db import Database
+from tenantd.notifications.domain import Notifications
 from tests.helpers import data, error, eventually
 from tests.notifications.test_server_api import BATCH, SEND, key_headers, send_body
 
@@ -108,7 +108,7 @@ async def test_scheduling_needs_the_queue(client: Any, db: Database, factory: An
 
 @QUEUED
 async def test_batch_items_may_each_be_scheduled(
-    client: Any, db: Database, factory: Any, services: AppServices
+    client: Any, db: Database, factory: Any, services: Notifications
 ) -> None:
     user = await factory.user(password=None)
     headers = await key_headers(db)

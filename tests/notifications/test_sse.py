@@ -11,12 +11,13 @@ import aiopg
 import pytest
 from aiohttp import web
 
-from tenantd.app import AppServices, create_app
+from tenantd.app import create_app
 from tenantd.cache.invalidation import CHANNEL
 from tenantd.identity.bundle import SERVICES
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.endpoint import REPLAY_LOOKBACK_SECONDS
 from tenantd.notifications.channels.sse.feed import FEED_KEY, QUEUE_SIZE, StreamQueue
+from tenantd.notifications.domain import Notifications, notifications_of
 from tenantd.pubsub.hub import PUBSUB
 from tests.factories import wait_until_heard
 from tests.helpers import ORIGIN, eventually
@@ -25,7 +26,7 @@ from tests.notifications.sse_client import STREAM, open_stream
 FIELDS = {"id", "eventType", "title", "body", "ctaUrl", "ctaLabel", "status", "readAt", "createdAt"}
 
 
-async def ping(services: AppServices, user_id: uuid.UUID, n: int = 1) -> uuid.UUID:
+async def ping(services: Notifications, user_id: uuid.UUID, n: int = 1) -> uuid.UUID:
     outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": n})
     assert outcome.notification_id is not None
     return outcome.notification_id
@@ -36,7 +37,7 @@ async def listening(app: web.Application, user_id: uuid.UUID) -> bool:
 
 
 async def test_stream_frames_carry_id_and_envelope(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
@@ -58,7 +59,7 @@ async def test_stream_frames_carry_id_and_envelope(
 
 
 async def test_a_user_only_receives_their_own_notifications(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     alice, bob = await factory.user(), await factory.user()
     reader = await open_stream(await make_client(cookies=await factory.cookies(alice)))
@@ -79,7 +80,7 @@ async def test_client_on_instance_a_receives_what_instance_b_dispatched(
     make_client: Any,
 ) -> None:
     other = await aiohttp_server(create_app(settings, migrated))
-    services_b: AppServices = other.app[SERVICES]
+    services_b = notifications_of(other.app)
     user = await factory.user()
     cookies = await factory.cookies(user)
     on_a = await open_stream(await make_client(cookies=cookies))
@@ -89,7 +90,7 @@ async def test_client_on_instance_a_receives_what_instance_b_dispatched(
     await eventually(lambda: listening(app, user.id))
     await eventually(lambda: listening(other.app, user.id))
     from_b = await ping(services_b, user.id, 1)
-    from_a = await ping(app[SERVICES], user.id, 2)
+    from_a = await ping(notifications_of(app), user.id, 2)
     for reader in (on_a, on_b):
         first, second = await reader.next_event(), await reader.next_event()
         assert first is not None and second is not None
@@ -97,7 +98,7 @@ async def test_client_on_instance_a_receives_what_instance_b_dispatched(
 
 
 async def test_logout_all_ends_an_open_stream(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     cookies = await factory.cookies(user)
@@ -118,7 +119,7 @@ async def _not(value: Any) -> bool:
 
 
 async def test_a_message_after_revocation_is_not_delivered(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     """The re-check runs before each buffered message, not only on ticks."""
     user = await factory.user()
@@ -133,7 +134,7 @@ async def test_a_message_after_revocation_is_not_delivered(
 
 
 async def test_last_event_id_replays_what_was_missed(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     ids = [await ping(services, user.id, n) for n in range(4)]
@@ -156,7 +157,7 @@ async def test_last_event_id_replays_what_was_missed(
 
 
 async def test_replay_resends_a_notification_that_committed_after_the_last_event_id(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     """Three instances dispatch for one user: `late` began first (its created_at is its
     transaction's start) but committed after `seen`, whose frame reached the reader before
@@ -183,7 +184,7 @@ async def test_replay_resends_a_notification_that_committed_after_the_last_event
 
 
 async def test_a_slow_client_overflows_and_only_its_stream_ends(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     slow_user, other_user = await factory.user(), await factory.user()
     slow = await open_stream(await make_client(cookies=await factory.cookies(slow_user)))
@@ -210,7 +211,7 @@ def test_stream_queue_bounds() -> None:
 
 
 async def test_listener_reconnects_and_streams_catch_up(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     reader = await open_stream(await make_client(cookies=await factory.cookies(user)))
@@ -267,7 +268,7 @@ async def test_shutdown_ends_streams_with_a_final_comment(
 
 
 async def test_hot_stream_rechecks_the_token_from_the_principal_cache(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     """Re-checks before each message cost no query while the cache holds the token, and
     logout still ends the stream before the next message."""
@@ -280,7 +281,7 @@ async def test_hot_stream_rechecks_the_token_from_the_principal_cache(
     # check and the re-check: wait until all is heard, then cache the token again.
     await wait_until_heard(services.db, app[PUBSUB], CHANNEL)
     assert (await client.get("/api/v1/users/me")).status == 200
-    cache = services.principal_cache
+    cache = app[SERVICES].principal_cache
     hits = cache.hits
     await ping(services, user.id, 1)
     assert await reader.next_event() is not None
@@ -300,7 +301,7 @@ async def test_one_listen_connection_per_process(app: web.Application) -> None:
 
 
 async def test_an_open_stream_ends_when_its_account_starts_requiring_a_factor(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     """A stream of a session that used no second factor ends once its account requires MFA
     (the account's change reaches the cached context), as its next request would be refused."""

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import AppServices, create_app
+from tenantd.app import create_app
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.feed import FEED_KEY
+from tenantd.notifications.domain import Notifications
 from tenantd.settings import Settings
 from tests.helpers import eventually
 from tests.notifications.sse_client import STREAM, ServeLikeTestServer, open_stream
@@ -54,14 +55,14 @@ def counts(app: web.Application, user_id: uuid.UUID, expected: int) -> Any:
     return check
 
 
-async def ping(services: AppServices, user_id: uuid.UUID) -> uuid.UUID:
+async def ping(services: Notifications, user_id: uuid.UUID) -> uuid.UUID:
     outcome = await send(services, "ping.simple", recipient_user_id=user_id, payload={"n": 1})
     assert outcome.notification_id is not None
     return outcome.notification_id
 
 
 async def test_a_stream_over_the_per_user_cap_ends_that_users_oldest(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user, other = await factory.user(), await factory.user()
     client = await make_client(cookies=await factory.cookies(user))

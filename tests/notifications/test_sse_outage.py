@@ -92,7 +92,8 @@ async def _open(http: aiohttp.ClientSession, base: str, stream: Stream) -> None:
 
 
 async def _send_each(settings: Any, url: str, streams: list[Stream], n: int) -> None:
-    async with open_services(settings, url) as services:
+    async with open_services(settings, url) as services_bundle:
+        services = services_bundle.domains.notifications
         for stream in streams:
             await send(services, "ping.simple", recipient_user_id=stream.user_id, payload={"n": n})
 
@@ -237,7 +238,7 @@ async def test_a_notification_the_feed_could_not_load_is_replayed(
     pool.down = True  # as the pool's probe sets it: this process cannot reach the database
     try:
         # Sent by another process (its own pool): heard here, not loadable here.
-        other = dataclasses.replace(services, db=db)
+        other = dataclasses.replace(services, kernel=dataclasses.replace(services.kernel, db=db))
         await send(other, "ping.simple", recipient_user_id=user.id, payload={"n": 2})
         await other.jobs.drain(10)
         await reader.keep_alive()  # the stream lives on, holding what it cannot check

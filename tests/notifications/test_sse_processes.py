@@ -82,7 +82,8 @@ async def test_two_serve_processes_deliver_to_each_others_clients(
         # Both processes LISTEN before anything is published: a stream subscribes before it
         # answers its headers, and both answered 200.
         # A third process (this test) dispatches; both servers' clients receive it.
-        async with open_services(load_settings(environ=env), migrated) as services:
+        async with open_services(load_settings(environ=env), migrated) as services_bundle:
+            services = services_bundle.domains.notifications
             outcome = await send(
                 services, "ping.simple", recipient_user_id=user.id, payload={"n": 1}
             )

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import AppServices
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.feed import FEED_KEY
+from tenantd.notifications.domain import Notifications
 from tests.helpers import access_claims, data, eventually
 from tests.notifications.sse_client import open_stream
 
@@ -30,7 +30,7 @@ async def listening(app: web.Application, user_id: uuid.UUID) -> bool:
 
 
 async def test_ending_a_session_ends_its_stream_only(
-    app: web.Application, services: AppServices, factory: Any, make_client: Any
+    app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     phone_cookies = await factory.cookies(user)

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
 from tenantd.app.bundle import open_services
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.jobs.runner import JobRunner
@@ -24,6 +23,7 @@ from tenantd.notifications import (
     cancel_scheduled,
     send,
 )
+from tenantd.notifications.domain import Notifications
 from tenantd.notifications.registry import EventRegistry
 from tests.helpers import eventually
 from tests.notifications.beyond_events_fixture import Alert
@@ -40,7 +40,7 @@ def env(env: dict[str, str]) -> dict[str, str]:
 
 @BOTH_MODES
 async def test_sends_over_the_throttle_limit_are_suppressed_as_throttled(
-    services: AppServices, factory: Any, queues_enabled: bool
+    services: Notifications, factory: Any, queues_enabled: bool
 ) -> None:
     user = await factory.user(password=None)
     other = await factory.user(password=None)
@@ -79,7 +79,7 @@ async def test_sends_over_the_throttle_limit_are_suppressed_as_throttled(
 
 
 async def test_concurrent_sends_count_exactly_once_each(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user(password=None)
     outcomes = await asyncio.gather(
@@ -95,7 +95,7 @@ async def test_concurrent_sends_count_exactly_once_each(
 
 
 async def test_a_new_window_starts_when_the_old_one_ran_out(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user(password=None)
     for _ in range(4):
@@ -111,7 +111,7 @@ async def test_a_new_window_starts_when_the_old_one_ran_out(
 
 
 async def test_critical_events_ignore_a_disabled_preference(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user(password=None)
     await services.db.execute(
@@ -152,14 +152,14 @@ def test_registry_checks_throttle_and_digest() -> None:
 # -- scheduled and delayed sends ------------------------------------------------------------
 
 
-async def notification_row(services: AppServices, notification_id: Any) -> Any:
+async def notification_row(services: Notifications, notification_id: Any) -> Any:
     return await services.db.fetch_one(
         "SELECT id, title FROM notifications WHERE id = %(id)s", {"id": notification_id}
     )
 
 
 @pytest.mark.parametrize("queues_enabled", [True])
-async def test_a_delayed_send_is_delivered_when_due(services: AppServices, factory: Any) -> None:
+async def test_a_delayed_send_is_delivered_when_due(services: Notifications, factory: Any) -> None:
     user = await factory.user(password=None)
     outcome = await send(
         services,
@@ -179,7 +179,7 @@ async def test_a_delayed_send_is_delivered_when_due(services: AppServices, facto
 
 @pytest.mark.parametrize("queues_enabled", [True])
 async def test_cancel_by_id_and_by_idempotency_key_before_due(
-    services: AppServices, factory: Any
+    services: Notifications, factory: Any
 ) -> None:
     user = await factory.user(password=None)
     later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
@@ -219,7 +219,7 @@ async def test_cancel_by_id_and_by_idempotency_key_before_due(
 
 
 @pytest.mark.parametrize("queues_enabled", [True])
-async def test_a_started_send_cannot_be_cancelled(services: AppServices, factory: Any) -> None:
+async def test_a_started_send_cannot_be_cancelled(services: Notifications, factory: Any) -> None:
     user = await factory.user(password=None)
     outcome = await send(
         services, "ping.simple", recipient_user_id=user.id, payload={}, delay_seconds=0
@@ -235,11 +235,13 @@ async def test_a_scheduled_send_survives_a_restart(
 ) -> None:
     user = await factory.user(password=None)
     queued = settings.switched("QUEUES_ENABLED", True)
-    async with open_services(queued, migrated) as first:  # no runner: this instance "dies"
+    async with open_services(queued, migrated) as first_bundle:  # no runner: this instance "dies"
+        first = first_bundle.domains.notifications
         outcome = await send(
             first, "ping.simple", recipient_user_id=user.id, payload={"n": 7}, delay_seconds=1
         )
-    async with open_services(queued, migrated) as second:
+    async with open_services(queued, migrated) as second_bundle:
+        second = second_bundle.domains.notifications
         runner = JobRunner(second)
         await runner.start()
         try:
@@ -250,7 +252,7 @@ async def test_a_scheduled_send_survives_a_restart(
 
 
 @pytest.mark.parametrize("queues_enabled", [False])
-async def test_scheduling_needs_the_queue(services: AppServices, factory: Any) -> None:
+async def test_scheduling_needs_the_queue(services: Notifications, factory: Any) -> None:
     user = await factory.user(password=None)
     with pytest.raises(ValidationFailed):
         await send(services, "ping.simple", recipient_user_id=user.id, payload={}, delay_seconds=5)
@@ -268,7 +270,7 @@ async def test_scheduling_needs_the_queue(services: AppServices, factory: Any) -
     ],
 )
 async def test_bad_schedules_are_refused(
-    services: AppServices, factory: Any, when: dict[str, Any]
+    services: Notifications, factory: Any, when: dict[str, Any]
 ) -> None:
     user = await factory.user(password=None)
     with pytest.raises(ValidationFailed):

@@ -20,12 +20,12 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tenantd.app import AppServices
 from tenantd.cli.vapid import generate_keys
 from tenantd.notifications import send
 from tenantd.notifications.channels.web_push import vapid
 from tenantd.notifications.channels.web_push.delivery import EXPIRED_EVENT
 from tenantd.notifications.channels.web_push.vapid import VapidSigner
+from tenantd.notifications.domain import Notifications
 from tenantd.settings import Settings
 from tests.notifications.support import EVENT_MODULE, deliveries, quiesce
 
@@ -143,7 +143,7 @@ def comment() -> dict[str, Any]:
 
 @BOTH_MODES
 async def test_push_is_encrypted_for_the_subscriber_and_signed_with_vapid(
-    services: AppServices,
+    services: Notifications,
     factory: Any,
     make_client: Any,
     push_service: FakePushService,
@@ -194,7 +194,7 @@ async def test_push_is_encrypted_for_the_subscriber_and_signed_with_vapid(
 
 
 async def test_expired_subscriptions_are_deleted_and_logged(
-    services: AppServices,
+    services: Notifications,
     factory: Any,
     make_client: Any,
     push_service: FakePushService,
@@ -222,7 +222,7 @@ async def test_expired_subscriptions_are_deleted_and_logged(
 
 
 async def test_delivery_outcomes(
-    services: AppServices, factory: Any, make_client: Any, push_service: FakePushService
+    services: Notifications, factory: Any, make_client: Any, push_service: FakePushService
 ) -> None:
     async def deliver(*names: str) -> tuple[str, Any]:
         user = await factory.user()
@@ -245,7 +245,7 @@ async def test_delivery_outcomes(
 
 
 async def test_sends_run_in_parallel(
-    services: AppServices, factory: Any, make_client: Any, push_service: FakePushService
+    services: Notifications, factory: Any, make_client: Any, push_service: FakePushService
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
@@ -261,7 +261,7 @@ async def test_sends_run_in_parallel(
 
 
 async def test_subscribe_upserts_rotates_keys_lists_and_deletes(
-    services: AppServices, factory: Any, make_client: Any
+    services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
@@ -292,7 +292,7 @@ async def test_subscribe_upserts_rotates_keys_lists_and_deletes(
 
 
 async def test_another_user_subscribing_the_same_endpoint_leaves_the_first_users_row(
-    services: AppServices, factory: Any, make_client: Any, push_service: FakePushService
+    services: Notifications, factory: Any, make_client: Any, push_service: FakePushService
 ) -> None:
     """Uniqueness is (userId, endpoint): a browser profile two people sign in to is theirs both."""
     endpoint = f"{push_service.base}/push/shared-browser"
@@ -321,7 +321,7 @@ async def test_another_user_subscribing_the_same_endpoint_leaves_the_first_users
     assert [r["user_id"] for r in remaining] == [alice_user.id]
 
 
-async def endpoints_of(services: AppServices, user_id: uuid.UUID) -> list[str]:
+async def endpoints_of(services: Notifications, user_id: uuid.UUID) -> list[str]:
     rows = await services.db.fetch_all(
         "SELECT endpoint FROM push_subscriptions WHERE user_id = %(u)s ORDER BY created_at",
         {"u": user_id},
@@ -330,7 +330,7 @@ async def endpoints_of(services: AppServices, user_id: uuid.UUID) -> list[str]:
 
 
 async def test_the_21st_subscription_replaces_the_oldest(
-    services: AppServices, factory: Any, make_client: Any
+    services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user, other = await factory.user(), await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
@@ -350,7 +350,7 @@ async def test_the_21st_subscription_replaces_the_oldest(
 
 
 async def test_concurrent_subscribes_by_one_user_never_exceed_the_cap(
-    services: AppServices, factory: Any, make_client: Any
+    services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
@@ -386,7 +386,7 @@ async def test_concurrent_subscribes_by_one_user_never_exceed_the_cap(
     ],
 )
 async def test_ssrf_refusals(
-    services: AppServices, factory: Any, make_client: Any, endpoint: str, why: str
+    services: Notifications, factory: Any, make_client: Any, endpoint: str, why: str
 ) -> None:
     client = await make_client(cookies=await factory.cookies(await factory.user()))
     payload = await subscribe(client, Subscriber().body(endpoint), status=422)
@@ -435,7 +435,7 @@ async def test_vapid_public_key_route(factory: Any, make_client: Any, client: An
 
 @pytest.mark.parametrize("push_enabled", [False])
 async def test_push_does_not_exist_without_vapid(
-    services: AppServices, factory: Any, make_client: Any
+    services: Notifications, factory: Any, make_client: Any
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
@@ -454,7 +454,7 @@ async def test_push_does_not_exist_without_vapid(
     ids=["ascii", "emoji", "escaped"],
 )
 async def test_a_long_body_is_cut_to_fit_a_4096_byte_message(
-    services: AppServices,
+    services: Notifications,
     factory: Any,
     make_client: Any,
     push_service: FakePushService,
@@ -493,7 +493,7 @@ async def test_a_long_body_is_cut_to_fit_a_4096_byte_message(
 
 
 async def test_huge_title_and_body_still_fit_and_keep_the_id(
-    services: AppServices, factory: Any, make_client: Any, push_service: FakePushService
+    services: Notifications, factory: Any, make_client: Any, push_service: FakePushService
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))
@@ -518,7 +518,7 @@ async def test_huge_title_and_body_still_fit_and_keep_the_id(
 
 
 async def test_a_message_that_fits_is_sent_whole(
-    services: AppServices, factory: Any, make_client: Any, push_service: FakePushService
+    services: Notifications, factory: Any, make_client: Any, push_service: FakePushService
 ) -> None:
     user = await factory.user()
     client = await make_client(cookies=await factory.cookies(user))

@@ -153,7 +153,12 @@ async def check_jobs_and_sse_fan_out(
         await asyncio.gather(on_a.content.readany(), on_b.content.readany())
         async with open_services(settings, url) as services:
             for n in range(count):
-                await send(services, "ping.simple", recipient_user_id=user.id, payload={"n": n})
+                await send(
+                    services.domains.notifications,
+                    "ping.simple",
+                    recipient_user_id=user.id,
+                    payload={"n": n},
+                )
         frames_a, frames_b = await asyncio.gather(read_sse(on_a, count), read_sse(on_b, count))
     titles = sorted(frame["notification"]["title"] for frame in frames_a)
     assert titles == [f"Ping {n}" for n in range(count)]

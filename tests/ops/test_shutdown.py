@@ -82,12 +82,17 @@ async def test_sigterm_loses_nothing(db: Database, migrated: str, tmp_path: Path
             assert stream.status == 200
             async with open_services(settings, migrated) as services:
                 # Delivered live to the attached stream (proves it is attached).
-                await send(services, "ping.simple", recipient_user_id=user.id, payload={"n": 1})
+                await send(
+                    services.domains.notifications,
+                    "ping.simple",
+                    recipient_user_id=user.id,
+                    payload={"n": 1},
+                )
                 [frame] = await read_sse(stream, 1)
                 assert frame["notification"]["title"] == "Ping 1"
                 # An email job that is running (the provider hangs) at SIGTERM ...
                 await send(
-                    services,
+                    services.domains.notifications,
                     "report.ready",
                     recipient_user_id=user.id,
                     payload={"reportName": "Q3", "rows": 3},

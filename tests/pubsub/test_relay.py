@@ -212,7 +212,12 @@ async def test_no_write_path_notifies_inside_its_transaction(
         assert revoked.status == 200  # the session's revocation
         async with services.db.transaction() as conn:
             rotated = await keys.rotate(conn, settings)  # a signing key published
-        sent = await send(services, "ping.simple", recipient_user_id=user.id, payload={"n": 1})
+        sent = await send(
+            services.domains.notifications,
+            "ping.simple",
+            recipient_user_id=user.id,
+            payload={"n": 1},
+        )
         assert sent.notification_id is not None  # an inbox and an SSE announcement
         put = await browser.put(
             f"{TYPES}/relay.checked",

@@ -18,7 +18,7 @@ from tenantd.webhooks.addresses import (
     forbidden_ip,
     refuse_private,
 )
-from tenantd.webhooks.delivery import WebhookSender
+from tenantd.webhooks.sender import WebhookSender
 
 
 def teredo(client: str, server: str = "65.54.227.120") -> str:

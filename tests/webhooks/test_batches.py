@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import AppServices
-from tenantd.identity.bundle import SERVICES
 from tenantd.jobs.kinds import JobInfo
 from tenantd.outbox import Actor, Event, emit_many
 from tenantd.webhooks import endpoints
 from tenantd.webhooks.delivery import DELIVER, DELIVERIES_PER_JOB, run_deliveries
+from tenantd.webhooks.domain import Webhooks, webhooks_of
 from tenantd.webhooks.fanout import create_deliveries
 from tests.helpers import eventually
 from tests.webhooks.receiver import Receiver, start_receiver
@@ -27,18 +26,18 @@ PARKED = 3600.0  # jobs due in an hour: the runner leaves them to the test
 
 
 @pytest.fixture
-def services(app: web.Application) -> AppServices:
-    return app[SERVICES]  # type: ignore[return-value]
+def services(app: web.Application) -> Webhooks:
+    return webhooks_of(app)
 
 
-async def _endpoint(services: AppServices, receiver: Receiver) -> uuid.UUID:
+async def _endpoint(services: Webhooks, receiver: Receiver) -> uuid.UUID:
     created = await endpoints.add_endpoint(services, url=receiver.url + "/hook")
     receiver.secrets.append(created.secret)
     endpoint_id: uuid.UUID = created.endpoint["id"]
     return endpoint_id
 
 
-async def _events(services: AppServices, count: int, objects: int) -> None:
+async def _events(services: Webhooks, count: int, objects: int) -> None:
     async with services.db.transaction() as conn:
         await emit_many(
             conn,
@@ -50,7 +49,7 @@ async def _events(services: AppServices, count: int, objects: int) -> None:
 
 
 async def test_fan_out_writes_one_job_per_batch_and_keeps_order_per_object(
-    services: AppServices, aiohttp_server: Any
+    services: Webhooks, aiohttp_server: Any
 ) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     await _endpoint(services, receiver)
@@ -72,7 +71,7 @@ async def test_fan_out_writes_one_job_per_batch_and_keeps_order_per_object(
 
 
 async def _parked_batch(
-    services: AppServices, receiver: Receiver, count: int
+    services: Webhooks, receiver: Receiver, count: int
 ) -> tuple[JobInfo, dict[str, Any]]:
     """`count` deliveries of fresh events in one job that is due only in an hour. The endpoint
     comes after the relay numbered the events, so the relay's own fan-out does not see it."""
@@ -99,7 +98,7 @@ async def _parked_batch(
 
 
 async def test_a_batch_run_again_after_a_crash_sends_only_what_was_not_settled(
-    services: AppServices, aiohttp_server: Any
+    services: Webhooks, aiohttp_server: Any
 ) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     info, payload = await _parked_batch(services, receiver, 6)
@@ -126,7 +125,7 @@ async def test_a_batch_run_again_after_a_crash_sends_only_what_was_not_settled(
 
 
 async def test_a_stale_batch_job_leaves_rows_that_moved_to_another_job(
-    services: AppServices, aiohttp_server: Any
+    services: Webhooks, aiohttp_server: Any
 ) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     info, payload = await _parked_batch(services, receiver, 4)

@@ -13,13 +13,12 @@ import orjson
 import pytest
 from aiohttp import web
 
-from tenantd.app import AppServices
 from tenantd.errors import ValidationFailed
-from tenantd.identity.bundle import SERVICES
 from tenantd.ops.metrics import METRICS
 from tenantd.outbox import Actor, emit
 from tenantd.webhooks import endpoints
-from tenantd.webhooks.delivery import WebhookSender
+from tenantd.webhooks.domain import Webhooks, webhooks_of
+from tenantd.webhooks.sender import WebhookSender
 from tests.helpers import eventually
 from tests.webhooks.receiver import Receiver, start_receiver
 
@@ -27,12 +26,12 @@ ACTOR = Actor.system("test")
 
 
 @pytest.fixture
-def services(app: web.Application) -> AppServices:
-    return app[SERVICES]  # type: ignore[return-value]
+def services(app: web.Application) -> Webhooks:
+    return webhooks_of(app)
 
 
 async def endpoint(
-    services: AppServices, receiver: Receiver, *, events: list[str] | None = None
+    services: Webhooks, receiver: Receiver, *, events: list[str] | None = None
 ) -> uuid.UUID:
     created = await endpoints.add_endpoint(services, url=receiver.url + "/hook", events=events)
     receiver.secrets.append(created.secret)
@@ -40,17 +39,17 @@ async def endpoint(
     return endpoint_id
 
 
-async def change(services: AppServices, type_: str, object_id: str, **data: Any) -> str:
+async def change(services: Webhooks, type_: str, object_id: str, **data: Any) -> str:
     async with services.db.transaction() as conn:
         return await emit(conn, type_, account_id=None, actor=ACTOR, data={"id": object_id, **data})
 
 
-async def deliveries(services: AppServices) -> list[dict[str, Any]]:
+async def deliveries(services: Webhooks) -> list[dict[str, Any]]:
     return await services.db.fetch_all("SELECT * FROM webhook_deliveries ORDER BY id")
 
 
 async def test_a_change_arrives_signed_in_the_standard_webhooks_format(
-    services: AppServices, aiohttp_server: Any, factory: Any
+    services: Webhooks, aiohttp_server: Any, factory: Any
 ) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     await endpoint(services, receiver)
@@ -69,7 +68,7 @@ async def test_a_change_arrives_signed_in_the_standard_webhooks_format(
     assert {r["status"] for r in rows} == {"delivered"}
 
 
-async def _all_settled(services: AppServices) -> list[dict[str, Any]] | None:
+async def _all_settled(services: Webhooks) -> list[dict[str, Any]] | None:
     rows = await deliveries(services)
     if rows and all(r["status"] != "pending" for r in rows):
         return rows
@@ -77,7 +76,7 @@ async def _all_settled(services: AppServices) -> list[dict[str, Any]] | None:
 
 
 async def test_a_filtered_endpoint_gets_only_its_types(
-    services: AppServices, aiohttp_server: Any
+    services: Webhooks, aiohttp_server: Any
 ) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     await endpoint(services, receiver, events=["account.*"])
@@ -89,7 +88,7 @@ async def test_a_filtered_endpoint_gets_only_its_types(
 
 
 async def test_retries_back_off_and_keep_the_webhook_id(
-    services: AppServices, aiohttp_server: Any
+    services: Webhooks, aiohttp_server: Any
 ) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     receiver.answer = lambda r: 500 if len(receiver.attempts) <= 3 else 200
@@ -106,7 +105,7 @@ async def test_retries_back_off_and_keep_the_webhook_id(
 
 
 async def test_events_about_one_object_arrive_in_order_across_retries(
-    services: AppServices, aiohttp_server: Any
+    services: Webhooks, aiohttp_server: Any
 ) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     failures = {"n": 0}
@@ -134,7 +133,7 @@ async def test_events_about_one_object_arrive_in_order_across_retries(
 
 
 async def test_rotation_signs_with_both_secrets_for_a_day(
-    services: AppServices, aiohttp_server: Any
+    services: Webhooks, aiohttp_server: Any
 ) -> None:
     old_only = await start_receiver(aiohttp_server, [])
     endpoint_id = await endpoint(services, old_only)
@@ -168,7 +167,7 @@ def _raw(received: Any) -> bytes:
 
 
 async def test_cloud_metadata_addresses_are_refused(
-    services: AppServices, aiohttp_server: Any, caplog: pytest.LogCaptureFixture
+    services: Webhooks, aiohttp_server: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     for url in (
         "http://169.254.169.254/latest/meta-data/",
@@ -197,8 +196,8 @@ async def test_cloud_metadata_addresses_are_refused(
         async def close(self) -> None:
             pass
 
-    await services.webhook_sender.close()
-    services.webhook_sender = WebhookSender(services.settings, resolver=Resolver())
+    await services.sender.close()
+    services.sender = WebhookSender(services.settings, resolver=Resolver())
     receiver = await start_receiver(aiohttp_server, [])
     await endpoints.add_endpoint(
         services, url=f"http://rebound.test:{receiver.url.rsplit(':', 1)[1]}/hook"
@@ -214,13 +213,13 @@ async def test_cloud_metadata_addresses_are_refused(
     assert receiver.attempts == []
 
 
-async def _attempted(services: AppServices, count: int) -> list[dict[str, Any]] | None:
+async def _attempted(services: Webhooks, count: int) -> list[dict[str, Any]] | None:
     rows = await deliveries(services)
     done = [r for r in rows if r["attempts"] > 0]
     return done if len(done) >= count else None
 
 
-async def test_redirects_are_not_followed(services: AppServices, aiohttp_server: Any) -> None:
+async def test_redirects_are_not_followed(services: Webhooks, aiohttp_server: Any) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     receiver.answer = lambda r: 302
     await endpoint(services, receiver)
@@ -232,7 +231,7 @@ async def test_redirects_are_not_followed(services: AppServices, aiohttp_server:
 
 async def test_a_delivery_gives_up_after_three_days_and_an_endpoint_is_disabled_after_five(
     app: web.Application,
-    services: AppServices,
+    services: Webhooks,
     aiohttp_server: Any,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -256,7 +255,7 @@ async def test_a_delivery_gives_up_after_three_days_and_an_endpoint_is_disabled_
     row = await endpoints.get_endpoint(services, endpoint_id)
     assert row["disabled_at"] is not None
     assert any(r.getMessage() == "webhooks.endpoint_disabled" for r in caplog.records)
-    assert services.webhook_sender.disabled_endpoints == 1
+    assert services.sender.disabled_endpoints == 1
     assert b"tenantd_webhook_endpoints_disabled_total 1.0" in app[METRICS].render()
     report = await endpoints.status_report(services.db)
     assert report["endpoints"][0]["enabled"] is False
@@ -267,9 +266,7 @@ async def test_a_delivery_gives_up_after_three_days_and_an_endpoint_is_disabled_
     assert len(await deliveries(services)) == 1
 
 
-async def test_a_success_clears_a_failing_endpoint(
-    services: AppServices, aiohttp_server: Any
-) -> None:
+async def test_a_success_clears_a_failing_endpoint(services: Webhooks, aiohttp_server: Any) -> None:
     # The settle step clears `failing_since` only for endpoints its batch saw failing (the
     # others are settled by one statement): an endpoint that failed and then answers is no
     # longer failing, and a later success leaves a healthy one alone.
@@ -300,7 +297,7 @@ async def test_a_success_clears_a_failing_endpoint(
     assert row["failing_since"] is None and row["disabled_at"] is None
 
 
-async def test_test_event_and_replay(services: AppServices, aiohttp_server: Any) -> None:
+async def test_test_event_and_replay(services: Webhooks, aiohttp_server: Any) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     await change(services, "user.updated", "before")  # before the endpoint existed
     # Fan-out happens when the relay numbers an event: wait for that, or the endpoint made

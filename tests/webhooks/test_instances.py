@@ -13,16 +13,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import AppServices
 from tenantd.app.bundle import open_services
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate
-from tenantd.identity.bundle import SERVICES
 from tenantd.jobs.runner import JobRunner
 from tenantd.outbox import Actor, emit
 from tenantd.settings import Settings
 from tenantd.webhooks import endpoints
+from tenantd.webhooks.domain import Webhooks, webhooks_of
 from tests.helpers import SECRET, eventually
 from tests.ops.servers import fresh_database, running, server_env, start_server
 from tests.webhooks.receiver import start_receiver
@@ -57,7 +56,7 @@ async def _emit(db: Any, count: int, *, objects: int = 50) -> list[str]:
 async def test_two_instances_deliver_each_event_once(
     app: web.Application, settings: Settings, migrated: str, aiohttp_server: Any
 ) -> None:
-    services: AppServices = app[SERVICES]  # type: ignore[assignment]
+    services: Webhooks = webhooks_of(app)
     receiver = await start_receiver(aiohttp_server, [])
     created = await endpoints.add_endpoint(services, url=receiver.url + "/hook")
     receiver.secrets.append(created.secret)

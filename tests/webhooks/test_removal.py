@@ -8,17 +8,16 @@ import asyncio
 
 from aiohttp import web
 
-from tenantd.app import AppServices
-from tenantd.identity.bundle import SERVICES
 from tenantd.outbox import Actor, emit
 from tenantd.webhooks import endpoints
+from tenantd.webhooks.domain import Webhooks, webhooks_of
 from tests.helpers import eventually
 
 
 async def test_removal_waits_for_a_settling_job_instead_of_deadlocking(
     app: web.Application,
 ) -> None:
-    services: AppServices = app[SERVICES]  # type: ignore[assignment]
+    services: Webhooks = webhooks_of(app)
     endpoint_id = (await endpoints.add_endpoint(services, url="http://127.0.0.1:9/hook")).endpoint[
         "id"
     ]

@@ -15,11 +15,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from tenantd.apikeys import service as apikeys
-from tenantd.app import AppServices, create_app
+from tenantd.app import create_app
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tenantd.settings import Settings
 from tenantd.webhooks import endpoints
+from tenantd.webhooks.domain import Webhooks, webhooks_of
 from tests.factories import run_tenantd
 from tests.helpers import SECRET, data, eventually
 from tests.webhooks.receiver import Receiver, start_receiver
@@ -27,8 +27,8 @@ from tests.webhooks.test_delivery import change, endpoint
 
 
 @pytest.fixture
-def services(app: web.Application) -> AppServices:
-    return app[SERVICES]  # type: ignore[return-value]
+def services(app: web.Application) -> Webhooks:
+    return webhooks_of(app)
 
 
 async def stored(db: Database, endpoint_id: Any) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def holds(blob: Any, secret: str) -> bool:
 
 
 async def test_the_table_holds_no_clear_secret_and_deliveries_verify(
-    services: AppServices, aiohttp_server: Any, db: Database
+    services: Webhooks, aiohttp_server: Any, db: Database
 ) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     endpoint_id = await endpoint(services, receiver)
@@ -72,7 +72,7 @@ async def test_the_table_holds_no_clear_secret_and_deliveries_verify(
 
 
 async def test_a_sealed_secret_moved_to_another_endpoint_does_not_open(
-    services: AppServices, aiohttp_server: Any, db: Database
+    services: Webhooks, aiohttp_server: Any, db: Database
 ) -> None:
     receiver = await start_receiver(aiohttp_server, [])
     first = await endpoint(services, receiver)
@@ -114,7 +114,7 @@ async def test_rows_written_in_clear_are_sealed_at_start(
     assert row["secret"] is None and row["previous_secret"] is None
     assert not holds(row["secret_sealed"], secret)
     assert not holds(row["previous_secret_sealed"], previous)
-    services: AppServices = server.app[SERVICES]
+    services: Webhooks = webhooks_of(server.app)
     await change(services, "user.updated", "u1")
     await eventually(lambda: receiver.accepted)
     headers = receiver.accepted[0]
@@ -146,7 +146,7 @@ async def rotate_now_by_cli(env: dict[str, str], endpoint_id: Any) -> str:
 
 @pytest.mark.parametrize("how", ["api", "cli"])
 async def test_rotate_now_ends_the_old_secret_at_once(
-    services: AppServices,
+    services: Webhooks,
     client: TestClient[Any, Any],
     env: dict[str, str],
     db: Database,

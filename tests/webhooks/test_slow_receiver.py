@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import AppServices
-from tenantd.identity.bundle import SERVICES
 from tenantd.outbox import Actor, Event, emit_many
 from tenantd.webhooks import endpoints
 from tenantd.webhooks.delivery import DELIVER, DELIVER_KIND
+from tenantd.webhooks.domain import Webhooks, webhooks_of
 from tests.helpers import eventually
 from tests.webhooks.receiver import Receiver, start_receiver
 
@@ -32,8 +31,8 @@ def env(env: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.fixture
-def services(app: web.Application) -> AppServices:
-    return app[SERVICES]  # type: ignore[return-value]
+def services(app: web.Application) -> Webhooks:
+    return webhooks_of(app)
 
 
 async def slow_receiver(aiohttp_server: Any, seconds: float) -> Receiver:
@@ -41,14 +40,14 @@ async def slow_receiver(aiohttp_server: Any, seconds: float) -> Receiver:
     return await start_receiver(aiohttp_server, [], delay=seconds)
 
 
-async def add_endpoint(services: AppServices, receiver: Receiver) -> uuid.UUID:
+async def add_endpoint(services: Webhooks, receiver: Receiver) -> uuid.UUID:
     created = await endpoints.add_endpoint(services, url=receiver.url + "/hook")
     receiver.secrets.append(created.secret)
     endpoint_id: uuid.UUID = created.endpoint["id"]
     return endpoint_id
 
 
-async def changes(services: AppServices, count: int, *, start: int = 0) -> None:
+async def changes(services: Webhooks, count: int, *, start: int = 0) -> None:
     """`count` changes of one object, in one transaction."""
     async with services.db.transaction() as conn:
         await emit_many(
@@ -60,7 +59,7 @@ async def changes(services: AppServices, count: int, *, start: int = 0) -> None:
         )
 
 
-async def delivered(services: AppServices) -> int:
+async def delivered(services: Webhooks) -> int:
     count: int = await services.db.fetch_val(
         "SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'"
     )
@@ -72,7 +71,7 @@ def in_order(receiver: Receiver) -> list[int]:
 
 
 async def test_each_delivery_is_recorded_as_its_receiver_answers(
-    services: AppServices, aiohttp_server: Any
+    services: Webhooks, aiohttp_server: Any
 ) -> None:
     receiver = await slow_receiver(aiohttp_server, 0.25)
     await add_endpoint(services, receiver)
@@ -85,12 +84,12 @@ async def test_each_delivery_is_recorded_as_its_receiver_answers(
     assert in_order(receiver) == list(range(8))
 
 
-async def _count_is(services: AppServices, expected: int) -> bool:
+async def _count_is(services: Webhooks, expected: int) -> bool:
     return await delivered(services) == expected
 
 
 async def test_a_batch_never_outlives_its_budget_against_a_slow_receiver(
-    services: AppServices, aiohttp_server: Any
+    services: Webhooks, aiohttp_server: Any
 ) -> None:
     # The job's hard stop is 4 s and the send budget 2 s; one object's 12 deliveries take
     # 0.4 s each (4.8 s in a row): one batch cannot hold them all. Before, the batch ran
@@ -113,7 +112,7 @@ async def test_a_batch_never_outlives_its_budget_against_a_slow_receiver(
 
 
 async def test_waiting_for_an_earlier_delivery_creates_no_jobs(
-    services: AppServices, aiohttp_server: Any
+    services: Webhooks, aiohttp_server: Any
 ) -> None:
     receiver = await slow_receiver(aiohttp_server, 0.2)
     await add_endpoint(services, receiver)

@@ -13,12 +13,12 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.apikeys.cache import API_KEY_CACHE
+from tenantd.apikeys.domain import apikeys_of
 from tenantd.apikeys.guard import bearer_token
 from tenantd.apikeys.principal import ACTING_KEY
 from tenantd.apikeys.service import require_scope, verify_token
 from tenantd.errors import Unauthorized
-from tenantd.identity.bundle import SERVICES, IdentityServices
+from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.guards import recheck
 from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.tokens import decode_access_token
@@ -48,7 +48,7 @@ async def admit(request: web.Request) -> None:
     if allowed_address(request):
         return
     token = bearer_token(request)
-    key = await verify_token(request.app[SERVICES], request.app[API_KEY_CACHE], token)
+    key = await verify_token(apikeys_of(request.app), token)
     require_scope(key, SCOPE)
     request[ACTING_KEY] = key
 

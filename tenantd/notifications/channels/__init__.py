@@ -12,11 +12,11 @@ from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import queries
 
 if TYPE_CHECKING:
-    from tenantd.notifications.bundle import NotificationServices
+    from tenantd.notifications.domain import Notifications
 
 
-Deliver = Callable[["NotificationServices", uuid.UUID, Row], Awaitable[None]]
-DeliveryJob = Callable[["NotificationServices", dict[str, Any], JobInfo], Awaitable[None]]
+Deliver = Callable[["Notifications", uuid.UUID, Row], Awaitable[None]]
+DeliveryJob = Callable[["Notifications", dict[str, Any], JobInfo], Awaitable[None]]
 
 
 def delivery_job(channel: str) -> Callable[[Deliver], DeliveryJob]:
@@ -26,9 +26,7 @@ def delivery_job(channel: str) -> Callable[[Deliver], DeliveryJob]:
 
     def wrap(deliver: Deliver) -> DeliveryJob:
         @functools.wraps(deliver)
-        async def run(
-            services: NotificationServices, payload: dict[str, Any], job: JobInfo
-        ) -> None:
+        async def run(services: Notifications, payload: dict[str, Any], job: JobInfo) -> None:
             notification_id = uuid.UUID(str(payload["notificationId"]))
             async with services.db.connection() as conn:
                 row = await queries.delivery_context(
@@ -43,7 +41,7 @@ def delivery_job(channel: str) -> Callable[[Deliver], DeliveryJob]:
 
 
 async def settle_delivery(
-    services: NotificationServices,
+    services: Notifications,
     notification_id: uuid.UUID,
     channel: str,
     status: str,

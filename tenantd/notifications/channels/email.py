@@ -34,7 +34,7 @@ from tenantd.notifications.service import validate_payload
 from tenantd.notifications.unsubscribe import make_token, page_url, unsubscribe_url
 
 if TYPE_CHECKING:
-    from tenantd.notifications.bundle import NotificationServices
+    from tenantd.notifications.domain import Notifications
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def delivery_key(notification_id: uuid.UUID) -> str:
     return f"notification/{notification_id}/{CHANNEL}"
 
 
-def build_message(services: NotificationServices, row: Row) -> EmailMessage:
+def build_message(services: Notifications, row: Row) -> EmailMessage:
     """Render the notification email with its RFC 8058 one-click unsubscribe headers."""
     event = services.registry.get(row["event_type"])
     definition = event.definition
@@ -143,9 +143,7 @@ def build_message(services: NotificationServices, row: Row) -> EmailMessage:
 
 
 @delivery_job(CHANNEL)
-async def run_email_job(
-    services: NotificationServices, notification_id: uuid.UUID, row: Row
-) -> None:
+async def run_email_job(services: Notifications, notification_id: uuid.UUID, row: Row) -> None:
     """Deliver one notification email (a settled row is left alone: idempotent)."""
     try:
         message = build_message(services, row)
@@ -171,9 +169,7 @@ async def run_email_job(
         await settle_delivery(services, notification_id, CHANNEL, "sent")
 
 
-async def give_up_email(
-    services: NotificationServices, payload: dict[str, Any], error: str
-) -> None:
+async def give_up_email(services: Notifications, payload: dict[str, Any], error: str) -> None:
     """Retries exhausted: the delivery settles failed with the last error."""
     notification_id = uuid.UUID(str(payload["notificationId"]))
     await settle_delivery(

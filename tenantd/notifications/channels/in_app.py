@@ -19,7 +19,7 @@ from tenantd.notifications.schemas import notification_json
 from tenantd.web.cursors import decode_keyset, encode_keyset
 
 if TYPE_CHECKING:
-    from tenantd.notifications.bundle import NotificationServices
+    from tenantd.notifications.domain import Notifications
 
 
 def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
@@ -46,7 +46,7 @@ async def unread_count(conn: Conn, *, user_id: uuid.UUID) -> dict[str, int]:
 
 
 async def mark_read(
-    services: NotificationServices, *, user_id: uuid.UUID, notification_id: uuid.UUID
+    services: Notifications, *, user_id: uuid.UUID, notification_id: uuid.UUID
 ) -> dict[str, Any]:
     """unread -> read with readAt; only the recipient may, anyone else gets 404."""
     async with services.db.connection() as conn:
@@ -56,7 +56,7 @@ async def mark_read(
     return notification_json(row)
 
 
-async def mark_all_read(services: NotificationServices, *, user_id: uuid.UUID) -> dict[str, int]:
+async def mark_all_read(services: Notifications, *, user_id: uuid.UUID) -> dict[str, int]:
     """Every unread notification of the user becomes read; answers how many."""
     async with services.db.connection() as conn:
         return {"updated": await queries.mark_all_read(conn, user_id=user_id)}
@@ -71,7 +71,7 @@ async def mark_all_read(services: NotificationServices, *, user_id: uuid.UUID) -
 
 
 async def inbox_page(
-    services: NotificationServices,
+    services: Notifications,
     *,
     user_id: uuid.UUID,
     status: str,
@@ -96,9 +96,7 @@ async def inbox_page(
     return orjson.Fragment(encoded)
 
 
-async def cached_unread_count(
-    services: NotificationServices, *, user_id: uuid.UUID
-) -> dict[str, int]:
+async def cached_unread_count(services: Notifications, *, user_id: uuid.UUID) -> dict[str, int]:
     cache = services.inbox_cache
     cached = cache.get(user_id, "unread")
     if cached is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tenantd.db import Conn, Row
 from tenantd.identity import permissions
-from tenantd.notifications.bundle import NotificationServices
+from tenantd.notifications.domain import Notifications
 from tenantd.notifications.service import SendRequest, send_many
 from tenantd.notifications.tenancy import events, queries
 from tenantd.outbox import Consumer
@@ -123,7 +123,7 @@ async def _requests(conn: Conn, event: Row) -> list[SendRequest]:
     return []
 
 
-def tenancy_feed(services: NotificationServices) -> Consumer:
+def tenancy_feed(services: Notifications) -> Consumer:
     """The relay consumer that sends the built-in notifications of `services`."""
 
     async def consume(conn: Conn, rows: list[Row]) -> None:

@@ -27,8 +27,8 @@ from tenantd.errors import NotFound, Unauthorized
 from tenantd.identity.guards import recheck
 from tenantd.identity.tokens import AccessClaims
 from tenantd.notifications import queries
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
 from tenantd.notifications.channels.sse.feed import FEED_KEY, StreamQueue
+from tenantd.notifications.domain import Notifications, notifications_of
 from tenantd.notifications.schemas import envelope
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.principal import Principal
@@ -50,12 +50,12 @@ RECENT_IDS = 256  # ids remembered per stream so replay and live frames never do
 KEEP_ALIVE = b": keep-alive\n\n"
 
 
-async def _revoked(services: NotificationServices, claims: AccessClaims) -> bool | None:
+async def _revoked(services: Notifications, claims: AccessClaims) -> bool | None:
     """True when the token no longer holds (or its account now requires a factor this
     session did not use), False when it does, None when it cannot be checked now (the
     database is away)."""
     try:
-        principal = await recheck(services, claims)
+        principal = await recheck(services.identity, claims)
     except Unauthorized:
         return True
     except DatabaseUnavailable:
@@ -85,7 +85,7 @@ def _last_event_id(request: web.Request) -> uuid.UUID | None:
 
 async def stream_notifications(request: web.Request, principal: Principal) -> web.StreamResponse:
     """Stream the caller's new notifications until the token fails or the client leaves."""
-    services = request.app[NOTIFICATION_SERVICES]
+    services = notifications_of(request.app)
     feed = request.app.get(FEED_KEY)
     if (
         not services.settings.section(NotificationSettings).notifications_sse_enabled
@@ -166,7 +166,7 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
 
 
 async def _replay(
-    services: NotificationServices,
+    services: Notifications,
     response: EventSourceResponse,
     user_id: uuid.UUID,
     after: uuid.UUID,

@@ -34,7 +34,7 @@ from aiohttp import web
 from tenantd.cache.invalidation import CHANNEL as CACHE_CHANNEL
 from tenantd.errors import ServiceUnavailable
 from tenantd.notifications import queries
-from tenantd.notifications.bundle import NOTIFICATION_SERVICES, NotificationServices
+from tenantd.notifications.domain import Notifications, notifications_of
 from tenantd.notifications.schemas import envelope
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.pubsub import PUBSUB, Bus, Subscription
@@ -147,7 +147,7 @@ class StreamQueue:
 class NotificationFeed:
     """Per process: the open streams of each user, fed from the pub/sub hub."""
 
-    def __init__(self, services: NotificationServices, hub: Bus):
+    def __init__(self, services: Notifications, hub: Bus):
         self.services = services
         self.hub = hub
         settings = services.settings
@@ -339,7 +339,7 @@ FEED_KEY: web.AppKey[NotificationFeed] = web.AppKey("notifications_feed", Notifi
 
 async def sse_ctx(app: web.Application) -> AsyncIterator[None]:
     """cleanup_ctx hook: the stream feed on the process's pub/sub hub (SSE switch on)."""
-    services = app[NOTIFICATION_SERVICES]
+    services = notifications_of(app)
     if not services.settings.section(NotificationSettings).notifications_sse_enabled:
         yield
         return

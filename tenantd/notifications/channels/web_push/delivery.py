@@ -31,7 +31,7 @@ from tenantd.notifications.schemas import envelope, notification_json
 from tenantd.notifications.settings import NotificationSettings
 
 if TYPE_CHECKING:
-    from tenantd.notifications.bundle import NotificationServices
+    from tenantd.notifications.domain import Notifications
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class PushResult:
 
 
 async def push_one(
-    services: NotificationServices,
+    services: Notifications,
     subscription: dict[str, Any],
     data: bytes,
     *,
@@ -158,9 +158,7 @@ async def push_one(
 
 
 @delivery_job(CHANNEL)
-async def run_web_push_job(
-    services: NotificationServices, notification_id: uuid.UUID, row: Row
-) -> None:
+async def run_web_push_job(services: Notifications, notification_id: uuid.UUID, row: Row) -> None:
     """One delivery job per notification: parallel sends to every live subscription."""
     async with services.db.connection() as conn:
         subscriptions = await queries.live_subscriptions(conn, user_id=row["user_id"])
