@@ -105,7 +105,7 @@ async def test_a_relay_that_cannot_publish_turns_the_caches_off_within_the_bound
     answers its round trips, yet within STALENESS_SECONDS the cache stops serving and the
     request, read from the database, is refused; once the lock is released the revocation
     is published and the cache serves again."""
-    cache = app[SERVICES].context_cache
+    cache = app[SERVICES].principal_cache
     user = await factory.user()
     browser = await make_client(cookies=await factory.cookies(user))
     assert (await browser.get("/api/v1/users/me")).status == 200
