@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tenantd.db import core
+from tenantd.identity.queries import TOKEN_STATE
 from tests.auth.helpers import mail_sent
 from tests.auth.test_email_change import link_token, mails_to, signed_in, user_email
 from tests.factories import Factory
@@ -151,7 +152,10 @@ async def statements_of_one_request(client: Any, monkeypatch: Any, new: str) -> 
     assert answer.status == 202
     # The request's task is the first to lock the user (its mail job does so after commit).
     request_task = next(task for task, sql in seen if LOCK_USER in sql)
-    return [sql for task, sql in seen if task == request_task]
+    # The guard's own check runs when its cache is not serving this token (an invalidation
+    # heard after commit, through the relay, may land between two requests): not the action's.
+    guard = " ".join(TOKEN_STATE.sql.split())
+    return [sql for task, sql in seen if task == request_task and sql != guard]
 
 
 async def test_a_taken_address_runs_the_same_statements_and_queues_the_same_job(
