@@ -147,6 +147,7 @@ async def test_logout_refuses_an_unseen_token_of_the_session_at_once(
     instance before the logout; the mirror must know the session ended."""
     user = await factory.user()
     issued = await factory.tokens(user)
+    await wait_until_heard(factory.db, app[PUBSUB], CHANNEL)  # the factory's own writes
     cookies = {"auth_token": issued.access_token, "refresh_token": issued.refresh_token}
     browser = await make_client(cookies=cookies)
     assert (await browser.get(ME)).status == 200
