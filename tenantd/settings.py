@@ -131,6 +131,11 @@ Text = Annotated[str, BeforeValidator(stripped)]
 UrlBase = Annotated[str, BeforeValidator(url_base)]
 Positive = Annotated[int, BeforeValidator(whole_at_least(1))]
 Count = Annotated[int, BeforeValidator(whole_at_least(0))]
+# Lengths of time in seconds (fractions allowed): any, or an interval something waits between
+# rounds, where zero would spin.
+Seconds = Annotated[float, BeforeValidator(at_least(0.0))]
+MIN_INTERVAL = 0.01
+Interval = Annotated[float, BeforeValidator(at_least(MIN_INTERVAL))]
 
 
 def env(name: str, description: str | None = None, **kwargs: Any) -> Any:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import ClassVar
 
-from pydantic import BeforeValidator
-
-from tenantd.settings import SWITCH, Flag, Positive, Section, at_least, env
-
-Seconds = Annotated[float, BeforeValidator(at_least(0.0))]
+from tenantd.settings import SWITCH, Flag, Interval, Positive, Seconds, Section, env
 
 
 class JobSettings(Section):
@@ -37,9 +33,7 @@ class JobSettings(Section):
         default=64,
     )
     batch_size: Positive = env("TENANTD_JOB_BATCH_SIZE", default=64)
-    poll_seconds: Annotated[float, BeforeValidator(at_least(0.01))] = env(
-        "TENANTD_JOB_POLL_SECONDS", default=0.5
-    )
+    poll_seconds: Interval = env("TENANTD_JOB_POLL_SECONDS", default=0.5)
     retry_base_seconds: Seconds = env("TENANTD_JOB_RETRY_BASE_SECONDS", default=2.0)
     retry_max_seconds: Seconds = env("TENANTD_JOB_RETRY_MAX_SECONDS", default=3600.0)
     stop_timeout_seconds: Seconds = env(

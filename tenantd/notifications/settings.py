@@ -7,7 +7,18 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator
 
-from tenantd.settings import SWITCH, Flag, Names, Positive, Section, Text, at_least, env
+from tenantd.settings import (
+    MIN_INTERVAL,
+    SWITCH,
+    Flag,
+    Interval,
+    Names,
+    Positive,
+    Section,
+    Text,
+    at_least,
+    env,
+)
 
 DEFAULT_PUSH_HOSTS = (
     "fcm.googleapis.com",
@@ -15,8 +26,7 @@ DEFAULT_PUSH_HOSTS = (
     "*.push.apple.com",
     "*.notify.windows.com",
 )
-MIN_SECONDS = 0.01  # a zero SSE tick or check interval would spin
-Interval = Annotated[float, BeforeValidator(at_least(MIN_SECONDS))]
+MIN_SECONDS = MIN_INTERVAL  # a zero SSE tick or check interval would spin
 
 
 class NotificationSettings(Section):

@@ -55,6 +55,9 @@ DEFAULT_RATE_WINDOW = 900
 # `email_change` (request a change: the new address), `invitation` (create and resend).
 MAIL_RATE_LIMITS = {"email_change": (10, 3), "invitation": (50, 3)}
 MAIL_RATE_WINDOW = 3600
+# How often a process does something periodic (scheduler tick, heartbeat, metrics refresh), in
+# seconds; the floor keeps a typo from making it spin.
+Period = Annotated[float, BeforeValidator(at_least(0.05))]
 
 
 @dataclass(frozen=True)
@@ -105,13 +108,33 @@ class OpsConfig:
         return max([DEFAULT_RATE_WINDOW, *windows])
 
 
-class SchedulerSettings(Section):
-    """In-process scheduler of `tenantd serve`. Every instance ticks; under a PostgreSQL
-    advisory lock and the shared `sweep_runs` table one instance runs each sweep once per
-    interval."""
+# The manual's line of the sweep that opens each group of TENANTD_SWEEP_<NAME>_INTERVAL_SECONDS
+# variables (the sweeps after it, up to the next, share its meaning).
+SWEEP_NOTES = {
+    "invitations": "Interval of each sweep (seconds).",
+    "users": "Delete my user: the `users` sweep anonymises users deleted more than 30 days ago.",
+    "throttles": "Notification throttle counters: the `throttles` sweep deletes a key's counter"
+    " once its window ended (a later send starts a new window anyway).",
+}
 
-    title: ClassVar[str] = "Sweeps and scheduler"
 
+def _sweep_fields() -> dict[str, Any]:
+    """TENANTD_SWEEP_<NAME>_INTERVAL_SECONDS of every sweep, in the table's order, defaults from
+    the table."""
+    return {
+        name: (
+            Positive,
+            env(
+                f"TENANTD_SWEEP_{name.upper()}_INTERVAL_SECONDS",
+                SWEEP_NOTES.get(name),
+                default=seconds,
+            ),
+        )
+        for name, seconds in DEFAULT_SWEEP_INTERVALS.items()
+    }
+
+
+class _SchedulerSwitches(Section):
     enabled: Flag = env(
         "TENANTD_SCHEDULER_ENABLED",
         "Turn the in-process scheduler off where cron runs `tenantd sweep` instead (or keep"
@@ -119,32 +142,28 @@ class SchedulerSettings(Section):
         default=True,
         json_schema_extra=SWITCH,
     )
-    tick_seconds: Annotated[float, BeforeValidator(at_least(0.05))] = env(
+    tick_seconds: Period = env(
         "TENANTD_SCHEDULER_TICK_SECONDS",
         "How often each instance checks whether a sweep is due.",
         default=60.0,
     )
-    invitations: Positive = env(
-        "TENANTD_SWEEP_INVITATIONS_INTERVAL_SECONDS",
-        "Interval of each sweep (seconds).",
-        default=86400,
+
+
+if TYPE_CHECKING:
+    _SchedulerSweeps = _SchedulerSwitches
+else:
+    _SchedulerSweeps = create_model(
+        "_SchedulerSweeps", __base__=_SchedulerSwitches, **_sweep_fields()
     )
-    accounts: Positive = env("TENANTD_SWEEP_ACCOUNTS_INTERVAL_SECONDS", default=86400)
-    dedup: Positive = env("TENANTD_SWEEP_DEDUP_INTERVAL_SECONDS", default=3600)
-    sessions: Positive = env("TENANTD_SWEEP_SESSIONS_INTERVAL_SECONDS", default=3600)
-    jobs: Positive = env("TENANTD_SWEEP_JOBS_INTERVAL_SECONDS", default=3600)
-    keys: Positive = env("TENANTD_SWEEP_KEYS_INTERVAL_SECONDS", default=3600)
-    users: Positive = env(
-        "TENANTD_SWEEP_USERS_INTERVAL_SECONDS",
-        "Delete my user: the `users` sweep anonymises users deleted more than 30 days ago.",
-        default=86400,
-    )
-    throttles: Positive = env(
-        "TENANTD_SWEEP_THROTTLES_INTERVAL_SECONDS",
-        "Notification throttle counters: the `throttles` sweep deletes a key's counter once"
-        " its window ended (a later send starts a new window anyway).",
-        default=3600,
-    )
+
+
+class SchedulerSettings(_SchedulerSweeps):
+    """In-process scheduler of `tenantd serve`. Every instance ticks; under a PostgreSQL
+    advisory lock and the shared `sweep_runs` table one instance runs each sweep once per
+    interval."""
+
+    title: ClassVar[str] = "Sweeps and scheduler"
+
     batch_size: Positive = env(
         "TENANTD_SWEEP_BATCH_SIZE",
         "Rows per DELETE/UPDATE batch (each batch its own short transaction); pause between"
@@ -293,7 +312,7 @@ class ProcessSettings(Section):
         default=None,
         examples=["/etc/tenantd/tenantd.env"],
     )
-    instance_heartbeat_seconds: Annotated[float, BeforeValidator(at_least(0.05))] = env(
+    instance_heartbeat_seconds: Period = env(
         "TENANTD_INSTANCE_HEARTBEAT_SECONDS",
         "Each `tenantd serve` reports itself (version, switches, event types) in the"
         " instances table every this many seconds; `tenantd status` shows the rows and marks"
@@ -308,7 +327,7 @@ class ProcessSettings(Section):
         json_schema_extra=SWITCH,
     )
     metrics_token: Text | None = env("TENANTD_METRICS_TOKEN", default=None, repr=False)
-    metrics_refresh_seconds: Annotated[float, BeforeValidator(at_least(0.05))] = env(
+    metrics_refresh_seconds: Period = env(
         "TENANTD_METRICS_REFRESH_SECONDS",
         "Database-derived figures (jobs, deliveries, suppressions, sweeps) are read by one"
         " task per process at most this often (seconds); a scrape serves the last figures and"

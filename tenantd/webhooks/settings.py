@@ -6,9 +6,11 @@ from typing import Annotated, ClassVar
 
 from pydantic import BeforeValidator
 
-from tenantd.settings import Flag, Section, at_least, env
+from tenantd.settings import Flag, Seconds, Section, at_least, env
 
 SEND_BUDGET_SECONDS = 45.0
+# A bound on how long sending takes (one request, or one job's deliveries), in seconds.
+SendBound = Annotated[float, BeforeValidator(at_least(0.1))]
 
 
 class WebhookSettings(Section):
@@ -16,19 +18,19 @@ class WebhookSettings(Section):
 
     title: ClassVar[str] = "Outbound webhooks"
 
-    webhook_retry_base_seconds: Annotated[float, BeforeValidator(at_least(0.0))] = env(
+    webhook_retry_base_seconds: Seconds = env(
         "TENANTD_WEBHOOK_RETRY_BASE_SECONDS",
         "First retry of a failed delivery after this many seconds (+-20% jitter), doubling"
         " each time; a delivery is retried for up to 3 days, an endpoint failing for 5 days is"
         " disabled.",
         default=30.0,
     )
-    webhook_timeout_seconds: Annotated[float, BeforeValidator(at_least(0.1))] = env(
+    webhook_timeout_seconds: SendBound = env(
         "TENANTD_WEBHOOK_TIMEOUT_SECONDS",
         "Per delivery request (connect, send, answer); redirects are never followed.",
         default=10.0,
     )
-    webhook_send_budget_seconds: Annotated[float, BeforeValidator(at_least(0.1))] = env(
+    webhook_send_budget_seconds: SendBound = env(
         "TENANTD_WEBHOOK_SEND_BUDGET_SECONDS",
         "One delivery job sends for at most this long (a delivery starts only if its whole"
         " timeout still fits); what is left goes to a new job at once. Also the cap.",
