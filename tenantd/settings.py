@@ -101,13 +101,16 @@ def networks(value: Any) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network,
     return tuple(found)
 
 
-def one_of(*choices: str) -> Callable[[Any], str]:
-    """One of `choices`, compared lower-cased."""
+def one_of(
+    *choices: str, refusal: str = "must be {choices}, got {value!r}"
+) -> Callable[[Any], str]:
+    """One of `choices`, compared lower-cased; `refusal` formats the error from `choices`
+    (joined by |) and the lower-cased `value`."""
 
     def parse(value: Any) -> str:
         lowered = str(value).strip().lower()
         if lowered not in choices:
-            raise ValueError(f"must be {' | '.join(choices)}, got {lowered!r}")
+            raise ValueError(refusal.format(choices=" | ".join(choices), value=lowered))
         return lowered
 
     return parse
@@ -313,11 +316,7 @@ class DatabaseSettings(Section):
     )
 
 
-def _bus(value: Any) -> str:
-    lowered = str(value).strip().lower()
-    if lowered not in {"postgres", "nats", "redis"}:
-        raise ValueError("must be postgres, nats or redis")
-    return lowered
+_bus = one_of("postgres", "nats", "redis", refusal="must be postgres, nats or redis")
 
 
 class BusSettings(Section):
@@ -350,11 +349,7 @@ class BusSettings(Section):
     )
 
 
-def _log_format(value: Any) -> str:
-    lowered = str(value).strip().lower()
-    if lowered not in {"console", "json"}:
-        raise ValueError("must be console or json")
-    return lowered
+_log_format = one_of("console", "json", refusal="must be console or json")
 
 
 class LogSettings(Section):

@@ -9,19 +9,24 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator
 
-from tenantd.settings import DERIVED, SWITCH, Flag, Names, Positive, Section, Text, UrlBase, env
+from tenantd.settings import (
+    DERIVED,
+    SWITCH,
+    Flag,
+    Names,
+    Positive,
+    Section,
+    Text,
+    UrlBase,
+    env,
+    one_of,
+)
 
 PROVIDERS = ("file", "postmark", "resend", "sendgrid", "smtp")
 DEFAULT_BRAND_NAME = "tenantd"
 DEFAULT_ACCENT = "#4f46e5"
 ACCENT_COLOR = re.compile(r"^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$")
-
-
-def _provider(value: Any) -> str:
-    provider = str(value).strip().lower()
-    if provider not in PROVIDERS:
-        raise ValueError(f"must be file, postmark, resend, sendgrid or smtp: {provider}")
-    return provider
+_provider = one_of(*PROVIDERS, refusal="must be file, postmark, resend, sendgrid or smtp: {value}")
 
 
 def _accent(value: Any) -> str:
