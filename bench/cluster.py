@@ -42,27 +42,23 @@ import contextlib
 import json
 import shutil
 import signal
-import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import psycopg2
 
-from bench.faults import ROOT, Server, free_port
+from bench.faults import ROOT, Server
+from bench.private_servers import WITHIN, PrivateServer, ReplicaPair, until
 from tenantd.accounts import queries as account_queries
 from tenantd.accounts.provisioning import create_account
 from tenantd.apikeys import service as apikeys
 from tenantd.app.settings import load_settings
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
-from tenantd.db.embedded import EmbeddedCluster, find_pg_bin
-from tenantd.db.migrate import migrate
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.passwords import hash_password
 
@@ -73,11 +69,7 @@ EVENT = "bench.event"  # bench/events.py: in-app + SSE
 CHANNELS = {"in_app": 1, "sse": 1}  # the delivery rows each accepted send must have
 STREAM = "/api/v1/notifications/stream"
 INSTANCES = 3
-# A commit's WAL is flushed (so streamed) before the primary answers, as in production.
-PRIMARY_OPTIONS = "-c synchronous_commit=on -c wal_level=replica -c max_wal_senders=5"
-WITHIN = 300.0  # seconds: what must happen gets this long, the machine may be busy
 SERVE_WITHIN = 600.0  # seconds for a `tenantd serve` to answer /readyz (a loaded machine)
-NATS = "/usr/sbin/nats-server"
 
 
 @dataclass(frozen=True)
@@ -97,119 +89,10 @@ SIZES = {
 }
 
 
-# --- the processes --------------------------------------------------------------------------
+# --- the processes ---------------------------------------------------------------------------
 
 
-class Nats:
-    """A nats-server of this run, on its own port, JetStream on with its own store."""
-
-    def __init__(self, root: Path):
-        self.port = free_port()
-        self.store = root / "nats"
-        self.log = root / "nats.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
-
-    async def start(self) -> None:
-        self.spawn()
-        await until(self._accepts, "nats-server accepts connections")
-
-    def spawn(self) -> None:
-        self.store.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [NATS, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    async def _accepts(self) -> bool:
-        try:
-            _reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
-        except OSError:
-            return False
-        writer.close()
-        return True
-
-    async def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            await asyncio.to_thread(self.process.wait, 30)
-
-
-class Replicated:
-    """The primary and its streaming replica (as tests/replica.py builds them)."""
-
-    def __init__(self, root: Path):
-        self.primary = EmbeddedCluster(root / "primary", options=PRIMARY_OPTIONS)
-        self.replica = EmbeddedCluster(root / "replica")
-
-    def build(self) -> None:
-        """Start the primary, migrate it, clone it with pg_basebackup -R, start the clone."""
-        self.primary.start()
-        asyncio.run(_migrate(self.primary.url))
-        self.replica._prepare_dirs()
-        result = self.replica._run(
-            [
-                str(find_pg_bin() / "pg_basebackup"),
-                *("-h", str(self.primary.socket_dir), "-U", "postgres"),
-                *("-D", str(self.replica.data), "-R", "-X", "stream", "-c", "fast"),
-                "--no-sync",
-            ],
-            check=False,
-        )
-        if result.returncode != 0:
-            raise RuntimeError(f"pg_basebackup failed: {result.stderr}")
-        self.replica.start()
-
-    def query(self, cluster: EmbeddedCluster, sql: str) -> Any:
-        conn = psycopg2.connect(host=str(cluster.socket_dir), user="postgres", dbname="tenantd")
-        conn.autocommit = True
-        try:
-            with conn.cursor() as cursor:
-                cursor.execute(sql)
-                row = cursor.fetchone() if cursor.description else None
-                return None if row is None else row[0]
-        finally:
-            conn.close()
-
-    def caught_up(self) -> bool:
-        position = self.query(self.primary, "SELECT pg_current_wal_flush_lsn()::text")
-        return bool(
-            self.query(self.replica, f"SELECT pg_last_wal_replay_lsn() >= '{position}'::pg_lsn")
-        )
-
-    def stop(self) -> None:
-        self.replica.stop()
-        self.primary.stop()
-
-
-async def _migrate(url: str) -> None:
-    db = await create_database(url_to_dsn(url), minsize=1, maxsize=1)
-    try:
-        await migrate(db)
-    finally:
-        await db.close()
-
-
-async def until(check: Callable[[], Any], what: str, within: float = WITHIN) -> None:
-    """Poll `check` (sync or async) until it is true; an error naming `what` past `within`."""
-    deadline = time.monotonic() + within
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"not in {within:.0f} s: {what}")
-        await asyncio.sleep(0.05)
-
-
-def server_env(pair: Replicated, nats: Nats, root: Path) -> dict[str, str]:
+def server_env(pair: ReplicaPair, nats: PrivateServer, root: Path) -> dict[str, str]:
     return {
         "DATABASE_URL": pair.primary.url,
         "DATABASE_REPLICA_URLS": pair.replica.url,
@@ -840,7 +723,7 @@ async def progress(world: World, fraction: float, size: Size) -> None:
     )
 
 
-async def faults(world: World, size: Size, nats: Nats, pair: Replicated) -> None:
+async def faults(world: World, size: Size, nats: PrivateServer, pair: ReplicaPair) -> None:
     await progress(world, 0.2, size)
     victim = world.slots[0]
     # Killed while seat race requests wait for its answer: their retries go to the others.
@@ -862,19 +745,19 @@ async def faults(world: World, size: Size, nats: Nats, pair: Replicated) -> None
     )
 
     await progress(world, 0.15, size)
-    await nats.kill()
+    await nats.stop()
     down = time.monotonic()
-    await nats.start()
+    await nats.start(WITHIN)
     world.faults.append(f"nats-server killed and started again ({time.monotonic() - down:.1f} s)")
 
     await progress(world, 0.15, size)
-    await asyncio.to_thread(pair.query, pair.replica, "SELECT pg_wal_replay_pause()")
+    await asyncio.to_thread(pair.pause_replay)
     paused = time.monotonic()
     await progress(world, 0.15, size)
     state = await asyncio.to_thread(
         pair.query, pair.replica, "SELECT pg_get_wal_replay_pause_state()"
     )
-    await asyncio.to_thread(pair.query, pair.replica, "SELECT pg_wal_replay_resume()")
+    await asyncio.to_thread(pair.resume_replay)
     world.faults.append(
         f"replica replay paused for {time.monotonic() - paused:.1f} s (state: {state})"
     )
@@ -1122,7 +1005,7 @@ async def contested(
     return Contest(str(account_id), staff, invitees)
 
 
-async def drive(world: World, size: Size, nats: Nats, pair: Replicated) -> Result:
+async def drive(world: World, size: Size, nats: PrivateServer, pair: ReplicaPair) -> Result:
     started = time.monotonic()
     world.slots = [world.start(f"instance-{i}") for i in range(INSTANCES)]
     await asyncio.gather(*(s.ready(world.http, SERVE_WITHIN) for s in world.slots))
@@ -1178,7 +1061,7 @@ async def drive(world: World, size: Size, nats: Nats, pair: Replicated) -> Resul
     return Result(checks, world.faults, figures)
 
 
-async def run_async(size: Size, root: Path, nats: Nats, pair: Replicated) -> Result:
+async def run_async(size: Size, root: Path, nats: PrivateServer, pair: ReplicaPair) -> Result:
     env = server_env(pair, nats, root)
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(
@@ -1189,7 +1072,7 @@ async def run_async(size: Size, root: Path, nats: Nats, pair: Replicated) -> Res
             return await drive(world, size, nats, pair)
         finally:
             await asyncio.gather(*(server.stop() for server in world.started))
-            await nats.kill()
+            await nats.stop()
 
 
 def run(size: Size, root: Path) -> Result:
@@ -1197,11 +1080,11 @@ def run(size: Size, root: Path) -> Result:
     stop everything. The result's checks say what held."""
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    pair = Replicated(root)
-    nats = Nats(root)
+    pair = ReplicaPair(root)
+    nats = PrivateServer("nats", store=root / "nats", log=root / "nats.log")
     try:
         pair.build()
-        asyncio.run(nats.start())
+        asyncio.run(nats.start(WITHIN))
         return asyncio.run(run_async(size, root, nats, pair))
     finally:
         if nats.process is not None and nats.process.poll() is None:

@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from bench.private_servers import free_port
 from tenantd.apikeys import service as apikeys
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
@@ -50,12 +50,6 @@ POSTMARK_TOKEN = "faults-postmark-token"
 USERS = 50
 SETTLE_SECONDS = 60.0  # after the fault, how long everything accepted may take to arrive
 SCENARIOS = ("kill9_dispatch", "kill9_webhooks", "pg_restart", "pg_pause", "sigterm")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # --- local fakes ---------------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.private_servers import free_port
 from bench.rounds import ROUNDS, median_of
 from bench.seed import account_uuid, user_uuid
 from tenantd.accounts import service as accounts
@@ -34,15 +34,9 @@ OVERHEAD_PAIRS = int(os.environ.get("BENCH_OVERHEAD_PAIRS", "8"))
 CONCURRENCY = 32
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Receiver:
     def __init__(self, niceness: str = "0") -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.secret = new_secret()
         command = [sys.executable, "-m", "bench.webhook_receiver", str(self.port), self.secret]
         # It stands for the subscriber's machine: on the load core, and for the overhead

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import psycopg2
 
+from bench.private_servers import base_backup
 from tenantd.db.dsn import url_to_dsn
-from tenantd.db.embedded import EmbeddedCluster, find_pg_bin
+from tenantd.db.embedded import EmbeddedCluster
 from tenantd.web.cursors import encode_keyset as encode_cursor
 
 FIGURES = ("inbox_reads_primary", "inbox_reads_replica")
@@ -40,28 +41,7 @@ def build_replica(primary: EmbeddedCluster, root: Path) -> EmbeddedCluster:
     replica = EmbeddedCluster(root, options="-c shared_buffers=512MB")
     replica.stop()
     shutil.rmtree(replica.data, ignore_errors=True)
-    replica._prepare_dirs()
-    result = replica._run(
-        [
-            str(find_pg_bin() / "pg_basebackup"),
-            "-h",
-            str(primary.socket_dir),
-            "-U",
-            "postgres",
-            "-D",
-            str(replica.data),
-            "-R",
-            "-X",
-            "stream",
-            "-c",
-            "fast",
-            "--no-sync",
-        ],
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"pg_basebackup failed: {result.stderr.strip()}")
-    replica.start()
+    base_backup(primary, replica)
     return replica
 
 

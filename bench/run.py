@@ -14,7 +14,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from rich.table import Table
 
 from bench import apikeys, compare, extra, keys, replica, roles, sse_cross
 from bench.loadgen import LoadResult, have_wrk, pin, run_load
+from bench.private_servers import free_port
 from bench.seed import SeedPlan, refresh_token, seed
 from bench.targets import verdict
 from tenantd.db.embedded import EmbeddedCluster
@@ -37,12 +37,6 @@ WARM_TOKENS = 2000  # the warm /me figures' tokens, one per user; the cold token
 SECRET = "bench-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
 ORIGIN = "http://127.0.0.1:8080"
 console = Console(width=160)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_http(url: str, timeout: float = 60) -> None:

@@ -14,13 +14,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from bench.private_servers import migrate_url
 from tenantd.app import AppServices, create_app
 from tenantd.app.settings import AppSettings, load_settings
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.embedded import EmbeddedCluster
-from tenantd.db.migrate import migrate
 from tenantd.db.relay import publishing
 from tenantd.email.settings import MailSettings
 from tenantd.identity.bundle import SERVICES
@@ -51,14 +51,7 @@ def database_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def migrated(database_url: str) -> str:
-    async def run() -> None:
-        db = await create_database(url_to_dsn(database_url), minsize=1, maxsize=1)
-        try:
-            await migrate(db)
-        finally:
-            await db.close()
-
-    asyncio.run(run())
+    asyncio.run(migrate_url(database_url))
     return database_url
 
 

@@ -15,10 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tenantd.db.core import create_database
-from tenantd.db.dsn import url_to_dsn
+from bench.private_servers import migrate_url
 from tenantd.db.embedded import EmbeddedCluster, find_pg_bin
-from tenantd.db.migrate import migrate
 
 
 class FaultyCluster:
@@ -102,14 +100,6 @@ class FaultyCluster:
             self.start()
 
 
-async def _migrate(url: str) -> None:
-    db = await create_database(url_to_dsn(url), minsize=1, maxsize=1)
-    try:
-        await migrate(db)
-    finally:
-        await db.close()
-
-
 @pytest.fixture(scope="module")
 def faulty_cluster() -> Iterator[FaultyCluster]:
     """A migrated cluster of this module's own (DATABASE_URL or not: it restarts it)."""
@@ -117,7 +107,7 @@ def faulty_cluster() -> Iterator[FaultyCluster]:
     cluster = FaultyCluster(root)
     cluster.start()
     try:
-        asyncio.run(_migrate(cluster.url))
+        asyncio.run(migrate_url(cluster.url))
         yield cluster
     finally:
         cluster.stop()

@@ -14,6 +14,41 @@ LANGUAGE sql VOLATILE AS $$
     INSERT INTO announcements (channel, payload) VALUES (p_channel, p_payload)
 $$;
 
+-- The context cache's invalidations (sql/0070, the triggers that call it). Payloads:
+-- user:<uuid>, account:<uuid>, jti:<uuid>, session:<uuid>, apikey:<uuid>, inbox:<uuid>. The
+-- NOTICE reaches the writing process itself at once (it refuses a revoked token on the very
+-- next request), before any relay has published.
+CREATE OR REPLACE FUNCTION tenantd_cache_announce(kind text, id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF id IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM tenantd_announce('tenantd_cache', kind || ':' || id::text);
+    RAISE NOTICE 'tenantd_cache:%:%', kind, id;
+END $$;
+
+-- Inbox invalidations once per statement (sql/0191): `inboxes:<user>,...`, 150 users a row.
+CREATE OR REPLACE FUNCTION tenantd_cache_announce_inboxes(ids uuid[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    listed text;
+BEGIN
+    IF cardinality(ids) = 1 THEN
+        PERFORM tenantd_cache_announce('inbox', ids[1]);
+        RETURN;
+    END IF;
+    FOR listed IN
+        SELECT string_agg(u.id::text, ',' ORDER BY u.k)
+          FROM unnest(ids) WITH ORDINALITY AS u(id, k)
+         WHERE u.id IS NOT NULL
+         GROUP BY (u.k - 1) / 150
+    LOOP
+        PERFORM tenantd_announce('tenantd_cache', 'inboxes:' || listed);
+        RAISE NOTICE 'tenantd_cache:inboxes:%', listed;
+    END LOOP;
+END $$;
+
 -- The relay's publisher with TENANTD_BUS=postgres: up to `p_limit` rows, oldest first,
 -- NOTIFYed and deleted in one transaction (the notifications are delivered at its commit, in
 -- this order). One advisory lock orders every publisher of every process: the next one

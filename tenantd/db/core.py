@@ -728,12 +728,13 @@ class _Checkout:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> None:
         raw, self.raw = self.raw, None
+        pool = self.db.pool
         if self.cm is not None:
             await self.cm.__aexit__(exc_type, exc, tb)
-        elif raw is not None:
-            self.db.pool.give_back(raw)  # type: ignore[attr-defined]
+        elif raw is not None and isinstance(pool, Pool):  # taken from our Pool (no cm)
+            pool.give_back(raw)
         if exc is not None and isinstance(exc, Exception):
-            translated = _unavailable(self.db.pool, exc)
+            translated = _unavailable(pool, exc)
             if translated is not exc:
                 raise translated from exc
 

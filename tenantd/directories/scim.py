@@ -14,7 +14,7 @@ import datetime as dt
 import unicodedata
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 from scim2_models import (
@@ -113,9 +113,20 @@ def read_resource(payload: Any, model: type[Any], context: Context) -> Any:
         raise invalid(error) from None
 
 
+GenericModel = TypeVar("GenericModel")
+
+
+def of_model(generic: type[GenericModel], model: type[Any]) -> type[GenericModel]:
+    """`generic[model]` (a PatchOp, SearchRequest or ListResponse of Users or of Groups): the
+    model is chosen at run time, and a type checker reads a subscription as a type, which a
+    variable is not. Pydantic builds the class as it would for the literal subscription."""
+    subscribed: type[GenericModel] = cast(Any, generic)[model]
+    return subscribed
+
+
 def read_patch(payload: Any, model: type[Any]) -> PatchOp[Any]:
     try:
-        patch: PatchOp[Any] = PatchOp[model].model_validate(  # type: ignore[valid-type]
+        patch: PatchOp[Any] = of_model(PatchOp, model).model_validate(
             payload, scim_ctx=Context.RESOURCE_PATCH_REQUEST, scim_provider=PROVIDER
         )
     except ValidationError as error:
@@ -129,7 +140,7 @@ def read_search(query: Mapping[str, Any], model: type[Any]) -> SearchRequest[Any
     if not isinstance(query, Mapping):
         raise ScimError(400, "A search request is a JSON object", "invalidSyntax")
     try:
-        search: SearchRequest[Any] = SearchRequest[model].model_validate(  # type: ignore[valid-type]
+        search: SearchRequest[Any] = of_model(SearchRequest, model).model_validate(
             dict(query), scim_ctx=Context.SEARCH_REQUEST, scim_provider=PROVIDER
         )
     except ValidationError as error:
@@ -241,7 +252,7 @@ def list_response(
     search: SearchRequest[Any],
 ) -> dict[str, Any]:
     """A ListResponse page of `model` resources: `start` is 1-based, as startIndex."""
-    page = ListResponse[model](  # type: ignore[valid-type]
+    page = of_model(ListResponse, model)(
         total_results=total,
         start_index=start,
         items_per_page=len(resources),

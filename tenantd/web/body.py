@@ -108,8 +108,8 @@ def parse_query(request: web.Request, model: type[Model]) -> Model:
     if memo:
         key = (model, request.raw_path.partition("?")[2])
         found = _QUERY_MEMO.get(key)
-        if found is not None:
-            return found  # type: ignore[return-value]
+        if isinstance(found, model):  # always, when found: the key holds the model
+            return found
     refused = control_character_fields(request.query.items())
     if refused:
         raise ValidationFailed(refused)

@@ -6,8 +6,6 @@ send is accepted, delivery catches up and every subscriber hears its gap."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from bench.private_servers import PrivateServer
 from tenantd.app import create_app
 from tenantd.db import Database
 from tenantd.db.relay import Relay
@@ -29,62 +28,6 @@ from tests.helpers import ORIGIN, access_claims, eventually
 from tests.notifications.sse_client import open_stream
 
 BUSES = ["nats", "redis"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class PrivateServer:
-    """A nats-server or redis-server of this test alone, on its own port (the shared ones
-    on 4222 and 6379 are never killed)."""
-
-    def __init__(self, kind: str):
-        self.kind = kind
-        self.port = free_port()
-        self.store = tempfile.mkdtemp(prefix="tenantd-nats-")  # JetStream's, kept over restarts
-        self.process: asyncio.subprocess.Process | None = None
-
-    @property
-    def url(self) -> str:
-        if self.kind == "nats":
-            return f"nats://127.0.0.1:{self.port}"
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def command(self) -> list[str]:
-        if self.kind == "nats":
-            return [
-                "/usr/sbin/nats-server", "-a", "127.0.0.1", "-p", str(self.port),
-                "-js", "-sd", self.store,
-            ]  # fmt: skip
-        return [
-            "redis-server",
-            "--port", str(self.port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no",
-        ]  # fmt: skip
-
-    async def start(self) -> None:
-        self.process = await asyncio.create_subprocess_exec(
-            *self.command(), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
-        )
-        await eventually(self._accepts, within=20)
-
-    async def _accepts(self) -> bool:
-        try:
-            _reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
-        except OSError:
-            return False
-        writer.close()
-        return True
-
-    async def stop(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            self.process.kill()
-            await self.process.wait()
-        self.process = None
 
 
 @pytest.fixture(params=BUSES)

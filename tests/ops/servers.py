@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,17 +21,12 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 import psycopg2
 
+from bench.private_servers import free_port
 from tenantd.db.dsn import url_to_dsn
 from tests.helpers import ORIGIN
 
 TENANTD = str(Path(sys.executable).with_name("tenantd"))
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def with_database(url: str, name: str) -> str:

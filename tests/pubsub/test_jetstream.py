@@ -15,13 +15,13 @@ import nats
 import pytest
 from aiohttp import web
 
+from bench.private_servers import PrivateServer, free_port
 from tenantd.app import create_app
 from tenantd.app.bus import DURABLE_CHANNELS
 from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub import PUBSUB
 from tenantd.pubsub.nats_bus import STREAM, NatsBus
 from tests.helpers import ORIGIN, access_claims, eventually
-from tests.notifications.test_bus import PrivateServer, free_port
 
 DURABLE = "test_durable"
 CORE = "test_core"

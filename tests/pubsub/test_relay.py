@@ -129,8 +129,7 @@ async def test_only_the_publisher_function_calls_pg_notify(db: Database) -> None
         "tenantd_cache_announce",
         "tenantd_cache_plans",
         "tenantd_cache_announce_inboxes",
-        "tenantd_keys_changed",
-        "tenantd_event_definitions_changed",
+        "tenantd_announce_changed",
     ):
         assert "tenantd_announce(" in source[name], name
     assert "INSERT INTO announcements" in source["tenantd_notification_dispatch_batch"]

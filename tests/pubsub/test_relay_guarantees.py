@@ -13,6 +13,7 @@ import aiopg
 import pytest
 from aiohttp import web
 
+from bench.private_servers import PrivateServer
 from tenantd.app.bus import RELAY
 from tenantd.cache.invalidation import STALENESS_SECONDS
 from tenantd.db import Database
@@ -22,7 +23,6 @@ from tenantd.db.relay import publishing
 from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.nats_bus import NatsBus
 from tests.helpers import eventually
-from tests.notifications.test_bus import PrivateServer
 from tests.pubsub.test_jetstream import nats_server
 from tests.pubsub.test_relay import RELAY_LOCK, announce, holder, pending, run
 
