@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tenantd.accounts.service import check_scope
+from tenantd.accounts.service import check_permitted
 from tenantd.audit import cursors
 from tenantd.audit import queries as audit_queries
 from tenantd.db import Conn, Row
@@ -45,8 +45,7 @@ async def read_audit_log(
     )
 
     async def page(conn: Conn) -> list[Row]:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.AUDIT_READ)
+        await check_permitted(conn, actor, account_id, permissions.AUDIT_READ)
         return await audit_queries.fetch(conn, statement)
 
     # A replica answers when it has replayed the caller's own writes (DATABASE_REPLICA_URLS).

@@ -73,6 +73,41 @@ async def membership(
     await _of_row(conn, type_, row, actor, MEMBERSHIP_FIELDS, previous=previous)
 
 
+async def account_audited(
+    conn: Conn,
+    account_id: uuid.UUID,
+    by: uuid.UUID | None,
+    action: str,
+    data: dict[str, Any] | None = None,
+) -> None:
+    """The audit row of a change to the account itself (the target): `by` the acting user,
+    None for none (the operator)."""
+    await audit.record(
+        conn,
+        account_id=account_id,
+        actor_user_id=by,
+        action=action,
+        target=str(account_id),
+        data=data,
+    )
+
+
+async def audited_change(
+    conn: Conn, type_: str, row: Row, *, by: uuid.UUID | None, data: dict[str, Any]
+) -> None:
+    """The audit row of a written membership.* or role.* change (`by` the acting user, None
+    for none; the target the member or the role's key); `change` writes its event too."""
+    target_field = _CHANGES[type_.split(".")[0]][1]
+    await audit.record(
+        conn,
+        account_id=row["account_id"],
+        actor_user_id=by,
+        action=type_,
+        target=str(row[target_field]),
+        data=data,
+    )
+
+
 async def change(
     conn: Conn,
     type_: str,
@@ -86,15 +121,8 @@ async def change(
     """A written membership.* or role.* change: its audit row (`by` the acting user, None for
     none; the target the member or the role's key) and its outbox event of the same type, the
     event's actor `by` unless given (a directory acting for no user). Returns `row`."""
-    event, target_field = _CHANGES[type_.split(".")[0]]
-    await audit.record(
-        conn,
-        account_id=row["account_id"],
-        actor_user_id=by,
-        action=type_,
-        target=str(row[target_field]),
-        data=data,
-    )
+    await audited_change(conn, type_, row, by=by, data=data)
+    event = _CHANGES[type_.split(".")[0]][0]
     await event(conn, type_, row, actor or actor_of(by), previous=previous)
     return row
 

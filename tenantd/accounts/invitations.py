@@ -13,7 +13,7 @@ from __future__ import annotations
 import hmac
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
@@ -62,9 +62,12 @@ async def _require_feature(conn: Conn, account_id: uuid.UUID) -> None:
         raise FeatureNotEnabled(details={"feature": FEATURE})
 
 
-async def _limit_mail(services: Services, conn: Conn, actor: Principal, email: str) -> None:
-    """Invitation mail goes to an address the caller chooses: limited per inviter and per
-    invitee here, in the action, whatever route or page calls it (MAIL_RATE_LIMITS)."""
+async def _mail_token(
+    services: Services, conn: Conn, actor: Principal, email: str
+) -> tuple[str, str]:
+    """A new token to mail to `email`: its seed (the mail job makes the link of it) and the
+    raw token. Invitation mail goes to an address the caller chooses: limited per inviter and
+    per invitee here, in the action, whatever route or page calls it (MAIL_RATE_LIMITS)."""
     settings = services.settings
     await limit_chosen_recipient(
         conn,
@@ -73,6 +76,22 @@ async def _limit_mail(services: Services, conn: Conn, actor: Principal, email: s
         scope=MAIL_SCOPE,
         user_id=actor.user_id,
         recipient=email,
+    )
+    seed = mail.new_invitation_seed()
+    return seed, mail.invitation_token(settings.secret_key, seed)
+
+
+async def _audited(
+    conn: Conn, action: str, invitation: Row, actor_id: uuid.UUID | None, **data: Any
+) -> None:
+    """The audit row of a change to `invitation`: its address, then `data`, as the data."""
+    await audit.record(
+        conn,
+        account_id=invitation["account_id"],
+        actor_user_id=actor_id,
+        action=action,
+        target=str(invitation["id"]),
+        data={"email": invitation["email"], **data},
     )
 
 
@@ -97,9 +116,7 @@ async def create_invitation(
                 "A pending invitation for this address exists; resend it instead",
                 details={"invitationId": str(pending["id"])},
             )
-        await _limit_mail(services, conn, actor, email)
-        seed = mail.new_invitation_seed()
-        token = mail.invitation_token(services.settings.secret_key, seed)
+        seed, token = await _mail_token(services, conn, actor, email)
         invitation = await queries.insert_invitation(
             conn,
             account_id=account_id,
@@ -109,14 +126,7 @@ async def create_invitation(
             invited_by=actor.user_id,
             ttl_hours=services.settings.section(AccountSettings).invitation_ttl_hours,
         )
-        await audit.record(
-            conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="invitation.created",
-            target=str(invitation["id"]),
-            data={"email": email, "role": role},
-        )
+        await _audited(conn, "invitation.created", invitation, actor.user_id, role=role)
         await outbox_events.invitation(
             conn, "invitation.created", invitation, outbox_events.actor_of(actor.user_id)
         )
@@ -135,7 +145,10 @@ async def list_invitations(
     )
 
 
-async def _locked_pending(conn: Conn, account_id: uuid.UUID, invitation_id: uuid.UUID) -> Row:
+async def _locked_pending(
+    conn: Conn, account_id: uuid.UUID | None, invitation_id: uuid.UUID
+) -> Row:
+    """The invitation, locked (of any account with None); 404 if none, 409 once accepted."""
     invitation = await queries.lock_invitation(
         conn, invitation_id=invitation_id, account_id=account_id
     )
@@ -156,23 +169,14 @@ async def resend_invitation(
         current = await _locked_pending(conn, account_id, invitation_id)
         if current["revoked_at"] is not None:
             raise Conflict("This invitation was revoked; create a new one")
-        await _limit_mail(services, conn, actor, current["email"])
-        seed = mail.new_invitation_seed()
-        token = mail.invitation_token(services.settings.secret_key, seed)
+        seed, token = await _mail_token(services, conn, actor, current["email"])
         invitation = await queries.rotate_invitation(
             conn,
             invitation_id=invitation_id,
             token_hash=token_hash(services.settings.secret_key, token),
             ttl_hours=services.settings.section(AccountSettings).invitation_ttl_hours,
         )
-        await audit.record(
-            conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="invitation.resent",
-            target=str(invitation_id),
-            data={"email": invitation["email"]},
-        )
+        await _audited(conn, "invitation.resent", invitation, actor.user_id)
         await mail.submit_invitation(
             services, conn, invitation_id=invitation_id, seed=seed, inviter_id=actor.user_id
         )
@@ -198,24 +202,11 @@ async def revoke_locked(
     actor_id: uuid.UUID | None,
 ) -> Row:
     """Revoke one invitation (caller's transaction; the operator CLI passes no account)."""
-    current = await queries.lock_invitation(
-        conn, invitation_id=invitation_id, account_id=account_id
-    )
-    if current is None:
-        raise NotFound("Invitation not found")
-    if current["accepted_at"] is not None:
-        raise Conflict("This invitation was already accepted")
+    current = await _locked_pending(conn, account_id, invitation_id)
     if current["revoked_at"] is not None:
         return current
     revoked = await queries.revoke_invitation(conn, invitation_id)
-    await audit.record(
-        conn,
-        account_id=revoked["account_id"],
-        actor_user_id=actor_id,
-        action="invitation.revoked",
-        target=str(invitation_id),
-        data={"email": revoked["email"], "reason": "revoked"},
-    )
+    await _audited(conn, "invitation.revoked", revoked, actor_id, reason="revoked")
     await outbox_events.invitation(
         conn, "invitation.revoked", revoked, outbox_events.actor_of(actor_id)
     )
@@ -297,20 +288,14 @@ async def _accept(
         await queries.mark_invitation_accepted(
             conn, invitation_id=invitation["id"], user_id=actor.user_id
         )
-        await audit.record(
-            conn,
-            account_id=account["id"],
-            actor_user_id=actor.user_id,
-            action="invitation.accepted",
-            target=str(invitation["id"]),
-            data={"email": invitation["email"], "role": invitation["role"]},
+        await _audited(
+            conn, "invitation.accepted", invitation, actor.user_id, role=invitation["role"]
         )
-        await audit.record(
+        await outbox_events.audited_change(
             conn,
-            account_id=account["id"],
-            actor_user_id=actor.user_id,
-            action="membership.created",
-            target=str(actor.user_id),
+            "membership.created",
+            membership,
+            by=actor.user_id,
             data={"role": invitation["role"], "via": "invitation"},
         )
         who = outbox_events.actor_of(actor.user_id)

@@ -67,16 +67,31 @@ async def change_role(
         account = await lock_scoped(conn, actor, account_id, permissions.MEMBERS_CHANGE_ROLE)
         await roles.assignable(conn, account, role)
         target = await _locked_target(conn, account, user_id)
-        if target["role"] == role:
-            return target
-        return await outbox_events.change(
-            conn,
-            "membership.role_changed",
-            await queries.set_role(conn, membership_id=target["id"], role=role),
-            by=actor.user_id,
-            data={"from": target["role"], "to": role},
-            previous={"role": target["role"]},
-        )
+        return await _moved(conn, target, role, by=actor.user_id)
+
+
+async def _moved(
+    conn: Conn,
+    membership: Row,
+    role: str,
+    *,
+    by: uuid.UUID | None,
+    actor: Actor | None = None,
+    via: dict[str, Any] | None = None,
+) -> Row:
+    """`membership` moved to `role`, with its audit row and event (`via` goes into their
+    data); as it is when it already has the role."""
+    if membership["role"] == role:
+        return membership
+    return await outbox_events.change(
+        conn,
+        "membership.role_changed",
+        await queries.set_role(conn, membership_id=membership["id"], role=role),
+        by=by,
+        actor=actor,
+        data={"from": membership["role"], "to": role, **(via or {})},
+        previous={"role": membership["role"]},
+    )
 
 
 async def remove_member(
@@ -269,17 +284,7 @@ async def set_member_role(
         return membership
     if not await roles.is_role_of(conn, membership["account_id"], role):
         role = "member"
-    if membership["role"] == role:
-        return membership
-    return await outbox_events.change(
-        conn,
-        "membership.role_changed",
-        await queries.set_role(conn, membership_id=membership["id"], role=role),
-        by=None,
-        actor=actor,
-        data={"from": membership["role"], "to": role, **via},
-        previous={"role": membership["role"]},
-    )
+    return await _moved(conn, membership, role, by=None, actor=actor, via=via)
 
 
 async def end_membership(

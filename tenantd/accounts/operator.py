@@ -10,8 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from tenantd import audit
-from tenantd.accounts import invitations, queries
+from tenantd.accounts import events, invitations, queries
 from tenantd.accounts.plans import KNOWN_FEATURES, resolve_features
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
@@ -59,18 +58,6 @@ async def _changing(services: Services, account_id: uuid.UUID) -> AsyncIterator[
         yield conn
 
 
-async def _audited(conn: Conn, account_id: uuid.UUID, action: str, data: dict[str, Any]) -> None:
-    """The audit row of an operator's change to the account (no actor)."""
-    await audit.record(
-        conn,
-        account_id=account_id,
-        actor_user_id=None,
-        action=action,
-        target=str(account_id),
-        data=data,
-    )
-
-
 async def set_plan(
     services: Services, account_id: uuid.UUID, *, plan: str, seats: int | None = None
 ) -> None:
@@ -85,7 +72,9 @@ async def set_plan(
         if not await queries.plan_exists(conn, plan):
             raise ValidationFailed({"plan": f"unknown plan {plan!r}"})
         await queries.set_plan(conn, account_id=account_id, plan_code=plan, seats=seats)
-        await _audited(conn, account_id, "account.plan_changed", {"plan": plan, "seats": seats})
+        await events.account_audited(
+            conn, account_id, None, "account.plan_changed", {"plan": plan, "seats": seats}
+        )
 
 
 async def set_feature(
@@ -100,7 +89,7 @@ async def set_feature(
             )
         await queries.set_feature(conn, account_id=account_id, feature=feature, enabled=enabled)
         data = {"feature": feature, "enabled": enabled}
-        await _audited(conn, account_id, "account.feature_changed", data)
+        await events.account_audited(conn, account_id, None, "account.feature_changed", data)
 
 
 async def list_invitations(services: Services, account_id: uuid.UUID) -> list[Row]:

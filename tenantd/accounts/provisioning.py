@@ -89,21 +89,11 @@ async def _populate(
     await queries.insert_account_plan(
         conn, account_id=account_id, plan_code=settings.section(AccountSettings).default_plan
     )
-    await audit.record(
-        conn,
-        account_id=account_id,
-        actor_user_id=owner_id,
-        action="account.created",
-        target=str(account_id),
-        data={"name": name},
+    await outbox_events.account_audited(
+        conn, account_id, owner_id, "account.created", {"name": name}
     )
-    await audit.record(
-        conn,
-        account_id=account_id,
-        actor_user_id=owner_id,
-        action="membership.created",
-        target=str(owner_id),
-        data={"role": "owner"},
+    await outbox_events.audited_change(
+        conn, "membership.created", membership, by=owner_id, data={"role": "owner"}
     )
     actor = outbox_events.actor_of(owner_id)
     await outbox_events.account(conn, "account.created", account_id, actor)

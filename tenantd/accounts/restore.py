@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import psycopg2.errors
 
-from tenantd import audit
 from tenantd.accounts import events, queries
 from tenantd.accounts.errors import AccountNotDeleted, AccountPurged, DomainTaken
 from tenantd.bundle import Services
@@ -53,13 +52,12 @@ async def restore_locked(conn: Conn, account_id: uuid.UUID, *, actor_id: uuid.UU
     except psycopg2.errors.UniqueViolation:
         # A signup claimed the domain between our check and our update.
         raise DomainTaken(details={"domain": domain}) from None
-    await audit.record(
+    await events.account_audited(
         conn,
-        account_id=account_id,
-        actor_user_id=actor_id,
-        action="account.restored",
-        target=str(account_id),
-        data={"deletedAt": account["deleted_at"].isoformat()},
+        account_id,
+        actor_id,
+        "account.restored",
+        {"deletedAt": account["deleted_at"].isoformat()},
     )
     await events.account(
         conn,

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.errors import SeatLimitReached
@@ -63,6 +62,14 @@ async def check_scope(conn: Conn, actor: Principal, account_id: uuid.UUID) -> No
     raise Forbidden("This is not your active account; switch to it first")
 
 
+async def check_permitted(
+    conn: Conn, actor: Principal, account_id: uuid.UUID, permission: str
+) -> None:
+    """Scope, then the caller's `permission` (the role resolved for the token: reads)."""
+    await check_scope(conn, actor, account_id)
+    permissions.require(actor, permission)
+
+
 async def read_scoped(
     services: Services,
     actor: Principal,
@@ -72,8 +79,7 @@ async def read_scoped(
 ) -> T:
     """A read of the active account: scope, the caller's `permission`, then `read`."""
     async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permission)
+        await check_permitted(conn, actor, account_id, permission)
         return await read(conn, account_id)
 
 
@@ -239,13 +245,12 @@ async def rename_account(
         account = await lock_scoped(conn, actor, account_id, permissions.ACCOUNT_UPDATE)
         if account["name"] != name:
             await queries.rename_account(conn, account_id=account_id, name=name)
-            await audit.record(
+            await outbox_events.account_audited(
                 conn,
-                account_id=account_id,
-                actor_user_id=actor.user_id,
-                action="account.renamed",
-                target=str(account_id),
-                data={"from": account["name"], "to": name},
+                account_id,
+                actor.user_id,
+                "account.renamed",
+                {"from": account["name"], "to": name},
             )
             await outbox_events.account(
                 conn,
@@ -347,12 +352,11 @@ async def set_require_mfa(
             undo={"accountId": str(account_id), "required": not required},
             data={"accountId": str(account_id), "required": required},
         )
-        await audit.record(
+        await outbox_events.account_audited(
             conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="account.mfa_required" if required else "account.mfa_not_required",
-            target=str(account_id),
+            account_id,
+            actor.user_id,
+            "account.mfa_required" if required else "account.mfa_not_required",
         )
         if required:
             for user_id in await queries.members_without_mfa(conn, account_id):
@@ -401,13 +405,12 @@ async def delete_account(
             undo={"accountId": str(account_id)},
             data={"accountId": str(account_id)},
         )
-        await audit.record(
+        await outbox_events.account_audited(
             conn,
-            account_id=account_id,
-            actor_user_id=actor.user_id,
-            action="account.soft_deleted",
-            target=str(account_id),
-            data={"purgeAfter": purge_after.isoformat()},
+            account_id,
+            actor.user_id,
+            "account.soft_deleted",
+            {"purgeAfter": purge_after.isoformat()},
         )
         await outbox_events.account(
             conn,

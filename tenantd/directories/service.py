@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from tenantd import audit
 from tenantd.accounts import memberships, roles
-from tenantd.accounts.service import check_scope, lock_scoped
+from tenantd.accounts.service import check_permitted, lock_scoped, read_scoped
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.directories import queries, sync
@@ -137,10 +137,9 @@ async def list_directories(
     services: Services, actor: Principal, account_id: uuid.UUID
 ) -> list[Row]:
     """The account's directories (owner or admin); never a token."""
-    async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.DIRECTORIES_MANAGE)
-        return await queries.list_directories(conn, account_id)
+    return await read_scoped(
+        services, actor, account_id, permissions.DIRECTORIES_MANAGE, queries.list_directories
+    )
 
 
 async def delete_directory(
@@ -178,8 +177,7 @@ async def list_groups(
 ) -> list[Row]:
     """A directory's groups with the role each maps to (owner or admin)."""
     async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.DIRECTORIES_MANAGE)
+        await check_permitted(conn, actor, account_id, permissions.DIRECTORIES_MANAGE)
         await _own_directory(conn, account_id, directory_id)
         return await queries.find_resources(conn, queries.GROUPS, directory_id=directory_id)
 

@@ -14,7 +14,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import webauthn
 from webauthn.helpers import bytes_to_base64url, parse_client_data_json
@@ -44,7 +44,7 @@ from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.signin import ClientMeta, start_default_session
 from tenantd.identity.tokens import token_hash
 from tenantd.mfa import queries, sensitive
-from tenantd.mfa.service import AMR_PASSKEY, Completed, after_factor_removed, first_factor_codes
+from tenantd.mfa.service import AMR_PASSKEY, Completed, first_factor_codes, remove_factor
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
@@ -124,29 +124,75 @@ def _signed_challenge(client_data_json: bytes) -> bytes:
 CredentialT = TypeVar("CredentialT", RegistrationCredential, AuthenticationCredential)
 
 
-def _parsed(
-    parse: Callable[[dict[str, Any]], CredentialT],
+VerifiedT = TypeVar("VerifiedT")
+
+
+@dataclass(frozen=True)
+class _Response(Generic[CredentialT, VerifiedT]):
+    """A kind of browser response: how it parses (the field and words of its 422 when it
+    does not), how it is verified, and what the log calls it when it is refused."""
+
+    parse: Callable[[dict[str, Any]], CredentialT]
+    field: str
+    what: str
+    verify: Callable[..., VerifiedT]
+    label: str
+
+
+_REGISTRATION = _Response(
+    parse_registration_credential_json,
+    "credential",
+    "not a WebAuthn registration response",
+    webauthn.verify_registration_response,
+    "passkey registration",
+)
+_ASSERTION = _Response(
+    parse_authentication_credential_json,
+    "passkey",
+    "not a WebAuthn authentication response",
+    webauthn.verify_authentication_response,
+    "passkey assertion",
+)
+
+
+async def _received(
+    services: Services,
+    kind: _Response[CredentialT, Any],
     credential: dict[str, Any],
     *,
-    field: str,
-    what: str,
-) -> CredentialT:
-    """The browser's credential parsed, or 422 on `field` saying `what` it is not."""
-    try:
-        return parse(credential)
-    except (WebAuthnException, ValueError, KeyError, TypeError):
-        raise ValidationFailed({field: what}) from None
-
-
-async def _spend_for(
-    services: Services,
-    parsed: RegistrationCredential | AuthenticationCredential,
-    *,
     purpose: str,
-) -> tuple[bytes, Row]:
-    """The challenge the credential signed, spent (see `_spend`), with its row."""
+) -> tuple[CredentialT, bytes, Row]:
+    """The browser's credential parsed (or 422 on the kind's field), and the challenge it
+    signed, spent (see `_spend`), with its row."""
+    try:
+        parsed = kind.parse(credential)
+    except (WebAuthnException, ValueError, KeyError, TypeError):
+        raise ValidationFailed({kind.field: kind.what}) from None
     challenge = _signed_challenge(parsed.response.client_data_json)
-    return challenge, await _spend(services, challenge, purpose=purpose)
+    return parsed, challenge, await _spend(services, challenge, purpose=purpose)
+
+
+def _verified(
+    settings: Settings,
+    kind: _Response[CredentialT, VerifiedT],
+    parsed: CredentialT,
+    challenge: bytes,
+    **checks: Any,
+) -> VerifiedT:
+    """The response verified against the challenge it signed and this relying party (and
+    `checks`); 401 when it is refused."""
+    identity = settings.section(IdentitySettings)
+    try:
+        return kind.verify(
+            credential=parsed,
+            expected_challenge=challenge,
+            expected_rp_id=identity.webauthn_rp_id,
+            expected_origin=list(identity.webauthn_origins),
+            **checks,
+        )
+    except WebAuthnException as error:
+        log.info("%s refused: %s", kind.label, error)
+        raise _invalid() from None
 
 
 async def _spend(services: Services, challenge: bytes, *, purpose: str) -> Row:
@@ -214,27 +260,12 @@ async def register(
     await sensitive.require(services, actor, sensitive.PASSKEY_ADDED)
     user_id = actor.user_id
     settings = services.settings
-    parsed = _parsed(
-        parse_registration_credential_json,
-        credential,
-        field="credential",
-        what="not a WebAuthn registration response",
-    )
-    challenge, row = await _spend_for(services, parsed, purpose=REGISTER)
+    parsed, challenge, row = await _received(services, _REGISTRATION, credential, purpose=REGISTER)
     async with services.db.transaction() as conn:
         await queries.lock_user(conn, user_id)
         if row["user_id"] != user_id:
             raise _invalid()
-        try:
-            verified = webauthn.verify_registration_response(
-                credential=parsed,
-                expected_challenge=challenge,
-                expected_rp_id=settings.section(IdentitySettings).webauthn_rp_id,
-                expected_origin=list(settings.section(IdentitySettings).webauthn_origins),
-            )
-        except WebAuthnException as error:
-            log.info("passkey registration refused: %s", error)
-            raise _invalid() from None
+        verified = _verified(settings, _REGISTRATION, parsed, challenge)
         aaguid = verified.aaguid if verified.aaguid != NO_AAGUID else None
         label = (name or "").strip() or aaguid_name(aaguid) or "Passkey"
         transports = [
@@ -315,13 +346,7 @@ async def verify_assertion(
     passkey row (its counter and last use updated). Passwordless and reauthentication
     require user verification (the passkey is the whole proof)."""
     settings = services.settings
-    parsed = _parsed(
-        parse_authentication_credential_json,
-        credential,
-        field="passkey",
-        what="not a WebAuthn authentication response",
-    )
-    challenge, row = await _spend_for(services, parsed, purpose=purpose)
+    parsed, challenge, row = await _received(services, _ASSERTION, credential, purpose=purpose)
     async with services.db.transaction() as conn:
         if user_id is not None and row["user_id"] != user_id:
             raise _invalid()
@@ -333,19 +358,15 @@ async def verify_assertion(
         handle = parsed.response.user_handle
         if handle and handle != passkey["user_id"].bytes:
             raise _invalid()
-        try:
-            verified = webauthn.verify_authentication_response(
-                credential=parsed,
-                expected_challenge=challenge,
-                expected_rp_id=settings.section(IdentitySettings).webauthn_rp_id,
-                expected_origin=list(settings.section(IdentitySettings).webauthn_origins),
-                credential_public_key=bytes(passkey["public_key"]),
-                credential_current_sign_count=int(passkey["sign_count"]),
-                require_user_verification=purpose != SECOND_FACTOR,
-            )
-        except WebAuthnException as error:
-            log.info("passkey assertion refused: %s", error)
-            raise _invalid() from None
+        verified = _verified(
+            settings,
+            _ASSERTION,
+            parsed,
+            challenge,
+            credential_public_key=bytes(passkey["public_key"]),
+            credential_current_sign_count=int(passkey["sign_count"]),
+            require_user_verification=purpose != SECOND_FACTOR,
+        )
         await queries.touch_passkey(
             conn, passkey_id=passkey["id"], sign_count=verified.new_sign_count
         )
@@ -372,33 +393,30 @@ async def delete(services: Services, principal: Principal, passkey_id: uuid.UUID
     """Remove a passkey (step-up; the user is told, with a link that puts it back); the last
     factor takes the recovery codes."""
     await sensitive.require(services, principal, sensitive.PASSKEY_REMOVED)
-    async with services.db.transaction() as conn:
-        await queries.lock_user(conn, principal.user_id)
-        row = await queries.take_passkey(conn, user_id=principal.user_id, passkey_id=passkey_id)
-        if row is None:
-            raise NotFound("Passkey not found")
-        await after_factor_removed(conn, principal.user_id)
-        await sensitive.performed(
-            services,
-            conn,
-            actor=principal,
-            action=sensitive.PASSKEY_REMOVED,
-            user_id=principal.user_id,
-            undo={
-                "passkey": {
-                    "id": str(row["id"]),
-                    "credentialId": bytes(row["credential_id"]).hex(),
-                    "publicKey": bytes(row["public_key"]).hex(),
-                    "signCount": row["sign_count"],
-                    "aaguid": row["aaguid"],
-                    "transports": list(row["transports"]),
-                    "name": row["name"],
-                    "backedUp": row["backed_up"],
-                    "createdAt": row["created_at"].isoformat(),
-                }
-            },
-            data={"passkeyId": str(row["id"]), "name": row["name"]},
-        )
+    await remove_factor(
+        services,
+        principal,
+        sensitive.PASSKEY_REMOVED,
+        lambda conn: queries.take_passkey(conn, user_id=principal.user_id, passkey_id=passkey_id),
+        missing="Passkey not found",
+        undo=lambda row: {"passkey": _restorable(row)},
+        data=lambda row: {"passkeyId": str(row["id"]), "name": row["name"]},
+    )
+
+
+def _restorable(row: Row) -> dict[str, Any]:
+    """A removed passkey as its undo puts it back."""
+    return {
+        "id": str(row["id"]),
+        "credentialId": bytes(row["credential_id"]).hex(),
+        "publicKey": bytes(row["public_key"]).hex(),
+        "signCount": row["sign_count"],
+        "aaguid": row["aaguid"],
+        "transports": list(row["transports"]),
+        "name": row["name"],
+        "backedUp": row["backed_up"],
+        "createdAt": row["created_at"].isoformat(),
+    }
 
 
 async def sign_in(

@@ -14,7 +14,7 @@ import math
 import secrets
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -181,23 +181,55 @@ async def disable_totp(services: Services, principal: Principal) -> None:
     """Remove the authenticator app (step-up; the user is told, with a link that puts it
     back); the last factor takes the recovery codes."""
     await sensitive.require(services, principal, sensitive.TOTP_REMOVED)
+    await remove_factor(
+        services,
+        principal,
+        sensitive.TOTP_REMOVED,
+        lambda conn: _take_confirmed_totp(conn, principal.user_id),
+        missing="No authenticator app is set up",
+        undo=lambda row: {
+            "secret": bytes(row["secret_encrypted"]).hex(),
+            "lastUsedStep": row["last_used_step"],
+        },
+    )
+
+
+async def _take_confirmed_totp(conn: Conn, user_id: uuid.UUID) -> Row | None:
+    """Delete the confirmed authenticator app; its row (None when there is none)."""
+    row = await queries.totp(conn, user_id)
+    if row is None or row["confirmed_at"] is None:
+        return None
+    await queries.delete_totp(conn, user_id)
+    return row
+
+
+async def remove_factor(
+    services: Services,
+    principal: Principal,
+    action: sensitive.Sensitive,
+    take: Callable[[Conn], Awaitable[Row | None]],
+    *,
+    missing: str,
+    undo: Callable[[Row], dict[str, Any]],
+    data: Callable[[Row], dict[str, Any]] | None = None,
+) -> None:
+    """Under the user's lock, `take` deletes one factor of the caller's and answers its row
+    (None: 404 `missing`); the last factor takes the recovery codes, and the sensitive
+    `action` (guarded by the caller) is recorded with the undo and data of the row."""
     async with services.db.transaction() as conn:
         await queries.lock_user(conn, principal.user_id)
-        row = await queries.totp(conn, principal.user_id)
-        if row is None or row["confirmed_at"] is None:
-            raise NotFound("No authenticator app is set up")
-        await queries.delete_totp(conn, principal.user_id)
+        row = await take(conn)
+        if row is None:
+            raise NotFound(missing)
         await after_factor_removed(conn, principal.user_id)
         await sensitive.performed(
             services,
             conn,
             actor=principal,
-            action=sensitive.TOTP_REMOVED,
+            action=action,
             user_id=principal.user_id,
-            undo={
-                "secret": bytes(row["secret_encrypted"]).hex(),
-                "lastUsedStep": row["last_used_step"],
-            },
+            undo=undo(row),
+            data=None if data is None else data(row),
         )
 
 

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from tenantd import audit, crypto
 from tenantd.accounts import memberships, roles
 from tenantd.accounts.domains import PUBLIC_EMAIL_DOMAINS
-from tenantd.accounts.service import check_scope, lock_scoped
+from tenantd.accounts.service import check_permitted, lock_scoped, read_scoped
 from tenantd.addresses import email_domain
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
@@ -193,10 +193,9 @@ async def list_connections(
     services: Services, actor: Principal, account_id: uuid.UUID
 ) -> list[Row]:
     """The account's connections (owner or admin)."""
-    async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.SSO_MANAGE)
-        return await queries.account_connections(conn, account_id)
+    return await read_scoped(
+        services, actor, account_id, permissions.SSO_MANAGE, queries.account_connections
+    )
 
 
 async def find_connection(
@@ -415,8 +414,7 @@ async def update_connection(
 ) -> Row:
     """Change a connection (owner or admin); enforcement switched on ends other sessions."""
     async with services.db.connection() as conn:
-        await check_scope(conn, actor, account_id)
-        permissions.require(actor, permissions.SSO_MANAGE)
+        await check_permitted(conn, actor, account_id, permissions.SSO_MANAGE)
     guard = _member_guard(actor, account_id)
     return await _update(services, account_id, connection_id, body, guard, By.member(actor))
 
