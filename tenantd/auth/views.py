@@ -5,6 +5,7 @@ Views parse, call one service function and answer; cookies are set here.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -172,7 +173,16 @@ async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Respo
     " {mfaRequired, methods, ticket} and no session cookie (finish with /api/v1/auth/mfa/verify)",
 )
 async def login(request: web.Request, body: LoginBody) -> web.Response:
-    result = await service.login(request.app[SERVICES], body, client=client_meta(request))
+    return await sign_in(request, service.login, body)
+
+
+# A sign-in by one means (password, email code): `(services, body, *, client)`.
+SignInAttempt = Callable[..., Awaitable[service.SignedIn | service.MfaPending]]
+
+
+async def sign_in(request: web.Request, attempt: SignInAttempt, body: object) -> web.Response:
+    """Try a sign-in for this client: a session, or the challenge of a second factor."""
+    result = await attempt(request.app[SERVICES], body, client=client_meta(request))
     return signed_in_or_mfa(request, result)
 
 
@@ -218,8 +228,7 @@ async def email_code_request(request: web.Request, body: CaptchaEmailBody) -> Me
     " gets {mfaRequired, methods, ticket} as after a password",
 )
 async def email_code_verify(request: web.Request, body: EmailCodeVerifyBody) -> web.Response:
-    result = await email_code.verify(request.app[SERVICES], body, client=client_meta(request))
-    return signed_in_or_mfa(request, result)
+    return await sign_in(request, email_code.verify, body)
 
 
 def mfa_challenge(settings: Settings, ticket: mfa.Ticket) -> web.Response:
