@@ -130,10 +130,10 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
 
 @ROUTES.post(
     "/api/v1/auth/resend-verification",
+    **MAIL_TO_ADDRESS,
     body=EmailBody,
     rate_limit="resend_verification",
     summary="Mail one more verification link (earlier links keep working)",
-    **MAIL_TO_ADDRESS,
 )
 async def resend_verification(request: web.Request, body: EmailBody) -> Message:
     message = await service.resend_verification(request.app[SERVICES], email=body.email)
@@ -165,8 +165,8 @@ async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Respo
 
 @ROUTES.post(
     "/api/v1/auth/login",
-    body=LoginBody,
     **SIGN_IN,
+    body=LoginBody,
     responses={422: "CAPTCHA_FAILED: repeated failures; send captchaToken"},
     rate_limit="login",
     summary="Sign in with email and password; a user with a second factor gets"
@@ -198,11 +198,11 @@ def signed_in_or_mfa(
 
 @ROUTES.post(
     "/api/v1/auth/email-code",
+    **MAIL_TO_ADDRESS,
     body=CaptchaEmailBody,
     responses={404: MAGIC_LINK_OFF, 422: CAPTCHA_FAILED},
     rate_limit="email_code",
     summary="Mail a 6-digit sign-in code and a magic link (same answer for every address)",
-    **MAIL_TO_ADDRESS,
 )
 async def email_code_request(request: web.Request, body: CaptchaEmailBody) -> Message:
     message = await email_code.request_code(
@@ -216,8 +216,8 @@ async def email_code_request(request: web.Request, body: CaptchaEmailBody) -> Me
 
 @ROUTES.post(
     "/api/v1/auth/email-code/verify",
-    body=EmailCodeVerifyBody,
     **SIGN_IN,
+    body=EmailCodeVerifyBody,
     responses={
         404: MAGIC_LINK_OFF,
         409: "DOMAIN_CLAIMED: a first sign-in on a domain another account claimed",
@@ -242,11 +242,11 @@ def mfa_challenge(settings: Settings, ticket: mfa.Ticket) -> web.Response:
 
 @ROUTES.post(
     "/api/v1/auth/password-reset/request",
+    **MAIL_TO_ADDRESS,
     body=CaptchaEmailBody,
     responses={422: CAPTCHA_FAILED},
     rate_limit="password_reset",
     summary="Mail a password reset link (same answer whether or not the email exists)",
-    **MAIL_TO_ADDRESS,
 )
 async def password_reset_request(request: web.Request, body: CaptchaEmailBody) -> Message:
     message = await service.request_password_reset(
@@ -320,9 +320,9 @@ async def me(request: web.Request) -> web.Response:
 
 @ROUTES.post(
     "/api/v1/auth/refresh",
+    **ANY_SESSION,
     response=RefreshData,
     summary="Rotate the refresh cookie and issue a new access token (user null without one)",
-    **ANY_SESSION,
 )
 async def refresh(request: web.Request) -> web.Response:
     result = await service.refresh(
@@ -348,7 +348,7 @@ async def mfa_status(request: web.Request) -> MfaStatus | dict[str, object]:
     return await mfa.status(request.app[SERVICES], principal.user_id)
 
 
-@ROUTES.post("/api/v1/auth/logout", summary="End this session", **SIGN_OUT)
+@ROUTES.post("/api/v1/auth/logout", **SIGN_OUT, summary="End this session")
 async def logout(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     refresh_token = request.cookies.get(REFRESH_COOKIE)
@@ -361,7 +361,7 @@ async def logout(request: web.Request) -> web.Response:
     return response
 
 
-@ROUTES.post("/api/v1/auth/logout-all", summary="End every session of the user", **SIGN_OUT)
+@ROUTES.post("/api/v1/auth/logout-all", **SIGN_OUT, summary="End every session of the user")
 async def logout_all(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]

@@ -101,7 +101,7 @@ async def totp_confirm(request: web.Request, body: CodeBody) -> RecoveryCodesOut
 
 
 @ROUTES.delete(
-    "/api/v1/auth/mfa/totp", summary="Remove the authenticator app (step-up)", **REMOVE_FACTOR
+    "/api/v1/auth/mfa/totp", **REMOVE_FACTOR, summary="Remove the authenticator app (step-up)"
 )
 async def totp_delete(request: web.Request) -> Empty:
     await service.disable_totp(identity_services(request), current_principal(request))
@@ -136,8 +136,8 @@ def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Res
 
 @ROUTES.post(
     "/api/v1/auth/mfa/verify",
-    body=VerifyBody,
     **FINISH_SIGN_IN,
+    body=VerifyBody,
     responses={
         401: "INVALID_CREDENTIALS (wrong code) or UNAUTHORIZED invalid_ticket",
         429: "RATE_LIMITED: 5 wrong codes in 15 minutes lock the codes for 15 minutes",
@@ -253,7 +253,7 @@ async def passkey_rename(request: web.Request, body: RenameBody) -> PasskeyOut:
     return _passkey_out(row)
 
 
-@ROUTES.delete("/api/v1/auth/passkeys/{id}", summary="Remove a passkey (step-up)", **REMOVE_FACTOR)
+@ROUTES.delete("/api/v1/auth/passkeys/{id}", **REMOVE_FACTOR, summary="Remove a passkey (step-up)")
 async def passkey_delete(request: web.Request) -> Empty:
     await passkeys.delete(
         identity_services(request), current_principal(request), path_uuid(request, "id")
@@ -282,8 +282,8 @@ async def passkey_authenticate_options(request: web.Request, body: TicketBody) -
 
 @ROUTES.post(
     "/api/v1/auth/passkeys/authenticate/verify",
-    body=CredentialBody,
     **FINISH_SIGN_IN,
+    body=CredentialBody,
     responses={401: "INVALID_CREDENTIALS: the assertion does not verify"},
     summary="Passwordless sign-in with a passkey: sets the session cookies (amr hwk)",
 )

@@ -101,9 +101,9 @@ async def oauth_providers(request: web.Request) -> list[dict[str, str]]:
 
 @ROUTES.get(
     "/api/v1/auth/oauth/{provider}/start",
+    **PROVIDER_SIGN_IN,
     query=StartQuery,
     summary="Redirect to the provider's sign-in page (state, nonce, PKCE in a cookie)",
-    **PROVIDER_SIGN_IN,
 )
 async def oauth_start(request: web.Request, query: StartQuery) -> web.Response:
     return await _start(request, query.return_to)
@@ -137,8 +137,8 @@ async def _start(
 
 @ROUTES.get(
     "/api/v1/auth/oauth/{provider}/reauth",
-    query=StartQuery,
     **REDIRECT,
+    query=StartQuery,
     responses={
         404: "Unknown provider, or no identity of it is linked to the caller",
         409: "The caller's token belongs to no session",
@@ -155,9 +155,9 @@ async def oauth_reauth(request: web.Request, query: StartQuery) -> web.Response:
 
 @ROUTES.get(
     "/api/v1/auth/oauth/{provider}/callback",
+    **PROVIDER_SIGN_IN,
     query=CallbackQuery,
     summary="Finish the provider sign-in: session cookies and a redirect",
-    **PROVIDER_SIGN_IN,
 )
 async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Response:
     return await _callback(request, query.params())
@@ -165,8 +165,8 @@ async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Resp
 
 @ROUTES.post(
     "/api/v1/auth/oauth/{provider}/callback",
-    summary="Finish a provider sign-in answered with response_mode=form_post (Apple)",
     **PROVIDER_SIGN_IN,
+    summary="Finish a provider sign-in answered with response_mode=form_post (Apple)",
 )
 async def oauth_callback_form(request: web.Request) -> web.Response:
     form = await browser.read_form(request, FORM_POST_LIMIT)
