@@ -15,6 +15,9 @@ from tenantd.identity.passwords import MAX_LENGTH, MIN_LENGTH
 from tenantd.mfa.schemas import SignedInUserOut
 from tenantd.web.schemas import ApiModel, Mailbox, Message, RequestBody
 
+# The refusal of a step-up route to a session whose sign-in is not recent (OpenAPI).
+REAUTH_REQUIRED = "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)"
+
 
 class UserOut(SignedInUserOut):
     """A user in the auth routes' answers: the fields of a sign-in's answer."""

@@ -3,10 +3,13 @@ delete my user, export my data."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from tenantd.auth import deletion, email_change, profile, security_undo
 from tenantd.auth.schemas import (
+    REAUTH_REQUIRED,
     EmailChangeBody,
     EmailChangeCancelled,
     EmailChanged,
@@ -24,6 +27,9 @@ from tenantd.web.schemas import Empty, Message
 from tenantd.web.spec import Access, Routes
 
 ROUTES = Routes("users")
+
+# A "this wasn't me" link mailed with a notice: anyone holding it may use it (by its token).
+THIS_WASNT_ME: dict[str, Any] = {"access": Access.PUBLIC, "body": LinkTokenBody}
 
 
 @ROUTES.patch(
@@ -48,7 +54,7 @@ async def update_me(request: web.Request, body: ProfileBody) -> ProfileOut:
     response=Message,
     status=202,
     responses={
-        403: "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)",
+        403: REAUTH_REQUIRED,
         429: "RATE_LIMITED (Retry-After): too many changes by this user or to this address",
     },
     summary="Change my email: a link goes to the new address, a notice to the old one",
@@ -76,8 +82,7 @@ async def confirm_email_change(request: web.Request, body: LinkTokenBody) -> Ema
 
 @ROUTES.post(
     "/api/v1/auth/email-change/cancel",
-    access=Access.PUBLIC,
-    body=LinkTokenBody,
+    **THIS_WASNT_ME,
     response=EmailChangeCancelled,
     summary='"This wasn\'t me" (link mailed to the old address): cancel or undo the change '
     "(the address comes back whatever came after) and end every session",
@@ -89,8 +94,7 @@ async def cancel_email_change(request: web.Request, body: LinkTokenBody) -> Emai
 
 @ROUTES.post(
     "/api/v1/auth/security/undo",
-    access=Access.PUBLIC,
-    body=LinkTokenBody,
+    **THIS_WASNT_ME,
     response=Empty,
     summary='"This wasn\'t me" (link mailed with the notice of a sensitive action): undo it '
     "and end every session",
@@ -104,7 +108,7 @@ async def undo_sensitive_action(request: web.Request, body: LinkTokenBody) -> Em
     "/api/v1/users/me",
     response=UserDeletedOut,
     responses={
-        403: "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)",
+        403: REAUTH_REQUIRED,
         409: "TRANSFER_OWNERSHIP_FIRST (details.accountIds): you own an account with other members",
     },
     summary="Delete my user: memberships revoked, accounts I own alone soft-deleted, "

@@ -5,6 +5,9 @@ Views parse, call one service function and answer; cookies are set here.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from aiohttp import web
 
 from tenantd.accounts.bundle import ACCOUNT_SERVICES
@@ -12,6 +15,7 @@ from tenantd.accounts.me import current_user_json
 from tenantd.audit import cursors
 from tenantd.auth import email_code, service
 from tenantd.auth.schemas import (
+    REAUTH_REQUIRED,
     AccountRef,
     AnonymousUser,
     CaptchaEmailBody,
@@ -61,6 +65,18 @@ from tenantd.web.spec import Access, Routes
 
 ROUTES = Routes("auth")
 
+CAPTCHA_FAILED = "CAPTCHA_FAILED: the bot check is missing or refused"
+MAGIC_LINK_OFF = "NOT_FOUND: MAGIC_LINK_ENABLED is off"
+# A mail to an address: anyone may ask, and the message is the same whether or not the
+# address is known.
+MAIL_TO_ADDRESS: dict[str, Any] = {"access": Access.PUBLIC, "response": Message}
+# A sign-in: anyone may try; a session, or the challenge of a user with a second factor.
+SIGN_IN: dict[str, Any] = {"access": Access.PUBLIC, "response": SignedInUser | MfaChallengeOut}
+# Anonymous is a legitimate state here, and a session that owes its second factor is served.
+ANY_SESSION: dict[str, Any] = {"access": Access.TRY, "mfa_exempt": True}
+# Signing out: served to a session that owes its second factor too; an empty answer.
+SIGN_OUT: dict[str, Any] = {"response": Empty, "mfa_exempt": True}
+
 
 def client_meta(request: web.Request) -> service.ClientMeta:
     # The client's address as the rate limiter and the pages see it (X-Forwarded-For only
@@ -95,8 +111,8 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
     body=RegisterBody,
     response=RegisteredOut,
     responses={
-        422: "VALIDATION_ERROR (password_breached under PASSWORD_BREACH_CHECK=block);"
-        " CAPTCHA_FAILED: the bot check is missing or refused"
+        422: "VALIDATION_ERROR (password_breached under PASSWORD_BREACH_CHECK=block); "
+        + CAPTCHA_FAILED
     },
     rate_limit="register",
     summary="Sign up; a verification link is mailed (same answer for a known email)",
@@ -114,9 +130,8 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
 
 @ROUTES.post(
     "/api/v1/auth/resend-verification",
-    access=Access.PUBLIC,
+    **MAIL_TO_ADDRESS,
     body=EmailBody,
-    response=Message,
     rate_limit="resend_verification",
     summary="Mail one more verification link (earlier links keep working)",
 )
@@ -150,16 +165,24 @@ async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Respo
 
 @ROUTES.post(
     "/api/v1/auth/login",
-    access=Access.PUBLIC,
+    **SIGN_IN,
     body=LoginBody,
-    response=SignedInUser | MfaChallengeOut,
     responses={422: "CAPTCHA_FAILED: repeated failures; send captchaToken"},
     rate_limit="login",
     summary="Sign in with email and password; a user with a second factor gets"
     " {mfaRequired, methods, ticket} and no session cookie (finish with /api/v1/auth/mfa/verify)",
 )
 async def login(request: web.Request, body: LoginBody) -> web.Response:
-    result = await service.login(request.app[SERVICES], body, client=client_meta(request))
+    return await sign_in(request, service.login, body)
+
+
+# A sign-in by one means (password, email code): `(services, body, *, client)`.
+SignInAttempt = Callable[..., Awaitable[service.SignedIn | service.MfaPending]]
+
+
+async def sign_in(request: web.Request, attempt: SignInAttempt, body: object) -> web.Response:
+    """Try a sign-in for this client: a session, or the challenge of a second factor."""
+    result = await attempt(request.app[SERVICES], body, client=client_meta(request))
     return signed_in_or_mfa(request, result)
 
 
@@ -175,13 +198,9 @@ def signed_in_or_mfa(
 
 @ROUTES.post(
     "/api/v1/auth/email-code",
-    access=Access.PUBLIC,
+    **MAIL_TO_ADDRESS,
     body=CaptchaEmailBody,
-    response=Message,
-    responses={
-        404: "NOT_FOUND: MAGIC_LINK_ENABLED is off",
-        422: "CAPTCHA_FAILED: the bot check is missing or refused",
-    },
+    responses={404: MAGIC_LINK_OFF, 422: CAPTCHA_FAILED},
     rate_limit="email_code",
     summary="Mail a 6-digit sign-in code and a magic link (same answer for every address)",
 )
@@ -197,11 +216,10 @@ async def email_code_request(request: web.Request, body: CaptchaEmailBody) -> Me
 
 @ROUTES.post(
     "/api/v1/auth/email-code/verify",
-    access=Access.PUBLIC,
+    **SIGN_IN,
     body=EmailCodeVerifyBody,
-    response=SignedInUser | MfaChallengeOut,
     responses={
-        404: "NOT_FOUND: MAGIC_LINK_ENABLED is off",
+        404: MAGIC_LINK_OFF,
         409: "DOMAIN_CLAIMED: a first sign-in on a domain another account claimed",
         422: "VALIDATION_ERROR: wrong, expired, used or ended code (five wrong codes end it)",
     },
@@ -210,8 +228,7 @@ async def email_code_request(request: web.Request, body: CaptchaEmailBody) -> Me
     " gets {mfaRequired, methods, ticket} as after a password",
 )
 async def email_code_verify(request: web.Request, body: EmailCodeVerifyBody) -> web.Response:
-    result = await email_code.verify(request.app[SERVICES], body, client=client_meta(request))
-    return signed_in_or_mfa(request, result)
+    return await sign_in(request, email_code.verify, body)
 
 
 def mfa_challenge(settings: Settings, ticket: mfa.Ticket) -> web.Response:
@@ -225,10 +242,9 @@ def mfa_challenge(settings: Settings, ticket: mfa.Ticket) -> web.Response:
 
 @ROUTES.post(
     "/api/v1/auth/password-reset/request",
-    access=Access.PUBLIC,
+    **MAIL_TO_ADDRESS,
     body=CaptchaEmailBody,
-    response=Message,
-    responses={422: "CAPTCHA_FAILED: the bot check is missing or refused"},
+    responses={422: CAPTCHA_FAILED},
     rate_limit="password_reset",
     summary="Mail a password reset link (same answer whether or not the email exists)",
 )
@@ -266,7 +282,7 @@ async def password_reset_confirm(
     response=PasswordChanged,
     responses={
         401: "INVALID_CREDENTIALS: currentPassword is wrong",
-        403: "REAUTH_REQUIRED: authenticate again first (POST /api/v1/auth/reauth)",
+        403: REAUTH_REQUIRED,
         422: "VALIDATION_ERROR: newPassword invalid, or currentPassword missing",
         429: "RATE_LIMITED: too many attempts (the login limit)",
     },
@@ -286,8 +302,7 @@ ANONYMOUS_ME = dumps(AnonymousUser())
 
 @ROUTES.get(
     "/api/v1/users/me",
-    access=Access.TRY,
-    mfa_exempt=True,
+    **ANY_SESSION,
     response=CurrentUser | AnonymousUser,
     wrapped=False,
     summary="Current user (user null when anonymous)",
@@ -305,8 +320,7 @@ async def me(request: web.Request) -> web.Response:
 
 @ROUTES.post(
     "/api/v1/auth/refresh",
-    access=Access.TRY,
-    mfa_exempt=True,
+    **ANY_SESSION,
     response=RefreshData,
     summary="Rotate the refresh cookie and issue a new access token (user null without one)",
 )
@@ -323,8 +337,7 @@ async def refresh(request: web.Request) -> web.Response:
 
 @ROUTES.get(
     "/api/v1/auth/mfa/status",
-    access=Access.TRY,
-    mfa_exempt=True,
+    **ANY_SESSION,
     response=MfaStatusOut | MfaStatus,
     summary="MFA status: {enabled, methods, recoveryCodesRemaining}; anonymous: {enabled: false}",
 )
@@ -335,7 +348,7 @@ async def mfa_status(request: web.Request) -> MfaStatus | dict[str, object]:
     return await mfa.status(request.app[SERVICES], principal.user_id)
 
 
-@ROUTES.post("/api/v1/auth/logout", response=Empty, summary="End this session", mfa_exempt=True)
+@ROUTES.post("/api/v1/auth/logout", **SIGN_OUT, summary="End this session")
 async def logout(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     refresh_token = request.cookies.get(REFRESH_COOKIE)
@@ -348,12 +361,7 @@ async def logout(request: web.Request) -> web.Response:
     return response
 
 
-@ROUTES.post(
-    "/api/v1/auth/logout-all",
-    response=Empty,
-    summary="End every session of the user",
-    mfa_exempt=True,
-)
+@ROUTES.post("/api/v1/auth/logout-all", **SIGN_OUT, summary="End every session of the user")
 async def logout_all(request: web.Request) -> web.Response:
     principal = current_principal(request)
     services = request.app[SERVICES]

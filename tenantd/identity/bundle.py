@@ -22,3 +22,8 @@ class IdentityServices(Services, Protocol):
 
 
 SERVICES: web.AppKey[IdentityServices] = web.AppKey("services")
+
+
+def identity_services(request: web.Request) -> IdentityServices:
+    """The services of the app serving `request`."""
+    return request.app[SERVICES]

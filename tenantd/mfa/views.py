@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.identity.browser import client_meta, set_signed_in_cookies
-from tenantd.identity.bundle import SERVICES, IdentityServices
+from tenantd.identity.bundle import identity_services
 from tenantd.identity.cookies import (
     clear_cookie,
     set_access_cookie,
@@ -49,9 +49,17 @@ ROUTES = Routes("mfa")
 # second-step attempts. Unlisted in ops.config, so the default limit of such scopes.
 PASSKEY_OPTIONS = "passkey_sign_in_options"
 
-
-def _services(request: web.Request) -> IdentityServices:
-    return request.app[SERVICES]
+# The refusal of a step-up route to a session whose sign-in is not recent.
+STEP_UP = {403: "REAUTH_REQUIRED"}
+# Removing a factor: a step-up first, an empty answer.
+REMOVE_FACTOR: dict[str, Any] = {"response": Empty, "responses": STEP_UP}
+# The last step of a sign-in (the second factor, or a passkey alone): anyone may call it under
+# the second step's abuse limit; it answers with the user and sets the session cookies.
+FINISH_SIGN_IN: dict[str, Any] = {
+    "access": Access.PUBLIC,
+    "response": MfaSignedIn,
+    "rate_limit": "mfa",
+}
 
 
 def _client(request: web.Request) -> ClientMeta:
@@ -69,7 +77,7 @@ def _client(request: web.Request) -> ClientMeta:
     summary="Start TOTP enrolment: a secret, its otpauth URI and QR code (pending until confirmed)",
 )
 async def totp_setup(request: web.Request) -> TotpSetupOut:
-    setup = await service.setup_totp(_services(request), current_principal(request))
+    setup = await service.setup_totp(identity_services(request), current_principal(request))
     return TotpSetupOut(secret=setup.secret, otpauth_uri=setup.otpauth_uri, qr_svg=setup.qr_svg)
 
 
@@ -87,19 +95,16 @@ async def totp_setup(request: web.Request) -> TotpSetupOut:
 )
 async def totp_confirm(request: web.Request, body: CodeBody) -> RecoveryCodesOut:
     codes = await service.confirm_totp(
-        _services(request), current_principal(request), code=body.code
+        identity_services(request), current_principal(request), code=body.code
     )
     return RecoveryCodesOut(recovery_codes=codes)
 
 
 @ROUTES.delete(
-    "/api/v1/auth/mfa/totp",
-    response=Empty,
-    responses={403: "REAUTH_REQUIRED"},
-    summary="Remove the authenticator app (step-up)",
+    "/api/v1/auth/mfa/totp", **REMOVE_FACTOR, summary="Remove the authenticator app (step-up)"
 )
 async def totp_delete(request: web.Request) -> Empty:
-    await service.disable_totp(_services(request), current_principal(request))
+    await service.disable_totp(identity_services(request), current_principal(request))
     return Empty()
 
 
@@ -110,7 +115,9 @@ async def totp_delete(request: web.Request) -> Empty:
     summary="Ten new recovery codes; the old ones stop working (step-up)",
 )
 async def recovery_regenerate(request: web.Request) -> RecoveryCodesOut:
-    codes = await service.regenerate_recovery_codes(_services(request), current_principal(request))
+    codes = await service.regenerate_recovery_codes(
+        identity_services(request), current_principal(request)
+    )
     return RecoveryCodesOut(recovery_codes=codes)
 
 
@@ -118,7 +125,7 @@ async def recovery_regenerate(request: web.Request) -> RecoveryCodesOut:
 
 
 def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Response:
-    services = _services(request)
+    services = identity_services(request)
     response = ok(
         MfaSignedIn(user=SignedInUserOut.of(completed.user), return_to=completed.return_to)
     )
@@ -129,10 +136,8 @@ def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Res
 
 @ROUTES.post(
     "/api/v1/auth/mfa/verify",
-    access=Access.PUBLIC,
+    **FINISH_SIGN_IN,
     body=VerifyBody,
-    response=MfaSignedIn,
-    rate_limit="mfa",
     responses={
         401: "INVALID_CREDENTIALS (wrong code) or UNAUTHORIZED invalid_ticket",
         429: "RATE_LIMITED: 5 wrong codes in 15 minutes lock the codes for 15 minutes",
@@ -142,7 +147,7 @@ def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Res
 async def mfa_verify(request: web.Request, body: VerifyBody) -> web.Response:
     binding = request.cookies.get(service.BINDING_COOKIE)
     completed = await proof.second_factor(
-        _services(request), body, binding=binding, client=_client(request)
+        identity_services(request), body, binding=binding, client=_client(request)
     )
     return mfa_signed_in(request, completed)
 
@@ -161,7 +166,7 @@ async def mfa_verify(request: web.Request, body: VerifyBody) -> web.Response:
     " auth_time is now",
 )
 async def reauth(request: web.Request, body: ReauthBody) -> web.Response:
-    services = _services(request)
+    services = identity_services(request)
     principal = current_principal(request)
     done = await proof.step_up(services, principal, body, device=_client(request).device)
     assert done.claims.auth_time is not None
@@ -178,7 +183,9 @@ async def reauth(request: web.Request, body: ReauthBody) -> web.Response:
 )
 async def reauth_options(request: web.Request) -> dict[str, Any]:
     return await passkeys.authentication_options(
-        _services(request), purpose=passkeys.REAUTH, user_id=current_principal(request).user_id
+        identity_services(request),
+        purpose=passkeys.REAUTH,
+        user_id=current_principal(request).user_id,
     )
 
 
@@ -193,11 +200,13 @@ def _passkey_out(row: Any) -> PasskeyOut:
     "/api/v1/auth/passkeys/register/options",
     mfa_exempt=True,
     response=dict[str, Any],
-    responses={403: "REAUTH_REQUIRED"},
+    responses=STEP_UP,
     summary="WebAuthn creation options for a new passkey (discoverable; step-up)",
 )
 async def passkey_register_options(request: web.Request) -> dict[str, Any]:
-    return await passkeys.registration_options(_services(request), current_principal(request))
+    return await passkeys.registration_options(
+        identity_services(request), current_principal(request)
+    )
 
 
 @ROUTES.post(
@@ -214,7 +223,7 @@ async def passkey_register_options(request: web.Request) -> dict[str, Any]:
 )
 async def passkey_register_verify(request: web.Request, body: RegisterPasskeyBody) -> web.Response:
     done = await passkeys.register(
-        _services(request),
+        identity_services(request),
         current_principal(request),
         credential=body.credential,
         name=body.name,
@@ -225,7 +234,9 @@ async def passkey_register_verify(request: web.Request, body: RegisterPasskeyBod
 
 @ROUTES.get("/api/v1/auth/passkeys", response=list[PasskeyOut], summary="My passkeys")
 async def passkey_list(request: web.Request) -> list[PasskeyOut]:
-    rows = await passkeys.list_passkeys(_services(request), current_principal(request).user_id)
+    rows = await passkeys.list_passkeys(
+        identity_services(request), current_principal(request).user_id
+    )
     return [_passkey_out(row) for row in rows]
 
 
@@ -234,7 +245,7 @@ async def passkey_list(request: web.Request) -> list[PasskeyOut]:
 )
 async def passkey_rename(request: web.Request, body: RenameBody) -> PasskeyOut:
     row = await passkeys.rename(
-        _services(request),
+        identity_services(request),
         current_principal(request).user_id,
         path_uuid(request, "id"),
         body.name,
@@ -242,14 +253,11 @@ async def passkey_rename(request: web.Request, body: RenameBody) -> PasskeyOut:
     return _passkey_out(row)
 
 
-@ROUTES.delete(
-    "/api/v1/auth/passkeys/{id}",
-    response=Empty,
-    responses={403: "REAUTH_REQUIRED"},
-    summary="Remove a passkey (step-up)",
-)
+@ROUTES.delete("/api/v1/auth/passkeys/{id}", **REMOVE_FACTOR, summary="Remove a passkey (step-up)")
 async def passkey_delete(request: web.Request) -> Empty:
-    await passkeys.delete(_services(request), current_principal(request), path_uuid(request, "id"))
+    await passkeys.delete(
+        identity_services(request), current_principal(request), path_uuid(request, "id")
+    )
     return Empty()
 
 
@@ -266,7 +274,7 @@ async def passkey_authenticate_options(request: web.Request, body: TicketBody) -
     # Passwordless options are limited apart from a sign-in's second step (PASSKEY_OPTIONS).
     await rate_limit_request(request, PASSKEY_OPTIONS if body.ticket is None else "mfa", body)
     return await proof.passkey_options(
-        _services(request),
+        identity_services(request),
         ticket=body.ticket,
         binding=request.cookies.get(service.BINDING_COOKIE),
     )
@@ -274,13 +282,13 @@ async def passkey_authenticate_options(request: web.Request, body: TicketBody) -
 
 @ROUTES.post(
     "/api/v1/auth/passkeys/authenticate/verify",
-    access=Access.PUBLIC,
+    **FINISH_SIGN_IN,
     body=CredentialBody,
-    response=MfaSignedIn,
-    rate_limit="mfa",
     responses={401: "INVALID_CREDENTIALS: the assertion does not verify"},
     summary="Passwordless sign-in with a passkey: sets the session cookies (amr hwk)",
 )
 async def passkey_sign_in(request: web.Request, body: CredentialBody) -> web.Response:
-    completed = await passkeys.sign_in(_services(request), body.credential, client=_client(request))
+    completed = await passkeys.sign_in(
+        identity_services(request), body.credential, client=_client(request)
+    )
     return mfa_signed_in(request, completed)

@@ -12,7 +12,7 @@ from pydantic.json_schema import JsonSchemaMode
 from tenantd import __version__
 from tenantd.web.routing import ROUTE_SPEC, api_routes, path_params
 from tenantd.web.schemas import SINGLE_LINE_PATTERN, ErrorEnvelope, forbid_control_characters
-from tenantd.web.spec import Access, Routes, RouteSpec
+from tenantd.web.spec import OPEN_AS_IS, Access, Routes, RouteSpec
 
 ROUTES = Routes("meta")
 
@@ -178,7 +178,7 @@ def build_openapi(table: list[RouteSpec]) -> dict[str, Any]:
 _documents: weakref.WeakKeyDictionary[web.Application, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
-@ROUTES.get("/api/v1/openapi.json", access=Access.PUBLIC, wrapped=False, summary="OpenAPI document")
+@ROUTES.get("/api/v1/openapi.json", **OPEN_AS_IS, summary="OpenAPI document")
 async def openapi(request: web.Request) -> dict[str, Any]:
     document = _documents.get(request.app)
     if document is None:

@@ -15,7 +15,7 @@ from tenantd.pubsub.hub import PUBSUB
 from tenantd.settings import SETTINGS
 from tenantd.web.json import json_response
 from tenantd.web.schemas import ApiModel
-from tenantd.web.spec import Access, Routes
+from tenantd.web.spec import OPEN_AS_IS, Routes
 
 ROUTES = Routes("health")
 
@@ -27,8 +27,7 @@ class ReadyStatus(ApiModel):
 
 @ROUTES.get(
     "/readyz",
-    access=Access.PUBLIC,
-    wrapped=False,
+    **OPEN_AS_IS,
     response=ReadyStatus,
     responses={503: "Not ready: database down, migrations pending or listener disconnected"},
     summary="Readiness: migrations applied, SSE listener connected",
@@ -41,8 +40,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 @ROUTES.get(
     "/metrics",
-    access=Access.PUBLIC,
-    wrapped=False,
+    **OPEN_AS_IS,
     produces="text/plain",
     responses={403: "Metrics token missing or wrong (TENANTD_METRICS_TOKEN)"},
     summary="Prometheus metrics (text exposition format)",

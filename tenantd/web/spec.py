@@ -185,5 +185,12 @@ class Routes:
         return self.route("DELETE", path, **kw)
 
 
+# Shared route arguments (`**` them into a declaration).
+# Open to anyone and answered as it is, without the API's envelope (probes, documents, keys).
+OPEN_AS_IS: dict[str, Any] = {"access": Access.PUBLIC, "wrapped": False}
+# A browser navigation answered with a redirect, not with JSON.
+REDIRECT: dict[str, Any] = {"status": 302, "wrapped": False}
+
+
 # The route a request matched (set before the guard runs).
 CURRENT_ROUTE: web.RequestKey[RouteSpec] = web.RequestKey("current_route")

@@ -11,7 +11,7 @@ from tenantd.auth.keys.schemas import IntrospectBody, Introspection, Jwks
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.keys.service import JWKS_MAX_AGE_SECONDS
 from tenantd.web.json import json_response
-from tenantd.web.spec import Access, Routes
+from tenantd.web.spec import OPEN_AS_IS, Routes
 
 ROUTES = Routes("keys")
 
@@ -20,8 +20,7 @@ CACHE_CONTROL = f"public, max-age={JWKS_MAX_AGE_SECONDS}"
 
 @ROUTES.get(
     "/.well-known/jwks.json",
-    access=Access.PUBLIC,
-    wrapped=False,
+    **OPEN_AS_IS,
     response=Jwks,
     summary="Public keys of access tokens: current, next and retired until their tokens expired",
 )
@@ -34,9 +33,8 @@ async def jwks(request: web.Request) -> web.Response:
     "/api/v1/auth/introspect",
     # Admitted by introspection.admit: an API key with sessions:introspect, or an address in
     # TENANTD_INTROSPECT_ALLOWED_IPS (which the API-key guard alone would refuse).
-    access=Access.PUBLIC,
+    **OPEN_AS_IS,
     body=IntrospectBody,
-    wrapped=False,
     response=Introspection,
     responses={
         401: "Neither an allowed address nor a valid API key (Authorization: Bearer tdk_...)",

@@ -12,6 +12,7 @@ in errors.py), with `domain` and `accountId` added for `domain_claimed`. A step-
 from __future__ import annotations
 
 import logging
+from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
@@ -37,7 +38,7 @@ from tenantd.mfa import service as mfa
 from tenantd.principal import current_principal
 from tenantd.settings import SETTINGS, Settings
 from tenantd.web.schemas import ApiModel, Empty
-from tenantd.web.spec import Access, Routes
+from tenantd.web.spec import REDIRECT, Access, Routes
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,12 @@ ROUTES = Routes("auth")
 LOGIN_PATH = "/login"
 FORM_POST_LIMIT = 64 * 1024  # Apple's form: code, state, id_token and the user's name
 MFA_PATH = "/login/mfa"  # the hosted page asking for the second factor (?ticket=...)
+# A sign-in at a provider: anyone may start it, and each step answers with a redirect.
+PROVIDER_SIGN_IN: dict[str, Any] = {
+    **REDIRECT,
+    "access": Access.PUBLIC,
+    "responses": {404: "Unknown provider"},
+}
 
 
 class StartQuery(ApiModel):
@@ -94,11 +101,8 @@ async def oauth_providers(request: web.Request) -> list[dict[str, str]]:
 
 @ROUTES.get(
     "/api/v1/auth/oauth/{provider}/start",
-    access=Access.PUBLIC,
+    **PROVIDER_SIGN_IN,
     query=StartQuery,
-    status=302,
-    wrapped=False,
-    responses={404: "Unknown provider"},
     summary="Redirect to the provider's sign-in page (state, nonce, PKCE in a cookie)",
 )
 async def oauth_start(request: web.Request, query: StartQuery) -> web.Response:
@@ -133,9 +137,8 @@ async def _start(
 
 @ROUTES.get(
     "/api/v1/auth/oauth/{provider}/reauth",
+    **REDIRECT,
     query=StartQuery,
-    status=302,
-    wrapped=False,
     responses={
         404: "Unknown provider, or no identity of it is linked to the caller",
         409: "The caller's token belongs to no session",
@@ -152,11 +155,8 @@ async def oauth_reauth(request: web.Request, query: StartQuery) -> web.Response:
 
 @ROUTES.get(
     "/api/v1/auth/oauth/{provider}/callback",
-    access=Access.PUBLIC,
+    **PROVIDER_SIGN_IN,
     query=CallbackQuery,
-    status=302,
-    wrapped=False,
-    responses={404: "Unknown provider"},
     summary="Finish the provider sign-in: session cookies and a redirect",
 )
 async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Response:
@@ -165,10 +165,7 @@ async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Resp
 
 @ROUTES.post(
     "/api/v1/auth/oauth/{provider}/callback",
-    access=Access.PUBLIC,
-    status=302,
-    wrapped=False,
-    responses={404: "Unknown provider"},
+    **PROVIDER_SIGN_IN,
     summary="Finish a provider sign-in answered with response_mode=form_post (Apple)",
 )
 async def oauth_callback_form(request: web.Request) -> web.Response:
