@@ -30,7 +30,7 @@ from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import captcha, mail
 from tenantd.auth import queries as auth_queries
 from tenantd.auth.schemas import EmailCodeVerifyBody
-from tenantd.auth.service import MfaPending, SignedIn
+from tenantd.auth.service import MfaPending, SignedIn, ticket_or_session
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.identity import queries
@@ -38,7 +38,7 @@ from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.queries import claim_unverified_user
 from tenantd.identity.settings import SignInSettings
-from tenantd.identity.signin import AUTH_EMAIL, ClientMeta, start_session
+from tenantd.identity.signin import AUTH_EMAIL, ClientMeta
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import service as mfa
 from tenantd.outbox import Actor
@@ -230,18 +230,16 @@ async def _sign_in(
             services, conn, join_request_id=found.join_request_id
         )
         return None, Conflict(found.account_id, found.domain)
-    if await mfa.mfa_enabled(conn, user_id):
-        return MfaPending(
-            await mfa.start_ticket(conn, settings, user_id=user_id, amr=[AMR_EMAIL])
-        ), None
-    started = await start_session(
+    started = await ticket_or_session(
         services,
         conn,
         user_id=user_id,
         account_id=provisioned.account_id,
         client=client,
         method=method,
-        amr=(AMR_EMAIL,),
+        amr=AMR_EMAIL,
     )
+    if isinstance(started, mfa.Ticket):
+        return MfaPending(started), None
     row = await queries.user_by_id(conn, user_id)
     return SignedIn(started.tokens, row, device=started.device), None
