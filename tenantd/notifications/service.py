@@ -373,28 +373,11 @@ async def dispatch(
     payload: dict[str, Any],
     account_id: uuid.UUID | None = None,
     conn: Conn | None = None,
-    only_channels: Sequence[str] | None = None,
-    send_sequence: int | None = None,
-    screened: bool = False,
-    forced_reason: str | None = None,
 ) -> SendOutcome:
     """The worker: guard, dedup, preferences, persist, fan out (idempotent on the id).
-
-    `only_channels`: the channels a user wants at once of a digest event (no digest then).
-    `send_sequence`: the send's place in send order (its job's id), kept by a digest.
-    `screened`: the digest path applied dedup and throttle already (`forced_reason`
-    "throttled": it was over the limit). Many at once: `dispatch_batch.dispatch_many`."""
-    send = Dispatch(
-        notification_id, event_type, recipient_user_id, payload, account_id, send_sequence
-    )
-    return await dispatch_one(
-        services,
-        send,
-        conn=conn,
-        only_channels=only_channels,
-        screened=screened,
-        forced_reason=forced_reason,
-    )
+    Many at once: `dispatch_batch.dispatch_many`."""
+    send = Dispatch(notification_id, event_type, recipient_user_id, payload, account_id)
+    return await dispatch_one(services, send, conn=conn)
 
 
 async def dispatch_one(
@@ -406,7 +389,11 @@ async def dispatch_one(
     screened: bool = False,
     forced_reason: str | None = None,
 ) -> SendOutcome:
-    """`dispatch` of one `Dispatch` (a queued job's)."""
+    """`dispatch` of one `Dispatch` (a queued job's, a digest's instant channels).
+
+    `only_channels`: the channels a user wants at once of a digest event (no digest then).
+    `screened`: the digest path applied dedup and throttle already (`forced_reason`
+    "throttled": it was over the limit)."""
     ready = await prepare_dispatch(
         services,
         send,
