@@ -18,14 +18,12 @@ from __future__ import annotations
 import datetime as dt
 import hmac
 import secrets
-import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from tenantd.accounts import mail as account_mail
 from tenantd.accounts.errors import DomainClaimed
-from tenantd.accounts.provisioning import provision_personal_account
+from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import captcha, mail
 from tenantd.auth import queries as auth_queries
@@ -55,14 +53,6 @@ CODE_TTL = dt.timedelta(minutes=10)
 MAX_WRONG_CODES = 5
 LINK_PATH = "/email-code"
 REQUEST_MESSAGE = "If this address can sign in, a code and a link are on their way."
-
-
-@dataclass(frozen=True)
-class Conflict:
-    """A first sign-in on a domain another account claimed: the join request is committed."""
-
-    account_id: uuid.UUID
-    domain: str
 
 
 def _require_enabled(settings: Settings) -> None:
@@ -162,7 +152,7 @@ async def verify_code(
     except InvalidEmail:
         raise bad_code() from None
     wrong = False
-    conflict: Conflict | None = None
+    conflict: DomainConflict | None = None
     result: SignedIn | MfaPending | None = None
     async with services.db.transaction() as conn:
         row = await auth_queries.lock_email_code(conn, address)
@@ -183,7 +173,7 @@ async def verify_link(
     """Sign in with the mail's link (single use; refused once five wrong codes ended it)."""
     settings = services.settings
     _require_enabled(settings)
-    conflict: Conflict | None = None
+    conflict: DomainConflict | None = None
     result: SignedIn | MfaPending | None = None
     async with services.db.transaction() as conn:
         row = await auth_queries.lock_email_link(conn, _link_hash(settings, token))
@@ -195,7 +185,7 @@ async def verify_link(
 
 
 def _answer(
-    wrong: bool, conflict: Conflict | None, result: SignedIn | MfaPending | None
+    wrong: bool, conflict: DomainConflict | None, result: SignedIn | MfaPending | None
 ) -> SignedIn | MfaPending:
     """After commit: the refusal of a wrong code, DOMAIN_CLAIMED, or the sign-in."""
     if wrong:
@@ -210,7 +200,7 @@ def _answer(
 
 async def _sign_in(
     services: IdentityServices, conn: Conn, email: str, client: ClientMeta, method: str
-) -> tuple[SignedIn | MfaPending | None, Conflict | None]:
+) -> tuple[SignedIn | MfaPending | None, DomainConflict | None]:
     """The mailbox is proven: the user (created or verified if need be), then a session, an
     MFA ticket, or the domain conflict (its join request and mails committed by the caller)."""
     settings = services.settings
@@ -229,7 +219,7 @@ async def _sign_in(
         await account_mail.submit_join_request(
             services, conn, join_request_id=found.join_request_id
         )
-        return None, Conflict(found.account_id, found.domain)
+        return None, found
     started = await ticket_or_session(
         services,
         conn,
