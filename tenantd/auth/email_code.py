@@ -18,19 +18,17 @@ from __future__ import annotations
 import datetime as dt
 import hmac
 import secrets
-import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from tenantd.accounts import mail as account_mail
 from tenantd.accounts.errors import DomainClaimed
-from tenantd.accounts.provisioning import provision_personal_account
+from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import captcha, mail
 from tenantd.auth import queries as auth_queries
 from tenantd.auth.schemas import EmailCodeVerifyBody
-from tenantd.auth.service import MfaPending, SignedIn
+from tenantd.auth.service import MfaPending, SignedIn, ticket_or_session
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.identity import queries
@@ -38,7 +36,7 @@ from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.queries import claim_unverified_user
 from tenantd.identity.settings import SignInSettings
-from tenantd.identity.signin import AUTH_EMAIL, ClientMeta, start_session
+from tenantd.identity.signin import AUTH_EMAIL, ClientMeta
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import service as mfa
 from tenantd.outbox import Actor
@@ -55,14 +53,6 @@ CODE_TTL = dt.timedelta(minutes=10)
 MAX_WRONG_CODES = 5
 LINK_PATH = "/email-code"
 REQUEST_MESSAGE = "If this address can sign in, a code and a link are on their way."
-
-
-@dataclass(frozen=True)
-class Conflict:
-    """A first sign-in on a domain another account claimed: the join request is committed."""
-
-    account_id: uuid.UUID
-    domain: str
 
 
 def _require_enabled(settings: Settings) -> None:
@@ -162,7 +152,7 @@ async def verify_code(
     except InvalidEmail:
         raise bad_code() from None
     wrong = False
-    conflict: Conflict | None = None
+    conflict: DomainConflict | None = None
     result: SignedIn | MfaPending | None = None
     async with services.db.transaction() as conn:
         row = await auth_queries.lock_email_code(conn, address)
@@ -183,7 +173,7 @@ async def verify_link(
     """Sign in with the mail's link (single use; refused once five wrong codes ended it)."""
     settings = services.settings
     _require_enabled(settings)
-    conflict: Conflict | None = None
+    conflict: DomainConflict | None = None
     result: SignedIn | MfaPending | None = None
     async with services.db.transaction() as conn:
         row = await auth_queries.lock_email_link(conn, _link_hash(settings, token))
@@ -195,7 +185,7 @@ async def verify_link(
 
 
 def _answer(
-    wrong: bool, conflict: Conflict | None, result: SignedIn | MfaPending | None
+    wrong: bool, conflict: DomainConflict | None, result: SignedIn | MfaPending | None
 ) -> SignedIn | MfaPending:
     """After commit: the refusal of a wrong code, DOMAIN_CLAIMED, or the sign-in."""
     if wrong:
@@ -210,7 +200,7 @@ def _answer(
 
 async def _sign_in(
     services: IdentityServices, conn: Conn, email: str, client: ClientMeta, method: str
-) -> tuple[SignedIn | MfaPending | None, Conflict | None]:
+) -> tuple[SignedIn | MfaPending | None, DomainConflict | None]:
     """The mailbox is proven: the user (created or verified if need be), then a session, an
     MFA ticket, or the domain conflict (its join request and mails committed by the caller)."""
     settings = services.settings
@@ -229,19 +219,17 @@ async def _sign_in(
         await account_mail.submit_join_request(
             services, conn, join_request_id=found.join_request_id
         )
-        return None, Conflict(found.account_id, found.domain)
-    if await mfa.mfa_enabled(conn, user_id):
-        return MfaPending(
-            await mfa.start_ticket(conn, settings, user_id=user_id, amr=[AMR_EMAIL])
-        ), None
-    started = await start_session(
+        return None, found
+    started = await ticket_or_session(
         services,
         conn,
         user_id=user_id,
         account_id=provisioned.account_id,
         client=client,
         method=method,
-        amr=(AMR_EMAIL,),
+        amr=AMR_EMAIL,
     )
+    if isinstance(started, mfa.Ticket):
+        return MfaPending(started), None
     row = await queries.user_by_id(conn, user_id)
     return SignedIn(started.tokens, row, device=started.device), None

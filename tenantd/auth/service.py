@@ -51,6 +51,7 @@ from tenantd.identity.signin import (
     EMAIL_LINK,
     PASSWORD,
     ClientMeta,
+    Started,
     record_security,
     start_default_session,
     start_session,
@@ -503,6 +504,34 @@ async def login(
     return SignedIn(started.tokens, user, device=started.device)
 
 
+async def ticket_or_session(
+    services: IdentityServices,
+    conn: Conn,
+    *,
+    user_id: uuid.UUID,
+    account_id: uuid.UUID | None,
+    client: ClientMeta,
+    method: str,
+    amr: str,
+    return_to: str | None = None,
+) -> mfa.Ticket | Started:
+    """The first factor (`amr`) is proven: a user with a second factor gets a ticket for
+    POST /api/v1/auth/mfa/verify (and `return_to` after it), anyone else a session."""
+    if await mfa.mfa_enabled(conn, user_id):
+        return await mfa.start_ticket(
+            conn, services.settings, user_id=user_id, amr=[amr], return_to=return_to
+        )
+    return await start_session(
+        services,
+        conn,
+        user_id=user_id,
+        account_id=account_id,
+        client=client,
+        method=method,
+        amr=(amr,),
+    )
+
+
 async def request_password_reset(
     services: Services, *, email: str, captcha_token: str | None = None, ip: str | None = None
 ) -> str:
@@ -549,14 +578,17 @@ async def confirm_password_reset(
         await queries.set_password(conn, user_id=user_id, password_hash=password_hash)
         # A pending verification link must not later overwrite the password chosen here.
         await queries.forget_token_passwords(conn, user_id=user_id)
-        await revoke_all(conn, user_id=user_id)
-        await record_security(
-            conn,
-            client,
-            user_id=user_id,
-            kind=security.PASSWORD_RESET,
-        )
+        await _end_every_session(conn, client, user_id=user_id, kind=security.PASSWORD_RESET)
     return warnings
+
+
+async def _end_every_session(
+    conn: Conn, client: ClientMeta | None, *, user_id: uuid.UUID, kind: str
+) -> None:
+    """Every session and access token of the user ends (the user-wide cutoff), logged as
+    `kind` in the user's security log."""
+    await revoke_all(conn, user_id=user_id)
+    await record_security(conn, client, user_id=user_id, kind=kind)
 
 
 async def change_password(
@@ -774,13 +806,7 @@ async def logout_all(
     """End every session and access token of the user (the user-wide cutoff)."""
     client = client or ClientMeta()
     async with services.db.transaction() as conn:
-        await revoke_all(conn, user_id=user_id)
-        await record_security(
-            conn,
-            client,
-            user_id=user_id,
-            kind=security.SIGNED_OUT_EVERYWHERE,
-        )
+        await _end_every_session(conn, client, user_id=user_id, kind=security.SIGNED_OUT_EVERYWHERE)
 
 
 # -- sessions the user can see and end --------------------------------------------------------

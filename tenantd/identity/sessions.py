@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tenantd.db import Conn, Database, Row
 from tenantd.errors import Unauthorized
@@ -147,29 +147,22 @@ async def issue_impersonation_session(
     await queries.insert_session_auth(
         conn, family_id=family_id, user_id=user_id, amr=[], auth_time=now, act=act
     )
-    ends = now + lifetime
-    access_token, claims = issue_access_token(
-        keyring,
-        user_id=user_id,
-        account_id=account_id,
-        session_id=family_id,
-        act=act,
-        not_after=ends.timestamp(),
-    )
-    unused = new_refresh_token(settings.secret_key, family_id)  # stored hashed, never given
-    await queries.insert_session(
+    issued = await _insert_session(
         conn,
+        settings,
+        keyring=keyring,
         family_id=family_id,
+        refresh=new_refresh_token(settings.secret_key, family_id),  # stored hashed, never given
         user_id=user_id,
         account_id=account_id,
-        token_hash=token_hash(settings.secret_key, unused),
-        expires_at=ends,
-        access_jti=claims.jti,
         user_agent=user_agent,
         ip=ip,
+        auth=SessionAuth(),
         method="impersonation",
+        act=act,
+        ends=now + lifetime,
     )
-    return IssuedTokens(access_token, claims, "", ends)
+    return replace(issued, refresh_token="")
 
 
 @dataclass(frozen=True)
@@ -200,7 +193,11 @@ async def _insert_session(
     auth: SessionAuth,
     method: str | None = None,
     signed_in_at: dt.datetime | None = None,
+    act: str | None = None,
+    ends: dt.datetime | None = None,
 ) -> IssuedTokens:
+    """A session row and its access token; `ends` (an impersonation's) caps both, else the
+    row lives the refresh token's TTL."""
     access_token, claims = issue_access_token(
         keyring,
         user_id=user_id,
@@ -208,8 +205,10 @@ async def _insert_session(
         session_id=family_id,
         amr=auth.amr,
         auth_time=auth.auth_time,
+        act=act,
+        not_after=None if ends is None else ends.timestamp(),
     )
-    expires_at = _utcnow() + dt.timedelta(
+    expires_at = ends or _utcnow() + dt.timedelta(
         days=settings.section(IdentitySettings).refresh_token_ttl_days
     )
     await queries.insert_session(

@@ -8,7 +8,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from tenantd.db import Conn
-from tenantd.email.message import EmailMessage, EmailSendError, job_mail_key
+from tenantd.email.message import EmailMessage, job_mail_key
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
 from tenantd.mfa import queries
 
@@ -81,13 +81,8 @@ async def run_mfa_email(services: Services, payload: dict[str, Any], job: JobInf
     if to is None:
         return  # the user is gone
     mail = message(purpose, to, payload, services.settings.public_base_url)
-    try:
-        with job_mail_key(job.id, MFA_EMAIL):  # a run again does not mail twice
-            await services.email.send(mail)  # suppression is checked first
-    except EmailSendError as error:
-        if not error.retryable:
-            raise PermanentJobError(str(error)) from error
-        raise
+    with job_mail_key(job.id, MFA_EMAIL):  # a run again does not mail twice
+        await services.email.send_from_job(mail)  # suppression is checked first
 
 
 JOB_KINDS = (JobKind(name=MFA_EMAIL, run=run_mfa_email, max_attempts=5, timeout=60.0),)

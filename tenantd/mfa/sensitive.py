@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 from tenantd.audit import security
 from tenantd.db import Conn, Row
-from tenantd.email.message import EmailMessage, EmailSendError
+from tenantd.email.message import EmailMessage
 from tenantd.identity.stepup import require_recent_auth
 from tenantd.identity.tokens import token_hash
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
@@ -288,12 +288,7 @@ async def run_notice(services: Services, payload: dict[str, Any], job: JobInfo) 
         row = await queries.undo_row(conn, undo_id)
     if row is None:
         return  # the user is gone
-    try:
-        await services.email.send(notice(services.settings, row))  # suppression checked first
-    except EmailSendError as error:
-        if not error.retryable:
-            raise PermanentJobError(str(error)) from error
-        raise
+    await services.email.send_from_job(notice(services.settings, row))  # suppression first
 
 
 JOB_KINDS = (JobKind(name=NOTICE_JOB, run=run_notice, max_attempts=5, timeout=60.0),)

@@ -373,28 +373,21 @@ async def dispatch(
     payload: dict[str, Any],
     account_id: uuid.UUID | None = None,
     conn: Conn | None = None,
-    only_channels: Sequence[str] | None = None,
-    send_sequence: int | None = None,
-    screened: bool = False,
-    forced_reason: str | None = None,
 ) -> SendOutcome:
     """The worker: guard, dedup, preferences, persist, fan out (idempotent on the id).
+    Many at once: `dispatch_batch.dispatch_many`."""
+    send = Dispatch(notification_id, event_type, recipient_user_id, payload, account_id)
+    return await dispatch_one(services, send, conn=conn)
 
-    `only_channels`: the channels a user wants at once of a digest event (no digest then).
-    `send_sequence`: the send's place in send order (its job's id), kept by a digest.
-    `screened`: the digest path applied dedup and throttle already (`forced_reason`
-    "throttled": it was over the limit). Many at once: `dispatch_batch.dispatch_many`."""
-    send = Dispatch(
-        notification_id, event_type, recipient_user_id, payload, account_id, send_sequence
-    )
-    return await dispatch_one(
-        services,
-        send,
-        conn=conn,
-        only_channels=only_channels,
-        screened=screened,
-        forced_reason=forced_reason,
-    )
+
+@dataclass(frozen=True, slots=True)
+class Screened:
+    """A digest event's send the digest path screened already (dedup and throttle are not
+    applied again): it goes at once to `channels` only (no digest then); `forced_reason`
+    "throttled" when it was over the limit."""
+
+    channels: Sequence[str]
+    forced_reason: str | None = None
 
 
 async def dispatch_one(
@@ -402,19 +395,10 @@ async def dispatch_one(
     send: Dispatch,
     *,
     conn: Conn | None = None,
-    only_channels: Sequence[str] | None = None,
-    screened: bool = False,
-    forced_reason: str | None = None,
+    screened: Screened | None = None,
 ) -> SendOutcome:
-    """`dispatch` of one `Dispatch` (a queued job's)."""
-    ready = await prepare_dispatch(
-        services,
-        send,
-        conn=conn,
-        only_channels=only_channels,
-        screened=screened,
-        forced_reason=forced_reason,
-    )
+    """`dispatch` of one `Dispatch` (a queued job's, a digest's instant channels)."""
+    ready = await prepare_dispatch(services, send, conn=conn, screened=screened)
     if isinstance(ready, SendOutcome):
         return ready
     async with _using(services, conn, transaction=needs_transaction(services, ready)) as own:
@@ -441,9 +425,7 @@ async def prepare_dispatch(
     send: Dispatch,
     *,
     conn: Conn | None = None,
-    only_channels: Sequence[str] | None = None,
-    screened: bool = False,
-    forced_reason: str | None = None,
+    screened: Screened | None = None,
     statements: bool = True,
 ) -> ReadyDispatch | SendOutcome:
     """Everything of `dispatch` before its write: the outcome when there is none to make
@@ -457,14 +439,14 @@ async def prepare_dispatch(
         return SendOutcome(notification_id=None, status="self_action")
     dedup_key = None
     window = 0
-    if definition.dedup is not None and not screened:
+    if definition.dedup is not None and screened is None:
         dedup_key = f"{definition.type}:{definition.dedup.key(recipient, model)}"
         window = int(definition.dedup.window_seconds)
     if (
         definition.digest is not None
         and not definition.critical
         and services.settings.section(JobSettings).queues_enabled
-        and only_channels is None
+        and screened is None
     ):
         if not statements:
             raise StatementRefused("a digest item")
@@ -480,7 +462,7 @@ async def prepare_dispatch(
             send_sequence=send.send_sequence,
         )
     throttle_key = None
-    if definition.throttle is not None and not screened:
+    if definition.throttle is not None and screened is None:
         if not statements:
             raise StatementRefused("a throttle count")
         throttle_key = f"{definition.type}:{definition.throttle.key(recipient, model)}"
@@ -490,8 +472,8 @@ async def prepare_dispatch(
     locale = await _locale_for(services, conn, definition.in_app, send.recipient_user_id)
     content = render(definition.in_app, recipient, model, locale)
     channels = live_channels(services.settings, definition.default_channels)
-    if only_channels is not None:
-        channels = tuple(channel for channel in channels if channel in only_channels)
+    if screened is not None:
+        channels = tuple(channel for channel in channels if channel in screened.channels)
     notification = queries.NewNotification(
         notification_id=send.notification_id,
         user_id=send.recipient_user_id,
@@ -506,7 +488,7 @@ async def prepare_dispatch(
         window_seconds=window,
         channels=channels,
         critical=definition.critical,
-        forced_reason=forced_reason,
+        forced_reason=screened.forced_reason if screened is not None else None,
     )
     return ReadyDispatch(
         notification=notification, definition=definition, throttle_key=throttle_key
@@ -723,13 +705,13 @@ async def _add_to_digest(
             return SendOutcome(notification_id=None, status="duplicate")
         # Screened above: the instant path neither dedups nor counts this send again.
         send = Dispatch(notification_id, definition.type, recipient_user_id, payload, account_id)
-        dispatch_now = functools.partial(dispatch_one, services, send, conn=own, screened=True)
+        dispatch_now = functools.partial(dispatch_one, services, send, conn=own)
         if verdict == "throttled":
-            return await dispatch_now(only_channels=channels, forced_reason="throttled")
+            return await dispatch_now(screened=Screened(channels, forced_reason="throttled"))
         outcome: SendOutcome | None = None
         for window, members in sorted(groups.items()):
             if window <= 0:
-                outcome = await dispatch_now(only_channels=members)
+                outcome = await dispatch_now(screened=Screened(members))
                 continue
             digest = await queries.join_digest(
                 own,

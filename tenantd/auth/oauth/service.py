@@ -45,6 +45,7 @@ from tenantd.auth.oauth.flow import (
     verify_id_token,
 )
 from tenantd.auth.oauth.reauth import SteppedUp, step_up
+from tenantd.auth.service import ticket_or_session
 from tenantd.db import Database
 from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
@@ -54,7 +55,7 @@ from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.identity.settings import OAuthProviderSettings, SignInSettings
-from tenantd.identity.signin import ClientMeta, Started, record_security, start_session
+from tenantd.identity.signin import ClientMeta, Started, record_security
 from tenantd.mfa import service as mfa
 from tenantd.settings import Settings
 from tenantd.web.schemas import ApiModel
@@ -490,21 +491,22 @@ async def _sign_in(
                 await account_mail.submit_join_request(
                     services, conn, join_request_id=conflict.join_request_id
                 )
-        elif await mfa.mfa_enabled(conn, user_id):
-            # The provider was the first factor; the second is asked on the MFA page.
-            ticket = await mfa.start_ticket(
-                conn, settings, user_id=user_id, amr=[mfa.AMR_FEDERATED], return_to=return_to
-            )
         else:
-            started = await start_session(
+            # The provider was the first factor; a second is asked on the MFA page.
+            proven = await ticket_or_session(
                 services,
                 conn,
                 user_id=user_id,
                 account_id=provisioned.account_id,
                 client=client,
                 method=provider,
-                amr=(mfa.AMR_FEDERATED,),
+                amr=mfa.AMR_FEDERATED,
+                return_to=return_to,
             )
+            if isinstance(proven, mfa.Ticket):
+                ticket = proven
+            else:
+                started = proven
     _log_outcome(provider, user_id, outcome if conflict is None else "domain_claimed")
     if conflict is not None:
         # Committed above: the join request and its mail jobs survive the refusal.

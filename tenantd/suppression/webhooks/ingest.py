@@ -8,6 +8,7 @@ Both insert in sorted order, so concurrent batches take row locks in the same or
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 import orjson
 
 from tenantd.db import Conn, Database
-from tenantd.errors import NotFound
+from tenantd.errors import NotFound, Unauthorized
 from tenantd.suppression import queries
 from tenantd.suppression import service as suppression
 
@@ -24,6 +25,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 MAX_EVENT_ID = 256
+TIMESTAMP = re.compile(r"[0-9]{1,12}")  # a signature header's unix seconds
 
 
 def usable_event_id(value: object) -> str | None:
@@ -132,6 +134,18 @@ def configured(value: T | None) -> T:
     if not value:
         raise NotFound()
     return value
+
+
+def signature_refused(provider: str, why: str) -> Unauthorized:
+    """The 401 of a delivery whose signature does not verify."""
+    # The cause goes to the log (never the secret, key or signature), not to the caller.
+    log.warning("webhook signature refused", extra={"provider": provider, "cause": why})
+    return Unauthorized("invalid_signature", "Webhook signature verification failed")
+
+
+def outside_window(timestamp: str, *, now: float, tolerance_seconds: int) -> bool:
+    """A signed timestamp (TIMESTAMP, checked first) too far from now either way: a replay."""
+    return abs(now - int(timestamp)) > tolerance_seconds
 
 
 def timestamped(

@@ -21,7 +21,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from aiohttp import web
@@ -29,7 +29,7 @@ from aiohttp import web
 from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
-from tenantd.errors import Unauthorized, ValidationFailed
+from tenantd.errors import ValidationFailed
 from tenantd.suppression.webhooks import ingest
 from tenantd.web.json import loads_bounded
 
@@ -47,8 +47,9 @@ HEADER_SETS = (
 MAX_SIGNATURES = 4096  # a v1 entry is 47 characters; a few per secret during rotation
 DIGEST_SIZE = hashlib.sha256().digest_size
 
-_TIMESTAMP = re.compile(r"[0-9]{1,12}")
 _MESSAGE_ID = re.compile(rf"[\x21-\x7e]{{1,{ingest.MAX_EVENT_ID}}}")
+
+refused = partial(ingest.signature_refused, PROVIDER)
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,6 @@ class SignedHeaders:
     message_id: str
     timestamp: str
     signatures: tuple[bytes, ...]  # the decoded v1 entries
-
-
-def refused(why: str) -> Unauthorized:
-    # The cause goes to the log (never the secret or the signature), not to the caller.
-    log.warning("webhook signature refused", extra={"provider": PROVIDER, "cause": why})
-    return Unauthorized("invalid_signature", "Webhook signature verification failed")
 
 
 @lru_cache(maxsize=4)
@@ -124,9 +119,9 @@ def _v1_entries(signatures: str) -> tuple[bytes, ...]:
 def signed_headers(headers: Mapping[str, str], *, now: float) -> SignedHeaders:
     """Headers present, well-formed, inside the window and carrying a v1 entry; else 401."""
     message_id, timestamp, signatures = _header_set(headers)
-    if not _MESSAGE_ID.fullmatch(message_id) or not _TIMESTAMP.fullmatch(timestamp):
+    if not _MESSAGE_ID.fullmatch(message_id) or not ingest.TIMESTAMP.fullmatch(timestamp):
         raise refused("malformed message id or timestamp")
-    if abs(now - int(timestamp)) > TOLERANCE_SECONDS:
+    if ingest.outside_window(timestamp, now=now, tolerance_seconds=TOLERANCE_SECONDS):
         raise refused("timestamp outside the tolerance window")
     if len(signatures) > MAX_SIGNATURES:
         raise refused("signature header too long")
