@@ -30,7 +30,7 @@ from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
-from tenantd.ui.forms import Form, Problem, field, parse, problem
+from tenantd.ui.forms import Form, Problem, again_showing, field, parse, problem
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta
 from tenantd.ui.strings import done_text, text
@@ -209,11 +209,7 @@ async def restore_post(request: web.Request, viewer: Viewer, form: Form) -> web.
     return redirect(request, "/accounts?done=restored")
 
 
-async def accounts_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    name = field(form, "name").strip()
-    return await _accounts(request, viewer, issue=problem(exc), name=name)
+accounts_again = again_showing(_accounts, name="name")
 
 
 async def accounts_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
@@ -312,10 +308,7 @@ def member_action(action: MemberAction) -> Page:
     return handler
 
 
-async def members_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    return await _members(request, viewer, issue=problem(exc))
+members_again = again_showing(_members)  # the forms of the members page
 
 
 def _path(request: web.Request, name: str) -> uuid.UUID:
@@ -428,7 +421,4 @@ async def join_decision_post(
     return redirect(request, f"/join-requests?done={'approved' if approve else 'denied'}")
 
 
-async def join_requests_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    return await _join_requests(request, viewer, issue=problem(exc))
+join_requests_again = again_showing(_join_requests)

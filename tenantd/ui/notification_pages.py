@@ -12,7 +12,7 @@ from tenantd.notifications import preferences as prefs
 from tenantd.notifications import unsubscribe as unsub
 from tenantd.notifications.channels import in_app
 from tenantd.notifications.domain import notifications_of
-from tenantd.ui.forms import Form, Problem, field, problem
+from tenantd.ui.forms import Form, Problem, again_showing, field, problem
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer, load_viewer
 from tenantd.ui.strings import done_text, event_label, text
@@ -66,10 +66,7 @@ async def read_post(request: web.Request, viewer: Viewer, form: Form) -> web.Str
     return redirect(request, "/notifications?done=read")
 
 
-async def inbox_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    return await _inbox(request, viewer, issue=problem(exc))
+inbox_again = again_showing(_inbox)
 
 
 async def read_all_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:

@@ -18,7 +18,7 @@ from tenantd.identity import permissions
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
 from tenantd.notifications.domain import Notifications, notifications_of
-from tenantd.ui.forms import Form, Problem, field, problem
+from tenantd.ui.forms import Form, Problem, again_showing, field, problem
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer
 from tenantd.ui.strings import done_text, text
@@ -152,10 +152,7 @@ async def preferences_post(request: web.Request, viewer: Viewer, form: Form) -> 
     return redirect(request, PREFERENCES + "?done=preferences")
 
 
-async def preferences_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    return await _preferences(request, viewer, issue=problem(exc))
+preferences_again = again_showing(_preferences)
 
 
 async def quiet_hours_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
@@ -243,10 +240,7 @@ async def defaults_post(request: web.Request, viewer: Viewer, form: Form) -> web
     return redirect(request, f"/accounts/{account_id}/notification-defaults?done=defaults")
 
 
-async def defaults_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    return await _defaults(request, viewer, issue=problem(exc))
+defaults_again = again_showing(_defaults)
 
 
 async def _posted_defaults(
