@@ -34,8 +34,8 @@ from tenantd.ui.forms import (
     Form,
     field,
     parse,
-    problem_page,
     read_form,
+    refused_page,
     safe_next,
     shown_again,
 )
@@ -219,7 +219,7 @@ def _login(
     exc: AppError | None = None,
 ) -> web.Response:
     """The sign-in page: its form (what was typed), a notice or a refusal in words."""
-    return problem_page(
+    return refused_page(
         request,
         "login.html",
         text("login.title"),
@@ -376,7 +376,7 @@ async def invitation_page(request: web.Request) -> web.Response:
 
 def _invitation(request: web.Request, token: str, exc: AppError | None = None) -> web.Response:
     """The invitation's page: its token, where it is (to come back after signing in)."""
-    return problem_page(
+    return refused_page(
         request,
         "invitation.html",
         text("invite.title"),

@@ -14,7 +14,7 @@ from tenantd.errors import AppError, NotFound
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.settings import SignInSettings
 from tenantd.ui.auth_pages import captcha_token, signed_in_or_mfa
-from tenantd.ui.forms import Form, field, parse, problem_page, safe_next
+from tenantd.ui.forms import Form, field, parse, refused_page, safe_next
 from tenantd.ui.render import redirect
 from tenantd.ui.session import client_meta, load_viewer
 from tenantd.ui.strings import text
@@ -64,7 +64,7 @@ def _code_page(
     """The email-code page at `step` (request, code, link), with what was typed."""
     _enabled(request)  # off: not found, whatever the form held
     link: dict[str, Any] = {"token": token} if step == "link" else {}
-    return problem_page(
+    return refused_page(
         request,
         TEMPLATE,
         text("emaillink.title" if step == "link" else "emailcode.title"),

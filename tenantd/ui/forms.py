@@ -110,6 +110,14 @@ Form = MultiDictProxy[Any]
 
 
 def problem_page(
+    request: web.Request, template: str, title: str, issue: Problem | None, **context: Any
+) -> web.Response:
+    """A page that may show a refusal in words (`issue`): then with its status, else 200."""
+    status = issue.status if issue is not None else 200
+    return page(request, template, status=status, title=title, **context, problem=issue)
+
+
+def refused_page(
     request: web.Request,
     template: str,
     title: str,
@@ -118,11 +126,9 @@ def problem_page(
     words: Callable[[AppError], Problem] = problem,
     **context: Any,
 ) -> web.Response:
-    """A form's page, with a refusal (`exc`) in `words` when there was one: then the
-    refusal's status, else 200."""
+    """A form's page, with a refusal (`exc`) in `words` when there was one."""
     issue = words(exc) if exc is not None else None
-    status = issue.status if issue is not None else 200
-    return page(request, template, status=status, title=title, **context, problem=issue)
+    return problem_page(request, template, title, issue, **context)
 
 
 def shown_again(
@@ -130,7 +136,7 @@ def shown_again(
 ) -> web.Response:
     """A form's page again after a refusal: what was typed (`kept`), the refusal's status
     and its problem in words."""
-    return problem_page(request, template, title, exc, **kept)
+    return refused_page(request, template, title, exc, **kept)
 
 
 def again_showing(show: Callable[..., Awaitable[web.Response]], **kept: str) -> View:

@@ -30,9 +30,10 @@ from tenantd.ui.forms import (
     parse,
     problem,
     problem_page,
+    refused_page,
     safe_next,
 )
-from tenantd.ui.render import page, redirect
+from tenantd.ui.render import redirect
 from tenantd.ui.session import ACCESS, DEVICE, ISSUED, STALE, Viewer, client_meta, load_viewer
 from tenantd.ui.strings import text
 from tenantd.web.json import loads_bounded
@@ -66,15 +67,14 @@ async def _mfa_page(
             methods = (await mfa.status(request.app[SERVICES], row["user_id"]))["methods"]
         except AppError:
             issue = issue or Problem(message=text("mfa.ticket_expired"), status=401)
-    return page(
+    return problem_page(
         request,
         "login_mfa.html",
-        status=issue.status if issue else 200,
-        title=text("mfa.title"),
+        text("mfa.title"),
+        issue,
         ticket=ticket,
         next=next_path,
         methods=methods,
-        problem=issue,
         recovery=recovery,
         live=bool(methods),
     )
@@ -296,7 +296,7 @@ def _email_link_page(
     """The page of an email-change link (`confirm`, `cancel`, `cancelled` with its
     `outcome`); a refused link says so in words, with the refusal's status."""
     title = text("email.confirm_title" if mode == "confirm" else "email.cancel_title")
-    return problem_page(
+    return refused_page(
         request,
         "email_change.html",
         title,
@@ -372,7 +372,7 @@ async def cancel_email_again(
 def _undo_page(
     request: web.Request, mode: str, *, token: str = "", refused: AppError | None = None
 ) -> web.Response:
-    return problem_page(
+    return refused_page(
         request,
         "wasnt_me.html",
         text("undo.title"),

@@ -12,7 +12,7 @@ from tenantd.notifications import preferences as prefs
 from tenantd.notifications import unsubscribe as unsub
 from tenantd.notifications.channels import in_app
 from tenantd.notifications.domain import notifications_of
-from tenantd.ui.forms import Form, Problem, again_showing, field, problem
+from tenantd.ui.forms import Form, Problem, again_showing, field, problem, problem_page
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer, load_viewer
 from tenantd.ui.strings import done_text, event_label, text
@@ -39,17 +39,16 @@ async def _inbox(
     defaults_apply = await prefs.account_defaults_apply(
         services, user_id=viewer.principal.user_id, account_id=viewer.principal.account_id
     )
-    return page(
+    return problem_page(
         request,
         "notifications.html",
-        status=issue.status if issue else 200,
-        title=text("notifications.title"),
+        text("notifications.title"),
+        issue,
         items=data["items"],
         next_cursor=data.get("nextCursor"),
         unread=unread["count"],
         defaults_apply=defaults_apply,
         notice=done_text(request.query.get("done")),
-        problem=issue,
     )
 
 
