@@ -145,7 +145,7 @@ def schedule_key(key: ActingKey, idempotency_key: str) -> str:
     return f"apikey:{key.id}:{digest}"
 
 
-async def accept(
+async def send_once(
     request: web.Request,
     caller: ActingKey,
     body: SendBody | SendBatchBody,
@@ -185,7 +185,6 @@ async def event_types(request: web.Request) -> orjson.Fragment:
 
 @ROUTES.put(
     f"{BASE}/event-types/{{type}}",
-    **MANAGER,
     body=EventTypeBody,
     body_limit=DEFINITION_BODY_LIMIT,
     response=EventTypeOut,
@@ -197,6 +196,7 @@ async def event_types(request: web.Request) -> orjson.Fragment:
         "reaches outside the sandbox",
     },
     summary="Define or replace a declarative event type; every instance uses it within 5 s",
+    **MANAGER,
 )
 async def define_event_type(request: web.Request, body: EventTypeBody) -> web.Response:
     services = notifications_of(request.app)
@@ -209,13 +209,13 @@ async def define_event_type(request: web.Request, body: EventTypeBody) -> web.Re
 
 @ROUTES.delete(
     f"{BASE}/event-types/{{type}}",
-    **MANAGER,
     response=EventTypeDeleted,
     responses={
         404: "NOT_FOUND: no stored event type of this name",
         409: "CONFLICT: the type is defined by the deployment (Python module or catalog file)",
     },
     summary="Delete a declarative event type stored over HTTP",
+    **MANAGER,
 )
 async def delete_event_type(request: web.Request) -> EventTypeDeleted:
     event_type = _event_type(request)
@@ -233,35 +233,35 @@ def _event_type(request: web.Request) -> str:
 
 @ROUTES.post(
     f"{BASE}/send",
-    **SENDER,
     body=SendBody,
     response=SendAccepted,
     status=202,
     responses=IDEMPOTENT_RESPONSES,
     summary="Send one notification, now or scheduled (deliverAt / delaySeconds); "
     "Idempotency-Key: a retry gets the first answer",
+    **SENDER,
 )
 async def send(request: web.Request, body: SendBody) -> web.Response:
     key = idempotency_key(request, body.idempotency_key)
     caller = acting_key(request)
     item = body.request(schedule_key(caller, key) if key is not None else None)
-    return await accept(request, caller, body, [item], key)
+    return await send_once(request, caller, body, [item], key)
 
 
 @ROUTES.post(
     f"{BASE}/send-batch",
-    **SENDER,
     body=SendBatchBody,
     body_limit=BATCH_BODY_LIMIT,
     response=BatchAccepted,
     status=202,
     responses=IDEMPOTENT_RESPONSES,
     summary=f"Send up to {MAX_BATCH} notifications, all or none",
+    **SENDER,
 )
 async def send_batch(request: web.Request, body: SendBatchBody) -> web.Response:
     key = idempotency_key(request, body.idempotency_key)
     items = [item.request() for item in body.items]
-    return await accept(request, acting_key(request), body, items, key, batch=True)
+    return await send_once(request, acting_key(request), body, items, key, batch=True)
 
 
 async def _cancel(
@@ -289,10 +289,10 @@ CANCEL_RESPONSES = {
 
 @ROUTES.delete(
     f"{BASE}/scheduled/{{id}}",
-    **SENDER,
     response=ScheduledCancelled,
     responses=CANCEL_RESPONSES,
     summary="Cancel a scheduled notification before it is due (again: the same answer)",
+    **SENDER,
 )
 async def cancel_by_id(request: web.Request) -> ScheduledCancelled:
     return await _cancel(request, notification_id=path_uuid(request, "id"), key=None)
@@ -300,11 +300,11 @@ async def cancel_by_id(request: web.Request) -> ScheduledCancelled:
 
 @ROUTES.post(
     f"{BASE}/scheduled/cancel",
-    **SENDER,
     body=CancelScheduledBody,
     response=ScheduledCancelled,
     responses=CANCEL_RESPONSES,
     summary="Cancel a scheduled notification by id or by the Idempotency-Key it was sent with",
+    **SENDER,
 )
 async def cancel_by_body(request: web.Request, body: CancelScheduledBody) -> ScheduledCancelled:
     if (body.id is None) == (body.idempotency_key is None):
