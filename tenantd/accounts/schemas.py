@@ -231,6 +231,10 @@ class InvitationIssued(ApiModel):
     invitation: InvitationOut
     token: str = Field(description="The raw token, shown this once; only its hash is stored")
 
+    @classmethod
+    def of(cls, invitation: Row, token: str) -> InvitationIssued:
+        return cls(invitation=InvitationOut.of(invitation), token=token)
+
 
 class AcceptResult(ApiModel):
     account: AccountRef
@@ -256,6 +260,14 @@ class JoinRequestOut(ApiModel):
 class JoinDecision(ApiModel):
     join_request: JoinRequestOut
     membership: MembershipOut | None = None
+
+    @classmethod
+    def of(cls, join_request: Row, membership: Row | None) -> JoinDecision:
+        """A decided request; approved: the membership it made (none when denied)."""
+        return cls(
+            join_request=JoinRequestOut.of(join_request),
+            membership=MembershipOut.of(membership) if membership else None,
+        )
 
 
 # -- the audit log (issue 14) ------------------------------------------------------------------

@@ -269,7 +269,7 @@ async def create_invitation(request: web.Request, body: InvitationCreate) -> Inv
     issued = await in_account(
         request, invitations.create_invitation, email=str(body.email), role=body.role
     )
-    return InvitationIssued(invitation=InvitationOut.of(issued.invitation), token=issued.token)
+    return InvitationIssued.of(issued.invitation, issued.token)
 
 
 @ROUTES.post(
@@ -282,7 +282,7 @@ async def resend_invitation(request: web.Request) -> InvitationIssued:
     issued = await in_account(
         request, invitations.resend_invitation, invitation_id=path_uuid(request, "iid")
     )
-    return InvitationIssued(invitation=InvitationOut.of(issued.invitation), token=issued.token)
+    return InvitationIssued.of(issued.invitation, issued.token)
 
 
 @ROUTES.delete(
@@ -333,10 +333,7 @@ async def approve_join_request(request: web.Request) -> JoinDecision:
     decision = await in_account(
         request, join_requests.approve_join_request, request_id=path_uuid(request, "rid")
     )
-    return JoinDecision(
-        join_request=JoinRequestOut.of(decision.join_request),
-        membership=MembershipOut.of(decision.membership) if decision.membership else None,
-    )
+    return JoinDecision.of(decision.join_request, decision.membership)
 
 
 @ROUTES.post(
@@ -346,7 +343,7 @@ async def deny_join_request(request: web.Request) -> JoinDecision:
     decision = await in_account(
         request, join_requests.deny_join_request, request_id=path_uuid(request, "rid")
     )
-    return JoinDecision(join_request=JoinRequestOut.of(decision.join_request), membership=None)
+    return JoinDecision.of(decision.join_request, decision.membership)
 
 
 # -- the audit log ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from tenantd.directories.schemas import (
     DirectoryOut,
     GroupRoleBody,
 )
+from tenantd.identity.account_call import in_account
 from tenantd.identity.bundle import SERVICES
 from tenantd.principal import current_principal
 from tenantd.web.routing import path_uuid
@@ -31,21 +32,16 @@ DIRECTORIES = "/api/v1/accounts/{id}/directories"
     summary="Add a SCIM directory (owner, admin); its bearer token is shown once",
 )
 async def create_directory(request: web.Request, body: DirectoryCreate) -> DirectoryIssued:
-    services = request.app[SERVICES]
-    created = await service.create_directory(
-        services, current_principal(request), path_uuid(request, "id"), name=body.name
-    )
-    out = DirectoryOut.of(created.directory, services.settings.public_base_url)
+    created = await in_account(request, service.create_directory, name=body.name)
+    out = DirectoryOut.of(created.directory, request.app[SERVICES].settings.public_base_url)
     return DirectoryIssued(**out.model_dump(), token=created.token)
 
 
 @ROUTES.get(DIRECTORIES, response=list[DirectoryOut], summary="The account's SCIM directories")
 async def list_directories(request: web.Request) -> list[DirectoryOut]:
-    services = request.app[SERVICES]
-    rows = await service.list_directories(
-        services, current_principal(request), path_uuid(request, "id")
-    )
-    return [DirectoryOut.of(row, services.settings.public_base_url) for row in rows]
+    rows = await in_account(request, service.list_directories)
+    base_url = request.app[SERVICES].settings.public_base_url
+    return [DirectoryOut.of(row, base_url) for row in rows]
 
 
 @ROUTES.delete(
@@ -55,12 +51,7 @@ async def list_directories(request: web.Request) -> list[DirectoryOut]:
 )
 async def delete_directory(request: web.Request) -> DirectoryDeleted:
     directory_id = path_uuid(request, "directoryId")
-    await service.delete_directory(
-        request.app[SERVICES],
-        current_principal(request),
-        path_uuid(request, "id"),
-        directory_id=directory_id,
-    )
+    await in_account(request, service.delete_directory, directory_id=directory_id)
     return DirectoryDeleted(id=directory_id)
 
 
@@ -70,11 +61,8 @@ async def delete_directory(request: web.Request) -> DirectoryDeleted:
     summary="A directory's groups and the role each maps to",
 )
 async def list_directory_groups(request: web.Request) -> list[DirectoryGroupOut]:
-    rows = await service.list_groups(
-        request.app[SERVICES],
-        current_principal(request),
-        path_uuid(request, "id"),
-        directory_id=path_uuid(request, "directoryId"),
+    rows = await in_account(
+        request, service.list_groups, directory_id=path_uuid(request, "directoryId")
     )
     return [DirectoryGroupOut.of(row) for row in rows]
 

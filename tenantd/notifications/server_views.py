@@ -37,6 +37,11 @@ MAX_BATCH = 1000
 BATCH_BODY_LIMIT = 16 * API_BODY_LIMIT  # 1,000 items of up to ~16 KiB each
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
+# Who may call: a send (or its cancel) with the send scope; the event types' definitions with
+# the manage scope.
+SENDER: dict[str, Any] = {"access": Access.API_KEY, "scope": SCOPE}
+MANAGER: dict[str, Any] = {"access": Access.API_KEY, "scope": MANAGE}
+IDEMPOTENT_RESPONSES = {409: "The Idempotency-Key was used with a different request"}
 
 IdempotencyKey = Annotated[
     str,
@@ -140,7 +145,25 @@ def schedule_key(key: ActingKey, idempotency_key: str) -> str:
     return f"apikey:{key.id}:{digest}"
 
 
-def answer(accepted: server.Accepted) -> web.Response:
+async def send_once(
+    request: web.Request,
+    caller: ActingKey,
+    body: SendBody | SendBatchBody,
+    requests: list[SendRequest],
+    key: str | None,
+    *,
+    batch: bool = False,
+) -> web.Response:
+    """Send `requests` once per Idempotency-Key `key`: a retry gets the first answer (the
+    request's fingerprint is the body's, its key aside), marked as replayed."""
+    accepted = await server.accept(
+        notifications_of(request.app),
+        caller,
+        requests,
+        batch=batch,
+        idempotency_key=key,
+        request_hash=fingerprint(body.model_dump(mode="json", exclude={"idempotency_key"})),
+    )
     response = ok(accepted.data, status=202)
     if accepted.replayed:
         response.headers[REPLAYED_HEADER] = "true"
@@ -162,8 +185,6 @@ async def event_types(request: web.Request) -> orjson.Fragment:
 
 @ROUTES.put(
     f"{BASE}/event-types/{{type}}",
-    access=Access.API_KEY,
-    scope=MANAGE,
     body=EventTypeBody,
     body_limit=DEFINITION_BODY_LIMIT,
     response=EventTypeOut,
@@ -175,6 +196,7 @@ async def event_types(request: web.Request) -> orjson.Fragment:
         "reaches outside the sandbox",
     },
     summary="Define or replace a declarative event type; every instance uses it within 5 s",
+    **MANAGER,
 )
 async def define_event_type(request: web.Request, body: EventTypeBody) -> web.Response:
     services = notifications_of(request.app)
@@ -187,14 +209,13 @@ async def define_event_type(request: web.Request, body: EventTypeBody) -> web.Re
 
 @ROUTES.delete(
     f"{BASE}/event-types/{{type}}",
-    access=Access.API_KEY,
-    scope=MANAGE,
     response=EventTypeDeleted,
     responses={
         404: "NOT_FOUND: no stored event type of this name",
         409: "CONFLICT: the type is defined by the deployment (Python module or catalog file)",
     },
     summary="Delete a declarative event type stored over HTTP",
+    **MANAGER,
 )
 async def delete_event_type(request: web.Request) -> EventTypeDeleted:
     event_type = _event_type(request)
@@ -212,50 +233,35 @@ def _event_type(request: web.Request) -> str:
 
 @ROUTES.post(
     f"{BASE}/send",
-    access=Access.API_KEY,
-    scope=SCOPE,
     body=SendBody,
     response=SendAccepted,
     status=202,
-    responses={409: "The Idempotency-Key was used with a different request"},
+    responses=IDEMPOTENT_RESPONSES,
     summary="Send one notification, now or scheduled (deliverAt / delaySeconds); "
     "Idempotency-Key: a retry gets the first answer",
+    **SENDER,
 )
 async def send(request: web.Request, body: SendBody) -> web.Response:
     key = idempotency_key(request, body.idempotency_key)
     caller = acting_key(request)
-    accepted = await server.accept(
-        notifications_of(request.app),
-        caller,
-        [body.request(schedule_key(caller, key) if key is not None else None)],
-        idempotency_key=key,
-        request_hash=fingerprint(body.model_dump(mode="json", exclude={"idempotency_key"})),
-    )
-    return answer(accepted)
+    item = body.request(schedule_key(caller, key) if key is not None else None)
+    return await send_once(request, caller, body, [item], key)
 
 
 @ROUTES.post(
     f"{BASE}/send-batch",
-    access=Access.API_KEY,
-    scope=SCOPE,
     body=SendBatchBody,
     body_limit=BATCH_BODY_LIMIT,
     response=BatchAccepted,
     status=202,
-    responses={409: "The Idempotency-Key was used with a different request"},
+    responses=IDEMPOTENT_RESPONSES,
     summary=f"Send up to {MAX_BATCH} notifications, all or none",
+    **SENDER,
 )
 async def send_batch(request: web.Request, body: SendBatchBody) -> web.Response:
     key = idempotency_key(request, body.idempotency_key)
-    accepted = await server.accept(
-        notifications_of(request.app),
-        acting_key(request),
-        [item.request() for item in body.items],
-        batch=True,
-        idempotency_key=key,
-        request_hash=fingerprint(body.model_dump(mode="json", exclude={"idempotency_key"})),
-    )
-    return answer(accepted)
+    items = [item.request() for item in body.items]
+    return await send_once(request, acting_key(request), body, items, key, batch=True)
 
 
 async def _cancel(
@@ -283,11 +289,10 @@ CANCEL_RESPONSES = {
 
 @ROUTES.delete(
     f"{BASE}/scheduled/{{id}}",
-    access=Access.API_KEY,
-    scope=SCOPE,
     response=ScheduledCancelled,
     responses=CANCEL_RESPONSES,
     summary="Cancel a scheduled notification before it is due (again: the same answer)",
+    **SENDER,
 )
 async def cancel_by_id(request: web.Request) -> ScheduledCancelled:
     return await _cancel(request, notification_id=path_uuid(request, "id"), key=None)
@@ -295,12 +300,11 @@ async def cancel_by_id(request: web.Request) -> ScheduledCancelled:
 
 @ROUTES.post(
     f"{BASE}/scheduled/cancel",
-    access=Access.API_KEY,
-    scope=SCOPE,
     body=CancelScheduledBody,
     response=ScheduledCancelled,
     responses=CANCEL_RESPONSES,
     summary="Cancel a scheduled notification by id or by the Idempotency-Key it was sent with",
+    **SENDER,
 )
 async def cancel_by_body(request: web.Request, body: CancelScheduledBody) -> ScheduledCancelled:
     if (body.id is None) == (body.idempotency_key is None):

@@ -18,11 +18,11 @@ from tenantd.auth.oauth.flow import STATE_COOKIE
 from tenantd.auth.oauth.service import CallbackQuery
 from tenantd.db import Row
 from tenantd.identity import browser
+from tenantd.identity.account_call import in_account
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.bundle import IdentityServices as Services
 from tenantd.identity.cookies import clear_cookie
 from tenantd.identity.signin import ClientMeta
-from tenantd.principal import current_principal
 from tenantd.sso import saml, service, signin
 from tenantd.sso.errors import SsoRefused
 from tenantd.sso.schemas import ConnectionChange, ConnectionCreate, ConnectionOut
@@ -100,11 +100,8 @@ async def _answer(
     CONNECTIONS, response=list[ConnectionOut], summary="The account's SSO connections (admin+)"
 )
 async def list_connections(request: web.Request) -> list[ConnectionOut]:
-    services = _services(request)
-    rows = await service.list_connections(
-        services, current_principal(request), path_uuid(request, "id")
-    )
-    return [_out(services, row) for row in rows]
+    rows = await in_account(request, service.list_connections)
+    return [_out(_services(request), row) for row in rows]
 
 
 @ROUTES.post(
@@ -120,11 +117,8 @@ async def list_connections(request: web.Request) -> list[ConnectionOut]:
     summary="Add a SAML or OpenID Connect connection (admin+)",
 )
 async def create_connection(request: web.Request, body: ConnectionCreate) -> ConnectionOut:
-    services = _services(request)
-    row = await service.create_connection(
-        services, current_principal(request), path_uuid(request, "id"), body
-    )
-    return _out(services, row)
+    row = await in_account(request, service.create_connection, body)
+    return _out(_services(request), row)
 
 
 @ROUTES.patch(
@@ -135,15 +129,8 @@ async def create_connection(request: web.Request, body: ConnectionCreate) -> Con
     summary="Change a connection (admin+); enforce: true ends other sessions of its users",
 )
 async def update_connection(request: web.Request, body: ConnectionChange) -> ConnectionOut:
-    services = _services(request)
-    row = await service.update_connection(
-        services,
-        current_principal(request),
-        path_uuid(request, "id"),
-        path_uuid(request, "cid"),
-        body,
-    )
-    return _out(services, row)
+    row = await in_account(request, service.update_connection, path_uuid(request, "cid"), body)
+    return _out(_services(request), row)
 
 
 @ROUTES.delete(
@@ -153,12 +140,7 @@ async def update_connection(request: web.Request, body: ConnectionChange) -> Con
     summary="Remove a connection (admin+); its domains are free again",
 )
 async def delete_connection(request: web.Request) -> dict[str, str]:
-    await service.delete_connection(
-        _services(request),
-        current_principal(request),
-        path_uuid(request, "id"),
-        path_uuid(request, "cid"),
-    )
+    await in_account(request, service.delete_connection, path_uuid(request, "cid"))
     return {}
 
 

@@ -30,8 +30,8 @@ from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
-from tenantd.ui.forms import Form, Problem, field, parse, problem
-from tenantd.ui.render import page, redirect
+from tenantd.ui.forms import Form, Problem, again_showing, field, parse, problem, problem_page
+from tenantd.ui.render import redirect
 from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta
 from tenantd.ui.strings import done_text, text
 from tenantd.web.json import dumps
@@ -105,13 +105,12 @@ async def profile(
         **(await mfa_context(request, viewer)),
         **extra,
     }
-    return page(
+    return problem_page(
         request,
         "account.html",
-        status=issue.status if issue else 200,
-        title=text("account.title"),
+        text("account.title"),
+        issue,
         notice=done_text(request.query.get("done")),
-        problem=issue,
         **context,
     )
 
@@ -187,16 +186,15 @@ async def _accounts(
 ) -> web.Response:
     rows = await accounts.list_accounts(request.app[SERVICES], viewer.principal)
     deleted = await restore.restorable(request.app[SERVICES], viewer.principal.user_id)
-    return page(
+    return problem_page(
         request,
         "accounts.html",
-        status=issue.status if issue else 200,
-        title=text("accounts.title"),
+        text("accounts.title"),
+        issue,
         accounts=rows,
         deleted=deleted,
         active_id=viewer.principal.account_id,
         notice=done_text(request.query.get("done")),
-        problem=issue,
         name=name,
         reauth_back="/accounts",  # a refused restore's step-up comes back here
     )
@@ -209,11 +207,7 @@ async def restore_post(request: web.Request, viewer: Viewer, form: Form) -> web.
     return redirect(request, "/accounts?done=restored")
 
 
-async def accounts_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    name = field(form, "name").strip()
-    return await _accounts(request, viewer, issue=problem(exc), name=name)
+accounts_again = again_showing(_accounts, name="name")
 
 
 async def accounts_page(request: web.Request, viewer: Viewer) -> web.StreamResponse:
@@ -253,7 +247,6 @@ async def _members(
     context: dict[str, Any] = {
         "account_id": account_id,
         "notice": done_text(request.query.get("done")),
-        "problem": issue,
         "members": [],
         "invitations": [],
         "invitations_error": None,
@@ -280,11 +273,11 @@ async def _members(
                 )
             except AppError as exc:
                 context["invitations_error"] = problem(exc).message
-    return page(
+    return problem_page(
         request,
         "members.html",
-        status=issue.status if issue else 200,
-        title=text("members.title", account=context["account_name"]),
+        text("members.title", account=context["account_name"]),
+        issue,
         **context,
     )
 
@@ -312,10 +305,7 @@ def member_action(action: MemberAction) -> Page:
     return handler
 
 
-async def members_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    return await _members(request, viewer, issue=problem(exc))
+members_again = again_showing(_members)  # the forms of the members page
 
 
 def _path(request: web.Request, name: str) -> uuid.UUID:
@@ -399,15 +389,14 @@ async def _join_requests(
         rows = await join_requests.list_join_requests(
             request.app[SERVICES], viewer.principal, account_id
         )
-    return page(
+    return problem_page(
         request,
         "join_requests.html",
-        status=issue.status if issue else 200,
-        title=text("join.title"),
+        text("join.title"),
+        issue,
         requests=rows,
         allowed=allowed,
         notice=done_text(request.query.get("done")),
-        problem=issue,
     )
 
 
@@ -428,7 +417,4 @@ async def join_decision_post(
     return redirect(request, f"/join-requests?done={'approved' if approve else 'denied'}")
 
 
-async def join_requests_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    return await _join_requests(request, viewer, issue=problem(exc))
+join_requests_again = again_showing(_join_requests)

@@ -30,7 +30,15 @@ from tenantd.identity.cookies import (
 from tenantd.mfa import service as mfa
 from tenantd.sso import service as sso_service
 from tenantd.ui.account_pages import work_in
-from tenantd.ui.forms import Form, field, parse, problem, read_form, safe_next, shown_again
+from tenantd.ui.forms import (
+    Form,
+    field,
+    parse,
+    read_form,
+    refused_page,
+    safe_next,
+    shown_again,
+)
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import DEVICE, ISSUED, STALE, Viewer, client_meta, load_viewer
 from tenantd.ui.strings import done_text, oauth_error_text, text
@@ -211,16 +219,14 @@ def _login(
     exc: AppError | None = None,
 ) -> web.Response:
     """The sign-in page: its form (what was typed), a notice or a refusal in words."""
-    issue = problem(exc) if exc is not None else None
-    return page(
+    return refused_page(
         request,
         "login.html",
-        status=issue.status if issue is not None else 200,
-        title=text("login.title"),
+        text("login.title"),
+        exc,
         values={"email": email} if email or exc is None else {},
         next=next_path,
         notice=notice,
-        problem=issue,
         oauth_error=oauth_error,
         unverified=exc is not None and exc.code == "EMAIL_NOT_VERIFIED",
     )
@@ -370,15 +376,13 @@ async def invitation_page(request: web.Request) -> web.Response:
 
 def _invitation(request: web.Request, token: str, exc: AppError | None = None) -> web.Response:
     """The invitation's page: its token, where it is (to come back after signing in)."""
-    issue = problem(exc) if exc is not None else None
-    return page(
+    return refused_page(
         request,
         "invitation.html",
-        status=issue.status if issue is not None else 200,
-        title=text("invite.title"),
+        text("invite.title"),
+        exc,
         token=token,
         here=f"/invitations/accept?token={quote(token)}",
-        problem=issue,
     )
 
 

@@ -4,6 +4,8 @@ a POST (mail scanners that fetch links do not spend it)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from tenantd.auth import email_code
@@ -12,8 +14,8 @@ from tenantd.errors import AppError, NotFound
 from tenantd.identity.bundle import SERVICES
 from tenantd.identity.settings import SignInSettings
 from tenantd.ui.auth_pages import captcha_token, signed_in_or_mfa
-from tenantd.ui.forms import Form, field, parse, problem, safe_next
-from tenantd.ui.render import page, redirect
+from tenantd.ui.forms import Form, field, parse, refused_page, safe_next
+from tenantd.ui.render import redirect
 from tenantd.ui.session import client_meta, load_viewer
 from tenantd.ui.strings import text
 from tenantd.web.ratelimit import rate_limit_request
@@ -61,17 +63,16 @@ def _code_page(
 ) -> web.Response:
     """The email-code page at `step` (request, code, link), with what was typed."""
     _enabled(request)  # off: not found, whatever the form held
-    issue = problem(exc) if exc is not None else None
-    return page(
+    link: dict[str, Any] = {"token": token} if step == "link" else {}
+    return refused_page(
         request,
         TEMPLATE,
-        status=issue.status if issue is not None else 200,
-        title=text("emaillink.title" if step == "link" else "emailcode.title"),
+        text("emaillink.title" if step == "link" else "emailcode.title"),
+        exc,
         step=step,
         values=values,
         next=next_path,
-        **({"token": token} if step == "link" else {}),
-        problem=issue,
+        **link,
     )
 
 

@@ -4,6 +4,7 @@ validation with the API's own body models, and errors in words."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -15,8 +16,10 @@ from tenantd.errors import AppError, Forbidden, PayloadTooLarge
 from tenantd.settings import SETTINGS
 from tenantd.ui import csrf
 from tenantd.ui.render import page
+from tenantd.ui.session import Viewer
 from tenantd.ui.strings import error_text, text
 from tenantd.web.body import validate
+from tenantd.web.spec import View
 
 Model = TypeVar("Model", bound=BaseModel)
 FORM_LIMIT = 64 * 1024
@@ -106,10 +109,44 @@ def safe_next(value: str | None, default: str = "/notifications") -> str:
 Form = MultiDictProxy[Any]
 
 
+def problem_page(
+    request: web.Request, template: str, title: str, issue: Problem | None, **context: Any
+) -> web.Response:
+    """A page that may show a refusal in words (`issue`): then with its status, else 200."""
+    status = issue.status if issue is not None else 200
+    return page(request, template, status=status, title=title, **context, problem=issue)
+
+
+def refused_page(
+    request: web.Request,
+    template: str,
+    title: str,
+    exc: AppError | None,
+    *,
+    words: Callable[[AppError], Problem] = problem,
+    **context: Any,
+) -> web.Response:
+    """A form's page, with a refusal (`exc`) in `words` when there was one."""
+    issue = words(exc) if exc is not None else None
+    return problem_page(request, template, title, issue, **context)
+
+
 def shown_again(
     request: web.Request, template: str, title: str, exc: AppError, **kept: Any
 ) -> web.Response:
     """A form's page again after a refusal: what was typed (`kept`), the refusal's status
     and its problem in words."""
-    issue = problem(exc)
-    return page(request, template, status=issue.status, title=title, **kept, problem=issue)
+    return refused_page(request, template, title, exc, **kept)
+
+
+def again_showing(show: Callable[..., Awaitable[web.Response]], **kept: str) -> View:
+    """The `again` of a signed-in form page: `show(request, viewer, issue=...)` once more,
+    the refusal in words and what was typed in the fields `kept` names (keyword=field)."""
+
+    async def again(
+        request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
+    ) -> web.Response:
+        typed = {name: field(form, posted).strip() for name, posted in kept.items()}
+        return await show(request, viewer, issue=problem(exc), **typed)
+
+    return again

@@ -22,8 +22,18 @@ from tenantd.mfa import passkeys, proof
 from tenantd.mfa import service as mfa
 from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
 from tenantd.ui.account_pages import profile
-from tenantd.ui.forms import Form, Problem, field, parse, problem, safe_next
-from tenantd.ui.render import page, redirect
+from tenantd.ui.forms import (
+    Form,
+    Problem,
+    again_showing,
+    field,
+    parse,
+    problem,
+    problem_page,
+    refused_page,
+    safe_next,
+)
+from tenantd.ui.render import redirect
 from tenantd.ui.session import ACCESS, DEVICE, ISSUED, STALE, Viewer, client_meta, load_viewer
 from tenantd.ui.strings import text
 from tenantd.web.json import loads_bounded
@@ -57,15 +67,14 @@ async def _mfa_page(
             methods = (await mfa.status(request.app[SERVICES], row["user_id"]))["methods"]
         except AppError:
             issue = issue or Problem(message=text("mfa.ticket_expired"), status=401)
-    return page(
+    return problem_page(
         request,
         "login_mfa.html",
-        status=issue.status if issue else 200,
-        title=text("mfa.title"),
+        text("mfa.title"),
+        issue,
         ticket=ticket,
         next=next_path,
         methods=methods,
-        problem=issue,
         recovery=recovery,
         live=bool(methods),
     )
@@ -138,11 +147,7 @@ async def _account(
     return await profile(request, viewer, issue=issue, **extra)
 
 
-async def account_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    """/account again, with the refused form's problem in words."""
-    return await _account(request, viewer, issue=problem(exc))
+account_again = again_showing(_account)  # /account, the refused form's problem in words
 
 
 async def totp_setup_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
@@ -290,15 +295,16 @@ def _email_link_page(
 ) -> web.Response:
     """The page of an email-change link (`confirm`, `cancel`, `cancelled` with its
     `outcome`); a refused link says so in words, with the refusal's status."""
-    return page(
+    title = text("email.confirm_title" if mode == "confirm" else "email.cancel_title")
+    return refused_page(
         request,
         "email_change.html",
-        status=refused.status if refused is not None else 200,
-        title=text("email.confirm_title" if mode == "confirm" else "email.cancel_title"),
+        title,
+        refused,
+        words=_link_problem,
         mode=mode,
         token=token,
         new_email=new_email,
-        problem=_link_problem(refused) if refused is not None else None,
         outcome=outcome,
     )
 
@@ -311,11 +317,7 @@ async def email_post(request: web.Request, viewer: Viewer, form: Form) -> web.St
     return redirect(request, "/account?done=email_sent")
 
 
-async def email_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    new_email = field(form, "newEmail").strip()
-    return await _account(request, viewer, issue=problem(exc), new_email=new_email)
+email_again = again_showing(_account, new_email="newEmail")
 
 
 async def confirm_email_page(request: web.Request) -> web.StreamResponse:
@@ -370,14 +372,14 @@ async def cancel_email_again(
 def _undo_page(
     request: web.Request, mode: str, *, token: str = "", refused: AppError | None = None
 ) -> web.Response:
-    return page(
+    return refused_page(
         request,
         "wasnt_me.html",
-        status=refused.status if refused is not None else 200,
-        title=text("undo.title"),
+        text("undo.title"),
+        refused,
+        words=_link_problem,
         mode=mode,
         token=token,
-        problem=_link_problem(refused) if refused is not None else None,
     )
 
 

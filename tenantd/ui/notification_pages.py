@@ -12,7 +12,7 @@ from tenantd.notifications import preferences as prefs
 from tenantd.notifications import unsubscribe as unsub
 from tenantd.notifications.channels import in_app
 from tenantd.notifications.domain import notifications_of
-from tenantd.ui.forms import Form, Problem, field, problem
+from tenantd.ui.forms import Form, Problem, again_showing, field, problem, problem_page
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer, load_viewer
 from tenantd.ui.strings import done_text, event_label, text
@@ -39,17 +39,16 @@ async def _inbox(
     defaults_apply = await prefs.account_defaults_apply(
         services, user_id=viewer.principal.user_id, account_id=viewer.principal.account_id
     )
-    return page(
+    return problem_page(
         request,
         "notifications.html",
-        status=issue.status if issue else 200,
-        title=text("notifications.title"),
+        text("notifications.title"),
+        issue,
         items=data["items"],
         next_cursor=data.get("nextCursor"),
         unread=unread["count"],
         defaults_apply=defaults_apply,
         notice=done_text(request.query.get("done")),
-        problem=issue,
     )
 
 
@@ -66,10 +65,7 @@ async def read_post(request: web.Request, viewer: Viewer, form: Form) -> web.Str
     return redirect(request, "/notifications?done=read")
 
 
-async def inbox_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    return await _inbox(request, viewer, issue=problem(exc))
+inbox_again = again_showing(_inbox)
 
 
 async def read_all_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:

@@ -18,8 +18,8 @@ from tenantd.identity import permissions
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
 from tenantd.notifications.domain import Notifications, notifications_of
-from tenantd.ui.forms import Form, Problem, field, problem
-from tenantd.ui.render import page, redirect
+from tenantd.ui.forms import Form, Problem, again_showing, field, problem, problem_page
+from tenantd.ui.render import redirect
 from tenantd.ui.session import Viewer
 from tenantd.ui.strings import done_text, text
 
@@ -95,11 +95,11 @@ async def _preferences(
     services = notifications_of(request.app)
     events = await _events(services, viewer)
     account = viewer.account
-    return page(
+    return problem_page(
         request,
         "preferences.html",
-        status=issue.status if issue else 200,
-        title=text("preferences.title"),
+        text("preferences.title"),
+        issue,
         events=events,
         channels=_columns(events),
         frequencies=FREQUENCIES,
@@ -112,7 +112,6 @@ async def _preferences(
             setting["source"] == "account" for event in events for setting in event["channels"]
         ),
         notice=done_text(request.query.get("done")),
-        problem=issue,
     )
 
 
@@ -152,10 +151,7 @@ async def preferences_post(request: web.Request, viewer: Viewer, form: Form) -> 
     return redirect(request, PREFERENCES + "?done=preferences")
 
 
-async def preferences_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    return await _preferences(request, viewer, issue=problem(exc))
+preferences_again = again_showing(_preferences)
 
 
 async def quiet_hours_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
@@ -214,18 +210,17 @@ async def _defaults(
         for setting in event["channels"]:
             setting["default"] = current.get((event["eventType"], setting["channel"]))
     account = viewer.account or {}
-    return page(
+    return problem_page(
         request,
         "notification_defaults.html",
-        status=issue.status if issue else 200,
-        title=text("defaults.title"),
+        text("defaults.title"),
+        issue,
         account_id=account_id,
         account_name=account.get("name", ""),
         events=events,
         channels=_columns(events),
         manage=viewer.can(MANAGE_DEFAULTS),
         notice=done_text(request.query.get("done")),
-        problem=issue,
     )
 
 
@@ -243,10 +238,7 @@ async def defaults_post(request: web.Request, viewer: Viewer, form: Form) -> web
     return redirect(request, f"/accounts/{account_id}/notification-defaults?done=defaults")
 
 
-async def defaults_again(
-    request: web.Request, viewer: Viewer, form: Form | None, exc: AppError
-) -> web.Response:
-    return await _defaults(request, viewer, issue=problem(exc))
+defaults_again = again_showing(_defaults)
 
 
 async def _posted_defaults(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from aiohttp import web
 
@@ -13,7 +15,7 @@ from tenantd.outbox import Actor, public_event, read
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Access, Routes
 from tenantd.webhooks import endpoints
-from tenantd.webhooks.domain import webhooks_of
+from tenantd.webhooks.domain import Webhooks, webhooks_of
 from tenantd.webhooks.schemas import (
     DeliveriesQuery,
     EndpointBody,
@@ -28,6 +30,9 @@ EVENTS = "/api/v1/events"
 ENDPOINTS = "/api/v1/webhook-endpoints"
 ENDPOINT = ENDPOINTS + "/{id}"
 MANAGE = {"access": Access.API_KEY, "scope": "webhooks:manage"}
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def endpoint_json(row: Row) -> dict[str, Any]:
@@ -57,6 +62,22 @@ def delivery_json(row: Row) -> dict[str, Any]:
         "lastError": row["last_error"],
         "deliveredAt": row["delivered_at"],
     }
+
+
+def issued_json(created: endpoints.Created) -> dict[str, Any]:
+    """An endpoint with its new signing secret (shown once)."""
+    return {"endpoint": endpoint_json(created.endpoint), "secret": created.secret}
+
+
+async def on_endpoint(
+    request: web.Request,
+    call: Callable[Concatenate[Webhooks, uuid.UUID, P], Awaitable[T]],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """`call(services, endpoint id, ...)` for the URL's endpoint (`{id}`)."""
+    return await call(webhooks_of(request.app), path_uuid(request, "id"), *args, **kwargs)
 
 
 @ROUTES.get(
@@ -97,12 +118,12 @@ async def add_endpoint(request: web.Request, body: EndpointBody) -> Any:
     created = await endpoints.add_endpoint(
         webhooks_of(request.app), url=body.url, events=body.events, description=body.description
     )
-    return {"endpoint": endpoint_json(created.endpoint), "secret": created.secret}
+    return issued_json(created)
 
 
 @ROUTES.delete(ENDPOINT, summary="Remove a webhook endpoint", **MANAGE)
 async def remove_endpoint(request: web.Request) -> Any:
-    await endpoints.remove_endpoint(webhooks_of(request.app), path_uuid(request, "id"))
+    await on_endpoint(request, endpoints.remove_endpoint)
     return {}
 
 
@@ -113,20 +134,13 @@ async def remove_endpoint(request: web.Request) -> Any:
     **MANAGE,
 )
 async def rotate_secret(request: web.Request, query: RotateQuery) -> Any:
-    created = await endpoints.rotate_secret(
-        webhooks_of(request.app), path_uuid(request, "id"), now=query.now
-    )
-    return {"endpoint": endpoint_json(created.endpoint), "secret": created.secret}
+    return issued_json(await on_endpoint(request, endpoints.rotate_secret, now=query.now))
 
 
 @ROUTES.post(f"{ENDPOINT}/test", summary="Send a webhook.test event", **MANAGE)
 async def send_test(request: web.Request) -> Any:
-    event_id = await endpoints.send_test(
-        webhooks_of(request.app),
-        path_uuid(request, "id"),
-        actor=Actor.api_key(acting_key(request).id),
-    )
-    return {"eventId": event_id}
+    actor = Actor.api_key(acting_key(request).id)
+    return {"eventId": await on_endpoint(request, endpoints.send_test, actor=actor)}
 
 
 @ROUTES.get(
@@ -136,15 +150,12 @@ async def send_test(request: web.Request) -> Any:
     **MANAGE,
 )
 async def list_deliveries(request: web.Request, query: DeliveriesQuery) -> Any:
-    rows = await endpoints.list_deliveries(
-        webhooks_of(request.app), path_uuid(request, "id"), failed=query.failed, limit=query.limit
+    rows = await on_endpoint(
+        request, endpoints.list_deliveries, failed=query.failed, limit=query.limit
     )
     return [delivery_json(row) for row in rows]
 
 
 @ROUTES.post(f"{ENDPOINT}/replay", body=ReplayBody, summary="Deliver events again", **MANAGE)
 async def replay(request: web.Request, body: ReplayBody) -> Any:
-    count = await endpoints.replay(
-        webhooks_of(request.app), path_uuid(request, "id"), since=body.since
-    )
-    return {"deliveries": count}
+    return {"deliveries": await on_endpoint(request, endpoints.replay, since=body.since)}
