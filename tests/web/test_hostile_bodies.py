@@ -73,6 +73,7 @@ def problems(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
         (nested(MAX_JSON_DEPTH + 1), True),
         (json.dumps({"a": "[" * 500 + "{" * 500}), False),  # brackets inside a string
         (json.dumps(['\\"[[[' * 100, "x"]), False),  # escaped quotes do not end the string
+        ("[" * 40 + '"' + "]" * 40, True),  # an unpaired quote (malformed) ends no string
         ("[" + "[[]]," * 10_000 + "1]", False),  # many brackets, shallow
         (nested(100_000), True),  # far past orjson's own limit: no parser is reached
     ],
