@@ -12,6 +12,7 @@ from psycopg2.extras import Json
 from sqlalchemy import func
 
 from tenantd.db import Conn, Row
+from tenantd.db.fetch import fetch_column
 from tenantd.db.tables import (
     mfa_tickets,
     security_undo,
@@ -470,11 +471,12 @@ async def put_back_totp(
 
 
 async def unused_recovery_hashes(conn: Conn, user_id: uuid.UUID) -> list[bytes]:
-    rows = await conn.fetch_all(
+    hashes = await fetch_column(
+        conn,
         "SELECT code_hash FROM mfa_recovery_codes WHERE user_id = %(u)s AND used_at IS NULL",
         {"u": user_id},
     )
-    return [bytes(row["code_hash"]) for row in rows]
+    return [bytes(code_hash) for code_hash in hashes]
 
 
 # -- the mfa sweep ----------------------------------------------------------------------------
