@@ -19,6 +19,7 @@ from tenantd.db.fetch import fetch_column, fetch_row
 # account, unrevoked membership) and one rule for the default account.
 from tenantd.identity.queries import active_role as active_role
 from tenantd.identity.queries import default_account_id as default_account_id
+from tenantd.identity.queries import user_email as user_email
 
 # -- accounts ---------------------------------------------------------------------------------
 
@@ -283,13 +284,6 @@ async def seat_state(conn: Conn, *, account_id: uuid.UUID, user_id: uuid.UUID) -
     Read it while holding the account lock: every writer that adds a member holds it too.
     """
     return await fetch_row(conn, SEATS_SQL, {"a": account_id, "u": user_id})
-
-
-async def user_email(conn: Conn, user_id: uuid.UUID) -> str | None:
-    email: str | None = await conn.fetch_val(
-        "SELECT email FROM users WHERE id = %(u)s", {"u": user_id}
-    )
-    return email
 
 
 async def user_display(conn: Conn, user_id: uuid.UUID) -> Row | None:

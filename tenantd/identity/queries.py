@@ -644,6 +644,16 @@ async def linked_providers(conn: Conn, user_id: uuid.UUID) -> list[str]:
     )
 
 
+# -- a user's address, for the mails of other packages (accounts, mfa) --
+
+
+async def user_email(conn: Conn, user_id: uuid.UUID) -> str | None:
+    email: str | None = await conn.fetch_val(
+        "SELECT email FROM users WHERE id = %(u)s", {"u": user_id}
+    )
+    return email
+
+
 # -- writes of users, passwords and links for auth's flows (email change, deletion, undo) --
 
 

@@ -18,6 +18,7 @@ from tenantd.db.tables import (
     security_undo,
     webauthn_challenges,
 )
+from tenantd.identity.queries import user_email as user_email
 from tenantd.ops.queries import Purge
 
 # -- factors of a user ------------------------------------------------------------------------
@@ -160,7 +161,7 @@ async def clear_failures(conn: Conn, user_id: uuid.UUID) -> None:
 async def replace_recovery_codes(
     conn: Conn, *, user_id: uuid.UUID, hashes: Sequence[bytes]
 ) -> None:
-    await conn.execute("DELETE FROM mfa_recovery_codes WHERE user_id = %(u)s", {"u": user_id})
+    await delete_recovery_codes(conn, user_id)
     for code_hash in hashes:
         await conn.execute(
             "INSERT INTO mfa_recovery_codes (user_id, code_hash) VALUES (%(u)s, %(h)s)",
@@ -347,10 +348,6 @@ async def user_by_email(conn: Conn, email: str) -> Row | None:
         "SELECT id, email, mfa_enabled FROM users WHERE lower(email) = lower(%(e)s)",
         {"e": email.strip()},
     )
-
-
-async def user_email(conn: Conn, user_id: uuid.UUID) -> str | None:
-    return await conn.fetch_val("SELECT email FROM users WHERE id = %(u)s", {"u": user_id})
 
 
 # -- "This wasn't me" links of sensitive actions (sql/0200) -----------------------------------
