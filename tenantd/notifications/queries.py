@@ -353,16 +353,26 @@ async def preferences(conn: Conn, *, user_id: uuid.UUID) -> list[Row]:
     )
 
 
+def _channel_setting_upsert(table: str, column: str) -> str:
+    """Set a user's `column` of one (event type, channel) in `table`, while the user exists."""
+    return (
+        f"INSERT INTO {table} (user_id, event_type, channel, {column})"
+        " SELECT %(uid)s, %(type)s, %(ch)s, %(value)s WHERE EXISTS (SELECT 1 FROM users"
+        "  WHERE id = %(uid)s)"
+        " ON CONFLICT (user_id, event_type, channel)"
+        f" DO UPDATE SET {column} = EXCLUDED.{column}, updated_at = now()"
+    )
+
+
+SET_PREFERENCE = _channel_setting_upsert("notification_preferences", "enabled")
+SET_FREQUENCY = _channel_setting_upsert("notification_frequencies", "frequency")
+
+
 async def set_preference(
     conn: Conn, *, user_id: uuid.UUID, event_type: str, channel: str, enabled: bool
 ) -> None:
     await conn.execute(
-        "INSERT INTO notification_preferences (user_id, event_type, channel, enabled)"
-        " SELECT %(uid)s, %(type)s, %(ch)s, %(on)s WHERE EXISTS (SELECT 1 FROM users"
-        "  WHERE id = %(uid)s)"
-        " ON CONFLICT (user_id, event_type, channel)"
-        " DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = now()",
-        {"uid": user_id, "type": event_type, "ch": channel, "on": enabled},
+        SET_PREFERENCE, {"uid": user_id, "type": event_type, "ch": channel, "value": enabled}
     )
 
 
@@ -381,12 +391,7 @@ async def set_frequency(
     conn: Conn, *, user_id: uuid.UUID, event_type: str, channel: str, frequency: str
 ) -> None:
     await conn.execute(
-        "INSERT INTO notification_frequencies (user_id, event_type, channel, frequency)"
-        " SELECT %(uid)s, %(type)s, %(ch)s, %(f)s WHERE EXISTS (SELECT 1 FROM users"
-        "  WHERE id = %(uid)s)"
-        " ON CONFLICT (user_id, event_type, channel)"
-        " DO UPDATE SET frequency = EXCLUDED.frequency, updated_at = now()",
-        {"uid": user_id, "type": event_type, "ch": channel, "f": frequency},
+        SET_FREQUENCY, {"uid": user_id, "type": event_type, "ch": channel, "value": frequency}
     )
 
 
