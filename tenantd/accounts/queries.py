@@ -13,11 +13,13 @@ from collections.abc import Sequence
 
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
+from tenantd.db.fetch import fetch_column, fetch_row
 
 # The session-time view of memberships is identity's: one predicate for an active role (live
 # account, unrevoked membership) and one rule for the default account.
 from tenantd.identity.queries import active_role as active_role
 from tenantd.identity.queries import default_account_id as default_account_id
+from tenantd.identity.queries import user_email as user_email
 
 # -- accounts ---------------------------------------------------------------------------------
 
@@ -136,13 +138,13 @@ async def set_require_mfa(conn: Conn, *, account_id: uuid.UUID, required: bool) 
 
 async def members_without_mfa(conn: Conn, account_id: uuid.UUID) -> list[uuid.UUID]:
     """Active members who have no second factor (told when the account starts requiring one)."""
-    rows = await conn.fetch_all(
+    return await fetch_column(
+        conn,
         "SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id"
         " WHERE m.account_id = %(a)s AND m.revoked_at IS NULL AND NOT u.mfa_enabled"
         " ORDER BY m.created_at, m.user_id",
         {"a": account_id},
     )
-    return [row["user_id"] for row in rows]
 
 
 async def rename_account(conn: Conn, *, account_id: uuid.UUID, name: str) -> None:
@@ -172,8 +174,7 @@ async def plan_exists(conn: Conn, plan_code: str) -> bool:
 
 
 async def known_features(conn: Conn) -> set[str]:
-    rows = await conn.fetch_all("SELECT DISTINCT unnest(features) AS feature FROM plans")
-    return {row["feature"] for row in rows}
+    return set(await fetch_column(conn, "SELECT DISTINCT unnest(features) AS feature FROM plans"))
 
 
 async def set_plan(conn: Conn, *, account_id: uuid.UUID, plan_code: str, seats: int | None) -> None:
@@ -229,34 +230,31 @@ async def lock_memberships(
 async def insert_membership(
     conn: Conn, *, account_id: uuid.UUID, user_id: uuid.UUID, role: str
 ) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "INSERT INTO memberships (account_id, user_id, role) VALUES (%(a)s, %(u)s, %(r)s)"
         f" RETURNING {MEMBERSHIP_COLUMNS}",
         {"a": account_id, "u": user_id, "r": role},
     )
-    assert row is not None
-    return row
 
 
 async def set_role(conn: Conn, *, membership_id: uuid.UUID, role: str) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "UPDATE memberships SET role = %(r)s, updated_at = now() WHERE id = %(id)s"
         f" RETURNING {MEMBERSHIP_COLUMNS}",
         {"r": role, "id": membership_id},
     )
-    assert row is not None
-    return row
 
 
 async def revoke_membership(conn: Conn, membership_id: uuid.UUID) -> Row:
     """Soft revoke: the row is kept with revoked_at set."""
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "UPDATE memberships SET revoked_at = now(), updated_at = now() WHERE id = %(id)s"
         f" RETURNING {MEMBERSHIP_COLUMNS}",
         {"id": membership_id},
     )
-    assert row is not None
-    return row
 
 
 async def list_members(conn: Conn, account_id: uuid.UUID) -> list[Row]:
@@ -285,16 +283,7 @@ async def seat_state(conn: Conn, *, account_id: uuid.UUID, user_id: uuid.UUID) -
 
     Read it while holding the account lock: every writer that adds a member holds it too.
     """
-    row = await conn.fetch_one(SEATS_SQL, {"a": account_id, "u": user_id})
-    assert row is not None
-    return row
-
-
-async def user_email(conn: Conn, user_id: uuid.UUID) -> str | None:
-    email: str | None = await conn.fetch_val(
-        "SELECT email FROM users WHERE id = %(u)s", {"u": user_id}
-    )
-    return email
+    return await fetch_row(conn, SEATS_SQL, {"a": account_id, "u": user_id})
 
 
 async def user_display(conn: Conn, user_id: uuid.UUID) -> Row | None:
@@ -321,7 +310,8 @@ async def insert_invitation(
     invited_by: uuid.UUID | None,
     ttl_hours: int,
 ) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "INSERT INTO invitations (account_id, email, role, token_hash, invited_by, expires_at)"
         " VALUES (%(a)s, %(e)s, %(r)s, %(h)s, %(by)s, now() + make_interval(hours => %(ttl)s))"
         f" RETURNING {INVITATION_COLUMNS}",
@@ -334,8 +324,6 @@ async def insert_invitation(
             "ttl": ttl_hours,
         },
     )
-    assert row is not None
-    return row
 
 
 async def pending_invitation_for(conn: Conn, *, account_id: uuid.UUID, email: str) -> Row | None:
@@ -389,24 +377,22 @@ async def list_pending_invitations(conn: Conn, account_id: uuid.UUID) -> list[Ro
 async def rotate_invitation(
     conn: Conn, *, invitation_id: uuid.UUID, token_hash: bytes, ttl_hours: int
 ) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "UPDATE invitations SET token_hash = %(h)s, resent_at = now(),"
         " expires_at = now() + make_interval(hours => %(ttl)s)"
         f" WHERE id = %(id)s RETURNING {INVITATION_COLUMNS}",
         {"h": token_hash, "ttl": ttl_hours, "id": invitation_id},
     )
-    assert row is not None
-    return row
 
 
 async def revoke_invitation(conn: Conn, invitation_id: uuid.UUID) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "UPDATE invitations SET revoked_at = now() WHERE id = %(id)s"
         f" RETURNING {INVITATION_COLUMNS}",
         {"id": invitation_id},
     )
-    assert row is not None
-    return row
 
 
 async def mark_invitation_accepted(
@@ -482,9 +468,7 @@ async def decide_join_request(
         " WHERE id = %(id)s",
         {"s": status, "by": decided_by, "id": request_id},
     )
-    row = await conn.fetch_one(f"{JOIN_REQUEST_SELECT} WHERE j.id = %(id)s", {"id": request_id})
-    assert row is not None
-    return row
+    return await fetch_row(conn, f"{JOIN_REQUEST_SELECT} WHERE j.id = %(id)s", {"id": request_id})
 
 
 # -- sweeps -----------------------------------------------------------------------------------
@@ -768,13 +752,12 @@ async def insert_role(
 async def update_role(
     conn: Conn, *, account_id: uuid.UUID, key: str, name: str, permissions: list[str]
 ) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "UPDATE account_roles SET name = %(n)s, permissions = %(p)s, updated_at = now()"
         f" WHERE account_id = %(a)s AND key = %(k)s RETURNING {ROLE_COLUMNS}",
         {"a": account_id, "k": key, "n": name, "p": permissions},
     )
-    assert row is not None
-    return row
 
 
 async def delete_role(conn: Conn, *, account_id: uuid.UUID, key: str) -> None:
@@ -786,12 +769,11 @@ async def delete_role(conn: Conn, *, account_id: uuid.UUID, key: str) -> None:
 
 async def role_use(conn: Conn, *, account_id: uuid.UUID, key: str) -> Row:
     """How many active members and pending invitations name the role."""
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "SELECT (SELECT count(*) FROM memberships WHERE account_id = %(a)s AND role = %(k)s"
         "         AND revoked_at IS NULL) AS members,"
         "       (SELECT count(*) FROM invitations WHERE account_id = %(a)s AND role = %(k)s"
         "         AND accepted_at IS NULL AND revoked_at IS NULL) AS invitations",
         {"a": account_id, "k": key},
     )
-    assert row is not None
-    return row

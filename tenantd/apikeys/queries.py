@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
+from tenantd.db.fetch import fetch_row
 
 KEY_BY_ID = Prepared(
     "tenantd_api_key_by_id",
@@ -42,14 +43,13 @@ async def insert_key(
     secret_hash: bytes,
     created_by: str | None,
 ) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "INSERT INTO api_keys (id, name, scopes, secret_hash, created_by)"
         " VALUES (%(id)s, %(name)s, %(scopes)s::text[], %(hash)s, %(by)s)"
         " RETURNING id, name, scopes, created_by, created_at",
         {"id": key_id, "name": name, "scopes": list(scopes), "hash": secret_hash, "by": created_by},
     )
-    assert row is not None
-    return row
 
 
 async def list_keys(conn: Conn, *, include_revoked: bool) -> list[Row]:

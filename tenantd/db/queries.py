@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tenantd.db.core import Conn
+from tenantd.db.fetch import fetch_column
 
 # A round trip: the database answers (health checks).
 PING = "SELECT 1"
@@ -38,8 +39,7 @@ async def applied_versions(conn: Conn) -> set[str]:
     exists = await conn.fetch_val("SELECT to_regclass('schema_migrations') IS NOT NULL")
     if not exists:
         return set()
-    rows = await conn.fetch_all("SELECT version FROM schema_migrations")
-    return {row["version"] for row in rows}
+    return set(await fetch_column(conn, "SELECT version FROM schema_migrations"))
 
 
 async def record_migration(conn: Conn, version: str) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from tenantd.db import Conn, Row
+from tenantd.db.fetch import fetch_column, fetch_row
 
 DIRECTORY_COLUMNS = "id, account_id, name, created_by, created_at, last_used_at"
 USER_COLUMNS = (
@@ -53,14 +54,13 @@ async def insert_directory(
     token_hash: bytes,
     created_by: uuid.UUID | None,
 ) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "INSERT INTO directories (id, account_id, name, token_hash, created_by)"
         " VALUES (%(id)s, %(a)s, %(n)s, %(h)s, %(by)s)"
         f" RETURNING {DIRECTORY_COLUMNS}",
         {"id": directory_id, "a": account_id, "n": name, "h": token_hash, "by": created_by},
     )
-    assert row is not None
-    return row
 
 
 async def list_directories(conn: Conn, account_id: uuid.UUID) -> list[Row]:
@@ -222,13 +222,13 @@ async def groups_of_users(conn: Conn, scim_ids: Sequence[uuid.UUID]) -> dict[uui
 
 async def mapped_roles(conn: Conn, scim_id: uuid.UUID) -> list[str]:
     """The role keys of the mapped groups the directory user is a member of."""
-    rows = await conn.fetch_all(
+    return await fetch_column(
+        conn,
         "SELECT DISTINCT g.role FROM directory_group_members m"
         " JOIN directory_groups g ON g.id = m.group_id"
         " WHERE m.member_id = %(id)s AND g.role IS NOT NULL",
         {"id": scim_id},
     )
-    return [row["role"] for row in rows]
 
 
 # -- groups -------------------------------------------------------------------------------------
@@ -244,37 +244,34 @@ class GroupFields(TypedDict):
 
 
 async def insert_group(conn: Conn, *, directory_id: uuid.UUID, fields: GroupFields) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "INSERT INTO directory_groups"
         " (directory_id, display_name, display_name_key, external_id, resource)"
         " VALUES (%(d)s, %(display_name)s, %(display_name_key)s, %(external_id)s, %(resource)s)"
         f" RETURNING {GROUP_COLUMNS}",
         {"d": directory_id, **fields},
     )
-    assert row is not None
-    return row
 
 
 async def update_group(conn: Conn, *, group_id: uuid.UUID, fields: GroupFields) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "UPDATE directory_groups SET display_name = %(display_name)s,"
         " display_name_key = %(display_name_key)s, external_id = %(external_id)s,"
         " resource = %(resource)s, version = version + 1, updated_at = now()"
         f" WHERE id = %(id)s RETURNING {GROUP_COLUMNS}",
         {"id": group_id, **fields},
     )
-    assert row is not None
-    return row
 
 
 async def set_group_role(conn: Conn, *, group_id: uuid.UUID, role: str | None) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         f"UPDATE directory_groups SET role = %(r)s, updated_at = now() WHERE id = %(id)s"
         f" RETURNING {GROUP_COLUMNS}",
         {"id": group_id, "r": role},
     )
-    assert row is not None
-    return row
 
 
 async def members_of_groups(
@@ -294,11 +291,13 @@ async def members_of_groups(
 async def existing_users(
     conn: Conn, *, directory_id: uuid.UUID, scim_ids: Sequence[uuid.UUID]
 ) -> set[uuid.UUID]:
-    rows = await conn.fetch_all(
-        "SELECT id FROM directory_users WHERE directory_id = %(d)s AND id = ANY(%(ids)s)",
-        {"d": directory_id, "ids": list(scim_ids)},
+    return set(
+        await fetch_column(
+            conn,
+            "SELECT id FROM directory_users WHERE directory_id = %(d)s AND id = ANY(%(ids)s)",
+            {"d": directory_id, "ids": list(scim_ids)},
+        )
     )
-    return {row["id"] for row in rows}
 
 
 async def set_member_displays(

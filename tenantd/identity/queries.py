@@ -11,6 +11,7 @@ from sqlalchemy import exists, func, select
 
 from tenantd.db import Conn, Row, tables
 from tenantd.db.core import Prepared
+from tenantd.db.fetch import fetch_column, fetch_row
 from tenantd.ops.queries import COUNTING_CTES, Purge
 
 # The one predicate of an active role, kept by every session-time check (guard, refresh,
@@ -176,7 +177,8 @@ async def refresh_auth_time(
     conn: Conn, *, family_id: uuid.UUID, user_id: uuid.UUID, amr: list[str]
 ) -> Row:
     """Step-up: the family proved itself again now (`amr` adds the method used)."""
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "INSERT INTO session_auth (family_id, user_id, amr, auth_time)"
         " VALUES (%(f)s, %(u)s, %(amr)s, now())"
         " ON CONFLICT (family_id) DO UPDATE SET auth_time = now(),"
@@ -186,8 +188,6 @@ async def refresh_auth_time(
         " RETURNING amr, auth_time, act",
         {"f": family_id, "u": user_id, "amr": amr},
     )
-    assert row is not None
-    return row
 
 
 # A session row with what renewing it depends on: the user's cutoff, whether its family was
@@ -324,7 +324,8 @@ async def revoke_account_families(
 ) -> list[uuid.UUID]:
     """End every session family of the user whose live row points at the account; the
     families ended."""
-    rows = await conn.fetch_all(
+    return await fetch_column(
+        conn,
         "WITH families AS (SELECT DISTINCT family_id FROM sessions WHERE user_id = %(u)s"
         " AND account_id = %(a)s AND revoked_at IS NULL AND rotated_at IS NULL),"
         " ended AS (UPDATE sessions SET revoked_at = now() WHERE user_id = %(u)s"
@@ -332,7 +333,6 @@ async def revoke_account_families(
         " RETURNING family_id) SELECT DISTINCT family_id FROM ended ORDER BY family_id",
         {"u": user_id, "a": account_id},
     )
-    return [row["family_id"] for row in rows]
 
 
 async def revoke_other_families(conn: Conn, *, user_id: uuid.UUID, keep: uuid.UUID | None) -> int:
@@ -574,13 +574,12 @@ async def set_names(conn: Conn, *, user_id: uuid.UUID, first_name: str, last_nam
 
 
 async def mark_email_verified(conn: Conn, user_id: uuid.UUID) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "UPDATE users SET email_verified_at = COALESCE(email_verified_at, now()),"
         " updated_at = now() WHERE id = %(u)s RETURNING *",
         {"u": user_id},
     )
-    assert row is not None
-    return row
 
 
 async def account_ref(conn: Conn, account_id: uuid.UUID) -> Row | None:
@@ -613,11 +612,9 @@ async def remember_device(
 ) -> Row:
     """Record a sign-in's browser: {inserted (first time for this user), any_known (the user
     had a browser recorded before), email (the user's address)}."""
-    row = await conn.fetch_one(
-        REMEMBER_DEVICE, {"u": user_id, "h": device_hash, "b": browser, "o": os}
+    return await fetch_row(
+        conn, REMEMBER_DEVICE, {"u": user_id, "h": device_hash, "b": browser, "o": os}
     )
-    assert row is not None
-    return row
 
 
 # -- step-up (tenantd/identity/stepup.py): how a user can prove it is them -------------------
@@ -640,11 +637,21 @@ async def factor_summary(conn: Conn, user_id: uuid.UUID) -> Row | None:
 
 async def linked_providers(conn: Conn, user_id: uuid.UUID) -> list[str]:
     """The providers the user has an identity at (configured or not)."""
-    rows = await conn.fetch_all(
+    return await fetch_column(
+        conn,
         "SELECT provider FROM user_identities WHERE user_id = %(u)s ORDER BY provider",
         {"u": user_id},
     )
-    return [row["provider"] for row in rows]
+
+
+# -- a user's address, for the mails of other packages (accounts, mfa) --
+
+
+async def user_email(conn: Conn, user_id: uuid.UUID) -> str | None:
+    email: str | None = await conn.fetch_val(
+        "SELECT email FROM users WHERE id = %(u)s", {"u": user_id}
+    )
+    return email
 
 
 # -- writes of users, passwords and links for auth's flows (email change, deletion, undo) --
@@ -666,13 +673,12 @@ async def drop_user_links(conn: Conn, *, user_id: uuid.UUID) -> None:
 
 async def tombstone_user(conn: Conn, user_id: uuid.UUID) -> Row:
     """The address is released at once (kept aside in deleted_email for the grace window)."""
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "UPDATE users SET deleted_email = email, email = 'deleted+' || id::text || '@invalid',"
         " deleted_at = now(), updated_at = now() WHERE id = %(u)s RETURNING deleted_at",
         {"u": user_id},
     )
-    assert row is not None
-    return row
 
 
 async def anonymize_users(conn: Conn, user_ids: list[uuid.UUID]) -> None:

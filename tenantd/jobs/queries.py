@@ -14,6 +14,7 @@ from sqlalchemy.sql import ColumnElement, Delete, Select
 
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
+from tenantd.db.fetch import fetch_column
 from tenantd.db.tables import jobs
 
 
@@ -48,7 +49,8 @@ async def insert_jobs(
         return []
     if delays is None:
         delays = [0.0] * len(payloads)
-    rows = await conn.fetch_all(
+    ids = await fetch_column(
+        conn,
         "INSERT INTO jobs (kind, payload, max_attempts, run_at)"
         " SELECT %(kind)s, p.payload, %(max)s, now() + make_interval(secs => p.delay)"
         " FROM unnest(%(payloads)s::jsonb[], %(delays)s::float8[]) WITH ORDINALITY"
@@ -61,7 +63,6 @@ async def insert_jobs(
             "max": max_attempts,
         },
     )
-    ids = [row["id"] for row in rows]
     # Ids come from a sequence in insertion order (ORDER BY p.n); sort to pair them safely.
     return sorted(ids)
 

@@ -12,11 +12,13 @@ from psycopg2.extras import Json
 from sqlalchemy import func
 
 from tenantd.db import Conn, Row
+from tenantd.db.fetch import fetch_column
 from tenantd.db.tables import (
     mfa_tickets,
     security_undo,
     webauthn_challenges,
 )
+from tenantd.identity.queries import user_email as user_email
 from tenantd.ops.queries import Purge
 
 # -- factors of a user ------------------------------------------------------------------------
@@ -159,7 +161,7 @@ async def clear_failures(conn: Conn, user_id: uuid.UUID) -> None:
 async def replace_recovery_codes(
     conn: Conn, *, user_id: uuid.UUID, hashes: Sequence[bytes]
 ) -> None:
-    await conn.execute("DELETE FROM mfa_recovery_codes WHERE user_id = %(u)s", {"u": user_id})
+    await delete_recovery_codes(conn, user_id)
     for code_hash in hashes:
         await conn.execute(
             "INSERT INTO mfa_recovery_codes (user_id, code_hash) VALUES (%(u)s, %(h)s)",
@@ -348,10 +350,6 @@ async def user_by_email(conn: Conn, email: str) -> Row | None:
     )
 
 
-async def user_email(conn: Conn, user_id: uuid.UUID) -> str | None:
-    return await conn.fetch_val("SELECT email FROM users WHERE id = %(u)s", {"u": user_id})
-
-
 # -- "This wasn't me" links of sensitive actions (sql/0200) -----------------------------------
 
 
@@ -470,11 +468,12 @@ async def put_back_totp(
 
 
 async def unused_recovery_hashes(conn: Conn, user_id: uuid.UUID) -> list[bytes]:
-    rows = await conn.fetch_all(
+    hashes = await fetch_column(
+        conn,
         "SELECT code_hash FROM mfa_recovery_codes WHERE user_id = %(u)s AND used_at IS NULL",
         {"u": user_id},
     )
-    return [bytes(row["code_hash"]) for row in rows]
+    return [bytes(code_hash) for code_hash in hashes]
 
 
 # -- the mfa sweep ----------------------------------------------------------------------------

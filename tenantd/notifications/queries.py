@@ -13,6 +13,7 @@ from psycopg2.extras import Json
 
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
+from tenantd.db.fetch import fetch_column, fetch_row
 
 NOTIFICATION_COLUMNS = (
     "id, event_type, title, body, cta_url, cta_label, status, read_at, created_at"
@@ -78,8 +79,7 @@ class NewNotification:
 async def persist_dispatch(conn: Conn, notification: NewNotification) -> Row:
     """Persist a notification and its delivery rows (idempotent on its id)."""
     parameters = dispatch_parameters(notification)
-    row = await conn.fetch_one(DISPATCH_SQL, {**parameters, "payload": Json(notification.payload)})
-    assert row is not None
+    row = await fetch_row(conn, DISPATCH_SQL, {**parameters, "payload": Json(notification.payload)})
     if row["published"]:  # announcement rows: the relay publishes them after commit
         conn.announced()
     return row
@@ -144,12 +144,14 @@ async def user_exists(conn: Conn, *, user_id: uuid.UUID) -> bool:
 
 async def missing_users(conn: Conn, *, user_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
     """Which of `user_ids` have no user row (one query for a whole batch)."""
-    rows = await conn.fetch_all(
-        "SELECT u.id FROM unnest(%(ids)s::uuid[]) AS u(id)"
-        " WHERE NOT EXISTS (SELECT 1 FROM users WHERE users.id = u.id)",
-        {"ids": list(set(user_ids))},
+    return set(
+        await fetch_column(
+            conn,
+            "SELECT u.id FROM unnest(%(ids)s::uuid[]) AS u(id)"
+            " WHERE NOT EXISTS (SELECT 1 FROM users WHERE users.id = u.id)",
+            {"ids": list(set(user_ids))},
+        )
     )
-    return {row["id"] for row in rows}
 
 
 async def delivery_context(conn: Conn, *, notification_id: uuid.UUID, channel: str) -> Row | None:
@@ -248,9 +250,7 @@ async def inbox_page(
     params: dict[str, Any] = {"uid": user_id, "size": size, "fetch": size + 1}
     if before is not None:
         params.update(c=before[0], i=before[1])
-    row = await conn.fetch_one(INBOX_PAGES[(status, before is not None)], params)
-    assert row is not None  # an aggregate always returns one row
-    return row
+    return await fetch_row(conn, INBOX_PAGES[(status, before is not None)], params)
 
 
 UNREAD_COUNT = Prepared(
@@ -353,16 +353,26 @@ async def preferences(conn: Conn, *, user_id: uuid.UUID) -> list[Row]:
     )
 
 
+def _channel_setting_upsert(table: str, column: str) -> str:
+    """Set a user's `column` of one (event type, channel) in `table`, while the user exists."""
+    return (
+        f"INSERT INTO {table} (user_id, event_type, channel, {column})"
+        " SELECT %(uid)s, %(type)s, %(ch)s, %(value)s WHERE EXISTS (SELECT 1 FROM users"
+        "  WHERE id = %(uid)s)"
+        " ON CONFLICT (user_id, event_type, channel)"
+        f" DO UPDATE SET {column} = EXCLUDED.{column}, updated_at = now()"
+    )
+
+
+SET_PREFERENCE = _channel_setting_upsert("notification_preferences", "enabled")
+SET_FREQUENCY = _channel_setting_upsert("notification_frequencies", "frequency")
+
+
 async def set_preference(
     conn: Conn, *, user_id: uuid.UUID, event_type: str, channel: str, enabled: bool
 ) -> None:
     await conn.execute(
-        "INSERT INTO notification_preferences (user_id, event_type, channel, enabled)"
-        " SELECT %(uid)s, %(type)s, %(ch)s, %(on)s WHERE EXISTS (SELECT 1 FROM users"
-        "  WHERE id = %(uid)s)"
-        " ON CONFLICT (user_id, event_type, channel)"
-        " DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = now()",
-        {"uid": user_id, "type": event_type, "ch": channel, "on": enabled},
+        SET_PREFERENCE, {"uid": user_id, "type": event_type, "ch": channel, "value": enabled}
     )
 
 
@@ -381,12 +391,7 @@ async def set_frequency(
     conn: Conn, *, user_id: uuid.UUID, event_type: str, channel: str, frequency: str
 ) -> None:
     await conn.execute(
-        "INSERT INTO notification_frequencies (user_id, event_type, channel, frequency)"
-        " SELECT %(uid)s, %(type)s, %(ch)s, %(f)s WHERE EXISTS (SELECT 1 FROM users"
-        "  WHERE id = %(uid)s)"
-        " ON CONFLICT (user_id, event_type, channel)"
-        " DO UPDATE SET frequency = EXCLUDED.frequency, updated_at = now()",
-        {"uid": user_id, "type": event_type, "ch": channel, "f": frequency},
+        SET_FREQUENCY, {"uid": user_id, "type": event_type, "ch": channel, "value": frequency}
     )
 
 
@@ -419,7 +424,8 @@ async def upsert_subscription(
     Other users' rows for the same endpoint stay: a browser profile shared by two people is
     subscribed by each. Run under lock_push_subscriptions.
     """
-    row = await conn.fetch_one(
+    row = await fetch_row(
+        conn,
         "INSERT INTO push_subscriptions"
         " (user_id, endpoint, p256dh_key, auth_key, user_agent, expires_at, created_at)"
         # clock_timestamp(), not now(): taken after the lock, so creation order is lock order.
@@ -436,7 +442,6 @@ async def upsert_subscription(
             "exp": expires_at,
         },
     )
-    assert row is not None
     await conn.execute(
         "DELETE FROM push_subscriptions WHERE id IN (SELECT id FROM push_subscriptions"
         " WHERE user_id = %(uid)s AND id <> %(kept)s"
@@ -639,7 +644,8 @@ async def join_digest(
     """The open digest of the key (created if none: `created` true), row-locked until commit,
     so a flush waits for this item and an item never joins a flushed digest. `channels`
     (None: every channel of the event) is the key's: the caller puts it in the key."""
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "INSERT INTO notification_digests AS d"
         " (digest_key, user_id, account_id, event_type, channels)"
         " VALUES (%(k)s, %(u)s, %(a)s, %(t)s, %(ch)s)"
@@ -654,8 +660,6 @@ async def join_digest(
             "ch": list(channels) if channels is not None else None,
         },
     )
-    assert row is not None
-    return row
 
 
 async def add_digest_item(
@@ -773,15 +777,14 @@ async def event_definitions(conn: Conn, *, types: list[str]) -> list[Row]:
 
 async def put_event_definition(conn: Conn, *, event_type: str, definition: dict[str, Any]) -> Row:
     """Create or replace; the row's new version and whether it was created."""
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "INSERT INTO event_definitions (type, definition) VALUES (%(t)s, %(d)s)"
         " ON CONFLICT (type) DO UPDATE SET definition = EXCLUDED.definition,"
         " version = nextval('event_definitions_version_seq'), updated_at = now()"
         " RETURNING version, (xmax = 0) AS created",
         {"t": event_type, "d": Json(definition)},
     )
-    assert row is not None
-    return row
 
 
 async def delete_event_definition(conn: Conn, *, event_type: str) -> bool:

@@ -8,6 +8,7 @@ import uuid
 from sqlalchemy import ColumnElement, Table, func, or_
 
 from tenantd.db import Conn, Row, tables
+from tenantd.db.fetch import fetch_row
 
 LINK_COLUMNS = (
     "l.id, l.account_id, l.intent, l.created_by, l.created_at, l.expires_at, l.opened_at,"
@@ -24,14 +25,13 @@ async def insert_link(
     created_by: uuid.UUID | None,
     ttl: dt.timedelta,
 ) -> Row:
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "INSERT INTO admin_portal_links AS l (account_id, intent, token_hash, created_by,"
         " expires_at) VALUES (%(a)s, %(i)s, %(h)s, %(by)s, now() + %(ttl)s)"
         f" RETURNING {LINK_COLUMNS}",
         {"a": account_id, "i": intent, "h": token_hash, "by": created_by, "ttl": ttl},
     )
-    assert row is not None
-    return row
 
 
 async def open_link(

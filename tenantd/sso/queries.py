@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 from sqlalchemy import func
 
+from tenantd.accounts import queries as accounts_queries
 from tenantd.db import Conn, Row, tables
 from tenantd.ops.queries import Purge
 
@@ -200,14 +201,8 @@ async def remember_assertion(
     return inserted is not None
 
 
-async def is_member(conn: Conn, *, account_id: uuid.UUID, user_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM memberships WHERE account_id = %(a)s"
-            " AND user_id = %(u)s AND revoked_at IS NULL)",
-            {"a": account_id, "u": user_id},
-        )
-    )
+# Memberships are the accounts package's: its query answers whether a user is a member.
+is_member = accounts_queries.is_member_of_any
 
 
 def expired_saml_rows() -> list[Purge]:

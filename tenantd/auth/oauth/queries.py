@@ -6,6 +6,7 @@ import datetime as dt
 import uuid
 
 from tenantd.db import Conn, Row
+from tenantd.db.fetch import fetch_row
 
 CONSUME_STATE_SQL = """
 WITH expired AS (
@@ -48,9 +49,7 @@ SELECT (SELECT i.user_id FROM user_identities i
 
 
 async def sign_in_lookup(conn: Conn, *, provider: str, subject: str, email: str) -> Row:
-    row = await conn.fetch_one(SIGN_IN_LOOKUP_SQL, {"p": provider, "s": subject, "e": email})
-    assert row is not None
-    return row
+    return await fetch_row(conn, SIGN_IN_LOOKUP_SQL, {"p": provider, "s": subject, "e": email})
 
 
 async def refresh_identity_email(conn: Conn, *, provider: str, subject: str, email: str) -> None:
@@ -92,9 +91,7 @@ async def unlink_identity(conn: Conn, *, user_id: uuid.UUID, provider: str) -> R
 
     Lock the user row first (the caller does) so two unlinks cannot both see the other.
     """
-    row = await conn.fetch_one(UNLINK_SQL, {"u": user_id, "p": provider})
-    assert row is not None
-    return row
+    return await fetch_row(conn, UNLINK_SQL, {"u": user_id, "p": provider})
 
 
 async def reauth_target(
@@ -102,7 +99,8 @@ async def reauth_target(
 ) -> Row:
     """Step-up through the provider: which user links this identity, and the account of the
     session family's live row when that family of `user_id` still lives (else NULL)."""
-    row = await conn.fetch_one(
+    return await fetch_row(
+        conn,
         "WITH live AS (SELECT s.account_id FROM sessions s JOIN users u ON u.id = s.user_id"
         " WHERE s.family_id = %(f)s AND s.user_id = %(u)s AND s.revoked_at IS NULL"
         " AND s.rotated_at IS NULL AND s.expires_at > now()"
@@ -115,5 +113,3 @@ async def reauth_target(
         " EXISTS (SELECT 1 FROM live) AS session_live",
         {"p": provider, "s": subject, "f": family_id, "u": user_id},
     )
-    assert row is not None
-    return row

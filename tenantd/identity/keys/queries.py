@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from tenantd.db import Conn, Row
+from tenantd.db.fetch import fetch_row
 
 # Two-int advisory lock: (this class, 1) guards every change of the key set.
 LOCK_CLASS = 735_413
@@ -59,7 +60,8 @@ async def insert_key(
     signing_from: dt.datetime | None,
 ) -> Row:
     """A new key published now; it signs from `signing_from` (None: now)."""
-    row = await conn.fetch_one(
+    row = await fetch_row(
+        conn,
         "INSERT INTO signing_keys (kid, alg, public_jwk, private_key, signing_from)"
         " VALUES (%(kid)s, %(alg)s, %(jwk)s::jsonb, %(private)s,"
         "         COALESCE(%(from)s::timestamptz, now()))"
@@ -72,7 +74,6 @@ async def insert_key(
             "from": signing_from,
         },
     )
-    assert row is not None
     conn.announced()
     return row
 
