@@ -5,10 +5,15 @@
 --   instance that made the change refuses a revoked token on the very next request.
 -- Payloads: user:<uuid>, account:<uuid>, jti:<uuid>.
 
--- tenantd_cache_announce(kind, id) announces `<kind>:<id>` both ways. Its one definition
--- lives in sql/functions/announcements.sql, re-applied by every migrate after the forward
--- migrations (tenantd/db/migrate.py): this step once created it. The triggers below call it
--- when they fire, never here (a fresh database has no rows yet).
+CREATE FUNCTION tenantd_cache_announce(kind text, id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF id IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pg_notify('tenantd_cache', kind || ':' || id::text);
+    RAISE NOTICE 'tenantd_cache:%:%', kind, id;
+END $$;
 
 CREATE FUNCTION tenantd_cache_user_row() RETURNS trigger
 LANGUAGE plpgsql AS $$

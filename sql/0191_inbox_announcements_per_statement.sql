@@ -8,9 +8,25 @@
 -- bytes), one NOTIFY and one NOTICE per message. A reader that does not know `inboxes`
 -- matches `inbox` without an id and flushes its whole cache: stale never, slower at worst.
 
--- tenantd_cache_announce_inboxes(ids) is that announcement. Its one definition lives in
--- sql/functions/announcements.sql, re-applied by every migrate after the forward migrations
--- (tenantd/db/migrate.py): this step once created it.
+CREATE FUNCTION tenantd_cache_announce_inboxes(ids uuid[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    listed text;
+BEGIN
+    IF cardinality(ids) = 1 THEN
+        PERFORM tenantd_cache_announce('inbox', ids[1]);
+        RETURN;
+    END IF;
+    FOR listed IN
+        SELECT string_agg(u.id::text, ',' ORDER BY u.k)
+          FROM unnest(ids) WITH ORDINALITY AS u(id, k)
+         WHERE u.id IS NOT NULL
+         GROUP BY (u.k - 1) / 150
+    LOOP
+        PERFORM pg_notify('tenantd_cache', 'inboxes:' || listed);
+        RAISE NOTICE 'tenantd_cache:inboxes:%', listed;
+    END LOOP;
+END $$;
 
 CREATE OR REPLACE FUNCTION tenantd_cache_inbox_new() RETURNS trigger
 LANGUAGE plpgsql AS $$

@@ -17,12 +17,17 @@ CREATE TABLE announcements (
 -- cache's NOTICE stays: it reaches the writing process itself at once (it refuses a revoked
 -- token on the very next request), before any relay has published.
 
--- The context cache's invalidations (sql/0070; payloads user:<uuid>, account:<uuid>,
--- jti:<uuid>, session:<uuid>, apikey:<uuid>, inbox:<uuid>) and the inbox invalidations once
--- per statement (sql/0191: `inboxes:<user>,...`) are tenantd_cache_announce and
--- tenantd_cache_announce_inboxes, defined in sql/functions/announcements.sql: this step once
--- redefined them. The trigger functions stay here (a trigger needs its function when it is
--- created, before sql/functions/ is applied).
+-- The context cache's invalidations (sql/0070). Payloads: user:<uuid>, account:<uuid>,
+-- jti:<uuid>, session:<uuid>, apikey:<uuid>, inbox:<uuid>.
+CREATE OR REPLACE FUNCTION tenantd_cache_announce(kind text, id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF id IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM tenantd_announce('tenantd_cache', kind || ':' || id::text);
+    RAISE NOTICE 'tenantd_cache:%:%', kind, id;
+END $$;
 
 CREATE OR REPLACE FUNCTION tenantd_cache_plans() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -32,8 +37,28 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- Every change of signing_keys (sql/0100): each instance reloads its keyring. (sql/0390 folds
--- this function and the next into one that takes its channel as the trigger's argument.)
+-- Inbox invalidations once per statement (sql/0191): `inboxes:<user>,...`, 150 users a row.
+CREATE OR REPLACE FUNCTION tenantd_cache_announce_inboxes(ids uuid[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    listed text;
+BEGIN
+    IF cardinality(ids) = 1 THEN
+        PERFORM tenantd_cache_announce('inbox', ids[1]);
+        RETURN;
+    END IF;
+    FOR listed IN
+        SELECT string_agg(u.id::text, ',' ORDER BY u.k)
+          FROM unnest(ids) WITH ORDINALITY AS u(id, k)
+         WHERE u.id IS NOT NULL
+         GROUP BY (u.k - 1) / 150
+    LOOP
+        PERFORM tenantd_announce('tenantd_cache', 'inboxes:' || listed);
+        RAISE NOTICE 'tenantd_cache:inboxes:%', listed;
+    END LOOP;
+END $$;
+
+-- Every change of signing_keys (sql/0100): each instance reloads its keyring.
 CREATE OR REPLACE FUNCTION tenantd_keys_changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
