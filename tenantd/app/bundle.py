@@ -28,6 +28,9 @@ from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.identity.settings import IdentitySettings
 from tenantd.jobs.kinds import BoundKind, JobKind
 from tenantd.jobs.queue import JobQueue
+from tenantd.mfa import mail as mfa_mail
+from tenantd.mfa import sensitive
+from tenantd.mfa.domain import HasMfa, Mfa
 from tenantd.notifications import jobs as notification_jobs
 from tenantd.notifications import tenancy
 from tenantd.notifications.declared import load_catalog
@@ -49,6 +52,7 @@ INLINE_DRAIN_SECONDS = 10.0  # in-process jobs (queues off) get this long at shu
 
 WEBHOOK_KINDS = frozenset(kind.name for kind in webhook_jobs.JOB_KINDS)
 NOTIFICATION_KINDS = frozenset(kind.name for kind in notification_jobs.JOB_KINDS)
+MFA_KINDS = frozenset(kind.name for kind in (*mfa_mail.JOB_KINDS, *sensitive.JOB_KINDS))
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,6 +64,7 @@ class Domains:
     webhooks: Webhooks
     apikeys: ApiKeys
     notifications: Notifications
+    mfa: Mfa
 
     def owner(self, kind: JobKind) -> object | None:
         """The domain object a job kind runs with (None: a kind of a domain not yet moved)."""
@@ -67,6 +72,8 @@ class Domains:
             return self.webhooks
         if kind.name in NOTIFICATION_KINDS:
             return self.notifications
+        if kind.name in MFA_KINDS:
+            return self.mfa
         return None
 
     def apply_notices(self, notices: list[str]) -> None:
@@ -75,9 +82,9 @@ class Domains:
         self.notifications.inbox_cache.apply_notices(notices)
 
 
-def _offers(domains: Domains) -> tuple[HasWebhooks, HasApiKeys, HasNotifications]:
+def _offers(domains: Domains) -> tuple[HasWebhooks, HasApiKeys, HasNotifications, HasMfa]:
     """mypy checks here that the record offers what each domain's accessor reads."""
-    return (domains, domains, domains)
+    return (domains, domains, domains, domains)
 
 
 @dataclass
@@ -151,6 +158,7 @@ def build_services(
         webhooks=Webhooks(kernel, sender=WebhookSender(settings)),
         apikeys=ApiKeys(kernel),
         notifications=Notifications(kernel, identity=services, registry=registry),
+        mfa=Mfa(kernel, identity=services),
     )
     for kind in JOB_KINDS:
         jobs.register(kind)
