@@ -38,6 +38,7 @@ from tenantd.notifications.definitions import load_stored_once
 from tenantd.notifications.domain import HasNotifications, Notifications
 from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.notifications.settings import NotificationSettings
+from tenantd.portal.domain import HasPortal, Portal
 from tenantd.settings import Settings
 from tenantd.suppression import service as suppression
 from tenantd.suppression.webhooks import check_settings as check_webhook_settings
@@ -65,6 +66,7 @@ class Domains:
     apikeys: ApiKeys
     notifications: Notifications
     mfa: Mfa
+    portal: Portal
 
     def owner(self, kind: JobKind) -> object | None:
         """The domain object a job kind runs with (None: a kind of a domain not yet moved)."""
@@ -82,9 +84,11 @@ class Domains:
         self.notifications.inbox_cache.apply_notices(notices)
 
 
-def _offers(domains: Domains) -> tuple[HasWebhooks, HasApiKeys, HasNotifications, HasMfa]:
+def _offers(
+    domains: Domains,
+) -> tuple[HasWebhooks, HasApiKeys, HasNotifications, HasMfa, HasPortal]:
     """mypy checks here that the record offers what each domain's accessor reads."""
-    return (domains, domains, domains, domains)
+    return (domains, domains, domains, domains, domains)
 
 
 @dataclass
@@ -159,6 +163,7 @@ def build_services(
         apikeys=ApiKeys(kernel),
         notifications=Notifications(kernel, identity=services, registry=registry),
         mfa=Mfa(kernel, identity=services),
+        portal=Portal(kernel),
     )
     for kind in JOB_KINDS:
         jobs.register(kind)

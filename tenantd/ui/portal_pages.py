@@ -17,6 +17,7 @@ from tenantd.directories.schemas import DirectoryOut
 from tenantd.errors import AppError, Forbidden, NotFound
 from tenantd.identity.bundle import SERVICES
 from tenantd.portal import service as portal
+from tenantd.portal.domain import portal_of
 from tenantd.portal.service import PortalSession
 from tenantd.sso import service as sso
 from tenantd.sso.schemas import ConnectionChange, ConnectionCreate
@@ -35,7 +36,7 @@ OIDC_FIELDS = ("issuer", "clientId", "clientSecret")
 
 async def _session(request: web.Request, intent: str) -> PortalSession:
     found = await portal.find_session(
-        request.app[SERVICES], request.cookies.get(portal.SESSION_COOKIE)
+        portal_of(request.app), request.cookies.get(portal.SESSION_COOKIE)
     )
     if found is None:
         raise Forbidden(text("portal.session_ended"))
@@ -64,7 +65,7 @@ async def portal_page(request: web.Request) -> web.Response:
 
 async def portal_open_post(request: web.Request) -> web.Response:
     form = await read_form(request, PORTAL)
-    services = request.app[SERVICES]
+    services = portal_of(request.app)
     session_token, session = await portal.open_link(services, field(form, "token"))
     response = redirect(request, f"{PORTAL}/{session.intent}")
     _set_session_cookie(response, services.settings.web.cookie_secure, session_token)
