@@ -40,6 +40,7 @@ from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.portal.domain import HasPortal, Portal
 from tenantd.settings import Settings
+from tenantd.sso.domain import HasSso, Sso
 from tenantd.suppression import service as suppression
 from tenantd.suppression.webhooks import check_settings as check_webhook_settings
 from tenantd.webhooks import jobs as webhook_jobs
@@ -67,6 +68,7 @@ class Domains:
     notifications: Notifications
     mfa: Mfa
     portal: Portal
+    sso: Sso
 
     def owner(self, kind: JobKind) -> object | None:
         """The domain object a job kind runs with (None: a kind of a domain not yet moved)."""
@@ -86,9 +88,9 @@ class Domains:
 
 def _offers(
     domains: Domains,
-) -> tuple[HasWebhooks, HasApiKeys, HasNotifications, HasMfa, HasPortal]:
+) -> tuple[HasWebhooks, HasApiKeys, HasNotifications, HasMfa, HasPortal, HasSso]:
     """mypy checks here that the record offers what each domain's accessor reads."""
-    return (domains, domains, domains, domains, domains)
+    return (domains, domains, domains, domains, domains, domains)
 
 
 @dataclass
@@ -164,6 +166,7 @@ def build_services(
         notifications=Notifications(kernel, identity=services, registry=registry),
         mfa=Mfa(kernel, identity=services),
         portal=Portal(kernel),
+        sso=Sso(kernel, identity=services),
     )
     for kind in JOB_KINDS:
         jobs.register(kind)

@@ -20,6 +20,7 @@ from tenantd.portal import service as portal
 from tenantd.portal.domain import portal_of
 from tenantd.portal.service import PortalSession
 from tenantd.sso import service as sso
+from tenantd.sso.domain import sso_of
 from tenantd.sso.schemas import ConnectionChange, ConnectionCreate
 from tenantd.ui.forms import Form, field, parse, read_form, shown_again
 from tenantd.ui.render import page, redirect
@@ -94,7 +95,7 @@ def pending_connection(session: PortalSession) -> uuid.UUID:
 
 
 async def _sso_context(request: web.Request, session: PortalSession) -> dict[str, Any]:
-    services = request.app[SERVICES]
+    services = sso_of(request.app)
     settings = services.settings
     rows = await sso.account_connections(services, session.account_id)
     pending = pending_connection(session)
@@ -152,7 +153,7 @@ def _connection_id(request: web.Request) -> uuid.UUID:
 async def sso_create_post(request: web.Request, form: Form) -> web.StreamResponse:
     session = await _session(request, "sso")
     await sso.create_connection_in_portal(
-        request.app[SERVICES],
+        sso_of(request.app),
         session.account_id,
         _create_body(form),
         link_id=session.link_id,
@@ -164,7 +165,7 @@ async def sso_create_post(request: web.Request, form: Form) -> web.StreamRespons
 async def sso_update_post(request: web.Request, form: Form) -> web.StreamResponse:
     session = await _session(request, "sso")
     await sso.update_connection_in_portal(
-        request.app[SERVICES],
+        sso_of(request.app),
         session.account_id,
         _connection_id(request),
         _change_body(form),
