@@ -20,6 +20,7 @@ from tenantd.bundle import Kernel
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
+from tenantd.directories.domain import Directories, HasDirectories
 from tenantd.email.service import EmailService
 from tenantd.email.templates import brand_of, use_brand
 from tenantd.identity.bundle import SERVICES
@@ -69,6 +70,7 @@ class Domains:
     mfa: Mfa
     portal: Portal
     sso: Sso
+    directories: Directories
 
     def owner(self, kind: JobKind) -> object | None:
         """The domain object a job kind runs with (None: a kind of a domain not yet moved)."""
@@ -88,9 +90,9 @@ class Domains:
 
 def _offers(
     domains: Domains,
-) -> tuple[HasWebhooks, HasApiKeys, HasNotifications, HasMfa, HasPortal, HasSso]:
+) -> tuple[HasWebhooks, HasApiKeys, HasNotifications, HasMfa, HasPortal, HasSso, HasDirectories]:
     """mypy checks here that the record offers what each domain's accessor reads."""
-    return (domains, domains, domains, domains, domains, domains)
+    return (domains, domains, domains, domains, domains, domains, domains)
 
 
 @dataclass
@@ -167,6 +169,7 @@ def build_services(
         mfa=Mfa(kernel, identity=services),
         portal=Portal(kernel),
         sso=Sso(kernel, identity=services),
+        directories=Directories(kernel),
     )
     for kind in JOB_KINDS:
         jobs.register(kind)

@@ -13,9 +13,9 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from tenantd.directories import service as directories
+from tenantd.directories.domain import directories_of
 from tenantd.directories.schemas import DirectoryOut
 from tenantd.errors import AppError, Forbidden, NotFound
-from tenantd.identity.bundle import SERVICES
 from tenantd.portal import service as portal
 from tenantd.portal.domain import portal_of
 from tenantd.portal.service import PortalSession
@@ -192,7 +192,7 @@ async def _directory_context(
     request: web.Request, session: PortalSession, created: directories.Created | None = None
 ) -> dict[str, Any]:
     """The directory page's values; `created`: the directory just made, its token shown once."""
-    services = request.app[SERVICES]
+    services = directories_of(request.app)
     rows = await directories.account_directories(services, session.account_id)
     base = services.settings.public_base_url
     issued = None
@@ -218,7 +218,7 @@ async def directory_page(request: web.Request) -> web.Response:
 async def directory_create_post(request: web.Request, form: Form) -> web.StreamResponse:
     session = await _session(request, "directory")
     created = await directories.create_directory_in_portal(
-        request.app[SERVICES],
+        directories_of(request.app),
         session.account_id,
         name=field(form, "name").strip() or None,
         link_id=session.link_id,
