@@ -20,6 +20,7 @@ from tenantd.bundle import Kernel
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
+from tenantd.directories.domain import Directories, HasDirectories
 from tenantd.email.service import EmailService
 from tenantd.email.templates import brand_of, use_brand
 from tenantd.identity.bundle import SERVICES
@@ -28,6 +29,9 @@ from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.identity.settings import IdentitySettings
 from tenantd.jobs.kinds import BoundKind, JobKind
 from tenantd.jobs.queue import JobQueue
+from tenantd.mfa import mail as mfa_mail
+from tenantd.mfa import sensitive
+from tenantd.mfa.domain import HasMfa, Mfa
 from tenantd.notifications import jobs as notification_jobs
 from tenantd.notifications import tenancy
 from tenantd.notifications.declared import load_catalog
@@ -35,7 +39,9 @@ from tenantd.notifications.definitions import load_stored_once
 from tenantd.notifications.domain import HasNotifications, Notifications
 from tenantd.notifications.registry import EventRegistry, load_registry
 from tenantd.notifications.settings import NotificationSettings
+from tenantd.portal.domain import HasPortal, Portal
 from tenantd.settings import Settings
+from tenantd.sso.domain import HasSso, Sso
 from tenantd.suppression import service as suppression
 from tenantd.suppression.webhooks import check_settings as check_webhook_settings
 from tenantd.webhooks import jobs as webhook_jobs
@@ -49,6 +55,7 @@ INLINE_DRAIN_SECONDS = 10.0  # in-process jobs (queues off) get this long at shu
 
 WEBHOOK_KINDS = frozenset(kind.name for kind in webhook_jobs.JOB_KINDS)
 NOTIFICATION_KINDS = frozenset(kind.name for kind in notification_jobs.JOB_KINDS)
+MFA_KINDS = frozenset(kind.name for kind in (*mfa_mail.JOB_KINDS, *sensitive.JOB_KINDS))
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,6 +67,10 @@ class Domains:
     webhooks: Webhooks
     apikeys: ApiKeys
     notifications: Notifications
+    mfa: Mfa
+    portal: Portal
+    sso: Sso
+    directories: Directories
 
     def owner(self, kind: JobKind) -> object | None:
         """The domain object a job kind runs with (None: a kind of a domain not yet moved)."""
@@ -67,6 +78,8 @@ class Domains:
             return self.webhooks
         if kind.name in NOTIFICATION_KINDS:
             return self.notifications
+        if kind.name in MFA_KINDS:
+            return self.mfa
         return None
 
     def apply_notices(self, notices: list[str]) -> None:
@@ -75,9 +88,11 @@ class Domains:
         self.notifications.inbox_cache.apply_notices(notices)
 
 
-def _offers(domains: Domains) -> tuple[HasWebhooks, HasApiKeys, HasNotifications]:
+def _offers(
+    domains: Domains,
+) -> tuple[HasWebhooks, HasApiKeys, HasNotifications, HasMfa, HasPortal, HasSso, HasDirectories]:
     """mypy checks here that the record offers what each domain's accessor reads."""
-    return (domains, domains, domains)
+    return (domains, domains, domains, domains, domains, domains, domains)
 
 
 @dataclass
@@ -151,6 +166,10 @@ def build_services(
         webhooks=Webhooks(kernel, sender=WebhookSender(settings)),
         apikeys=ApiKeys(kernel),
         notifications=Notifications(kernel, identity=services, registry=registry),
+        mfa=Mfa(kernel, identity=services),
+        portal=Portal(kernel),
+        sso=Sso(kernel, identity=services),
+        directories=Directories(kernel),
     )
     for kind in JOB_KINDS:
         jobs.register(kind)

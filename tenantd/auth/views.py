@@ -54,6 +54,7 @@ from tenantd.identity.cookies import (
 )
 from tenantd.identity.guards import invalid
 from tenantd.mfa import service as mfa
+from tenantd.mfa.domain import mfa_of
 from tenantd.mfa.schemas import MfaChallengeOut, MfaStatusOut
 from tenantd.principal import current_principal, optional_principal
 from tenantd.settings import SETTINGS, Settings
@@ -345,7 +346,7 @@ async def mfa_status(request: web.Request) -> MfaStatus | dict[str, object]:
     principal = optional_principal(request)
     if principal is None:
         return MfaStatus(enabled=False)
-    return await mfa.status(request.app[SERVICES], principal.user_id)
+    return await mfa.status(mfa_of(request.app), principal.user_id)
 
 
 @ROUTES.post("/api/v1/auth/logout", **SIGN_OUT, summary="End this session")

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import sys
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import typer
 
-from tenantd.bundle import Services
 from tenantd.cli.common import fail, print_json, print_table, with_services
 from tenantd.db import Row
 from tenantd.directories import queries, service
+from tenantd.directories.domain import Directories
 from tenantd.errors import NotFound, ValidationFailed
 
 app = typer.Typer(
@@ -21,6 +22,14 @@ app = typer.Typer(
     "Example: tenantd directories create 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80 --name Okta",
     no_args_is_help=True,
 )
+
+
+T = TypeVar("T")
+
+
+def run(work: Callable[[Directories], Awaitable[T]]) -> T:
+    """A call on the directories domain."""
+    return with_services(lambda services: work(services.domains.directories))
 
 
 def _account(value: str) -> uuid.UUID:
@@ -54,13 +63,13 @@ def create(
     account = _account(account_id)
     base_url = ""
 
-    async def work(services: Services) -> service.Created:
+    async def work(services: Directories) -> service.Created:
         nonlocal base_url
         base_url = services.settings.public_base_url
         return await service.create_directory_as_operator(services, account, name=name)
 
     try:
-        created = with_services(work)
+        created = run(work)
     except NotFound:
         fail(f"no live account {account}")
     except ValidationFailed as error:
@@ -88,13 +97,13 @@ def list_(
     account = _account(account_id)
     base_url = ""
 
-    async def work(services: Services) -> list[Row]:
+    async def work(services: Directories) -> list[Row]:
         nonlocal base_url
         base_url = services.settings.public_base_url
         async with services.db.connection() as conn:
             return await queries.list_directories(conn, account)
 
-    rows = with_services(work)
+    rows = run(work)
     items = [_json_row(row, base_url) for row in rows]
     if as_json:
         print_json(items)

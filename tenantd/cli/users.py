@@ -24,6 +24,7 @@ from tenantd.cli.accounts import run
 from tenantd.cli.common import console, fail
 from tenantd.identity.passwords import FirebaseScrypt
 from tenantd.mfa import service as mfa
+from tenantd.mfa.domain import Mfa
 from tenantd.mfa.sensitive import OPERATOR
 
 T = TypeVar("T")
@@ -44,7 +45,7 @@ def mfa_reset(email: str = typer.Argument(..., help="The user's email address.")
     Example: tenantd users mfa-reset ada@example.com
     """
 
-    async def work(services: Services) -> str:
+    async def work(services: Mfa) -> str:
         async with services.db.transaction() as conn:
             user_id = await mfa.reset_user(conn, email=email)
             await audit.record(
@@ -58,7 +59,7 @@ def mfa_reset(email: str = typer.Argument(..., help="The user's email address.")
         await mfa.mail_reset_notice(services, user_id)
         return str(user_id)
 
-    user_id = run(work)
+    user_id = run(lambda services: work(services.domains.mfa))
     console.print(f"MFA reset for user {user_id}; the user was emailed")
 
 

@@ -16,11 +16,10 @@ import orjson
 from aiohttp import web
 from scim2_models import Context, Group
 
-from tenantd.bundle import Services
 from tenantd.directories import scim, service, sync
+from tenantd.directories.domain import directories_of
 from tenantd.directories.scim import ScimError
 from tenantd.errors import AppError, ValidationFailed
-from tenantd.identity.bundle import SERVICES
 from tenantd.settings import SETTINGS
 from tenantd.web.body import read_limited
 from tenantd.web.json import loads_bounded
@@ -72,7 +71,7 @@ def scim_view(view: ScimView) -> Callable[[web.Request], Awaitable[web.Response]
             if directory_id is None:
                 raise sync.unauthorized()
             directory = await service.authenticate(
-                request.app[SERVICES], directory_id, _bearer(request)
+                directories_of(request.app), directory_id, _bearer(request)
             )
             return await view(request, directory)
         except ScimError as error:
@@ -99,10 +98,6 @@ def scim_route(method: str, path: str, **spec: Any) -> Callable[[ScimView], Any]
 def _bearer(request: web.Request) -> str | None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token.strip() or None if scheme.lower() == "bearer" else None
-
-
-def _services(request: web.Request) -> Services:
-    return request.app[SERVICES]
 
 
 def _base(request: web.Request) -> str:
@@ -185,7 +180,7 @@ async def scim_list(request: web.Request, directory: sync.Directory) -> web.Resp
 
 async def _search_all(request: web.Request, directory: sync.Directory) -> web.Response:
     search = scim.read_search(await _body(request), ANY_RESOURCE)
-    found = await sync.search_all(_services(request), directory, search, _base(request))
+    found = await sync.search_all(directories_of(request.app), directory, search, _base(request))
     return answer(
         scim.list_response(
             ANY_RESOURCE, found.resources, total=found.total, start=found.start, search=search
@@ -196,7 +191,7 @@ async def _search_all(request: web.Request, directory: sync.Directory) -> web.Re
 async def _search(request: web.Request, directory: sync.Directory, search: Any) -> web.Response:
     endpoint = request.match_info["endpoint"]
     page = await sync.list_resources(
-        _services(request), directory, endpoint, search, _base(request)
+        directories_of(request.app), directory, endpoint, search, _base(request)
     )
     return answer(
         scim.list_response(
@@ -236,7 +231,7 @@ async def scim_create(request: web.Request, directory: sync.Directory) -> web.Re
         return await _search_all(request, directory)
     _writable(request)
     resource = await sync.create_resource(
-        _services(request), directory, endpoint, await _body(request), _base(request)
+        directories_of(request.app), directory, endpoint, await _body(request), _base(request)
     )
     created = scim.dump(resource, Context.RESOURCE_CREATION_RESPONSE)
     return answer(created, status=201, location=resource.meta.location)
@@ -245,7 +240,7 @@ async def scim_create(request: web.Request, directory: sync.Directory) -> web.Re
 async def _read(request: web.Request, directory: sync.Directory) -> Any:
     endpoint, resource_id = request.match_info["endpoint"], request.match_info["resourceId"]
     return await sync.read_resource(
-        _services(request), directory, endpoint, resource_id, _base(request)
+        directories_of(request.app), directory, endpoint, resource_id, _base(request)
     )
 
 
@@ -271,7 +266,12 @@ async def _rewrite(
     """PUT or PATCH (`write`) the User or Group with the body; its resource afterwards."""
     endpoint, resource_id = _resource_of(request)
     resource = await write(
-        _services(request), directory, endpoint, resource_id, await _body(request), _base(request)
+        directories_of(request.app),
+        directory,
+        endpoint,
+        resource_id,
+        await _body(request),
+        _base(request),
     )
     return answer(scim.dump(resource, context))
 
@@ -305,5 +305,5 @@ async def scim_patch(request: web.Request, directory: sync.Directory) -> web.Res
 )
 async def scim_delete(request: web.Request, directory: sync.Directory) -> web.Response:
     endpoint, resource_id = _resource_of(request)
-    await sync.delete_resource(_services(request), directory, endpoint, resource_id)
+    await sync.delete_resource(directories_of(request.app), directory, endpoint, resource_id)
     return web.Response(status=204)

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from tenantd import audit
 from tenantd.accounts import memberships, roles
 from tenantd.accounts.service import check_permitted, lock_scoped, read_scoped
-from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.directories import queries, sync
+from tenantd.directories.domain import Directories
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.identity import permissions
 from tenantd.identity.tokens import token_hash
@@ -81,7 +81,7 @@ async def create_directory_locked(
 
 
 async def create_directory(
-    services: Services, actor: Principal, account_id: uuid.UUID, *, name: str | None
+    services: Directories, actor: Principal, account_id: uuid.UUID, *, name: str | None
 ) -> Created:
     """Owner or admin: a new SCIM directory; its bearer token is answered once."""
     async with services.db.transaction() as conn:
@@ -96,14 +96,14 @@ async def create_directory(
 
 
 async def create_directory_as_operator(
-    services: Services, account_id: uuid.UUID, *, name: str | None
+    services: Directories, account_id: uuid.UUID, *, name: str | None
 ) -> Created:
     """The CLI's door: a directory of a live account, no session."""
     return await _create_in_live_account(services, account_id, name=name, via=None)
 
 
 async def _create_in_live_account(
-    services: Services, account_id: uuid.UUID, *, name: str | None, via: dict[str, str] | None
+    services: Directories, account_id: uuid.UUID, *, name: str | None, via: dict[str, str] | None
 ) -> Created:
     """A directory of a live account, created by no user (the CLI or the admin portal)."""
     async with services.db.transaction() as conn:
@@ -119,7 +119,7 @@ async def _create_in_live_account(
 
 
 async def create_directory_in_portal(
-    services: Services, account_id: uuid.UUID, *, name: str | None, link_id: uuid.UUID
+    services: Directories, account_id: uuid.UUID, *, name: str | None, link_id: uuid.UUID
 ) -> Created:
     """The admin portal's door: a directory of its session's (live) account; the token is
     shown once on the portal's page."""
@@ -127,14 +127,14 @@ async def create_directory_in_portal(
     return await _create_in_live_account(services, account_id, name=name, via=via)
 
 
-async def account_directories(services: Services, account_id: uuid.UUID) -> list[Row]:
+async def account_directories(services: Directories, account_id: uuid.UUID) -> list[Row]:
     """The account's directories for the admin portal (its session is the check)."""
     async with services.db.connection() as conn:
         return await queries.list_directories(conn, account_id)
 
 
 async def list_directories(
-    services: Services, actor: Principal, account_id: uuid.UUID
+    services: Directories, actor: Principal, account_id: uuid.UUID
 ) -> list[Row]:
     """The account's directories (owner or admin); never a token."""
     return await read_scoped(
@@ -143,7 +143,7 @@ async def list_directories(
 
 
 async def delete_directory(
-    services: Services, actor: Principal, account_id: uuid.UUID, *, directory_id: uuid.UUID
+    services: Directories, actor: Principal, account_id: uuid.UUID, *, directory_id: uuid.UUID
 ) -> None:
     """Owner or admin: remove a directory and its token (its users keep their memberships;
     nothing is synced any more)."""
@@ -173,7 +173,7 @@ def check_role_key(role: str | None) -> str | None:
 
 
 async def list_groups(
-    services: Services, actor: Principal, account_id: uuid.UUID, *, directory_id: uuid.UUID
+    services: Directories, actor: Principal, account_id: uuid.UUID, *, directory_id: uuid.UUID
 ) -> list[Row]:
     """A directory's groups with the role each maps to (owner or admin)."""
     async with services.db.connection() as conn:
@@ -189,7 +189,7 @@ async def _own_directory(conn: Conn, account_id: uuid.UUID, directory_id: uuid.U
 
 
 async def map_group(
-    services: Services,
+    services: Directories,
     actor: Principal,
     account_id: uuid.UUID,
     *,
@@ -213,7 +213,7 @@ async def map_group(
 
 
 async def authenticate(
-    services: Services, directory_id: uuid.UUID, token: str | None
+    services: Directories, directory_id: uuid.UUID, token: str | None
 ) -> sync.Directory:
     """The directory a bearer token opens, or ScimError 401 (none, wrong, deleted)."""
     if not token:

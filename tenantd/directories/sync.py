@@ -26,9 +26,9 @@ from scim2_models import Context, Group, SCIMException, SearchRequest
 from tenantd import audit
 from tenantd.accounts import memberships
 from tenantd.addresses import InvalidEmail, canonical_email
-from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.directories import events, queries, scim
+from tenantd.directories.domain import Directories
 from tenantd.directories.scim import ScimError
 from tenantd.errors import NotFound
 from tenantd.identity import queries as identity_queries
@@ -225,7 +225,7 @@ async def _link(conn: Conn, directory: Directory, email: str, resource: Any) -> 
     return user_id
 
 
-async def create_user(services: Services, directory: Directory, resource: Any) -> Row:
+async def create_user(services: Directories, directory: Directory, resource: Any) -> Row:
     """POST /Users: link or create the user and make it a member (when active)."""
     email = address_of(resource)
     columns = _columns(resource)
@@ -306,7 +306,7 @@ async def _found(
     return row
 
 
-async def delete_user(services: Services, directory: Directory, scim_id: str) -> None:
+async def delete_user(services: Directories, directory: Directory, scim_id: str) -> None:
     """DELETE /Users/{id}: the user leaves the directory and the account at once (the
     tenantd user itself stays: it may belong to other accounts)."""
     async with services.db.transaction() as conn:
@@ -383,7 +383,7 @@ def _group_columns(resource: Group) -> queries.GroupFields:
     }
 
 
-async def create_group(services: Services, directory: Directory, resource: Group) -> Row:
+async def create_group(services: Directories, directory: Directory, resource: Group) -> Row:
     """POST /Groups."""
     columns = _group_columns(resource)
     wanted = scim.members_of(resource)
@@ -409,7 +409,7 @@ async def _write_group(conn: Conn, directory: Directory, before: Row, resource: 
     return after
 
 
-async def delete_group(services: Services, directory: Directory, group_id: str) -> None:
+async def delete_group(services: Directories, directory: Directory, group_id: str) -> None:
     """DELETE /Groups/{id}: its members lose the role it mapped to."""
     async with services.db.transaction() as conn:
         await _lock(conn, directory)
@@ -494,7 +494,11 @@ def _page_bounds(search: SearchRequest[Any]) -> tuple[int, int]:
 
 
 async def list_resources(
-    services: Services, directory: Directory, endpoint: str, search: SearchRequest[Any], base: str
+    services: Directories,
+    directory: Directory,
+    endpoint: str,
+    search: SearchRequest[Any],
+    base: str,
 ) -> Page:
     """GET /Users or /Groups: filtered (any filter; `userName eq`, `displayName eq` and
     `externalId eq` by index), sorted and paged (startIndex, count)."""
@@ -516,7 +520,7 @@ async def list_resources(
 
 
 async def search_all(
-    services: Services, directory: Directory, search: SearchRequest[Any], base: str
+    services: Directories, directory: Directory, search: SearchRequest[Any], base: str
 ) -> Page:
     """POST /.search: Users, then Groups, filtered, sorted and paged as one list."""
     offset, limit = _page_bounds(search)
@@ -561,10 +565,10 @@ class Endpoint:
     model: type[Any]
     key_attribute: str  # lower-cased, as scim.equality gives it
     resources: Callable[[Conn, list[Row], str], Awaitable[list[Any]]]
-    create: Callable[[Services, Directory, Any], Awaitable[Row]]
+    create: Callable[[Directories, Directory, Any], Awaitable[Row]]
     write: Callable[[Conn, Directory, Row, Any], Awaitable[Row]]
     patchable: Callable[[Conn, Row, str], Awaitable[Any]]
-    delete: Callable[[Services, Directory, str], Awaitable[None]]
+    delete: Callable[[Directories, Directory, str], Awaitable[None]]
 
 
 ENDPOINTS = {
@@ -592,7 +596,7 @@ ENDPOINTS = {
 
 
 async def read_resource(
-    services: Services, directory: Directory, endpoint: str, scim_id: str, base: str
+    services: Directories, directory: Directory, endpoint: str, scim_id: str, base: str
 ) -> Any:
     """The User or Group `scim_id` of `endpoint` as a SCIM resource."""
     kind = ENDPOINTS[endpoint]
@@ -602,7 +606,7 @@ async def read_resource(
 
 
 async def create_resource(
-    services: Services, directory: Directory, endpoint: str, payload: Any, base: str
+    services: Directories, directory: Directory, endpoint: str, payload: Any, base: str
 ) -> Any:
     """Create the User or Group a POST body describes; its SCIM resource, as stored."""
     kind = ENDPOINTS[endpoint]
@@ -612,7 +616,12 @@ async def create_resource(
 
 
 async def replace_resource(
-    services: Services, directory: Directory, endpoint: str, scim_id: str, payload: Any, base: str
+    services: Directories,
+    directory: Directory,
+    endpoint: str,
+    scim_id: str,
+    payload: Any,
+    base: str,
 ) -> Any:
     """PUT: the User or Group as given replaces the stored one; its SCIM resource afterwards."""
     kind = ENDPOINTS[endpoint]
@@ -625,7 +634,12 @@ async def replace_resource(
 
 
 async def patch_resource(
-    services: Services, directory: Directory, endpoint: str, scim_id: str, payload: Any, base: str
+    services: Directories,
+    directory: Directory,
+    endpoint: str,
+    scim_id: str,
+    payload: Any,
+    base: str,
 ) -> Any:
     """PATCH: RFC 7644 operations (for Groups, members added, removed by filter or value)
     applied to the stored User or Group; its SCIM resource afterwards."""
@@ -645,7 +659,7 @@ async def patch_resource(
 
 
 async def delete_resource(
-    services: Services, directory: Directory, endpoint: str, scim_id: str
+    services: Directories, directory: Directory, endpoint: str, scim_id: str
 ) -> None:
     """DELETE a User (its membership and sessions end at once) or a Group."""
     await ENDPOINTS[endpoint].delete(services, directory, scim_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from tenantd.directories import service
+from tenantd.directories.domain import directories_of
 from tenantd.directories.schemas import (
     DirectoryCreate,
     DirectoryDeleted,
@@ -13,8 +14,7 @@ from tenantd.directories.schemas import (
     DirectoryOut,
     GroupRoleBody,
 )
-from tenantd.identity.account_call import in_account
-from tenantd.identity.bundle import SERVICES
+from tenantd.identity.account_call import in_account_of
 from tenantd.principal import current_principal
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Routes
@@ -32,15 +32,17 @@ DIRECTORIES = "/api/v1/accounts/{id}/directories"
     summary="Add a SCIM directory (owner, admin); its bearer token is shown once",
 )
 async def create_directory(request: web.Request, body: DirectoryCreate) -> DirectoryIssued:
-    created = await in_account(request, service.create_directory, name=body.name)
-    out = DirectoryOut.of(created.directory, request.app[SERVICES].settings.public_base_url)
+    services = directories_of(request.app)
+    created = await in_account_of(services, request, service.create_directory, name=body.name)
+    out = DirectoryOut.of(created.directory, services.settings.public_base_url)
     return DirectoryIssued(**out.model_dump(), token=created.token)
 
 
 @ROUTES.get(DIRECTORIES, response=list[DirectoryOut], summary="The account's SCIM directories")
 async def list_directories(request: web.Request) -> list[DirectoryOut]:
-    rows = await in_account(request, service.list_directories)
-    base_url = request.app[SERVICES].settings.public_base_url
+    services = directories_of(request.app)
+    rows = await in_account_of(services, request, service.list_directories)
+    base_url = services.settings.public_base_url
     return [DirectoryOut.of(row, base_url) for row in rows]
 
 
@@ -51,7 +53,9 @@ async def list_directories(request: web.Request) -> list[DirectoryOut]:
 )
 async def delete_directory(request: web.Request) -> DirectoryDeleted:
     directory_id = path_uuid(request, "directoryId")
-    await in_account(request, service.delete_directory, directory_id=directory_id)
+    await in_account_of(
+        directories_of(request.app), request, service.delete_directory, directory_id=directory_id
+    )
     return DirectoryDeleted(id=directory_id)
 
 
@@ -61,8 +65,11 @@ async def delete_directory(request: web.Request) -> DirectoryDeleted:
     summary="A directory's groups and the role each maps to",
 )
 async def list_directory_groups(request: web.Request) -> list[DirectoryGroupOut]:
-    rows = await in_account(
-        request, service.list_groups, directory_id=path_uuid(request, "directoryId")
+    rows = await in_account_of(
+        directories_of(request.app),
+        request,
+        service.list_groups,
+        directory_id=path_uuid(request, "directoryId"),
     )
     return [DirectoryGroupOut.of(row) for row in rows]
 
@@ -75,7 +82,7 @@ async def list_directory_groups(request: web.Request) -> list[DirectoryGroupOut]
 )
 async def map_directory_group(request: web.Request, body: GroupRoleBody) -> DirectoryGroupOut:
     row = await service.map_group(
-        request.app[SERVICES],
+        directories_of(request.app),
         current_principal(request),
         path_uuid(request, "id"),
         directory_id=path_uuid(request, "directoryId"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, Generic, ParamSpec, TypeVar
 
 from aiohttp import web
 
@@ -17,17 +17,18 @@ from tenantd.web.routing import path_uuid
 
 P = ParamSpec("P")
 T = TypeVar("T")
+S = TypeVar("S")  # the older bundle's Protocol, or a moved domain's object
 
 
 @dataclass(frozen=True)
-class AccountCall:
-    services: IdentityServices
+class AccountCall(Generic[S]):
+    services: S
     principal: Principal
     account_id: uuid.UUID
 
     async def __call__(
         self,
-        call: Callable[Concatenate[IdentityServices, Principal, uuid.UUID, P], Awaitable[T]],
+        call: Callable[Concatenate[S, Principal, uuid.UUID, P], Awaitable[T]],
         /,
         *args: P.args,
         **kwargs: P.kwargs,
@@ -44,7 +45,17 @@ async def in_account(
     **kwargs: P.kwargs,
 ) -> T:
     """`call` for the request's caller and URL account (`{id}`)."""
-    scoped = AccountCall(
-        request.app[SERVICES], current_principal(request), path_uuid(request, "id")
-    )
+    return await in_account_of(request.app[SERVICES], request, call, *args, **kwargs)
+
+
+async def in_account_of(
+    services: S,
+    request: web.Request,
+    call: Callable[Concatenate[S, Principal, uuid.UUID, P], Awaitable[T]],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """`in_account` with a moved domain's object in place of the older bundle."""
+    scoped = AccountCall(services, current_principal(request), path_uuid(request, "id"))
     return await scoped(call, *args, **kwargs)

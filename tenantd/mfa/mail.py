@@ -14,6 +14,7 @@ from tenantd.mfa import queries
 
 if TYPE_CHECKING:
     from tenantd.bundle import Services
+    from tenantd.mfa.domain import Mfa
 
 MFA_EMAIL = "mfa.email"
 RECOVERY_CODE_USED = "recovery_code_used"
@@ -70,7 +71,7 @@ def message(purpose: str, to: str, payload: dict[str, Any], base_url: str) -> Em
     return EmailMessage(to=to, subject=subject, text=text, tag=f"mfa_{purpose}")
 
 
-async def run_mfa_email(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
+async def run_mfa_email(services: Mfa, payload: dict[str, Any], job: JobInfo) -> None:
     try:
         purpose = str(payload["purpose"])
         user_id = uuid.UUID(str(payload["userId"]))

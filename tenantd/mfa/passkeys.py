@@ -38,7 +38,6 @@ from webauthn.helpers.structs import (
 from tenantd.db import Conn, Row
 from tenantd.errors import AppError, Conflict, NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries as identity_queries
-from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.signin import ClientMeta, start_default_session
@@ -48,7 +47,7 @@ from tenantd.mfa.service import AMR_PASSKEY, Completed, first_factor_codes, remo
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.bundle import Services
+    from tenantd.mfa.domain import Mfa
     from tenantd.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -156,7 +155,7 @@ _ASSERTION = _Response(
 
 
 async def _received(
-    services: Services,
+    services: Mfa,
     kind: _Response[CredentialT, Any],
     credential: dict[str, Any],
     *,
@@ -195,7 +194,7 @@ def _verified(
         raise _invalid() from None
 
 
-async def _spend(services: Services, challenge: bytes, *, purpose: str) -> Row:
+async def _spend(services: Mfa, challenge: bytes, *, purpose: str) -> Row:
     """Spend the challenge in a transaction of its own, committed before the response is
     checked: any attempt uses it up, a refused one too (issue 25 item 15)."""
     async with services.db.transaction() as conn:
@@ -215,7 +214,7 @@ def _options(options: Any) -> dict[str, Any]:
 # -- registration -----------------------------------------------------------------------------
 
 
-async def registration_options(services: Services, actor: Principal) -> dict[str, Any]:
+async def registration_options(services: Mfa, actor: Principal) -> dict[str, Any]:
     """PublicKeyCredentialCreationOptions (JSON) for a new discoverable passkey. Adding a
     factor is sensitive: step-up here and at registration."""
     await sensitive.require(services, actor, sensitive.PASSKEY_ADDED)
@@ -253,7 +252,7 @@ class Registered:
 
 
 async def register(
-    services: Services, actor: Principal, *, credential: dict[str, Any], name: str | None
+    services: Mfa, actor: Principal, *, credential: dict[str, Any], name: str | None
 ) -> Registered:
     """Verify the browser's attestation and keep the credential (step-up; the user is told,
     with a link that removes it; the first factor brings the recovery codes, shown once)."""
@@ -304,7 +303,7 @@ async def register(
 
 
 async def authentication_options(
-    services: Services,
+    services: Mfa,
     *,
     purpose: str,
     user_id: uuid.UUID | None = None,
@@ -335,7 +334,7 @@ async def authentication_options(
 
 
 async def verify_assertion(
-    services: Services,
+    services: Mfa,
     credential: dict[str, Any],
     *,
     purpose: str,
@@ -376,12 +375,12 @@ async def verify_assertion(
 # -- management -------------------------------------------------------------------------------
 
 
-async def list_passkeys(services: Services, user_id: uuid.UUID) -> list[Row]:
+async def list_passkeys(services: Mfa, user_id: uuid.UUID) -> list[Row]:
     async with services.db.connection() as conn:
         return await queries.passkeys_of(conn, user_id)
 
 
-async def rename(services: Services, user_id: uuid.UUID, passkey_id: uuid.UUID, name: str) -> Row:
+async def rename(services: Mfa, user_id: uuid.UUID, passkey_id: uuid.UUID, name: str) -> Row:
     async with services.db.connection() as conn:
         row = await queries.rename_passkey(conn, user_id=user_id, passkey_id=passkey_id, name=name)
     if row is None:
@@ -389,7 +388,7 @@ async def rename(services: Services, user_id: uuid.UUID, passkey_id: uuid.UUID, 
     return row
 
 
-async def delete(services: Services, principal: Principal, passkey_id: uuid.UUID) -> None:
+async def delete(services: Mfa, principal: Principal, passkey_id: uuid.UUID) -> None:
     """Remove a passkey (step-up; the user is told, with a link that puts it back); the last
     factor takes the recovery codes."""
     await sensitive.require(services, principal, sensitive.PASSKEY_REMOVED)
@@ -419,9 +418,7 @@ def _restorable(row: Row) -> dict[str, Any]:
     }
 
 
-async def sign_in(
-    services: IdentityServices, credential: dict[str, Any], *, client: ClientMeta
-) -> Completed:
+async def sign_in(services: Mfa, credential: dict[str, Any], *, client: ClientMeta) -> Completed:
     """Passwordless sign-in: a verified assertion of a discoverable passkey starts a session."""
     passkey = await verify_assertion(services, credential, purpose=SIGN_IN)
     async with services.db.transaction() as conn:
@@ -429,6 +426,11 @@ async def sign_in(
         if user is None:
             raise _invalid()
         started = await start_default_session(
-            services, conn, user_id=user["id"], client=client, method="passkey", amr=[AMR_PASSKEY]
+            services.identity,
+            conn,
+            user_id=user["id"],
+            client=client,
+            method="passkey",
+            amr=[AMR_PASSKEY],
         )
     return Completed(tokens=started.tokens, user=user, return_to=None, device=started.device)

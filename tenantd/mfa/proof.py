@@ -11,12 +11,12 @@ from tenantd.mfa import passkeys, service
 from tenantd.mfa.schemas import ReauthBody, VerifyBody
 
 if TYPE_CHECKING:
-    from tenantd.identity.bundle import IdentityServices as Services
+    from tenantd.mfa.domain import Mfa
     from tenantd.principal import Principal
 
 
 async def second_factor(
-    services: Services, body: VerifyBody, *, binding: str | None, client: ClientMeta
+    services: Mfa, body: VerifyBody, *, binding: str | None, client: ClientMeta
 ) -> service.Completed:
     """Finish a sign-in: its ticket live and bound to this browser, then one factor (a
     passkey, a TOTP code or a recovery code) of the ticket's user."""
@@ -38,7 +38,7 @@ async def second_factor(
 
 
 async def step_up(
-    services: Services, principal: Principal, body: ReauthBody, *, device: str | None
+    services: Mfa, principal: Principal, body: ReauthBody, *, device: str | None
 ) -> service.Reauthenticated:
     """Prove it is you again with one factor (password, TOTP code or passkey): a new access
     token of the same session whose auth_time is now."""
@@ -58,7 +58,7 @@ async def step_up(
 
 
 async def passkey_options(
-    services: Services, *, ticket: str | None, binding: str | None
+    services: Mfa, *, ticket: str | None, binding: str | None
 ) -> dict[str, Any]:
     """WebAuthn request options: with a ticket, its sign-in's second factor (the ticket live
     and bound to this browser); without, a passwordless sign-in."""

@@ -42,6 +42,7 @@ from tenantd.settings import Settings
 
 if TYPE_CHECKING:
     from tenantd.bundle import Services
+    from tenantd.mfa.domain import Mfa
     from tenantd.principal import Principal
 
 UNDO_DAYS = 7
@@ -279,7 +280,7 @@ def notice(settings: Settings, row: Row) -> EmailMessage:
     )
 
 
-async def run_notice(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
+async def run_notice(services: Mfa, payload: dict[str, Any], job: JobInfo) -> None:
     try:
         undo_id = uuid.UUID(str(payload["undoId"]))
     except (KeyError, ValueError) as error:

@@ -37,7 +37,7 @@ from tenantd.ops.ratelimit import enforce
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
-    from tenantd.bundle import Services
+    from tenantd.mfa.domain import Mfa
     from tenantd.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ def methods_of(summary: Row | None) -> list[str]:
     return methods
 
 
-async def status(services: Services, user_id: uuid.UUID) -> dict[str, Any]:
+async def status(services: Mfa, user_id: uuid.UUID) -> dict[str, Any]:
     """{enabled, methods, recoveryCodesRemaining} of a signed-in user."""
     async with services.db.connection() as conn:
         summary = await identity_queries.factor_summary(conn, user_id)
@@ -118,7 +118,7 @@ class TotpSetup:
     qr_svg: str
 
 
-async def setup_totp(services: Services, actor: Principal) -> TotpSetup:
+async def setup_totp(services: Mfa, actor: Principal) -> TotpSetup:
     """A new secret, pending until a code from it is confirmed (replaces a pending one).
     Adding a factor is sensitive: step-up here and at confirmation."""
     await sensitive.require(services, actor, sensitive.TOTP_ADDED)
@@ -142,7 +142,7 @@ async def setup_totp(services: Services, actor: Principal) -> TotpSetup:
     return TotpSetup(secret=secret, otpauth_uri=uri, qr_svg=totp.qr_svg(uri))
 
 
-async def confirm_totp(services: Services, actor: Principal, *, code: str) -> list[str]:
+async def confirm_totp(services: Mfa, actor: Principal, *, code: str) -> list[str]:
     """Enable the pending secret with a current code from it (step-up; the user is told,
     with a link that removes it); the recovery codes come with the first factor (an empty
     list when the user already has codes)."""
@@ -177,7 +177,7 @@ async def confirm_totp(services: Services, actor: Principal, *, code: str) -> li
     _refuse_wrong(locked)
 
 
-async def disable_totp(services: Services, principal: Principal) -> None:
+async def disable_totp(services: Mfa, principal: Principal) -> None:
     """Remove the authenticator app (step-up; the user is told, with a link that puts it
     back); the last factor takes the recovery codes."""
     await sensitive.require(services, principal, sensitive.TOTP_REMOVED)
@@ -204,7 +204,7 @@ async def _take_confirmed_totp(conn: Conn, user_id: uuid.UUID) -> Row | None:
 
 
 async def remove_factor(
-    services: Services,
+    services: Mfa,
     principal: Principal,
     action: sensitive.Sensitive,
     take: Callable[[Conn], Awaitable[Row | None]],
@@ -277,7 +277,7 @@ async def first_factor_codes(conn: Conn, settings: Settings, user_id: uuid.UUID)
     return await _first_factor_codes(conn, settings, user_id)
 
 
-async def regenerate_recovery_codes(services: Services, principal: Principal) -> list[str]:
+async def regenerate_recovery_codes(services: Mfa, principal: Principal) -> list[str]:
     """Ten new codes; the old ones stop working (step-up, MFA on; the user is told, with a
     link that ends the new codes and brings the old ones back)."""
     await sensitive.require(services, principal, sensitive.RECOVERY_CODES_REGENERATED)
@@ -335,7 +335,7 @@ def _refuse_wrong(locked: dt.datetime | None) -> NoReturn:
 
 
 async def check_code(
-    services: Services,
+    services: Mfa,
     user_id: uuid.UUID,
     *,
     totp_code: str | None = None,
@@ -420,7 +420,7 @@ def bad_ticket() -> Unauthorized:
     return Unauthorized("invalid_ticket", "The sign-in ticket is invalid, expired or used")
 
 
-async def live_ticket(services: Services, *, ticket: str, binding: str | None) -> Row:
+async def live_ticket(services: Mfa, *, ticket: str, binding: str | None) -> Row:
     """The ticket's row when it is live and this browser holds its binding."""
     settings = services.settings
     async with services.db.connection() as conn:
@@ -453,7 +453,7 @@ def sign_in_method(amr: Sequence[str]) -> str:
 
 
 async def complete_ticket(
-    services: IdentityServices,
+    services: Mfa,
     ticket: Row,
     *,
     method: str,
@@ -470,7 +470,7 @@ async def complete_ticket(
             raise bad_ticket()
         method = sign_in_method(ticket["amr"])
         started = await start_default_session(
-            services, conn, user_id=user["id"], client=client, method=method, amr=amr
+            services.identity, conn, user_id=user["id"], client=client, method=method, amr=amr
         )
     return Completed(
         tokens=started.tokens, user=user, return_to=ticket["return_to"], device=started.device
@@ -487,7 +487,7 @@ class Reauthenticated:
 
 
 async def check_password(
-    services: Services, user_id: uuid.UUID, password: str, *, device: str | None = None
+    services: Mfa, user_id: uuid.UUID, password: str, *, device: str | None = None
 ) -> str:
     """The user's password (login limit counted per address, or in the browser's own budget
     when `device`, its device cookie, was issued at a sign-in of this user); the amr method."""
@@ -517,15 +517,13 @@ async def check_password(
     return AMR_PASSWORD
 
 
-async def reauthenticated(
-    services: IdentityServices, principal: Principal, method: str
-) -> Reauthenticated:
+async def reauthenticated(services: Mfa, principal: Principal, method: str) -> Reauthenticated:
     """A new access token of the same session whose auth_time is now (the family keeps it).
     An operator's impersonation never steps up (403 IMPERSONATION)."""
     if principal.act is not None:
         raise Impersonation()
     return await reauthenticated_session(
-        services,
+        services.identity,
         user_id=principal.user_id,
         account_id=principal.account_id,
         session_id=principal.session_id,
@@ -586,7 +584,7 @@ async def reset_user(conn: Conn, *, email: str) -> uuid.UUID:
     return user_id
 
 
-async def mail_reset_notice(services: Services, user_id: uuid.UUID) -> None:
+async def mail_reset_notice(services: Mfa, user_id: uuid.UUID) -> None:
     """Tell the user their factors were reset (suppression checked by the send path)."""
     async with services.db.connection() as conn:
         to = await queries.user_email(conn, user_id)

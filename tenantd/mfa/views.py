@@ -12,13 +12,13 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.identity.browser import client_meta, set_signed_in_cookies
-from tenantd.identity.bundle import identity_services
 from tenantd.identity.cookies import (
     clear_cookie,
     set_access_cookie,
 )
 from tenantd.identity.signin import ClientMeta
 from tenantd.mfa import passkeys, proof, service
+from tenantd.mfa.domain import mfa_of
 from tenantd.mfa.schemas import (
     CodeBody,
     CredentialBody,
@@ -77,7 +77,7 @@ def _client(request: web.Request) -> ClientMeta:
     summary="Start TOTP enrolment: a secret, its otpauth URI and QR code (pending until confirmed)",
 )
 async def totp_setup(request: web.Request) -> TotpSetupOut:
-    setup = await service.setup_totp(identity_services(request), current_principal(request))
+    setup = await service.setup_totp(mfa_of(request.app), current_principal(request))
     return TotpSetupOut(secret=setup.secret, otpauth_uri=setup.otpauth_uri, qr_svg=setup.qr_svg)
 
 
@@ -95,7 +95,7 @@ async def totp_setup(request: web.Request) -> TotpSetupOut:
 )
 async def totp_confirm(request: web.Request, body: CodeBody) -> RecoveryCodesOut:
     codes = await service.confirm_totp(
-        identity_services(request), current_principal(request), code=body.code
+        mfa_of(request.app), current_principal(request), code=body.code
     )
     return RecoveryCodesOut(recovery_codes=codes)
 
@@ -104,7 +104,7 @@ async def totp_confirm(request: web.Request, body: CodeBody) -> RecoveryCodesOut
     "/api/v1/auth/mfa/totp", **REMOVE_FACTOR, summary="Remove the authenticator app (step-up)"
 )
 async def totp_delete(request: web.Request) -> Empty:
-    await service.disable_totp(identity_services(request), current_principal(request))
+    await service.disable_totp(mfa_of(request.app), current_principal(request))
     return Empty()
 
 
@@ -115,9 +115,7 @@ async def totp_delete(request: web.Request) -> Empty:
     summary="Ten new recovery codes; the old ones stop working (step-up)",
 )
 async def recovery_regenerate(request: web.Request) -> RecoveryCodesOut:
-    codes = await service.regenerate_recovery_codes(
-        identity_services(request), current_principal(request)
-    )
+    codes = await service.regenerate_recovery_codes(mfa_of(request.app), current_principal(request))
     return RecoveryCodesOut(recovery_codes=codes)
 
 
@@ -125,7 +123,7 @@ async def recovery_regenerate(request: web.Request) -> RecoveryCodesOut:
 
 
 def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Response:
-    services = identity_services(request)
+    services = mfa_of(request.app)
     response = ok(
         MfaSignedIn(user=SignedInUserOut.of(completed.user), return_to=completed.return_to)
     )
@@ -147,7 +145,7 @@ def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Res
 async def mfa_verify(request: web.Request, body: VerifyBody) -> web.Response:
     binding = request.cookies.get(service.BINDING_COOKIE)
     completed = await proof.second_factor(
-        identity_services(request), body, binding=binding, client=_client(request)
+        mfa_of(request.app), body, binding=binding, client=_client(request)
     )
     return mfa_signed_in(request, completed)
 
@@ -166,7 +164,7 @@ async def mfa_verify(request: web.Request, body: VerifyBody) -> web.Response:
     " auth_time is now",
 )
 async def reauth(request: web.Request, body: ReauthBody) -> web.Response:
-    services = identity_services(request)
+    services = mfa_of(request.app)
     principal = current_principal(request)
     done = await proof.step_up(services, principal, body, device=_client(request).device)
     assert done.claims.auth_time is not None
@@ -183,7 +181,7 @@ async def reauth(request: web.Request, body: ReauthBody) -> web.Response:
 )
 async def reauth_options(request: web.Request) -> dict[str, Any]:
     return await passkeys.authentication_options(
-        identity_services(request),
+        mfa_of(request.app),
         purpose=passkeys.REAUTH,
         user_id=current_principal(request).user_id,
     )
@@ -204,9 +202,7 @@ def _passkey_out(row: Any) -> PasskeyOut:
     summary="WebAuthn creation options for a new passkey (discoverable; step-up)",
 )
 async def passkey_register_options(request: web.Request) -> dict[str, Any]:
-    return await passkeys.registration_options(
-        identity_services(request), current_principal(request)
-    )
+    return await passkeys.registration_options(mfa_of(request.app), current_principal(request))
 
 
 @ROUTES.post(
@@ -223,7 +219,7 @@ async def passkey_register_options(request: web.Request) -> dict[str, Any]:
 )
 async def passkey_register_verify(request: web.Request, body: RegisterPasskeyBody) -> web.Response:
     done = await passkeys.register(
-        identity_services(request),
+        mfa_of(request.app),
         current_principal(request),
         credential=body.credential,
         name=body.name,
@@ -234,9 +230,7 @@ async def passkey_register_verify(request: web.Request, body: RegisterPasskeyBod
 
 @ROUTES.get("/api/v1/auth/passkeys", response=list[PasskeyOut], summary="My passkeys")
 async def passkey_list(request: web.Request) -> list[PasskeyOut]:
-    rows = await passkeys.list_passkeys(
-        identity_services(request), current_principal(request).user_id
-    )
+    rows = await passkeys.list_passkeys(mfa_of(request.app), current_principal(request).user_id)
     return [_passkey_out(row) for row in rows]
 
 
@@ -245,7 +239,7 @@ async def passkey_list(request: web.Request) -> list[PasskeyOut]:
 )
 async def passkey_rename(request: web.Request, body: RenameBody) -> PasskeyOut:
     row = await passkeys.rename(
-        identity_services(request),
+        mfa_of(request.app),
         current_principal(request).user_id,
         path_uuid(request, "id"),
         body.name,
@@ -255,9 +249,7 @@ async def passkey_rename(request: web.Request, body: RenameBody) -> PasskeyOut:
 
 @ROUTES.delete("/api/v1/auth/passkeys/{id}", **REMOVE_FACTOR, summary="Remove a passkey (step-up)")
 async def passkey_delete(request: web.Request) -> Empty:
-    await passkeys.delete(
-        identity_services(request), current_principal(request), path_uuid(request, "id")
-    )
+    await passkeys.delete(mfa_of(request.app), current_principal(request), path_uuid(request, "id"))
     return Empty()
 
 
@@ -274,7 +266,7 @@ async def passkey_authenticate_options(request: web.Request, body: TicketBody) -
     # Passwordless options are limited apart from a sign-in's second step (PASSKEY_OPTIONS).
     await rate_limit_request(request, PASSKEY_OPTIONS if body.ticket is None else "mfa", body)
     return await proof.passkey_options(
-        identity_services(request),
+        mfa_of(request.app),
         ticket=body.ticket,
         binding=request.cookies.get(service.BINDING_COOKIE),
     )
@@ -289,6 +281,6 @@ async def passkey_authenticate_options(request: web.Request, body: TicketBody) -
 )
 async def passkey_sign_in(request: web.Request, body: CredentialBody) -> web.Response:
     completed = await passkeys.sign_in(
-        identity_services(request), body.credential, client=_client(request)
+        mfa_of(request.app), body.credential, client=_client(request)
     )
     return mfa_signed_in(request, completed)

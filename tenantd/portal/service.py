@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 from tenantd import audit
 from tenantd.accounts.service import lock_scoped
-from tenantd.bundle import Services
 from tenantd.errors import Forbidden, NotFound
 from tenantd.identity import permissions
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.portal import queries
+from tenantd.portal.domain import Portal
 from tenantd.principal import Principal
 
 INTENTS = ("sso", "directory")
@@ -62,7 +62,7 @@ class PortalSession:
 
 
 async def create_link(
-    services: Services, actor: Principal, account_id: uuid.UUID, intent: str
+    services: Portal, actor: Principal, account_id: uuid.UUID, intent: str
 ) -> Link:
     """The owner's link for `intent` (the body model already checked it)."""
     settings = services.settings
@@ -93,7 +93,7 @@ async def create_link(
     )
 
 
-async def open_link(services: Services, token: str) -> tuple[str, PortalSession]:
+async def open_link(services: Portal, token: str) -> tuple[str, PortalSession]:
     """Trade the link's token for a portal session token (once); NotFound for an unknown,
     used or expired link, or one of a deleted account."""
     settings = services.settings
@@ -120,7 +120,7 @@ async def open_link(services: Services, token: str) -> tuple[str, PortalSession]
     return session_token, _session(row)
 
 
-async def find_session(services: Services, session_token: str | None) -> PortalSession | None:
+async def find_session(services: Portal, session_token: str | None) -> PortalSession | None:
     """The live portal session of a cookie, or None."""
     if not session_token or len(session_token) > 200:
         return None

@@ -23,13 +23,13 @@ from tenantd.accounts import memberships, roles
 from tenantd.accounts.domains import PUBLIC_EMAIL_DOMAINS
 from tenantd.accounts.service import check_permitted, lock_scoped, read_scoped
 from tenantd.addresses import email_domain
-from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.identity import permissions, sso_policy
 from tenantd.outbox import Actor, emit, payload
 from tenantd.settings import Settings
 from tenantd.sso import queries, saml
+from tenantd.sso.domain import Sso
 from tenantd.sso.errors import DomainTaken
 from tenantd.sso.schemas import ConnectionChange, ConnectionCreate
 
@@ -189,9 +189,7 @@ async def _check_roles(conn: Conn, account: Row, values: dict[str, Any]) -> None
 # -- reads ------------------------------------------------------------------------------------
 
 
-async def list_connections(
-    services: Services, actor: Principal, account_id: uuid.UUID
-) -> list[Row]:
+async def list_connections(services: Sso, actor: Principal, account_id: uuid.UUID) -> list[Row]:
     """The account's connections (owner or admin)."""
     return await read_scoped(
         services, actor, account_id, permissions.SSO_MANAGE, queries.account_connections
@@ -199,7 +197,7 @@ async def list_connections(
 
 
 async def find_connection(
-    services: Services, *, connection_id: uuid.UUID | None = None, email: str | None = None
+    services: Sso, *, connection_id: uuid.UUID | None = None, email: str | None = None
 ) -> Row:
     """The live connection named, or the one holding the address's domain; else 404."""
     async with services.db.connection() as conn:
@@ -213,7 +211,7 @@ async def find_connection(
     return found
 
 
-async def sp_metadata(services: Services, connection_id: uuid.UUID) -> str:
+async def sp_metadata(services: Sso, connection_id: uuid.UUID) -> str:
     """The service provider metadata of a live SAML connection (for its IdP); else 404."""
     connection = await find_connection(services, connection_id=connection_id)
     if connection["type"] != "saml":
@@ -319,7 +317,7 @@ def _portal_guard(account_id: uuid.UUID) -> Guard:
 
 
 async def create_connection(
-    services: Services, actor: Principal, account_id: uuid.UUID, body: ConnectionCreate
+    services: Sso, actor: Principal, account_id: uuid.UUID, body: ConnectionCreate
 ) -> Row:
     """Add a connection (owner or admin)."""
     return await _create(
@@ -328,7 +326,7 @@ async def create_connection(
 
 
 async def create_connection_in_portal(
-    services: Services,
+    services: Sso,
     account_id: uuid.UUID,
     body: ConnectionCreate,
     *,
@@ -356,7 +354,7 @@ def portal_by(link_id: uuid.UUID) -> By:
 
 
 async def _create(
-    services: Services,
+    services: Sso,
     account_id: uuid.UUID,
     body: ConnectionCreate,
     guard: Guard,
@@ -406,7 +404,7 @@ async def _create(
 
 
 async def update_connection(
-    services: Services,
+    services: Sso,
     actor: Principal,
     account_id: uuid.UUID,
     connection_id: uuid.UUID,
@@ -420,7 +418,7 @@ async def update_connection(
 
 
 async def update_connection_in_portal(
-    services: Services,
+    services: Sso,
     account_id: uuid.UUID,
     connection_id: uuid.UUID,
     body: ConnectionChange,
@@ -432,14 +430,14 @@ async def update_connection_in_portal(
     return await _update(services, account_id, connection_id, body, guard, portal_by(link_id))
 
 
-async def account_connections(services: Services, account_id: uuid.UUID) -> list[Row]:
+async def account_connections(services: Sso, account_id: uuid.UUID) -> list[Row]:
     """The account's connections, for the admin portal (its session is the check)."""
     async with services.db.connection() as conn:
         return await queries.account_connections(conn, account_id)
 
 
 async def _update(
-    services: Services,
+    services: Sso,
     account_id: uuid.UUID,
     connection_id: uuid.UUID,
     body: ConnectionChange,
@@ -505,7 +503,7 @@ async def _update(
 
 
 async def delete_connection(
-    services: Services, actor: Principal, account_id: uuid.UUID, connection_id: uuid.UUID
+    services: Sso, actor: Principal, account_id: uuid.UUID, connection_id: uuid.UUID
 ) -> None:
     """Remove a connection and free its domains (owner or admin)."""
     async with services.db.transaction() as conn:

@@ -61,7 +61,7 @@ from tenantd.sso.service import (
 )
 
 if TYPE_CHECKING:
-    from tenantd.identity.bundle import IdentityServices as Services
+    from tenantd.sso.domain import Sso
 
 log = logging.getLogger(__name__)
 
@@ -194,13 +194,13 @@ class FlowCookie:
     same_site: str
 
 
-def saml_cookie(services: Services, connection_id: uuid.UUID) -> FlowCookie:
+def saml_cookie(services: Sso, connection_id: uuid.UUID) -> FlowCookie:
     """The binding cookie of a SAML sign-in (the answer is a cross-site form POST)."""
     acs = endpoints(services.settings, connection_id).acs_url
     return FlowCookie(BINDING_COOKIE, cookie_path(acs), "None")
 
 
-def oidc_cookie(services: Services, connection_id: uuid.UUID) -> FlowCookie:
+def oidc_cookie(services: Sso, connection_id: uuid.UUID) -> FlowCookie:
     """The state cookie of an OpenID Connect sign-in."""
     callback = oidc_redirect_uri(services.settings, connection_id)
     return FlowCookie(STATE_COOKIE, cookie_path(callback), "Lax")
@@ -210,7 +210,7 @@ def oidc_cookie(services: Services, connection_id: uuid.UUID) -> FlowCookie:
 
 
 async def begin(
-    services: Services, *, connection: str | None, email: str | None, return_to: str | None
+    services: Sso, *, connection: str | None, email: str | None, return_to: str | None
 ) -> Started | None:
     """Start a sign-in through the connection of that id (a 404 when none is live), or the
     one holding the email's domain; None when no connection holds it (the password form,
@@ -235,7 +235,7 @@ def _connection_id(value: str) -> uuid.UUID:
         raise NotFound("No single sign-on connection") from None
 
 
-async def start(services: Services, connection: Row, *, return_to: str | None) -> Started:
+async def start(services: Sso, connection: Row, *, return_to: str | None) -> Started:
     """Begin a sign-in through the connection: the identity provider's URL, and the cookie
     that binds the answer to this browser."""
     return_to = safe_return_to(return_to)
@@ -256,7 +256,7 @@ async def _sp_config(
     )
 
 
-async def _start_saml(services: Services, connection: Row, return_to: str | None) -> Started:
+async def _start_saml(services: Sso, connection: Row, return_to: str | None) -> Started:
     settings = services.settings
     ends = endpoints(settings, connection["id"])
     idp = idp_metadata(connection)
@@ -284,7 +284,7 @@ async def _start_saml(services: Services, connection: Row, return_to: str | None
     )
 
 
-def _provider(services: Services, connection: Row) -> OAuthProviderSettings:
+def _provider(services: Sso, connection: Row) -> OAuthProviderSettings:
     return OAuthProviderSettings(
         name=f"sso-{connection['id']}",
         issuer=connection["issuer"],
@@ -293,7 +293,7 @@ def _provider(services: Services, connection: Row) -> OAuthProviderSettings:
     )
 
 
-async def _start_oidc(services: Services, connection: Row, return_to: str | None) -> Started:
+async def _start_oidc(services: Sso, connection: Row, return_to: str | None) -> Started:
     settings = services.settings
     config = _provider(services, connection)
     flow = new_flow_state(config.name, return_to)
@@ -316,7 +316,7 @@ async def _start_oidc(services: Services, connection: Row, return_to: str | None
 
 
 async def consume_saml(
-    services: Services,
+    services: Sso,
     connection_id: uuid.UUID,
     *,
     form: Mapping[str, str],
@@ -390,7 +390,7 @@ async def consume_saml(
 
 
 async def complete_oidc(
-    services: Services,
+    services: Sso,
     connection_id: uuid.UUID,
     *,
     params: oauth.CallbackParams,
@@ -407,7 +407,7 @@ async def complete_oidc(
     try:
         flow: FlowState = decode_state(settings.secret_key, state_cookie, provider=config.name)
         identity = await oauth.identify(
-            services,
+            services.identity,
             oidc_client(services),
             config,
             flow=flow,
@@ -432,7 +432,7 @@ async def complete_oidc(
 
 
 async def sign_in(
-    services: Services, connection: Row, who: Asserted, *, client: ClientMeta, return_to: str
+    services: Sso, connection: Row, who: Asserted, *, client: ClientMeta, return_to: str
 ) -> SsoSignedIn:
     """The user of a verified assertion or ID token: found or created, joined just in time
     within the seat cap, signed in with method `sso` (module docstring)."""
@@ -487,7 +487,7 @@ async def sign_in(
                 via={"via": "sso"},
             )
             started = await start_session(
-                services,
+                services.identity,
                 conn,
                 user_id=user_id,
                 account_id=account_id,

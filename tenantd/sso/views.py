@@ -18,12 +18,11 @@ from tenantd.auth.oauth.flow import STATE_COOKIE
 from tenantd.auth.oauth.service import CallbackQuery
 from tenantd.db import Row
 from tenantd.identity import browser
-from tenantd.identity.account_call import in_account
-from tenantd.identity.bundle import SERVICES
-from tenantd.identity.bundle import IdentityServices as Services
+from tenantd.identity.account_call import in_account_of
 from tenantd.identity.cookies import clear_cookie
 from tenantd.identity.signin import ClientMeta
 from tenantd.sso import saml, service, signin
+from tenantd.sso.domain import Sso, sso_of
 from tenantd.sso.errors import SsoRefused
 from tenantd.sso.schemas import ConnectionChange, ConnectionCreate, ConnectionOut
 from tenantd.web.routing import path_uuid
@@ -40,11 +39,7 @@ ACS_FORM_LIMIT = saml.MAX_RESPONSE_BYTES + 8 * 1024  # SAMLResponse, RelayState
 LOGIN_PATH = "/login"
 
 
-def _services(request: web.Request) -> Services:
-    return request.app[SERVICES]
-
-
-def _out(services: Services, row: Row) -> ConnectionOut:
+def _out(services: Sso, row: Row) -> ConnectionOut:
     return ConnectionOut.model_validate(service.Described(row, services.settings).as_dict())
 
 
@@ -61,13 +56,13 @@ def _refused(refused: SsoRefused, **params: str) -> web.Response:
     return browser.redirect(f"{LOGIN_PATH}?{urlencode({'error': refused.code, **params})}")
 
 
-def _signed_in(services: Services, signed: signin.SsoSignedIn) -> web.Response:
+def _signed_in(services: Sso, signed: signin.SsoSignedIn) -> web.Response:
     response = browser.redirect(signed.return_to)
     browser.set_signed_in_cookies(response, services.settings, signed.tokens, signed.device)
     return response
 
 
-def _started(services: Services, started: signin.Started) -> web.Response:
+def _started(services: Sso, started: signin.Started) -> web.Response:
     return browser.to_provider(
         services.settings,
         started.location,
@@ -80,7 +75,7 @@ def _started(services: Services, started: signin.Started) -> web.Response:
 
 
 async def _answer(
-    services: Services, signing: Awaitable[signin.SsoSignedIn], spent: signin.FlowCookie
+    services: Sso, signing: Awaitable[signin.SsoSignedIn], spent: signin.FlowCookie
 ) -> web.Response:
     """The end of a sign-in: signed in, or refused; its flow cookie is spent either way."""
     try:
@@ -100,8 +95,9 @@ async def _answer(
     CONNECTIONS, response=list[ConnectionOut], summary="The account's SSO connections (admin+)"
 )
 async def list_connections(request: web.Request) -> list[ConnectionOut]:
-    rows = await in_account(request, service.list_connections)
-    return [_out(_services(request), row) for row in rows]
+    services = sso_of(request.app)
+    rows = await in_account_of(services, request, service.list_connections)
+    return [_out(services, row) for row in rows]
 
 
 @ROUTES.post(
@@ -117,8 +113,9 @@ async def list_connections(request: web.Request) -> list[ConnectionOut]:
     summary="Add a SAML or OpenID Connect connection (admin+)",
 )
 async def create_connection(request: web.Request, body: ConnectionCreate) -> ConnectionOut:
-    row = await in_account(request, service.create_connection, body)
-    return _out(_services(request), row)
+    services = sso_of(request.app)
+    row = await in_account_of(services, request, service.create_connection, body)
+    return _out(services, row)
 
 
 @ROUTES.patch(
@@ -129,8 +126,10 @@ async def create_connection(request: web.Request, body: ConnectionCreate) -> Con
     summary="Change a connection (admin+); enforce: true ends other sessions of its users",
 )
 async def update_connection(request: web.Request, body: ConnectionChange) -> ConnectionOut:
-    row = await in_account(request, service.update_connection, path_uuid(request, "cid"), body)
-    return _out(_services(request), row)
+    services = sso_of(request.app)
+    cid = path_uuid(request, "cid")
+    row = await in_account_of(services, request, service.update_connection, cid, body)
+    return _out(services, row)
 
 
 @ROUTES.delete(
@@ -140,7 +139,9 @@ async def update_connection(request: web.Request, body: ConnectionChange) -> Con
     summary="Remove a connection (admin+); its domains are free again",
 )
 async def delete_connection(request: web.Request) -> dict[str, str]:
-    await in_account(request, service.delete_connection, path_uuid(request, "cid"))
+    await in_account_of(
+        sso_of(request.app), request, service.delete_connection, path_uuid(request, "cid")
+    )
     return {}
 
 
@@ -164,7 +165,7 @@ class StartQuery(ApiModel):
     " domain; no connection for the domain: back to /login with the email)",
 )
 async def sso_start(request: web.Request, query: StartQuery) -> web.Response:
-    services = _services(request)
+    services = sso_of(request.app)
     try:
         started = await signin.begin(
             services, connection=query.connection, email=query.email, return_to=query.return_to
@@ -186,7 +187,7 @@ async def sso_start(request: web.Request, query: StartQuery) -> web.Response:
     summary="The service provider metadata of a SAML connection (give it to the IdP)",
 )
 async def saml_metadata(request: web.Request) -> web.Response:
-    document = await service.sp_metadata(_services(request), path_uuid(request, "connectionId"))
+    document = await service.sp_metadata(sso_of(request.app), path_uuid(request, "connectionId"))
     return web.Response(text=document, content_type="application/samlmetadata+xml")
 
 
@@ -203,7 +204,7 @@ async def saml_metadata(request: web.Request) -> web.Response:
     " lands on returnTo; anything else goes to /login?error=<code>",
 )
 async def saml_acs(request: web.Request) -> web.Response:
-    services, connection_id = _services(request), path_uuid(request, "connectionId")
+    services, connection_id = sso_of(request.app), path_uuid(request, "connectionId")
     form = await browser.read_form(request, ACS_FORM_LIMIT)
     signing = signin.consume_saml(
         services,
@@ -224,7 +225,7 @@ async def saml_acs(request: web.Request) -> web.Response:
     summary="Finish a sign-in through an OpenID Connect connection",
 )
 async def oidc_callback(request: web.Request, query: CallbackQuery) -> web.Response:
-    services, connection_id = _services(request), path_uuid(request, "connectionId")
+    services, connection_id = sso_of(request.app), path_uuid(request, "connectionId")
     signing = signin.complete_oidc(
         services,
         connection_id,

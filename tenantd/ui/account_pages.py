@@ -30,6 +30,7 @@ from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
+from tenantd.mfa.domain import mfa_of
 from tenantd.ui.forms import Form, Problem, again_showing, field, parse, problem, problem_page
 from tenantd.ui.render import redirect
 from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta
@@ -80,7 +81,7 @@ async def work_in(
 
 async def mfa_context(request: web.Request, viewer: Viewer) -> dict[str, Any]:
     """What the "Two-factor authentication" block of /account shows."""
-    services = request.app[SERVICES]
+    services = mfa_of(request.app)
     user_id = viewer.principal.user_id
     rows = await passkeys.list_passkeys(services, user_id)
     return {

@@ -29,6 +29,7 @@ from tenantd.identity.cookies import (
 )
 from tenantd.mfa import service as mfa
 from tenantd.sso import service as sso_service
+from tenantd.sso.domain import sso_of
 from tenantd.ui.account_pages import work_in
 from tenantd.ui.forms import (
     Form,
@@ -284,7 +285,7 @@ async def _sso_start(request: web.Request, email: str, next_path: str) -> str | 
     if "@" not in email:
         return None
     try:
-        connection = await sso_service.find_connection(request.app[SERVICES], email=email)
+        connection = await sso_service.find_connection(sso_of(request.app), email=email)
     except NotFound:
         return None
     query = {"connection": str(connection["id"]), "returnTo": next_path or "/notifications"}

@@ -20,6 +20,7 @@ from tenantd.identity.cookies import clear_cookie
 from tenantd.identity.stepup import reauth_methods, reauth_providers
 from tenantd.mfa import passkeys, proof
 from tenantd.mfa import service as mfa
+from tenantd.mfa.domain import mfa_of
 from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
 from tenantd.ui.account_pages import profile
 from tenantd.ui.forms import (
@@ -60,11 +61,11 @@ async def _mfa_page(
         methods = []
         try:
             row = await mfa.live_ticket(
-                request.app[SERVICES],
+                mfa_of(request.app),
                 ticket=ticket,
                 binding=request.cookies.get(mfa.BINDING_COOKIE),
             )
-            methods = (await mfa.status(request.app[SERVICES], row["user_id"]))["methods"]
+            methods = (await mfa.status(mfa_of(request.app), row["user_id"]))["methods"]
         except AppError:
             issue = issue or Problem(message=text("mfa.ticket_expired"), status=401)
     return problem_page(
@@ -93,7 +94,7 @@ async def login_mfa_post(request: web.Request, form: Form) -> web.Response:
     await rate_limit_request(request, "mfa", body)
     binding = request.cookies.get(mfa.BINDING_COOKIE)
     client = client_meta(request)
-    done = await proof.second_factor(request.app[SERVICES], body, binding=binding, client=client)
+    done = await proof.second_factor(mfa_of(request.app), body, binding=binding, client=client)
     return _mfa_signed_in(request, done, safe_next(field(form, "next"), ""))
 
 
@@ -151,7 +152,7 @@ account_again = again_showing(_account)  # /account, the refused form's problem 
 
 
 async def totp_setup_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
-    setup = await mfa.setup_totp(request.app[SERVICES], viewer.principal)
+    setup = await mfa.setup_totp(mfa_of(request.app), viewer.principal)
     return await _account(
         request, viewer, totp_setup={"secret": setup.secret, "qr_svg": setup.qr_svg}
     )
@@ -159,7 +160,7 @@ async def totp_setup_post(request: web.Request, viewer: Viewer, form: Form) -> w
 
 async def totp_confirm_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     body = parse(CodeBody, {"code": field(form, "code").replace(" ", "")})
-    codes = await mfa.confirm_totp(request.app[SERVICES], viewer.principal, code=body.code)
+    codes = await mfa.confirm_totp(mfa_of(request.app), viewer.principal, code=body.code)
     return await _account(request, viewer, recovery_codes=codes)
 
 
@@ -172,25 +173,25 @@ async def totp_confirm_again(
 
 
 async def totp_disable_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
-    await mfa.disable_totp(request.app[SERVICES], viewer.principal)
+    await mfa.disable_totp(mfa_of(request.app), viewer.principal)
     return redirect(request, "/account?done=totp_off#mfa")
 
 
 async def recovery_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
-    codes = await mfa.regenerate_recovery_codes(request.app[SERVICES], viewer.principal)
+    codes = await mfa.regenerate_recovery_codes(mfa_of(request.app), viewer.principal)
     return await _account(request, viewer, recovery_codes=codes)
 
 
 async def passkey_rename_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
     body = parse(RenameBody, {"name": field(form, "name").strip()})
     await passkeys.rename(
-        request.app[SERVICES], viewer.principal.user_id, path_uuid(request, "pid"), body.name
+        mfa_of(request.app), viewer.principal.user_id, path_uuid(request, "pid"), body.name
     )
     return redirect(request, "/account?done=passkey_renamed#mfa")
 
 
 async def passkey_delete_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
-    await passkeys.delete(request.app[SERVICES], viewer.principal, path_uuid(request, "pid"))
+    await passkeys.delete(mfa_of(request.app), viewer.principal, path_uuid(request, "pid"))
     return redirect(request, "/account?done=passkey_removed#mfa")
 
 
@@ -216,7 +217,7 @@ async def reauth_post(request: web.Request, viewer: Viewer, form: Form) -> web.S
     body = parse(ReauthBody, _reauth_fields(form))
     await rate_limit_request(request, "mfa", body)
     device = client_meta(request).device
-    done = await proof.step_up(request.app[SERVICES], viewer.principal, body, device=device)
+    done = await proof.step_up(mfa_of(request.app), viewer.principal, body, device=device)
     request[ACCESS] = (done.access_token, done.claims)
     return redirect(request, _reauthed(_back(form)))
 

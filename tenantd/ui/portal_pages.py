@@ -13,12 +13,14 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from tenantd.directories import service as directories
+from tenantd.directories.domain import directories_of
 from tenantd.directories.schemas import DirectoryOut
 from tenantd.errors import AppError, Forbidden, NotFound
-from tenantd.identity.bundle import SERVICES
 from tenantd.portal import service as portal
+from tenantd.portal.domain import portal_of
 from tenantd.portal.service import PortalSession
 from tenantd.sso import service as sso
+from tenantd.sso.domain import sso_of
 from tenantd.sso.schemas import ConnectionChange, ConnectionCreate
 from tenantd.ui.forms import Form, field, parse, read_form, shown_again
 from tenantd.ui.render import page, redirect
@@ -35,7 +37,7 @@ OIDC_FIELDS = ("issuer", "clientId", "clientSecret")
 
 async def _session(request: web.Request, intent: str) -> PortalSession:
     found = await portal.find_session(
-        request.app[SERVICES], request.cookies.get(portal.SESSION_COOKIE)
+        portal_of(request.app), request.cookies.get(portal.SESSION_COOKIE)
     )
     if found is None:
         raise Forbidden(text("portal.session_ended"))
@@ -64,7 +66,7 @@ async def portal_page(request: web.Request) -> web.Response:
 
 async def portal_open_post(request: web.Request) -> web.Response:
     form = await read_form(request, PORTAL)
-    services = request.app[SERVICES]
+    services = portal_of(request.app)
     session_token, session = await portal.open_link(services, field(form, "token"))
     response = redirect(request, f"{PORTAL}/{session.intent}")
     _set_session_cookie(response, services.settings.web.cookie_secure, session_token)
@@ -93,7 +95,7 @@ def pending_connection(session: PortalSession) -> uuid.UUID:
 
 
 async def _sso_context(request: web.Request, session: PortalSession) -> dict[str, Any]:
-    services = request.app[SERVICES]
+    services = sso_of(request.app)
     settings = services.settings
     rows = await sso.account_connections(services, session.account_id)
     pending = pending_connection(session)
@@ -151,7 +153,7 @@ def _connection_id(request: web.Request) -> uuid.UUID:
 async def sso_create_post(request: web.Request, form: Form) -> web.StreamResponse:
     session = await _session(request, "sso")
     await sso.create_connection_in_portal(
-        request.app[SERVICES],
+        sso_of(request.app),
         session.account_id,
         _create_body(form),
         link_id=session.link_id,
@@ -163,7 +165,7 @@ async def sso_create_post(request: web.Request, form: Form) -> web.StreamRespons
 async def sso_update_post(request: web.Request, form: Form) -> web.StreamResponse:
     session = await _session(request, "sso")
     await sso.update_connection_in_portal(
-        request.app[SERVICES],
+        sso_of(request.app),
         session.account_id,
         _connection_id(request),
         _change_body(form),
@@ -190,7 +192,7 @@ async def _directory_context(
     request: web.Request, session: PortalSession, created: directories.Created | None = None
 ) -> dict[str, Any]:
     """The directory page's values; `created`: the directory just made, its token shown once."""
-    services = request.app[SERVICES]
+    services = directories_of(request.app)
     rows = await directories.account_directories(services, session.account_id)
     base = services.settings.public_base_url
     issued = None
@@ -216,7 +218,7 @@ async def directory_page(request: web.Request) -> web.Response:
 async def directory_create_post(request: web.Request, form: Form) -> web.StreamResponse:
     session = await _session(request, "directory")
     created = await directories.create_directory_in_portal(
-        request.app[SERVICES],
+        directories_of(request.app),
         session.account_id,
         name=field(form, "name").strip() or None,
         link_id=session.link_id,

@@ -11,11 +11,11 @@ import pytest
 
 from tenantd.db import Database
 from tenantd.errors import RateLimited
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.settings import IdentitySettings
 from tenantd.mfa import service as mfa
 from tenantd.mfa import totp
+from tenantd.mfa.domain import mfa_of
 from tenantd.settings import Settings
 from tests.factories import Factory
 from tests.helpers import data, error
@@ -35,7 +35,7 @@ async def test_parallel_wrong_codes_evaluate_at_most_the_limit(
     user = await factory.user()
     browser = await signed_in(make_client, db, settings, user)
     enrolled = await enrol_totp(browser)
-    services = browser.server.app[SERVICES]
+    services = mfa_of(browser.server.app)
     evaluated = 0
     real = totp.matching_step
 

@@ -22,6 +22,7 @@ from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.settings import IdentitySettings
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
+from tenantd.mfa.domain import mfa_of
 from tenantd.settings import Settings
 from tenantd.web.spec import Access, Routes
 from tests.auth.helpers import link_token, mails_to
@@ -212,7 +213,7 @@ async def test_regenerated_recovery_codes_are_undone(
         await make_client(),
         await notice(browser, mail_dir, user, sensitive.RECOVERY_CODES_REGENERATED),
     )
-    services = browser.server.app[SERVICES]
+    services = mfa_of(browser.server.app)
     old = enrolled.recovery_codes[0]
     assert await mfa.check_code(services, user.id, recovery_code=old) == mfa.AMR_OTP
     with pytest.raises(InvalidCredentials):
