@@ -9,8 +9,9 @@
   When the process dies (kill -9, a crash, the host gone) the server ends the session, and the
   next look of any runner, a restarted instance's first one included, queues its jobs again
   without waiting out the lease (jobs/queries.py, REQUEUE_EXPIRED_SQL). The heartbeat beats
-  on that connection, each beat bounded by the beat interval (a third of the lease): a live
-  process never loses a lease by waiting for a pool connection.
+  on that connection every third of a lease, each beat bounded by the lease: a live process
+  never loses a lease by waiting for a pool connection, and a slow beat never ends the
+  session (which would tell the peers the process died).
 - Completions are written in batches (one UPDATE for many jobs). A crash between a job's
   own commit and its completion runs the job again, which is why job functions are
   idempotent (notification jobs key on the notification id).
@@ -360,7 +361,11 @@ class JobRunner:
                 log.warning("extending job leases failed: no database connection")
                 continue
             try:
-                async with asyncio.timeout(interval):
+                # Bounded by the lease, not the beat interval: aiopg closes a connection whose
+                # statement is cancelled, and this one's end is how peers see a dead worker
+                # (they re-queue its running jobs at once). A slow beat may still land in
+                # time; one that took a whole lease lost the leases anyway.
+                async with asyncio.timeout(self.lease_seconds):
                     await queries.extend_leases(
                         conn,
                         ids=list(self._running),

@@ -75,3 +75,54 @@ async def test_a_starved_pool_does_not_cost_a_running_job_its_lease(
         return bool(status == "done")
 
     await eventually(done, within=30)
+
+
+async def test_a_slow_beat_does_not_end_the_workers_session(
+    services: AppServices, app: web.Application, db: Database
+) -> None:
+    """A beat that takes longer than the beat interval (a loaded machine) keeps the worker's
+    registered session: peers take its end for the process's death and re-queue its jobs."""
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def hold(services: AppServices, payload: dict[str, Any], info: JobInfo) -> None:
+        started.set()
+        await release.wait()
+
+    services.jobs.register(JobKind(name="test.hold", run=hold, timeout=120))
+    [job_id] = await services.jobs.enqueue(db, "test.hold", {})
+    await eventually(lambda: asyncio.sleep(0, started.is_set()))
+    job = await db.fetch_one(
+        "SELECT locked_until, locked_by FROM jobs WHERE id = %(id)s", {"id": job_id}
+    )
+    assert job is not None
+    session = "SELECT backend_pid, backend_start FROM job_workers WHERE worker = %(w)s"
+    registered = await db.fetch_one(session, {"w": job["locked_by"]})
+    assert registered is not None
+    # The next beat waits behind this row lock for longer than the beat interval (1 s).
+    async with db.transaction() as conn:
+        await conn.execute("SELECT 1 FROM jobs WHERE id = %(id)s FOR UPDATE", {"id": job_id})
+        await eventually(
+            lambda: db.fetch_val(
+                "SELECT count(*) > 0 FROM pg_stat_activity WHERE pid = %(pid)s"
+                " AND wait_event_type = 'Lock'",
+                {"pid": registered["backend_pid"]},
+            ),
+            within=30,
+        )
+        await asyncio.sleep(1.5)
+    # The beat lands once the lock is gone, on the same session.
+    await eventually(
+        lambda: db.fetch_val(
+            "SELECT locked_until > %(t)s FROM jobs WHERE id = %(id)s",
+            {"id": job_id, "t": job["locked_until"]},
+        ),
+        within=30,
+    )
+    assert await db.fetch_one(session, {"w": job["locked_by"]}) == registered
+    async with db.connection() as conn:
+        assert await jobs.requeue_expired(conn) == 0
+    assert await db.fetch_val("SELECT status FROM jobs WHERE id = %(id)s", {"id": job_id}) == (
+        "running"
+    )
+    release.set()

@@ -34,6 +34,10 @@ def env(env: dict[str, str]) -> dict[str, str]:
     # Two jobs at once per instance: with deliveries held at the receiver, the first
     # instance cannot take every delivery job (32 deliveries each) before the second looks.
     env["TENANTD_JOB_CONCURRENCY"] = "2"
+    # Leases that hold whatever the machine's load: one that runs out lets a peer run the
+    # job again (at-least-once), and this test counts on them holding. (The conftest's 2 s
+    # lease can run out on a starved CPU; reclaim is tested in tests/jobs and below.)
+    env["JOB_LEASE_SECONDS"] = "30"
     return env
 
 
