@@ -19,7 +19,7 @@ from tests.helpers import eventually
 
 @pytest.fixture
 def env(env: dict[str, str]) -> dict[str, str]:
-    env["JOB_LEASE_SECONDS"] = "3"  # a beat every second
+    env["JOB_LEASE_SECONDS"] = "6"  # a beat every two seconds
     env["DB_POOL_MAX"] = "3"
     return env
 
@@ -99,7 +99,8 @@ async def test_a_slow_beat_does_not_end_the_workers_session(
     session = "SELECT backend_pid, backend_start FROM job_workers WHERE worker = %(w)s"
     registered = await db.fetch_one(session, {"w": job["locked_by"]})
     assert registered is not None
-    # The next beat waits behind this row lock for longer than the beat interval (1 s).
+    # The next beat waits behind this row lock for longer than the beat interval (2 s), well
+    # within the lease (6 s) that bounds it.
     async with db.transaction() as conn:
         await conn.execute("SELECT 1 FROM jobs WHERE id = %(id)s FOR UPDATE", {"id": job_id})
         await eventually(
@@ -110,7 +111,7 @@ async def test_a_slow_beat_does_not_end_the_workers_session(
             ),
             within=30,
         )
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(2.5)
     # The beat lands once the lock is gone, on the same session.
     await eventually(
         lambda: db.fetch_val(
