@@ -69,24 +69,24 @@ class ValidationFailed(AppError):
         self.fields = fields
 
 
-class _RetryLater(AppError):
-    """A refusal that says when to try again (answered with a Retry-After header)."""
+class RateLimited(AppError):
+    status = 429
+    code = "RATE_LIMITED"
+    message = "Too many requests; try again later"
 
     def __init__(self, retry_after: int, message: str | None = None):
         super().__init__(message, details={"retryAfter": retry_after})
         self.retry_after = retry_after
 
 
-class RateLimited(_RetryLater):
-    status = 429
-    code = "RATE_LIMITED"
-    message = "Too many requests; try again later"
-
-
-class ServiceUnavailable(_RetryLater):
+class ServiceUnavailable(AppError):
     status = 503
     code = "SERVICE_UNAVAILABLE"
     message = "The service is at capacity; try again later"
+
+    def __init__(self, retry_after: int, message: str | None = None):
+        super().__init__(message, details={"retryAfter": retry_after})
+        self.retry_after = retry_after
 
 
 def declare(

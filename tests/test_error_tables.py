@@ -46,3 +46,16 @@ def test_declared_rows_keep_kind_status_code_and_message() -> None:
     assert InvitationExpired.status == 410 and InvitationExpired.__bases__ == (AppError,)
     assert CaptchaFailed.status == 422 and CaptchaFailed.__bases__ == (AppError,)
     assert UserDisabled.status == 403 and not issubclass(UserDisabled, Forbidden)
+
+
+def test_the_kernel_keeps_only_the_generic_kinds() -> None:
+    """Issue 27's bar: the kernel's errors.py holds at most ten classes; a domain's errors
+    live in its own errors.py."""
+    import tenantd.errors as kernel
+
+    classes = [
+        obj
+        for obj in vars(kernel).values()
+        if isinstance(obj, type) and obj.__module__ == kernel.__name__
+    ]
+    assert len(classes) <= 10, sorted(c.__name__ for c in classes)
