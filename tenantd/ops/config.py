@@ -386,10 +386,19 @@ def parse_ops_config(environment: Mapping[str, str]) -> OpsConfig:
     )
 
 
+_last_built: list[tuple[Settings, OpsConfig]] = []  # the latest settings and their knobs
+
+
 def ops_config(settings: Settings) -> OpsConfig:
-    """The knobs of these settings."""
-    return build_ops_config(
+    """The knobs of these settings, built once per Settings object: every request reads them
+    (its client address), and building them costs tens of microseconds. Settings are frozen
+    (a changed copy is a new object), so the object itself is the key."""
+    if _last_built and _last_built[0][0] is settings:
+        return _last_built[0][1]
+    config = build_ops_config(
         settings.section(SchedulerSettings),
         settings.section(RateLimitSettings),
         settings.section(ProcessSettings),
     )
+    _last_built[:] = [(settings, config)]
+    return config
