@@ -24,9 +24,10 @@ def env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-async def test_a_starved_pool_does_not_cost_a_running_job_its_lease(
-    services: AppServices, app: web.Application, db: Database
-) -> None:
+async def running_job(
+    services: AppServices, db: Database
+) -> tuple[Any, asyncio.Event, dict[str, Any]]:
+    """A job that runs until `release` is set, once it runs: its id, the event, its lease."""
     started = asyncio.Event()
     release = asyncio.Event()
 
@@ -37,10 +38,17 @@ async def test_a_starved_pool_does_not_cost_a_running_job_its_lease(
     services.jobs.register(JobKind(name="test.hold", run=hold, timeout=120))
     [job_id] = await services.jobs.enqueue(db, "test.hold", {})
     await eventually(lambda: asyncio.sleep(0, started.is_set()))
-    first = await db.fetch_one(
+    lease = await db.fetch_one(
         "SELECT locked_until, locked_by FROM jobs WHERE id = %(id)s", {"id": job_id}
     )
-    assert first is not None
+    assert lease is not None
+    return job_id, release, lease
+
+
+async def test_a_starved_pool_does_not_cost_a_running_job_its_lease(
+    services: AppServices, app: web.Application, db: Database
+) -> None:
+    job_id, release, first = await running_job(services, db)
 
     pool = app[SERVICES].db.pool
     held = [await pool.acquire() for _ in range(int(pool.maxsize or 0))]
@@ -82,20 +90,7 @@ async def test_a_slow_beat_does_not_end_the_workers_session(
 ) -> None:
     """A beat that takes longer than the beat interval (a loaded machine) keeps the worker's
     registered session: peers take its end for the process's death and re-queue its jobs."""
-    started = asyncio.Event()
-    release = asyncio.Event()
-
-    async def hold(services: AppServices, payload: dict[str, Any], info: JobInfo) -> None:
-        started.set()
-        await release.wait()
-
-    services.jobs.register(JobKind(name="test.hold", run=hold, timeout=120))
-    [job_id] = await services.jobs.enqueue(db, "test.hold", {})
-    await eventually(lambda: asyncio.sleep(0, started.is_set()))
-    job = await db.fetch_one(
-        "SELECT locked_until, locked_by FROM jobs WHERE id = %(id)s", {"id": job_id}
-    )
-    assert job is not None
+    job_id, release, job = await running_job(services, db)
     session = "SELECT backend_pid, backend_start FROM job_workers WHERE worker = %(w)s"
     registered = await db.fetch_one(session, {"w": job["locked_by"]})
     assert registered is not None
