@@ -306,12 +306,20 @@ async def _found(
     return row
 
 
+async def _lock_found(
+    conn: Conn, directory: Directory, table: queries.Table, scim_id: str
+) -> Row:
+    """The account lock, then the user or group `scim_id` FOR UPDATE: every write of a stored
+    resource takes the two in this order."""
+    await _lock(conn, directory)
+    return await _found(conn, directory, table, scim_id, lock=True)
+
+
 async def delete_user(services: Directories, directory: Directory, scim_id: str) -> None:
     """DELETE /Users/{id}: the user leaves the directory and the account at once (the
     tenantd user itself stays: it may belong to other accounts)."""
     async with services.db.transaction() as conn:
-        await _lock(conn, directory)
-        row = await _found(conn, directory, queries.USERS, scim_id, lock=True)
+        row = await _lock_found(conn, directory, queries.USERS, scim_id)
         if row["active"]:
             await _leave(conn, directory, row, reason="directory_deleted")
         await queries.delete_resource(conn, queries.USERS, row["id"])
@@ -412,8 +420,7 @@ async def _write_group(conn: Conn, directory: Directory, before: Row, resource: 
 async def delete_group(services: Directories, directory: Directory, group_id: str) -> None:
     """DELETE /Groups/{id}: its members lose the role it mapped to."""
     async with services.db.transaction() as conn:
-        await _lock(conn, directory)
-        row = await _found(conn, directory, queries.GROUPS, group_id, lock=True)
+        row = await _lock_found(conn, directory, queries.GROUPS, group_id)
         members = await _members_of(conn, row["id"])
         await queries.delete_resource(conn, queries.GROUPS, row["id"])
         if row["role"] is not None:
@@ -627,8 +634,7 @@ async def replace_resource(
     kind = ENDPOINTS[endpoint]
     resource = scim.read_resource(payload, kind.model, Context.RESOURCE_REPLACEMENT_REQUEST)
     async with services.db.transaction() as conn:
-        await _lock(conn, directory)
-        before = await _found(conn, directory, kind.table, scim_id, lock=True)
+        before = await _lock_found(conn, directory, kind.table, scim_id)
         await kind.write(conn, directory, before, resource)
     return await read_resource(services, directory, endpoint, scim_id, base)
 
@@ -646,8 +652,7 @@ async def patch_resource(
     kind = ENDPOINTS[endpoint]
     patch = scim.read_patch(payload, kind.model)
     async with services.db.transaction() as conn:
-        await _lock(conn, directory)
-        before = await _found(conn, directory, kind.table, scim_id, lock=True)
+        before = await _lock_found(conn, directory, kind.table, scim_id)
         resource = await kind.patchable(conn, before, base)
         try:
             changed = patch.patch(resource, scim_policy=scim.POLICY)
