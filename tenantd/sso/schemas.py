@@ -43,7 +43,20 @@ _SAML_EXAMPLE = {
 }
 
 
-class ConnectionCreate(RequestBody, json_schema_extra={"examples": [_SAML_EXAMPLE]}):
+class ProviderFields(RequestBody):
+    """The identity provider of a connection, the same fields in a new one and in a change:
+    SAML, its metadata or the three parts; OIDC, the issuer and the client."""
+
+    idp_metadata_xml: MetadataXml = None
+    idp_entity_id: Short | None = None
+    idp_sso_url: Short | None = None
+    idp_certificate: CertificatePem = None
+    issuer: Short | None = None
+    client_id: Short | None = None
+    client_secret: Short | None = None
+
+
+class ConnectionCreate(ProviderFields, json_schema_extra={"examples": [_SAML_EXAMPLE]}):
     type: Literal["saml", "oidc"]
     domains: list[Domain] = Field(min_length=1, max_length=MAX_DOMAINS)
     name: Name = ""
@@ -54,16 +67,9 @@ class ConnectionCreate(RequestBody, json_schema_extra={"examples": [_SAML_EXAMPL
         default_factory=dict, description="Group name -> role given at just-in-time membership"
     )
     allow_idp_initiated: bool = Field(False, description="SAML: accept unsolicited answers")
-    idp_metadata_xml: MetadataXml = None
-    idp_entity_id: Short | None = None
-    idp_sso_url: Short | None = None
-    idp_certificate: CertificatePem = None
-    issuer: Short | None = None
-    client_id: Short | None = None
-    client_secret: Short | None = None
 
 
-class ConnectionChange(RequestBody, json_schema_extra={"examples": [{"enforce": True}]}):
+class ConnectionChange(ProviderFields, json_schema_extra={"examples": [{"enforce": True}]}):
     """Only the fields given change; a SAML provider is replaced as a whole (metadata, or the
     three parts), an OIDC secret only when `clientSecret` is given."""
 
@@ -74,13 +80,6 @@ class ConnectionChange(RequestBody, json_schema_extra={"examples": [{"enforce": 
     attribute_mapping: AttributeMapping | None = None
     group_roles: dict[Attribute, Role] | None = None
     allow_idp_initiated: bool | None = None
-    idp_metadata_xml: MetadataXml = None
-    idp_entity_id: Short | None = None
-    idp_sso_url: Short | None = None
-    idp_certificate: CertificatePem = None
-    issuer: Short | None = None
-    client_id: Short | None = None
-    client_secret: Short | None = None
 
 
 class ConnectionOut(ApiModel):
