@@ -306,9 +306,7 @@ async def _found(
     return row
 
 
-async def _lock_found(
-    conn: Conn, directory: Directory, table: queries.Table, scim_id: str
-) -> Row:
+async def _lock_found(conn: Conn, directory: Directory, table: queries.Table, scim_id: str) -> Row:
     """The account lock, then the user or group `scim_id` FOR UPDATE: every write of a stored
     resource takes the two in this order."""
     await _lock(conn, directory)
