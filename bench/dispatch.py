@@ -25,6 +25,7 @@ from bench.rounds import ROUNDS, median_of
 from bench.seed import account_uuid, user_uuid
 from tenantd.app.bundle import open_services
 from tenantd.app.settings import load_settings
+from tenantd.db.relay import publishing
 from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.tokens import issue_access_token
 from tenantd.notifications import send
@@ -246,7 +247,9 @@ def _raise_open_files_limit() -> None:
 
 async def _send_rounds(env: dict[str, str], users: int, rounds: int) -> None:
     settings = _settings(env, QUEUES_ENABLED="false", DB_POOL_MAX="16")
-    async with open_services(settings, env["DATABASE_URL"]) as services:
+    # The sender is a tenantd process: its relay publishes what its commits announce at once
+    # (without one, the server's relay would find the rows on its half-second sweep).
+    async with open_services(settings, env["DATABASE_URL"]) as services, publishing(services.db):
         for round_ in range(rounds):
             for first in range(1, users + 1, SSE_SEND_CHUNK):
                 last = min(first + SSE_SEND_CHUNK, users + 1)
