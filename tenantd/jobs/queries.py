@@ -135,6 +135,16 @@ async def insert_jobs_for_users(
 # between empty and a large backlog, and a generic plan cached while it was empty (an idle
 # runner polls it twice a second) assumes no rows, joins the backlog against itself and
 # makes each claim cost O(backlog) row locks. Planning takes ~0.2 ms per batch.
+#
+# The claim must walk jobs_ready_idx in order (sql/0080) and stop after one batch. Planned
+# with statistics taken while the queue was near empty (a drained queue, autoanalyze between
+# two bursts), the planner expects a row or two and picks a bitmap scan of the whole backlog
+# and a sort: 15-75 ms and every queued row read per claim under a send-batch burst (the
+# bench's dominant database cost, and most of its run-to-run swing). Sorts and bitmap scans
+# are turned off for this statement alone: SET LOCAL in the same query string lasts until
+# the end of its implicit transaction (the runner claims outside a transaction; inside one,
+# until that transaction ends). Same rows, same order: only the plan is pinned.
+CLAIM_PLAN = "SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off;"
 CLAIM_SQL = """
 UPDATE jobs j
    SET status = 'running', attempts = j.attempts + 1, updated_at = now(),
@@ -156,7 +166,7 @@ async def claim_jobs(
     """Lease up to `limit` ready jobs to `worker`, oldest first (SKIP LOCKED: concurrent
     claimers never collide)."""
     return await conn.fetch_all(
-        CLAIM_SQL,
+        CLAIM_PLAN + CLAIM_SQL,
         {"kinds": list(kinds), "worker": worker, "limit": limit, "lease": lease_seconds},
     )
 

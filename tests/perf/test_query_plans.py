@@ -168,8 +168,15 @@ async def test_hot_queries_use_indexes_on_a_seeded_data_set(seeded: str) -> None
     try:
         with conn.cursor() as cur:
             for name, (sql, params) in statements.items():
+                # A statement sent with its planner settings (SET LOCAL ...; the claim):
+                # those apply to it alone (a savepoint undoes them), the last one explained.
+                cur.execute("SAVEPOINT plan")
+                if sql.startswith("SET LOCAL"):
+                    settings, _, sql = sql.rpartition(";")
+                    cur.execute(settings)
                 cur.execute("EXPLAIN (FORMAT JSON) " + sql, params or None)
                 plan = cur.fetchone()[0][0]["Plan"]
+                cur.execute("ROLLBACK TO SAVEPOINT plan")
                 scans = seq_scans(plan)
                 if scans:
                     failures[name] = scans
