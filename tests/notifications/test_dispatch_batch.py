@@ -99,6 +99,15 @@ async def written(db: Database, ids: list[uuid.UUID]) -> list[Any]:
     return out
 
 
+async def announced(db: Database, ids: list[uuid.UUID]) -> list[tuple[str, int]]:
+    """The SSE announcements of these sends not yet relayed: channel and send index, in order."""
+    rows = await db.fetch_all(
+        "SELECT channel, payload FROM announcements WHERE payload = ANY(%(ids)s) ORDER BY id",
+        {"ids": [str(i) for i in ids]},
+    )
+    return [(row["channel"], [str(i) for i in ids].index(row["payload"])) for row in rows]
+
+
 def answers(rows: list[Any], ids: list[uuid.UUID]) -> list[Any]:
     """The statement's answers with each id as the index of the send it names."""
     return [
@@ -145,6 +154,23 @@ async def test_a_batch_answers_and_writes_as_sends_one_after_another(
     assert [row["id"] for row in again] == [None] * 10
     assert [row["user_found"] for row in again] == [row["user_found"] for row in batch_rows]
     assert await written(db, batch_ids) == await written(db, one_ids)
+
+
+@pytest.mark.own_relays  # no relay: the announcements stay to be compared
+async def test_a_batch_announces_as_sends_one_after_another(db: Database, factory: Any) -> None:
+    users = await prepare(db, factory)
+    one_ids = [uuid.uuid4() for _ in range(10)]
+    batch_ids = [uuid.uuid4() for _ in range(10)]
+    async with db.transaction() as conn:
+        for send_ in sends("one", users, one_ids):
+            await queries.persist_dispatch(conn, send_)
+    async with db.transaction() as conn:
+        await queries.persist_dispatches(
+            conn, [queries.dispatch_parameters(send_) for send_ in sends("batch", users, batch_ids)]
+        )
+    one = await announced(db, one_ids)
+    assert one == await announced(db, batch_ids)
+    assert [index for _, index in one] == [0, 1, 2, 5, 6, 9]  # each created send's SSE notice
 
 
 async def test_a_dedup_key_twice_in_a_batch_keeps_the_first(db: Database, factory: Any) -> None:
