@@ -48,9 +48,7 @@ async def _send_many(
         while not queue.empty():
             n = queue.get_nowait()
             user = uuid.UUID(user_uuid((n % users) + 1))
-            await send(
-                services.domains.notifications, event, recipient_user_id=user, payload={"n": n}
-            )
+            await send(services.notifications, event, recipient_user_id=user, payload={"n": n})
 
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 
@@ -256,7 +254,7 @@ async def _send_rounds(env: dict[str, str], users: int, rounds: int) -> None:
                 await asyncio.gather(
                     *(
                         send(
-                            services.domains.notifications,
+                            services.notifications,
                             "bench.event",
                             recipient_user_id=uuid.UUID(user_uuid(i)),
                             payload={"n": round_},

@@ -1,9 +1,8 @@
-"""The services bundle's Protocol: what every domain may use of the long-lived resources (the
-concrete bundle is `tenantd.app.bundle`). A domain that needs more declares its own Protocol
-on top of this one in its `bundle.py`. (A domain's `service.py` is something else: its rules.)
-
-Domains move one by one to a concrete service object (`Domain` over the `Kernel`, built once
-by tenantd/app/ into its `Domains` record under `DOMAINS`); see docs/architecture.md."""
+"""The kernel's long-lived resources (`Kernel`), the base of every domain's service object
+(`Domain`, built once by tenantd/app/ into its `Domains` record under `DOMAINS`) and the
+`Services` Protocol: what a function that needs only the kernel takes, which every domain
+object is. (A domain's `service.py` is something else: its rules.) See
+docs/architecture.md."""
 
 from __future__ import annotations
 

@@ -15,15 +15,15 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from bench.private_servers import migrate_url
-from tenantd.app import AppServices, create_app
+from tenantd.app import Domains, create_app
 from tenantd.app.settings import AppSettings, load_settings
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.embedded import EmbeddedCluster
 from tenantd.db.relay import publishing
 from tenantd.email.settings import MailSettings
-from tenantd.identity.bundle import SERVICES
 from tenantd.settings import Settings
 from tests.email.fake_providers import FakeProviders
 from tests.factories import Factory
@@ -142,9 +142,9 @@ def app(server: TestServer) -> web.Application:
 
 
 @pytest.fixture
-def services(app: web.Application) -> AppServices:
+def services(app: web.Application) -> Domains:
     """The running app's services (tests/ops has `standalone_services`, opened without an app)."""
-    return app[SERVICES]
+    return app[DOMAINS]
 
 
 @pytest.fixture

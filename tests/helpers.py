@@ -13,8 +13,8 @@ from typing import Any
 
 import jwt
 
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tenantd.principal import AccessClaims
 
 ORIGIN = "http://127.0.0.1:8080"
@@ -83,7 +83,7 @@ def access_claims(app_or_client: Any, token: str) -> Any:
     if header["alg"] == "HS256":
         key: Any = SECRET
     else:
-        key = jwt.PyJWKSet.from_dict(app[SERVICES].keyring.jwks())[header["kid"]]
+        key = jwt.PyJWKSet.from_dict(app[DOMAINS].identity.keyring.jwks())[header["kid"]]
     payload = jwt.decode(token, key, algorithms=[header["alg"]], issuer="tenantd")
     return AccessClaims(
         user_id=uuid.UUID(payload["sub"]),

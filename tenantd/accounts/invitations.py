@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import mail, queries, roles
+from tenantd.accounts.domain import Accounts
 from tenantd.accounts.errors import (
     FeatureNotEnabled,
     InvitationAlreadyUsed,
@@ -39,7 +40,6 @@ from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from tenantd.identity import permissions
-from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.tokens import token_hash
 from tenantd.ops.config import ops_config
 from tenantd.ops.ratelimit import limit_chosen_recipient
@@ -234,7 +234,7 @@ def _refuse_unless_pending(invitation: Row) -> None:
 
 
 async def accept_invitation(
-    services: IdentityServices, actor: Principal, *, token: str, refresh_token: str | None
+    services: Accounts, actor: Principal, *, token: str, refresh_token: str | None
 ) -> Accepted:
     """Redeem a raw token: seat cap checked under the account lock, membership created. A
     caller without an active account works in the one joined (`activation`); one with an
@@ -243,7 +243,7 @@ async def accept_invitation(
 
 
 async def join_by_invitation(
-    services: IdentityServices, actor: Principal, *, token: str, refresh_token: str | None
+    services: Accounts, actor: Principal, *, token: str, refresh_token: str | None
 ) -> Accepted:
     """The hosted page's accept: as `accept_invitation`, and the account joined becomes the
     session's active one in the same transaction, whatever the caller worked in before."""
@@ -251,7 +251,7 @@ async def join_by_invitation(
 
 
 async def _accept(
-    services: IdentityServices,
+    services: Accounts,
     actor: Principal,
     token: str,
     refresh_token: str | None,
@@ -306,6 +306,11 @@ async def _accept(
         activation = None
         if actor.account_id is None or make_active:
             activation = await activate(
-                conn, services.settings, services.keyring, actor, account["id"], refresh_token
+                conn,
+                services.settings,
+                services.identity.keyring,
+                actor,
+                account["id"],
+                refresh_token,
             )
     return Accepted(account=account, membership=membership, activation=activation)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries, roles
+from tenantd.accounts.domain import Accounts
 from tenantd.accounts.errors import OwnerCannotLeave
 from tenantd.accounts.service import (
     Activation,
@@ -27,7 +28,6 @@ from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from tenantd.identity import permissions
-from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.sessions import end_account_sessions
 from tenantd.mfa import sensitive
 from tenantd.outbox import Actor
@@ -123,7 +123,7 @@ class Left:
 
 
 async def leave_account(
-    services: IdentityServices,
+    services: Accounts,
     actor: Principal,
     account_id: uuid.UUID,
     *,

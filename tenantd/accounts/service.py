@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
+from tenantd.accounts.domain import Accounts
 from tenantd.accounts.errors import SeatLimitReached
 from tenantd.accounts.plans import resolve_features
 from tenantd.accounts.provisioning import create_account as insert_new_account
@@ -24,7 +25,6 @@ from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound
 from tenantd.identity import permissions
 from tenantd.identity import queries as identity_queries
-from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.errors import MfaRequired, ReauthRequired
 from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.tokens import AccessClaims, issue_access_token, token_hash
@@ -179,7 +179,7 @@ class Created:
 
 
 async def create_account(
-    services: IdentityServices, actor: Principal, *, name: str, refresh_token: str | None
+    services: Accounts, actor: Principal, *, name: str, refresh_token: str | None
 ) -> Created:
     """A new account with the caller as owner; a caller without an active account lands in it."""
     async with services.db.transaction() as conn:
@@ -190,7 +190,7 @@ async def create_account(
         activation = None
         if actor.account_id is None:
             activation = await activate(
-                conn, services.settings, services.keyring, actor, account_id, refresh_token
+                conn, services.settings, services.identity.keyring, actor, account_id, refresh_token
             )
     account = next(row for row in rows if row["id"] == account_id)
     return Created(account=account, activation=activation)
@@ -265,14 +265,14 @@ async def rename_account(
 
 
 async def activate_next_account(
-    conn: Conn, services: IdentityServices, *, actor: Principal, refresh_token: str | None
+    conn: Conn, services: Accounts, *, actor: Principal, refresh_token: str | None
 ) -> Activation:
     """After leaving or deleting the active account: the session moves to the next one."""
     next_account = await queries.default_account_id(
         conn, actor.user_id, factor=identity_queries.used_factor(actor.amr)
     )
     return await activate(
-        conn, services.settings, services.keyring, actor, next_account, refresh_token
+        conn, services.settings, services.identity.keyring, actor, next_account, refresh_token
     )
 
 
@@ -380,7 +380,7 @@ class Deleted:
 
 
 async def delete_account(
-    services: IdentityServices,
+    services: Accounts,
     actor: Principal,
     account_id: uuid.UUID,
     *,
@@ -439,7 +439,7 @@ class Switched:
 
 
 async def switch_account(
-    services: IdentityServices,
+    services: Accounts,
     actor: Principal,
     *,
     account_id: uuid.UUID,
@@ -455,6 +455,6 @@ async def switch_account(
             raise Forbidden("You are not a member of this account")
         await refuse_without_mfa(conn, account, actor)
         activation = await activate(
-            conn, services.settings, services.keyring, actor, account_id, refresh_token
+            conn, services.settings, services.identity.keyring, actor, account_id, refresh_token
         )
     return Switched(account=account, role=role, activation=activation)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from aiohttp import web
 
@@ -15,6 +17,7 @@ from tenantd.accounts import (
     roles,
     service,
 )
+from tenantd.accounts.domain import Accounts, accounts_of
 from tenantd.accounts.schemas import (
     AcceptBody,
     AcceptResult,
@@ -45,10 +48,9 @@ from tenantd.accounts.schemas import (
     TransferBody,
     TransferResult,
 )
-from tenantd.identity.account_call import in_account
-from tenantd.identity.bundle import SERVICES, IdentityServices
+from tenantd.identity.account_call import in_account_of
 from tenantd.identity.cookies import REFRESH_COOKIE, set_access_cookie
-from tenantd.principal import current_principal
+from tenantd.principal import Principal, current_principal
 from tenantd.web.json import ok
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Routes
@@ -57,9 +59,19 @@ ROUTES = Routes("accounts")
 
 ACCOUNT = "/api/v1/accounts/{id}"
 
+P = ParamSpec("P")
+T = TypeVar("T")
 
-def _services(request: web.Request) -> IdentityServices:
-    return request.app[SERVICES]
+
+async def in_account(
+    request: web.Request,
+    call: Callable[Concatenate[Accounts, Principal, uuid.UUID, P], Awaitable[T]],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """`call` with this app's accounts domain, for the request's caller and URL account."""
+    return await in_account_of(accounts_of(request.app), request, call, *args, **kwargs)
 
 
 def _refresh(request: web.Request) -> str | None:
@@ -72,7 +84,7 @@ def _answer(
     """Wrap `data`; with an activation also set the new auth_token cookie (refresh kept)."""
     response = ok(data, status=status)
     if activation is not None:
-        settings = _services(request).settings
+        settings = accounts_of(request.app).settings
         set_access_cookie(response, settings, activation.access_token, activation.claims)
     return response
 
@@ -88,7 +100,7 @@ def _answer(
 )
 async def list_accounts(request: web.Request) -> list[AccountSummary]:
     principal = current_principal(request)
-    rows = await service.list_accounts(_services(request), principal)
+    rows = await service.list_accounts(accounts_of(request.app), principal)
     return [AccountSummary.of(row, active_id=principal.account_id) for row in rows]
 
 
@@ -105,7 +117,7 @@ async def list_accounts(request: web.Request) -> list[AccountSummary]:
 )
 async def create_account(request: web.Request, body: AccountCreate) -> web.Response:
     principal = current_principal(request)
-    services = _services(request)
+    services = accounts_of(request.app)
     created = await service.create_account(
         services, principal, name=body.name, refresh_token=_refresh(request)
     )
@@ -122,7 +134,7 @@ async def create_account(request: web.Request, body: AccountCreate) -> web.Respo
     summary="Switch the active account: a new access token with that aid",
 )
 async def switch_account(request: web.Request, body: SwitchBody) -> web.Response:
-    services = _services(request)
+    services = accounts_of(request.app)
     switched = await service.switch_account(
         services,
         current_principal(request),
@@ -179,7 +191,7 @@ def _deleted_out(deleted: service.Deleted) -> AccountDeletedOut:
     summary="Restore a soft-deleted account within the grace period (owner at deletion time)",
 )
 async def restore_account(request: web.Request) -> AccountRestoredOut:
-    services = _services(request)
+    services = accounts_of(request.app)
     row = await restore.restore_account(
         services, path_uuid(request, "id"), actor=current_principal(request)
     )
@@ -302,7 +314,7 @@ async def revoke_invitation(request: web.Request) -> InvitationOut:
     summary="Accept an invitation with its raw token (seat cap checked)",
 )
 async def accept_invitation(request: web.Request, body: AcceptBody) -> web.Response:
-    services = _services(request)
+    services = accounts_of(request.app)
     accepted = await invitations.accept_invitation(
         services, current_principal(request), token=body.token, refresh_token=_refresh(request)
     )

@@ -1,31 +1,32 @@
 """The concrete services every view, job and CLI command is handed, and how they are opened
-and closed (`open_services`): the kernel, each moved domain's service object in the `Domains`
-record, and the older bundle (`AppServices`) the domains not yet moved still see through
-their Protocols."""
+and closed (`open_services`): the kernel and each domain's service object, in the `Domains`
+record."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
 
-from tenantd.accounts.me import MeCache
+from tenantd.accounts import mail as account_mail
+from tenantd.accounts.domain import Accounts, HasAccounts
 from tenantd.apikeys.domain import ApiKeys, HasApiKeys
 from tenantd.app.plugins import JOB_KINDS
-from tenantd.bundle import Kernel
+from tenantd.auth import jobs as auth_jobs
+from tenantd.auth.domain import Auth, HasAuth
+from tenantd.bundle import DOMAINS, Kernel
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.directories.domain import Directories, HasDirectories
 from tenantd.email.service import EmailService
 from tenantd.email.templates import brand_of, use_brand
-from tenantd.identity.bundle import SERVICES
+from tenantd.identity.domain import HasIdentity, Identity
 from tenantd.identity.keys.keyring import Keyring
-from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.identity.settings import IdentitySettings
 from tenantd.jobs.kinds import BoundKind, JobKind
 from tenantd.jobs.queue import JobQueue
@@ -56,14 +57,21 @@ INLINE_DRAIN_SECONDS = 10.0  # in-process jobs (queues off) get this long at shu
 WEBHOOK_KINDS = frozenset(kind.name for kind in webhook_jobs.JOB_KINDS)
 NOTIFICATION_KINDS = frozenset(kind.name for kind in notification_jobs.JOB_KINDS)
 MFA_KINDS = frozenset(kind.name for kind in (*mfa_mail.JOB_KINDS, *sensitive.JOB_KINDS))
+AUTH_KINDS = frozenset(kind.name for kind in auth_jobs.JOB_KINDS)
+ACCOUNT_KINDS = frozenset(kind.name for kind in account_mail.JOB_KINDS)
 
 
 @dataclass(frozen=True, eq=False)
 class Domains:
     """Every domain's service object, built once per process (virtool's DataLayer): the app
-    keeps it under DOMAINS, each domain reads its own through its accessor."""
+    keeps it under DOMAINS, each domain reads its own through its accessor. The kernel's
+    parts read through, as a domain object's do, for the composition root's hooks, the CLI
+    and the sweeps."""
 
     kernel: Kernel
+    identity: Identity
+    accounts: Accounts
+    auth: Auth
     webhooks: Webhooks
     apikeys: ApiKeys
     notifications: Notifications
@@ -72,68 +80,87 @@ class Domains:
     sso: Sso
     directories: Directories
 
-    def owner(self, kind: JobKind) -> object | None:
-        """The domain object a job kind runs with (None: a kind of a domain not yet moved)."""
+    @property
+    def settings(self) -> Settings:
+        return self.kernel.settings
+
+    @property
+    def db(self) -> Database:
+        return self.kernel.db
+
+    @property
+    def http(self) -> aiohttp.ClientSession:
+        return self.kernel.http
+
+    @property
+    def email(self) -> EmailService:
+        return self.kernel.email
+
+    @property
+    def jobs(self) -> JobQueue:
+        return self.kernel.jobs
+
+    def owner(self, kind: JobKind) -> object:
+        """The domain object a job kind runs with (this record for a kind of no domain's)."""
         if kind.name in WEBHOOK_KINDS:
             return self.webhooks
         if kind.name in NOTIFICATION_KINDS:
             return self.notifications
         if kind.name in MFA_KINDS:
             return self.mfa
-        return None
+        if kind.name in AUTH_KINDS:
+            return self.auth
+        if kind.name in ACCOUNT_KINDS:
+            return self.accounts
+        return self
+
+    def bind_job(self, kind: JobKind) -> BoundKind:
+        """Every job function runs with its domain's object (the queue never holds them)."""
+        return kind.bind(self.owner(kind))
 
     def apply_notices(self, notices: list[str]) -> None:
         """Trigger notices of our own committed writes: every domain's cache hears them."""
+        self.identity.principal_cache.apply_notices(notices)
+        self.accounts.me_cache.apply_notices(notices)
         self.apikeys.cache.apply_notices(notices)
         self.notifications.inbox_cache.apply_notices(notices)
 
 
 def _offers(
     domains: Domains,
-) -> tuple[HasWebhooks, HasApiKeys, HasNotifications, HasMfa, HasPortal, HasSso, HasDirectories]:
+) -> tuple[
+    HasIdentity,
+    HasAccounts,
+    HasAuth,
+    HasWebhooks,
+    HasApiKeys,
+    HasNotifications,
+    HasMfa,
+    HasPortal,
+    HasSso,
+    HasDirectories,
+]:
     """mypy checks here that the record offers what each domain's accessor reads."""
-    return (domains, domains, domains, domains, domains, domains, domains)
+    return (
+        domains,
+        domains,
+        domains,
+        domains,
+        domains,
+        domains,
+        domains,
+        domains,
+        domains,
+        domains,
+    )
 
 
-@dataclass
-class AppServices:
-    """Every long-lived object of one process, built once (`build_services`); each domain
-    sees it through its own Protocol (`tenantd.bundle.Services` and its extensions)."""
-
-    settings: Settings
-    db: Database
-    http: aiohttp.ClientSession
-    email: EmailService
-    # Durable job queue switch (QUEUES_ENABLED) and this process's inline job tasks.
-    jobs: JobQueue
-    # Access-token signing and verification keys (filled and kept fresh by the keyring hook).
-    keyring: Keyring
-    # In-process caches, each off until its listener runs, each its domain's: resolved access
-    # tokens (identity), /me bodies (accounts).
-    principal_cache: PrincipalCache = field(default_factory=PrincipalCache)
-    me_cache: MeCache = field(default_factory=MeCache)
-    # The domains moved to their own service objects (set by `build_services`).
-    domains: Domains = field(init=False)
-
-    def bind_job(self, kind: JobKind) -> BoundKind:
-        """Every job function runs with its domain's object, or these services for a domain
-        not yet moved (the queue never holds them)."""
-        owner = self.domains.owner(kind)
-        return kind.bind(self if owner is None else owner)
-
-    def apply_notices(self, notices: list[str]) -> None:
-        """Trigger notices of our own committed writes: every in-process cache hears them."""
-        self.principal_cache.apply_notices(notices)
-        self.me_cache.apply_notices(notices)
-        self.domains.apply_notices(notices)
-
-
-def app_services(app: web.Application) -> AppServices:
-    """The concrete bundle `create_app` stored under SERVICES, for the composition root's own
-    hooks (views and domains see it through their Protocol's key)."""
-    services = app[SERVICES]
-    assert isinstance(services, AppServices)
-    return services
+def domains_of(app: web.Application) -> Domains:
+    """The record `create_app` stored under DOMAINS, for the composition root's own hooks
+    (domains read their own object through their accessor)."""
+    domains = app[DOMAINS]
+    assert isinstance(domains, Domains)
+    return domains
 
 
 def build_services(
@@ -143,37 +170,37 @@ def build_services(
     http: aiohttp.ClientSession,
     email: EmailService,
     registry: EventRegistry,
-) -> AppServices:
-    """The services of these settings over an open pool and HTTP client."""
-    identity = settings.section(IdentitySettings)
-    # The job kinds are bound to the services once they exist (the queue never holds them).
-    jobs = JobQueue(settings, bind=lambda kind: services.bind_job(kind))
-    services = AppServices(
-        settings=settings,
-        db=db,
-        http=http,
-        email=email,
-        jobs=jobs,
+) -> Domains:
+    """The domains of these settings over an open pool and HTTP client."""
+    identity_settings = settings.section(IdentitySettings)
+    # The job kinds are bound to the domains once they exist (the queue never holds them).
+    jobs = JobQueue(settings, bind=lambda kind: domains.bind_job(kind))
+    kernel = Kernel(settings=settings, db=db, http=http, email=email, jobs=jobs)
+    identity = Identity(
+        kernel,
         keyring=Keyring(
-            algorithm=identity.access_token_alg,
+            algorithm=identity_settings.access_token_alg,
             secret_key=settings.secret_key,
-            audience=identity.access_token_audience,
+            audience=identity_settings.access_token_audience,
         ),
     )
-    kernel = Kernel(settings=settings, db=db, http=http, email=email, jobs=jobs)
-    services.domains = Domains(
+    accounts = Accounts(kernel, identity=identity)
+    domains = Domains(
         kernel=kernel,
+        identity=identity,
+        accounts=accounts,
+        auth=Auth(kernel, identity=identity, accounts=accounts),
         webhooks=Webhooks(kernel, sender=WebhookSender(settings)),
         apikeys=ApiKeys(kernel),
-        notifications=Notifications(kernel, identity=services, registry=registry),
-        mfa=Mfa(kernel, identity=services),
+        notifications=Notifications(kernel, identity=identity, registry=registry),
+        mfa=Mfa(kernel, identity=identity),
         portal=Portal(kernel),
-        sso=Sso(kernel, identity=services),
+        sso=Sso(kernel, identity=identity),
         directories=Directories(kernel),
     )
     for kind in JOB_KINDS:
         jobs.register(kind)
-    return services
+    return domains
 
 
 def event_registry(settings: Settings) -> EventRegistry:
@@ -196,7 +223,7 @@ async def attach_replicas(db: Database, settings: Settings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_services(settings: Settings, database_url: str) -> AsyncIterator[AppServices]:
+async def open_services(settings: Settings, database_url: str) -> AsyncIterator[Domains]:
     """Open the pool and the shared HTTP client; close them in reverse order."""
     registry = event_registry(settings)
     use_brand(brand_of(settings))  # every HTML mail's layout shows the pages' brand
@@ -211,20 +238,20 @@ async def open_services(settings: Settings, database_url: str) -> AsyncIterator[
     try:
         check_webhook_settings(settings)
         email = EmailService.from_settings(settings, db=db, http=http, blocklist=suppression)
-        services = build_services(settings, db=db, http=http, email=email, registry=registry)
+        domains = build_services(settings, db=db, http=http, email=email, registry=registry)
         # Trigger notices seen by our own writes invalidate the cache before we answer.
-        db.notice_sink = services.apply_notices
+        db.notice_sink = domains.apply_notices
         if db.replicas:
             # A changed inbox (our commit's notice, or another instance's announcement after
             # its commit) is a write its user must see on a replica.
-            services.domains.notifications.inbox_cache.on_change = db.marks.note
+            domains.notifications.inbox_cache.on_change = db.marks.note
         # The stored event types, for the CLI too (the app's feed then keeps them current).
         await load_stored_once(db, registry)
         try:
-            yield services
+            yield domains
         finally:
-            await services.jobs.drain(INLINE_DRAIN_SECONDS)
-            await services.domains.webhooks.sender.close()
+            await domains.jobs.drain(INLINE_DRAIN_SECONDS)
+            await domains.webhooks.sender.close()
     finally:
         await http.close()
         await db.close()

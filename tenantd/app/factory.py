@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from tenantd.accounts.bundle import ACCOUNT_SERVICES
+from tenantd.accounts.domain import accounts_of
 from tenantd.accounts.service import refuse_owed_factor
 from tenantd.apikeys.guard import require_api_key
 from tenantd.apikeys.principal import ACTING_KEY
@@ -15,7 +15,6 @@ from tenantd.app.hooks import HOOKS
 from tenantd.app.plugins import PAGE_ROUTES, ROUTES
 from tenantd.bundle import DOMAINS
 from tenantd.db import DATABASE
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.guards import guard as session_guard
 from tenantd.ops.shutdown import shutdown_ctx
 from tenantd.principal import PRINCIPAL
@@ -38,7 +37,7 @@ async def guard(request: web.Request, access: Access) -> None:
     await session_guard(request, access)
     principal = request.get(PRINCIPAL)
     if principal is not None and principal.owes_factor and not request[CURRENT_ROUTE].mfa_exempt:
-        await refuse_owed_factor(request.app[SERVICES], principal)
+        await refuse_owed_factor(accounts_of(request.app), principal)
 
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -73,11 +72,9 @@ def create_app(
     app[SETTINGS] = settings
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
-        async with open_services(settings, database_url) as services:
-            app[SERVICES] = services
-            app[ACCOUNT_SERVICES] = services
-            app[DOMAINS] = services.domains
-            app[DATABASE] = services.db
+        async with open_services(settings, database_url) as domains:
+            app[DOMAINS] = domains
+            app[DATABASE] = domains.db
             if on_services is not None:
                 await on_services(app)
             yield

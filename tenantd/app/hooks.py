@@ -1,4 +1,4 @@
-"""cleanup_ctx hooks that tie the kernel's engines to this application's services, in the
+"""cleanup_ctx hooks that tie the kernel's engines to this application's domains, in the
 order they start (they close in reverse)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.app.bundle import app_services
+from tenantd.app.bundle import domains_of
 from tenantd.app.bus import RELAY, bus_relay, make_bus
 from tenantd.app.plugins import METRIC_GAUGES, SWEEPS
 from tenantd.auth import breach
@@ -77,13 +77,13 @@ async def caches_ctx(app: web.Application) -> AsyncIterator[None]:
     """The domains' request caches (principals, /me bodies, inbox answers), each fed from the
     pub/sub hub, and the principal cache's mirror of revocations (loaded once the cache hears
     every announcement)."""
-    services = app_services(app)
-    principals = services.principal_cache
+    domains = domains_of(app)
+    principals = domains.identity.principal_cache
     async with (
         _fed_from_hub(app, principals),
-        _fed_from_hub(app, services.me_cache),
-        _fed_from_hub(app, services.domains.notifications.inbox_cache),
-        mirrored(services.db, principals.revocations, app[PUBSUB]),
+        _fed_from_hub(app, domains.accounts.me_cache),
+        _fed_from_hub(app, domains.notifications.inbox_cache),
+        mirrored(domains.db, principals.revocations, app[PUBSUB]),
     ):
         yield
 
@@ -91,22 +91,22 @@ async def caches_ctx(app: web.Application) -> AsyncIterator[None]:
 async def keyring_ctx(app: web.Application) -> AsyncIterator[None]:
     """The access-token keys: a signing key exists (created by the first instance), the
     keyring holds them, and every change of signing_keys reloads it (NOTIFY, gap, timer)."""
-    services = app_services(app)
-    async with fed(services.db, services.settings, services.keyring, app[PUBSUB]):
+    domains = domains_of(app)
+    async with fed(domains.db, domains.settings, domains.identity.keyring, app[PUBSUB]):
         yield
 
 
 async def event_definitions_ctx(app: web.Application) -> AsyncIterator[None]:
     """The declarative event types stored over HTTP: loaded now, and every change reloaded
     (NOTIFY, gap, timer) so each instance uses a new definition within seconds."""
-    services = app_services(app)
-    async with definitions.fed(services.db, services.domains.notifications.registry, app[PUBSUB]):
+    domains = domains_of(app)
+    async with definitions.fed(domains.db, domains.notifications.registry, app[PUBSUB]):
         yield
 
 
 async def api_key_cache_ctx(app: web.Application) -> AsyncIterator[None]:
     """The API-key cache, fed from the same channel and listener as the other caches."""
-    async with _fed_from_hub(app, app_services(app).domains.apikeys.cache):
+    async with _fed_from_hub(app, domains_of(app).apikeys.cache):
         yield
 
 
@@ -131,7 +131,7 @@ async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     if settings.section(NotificationSettings).notifications_sse_enabled:
         registry.sse_clients = _sse_client_count(app)
     async with registry.refreshing(
-        app_services(app).db, ops_config(settings).metrics_refresh_seconds
+        domains_of(app).db, ops_config(settings).metrics_refresh_seconds
     ):
         yield
 
@@ -139,12 +139,12 @@ async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
 async def job_runner_ctx(app: web.Application) -> AsyncIterator[None]:
     """Run the worker pool in this process when QUEUES_ENABLED is on (with it off, for the
     durable kinds only, e.g. webhook deliveries)."""
-    services = app_services(app)
-    durable = any(kind.durable for kind in services.jobs.kinds.values())
-    if not services.settings.section(JobSettings).queues_enabled and not durable:
+    domains = domains_of(app)
+    durable = any(kind.durable for kind in domains.jobs.kinds.values())
+    if not domains.settings.section(JobSettings).queues_enabled and not durable:
         yield
         return
-    async with running(services):
+    async with running(domains):
         yield
 
 
@@ -154,7 +154,7 @@ async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
     if not config.scheduler_enabled:
         yield
         return
-    scheduler = SweepScheduler(app_services(app), config, app.get(METRICS), sweeps=SWEEPS)
+    scheduler = SweepScheduler(domains_of(app), config, app.get(METRICS), sweeps=SWEEPS)
     scheduler.start()
     app[SCHEDULER] = scheduler
 
@@ -174,16 +174,14 @@ async def outbox_relay_ctx(app: web.Application) -> AsyncIterator[None]:
     """Number committed outbox events and fan them out to webhook endpoints (and the
     built-in tenancy notifications when on). Endpoint secrets still in clear (written before
     they were sealed) are sealed first."""
-    services = app_services(app)
-    await seal_clear_secrets(services.db, services.settings)
+    domains = domains_of(app)
+    await seal_clear_secrets(domains.db, domains.settings)
     metrics = app.get(METRICS)
     if metrics is not None:
-        metrics.registry.register(WebhookCollector(services.domains.webhooks.sender))
+        metrics.registry.register(WebhookCollector(domains.webhooks.sender))
     # The built-in tenancy notifications are told in the sequencing transaction too.
-    others = (
-        [tenancy_feed(services.domains.notifications)] if tenancy.enabled(app[SETTINGS]) else []
-    )
-    async with relaying(services.domains.webhooks, others):
+    others = [tenancy_feed(domains.notifications)] if tenancy.enabled(app[SETTINGS]) else []
+    async with relaying(domains.webhooks, others):
         yield
 
 
@@ -193,17 +191,17 @@ def instance_hook(listen: str | None) -> Hook:
     shutdown (ops/instances.py). Only the server has it: `tenantd status` lists servers."""
 
     async def instance_ctx(app: web.Application) -> AsyncIterator[None]:
-        services = app_services(app)
+        domains = domains_of(app)
         settings = app[SETTINGS]
 
         def describe() -> tuple[dict[str, Any], list[str]]:
-            events = services.domains.notifications.registry.events()
+            events = domains.notifications.registry.events()
             declared = sum(1 for event in events if event.declared is not None)
             return switches(settings, declared), [event.type for event in events]
 
         instance = Instance(listen, describe)
         interval = ops_config(settings).instance_heartbeat_seconds
-        async with heartbeating(services.db, instance, interval):
+        async with heartbeating(domains.db, instance, interval):
             yield
 
     return instance_ctx

@@ -27,12 +27,12 @@ from tenantd.accounts.provisioning import DomainConflict, provision_personal_acc
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.auth import captcha, mail
 from tenantd.auth import queries as auth_queries
+from tenantd.auth.domain import Auth
 from tenantd.auth.schemas import EmailCodeVerifyBody
 from tenantd.auth.service import MfaPending, SignedIn, ticket_or_session
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
 from tenantd.identity import queries
-from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.queries import claim_unverified_user
 from tenantd.identity.settings import SignInSettings
@@ -129,7 +129,7 @@ async def mail_code(services: Services, email: str) -> None:
 
 
 async def verify(
-    services: IdentityServices, body: EmailCodeVerifyBody, *, client: ClientMeta
+    services: Auth, body: EmailCodeVerifyBody, *, client: ClientMeta
 ) -> SignedIn | MfaPending:
     """Sign in with the address and its code, or with the link's token (one or the other)."""
     email, code, token = body.email, body.code, body.token
@@ -142,7 +142,7 @@ async def verify(
 
 
 async def verify_code(
-    services: IdentityServices, *, email: str, code: str, client: ClientMeta
+    services: Auth, *, email: str, code: str, client: ClientMeta
 ) -> SignedIn | MfaPending:
     """Sign in with the address's code; a wrong one counts against it (five end it)."""
     settings = services.settings
@@ -167,9 +167,7 @@ async def verify_code(
     return _answer(wrong, conflict, result)
 
 
-async def verify_link(
-    services: IdentityServices, *, token: str, client: ClientMeta
-) -> SignedIn | MfaPending:
+async def verify_link(services: Auth, *, token: str, client: ClientMeta) -> SignedIn | MfaPending:
     """Sign in with the mail's link (single use; refused once five wrong codes ended it)."""
     settings = services.settings
     _require_enabled(settings)
@@ -199,7 +197,7 @@ def _answer(
 
 
 async def _sign_in(
-    services: IdentityServices, conn: Conn, email: str, client: ClientMeta, method: str
+    services: Auth, conn: Conn, email: str, client: ClientMeta, method: str
 ) -> tuple[SignedIn | MfaPending | None, DomainConflict | None]:
     """The mailbox is proven: the user (created or verified if need be), then a session, an
     MFA ticket, or the domain conflict (its join request and mails committed by the caller)."""

@@ -28,12 +28,12 @@ from tenantd.accounts.provisioning import DomainConflict, provision_personal_acc
 from tenantd.addresses import InvalidEmail, canonical_email, normalize_email
 from tenantd.audit import security
 from tenantd.auth import breach, captcha, mail
+from tenantd.auth.domain import Auth
 from tenantd.auth.errors import EmailNotVerified
 from tenantd.auth.schemas import LoginBody, PasswordChangeBody, RegisterBody, VerifyEmailBody
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, RateLimited, Unauthorized, ValidationFailed
 from tenantd.identity import queries
-from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.devices import describe
 from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.events import user_changed
@@ -365,7 +365,7 @@ async def _proven_password(services: Services, *, token: str, password: str) -> 
 
 
 async def verify_email(
-    services: IdentityServices,
+    services: Auth,
     body: VerifyEmailBody,
     *,
     client: ClientMeta,
@@ -433,7 +433,7 @@ async def verify_email(
             account = await queries.account_ref(conn, outcome.account_id)
             has_password_login = await queries.has_password(conn, user_id)
             started = await start_session(
-                services,
+                services.identity,
                 conn,
                 user_id=user_id,
                 account_id=outcome.account_id,
@@ -459,9 +459,7 @@ async def verify_email(
     )
 
 
-async def login(
-    services: IdentityServices, body: LoginBody, *, client: ClientMeta
-) -> SignedIn | MfaPending:
+async def login(services: Auth, body: LoginBody, *, client: ClientMeta) -> SignedIn | MfaPending:
     """Password sign-in; unknown email and wrong password are indistinguishable. A user with
     a second factor gets a ticket for POST /api/v1/auth/mfa/verify instead of a session.
     After repeated failures for the address or the client a bot check is required first."""
@@ -494,7 +492,7 @@ async def login(
             )
             return MfaPending(ticket)
         started = await start_default_session(
-            services,
+            services.identity,
             conn,
             user_id=user["id"],
             client=client,
@@ -505,7 +503,7 @@ async def login(
 
 
 async def ticket_or_session(
-    services: IdentityServices,
+    services: Auth,
     conn: Conn,
     *,
     user_id: uuid.UUID,
@@ -522,7 +520,7 @@ async def ticket_or_session(
             conn, services.settings, user_id=user_id, amr=[amr], return_to=return_to
         )
     return await start_session(
-        services,
+        services.identity,
         conn,
         user_id=user_id,
         account_id=account_id,
@@ -592,7 +590,7 @@ async def _end_every_session(
 
 
 async def change_password(
-    services: IdentityServices,
+    services: Auth,
     principal: Principal,
     body: PasswordChangeBody,
     *,
@@ -649,7 +647,7 @@ async def change_password(
         tokens = await issue_session(
             conn,
             settings,
-            keyring=services.keyring,
+            keyring=services.identity.keyring,
             user_id=user_id,
             account_id=account_id,
             user_agent=client.user_agent,
@@ -681,7 +679,7 @@ async def change_password(
 
 
 async def refresh(
-    services: IdentityServices,
+    services: Auth,
     *,
     refresh_token: str | None,
     principal: Principal | None,
@@ -701,7 +699,7 @@ async def refresh(
 
 
 async def refresh_session(
-    services: IdentityServices,
+    services: Auth,
     *,
     refresh_token: str,
     client: ClientMeta,
@@ -718,7 +716,7 @@ async def refresh_session(
     fast = await renew_batched(
         services.db,
         services.settings,
-        keyring=services.keyring,
+        keyring=services.identity.keyring,
         refresh_token=refresh_token,
         user_agent=client.user_agent,
         ip=client.ip,
@@ -740,7 +738,7 @@ async def refresh_session(
             renewal = await rotate(
                 conn,
                 services.settings,
-                keyring=services.keyring,
+                keyring=services.identity.keyring,
                 refresh_token=refresh_token,
                 user_agent=client.user_agent,
                 ip=client.ip,

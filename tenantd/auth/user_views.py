@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.auth import deletion, email_change, profile, security_undo
+from tenantd.auth.domain import auth_of
 from tenantd.auth.schemas import (
     REAUTH_REQUIRED,
     EmailChangeBody,
@@ -19,7 +20,6 @@ from tenantd.auth.schemas import (
     UserDeletedOut,
     UserRef,
 )
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import clear_session_cookies
 from tenantd.principal import current_principal
 from tenantd.web.json import ok
@@ -40,7 +40,7 @@ THIS_WASNT_ME: dict[str, Any] = {"access": Access.PUBLIC, "body": LinkTokenBody}
 )
 async def update_me(request: web.Request, body: ProfileBody) -> ProfileOut:
     names = await profile.update_names(
-        request.app[SERVICES],
+        auth_of(request.app),
         current_principal(request),
         first_name=body.first_name,
         last_name=body.last_name,
@@ -61,7 +61,7 @@ async def update_me(request: web.Request, body: ProfileBody) -> ProfileOut:
 )
 async def request_email_change(request: web.Request, body: EmailChangeBody) -> Message:
     message = await email_change.request_change(
-        request.app[SERVICES], current_principal(request), new_email=body.new_email
+        auth_of(request.app), current_principal(request), new_email=body.new_email
     )
     return Message(message=message)
 
@@ -75,7 +75,7 @@ async def request_email_change(request: web.Request, body: EmailChangeBody) -> M
 )
 async def confirm_email_change(request: web.Request, body: LinkTokenBody) -> EmailChanged:
     changed = await email_change.confirm_change(
-        request.app[SERVICES], user_id=current_principal(request).user_id, token=body.token
+        auth_of(request.app), user_id=current_principal(request).user_id, token=body.token
     )
     return EmailChanged(user=UserRef(id=changed.user_id, email=changed.email))
 
@@ -88,7 +88,7 @@ async def confirm_email_change(request: web.Request, body: LinkTokenBody) -> Ema
     "(the address comes back whatever came after) and end every session",
 )
 async def cancel_email_change(request: web.Request, body: LinkTokenBody) -> EmailChangeCancelled:
-    done = await email_change.cancel_change(request.app[SERVICES], token=body.token)
+    done = await email_change.cancel_change(auth_of(request.app), token=body.token)
     return EmailChangeCancelled(restored=done.restored, kept=done.kept, message=done.message)
 
 
@@ -100,7 +100,7 @@ async def cancel_email_change(request: web.Request, body: LinkTokenBody) -> Emai
     "and end every session",
 )
 async def undo_sensitive_action(request: web.Request, body: LinkTokenBody) -> Empty:
-    await security_undo.undo(request.app[SERVICES], token=body.token)
+    await security_undo.undo(auth_of(request.app), token=body.token)
     return Empty()
 
 
@@ -115,7 +115,7 @@ async def undo_sensitive_action(request: web.Request, body: LinkTokenBody) -> Em
     "anonymised after 30 days",
 )
 async def delete_me(request: web.Request) -> web.Response:
-    services = request.app[SERVICES]
+    services = auth_of(request.app)
     done = await deletion.delete_user(services, current_principal(request))
     answer = UserDeletedOut.model_validate(done, from_attributes=True)
     response = ok(answer.model_dump(mode="json", by_alias=True))
@@ -130,7 +130,7 @@ async def delete_me(request: web.Request) -> web.Response:
 )
 async def export_me(request: web.Request) -> web.Response:
     exported = await deletion.export_user(
-        request.app[SERVICES], user_id=current_principal(request).user_id
+        auth_of(request.app), user_id=current_principal(request).user_id
     )
     response = ok(exported)
     response.headers["Content-Disposition"] = 'attachment; filename="tenantd-export.json"'

@@ -10,10 +10,10 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.accounts.bundle import ACCOUNT_SERVICES
 from tenantd.accounts.me import current_user_json
 from tenantd.audit import cursors
 from tenantd.auth import email_code, service
+from tenantd.auth.domain import auth_of
 from tenantd.auth.schemas import (
     REAUTH_REQUIRED,
     AccountRef,
@@ -43,7 +43,6 @@ from tenantd.auth.schemas import (
 )
 from tenantd.email.templates import best_locale
 from tenantd.identity import browser
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
     REFRESH_COOKIE,
@@ -120,7 +119,7 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
 )
 async def register(request: web.Request, body: RegisterBody) -> web.Response:
     locale = best_locale(request.headers.get("Accept-Language"))
-    services = request.app[SERVICES]
+    services = auth_of(request.app)
     result = await service.register(services, body, locale=locale, ip=request_ip(request))
     answer = RegisteredOut(message=result.message, warnings=list(result.warnings) or None)
     response = ok(answer.model_dump(by_alias=True, exclude_none=True))
@@ -137,7 +136,7 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
     summary="Mail one more verification link (earlier links keep working)",
 )
 async def resend_verification(request: web.Request, body: EmailBody) -> Message:
-    message = await service.resend_verification(request.app[SERVICES], email=body.email)
+    message = await service.resend_verification(auth_of(request.app), email=body.email)
     return Message(message=message)
 
 
@@ -157,7 +156,7 @@ async def resend_verification(request: web.Request, body: EmailBody) -> Message:
 async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Response:
     binding = request.cookies.get(BINDING_COOKIE)
     client = client_meta(request)
-    result = await service.verify_email(request.app[SERVICES], body, client=client, binding=binding)
+    result = await service.verify_email(auth_of(request.app), body, client=client, binding=binding)
     response = signed_in_or_mfa(request, result)
     if result.binding_used:
         clear_binding_cookie(response, request.app[SETTINGS])
@@ -183,7 +182,7 @@ SignInAttempt = Callable[..., Awaitable[service.SignedIn | service.MfaPending]]
 
 async def sign_in(request: web.Request, attempt: SignInAttempt, body: object) -> web.Response:
     """Try a sign-in for this client: a session, or the challenge of a second factor."""
-    result = await attempt(request.app[SERVICES], body, client=client_meta(request))
+    result = await attempt(auth_of(request.app), body, client=client_meta(request))
     return signed_in_or_mfa(request, result)
 
 
@@ -207,7 +206,7 @@ def signed_in_or_mfa(
 )
 async def email_code_request(request: web.Request, body: CaptchaEmailBody) -> Message:
     message = await email_code.request_code(
-        request.app[SERVICES],
+        auth_of(request.app),
         email=body.email,
         client=client_meta(request),
         captcha_token=body.captcha_token,
@@ -251,7 +250,7 @@ def mfa_challenge(settings: Settings, ticket: mfa.Ticket) -> web.Response:
 )
 async def password_reset_request(request: web.Request, body: CaptchaEmailBody) -> Message:
     message = await service.request_password_reset(
-        request.app[SERVICES],
+        auth_of(request.app),
         email=body.email,
         captcha_token=body.captcha_token,
         ip=request_ip(request),
@@ -270,7 +269,7 @@ async def password_reset_confirm(
     request: web.Request, body: PasswordResetConfirmBody
 ) -> dict[str, object]:
     warnings = await service.confirm_password_reset(
-        request.app[SERVICES], token=body.token, password=body.password, client=client_meta(request)
+        auth_of(request.app), token=body.token, password=body.password, client=client_meta(request)
     )
     return PasswordReset(warnings=list(warnings) or None).model_dump(
         by_alias=True, exclude_none=True
@@ -292,7 +291,7 @@ async def password_reset_confirm(
 )
 async def change_password(request: web.Request, body: PasswordChangeBody) -> web.Response:
     result = await service.change_password(
-        request.app[SERVICES], current_principal(request), body, client=client_meta(request)
+        auth_of(request.app), current_principal(request), body, client=client_meta(request)
     )
     return signed_in(request, result)
 
@@ -312,8 +311,8 @@ async def me(request: web.Request) -> web.Response:
     principal = optional_principal(request)
     if principal is None:
         return JsonResponse(ANONYMOUS_ME)
-    services = request.app[ACCOUNT_SERVICES]
-    body = await current_user_json(services.db, services.me_cache, principal)
+    services = auth_of(request.app)
+    body = await current_user_json(services.db, services.accounts.me_cache, principal)
     if body is None:
         raise invalid()
     return JsonResponse(body)
@@ -327,7 +326,7 @@ async def me(request: web.Request) -> web.Response:
 )
 async def refresh(request: web.Request) -> web.Response:
     result = await service.refresh(
-        request.app[SERVICES],
+        auth_of(request.app),
         refresh_token=request.cookies.get(REFRESH_COOKIE),
         principal=optional_principal(request),
         client=client_meta(request),
@@ -351,7 +350,7 @@ async def mfa_status(request: web.Request) -> MfaStatus | dict[str, object]:
 
 @ROUTES.post("/api/v1/auth/logout", **SIGN_OUT, summary="End this session")
 async def logout(request: web.Request) -> web.Response:
-    services = request.app[SERVICES]
+    services = auth_of(request.app)
     refresh_token = request.cookies.get(REFRESH_COOKIE)
     claims = current_principal(request).claims
     await service.logout(
@@ -365,7 +364,7 @@ async def logout(request: web.Request) -> web.Response:
 @ROUTES.post("/api/v1/auth/logout-all", **SIGN_OUT, summary="End every session of the user")
 async def logout_all(request: web.Request) -> web.Response:
     principal = current_principal(request)
-    services = request.app[SERVICES]
+    services = auth_of(request.app)
     await service.logout_all(services, user_id=principal.user_id, client=client_meta(request))
     response = ok(Empty())
     clear_session_cookies(response, services.settings)
@@ -384,7 +383,7 @@ async def list_sessions(request: web.Request) -> list[SessionOut]:
     principal = current_principal(request)
     current = principal.session_id
     rows = await service.list_sessions(
-        request.app[SERVICES], user_id=principal.user_id, current=current
+        auth_of(request.app), user_id=principal.user_id, current=current
     )
     return [SessionOut.of(row, current) for row in rows]
 
@@ -397,7 +396,7 @@ async def list_sessions(request: web.Request) -> list[SessionOut]:
 )
 async def end_session(request: web.Request) -> web.Response:
     principal = current_principal(request)
-    services = request.app[SERVICES]
+    services = auth_of(request.app)
     session_id = path_uuid(request, "id")
     await service.end_session(
         services, user_id=principal.user_id, session_id=session_id, client=client_meta(request)
@@ -416,7 +415,7 @@ async def end_session(request: web.Request) -> web.Response:
 async def revoke_other_sessions(request: web.Request) -> RevokedSessions:
     principal = current_principal(request)
     count = await service.end_other_sessions(
-        request.app[SERVICES],
+        auth_of(request.app),
         user_id=principal.user_id,
         current=principal.session_id,
         client=client_meta(request),
@@ -433,7 +432,7 @@ async def revoke_other_sessions(request: web.Request) -> RevokedSessions:
 async def security_events(request: web.Request, query: SecurityEventsQuery) -> SecurityEventPage:
     principal = current_principal(request)
     rows, last_id = await service.security_events(
-        request.app[SERVICES],
+        auth_of(request.app),
         user_id=principal.user_id,
         before_id=cursors.decode(query.cursor),
         limit=query.limit,

@@ -9,7 +9,8 @@ from typing import TypeVar
 import typer
 
 from tenantd.accounts import operator, restore
-from tenantd.app.bundle import AppServices
+from tenantd.accounts.domain import Accounts
+from tenantd.app.bundle import Domains
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
 from tenantd.errors import AppError, ValidationFailed
 from tenantd.mfa import sensitive
@@ -37,12 +38,17 @@ def refused(error: AppError) -> str:
     return error.message
 
 
-def run(work: Callable[[AppServices], Awaitable[T]]) -> T:
+def run_domains(work: Callable[[Domains], Awaitable[T]]) -> T:
     """Run a service call; a refused operation is one stderr line and exit 1."""
     try:
         return with_services(work)
     except AppError as error:
         fail(refused(error), 1)
+
+
+def run(work: Callable[[Accounts], Awaitable[T]]) -> T:
+    """`run_domains` of a call on the accounts domain."""
+    return run_domains(lambda domains: work(domains.accounts))
 
 
 @app.command("list")

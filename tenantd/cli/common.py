@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tenantd.app.bundle import AppServices, open_services
+from tenantd.app.bundle import Domains, open_services
 from tenantd.app.settings import load_settings
 from tenantd.cli.state import state
 from tenantd.db import Database
@@ -77,7 +77,7 @@ def settings(env_file: str | None = None) -> Settings:
 
 
 def with_services(
-    work: Callable[[AppServices], Awaitable[T]],
+    work: Callable[[Domains], Awaitable[T]],
     *,
     env_file: str | None = None,
     adjust: Callable[[Settings, Database], Awaitable[Settings]] | None = None,
@@ -96,8 +96,8 @@ def with_services(
                 opened = await adjust(config, db)
         finally:
             await db.close()
-        async with open_services(opened, url) as services:
-            return await work(services)
+        async with open_services(opened, url) as domains:
+            return await work(domains)
 
     try:
         with provided_database(config) as url:

@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 def run(work: Callable[[Directories], Awaitable[T]]) -> T:
     """A call on the directories domain."""
-    return with_services(lambda services: work(services.domains.directories))
+    return with_services(lambda domains: work(domains.directories))
 
 
 def _account(value: str) -> uuid.UUID:

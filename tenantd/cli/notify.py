@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from tenantd.app.bundle import AppServices
+from tenantd.app.bundle import Domains
 from tenantd.cli.common import fail, print_json, with_services
 from tenantd.db import Database
 from tenantd.errors import AppError, ValidationFailed
@@ -47,9 +47,9 @@ def send_command(
     except ValueError:
         fail(f"unknown user {user!r} (not a user id)")
 
-    async def work(services: AppServices) -> dict[str, Any]:
+    async def work(domains: Domains) -> dict[str, Any]:
         outcome = await send(
-            services.domains.notifications,
+            domains.notifications,
             event_type,
             recipient_user_id=recipient,
             payload=data,

@@ -13,11 +13,11 @@ from aiohttp import web
 from tenantd.app import create_app
 from tenantd.app.hooks import instance_hook
 from tenantd.cli.common import console, fail, settings
+from tenantd.db import DATABASE
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.migrate import migrate as apply_migrations
 from tenantd.db.provide import provided_database
-from tenantd.identity.bundle import SERVICES
 from tenantd.logging_setup import setup_logging
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.ops.config import ProcessSettings, ops_config
@@ -89,7 +89,7 @@ def serve(
 
         async def migrate_first(app: web.Application) -> None:
             if not no_migrate:
-                await apply_migrations(app[SERVICES].db, config.database.sql_dir)
+                await apply_migrations(app[DATABASE], config.database.sql_dir)
 
         app = create_app(config, url, on_services=migrate_first)
         app.on_startup.append(freeze_startup_heap)  # after the services are up

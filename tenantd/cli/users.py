@@ -16,11 +16,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tenantd import audit
 from tenantd.auth.admin import service as admin
+from tenantd.auth.domain import Auth
 from tenantd.auth.transfer import service as transfer
 from tenantd.auth.transfer.formats import FORMATS, HashOptions
 from tenantd.auth.transfer.service import ImportSummary
 from tenantd.bundle import Services
-from tenantd.cli.accounts import run
+from tenantd.cli.accounts import run_domains
 from tenantd.cli.common import console, fail
 from tenantd.identity.passwords import FirebaseScrypt
 from tenantd.mfa import service as mfa
@@ -28,6 +29,12 @@ from tenantd.mfa.domain import Mfa
 from tenantd.mfa.sensitive import OPERATOR
 
 T = TypeVar("T")
+
+
+def run(work: Callable[[Auth], Awaitable[T]]) -> T:
+    """`run_domains` of a call on the auth domain."""
+    return run_domains(lambda domains: work(domains.auth))
+
 
 app = typer.Typer(
     name="users",
@@ -59,7 +66,7 @@ def mfa_reset(email: str = typer.Argument(..., help="The user's email address.")
         await mfa.mail_reset_notice(services, user_id)
         return str(user_id)
 
-    user_id = run(lambda services: work(services.domains.mfa))
+    user_id = run_domains(lambda domains: work(domains.mfa))
     console.print(f"MFA reset for user {user_id}; the user was emailed")
 
 

@@ -9,8 +9,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from tenantd.cli.accounts import parse_id
-from tenantd.cli.accounts import run as run_services
+from tenantd.cli.accounts import parse_id, run_domains
 from tenantd.cli.common import console, fail, print_json, print_table
 from tenantd.outbox import Actor
 from tenantd.webhooks import endpoints
@@ -39,7 +38,7 @@ def _events(value: str | None) -> list[str] | None:
 
 def run(work: Callable[[Webhooks], Awaitable[T]]) -> T:
     """A call on the webhooks domain (a refused one: exit 1)."""
-    return run_services(lambda services: work(services.domains.webhooks))
+    return run_domains(lambda domains: work(domains.webhooks))
 
 
 def _on_endpoint(

@@ -1,6 +1,6 @@
-"""The one shape of an account-scoped call: a service gets the services bundle, the caller and
-the account id first, then what is the view's or page's own (`in_account` for an API route whose
-URL names the account as `{id}`, `AccountCall` where a page has the three already)."""
+"""The one shape of an account-scoped call: a service gets its domain's object, the caller and
+the account id first, then what is the view's or page's own (`in_account_of` for an API route
+whose URL names the account as `{id}`, `AccountCall` where a page has the three already)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,12 @@ from typing import Concatenate, Generic, ParamSpec, TypeVar
 
 from aiohttp import web
 
-from tenantd.identity.bundle import SERVICES, IdentityServices
 from tenantd.principal import Principal, current_principal
 from tenantd.web.routing import path_uuid
 
 P = ParamSpec("P")
 T = TypeVar("T")
-S = TypeVar("S")  # the older bundle's Protocol, or a moved domain's object
+S = TypeVar("S")  # the domain object the services take
 
 
 @dataclass(frozen=True)
@@ -37,17 +36,6 @@ class AccountCall(Generic[S]):
         return await call(self.services, self.principal, self.account_id, *args, **kwargs)
 
 
-async def in_account(
-    request: web.Request,
-    call: Callable[Concatenate[IdentityServices, Principal, uuid.UUID, P], Awaitable[T]],
-    /,
-    *args: P.args,
-    **kwargs: P.kwargs,
-) -> T:
-    """`call` for the request's caller and URL account (`{id}`)."""
-    return await in_account_of(request.app[SERVICES], request, call, *args, **kwargs)
-
-
 async def in_account_of(
     services: S,
     request: web.Request,
@@ -56,6 +44,6 @@ async def in_account_of(
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    """`in_account` with a moved domain's object in place of the older bundle."""
+    """`call` for the request's caller and URL account (`{id}`), with `services`."""
     scoped = AccountCall(services, current_principal(request), path_uuid(request, "id"))
     return await scoped(call, *args, **kwargs)

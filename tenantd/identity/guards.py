@@ -15,8 +15,8 @@ from aiohttp import web
 from tenantd.db import Conn
 from tenantd.errors import Unauthorized
 from tenantd.identity import queries
-from tenantd.identity.bundle import SERVICES, IdentityServices
 from tenantd.identity.cookies import AUTH_COOKIE
+from tenantd.identity.domain import Identity, identity_of
 from tenantd.identity.tokens import AccessClaims, decode_access_token
 from tenantd.principal import PRINCIPAL, Principal
 from tenantd.web.cookie_header import token_cookie
@@ -97,7 +97,7 @@ def decide(
     )
 
 
-async def recheck(services: IdentityServices, claims: AccessClaims) -> Principal:
+async def recheck(identity: Identity, claims: AccessClaims) -> Principal:
     """The principal of decoded claims, checked again: expiry, then the principal cache or
     `check_claims`. The guard and every SSE stream (before each message and on idle ticks)
     call this one function; it raises `invalid()` when the token no longer holds.
@@ -113,7 +113,7 @@ async def recheck(services: IdentityServices, claims: AccessClaims) -> Principal
     """
     if claims.expires_at <= time.time():
         raise invalid()
-    cache = services.principal_cache
+    cache = identity.principal_cache
     cached = cache.principal(claims.jti)
     if cached is not None:
         return cached
@@ -131,7 +131,7 @@ async def recheck(services: IdentityServices, claims: AccessClaims) -> Principal
         )
         cache.store_principal(principal, generation)
         return principal
-    async with services.db.connection() as conn:
+    async with identity.db.connection() as conn:
         principal, cutoff, require_mfa = await _checked(conn, claims)
     cache.store_facts(
         claims.user_id,
@@ -148,9 +148,9 @@ async def recheck(services: IdentityServices, claims: AccessClaims) -> Principal
 
 async def authenticate(request: web.Request, token: str) -> Principal:
     """Verify the token; its checked context comes from the cache when it is there."""
-    services = request.app[SERVICES]
-    claims = decode_access_token(services.keyring, token)
-    return await recheck(services, claims)
+    identity = identity_of(request.app)
+    claims = decode_access_token(identity.keyring, token)
+    return await recheck(identity, claims)
 
 
 async def guard(request: web.Request, access: Access) -> None:

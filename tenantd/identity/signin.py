@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from tenantd.audit import security
 from tenantd.db import Conn
 from tenantd.identity import queries
-from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.devices import describe, usable_device_id
+from tenantd.identity.domain import Identity
 from tenantd.identity.sessions import IssuedTokens, issue_session
 from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.sso_policy import refuse_unless_sso
@@ -71,7 +71,7 @@ async def record_security(
 
 
 async def start_session(
-    services: IdentityServices,
+    services: Identity,
     conn: Conn,
     *,
     user_id: uuid.UUID,
@@ -125,7 +125,7 @@ async def start_session(
 
 
 async def start_default_session(
-    services: IdentityServices,
+    services: Identity,
     conn: Conn,
     *,
     user_id: uuid.UUID,

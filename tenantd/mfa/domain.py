@@ -1,4 +1,4 @@
-"""The MFA domain's service object: the kernel and the identity services it starts sessions
+"""The MFA domain's service object: the kernel and the identity domain it starts sessions
 and signs step-up tokens with, built once by the composition root (tenantd/app/) and handed
 to views, pages, jobs and the CLI."""
 
@@ -10,14 +10,13 @@ from typing import Protocol
 from aiohttp import web
 
 from tenantd.bundle import DOMAINS, Domain
-from tenantd.identity.bundle import IdentityServices
+from tenantd.identity.domain import Identity
 
 
 @dataclass(eq=False)
 class Mfa(Domain):
-    # Sessions a second factor finishes and step-up tokens (identity is not a domain object
-    # yet: its Protocol).
-    identity: IdentityServices
+    # Sessions a second factor finishes and step-up tokens.
+    identity: Identity
 
 
 class HasMfa(Protocol):

@@ -22,7 +22,7 @@ from tenantd import crypto
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, RateLimited, Unauthorized
 from tenantd.identity import queries as identity_queries
-from tenantd.identity.bundle import IdentityServices
+from tenantd.identity.domain import Identity
 from tenantd.identity.errors import InvalidCredentials, UserDisabled
 from tenantd.identity.passwords import verified_rehash
 from tenantd.identity.sessions import IssuedTokens
@@ -533,7 +533,7 @@ async def reauthenticated(services: Mfa, principal: Principal, method: str) -> R
 
 
 async def reauthenticated_session(
-    services: IdentityServices,
+    services: Identity,
     *,
     user_id: uuid.UUID,
     account_id: uuid.UUID | None,

@@ -1,5 +1,5 @@
 """The notifications domain's service object: the kernel, the event types, the cache of inbox
-answers and the identity services it checks streams' tokens with, built once by the
+answers and the identity domain it checks streams' tokens with, built once by the
 composition root (tenantd/app/) and handed to views, jobs and the CLI."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from typing import Protocol
 from aiohttp import web
 
 from tenantd.bundle import DOMAINS, Domain
-from tenantd.identity.bundle import IdentityServices
+from tenantd.identity.domain import Identity
 from tenantd.notifications.inbox_cache import InboxCache
 from tenantd.notifications.registry import EventRegistry
 
 
 @dataclass(eq=False)
 class Notifications(Domain):
-    # Token checks of SSE streams (identity is not a domain object yet: its Protocol).
-    identity: IdentityServices
+    # Token checks of SSE streams.
+    identity: Identity
     # Notification event types: the built-in ones (TENANTD_BUILTIN_NOTIFICATIONS), then
     # TENANTD_EVENT_MODULES (loaded before anything opens).
     registry: EventRegistry

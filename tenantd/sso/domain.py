@@ -1,4 +1,4 @@
-"""The SSO domain's service object: the kernel and the identity services its sign-ins start
+"""The SSO domain's service object: the kernel and the identity domain its sign-ins start
 sessions with, built once by the composition root (tenantd/app/) and handed to its views and
 pages."""
 
@@ -10,14 +10,14 @@ from typing import Protocol
 from aiohttp import web
 
 from tenantd.bundle import DOMAINS, Domain
-from tenantd.identity.bundle import IdentityServices
+from tenantd.identity.domain import Identity
 
 
 @dataclass(eq=False)
 class Sso(Domain):
     # Sessions of a verified assertion or ID token, and the OpenID Connect code flow shared
-    # with social sign-in (identity is not a domain object yet: its Protocol).
-    identity: IdentityServices
+    # with social sign-in.
+    identity: Identity
 
 
 class HasSso(Protocol):

@@ -407,7 +407,7 @@ async def complete_oidc(
     try:
         flow: FlowState = decode_state(settings.secret_key, state_cookie, provider=config.name)
         identity = await oauth.identify(
-            services.identity,
+            services,
             oidc_client(services),
             config,
             flow=flow,

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from tenantd.accounts import invitations, join_requests, memberships, restore, roles
 from tenantd.accounts import service as accounts
+from tenantd.accounts.domain import accounts_of
 from tenantd.accounts.schemas import (
     AccountCreate,
     AccountRename,
@@ -21,12 +22,12 @@ from tenantd.accounts.schemas import (
 from tenantd.auth import deletion
 from tenantd.auth import profile as names
 from tenantd.auth import service as auth_service
+from tenantd.auth.domain import auth_of
 from tenantd.auth.errors import TransferOwnershipFirst
 from tenantd.auth.schemas import PasswordChangeBody, ProfileBody
 from tenantd.errors import AppError, NotFound
 from tenantd.identity import permissions
 from tenantd.identity.account_call import AccountCall
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
@@ -67,7 +68,7 @@ async def work_in(
     activation (the caller had none), else a switch to it."""
     if activation is None:
         switched = await accounts.switch_account(
-            request.app[SERVICES],
+            accounts_of(request.app),
             viewer.principal,
             account_id=account_id,
             refresh_token=_refresh(request),
@@ -137,7 +138,7 @@ async def password_post(request: web.Request, viewer: Viewer, form: Form) -> web
     body = parse(PasswordChangeBody, {**fields, "newPassword": field(form, "newPassword")})
     client = client_meta(request)
     result = await auth_service.change_password(
-        request.app[SERVICES], viewer.principal, body, client=client
+        auth_of(request.app), viewer.principal, body, client=client
     )
     request[ISSUED] = result.tokens
     return redirect(
@@ -150,7 +151,7 @@ async def names_post(request: web.Request, viewer: Viewer, form: Form) -> web.St
     fields = {"firstName": field(form, "firstName"), "lastName": field(form, "lastName")}
     body = parse(ProfileBody, fields)
     await names.update_names(
-        request.app[SERVICES],
+        auth_of(request.app),
         viewer.principal,
         first_name=body.first_name,
         last_name=body.last_name,
@@ -160,7 +161,7 @@ async def names_post(request: web.Request, viewer: Viewer, form: Form) -> web.St
 
 async def export_get(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     """Everything stored about me, as the file GET /api/v1/users/me/export answers."""
-    exported = await deletion.export_user(request.app[SERVICES], user_id=viewer.principal.user_id)
+    exported = await deletion.export_user(auth_of(request.app), user_id=viewer.principal.user_id)
     response = web.Response(body=dumps(exported), content_type="application/json")
     response.headers["Content-Disposition"] = 'attachment; filename="tenantd-export.json"'
     response.headers["Cache-Control"] = "no-store"
@@ -169,7 +170,7 @@ async def export_get(request: web.Request, viewer: Viewer) -> web.StreamResponse
 
 async def delete_me_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     """Delete my user: the API's service, so its step-up and ownership rule hold here too."""
-    await deletion.delete_user(request.app[SERVICES], viewer.principal)
+    await deletion.delete_user(auth_of(request.app), viewer.principal)
     request.pop(ISSUED, None)
     request[STALE] = True  # the service ended every session: the cookies go too
     return redirect(request, "/login?done=user_deleted")
@@ -185,8 +186,8 @@ async def _accounts(
     issue: Problem | None = None,
     name: str = "",
 ) -> web.Response:
-    rows = await accounts.list_accounts(request.app[SERVICES], viewer.principal)
-    deleted = await restore.restorable(request.app[SERVICES], viewer.principal.user_id)
+    rows = await accounts.list_accounts(accounts_of(request.app), viewer.principal)
+    deleted = await restore.restorable(accounts_of(request.app), viewer.principal.user_id)
     return problem_page(
         request,
         "accounts.html",
@@ -204,7 +205,7 @@ async def _accounts(
 async def restore_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     """Restore a deleted account (its owner, inside the 30 days)."""
     account_id = _path(request, "id")
-    await restore.restore_account(request.app[SERVICES], account_id, actor=viewer.principal)
+    await restore.restore_account(accounts_of(request.app), account_id, actor=viewer.principal)
     return redirect(request, "/accounts?done=restored")
 
 
@@ -218,7 +219,7 @@ async def accounts_page(request: web.Request, viewer: Viewer) -> web.StreamRespo
 async def create_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     body = parse(AccountCreate, {"name": field(form, "name").strip()})
     created = await accounts.create_account(
-        request.app[SERVICES], viewer.principal, name=body.name, refresh_token=_refresh(request)
+        accounts_of(request.app), viewer.principal, name=body.name, refresh_token=_refresh(request)
     )
     await work_in(request, viewer, created.account["id"], created.activation)  # at once
     return redirect(request, "/accounts?done=created")
@@ -226,7 +227,7 @@ async def create_post(request: web.Request, viewer: Viewer, form: Form) -> web.S
 
 async def switch_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     switched = await accounts.switch_account(
-        request.app[SERVICES],
+        accounts_of(request.app),
         viewer.principal,
         account_id=_uuid(field(form, "accountId")),
         refresh_token=_refresh(request),
@@ -244,7 +245,7 @@ async def _members(
     request: web.Request, viewer: Viewer, *, issue: Problem | None = None
 ) -> web.Response:
     account_id = _path(request, "id")
-    services = request.app[SERVICES]
+    services = accounts_of(request.app)
     context: dict[str, Any] = {
         "account_id": account_id,
         "notice": done_text(request.query.get("done")),
@@ -297,7 +298,7 @@ def member_action(action: MemberAction) -> Page:
     @functools.wraps(action)
     async def handler(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
         account_id = _path(request, "id")
-        call = AccountCall(request.app[SERVICES], viewer.principal, account_id)
+        call = AccountCall(accounts_of(request.app), viewer.principal, account_id)
         done = await action(request, call, form)
         if done in ("left", "deleted"):
             return redirect(request, f"/accounts?done={done}")
@@ -388,7 +389,7 @@ async def _join_requests(
     allowed = account_id is not None and viewer.can(permissions.JOIN_REQUESTS_DECIDE)
     if allowed and account_id is not None:
         rows = await join_requests.list_join_requests(
-            request.app[SERVICES], viewer.principal, account_id
+            accounts_of(request.app), viewer.principal, account_id
         )
     return problem_page(
         request,
@@ -414,7 +415,7 @@ async def join_decision_post(
     approve = request.match_info["decision"] == "approve"
     decide = join_requests.approve_join_request if approve else join_requests.deny_join_request
     request_id = _path(request, "rid")
-    await decide(request.app[SERVICES], viewer.principal, account_id, request_id=request_id)
+    await decide(accounts_of(request.app), viewer.principal, account_id, request_id=request_id)
     return redirect(request, f"/join-requests?done={'approved' if approve else 'denied'}")
 
 

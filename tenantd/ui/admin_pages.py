@@ -6,7 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from tenantd.auth.admin import service as admin
-from tenantd.identity.bundle import SERVICES
+from tenantd.auth.domain import auth_of
 from tenantd.identity.cookies import REFRESH_COOKIE, clear_cookie, set_access_cookie
 from tenantd.ui.render import redirect
 from tenantd.ui.session import client_meta, forget_viewer
@@ -15,7 +15,7 @@ IMPERSONATE = admin.IMPERSONATE_PATH
 
 
 async def impersonate_page(request: web.Request) -> web.Response:
-    services = request.app[SERVICES]
+    services = auth_of(request.app)
     tokens = await admin.start_impersonation(
         services, token=request.query.get("token", ""), client=client_meta(request)
     )

@@ -7,9 +7,11 @@ from urllib.parse import quote, unquote, urlencode
 from aiohttp import web
 
 from tenantd.accounts import invitations
+from tenantd.accounts.domain import accounts_of
 from tenantd.accounts.schemas import AcceptBody
 from tenantd.auth import captcha
 from tenantd.auth import service as auth_service
+from tenantd.auth.domain import auth_of
 from tenantd.auth.schemas import (
     EmailBody,
     LoginBody,
@@ -18,7 +20,6 @@ from tenantd.auth.schemas import (
     VerifyEmailBody,
 )
 from tenantd.errors import AppError, NotFound
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     BINDING_COOKIE,
     REFRESH_COOKIE,
@@ -28,6 +29,7 @@ from tenantd.identity.cookies import (
     set_cookie,
 )
 from tenantd.mfa import service as mfa
+from tenantd.settings import SETTINGS
 from tenantd.sso import service as sso_service
 from tenantd.sso.domain import sso_of
 from tenantd.ui.account_pages import work_in
@@ -55,7 +57,7 @@ def _notice(request: web.Request) -> str | None:
 
 def captcha_token(request: web.Request, form: Form) -> str | None:
     """The bot check's token the provider's widget put into the form (None when off)."""
-    widget = captcha.provider(request.app[SERVICES].settings)
+    widget = captcha.provider(request.app[SETTINGS])
     return (field(form, widget.form_field) or None) if widget else None
 
 
@@ -97,7 +99,7 @@ async def signup_post(request: web.Request, form: Form) -> web.StreamResponse:
     secrets = {"password": field(form, "password"), "captchaToken": captcha_token(request, form)}
     body = parse(RegisterBody, {**_signup_values(form), **secrets})
     await rate_limit_request(request, "register", body)
-    result = await auth_service.register(request.app[SERVICES], body, ip=client_meta(request).ip)
+    result = await auth_service.register(auth_of(request.app), body, ip=client_meta(request).ip)
     return _to_inbox(request, result, body.email, safe_next(field(form, "next"), ""))
 
 
@@ -122,7 +124,7 @@ def _to_inbox(
     # PASSWORD_BREACH_CHECK=warn: the inbox page says the password is a known one.
     warned = "&warn=password_breached" if result.warnings else ""
     response = redirect(request, f"/check-inbox?email={quote(email)}{warned}")
-    settings = request.app[SERVICES].settings
+    settings = request.app[SETTINGS]
     ttl = int(auth_service.VERIFY_TTL.total_seconds())
     set_binding_cookie(response, settings, result.binding, max_age=ttl)
     if next_path:
@@ -145,7 +147,7 @@ async def check_inbox_page(request: web.Request) -> web.Response:
 async def check_inbox_post(request: web.Request, form: Form) -> web.StreamResponse:
     body = parse(EmailBody, {"email": field(form, "email").strip()})
     await rate_limit_request(request, "resend_verification", body)
-    await auth_service.resend_verification(request.app[SERVICES], email=body.email)
+    await auth_service.resend_verification(auth_of(request.app), email=body.email)
     return redirect(request, f"/check-inbox?email={quote(field(form, 'email').strip())}&resent=1")
 
 
@@ -170,7 +172,7 @@ async def verify_post(request: web.Request, form: Form) -> web.StreamResponse:
     body = parse(VerifyEmailBody, {"token": field(form, "token")})
     binding = request.cookies.get(BINDING_COOKIE)
     client = client_meta(request)
-    services = request.app[SERVICES]
+    services = auth_of(request.app)
     result = await auth_service.verify_email(services, body, client=client, binding=binding)
     started = safe_next(unquote(request.cookies.get(NEXT_COOKIE, "")), "")
     # A user with a second factor: the address is verified, the factor still has to come.
@@ -186,7 +188,7 @@ def _verified(
 ) -> web.Response:
     """The sign-up's cookies go once its address is verified: its binding (when it was
     used) and where it started."""
-    settings = request.app[SERVICES].settings
+    settings = request.app[SETTINGS]
     if result.binding_used:
         clear_binding_cookie(response, settings)
     if started:
@@ -239,7 +241,7 @@ def _mfa_step(request: web.Request, ticket: mfa.Ticket, next_path: str) -> web.R
     response = redirect(request, f"/login/mfa?{query}")
     set_cookie(
         response,
-        request.app[SERVICES].settings,
+        request.app[SETTINGS],
         mfa.BINDING_COOKIE,
         ticket.binding,
         max_age=mfa.TICKET_TTL_SECONDS,
@@ -254,7 +256,7 @@ async def login_post(request: web.Request, form: Form) -> web.StreamResponse:
     fields = {"email": field(form, "email").strip(), "password": field(form, "password")}
     body = parse(LoginBody, {**fields, "captchaToken": captcha_token(request, form)})
     await rate_limit_request(request, "login", body)
-    result = await auth_service.login(request.app[SERVICES], body, client=client_meta(request))
+    result = await auth_service.login(auth_of(request.app), body, client=client_meta(request))
     return signed_in_or_mfa(request, result, safe_next(field(form, "next"), ""))
 
 
@@ -298,7 +300,7 @@ async def logout_post(request: web.Request) -> web.Response:
     if viewer is not None:
         refresh_token = request.cookies.get(REFRESH_COOKIE)
         claims = viewer.principal.claims
-        await auth_service.logout(request.app[SERVICES], refresh_token=refresh_token, access=claims)
+        await auth_service.logout(auth_of(request.app), refresh_token=refresh_token, access=claims)
     return _signed_out(request)
 
 
@@ -313,7 +315,7 @@ async def logout_all_post(request: web.Request) -> web.Response:
     await read_form(request)
     viewer = await load_viewer(request)
     if viewer is not None:
-        await auth_service.logout_all(request.app[SERVICES], user_id=viewer.principal.user_id)
+        await auth_service.logout_all(auth_of(request.app), user_id=viewer.principal.user_id)
     return _signed_out(request)
 
 
@@ -334,7 +336,7 @@ async def reset_post(request: web.Request, form: Form) -> web.StreamResponse:
     body = parse(EmailBody, {"email": field(form, "email").strip()})
     await rate_limit_request(request, "password_reset", body)
     await auth_service.request_password_reset(
-        request.app[SERVICES],
+        auth_of(request.app),
         email=body.email,
         captcha_token=captcha_token(request, form),
         ip=client_meta(request).ip,
@@ -353,7 +355,7 @@ async def reset_confirm_post(request: web.Request, form: Form) -> web.StreamResp
     fields = {"token": field(form, "token"), "password": field(form, "password")}
     body = parse(PasswordResetConfirmBody, fields)
     warnings = await auth_service.confirm_password_reset(
-        request.app[SERVICES], token=body.token, password=body.password
+        auth_of(request.app), token=body.token, password=body.password
     )
     request[STALE] = True  # the reset ended every session, this browser's too
     done = "password_reset_breached" if warnings else "password_reset"
@@ -395,7 +397,7 @@ async def invitation_post(request: web.Request, form: Form) -> web.StreamRespons
     body = parse(AcceptBody, {"token": token})
     refresh_token = request.cookies.get(REFRESH_COOKIE)
     joined = await invitations.join_by_invitation(
-        request.app[SERVICES], viewer.principal, token=body.token, refresh_token=refresh_token
+        accounts_of(request.app), viewer.principal, token=body.token, refresh_token=refresh_token
     )
     return await _joined(request, viewer, joined)
 

@@ -9,10 +9,11 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.auth import email_code
+from tenantd.auth.domain import auth_of
 from tenantd.auth.schemas import CaptchaEmailBody, EmailCodeVerifyBody
 from tenantd.errors import AppError, NotFound
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.settings import SignInSettings
+from tenantd.settings import SETTINGS
 from tenantd.ui.auth_pages import captcha_token, signed_in_or_mfa
 from tenantd.ui.forms import Form, field, parse, refused_page, safe_next
 from tenantd.ui.render import redirect
@@ -24,7 +25,7 @@ TEMPLATE = "email_code.html"
 
 
 def _enabled(request: web.Request) -> None:
-    if not request.app[SERVICES].settings.section(SignInSettings).magic_link_enabled:
+    if not request.app[SETTINGS].section(SignInSettings).magic_link_enabled:
         raise NotFound()
 
 
@@ -44,7 +45,7 @@ async def email_code_post(request: web.Request, form: Form) -> web.StreamRespons
     body = parse(CaptchaEmailBody, {"email": field(form, "email").strip()})
     await rate_limit_request(request, "email_code", body)
     await email_code.request_code(
-        request.app[SERVICES],
+        auth_of(request.app),
         email=body.email,
         client=client_meta(request),
         captcha_token=captcha_token(request, form),
@@ -93,7 +94,7 @@ async def email_code_verify_post(request: web.Request, form: Form) -> web.Stream
     code = "".join(field(form, "code").split())
     body = parse(EmailCodeVerifyBody, {"email": field(form, "email").strip(), "code": code})
     await rate_limit_request(request, "email_code_verify", body)
-    result = await email_code.verify(request.app[SERVICES], body, client=client_meta(request))
+    result = await email_code.verify(auth_of(request.app), body, client=client_meta(request))
     return signed_in_or_mfa(request, result, safe_next(field(form, "next"), ""))
 
 
@@ -112,7 +113,7 @@ async def email_link_post(request: web.Request, form: Form) -> web.StreamRespons
     _enabled(request)
     body = parse(EmailCodeVerifyBody, {"token": field(form, "token")})
     await rate_limit_request(request, "email_code_verify", body)
-    result = await email_code.verify(request.app[SERVICES], body, client=client_meta(request))
+    result = await email_code.verify(auth_of(request.app), body, client=client_meta(request))
     return signed_in_or_mfa(request, result, "")
 
 

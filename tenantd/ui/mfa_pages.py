@@ -12,16 +12,19 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from tenantd.accounts import service as accounts
+from tenantd.accounts.domain import accounts_of
 from tenantd.auth import email_change, security_undo
+from tenantd.auth.domain import auth_of
 from tenantd.auth.schemas import EmailChangeBody
 from tenantd.errors import AppError, NotFound, ValidationFailed
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import clear_cookie
+from tenantd.identity.domain import identity_of
 from tenantd.identity.stepup import reauth_methods, reauth_providers
 from tenantd.mfa import passkeys, proof
 from tenantd.mfa import service as mfa
 from tenantd.mfa.domain import mfa_of
 from tenantd.mfa.schemas import CodeBody, ReauthBody, RenameBody, VerifyBody
+from tenantd.settings import SETTINGS
 from tenantd.ui.account_pages import profile
 from tenantd.ui.forms import (
     Form,
@@ -135,7 +138,7 @@ def _mfa_signed_in(request: web.Request, done: mfa.Completed, next_path: str) ->
     if done.device is not None:
         request[DEVICE] = done.device
     response = redirect(request, next_path or safe_next(done.return_to, "/notifications"))
-    clear_cookie(response, request.app[SERVICES].settings, mfa.BINDING_COOKIE)
+    clear_cookie(response, request.app[SETTINGS], mfa.BINDING_COOKIE)
     return response
 
 
@@ -267,9 +270,9 @@ async def _reauth_at_provider(
 
 
 async def _reauth_methods(request: web.Request, viewer: Viewer) -> tuple[list[str], list[str]]:
-    services = request.app[SERVICES]
-    async with services.db.connection() as conn:
-        providers = await reauth_providers(conn, services.settings, viewer.principal.user_id)
+    identity = identity_of(request.app)
+    async with identity.db.connection() as conn:
+        providers = await reauth_providers(conn, identity.settings, viewer.principal.user_id)
         methods = await reauth_methods(conn, viewer.principal.user_id, providers=providers)
     return methods, providers
 
@@ -313,7 +316,7 @@ def _email_link_page(
 async def email_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     body = parse(EmailChangeBody, {"newEmail": field(form, "newEmail").strip()})
     await email_change.request_change(
-        request.app[SERVICES], viewer.principal, new_email=str(body.new_email)
+        auth_of(request.app), viewer.principal, new_email=str(body.new_email)
     )
     return redirect(request, "/account?done=email_sent")
 
@@ -326,7 +329,7 @@ async def confirm_email_page(request: web.Request) -> web.StreamResponse:
     viewer = await load_viewer(request)
     if viewer is None:
         return redirect(request, "/login?" + urlencode({"next": request.path_qs}))
-    new_email = await email_change.pending_new_email(request.app[SERVICES], token=token)
+    new_email = await email_change.pending_new_email(auth_of(request.app), token=token)
     return _email_link_page(request, "confirm", token=token, new_email=new_email)
 
 
@@ -334,7 +337,7 @@ async def confirm_email_post(
     request: web.Request, viewer: Viewer, form: Form
 ) -> web.StreamResponse:
     await email_change.confirm_change(
-        request.app[SERVICES], user_id=viewer.principal.user_id, token=_token(form)
+        auth_of(request.app), user_id=viewer.principal.user_id, token=_token(form)
     )
     return redirect(request, "/account?done=email_changed")
 
@@ -355,7 +358,7 @@ async def cancel_email_page(request: web.Request) -> web.Response:
 
 
 async def cancel_email_post(request: web.Request, form: Form) -> web.Response:
-    cancelled = await email_change.cancel_change(request.app[SERVICES], token=_token(form))
+    cancelled = await email_change.cancel_change(auth_of(request.app), token=_token(form))
     request[STALE] = True  # every session of the user ended, this browser's too
     outcome = "restored" if cancelled.restored else "kept" if cancelled.kept else "not_restored"
     return _email_link_page(request, "cancelled", outcome=outcome)
@@ -390,7 +393,7 @@ async def wasnt_me_page(request: web.Request) -> web.Response:
 
 
 async def wasnt_me_post(request: web.Request, form: Form) -> web.Response:
-    await security_undo.undo(request.app[SERVICES], token=_token(form))
+    await security_undo.undo(auth_of(request.app), token=_token(form))
     request[STALE] = True  # every session of the user ended, this browser's too
     return _undo_page(request, "done")
 
@@ -406,7 +409,7 @@ async def require_mfa_post(request: web.Request, viewer: Viewer, form: Form) -> 
     account_id = path_uuid(request, "id")
     required = field(form, "requireMfa") == "true"
     await accounts.update_account(
-        request.app[SERVICES], viewer.principal, account_id, name=None, require_mfa=required
+        accounts_of(request.app), viewer.principal, account_id, name=None, require_mfa=required
     )
     done = "mfa_required" if required else "mfa_not_required"
     return redirect(request, f"/accounts/{account_id}/members?done={done}")

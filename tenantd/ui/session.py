@@ -10,11 +10,12 @@ from typing import Any
 
 from aiohttp import web
 
+from tenantd.accounts.domain import accounts_of
 from tenantd.accounts.me import current_user
 from tenantd.auth import service as auth_service
+from tenantd.auth.domain import auth_of
 from tenantd.errors import AppError
 from tenantd.identity import permissions
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     AUTH_COOKIE,
     DEVICE_COOKIE,
@@ -84,7 +85,7 @@ def client_meta(request: web.Request) -> auth_service.ClientMeta:
 
 
 async def _principal(request: web.Request) -> Principal | None:
-    services = request.app[SERVICES]
+    services = auth_of(request.app)
     token = request.cookies.get(AUTH_COOKIE)
     if token:
         # A session that owes its account's second factor (requireMfa) is no viewer of the
@@ -105,7 +106,7 @@ async def _principal(request: web.Request) -> Principal | None:
         signed = await auth_service.refresh_session(
             services, refresh_token=raw, client=client_meta(request)
         )
-        principal = await recheck(services, signed.tokens.access)
+        principal = await recheck(services.identity, signed.tokens.access)
     except AppError:
         request[STALE] = True
         return None
@@ -123,7 +124,7 @@ async def load_viewer(request: web.Request) -> Viewer | None:
     principal = await _principal(request)
     viewer = None
     if principal is not None:
-        async with request.app[SERVICES].db.connection() as conn:
+        async with accounts_of(request.app).db.connection() as conn:
             me = await current_user(conn, principal)
         if me is not None:
             count = await in_app.cached_unread_count(

@@ -9,8 +9,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.accounts.bundle import ACCOUNT_SERVICES
 from tenantd.accounts.me import MeCache
+from tenantd.bundle import DOMAINS
 from tenantd.cache.invalidation import CHANNEL
 from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.pubsub.hub import PUBSUB
@@ -101,8 +101,8 @@ async def test_a_warm_me_is_served_from_the_cache_and_a_write_shows_at_once(
     # they would drop what it stored.
     await wait_until_heard(factory.db, app[PUBSUB], CHANNEL)
     first = await (await browser.get("/api/v1/users/me")).json()
-    services = app[ACCOUNT_SERVICES]
-    assert services.me_cache.get(user.id, user.account_id) is not None
+    services = app[DOMAINS]
+    assert services.accounts.me_cache.get(user.id, user.account_id) is not None
     # This instance's own write: its trigger's notice drops the body before the next request.
     await services.db.execute(
         "UPDATE users SET first_name = 'Renamed' WHERE id = %(u)s", {"u": user.id}

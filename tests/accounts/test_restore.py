@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from tenantd.accounts import restore as restore_module
 from tenantd.accounts.sweeps import purge_deleted_accounts
+from tenantd.bundle import DOMAINS
 from tenantd.cli.main import app as cli_app
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.sessions import issue_session
 from tenantd.identity.settings import IdentitySettings
 from tests.accounts.helpers import Login, Team, audit_actions
@@ -184,7 +184,7 @@ async def test_restore_needs_a_recent_authentication(
             issued = await issue_session(
                 conn,
                 settings,
-                keyring=client.server.app[SERVICES].keyring,
+                keyring=client.server.app[DOMAINS].identity.keyring,
                 user_id=team.owner.id,
                 account_id=None,
                 auth_time=time.time() - auth_age,

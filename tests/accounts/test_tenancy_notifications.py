@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tenantd.app import AppServices
+from tenantd.app import Domains
 from tenantd.notifications import EventDefinition, InAppContent, RegistryError, send
 from tenantd.notifications.registry import load_registry
 from tenantd.notifications.tenancy import MODULE, events
@@ -49,7 +49,7 @@ def env(env: dict[str, str], queues_enabled: bool) -> dict[str, str]:
     return env
 
 
-async def inbox(services: AppServices, user_id: uuid.UUID) -> list[Any]:
+async def inbox(services: Domains, user_id: uuid.UUID) -> list[Any]:
     return await services.db.fetch_all(
         "SELECT event_type, title, body, cta_url, account_id FROM notifications"
         " WHERE user_id = %(u)s ORDER BY created_at",
@@ -57,7 +57,7 @@ async def inbox(services: AppServices, user_id: uuid.UUID) -> list[Any]:
     )
 
 
-async def channels_of(services: AppServices, user_id: uuid.UUID, event_type: str) -> set[str]:
+async def channels_of(services: Domains, user_id: uuid.UUID, event_type: str) -> set[str]:
     rows = await services.db.fetch_all(
         "SELECT d.channel FROM notification_deliveries d"
         " JOIN notifications n ON n.id = d.notification_id"
@@ -68,7 +68,7 @@ async def channels_of(services: AppServices, user_id: uuid.UUID, event_type: str
 
 
 async def test_invite_accept_and_role_change_tell_the_right_people_once(
-    team: Team, services: AppServices, factory: Any, login: Any, mail_dir: Path
+    team: Team, services: Domains, factory: Any, login: Any, mail_dir: Path
 ) -> None:
     invitee = await factory.user(first_name="Bea", last_name="Lee", account=False)
     await services.db.execute(
@@ -138,7 +138,7 @@ async def test_invite_accept_and_role_change_tell_the_right_people_once(
 
 
 async def test_the_acting_user_is_never_told_of_their_own_change(
-    services: AppServices, factory: Any
+    services: Domains, factory: Any
 ) -> None:
     user = await factory.user(password=None)
     payload = {
@@ -151,7 +151,7 @@ async def test_the_acting_user_is_never_told_of_their_own_change(
         "role": "member",
     }
     outcome = await send(
-        services.domains.notifications,
+        services.notifications,
         events.MEMBER_JOINED,
         recipient_user_id=user.id,
         payload=payload,
@@ -163,7 +163,7 @@ async def test_the_acting_user_is_never_told_of_their_own_change(
 
 @INLINE_ONLY  # preferences are the engine's; one mode is enough
 async def test_a_turned_off_channel_is_suppressed(
-    team: Team, services: AppServices, factory: Any, login: Any, queues_enabled: bool
+    team: Team, services: Domains, factory: Any, login: Any, queues_enabled: bool
 ) -> None:
     await data(
         await team.owner_client.put(
@@ -201,7 +201,7 @@ async def test_a_turned_off_channel_is_suppressed(
 
 
 async def test_listed_beside_the_applications_events(
-    team: Team, services: AppServices, client: Any
+    team: Team, services: Domains, client: Any
 ) -> None:
     listed_types = await data(
         await client.get(
@@ -256,7 +256,7 @@ def test_off_by_default_and_the_prefix_is_reserved(settings: Any, env: dict[str,
 @INLINE_ONLY  # the relay's savepoint is the same in both modes
 async def test_a_failure_to_notify_never_holds_back_the_outbox(
     team: Team,
-    services: AppServices,
+    services: Domains,
     factory: Any,
     monkeypatch: pytest.MonkeyPatch,
     queues_enabled: bool,
@@ -288,7 +288,7 @@ async def test_a_failure_to_notify_never_holds_back_the_outbox(
 
 @INLINE_ONLY
 async def test_a_custom_role_that_deals_with_new_members_is_told(
-    team: Team, services: AppServices, factory: Any, login: Any
+    team: Team, services: Domains, factory: Any, login: Any
 ) -> None:
     """Beside owners and admins, members whose custom role holds `members:invite` (here
     through `members:*`) hear of a new member; a role without it does not."""

@@ -12,9 +12,9 @@ import pytest
 
 from tenantd.apikeys import service
 from tenantd.apikeys.domain import apikeys_of
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
 from tenantd.errors import ValidationFailed
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.tokens import token_hash
 from tests.apikeys.helpers import bearer, new_key
 from tests.factories import Factory
@@ -116,7 +116,7 @@ async def test_a_revoked_key_is_401(client: Any, db: Database) -> None:
     async with db.connection() as conn:
         assert await service.revoke_key(conn, key.id) is True
         assert await service.revoke_key(conn, key.id) is False  # once
-    app_db = client.server.app[SERVICES].db
+    app_db = client.server.app[DOMAINS].db
     async with app_db.connection() as conn:  # a revoked key stays revoked
         assert await service.revoke_key(conn, key.id) is False
 

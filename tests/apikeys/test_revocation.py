@@ -12,9 +12,9 @@ from aiohttp.test_utils import TestServer
 from tenantd.apikeys import queries, service
 from tenantd.apikeys.cache import ApiKeyCache
 from tenantd.apikeys.domain import apikeys_of
+from tenantd.bundle import DOMAINS
 from tenantd.cache.invalidation import CHANNEL
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.hub import PUBSUB
 from tenantd.settings import Settings
 from tests.apikeys.helpers import bearer, new_key, probe_app
@@ -46,7 +46,7 @@ async def test_revoked_at_once_here_and_within_100_ms_elsewhere(
     await warm(elsewhere, db, key.token, key.id)
     other_cache = apikeys_of(elsewhere.server.app).cache
 
-    async with here.server.app[SERVICES].db.connection() as conn:
+    async with here.server.app[DOMAINS].db.connection() as conn:
         assert await service.revoke_key(conn, key.id)
     committed = time.monotonic()
     # The revoking instance: the very next request, no waiting.

@@ -1,4 +1,4 @@
-"""Fixtures of the composition-root tests: AppServices opened without an app, as the ops
+"""Fixtures of the composition-root tests: Domains opened without an app, as the ops
 tests open them."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenantd.app import AppServices
+from tenantd.app import Domains
 from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
 from tenantd.ops.sweeps import run_sweep
@@ -10,7 +10,7 @@ from tests.factories import Factory
 
 
 async def test_session_sweep_deletes_only_expired_rows(
-    standalone_services: AppServices, db: Database, factory: Factory
+    standalone_services: Domains, db: Database, factory: Factory
 ) -> None:
     user = await factory.user()
     live = await factory.tokens(user)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tenantd.identity.bundle import SERVICES
+from tenantd.bundle import DOMAINS
 from tests.factories import mail_text, read_mails
 from tests.helpers import PASSWORD
 
@@ -16,7 +16,7 @@ LINK = re.compile(r"(http://\S+\?token=\S+)")
 
 async def mail_sent(client: Any) -> None:
     """Resend and reset mail leaves from a job after the answer: wait for it (queues off)."""
-    await client.server.app[SERVICES].jobs.drain(10)
+    await client.server.app[DOMAINS].jobs.drain(10)
 
 
 def mails_to(mail_dir: Path, address: str) -> list[Any]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
+from tenantd.identity.domain import identity_of
 from tenantd.identity.errors import UserDisabled
 from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.signin import ClientMeta, start_session
@@ -200,7 +200,7 @@ async def test_disable_ends_sessions_and_refuses_every_sign_in_path(
     async with db.transaction() as conn:
         with pytest.raises(UserDisabled):
             await start_session(
-                stranger.server.app[SERVICES],
+                identity_of(stranger.server.app),
                 conn,
                 user_id=user.id,
                 account_id=user.account_id,

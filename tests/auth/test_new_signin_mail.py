@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tests.auth.helpers import PASSWORD, mails_to, set_cookies, signed_up
 from tests.factories import mail_text
 from tests.helpers import ORIGIN
@@ -44,7 +44,7 @@ async def login(browser: Any, email: str, agent: str = CHROME) -> Any:
         headers={"User-Agent": agent},
     )
     assert response.status == 200, await response.text()
-    await browser.server.app[SERVICES].jobs.drain(10)  # the mail leaves after commit
+    await browser.server.app[DOMAINS].jobs.drain(10)  # the mail leaves after commit
     return response
 
 
@@ -55,7 +55,7 @@ def new_signin_mails(mail_dir: Path, email: str) -> list[Any]:
 async def test_sign_up_then_new_browsers_mail_once_each(make_client: Any, mail_dir: Path) -> None:
     email = "ada@example.com"
     first, _ = await signed_up(make_client, mail_dir, email)
-    await first.server.app[SERVICES].jobs.drain(10)
+    await first.server.app[DOMAINS].jobs.drain(10)
     assert new_signin_mails(mail_dir, email) == []  # the sign-up's own browser
     await login(first, email)
     assert new_signin_mails(mail_dir, email) == []  # seen: it has the device cookie

@@ -128,7 +128,7 @@ async def test_a_batch_counts_its_requests_in_order_and_refuses_those_over_a_lim
             renew_batched(
                 services.db,
                 services.settings,
-                keyring=services.keyring,
+                keyring=services.identity.keyring,
                 refresh_token=token,
                 ip="127.0.0.1",
                 counters=refresh_counters(services, family),
@@ -175,7 +175,7 @@ async def test_the_same_family_in_one_batch_is_counted_in_request_order(
         renew_batched(
             services.db,
             services.settings,
-            keyring=services.keyring,
+            keyring=services.identity.keyring,
             refresh_token=first.refresh_token,
             ip="127.0.0.1",
             counters=counters,
@@ -183,7 +183,7 @@ async def test_the_same_family_in_one_batch_is_counted_in_request_order(
         renew_batched(
             services.db,
             services.settings,
-            keyring=services.keyring,
+            keyring=services.identity.keyring,
             refresh_token=other.refresh_token,
             ip="127.0.0.1",
             counters=refresh_counters(services, other_family),

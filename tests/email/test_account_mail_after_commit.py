@@ -13,7 +13,7 @@ import pytest
 from tenantd.accounts import invitations
 from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import provision_personal_account
-from tenantd.identity.bundle import SERVICES
+from tenantd.bundle import DOMAINS
 from tests.accounts.helpers import principal
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders
 from tests.email.support import Start
@@ -34,7 +34,7 @@ async def postmark_app(start: Start, fake: FakeProviders, queues: str, **env: st
         TENANTD_JOB_POLL_SECONDS="0.05",
         **env,
     )
-    return client.server.app[SERVICES]
+    return client.server.app[DOMAINS]
 
 
 def to(fake: FakeProviders, address: str) -> list[Any]:

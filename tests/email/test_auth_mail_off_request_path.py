@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.identity.bundle import SERVICES
+from tenantd.bundle import DOMAINS
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders
 from tests.email.support import Start
 from tests.helpers import eventually
@@ -54,7 +54,7 @@ async def test_known_and_unknown_addresses_do_the_same_work_on_the_request_path(
     start: Start, fake: FakeProviders, factory: Any
 ) -> None:
     client = await postmark_client(start, fake, QUEUES_ENABLED="true")
-    services = client.server.app[SERVICES]
+    services = client.server.app[DOMAINS]
     user = await factory.user()
     for email in (user.email, "nobody@example.com"):
         response = await client.post("/api/v1/auth/password-reset/request", json={"email": email})
@@ -98,7 +98,7 @@ async def test_a_provider_failure_fails_the_auth_job_and_its_retry_delivers(
         TENANTD_JOB_RETRY_BASE_SECONDS="0",
         TENANTD_JOB_POLL_SECONDS="0.05",
     )
-    services = client.server.app[SERVICES]
+    services = client.server.app[DOMAINS]
     user = await factory.user()
     fake.fail("postmark", 503, times=3)  # every try of the job's first attempt
     response = await client.post("/api/v1/auth/password-reset/request", json={"email": user.email})
@@ -119,7 +119,7 @@ async def test_a_permanent_refusal_settles_the_auth_job_without_a_retry(
     client = await postmark_client(
         start, fake, QUEUES_ENABLED="true", TENANTD_JOB_RETRY_BASE_SECONDS="0"
     )
-    services = client.server.app[SERVICES]
+    services = client.server.app[DOMAINS]
     user = await factory.user()
     fake.fail("postmark", 422, body={"ErrorCode": 300, "Message": "Invalid email request"})
     response = await client.post("/api/v1/auth/password-reset/request", json={"email": user.email})
@@ -134,7 +134,7 @@ async def test_a_suppressed_recipient_settles_the_auth_job(
     start: Start, fake: FakeProviders, factory: Any
 ) -> None:
     client = await postmark_client(start, fake, QUEUES_ENABLED="true")
-    services = client.server.app[SERVICES]
+    services = client.server.app[DOMAINS]
     user = await factory.user()
     fake.postmark_inactive(user.email)
     response = await client.post("/api/v1/auth/password-reset/request", json={"email": user.email})

@@ -19,10 +19,10 @@ from tenantd.addresses import (
     is_plausible,
     normalize_email,
 )
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
 from tenantd.db.migrate import sql_dir
 from tenantd.email.message import EmailMessage
-from tenantd.identity.bundle import SERVICES
 from tests.email.support import Start
 from tests.factories import mail_text, read_mails
 from tests.suppression.test_resend_webhook import SECRET as RESEND_SECRET
@@ -43,7 +43,7 @@ async def test_a_differently_spelt_address_is_suppressed_on_the_send_path(
     start: Start, db: Database, mail_dir: Path
 ) -> None:
     client = await start()
-    email = client.server.app[SERVICES].email
+    email = client.server.app[DOMAINS].email
     await db.execute(
         "INSERT INTO email_suppressions (email, reason, provider)"
         " VALUES ('dave@x.example', 'complaint', 'sendgrid')"
@@ -65,7 +65,7 @@ async def test_webhook_verdict_for_a_trailing_dot_spelling_suppresses_the_addres
         {"email": "dave@x.example", "reason": "hard_bounce", "provider": "resend"},
         {"email": "eve@xn--exmple-cua.com", "reason": "hard_bounce", "provider": "resend"},
     ]
-    email = client.server.app[SERVICES].email
+    email = client.server.app[DOMAINS].email
     for to in ("dave@x.example", "eve@xn--exmple-cua.com"):
         result = await email.send(EmailMessage(to=to, subject="s", text="t"))
         assert result.status == "suppressed", to

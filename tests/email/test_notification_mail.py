@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from tenantd.app import AppServices
+from tenantd.app import Domains
 from tenantd.db import Database
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import send
@@ -63,12 +63,10 @@ async def settled(db: Database, notification_id: uuid.UUID) -> str:
 
 
 async def mail_of(
-    services: AppServices, db: Database, fake: FakeProviders, event: str, payload: dict[str, Any]
+    services: Domains, db: Database, fake: FakeProviders, event: str, payload: dict[str, Any]
 ) -> tuple[uuid.UUID, Recorded]:
     user = await Factory(db, services.settings).user()
-    outcome = await send(
-        services.domains.notifications, event, recipient_user_id=user.id, payload=payload
-    )
+    outcome = await send(services.notifications, event, recipient_user_id=user.id, payload=payload)
     assert outcome.notification_id is not None
     assert await settled(db, outcome.notification_id) == "sent"
     [request] = fake.sent("resend")
@@ -79,7 +77,7 @@ async def mail_of(
 
 
 async def test_a_rerun_of_one_delivery_sends_the_same_key_and_mails_once(
-    services: AppServices, db: Database, fake: FakeProviders
+    services: Domains, db: Database, fake: FakeProviders
 ) -> None:
     payload = {"actorId": str(uuid.uuid4()), "commentId": "1", "text": "Nice"}
     notification_id, first = await mail_of(services, db, fake, "comment.created", payload)
@@ -93,22 +91,20 @@ async def test_a_rerun_of_one_delivery_sends_the_same_key_and_mails_once(
         {"id": notification_id},
     )
     rerun = JobInfo(id=None, kind="notifications.email", attempts=2, max_attempts=8)
-    await run_email_job(
-        services.domains.notifications, {"notificationId": str(notification_id)}, rerun
-    )
+    await run_email_job(services.notifications, {"notificationId": str(notification_id)}, rerun)
     assert [r.headers["Idempotency-Key"] for r in fake.sent("resend")] == [key, key]
     assert len(fake.delivered) == 1  # the provider answered the replay without sending
     assert await email_status(db, notification_id) == "sent"
 
 
 async def test_two_deliveries_get_two_keys(
-    services: AppServices, db: Database, fake: FakeProviders
+    services: Domains, db: Database, fake: FakeProviders
 ) -> None:
     user = await Factory(db, services.settings).user()
     for comment_id in ("1", "2"):
         payload = {"actorId": str(uuid.uuid4()), "commentId": comment_id, "text": "Hi"}
         outcome = await send(
-            services.domains.notifications,
+            services.notifications,
             "comment.created",
             recipient_user_id=user.id,
             payload=payload,
@@ -123,7 +119,7 @@ async def test_two_deliveries_get_two_keys(
 
 
 async def test_a_relative_cta_url_becomes_a_link_under_public_base_url(
-    services: AppServices, db: Database, fake: FakeProviders
+    services: Domains, db: Database, fake: FakeProviders
 ) -> None:
     payload = {"actorId": str(uuid.uuid4()), "commentId": "1", "text": "Nice"}
     _, request = await mail_of(services, db, fake, "comment.created", payload)
@@ -135,7 +131,7 @@ async def test_a_relative_cta_url_becomes_a_link_under_public_base_url(
 
 
 async def test_relative_links_of_an_html_template_are_resolved_in_html_and_text(
-    services: AppServices, db: Database, fake: FakeProviders
+    services: Domains, db: Database, fake: FakeProviders
 ) -> None:
     payload = {"title": TITLE, "commentId": "7"}
     _, request = await mail_of(services, db, fake, "digest.ready", payload)
@@ -156,7 +152,7 @@ async def test_relative_links_of_an_html_template_are_resolved_in_html_and_text(
 
 
 async def test_the_text_part_of_an_html_template_leaves_the_title_out(
-    services: AppServices, db: Database, fake: FakeProviders
+    services: Domains, db: Database, fake: FakeProviders
 ) -> None:
     payload = {"title": TITLE, "commentId": "7"}
     _, request = await mail_of(services, db, fake, "digest.ready", payload)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
 from tenantd.email.message import EmailMessage, EmailSendError
-from tenantd.identity.bundle import SERVICES
 from tests.email.fake_providers import POSTMARK_TOKEN, FakeProviders
 from tests.email.support import Start
 
@@ -21,7 +21,7 @@ async def postmark_app(start: Start, fake: FakeProviders) -> Any:
         POSTMARK_API_URL=fake.url,
         EMAIL_FROM="tenantd <no-reply@example.com>",
     )
-    return client.server.app[SERVICES]
+    return client.server.app[DOMAINS]
 
 
 async def test_406_mirrors_the_inactive_addresses_and_the_next_send_short_circuits(

@@ -6,8 +6,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tests.helpers import eventually
 
 ME = "/api/v1/users/me"
@@ -34,7 +34,7 @@ async def me_status(client: Any, token: str) -> int:
 
 
 def signing_kid(app: web.Application) -> str | None:
-    key = app[SERVICES].keyring.signing_key()
+    key = app[DOMAINS].identity.keyring.signing_key()
     return None if key is None else key.kid
 
 

@@ -38,7 +38,7 @@ def batch_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 async def renew(services: Services, db: Database, refresh_token: str) -> Any:
     fast = await renew_batched(
-        db, services.settings, keyring=services.keyring, refresh_token=refresh_token
+        db, services.settings, keyring=services.identity.keyring, refresh_token=refresh_token
     )
     return fast.renewed
 

@@ -16,8 +16,8 @@ from aiohttp import web
 
 from tenantd.app import create_app
 from tenantd.app.settings import load_settings
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.identity.tokens import new_refresh_token, refresh_token_family
 from tenantd.principal import Principal
@@ -68,7 +68,7 @@ async def family_rows(db: Database) -> list[dict[str, Any]]:
 
 async def served_from_cache(browser: Any, app: web.Application, jti: uuid.UUID) -> None:
     """Ask /me until the token's context is cached (a concurrent invalidation may delay it)."""
-    cache = app[SERVICES].principal_cache
+    cache = app[DOMAINS].identity.principal_cache
     deadline = time.monotonic() + 20
     while True:
         assert (await browser.get("/api/v1/users/me")).status == 200
@@ -267,7 +267,7 @@ async def test_logout_ends_every_access_token_of_the_session_at_once(
     a0_jti = access_claims(app, cookies["auth_token"]).jti
     await served_from_cache(before, app, a0_jti)
     assert (await tab.get("/api/v1/users/me")).status == 200
-    cache = app[SERVICES].principal_cache
+    cache = app[DOMAINS].identity.principal_cache
 
     assert (await tab.post("/api/v1/auth/logout")).status == 200  # presents A1 only
     assert cache.principal(a0_jti) is None
@@ -320,7 +320,7 @@ async def test_logout_ends_the_sessions_tokens_on_another_instance(
     other.session.cookie_jar.update_cookies({"auth_token": cookies["auth_token"]})
     a0_jti = access_claims(other, cookies["auth_token"]).jti
     await served_from_cache(other, other.server.app, a0_jti)
-    other_cache = other.server.app[SERVICES].principal_cache
+    other_cache = other.server.app[DOMAINS].identity.principal_cache
 
     tab = await make_client(cookies=cookies)
     assert (await tab.post(REFRESH)).status == 200

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from tenantd.app import create_app
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.keys import material, service
 from tenantd.identity.keys.feed import prepare
 from tenantd.identity.keys.keyring import Keyring
@@ -158,7 +158,7 @@ async def test_jwks_is_public_cacheable_and_holds_no_private_member(
     assert response.headers["Content-Type"].startswith("application/json")
     await rotate(db, settings)
     app = client.server.app
-    await eventually(lambda: len(app[SERVICES].keyring.keys) == 2)
+    await eventually(lambda: len(app[DOMAINS].identity.keyring.keys) == 2)
     jwks = await published(client)
     assert len(jwks["keys"]) == 2  # current and next
     for key in jwks["keys"]:
@@ -183,7 +183,7 @@ async def test_a_next_key_is_published_a_cache_lifetime_before_it_signs(
     # The current key retires when the next takes over; published until its tokens expired.
     assert rows[first]["retired_at"] == rows[new]["signing_from"]
     assert (rows[first]["not_after"] - rows[first]["retired_at"]).total_seconds() >= 900
-    await eventually(lambda: new in app[SERVICES].keyring.keys)
+    await eventually(lambda: new in app[DOMAINS].identity.keyring.keys)
     assert signing_kid(app) == first  # published, not signing yet
     assert {k["kid"] for k in (await published(client))["keys"]} == {first, new}
     # A second rotation while one is pending is refused.
@@ -206,7 +206,7 @@ async def test_a_token_of_the_previous_key_verifies_during_the_overlap(
     await signs_with(app, new)
     new_token = await sign_in(client, user)
     assert header_of(new_token)["kid"] == new
-    app[SERVICES].principal_cache.flush()  # verified afresh, not only from the cache
+    app[DOMAINS].identity.principal_cache.flush()  # verified afresh, not only from the cache
     assert await me_status(client, old_token) == 200
     assert await me_status(client, new_token) == 200
     jwks = await published(client)
@@ -232,13 +232,13 @@ async def test_a_retired_keys_tokens_are_refused_once_it_is_unpublished(
     new = await rotate(db, settings)
     await take_over_now(db, new)
     await outlive(db, old_kid)
-    await eventually(lambda: not app[SERVICES].keyring.trusts(old_kid))
+    await eventually(lambda: not app[DOMAINS].identity.keyring.trusts(old_kid))
     # The token's own exp is still ahead: the key's end alone refuses it.
     assert jwt.decode(old_token, options={"verify_signature": False})["exp"] > time.time()
     assert await me_status(client, old_token) == 401
     assert old_kid not in {k["kid"] for k in (await published(client))["keys"]}
     # The sweep wipes the retired key's private part.
-    outcome = await run_sweep(app[SERVICES], keys_sweep)
+    outcome = await run_sweep(app[DOMAINS], keys_sweep)
     assert outcome.status == "ok", outcome
     row = await db.fetch_one(
         "SELECT private_key FROM signing_keys WHERE kid = %(k)s", {"k": old_kid}
@@ -273,7 +273,7 @@ async def test_retiring_a_next_key_withdraws_it_and_keeps_the_current_one(
     new = await rotate(db, settings)
     # Heard first: otherwise "not in the keyring" below holds before the rotation is heard,
     # and a reload that read the rotation could still publish it after the check.
-    await eventually(lambda: new in app[SERVICES].keyring.keys)
+    await eventually(lambda: new in app[DOMAINS].identity.keyring.keys)
     async with db.transaction() as conn:
         await service.retire(conn, settings, new)
     states = {v.kid: v.state for v in await list_keys(db)}
@@ -282,7 +282,7 @@ async def test_retiring_a_next_key_withdraws_it_and_keeps_the_current_one(
         "SELECT retired_at FROM signing_keys WHERE kid = %(k)s", {"k": current}
     )
     assert row is not None and row["retired_at"] is None  # its hand-over is cancelled
-    await eventually(lambda: new not in app[SERVICES].keyring.keys)
+    await eventually(lambda: new not in app[DOMAINS].identity.keyring.keys)
     assert {k["kid"] for k in (await published(client))["keys"]} == {current}
 
 
@@ -316,17 +316,17 @@ async def test_the_rotation_sweep_rotates_when_due_once(
         " signing_from = now() - interval '31 days'"
     )
     outcomes = await asyncio.gather(
-        run_sweep(app[SERVICES], keys_sweep), run_sweep(app[SERVICES], keys_sweep)
+        run_sweep(app[DOMAINS], keys_sweep), run_sweep(app[DOMAINS], keys_sweep)
     )
     assert sorted(o.status for o in outcomes) in (["locked", "ok"], ["ok", "ok"])
-    again = await run_sweep(app[SERVICES], keys_sweep)
+    again = await run_sweep(app[DOMAINS], keys_sweep)
     assert again.status == "ok"
     states = sorted(v.state for v in await list_keys(db))
     assert states == ["current", "next"]  # exactly one rotation
 
 
 async def test_the_sweep_does_not_rotate_a_young_key(client: Any, db: Database) -> None:
-    outcome = await run_sweep(client.server.app[SERVICES], keys_sweep)
+    outcome = await run_sweep(client.server.app[DOMAINS], keys_sweep)
     assert outcome.status == "ok"
     assert [v.state for v in await list_keys(db)] == ["current"]
 
@@ -398,7 +398,7 @@ async def test_hostile_tokens_are_refused(client: Any, factory: Any, db: Databas
         " signing_from = now() - interval '1 hour'"
     )
     app = client.server.app
-    await eventually(lambda: not app[SERVICES].keyring.trusts(None))
+    await eventually(lambda: not app[DOMAINS].identity.keyring.trusts(None))
     hostile = {
         "tampered payload": f"{header}.{forged_payload}.{signature}",
         "tampered signature": f"{header}.{payload}.{signature[:-4]}AAAA",
@@ -444,7 +444,7 @@ async def test_hs256_tokens_are_honoured_only_while_eddsa_begins(
         " signing_from = now() - interval '16 minutes'"
     )
     app = client.server.app
-    await eventually(lambda: not app[SERVICES].keyring.trusts(None))
+    await eventually(lambda: not app[DOMAINS].identity.keyring.trusts(None))
     assert await me_status(client, legacy) == 401
 
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import tenantd.app.bundle as app_services
+import tenantd.app.bundle as app_bundle
 from tenantd.jobs.kinds import JobInfo, JobKind
 
 EVENTS: list[Any] = []
@@ -36,5 +36,5 @@ async def block(services: Any, payload: dict[str, Any], info: JobInfo) -> None:
 BLOCK = JobKind(name="tests.block", run=block, timeout=600, max_attempts=5)
 
 # The services bundle builds its queue from this tuple after the event modules are loaded.
-if BLOCK.name not in {kind.name for kind in app_services.JOB_KINDS}:
-    app_services.JOB_KINDS = (*app_services.JOB_KINDS, BLOCK)
+if BLOCK.name not in {kind.name for kind in app_bundle.JOB_KINDS}:
+    app_bundle.JOB_KINDS = (*app_bundle.JOB_KINDS, BLOCK)

@@ -79,7 +79,7 @@ async def test_concurrent_sends_queue_every_dispatch_once(services: Any, factory
     outcomes = await asyncio.gather(
         *(
             send(
-                services.domains.notifications,
+                services.notifications,
                 "comment.created",
                 recipient_user_id=user.id,
                 payload=payload,
@@ -87,7 +87,7 @@ async def test_concurrent_sends_queue_every_dispatch_once(services: Any, factory
             for _ in range(40)
         ),
         send(
-            services.domains.notifications,
+            services.notifications,
             "comment.created",
             recipient_user_id=uuid.uuid4(),
             payload=payload,

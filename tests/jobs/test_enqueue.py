@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
+from tenantd.app import Domains
 from tenantd.app.bundle import open_services
 from tenantd.jobs import JobInfo, JobKind
 from tests.helpers import eventually
@@ -30,7 +30,7 @@ class Calls:
         return JobKind(name=name, run=run)
 
 
-async def rows(services: AppServices, kind: str) -> int:
+async def rows(services: Domains, kind: str) -> int:
     count: int = await services.db.fetch_val(
         "SELECT count(*) FROM jobs WHERE kind = %(k)s", {"k": kind}
     )
@@ -38,7 +38,7 @@ async def rows(services: AppServices, kind: str) -> int:
 
 
 async def test_queues_on_a_rolled_back_transaction_enqueues_nothing(
-    services: AppServices,
+    services: Domains,
 ) -> None:
     calls = Calls()
     services.jobs.register(calls.kind("test.rollback"))
@@ -54,7 +54,7 @@ async def test_queues_on_a_rolled_back_transaction_enqueues_nothing(
     assert [payload for _, payload, _ in calls.seen] == [{"n": 2}]
 
 
-async def test_queues_on_the_row_is_invisible_until_commit(services: AppServices) -> None:
+async def test_queues_on_the_row_is_invisible_until_commit(services: Domains) -> None:
     calls = Calls()
     services.jobs.register(calls.kind("test.invisible"))
     async with services.db.transaction() as conn:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import AppServices
+from tenantd.app import Domains
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tenantd.jobs import JobInfo, JobKind
 from tenantd.jobs import queries as jobs
 from tests.helpers import eventually
@@ -24,14 +24,12 @@ def env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-async def running_job(
-    services: AppServices, db: Database
-) -> tuple[Any, asyncio.Event, dict[str, Any]]:
+async def running_job(services: Domains, db: Database) -> tuple[Any, asyncio.Event, dict[str, Any]]:
     """A job that runs until `release` is set, once it runs: its id, the event, its lease."""
     started = asyncio.Event()
     release = asyncio.Event()
 
-    async def hold(services: AppServices, payload: dict[str, Any], info: JobInfo) -> None:
+    async def hold(services: Domains, payload: dict[str, Any], info: JobInfo) -> None:
         started.set()
         await release.wait()
 
@@ -46,11 +44,11 @@ async def running_job(
 
 
 async def test_a_starved_pool_does_not_cost_a_running_job_its_lease(
-    services: AppServices, app: web.Application, db: Database
+    services: Domains, app: web.Application, db: Database
 ) -> None:
     job_id, release, first = await running_job(services, db)
 
-    pool = app[SERVICES].db.pool
+    pool = app[DOMAINS].db.pool
     held = [await pool.acquire() for _ in range(int(pool.maxsize or 0))]
     try:
         assert pool.freesize == 0
@@ -86,7 +84,7 @@ async def test_a_starved_pool_does_not_cost_a_running_job_its_lease(
 
 
 async def test_a_slow_beat_does_not_end_the_workers_session(
-    services: AppServices, app: web.Application, db: Database
+    services: Domains, app: web.Application, db: Database
 ) -> None:
     """A beat that takes longer than the beat interval (a loaded machine) keeps the worker's
     registered session: peers take its end for the process's death and re-queue its jobs."""

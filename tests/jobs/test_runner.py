@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import AppServices
+from tenantd.app import Domains
 from tenantd.app.bundle import open_services
 from tenantd.app.settings import load_settings
 from tenantd.jobs import JobInfo, JobKind, PermanentJobError
@@ -46,7 +46,7 @@ def kind(
     sleep: float = 0.0,
     max_attempts: int = 5,
 ) -> JobKind:
-    async def run(services: AppServices, payload: dict[str, Any], info: JobInfo) -> None:
+    async def run(services: Domains, payload: dict[str, Any], info: JobInfo) -> None:
         n = payload["n"]
         recorder.calls[n] += 1
         recorder.times[n].append(time.monotonic())
@@ -57,24 +57,24 @@ def kind(
         if info.attempts <= fail_until:
             raise RuntimeError(f"attempt {info.attempts} fails")
 
-    async def give_up(services: AppServices, payload: dict[str, Any], error: str) -> None:
+    async def give_up(services: Domains, payload: dict[str, Any], error: str) -> None:
         recorder.given_up.append((payload["n"], error))
 
     return JobKind(name=name, run=run, on_give_up=give_up, max_attempts=max_attempts)
 
 
-async def job_rows(services: AppServices, kind_name: str) -> list[dict[str, Any]]:
+async def job_rows(services: Domains, kind_name: str) -> list[dict[str, Any]]:
     return await services.db.fetch_all(
         "SELECT * FROM jobs WHERE kind = %(k)s ORDER BY id", {"k": kind_name}
     )
 
 
-async def all_finished(services: AppServices, kind_name: str) -> bool:
+async def all_finished(services: Domains, kind_name: str) -> bool:
     rows = await job_rows(services, kind_name)
     return bool(rows) and all(r["status"] in ("done", "failed") for r in rows)
 
 
-async def test_a_job_runs_once_and_is_marked_done(services: AppServices) -> None:
+async def test_a_job_runs_once_and_is_marked_done(services: Domains) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.ok", recorder))
     [job_id] = await services.jobs.enqueue(services.db, "test.ok", {"n": 1})
@@ -115,7 +115,7 @@ async def test_failures_retry_with_growing_backoff(settings: Any, migrated: str,
     assert recorder.calls == {1: 4}
 
 
-async def _queued_after(services: AppServices, job_id: int, attempts: int) -> dict[str, Any] | None:
+async def _queued_after(services: Domains, job_id: int, attempts: int) -> dict[str, Any] | None:
     row = await services.db.fetch_one(
         "SELECT run_at, updated_at FROM jobs"
         " WHERE id = %(id)s AND status = 'queued' AND attempts = %(a)s",
@@ -133,7 +133,7 @@ def test_retry_delay_is_exponential_and_capped(settings: Any) -> None:
     assert retry_delay(config, 30) <= 72.0
 
 
-async def test_exhausted_attempts_fail_and_give_up_once(services: AppServices) -> None:
+async def test_exhausted_attempts_fail_and_give_up_once(services: Domains) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.broken", recorder, fail_until=99, max_attempts=3))
     await services.jobs.enqueue(services.db, "test.broken", {"n": 7})
@@ -146,7 +146,7 @@ async def test_exhausted_attempts_fail_and_give_up_once(services: AppServices) -
     assert len(recorder.given_up) == 1 and recorder.given_up[0][0] == 7
 
 
-async def test_permanent_errors_fail_at_once(services: AppServices) -> None:
+async def test_permanent_errors_fail_at_once(services: Domains) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.permanent", recorder, permanent=True))
     await services.jobs.enqueue(services.db, "test.permanent", {"n": 1})
@@ -156,7 +156,7 @@ async def test_permanent_errors_fail_at_once(services: AppServices) -> None:
     assert recorder.calls == {1: 1}
 
 
-async def test_an_expired_lease_is_claimed_again(services: AppServices) -> None:
+async def test_an_expired_lease_is_claimed_again(services: Domains) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.orphan", recorder))
     await services.db.execute(
@@ -171,12 +171,12 @@ async def test_an_expired_lease_is_claimed_again(services: AppServices) -> None:
     assert [(r["status"], r["attempts"]) for r in rows] == [("done", 2), ("running", 1)]
 
 
-async def _done_count(services: AppServices, kind_name: str, expected: int) -> bool:
+async def _done_count(services: Domains, kind_name: str, expected: int) -> bool:
     rows = await job_rows(services, kind_name)
     return sum(r["status"] == "done" for r in rows) == expected
 
 
-async def test_competing_runners_run_each_job_exactly_once(services: AppServices) -> None:
+async def test_competing_runners_run_each_job_exactly_once(services: Domains) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.many", recorder, sleep=0.002))
     others = [JobRunner(services) for _ in range(3)]
@@ -248,12 +248,12 @@ async def test_graceful_stop_finishes_short_jobs_and_releases_long_ones(
         assert recorder.calls == {1: 1, 2: 1}
 
 
-async def _running_count(services: AppServices, n: int) -> bool:
+async def _running_count(services: Domains, n: int) -> bool:
     count = await services.db.fetch_val("SELECT count(*) FROM jobs WHERE status = 'running'")
     return bool(count == n)
 
 
-async def test_enqueue_joins_the_callers_transaction(services: AppServices) -> None:
+async def test_enqueue_joins_the_callers_transaction(services: Domains) -> None:
     recorder = Recorder()
     services.jobs.register(kind("test.tx", recorder))
     with pytest.raises(RuntimeError):
@@ -266,7 +266,7 @@ async def test_enqueue_joins_the_callers_transaction(services: AppServices) -> N
     assert recorder.calls == {2: 1}
 
 
-async def test_cleanup_functions(services: AppServices) -> None:
+async def test_cleanup_functions(services: Domains) -> None:
     await services.db.execute(
         "INSERT INTO jobs (kind, payload, status, finished_at) VALUES"
         " ('old.done', '{}', 'done', now() - interval '8 days'),"
@@ -309,7 +309,7 @@ async def test_a_worker_killed_mid_batch_loses_nothing_and_doubles_nothing(
         async with services.db.transaction() as conn:
             for n in range(total):
                 await send(
-                    services.domains.notifications,
+                    services.notifications,
                     "ping.simple",
                     recipient_user_id=user.id,
                     payload={"n": n},
@@ -371,14 +371,14 @@ async def _at_least(count: Any, n: int) -> bool:
     return bool(await count() >= n)
 
 
-async def _no_open_jobs(services: AppServices) -> bool:
+async def _no_open_jobs(services: Domains) -> bool:
     open_jobs = await services.db.fetch_val(
         "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
     )
     return bool(open_jobs == 0)
 
 
-async def test_a_dispatch_batch_isolates_bad_jobs(services: AppServices, factory: Any) -> None:
+async def test_a_dispatch_batch_isolates_bad_jobs(services: Domains, factory: Any) -> None:
     """Refused jobs fail alone; a statement error reruns the batch one job at a time."""
     from tenantd.notifications.jobs import run_dispatch_batch
 
@@ -401,18 +401,18 @@ async def test_a_dispatch_batch_isolates_bad_jobs(services: AppServices, factory
         job(3, payload={"n": "not a number"}),  # no longer valid
         job(4),
     ]
-    results = await run_dispatch_batch(services.domains.notifications, refused)
+    results = await run_dispatch_batch(services.notifications, refused)
     assert results[0] is None and results[3] is None
     assert isinstance(results[1], PermanentJobError) and isinstance(results[2], PermanentJobError)
     assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 2
     broken = [job(5), job(6, accountId=str(uuid.uuid4())), job(7)]  # unknown account: FK error
-    results = await run_dispatch_batch(services.domains.notifications, broken)
+    results = await run_dispatch_batch(services.notifications, broken)
     assert results[0] is None and results[2] is None and results[1] is not None
     assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 4
 
 
 async def test_a_dispatch_batch_writes_its_notifications_in_one_statement(
-    services: AppServices, factory: Any, monkeypatch: Any
+    services: Domains, factory: Any, monkeypatch: Any
 ) -> None:
     """16 dispatches: one DISPATCH_BATCH_SQL; a dedup key twice in one batch delivers once,
     follow-up jobs (email) are queued in the same transaction, every row as a lone send."""
@@ -442,7 +442,7 @@ async def test_a_dispatch_batch_writes_its_notifications_in_one_statement(
     comment = {"actorId": str(uuid.uuid4()), "commentId": "same", "text": "Hi"}
     items = [job(n, "ping.simple", {"n": n}) for n in range(14)]
     items += [job(14, "comment.created", comment), job(15, "comment.created", comment)]
-    results = await run_dispatch_batch(services.domains.notifications, items)
+    results = await run_dispatch_batch(services.notifications, items)
     assert results == [None] * 16
     assert batches == [16]
     titles = await services.db.fetch_all(
@@ -466,5 +466,5 @@ async def test_a_dispatch_batch_writes_its_notifications_in_one_statement(
     )
     assert emails == 1
     # Run again (a job re-run after a crash): nothing new, every one idempotent.
-    assert await run_dispatch_batch(services.domains.notifications, items) == [None] * 16
+    assert await run_dispatch_batch(services.notifications, items) == [None] * 16
     assert await services.db.fetch_val("SELECT count(*) FROM notifications") == 15

@@ -10,7 +10,7 @@ import asyncio
 import random
 from typing import Any
 
-from tenantd.app import AppServices
+from tenantd.app import Domains
 from tenantd.app.bundle import open_services
 from tenantd.app.plugins import JOB_KINDS
 from tenantd.app.settings import load_settings
@@ -24,7 +24,7 @@ async def main() -> None:
     async with open_services(settings, settings.database.url) as services:
         [dispatch] = [kind for kind in JOB_KINDS if kind.name == "notifications.dispatch"]
 
-        async def slow(svc: AppServices, payload: dict[str, Any], info: JobInfo) -> None:
+        async def slow(svc: Domains, payload: dict[str, Any], info: JobInfo) -> None:
             await asyncio.sleep(random.uniform(0, 0.01))
             await dispatch.run(svc, payload, info)
             await asyncio.sleep(random.uniform(0, 0.02))
@@ -33,7 +33,7 @@ async def main() -> None:
         run_batch = dispatch.run_batch
 
         async def slow_batch(
-            svc: AppServices, items: list[tuple[JobInfo, dict[str, Any]]]
+            svc: Domains, items: list[tuple[JobInfo, dict[str, Any]]]
         ) -> list[BaseException | None]:
             await asyncio.sleep(random.uniform(0, 0.01))
             results = await run_batch(svc, items)

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from tenantd.accounts import queries as account_queries
 from tenantd.app.mail_actions import ANONYMOUS_MAIL_ACTIONS, MAIL_ACTIONS
-from tenantd.identity.bundle import SERVICES
+from tenantd.bundle import DOMAINS
 from tenantd.ops.config import DEFAULT_RATE_LIMITS, MAIL_RATE_LIMITS
 from tenantd.settings import Settings
 from tenantd.web.routing import ROUTE_SPEC
@@ -44,7 +44,7 @@ class Ctx:
         return await signed_in(self.make_client, self.db, self.settings, user)
 
     async def drained(self) -> None:
-        await self.app[SERVICES].jobs.drain(10)
+        await self.app[DOMAINS].jobs.drain(10)
 
     def mails_to(self, address: str) -> int:
         return sum(1 for m in read_mails(self.mail_dir) if m["To"] == address)

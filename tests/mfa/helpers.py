@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import jwt
 import pyotp
 
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.sessions import issue_session
 from tenantd.settings import Settings
 from tests.factories import Factory, UserRecord
@@ -64,7 +64,7 @@ async def signed_in(
         issued = await issue_session(
             conn,
             settings,
-            keyring=client.server.app[SERVICES].keyring,
+            keyring=client.server.app[DOMAINS].identity.keyring,
             user_id=user.id,
             account_id=account_id or user.account_id,
             amr=amr,

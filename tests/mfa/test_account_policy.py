@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from tenantd.bundle import DOMAINS
 from tenantd.cache.invalidation import CHANNEL
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.hub import PUBSUB
 from tenantd.settings import Settings
 from tests.factories import Factory, UserRecord, read_mails, wait_until_heard
@@ -232,7 +232,7 @@ async def test_a_token_issued_before_the_policy_is_refused_at_its_next_request(
     factored = await signed_in(
         make_client, db, settings, member, account_id=owner.account_id, amr=("pwd", "otp")
     )
-    cache = app[SERVICES].principal_cache
+    cache = app[DOMAINS].identity.principal_cache
     for browser in (inside, without, factored):
         await data(await browser.get(members))
         assert cache.principal(uuid.UUID(claims(browser)["jti"])) is not None  # cached

@@ -16,8 +16,8 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import create_app
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.settings import IdentitySettings
 from tenantd.mfa import sensitive
@@ -36,7 +36,7 @@ STALE = 3600.0  # seconds since the sign-in: far past REAUTH_MAX_AGE_SECONDS (60
 
 async def notice(client: Any, mail_dir: Path, user: UserRecord, action: sensitive.Sensitive) -> str:
     """The token of the "This wasn't me" link of `action`'s notice (waits for the job)."""
-    await client.server.app[SERVICES].jobs.drain(10)
+    await client.server.app[DOMAINS].jobs.drain(10)
 
     def found() -> list[Any]:
         return [m for m in mails_to(mail_dir, user.email) if m["Subject"] == action.label]
@@ -347,7 +347,7 @@ async def test_an_action_cannot_be_performed_without_its_guard(
     """`performed` refuses (a server error) unless `require` ran for that action first, so a
     function that forgets the guard fails loudly instead of acting."""
     user = await factory.user()
-    services = (await make_client()).server.app[SERVICES]
+    services = (await make_client()).server.app[DOMAINS]
     with pytest.raises(sensitive.UnguardedAction):
         async with db.transaction() as conn:
             await sensitive.performed(
@@ -396,7 +396,7 @@ GUARD_PROBE = Routes("tests")
 @GUARD_PROBE.route("POST", "/test/guard", access=Access.PUBLIC, wrapped=False)
 async def _guard_set(request: web.Request) -> dict[str, Any]:
     """Runs a guard and performs nothing (as an action refused after its guard does)."""
-    await sensitive.require(request.app[SERVICES], sensitive.OPERATOR, sensitive.TOTP_ADDED)
+    await sensitive.require(request.app[DOMAINS], sensitive.OPERATOR, sensitive.TOTP_ADDED)
     return await _guard_seen(request)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tenantd.ops.config import ops_config
 from tenantd.settings import Settings
 from tests.factories import Factory, mail_text, read_mails
@@ -236,7 +236,7 @@ async def test_recovery_code_mail_respects_suppression(
             json={"ticket": ticket, "recoveryCode": enrolled.recovery_codes[0]},
         )
     )
-    await browser.server.app[SERVICES].jobs.drain(10)
+    await browser.server.app[DOMAINS].jobs.drain(10)
     assert not [m for m in read_mails(mail_dir) if "recovery code" in m["Subject"]]
 
 

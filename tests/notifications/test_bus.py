@@ -15,9 +15,9 @@ from aiohttp import web
 
 from bench.private_servers import PrivateServer
 from tenantd.app import create_app
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
 from tenantd.db.relay import Relay
-from tenantd.identity.bundle import SERVICES
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.feed import FEED_KEY
 from tenantd.notifications.domain import Notifications, notifications_of
@@ -92,7 +92,7 @@ async def test_a_logout_on_a_ends_the_sessions_token_on_b(
     cookies = await factory.cookies(user)
     on_b = await aiohttp_client(other, headers={"Origin": ORIGIN})
     on_b.session.cookie_jar.update_cookies({"auth_token": cookies["auth_token"]})
-    cache_b = other.app[SERVICES].principal_cache
+    cache_b = other.app[DOMAINS].identity.principal_cache
     jti = access_claims(other.app, cookies["auth_token"]).jti
 
     async def cached() -> bool:

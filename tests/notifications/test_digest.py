@@ -113,8 +113,8 @@ async def test_two_instances_collect_into_one_digest_that_survives_a_restart(
         open_services(queued, migrated) as first_bundle,
         open_services(queued, migrated) as second_bundle,
     ):
-        first = first_bundle.domains.notifications
-        second = second_bundle.domains.notifications
+        first = first_bundle.notifications
+        second = second_bundle.notifications
         # No runner in either: the dispatch jobs and the flush job wait in the table.
         for n in range(3):
             await send(
@@ -138,7 +138,7 @@ async def test_two_instances_collect_into_one_digest_that_survives_a_restart(
     assert await db.fetch_val("SELECT count(*) FROM notification_digest_items") == 6
     await close_windows(db)
     async with open_services(queued, migrated) as restarted_bundle:  # both instances are gone
-        restarted = restarted_bundle.domains.notifications
+        restarted = restarted_bundle.notifications
         runner = JobRunner(restarted)
         await runner.start()
         try:

@@ -176,8 +176,8 @@ async def test_a_digest_lists_items_in_send_order_when_the_jobs_run_in_reverse(
         open_services(queued, migrated) as first_bundle,
         open_services(queued, migrated) as second_bundle,
     ):
-        first = first_bundle.domains.notifications
-        second = second_bundle.domains.notifications
+        first = first_bundle.notifications
+        second = second_bundle.notifications
         # No runner yet: the dispatch jobs wait in the table.
         await send(first, "rules.deduped_digest", recipient_user_id=user.id, payload=item(0))
         await send(second, "rules.deduped_digest", recipient_user_id=user.id, payload=item(1))

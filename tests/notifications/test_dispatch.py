@@ -209,7 +209,7 @@ async def test_concurrent_dispatch_workers_race_safely(
             http=services.http,
             email=services.email,
             registry=services.registry,
-        ).domains.notifications
+        ).notifications
         results = await asyncio.gather(
             *(
                 dispatch(

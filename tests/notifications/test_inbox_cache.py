@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app import create_app
-from tenantd.app.bundle import app_services
+from tenantd.app.bundle import domains_of
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import send
 from tenantd.notifications.domain import Notifications
@@ -124,7 +124,7 @@ async def test_one_announcement_names_every_user_a_statement_wrote(
     for browser in here + there:
         assert await count(browser) == 0  # cached
     notices: list[list[str]] = []
-    original = app_services(app).apply_notices
+    original = domains_of(app).apply_notices
 
     def recorded(batch: list[str]) -> None:
         notices.append(batch)

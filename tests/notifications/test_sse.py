@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import create_app
+from tenantd.bundle import DOMAINS
 from tenantd.cache.invalidation import CHANNEL
-from tenantd.identity.bundle import SERVICES
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.endpoint import REPLAY_LOOKBACK_SECONDS
 from tenantd.notifications.channels.sse.feed import FEED_KEY, QUEUE_SIZE, StreamQueue
@@ -281,7 +281,7 @@ async def test_hot_stream_rechecks_the_token_from_the_principal_cache(
     # check and the re-check: wait until all is heard, then cache the token again.
     await wait_until_heard(services.db, app[PUBSUB], CHANNEL)
     assert (await client.get("/api/v1/users/me")).status == 200
-    cache = app[SERVICES].principal_cache
+    cache = app[DOMAINS].identity.principal_cache
     hits = cache.hits
     await ping(services, user.id, 1)
     assert await reader.next_event() is not None
@@ -296,7 +296,7 @@ async def test_one_listen_connection_per_process(app: web.Application) -> None:
     hub = app[PUBSUB]
     assert app[FEED_KEY].hub is hub
     assert "tenantd_cache" in hub.channels
-    assert app[SERVICES].principal_cache.serving
+    assert app[DOMAINS].identity.principal_cache.serving
     assert hub.backend_pid() is not None
 
 

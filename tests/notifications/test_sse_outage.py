@@ -93,7 +93,7 @@ async def _open(http: aiohttp.ClientSession, base: str, stream: Stream) -> None:
 
 async def _send_each(settings: Any, url: str, streams: list[Stream], n: int) -> None:
     async with open_services(settings, url) as services_bundle:
-        services = services_bundle.domains.notifications
+        services = services_bundle.notifications
         for stream in streams:
             await send(services, "ping.simple", recipient_user_id=stream.user_id, payload={"n": n})
 

@@ -83,7 +83,7 @@ async def test_two_serve_processes_deliver_to_each_others_clients(
         # answers its headers, and both answered 200.
         # A third process (this test) dispatches; both servers' clients receive it.
         async with open_services(load_settings(environ=env), migrated) as services_bundle:
-            services = services_bundle.domains.notifications
+            services = services_bundle.notifications
             outcome = await send(
                 services, "ping.simple", recipient_user_id=user.id, payload={"n": 1}
             )

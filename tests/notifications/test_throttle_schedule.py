@@ -236,12 +236,12 @@ async def test_a_scheduled_send_survives_a_restart(
     user = await factory.user(password=None)
     queued = settings.switched("QUEUES_ENABLED", True)
     async with open_services(queued, migrated) as first_bundle:  # no runner: this instance "dies"
-        first = first_bundle.domains.notifications
+        first = first_bundle.notifications
         outcome = await send(
             first, "ping.simple", recipient_user_id=user.id, payload={"n": 7}, delay_seconds=1
         )
     async with open_services(queued, migrated) as second_bundle:
-        second = second_bundle.domains.notifications
+        second = second_bundle.notifications
         runner = JobRunner(second)
         await runner.start()
         try:

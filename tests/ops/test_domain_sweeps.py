@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenantd.app import AppServices
+from tenantd.app import Domains
 from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
 from tenantd.ops.sweeps import run_sweep
@@ -10,7 +10,7 @@ from tests.factories import Factory
 
 
 async def test_accounts_sweep_purges_only_past_the_grace_window(
-    standalone_services: AppServices, db: Database, factory: Factory
+    standalone_services: Domains, db: Database, factory: Factory
 ) -> None:
     old = await factory.user()
     recent = await factory.user()
@@ -37,7 +37,7 @@ async def test_accounts_sweep_purges_only_past_the_grace_window(
 
 
 async def test_invitations_sweep_revokes_expired_pending_ones(
-    standalone_services: AppServices, db: Database, factory: Factory
+    standalone_services: Domains, db: Database, factory: Factory
 ) -> None:
     owner = await factory.user(plan="team")
     await db.execute(
@@ -57,9 +57,7 @@ async def test_invitations_sweep_revokes_expired_pending_ones(
     ]
 
 
-async def test_dedup_sweep_deletes_expired_keys(
-    standalone_services: AppServices, db: Database
-) -> None:
+async def test_dedup_sweep_deletes_expired_keys(standalone_services: Domains, db: Database) -> None:
     await db.execute(
         "INSERT INTO notification_dedup (dedup_key, expires_at)"
         " SELECT 'old' || g, now() - interval '1 s' FROM generate_series(1, 30) g"
@@ -74,7 +72,7 @@ async def test_dedup_sweep_deletes_expired_keys(
 
 
 async def test_jobs_sweep_deletes_finished_jobs_past_retention(
-    standalone_services: AppServices, db: Database
+    standalone_services: Domains, db: Database
 ) -> None:
     await db.execute(
         "INSERT INTO jobs (kind, status, finished_at) VALUES"

@@ -154,7 +154,7 @@ async def check_jobs_and_sse_fan_out(
         async with open_services(settings, url) as services:
             for n in range(count):
                 await send(
-                    services.domains.notifications,
+                    services.notifications,
                     "ping.simple",
                     recipient_user_id=user.id,
                     payload={"n": n},

@@ -21,9 +21,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
 from tenantd.db.core import Pool
-from tenantd.identity.bundle import SERVICES
 from tenantd.jobs import queries as jobs
 from tenantd.ops.metrics import Metrics, StateSnapshot, fold_counts
 from tenantd.suppression import service as suppression
@@ -217,7 +217,7 @@ class TestExhaustedPool:
             return sent(await scrape(client)) == 1
 
         await eventually(counted)
-        pool = app[SERVICES].db.pool
+        pool = app[DOMAINS].db.pool
         held = [await pool.acquire() for _ in range(int(pool.maxsize or 0))]
         try:
             assert pool.freesize == 0 and pool.size == pool.maxsize
@@ -357,7 +357,7 @@ class TestScrapeRunsNoStatement:
         app: web.Application,
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        pool = app[SERVICES].db.pool
+        pool = app[DOMAINS].db.pool
         assert isinstance(pool, Pool)
         take_nowait, acquire = pool.take_nowait, pool.acquire
         by_requests = 0

@@ -83,7 +83,7 @@ async def test_sigterm_loses_nothing(db: Database, migrated: str, tmp_path: Path
             async with open_services(settings, migrated) as services:
                 # Delivered live to the attached stream (proves it is attached).
                 await send(
-                    services.domains.notifications,
+                    services.notifications,
                     "ping.simple",
                     recipient_user_id=user.id,
                     payload={"n": 1},
@@ -92,7 +92,7 @@ async def test_sigterm_loses_nothing(db: Database, migrated: str, tmp_path: Path
                 assert frame["notification"]["title"] == "Ping 1"
                 # An email job that is running (the provider hangs) at SIGTERM ...
                 await send(
-                    services.domains.notifications,
+                    services.notifications,
                     "report.ready",
                     recipient_user_id=user.id,
                     payload={"reportName": "Q3", "rows": 3},

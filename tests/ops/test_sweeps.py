@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func
 
-from tenantd.app import AppServices
+from tenantd.app import Domains
 from tenantd.app.bundle import open_services
 from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
@@ -47,7 +47,7 @@ async def insert_revoked(db: Database, *, expired: int, live: int) -> None:
 
 
 async def test_two_concurrent_runners_run_a_sweep_once(
-    standalone_services: AppServices, other_services: AppServices, db: Database
+    standalone_services: Domains, other_services: Domains, db: Database
 ) -> None:
     calls: list[str] = []
     release = asyncio.Event()
@@ -78,7 +78,7 @@ async def test_two_concurrent_runners_run_a_sweep_once(
 
 
 async def test_interval_runs_once_per_interval_across_instances(
-    standalone_services: AppServices, other_services: AppServices, db: Database
+    standalone_services: Domains, other_services: Domains, db: Database
 ) -> None:
     calls: list[str] = []
     sweep = counting_sweep("test-interval", calls)
@@ -98,7 +98,7 @@ async def test_interval_runs_once_per_interval_across_instances(
 
 
 async def test_two_schedulers_run_each_sweep_once(
-    standalone_services: AppServices, other_services: AppServices, db: Database
+    standalone_services: Domains, other_services: Domains, db: Database
 ) -> None:
     calls: list[str] = []
     sweeps = [counting_sweep("test-a", calls, seconds=0.05), counting_sweep("test-b", calls)]
@@ -132,9 +132,7 @@ async def test_two_schedulers_run_each_sweep_once(
     assert rows == [{"name": "test-a", "run_count": 1}, {"name": "test-b", "run_count": 1}]
 
 
-async def test_deletes_work_in_bounded_batches(
-    standalone_services: AppServices, db: Database
-) -> None:
+async def test_deletes_work_in_bounded_batches(standalone_services: Domains, db: Database) -> None:
     await insert_revoked(db, expired=5000, live=7)
     batches: list[tuple[str, int]] = []
     statements: list[int] = []
@@ -169,7 +167,7 @@ async def test_deletes_work_in_bounded_batches(
 
 
 async def test_dry_run_counts_and_deletes_nothing(
-    standalone_services: AppServices, db: Database
+    standalone_services: Domains, db: Database
 ) -> None:
     await insert_revoked(db, expired=1200, live=3)
     sweep = registered_sweeps()["sessions"]
@@ -182,7 +180,7 @@ async def test_dry_run_counts_and_deletes_nothing(
 
 
 async def test_failing_sweep_is_recorded_and_releases_the_lock(
-    standalone_services: AppServices, db: Database
+    standalone_services: Domains, db: Database
 ) -> None:
     async def broken(ctx: SweepContext) -> None:
         raise RuntimeError("boom")
@@ -197,7 +195,7 @@ async def test_failing_sweep_is_recorded_and_releases_the_lock(
 
 
 async def test_stopping_interrupts_between_batches(
-    standalone_services: AppServices, db: Database
+    standalone_services: Domains, db: Database
 ) -> None:
     await insert_revoked(db, expired=1000, live=0)
     stopping = asyncio.Event()
@@ -263,7 +261,7 @@ async def test_sweeps_due_together_do_not_starve_a_small_pool(
 
 
 async def test_a_sweep_whose_lock_connection_is_lost_raises_database_unavailable(
-    standalone_services: AppServices, db: Database
+    standalone_services: Domains, db: Database
 ) -> None:
     """The scheduler logs DatabaseUnavailable as one warning line; a raw psycopg2 error from
     the lock connection would be logged with a traceback (seen after a database restart)."""

@@ -3,7 +3,7 @@ sweeps' advisory lock, batched, a dry run counts), live windows keep their count
 
 from __future__ import annotations
 
-from tenantd.app import AppServices
+from tenantd.app import Domains
 from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
 from tenantd.notifications import queries
@@ -17,7 +17,7 @@ async def count(db: Database, key: str, window_seconds: int) -> int:
 
 
 async def test_the_sweep_deletes_ended_windows_and_keeps_live_ones(
-    standalone_services: AppServices, db: Database
+    standalone_services: Domains, db: Database
 ) -> None:
     await db.execute(
         "INSERT INTO notification_throttles (throttle_key, window_start, count, expires_at)"
@@ -38,7 +38,7 @@ async def test_the_sweep_deletes_ended_windows_and_keeps_live_ones(
 
 
 async def test_a_window_counts_until_it_ends_then_the_sweep_takes_it(
-    standalone_services: AppServices, db: Database
+    standalone_services: Domains, db: Database
 ) -> None:
     await count(db, "short", 3600)
     expires = await db.fetch_val(
@@ -56,7 +56,7 @@ async def test_a_window_counts_until_it_ends_then_the_sweep_takes_it(
 
 
 async def test_the_sweep_skips_while_another_process_runs_it(
-    standalone_services: AppServices, db: Database
+    standalone_services: Domains, db: Database
 ) -> None:
     await db.execute(
         "INSERT INTO notification_throttles (throttle_key, window_start, count, expires_at)"

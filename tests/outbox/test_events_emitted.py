@@ -11,10 +11,11 @@ from aiohttp import web
 
 from tenantd.accounts import invitations, memberships
 from tenantd.accounts import service as accounts
+from tenantd.accounts.domain import accounts_of
 from tenantd.accounts.sweeps import expire_invitations, purge_deleted_accounts
 from tenantd.auth import service as auth
+from tenantd.auth.domain import auth_of
 from tenantd.errors import AppError
-from tenantd.identity.bundle import SERVICES
 from tenantd.outbox import Actor, public_event, pump, read
 from tenantd.suppression import service as suppression
 from tests.accounts.helpers import principal
@@ -61,7 +62,7 @@ async def test_sign_up_and_verification(make_client: Any, mail_dir: Path, db: An
 
 
 async def test_tenancy_changes(app: web.Application, factory: Factory, db: Any) -> None:
-    services = app[SERVICES]
+    services = accounts_of(app)
     owner = await factory.user(plan="team")
     account_id = owner.account_id
     assert account_id is not None
@@ -143,7 +144,7 @@ async def test_tenancy_changes(app: web.Application, factory: Factory, db: Any) 
 async def test_a_refused_change_emits_nothing(
     app: web.Application, factory: Factory, db: Any
 ) -> None:
-    services = app[SERVICES]
+    services = accounts_of(app)
     owner = await factory.user()
     member = await factory.user()
     assert owner.account_id is not None
@@ -161,7 +162,7 @@ async def test_a_refused_change_emits_nothing(
 
 
 async def test_sessions_and_suppressions(app: web.Application, factory: Factory, db: Any) -> None:
-    services = app[SERVICES]
+    services = auth_of(app)
     user = await factory.user()
     start = len(await events(db))
     await auth.logout_all(services, user_id=user.id)

@@ -11,8 +11,8 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.app import create_app
+from tenantd.bundle import DOMAINS
 from tenantd.cache.invalidation import CHANNEL
-from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.hub import PUBSUB
 from tests.factories import wait_until_heard
 
@@ -35,7 +35,7 @@ async def test_hot_me_is_served_from_cache(
     # they would flush what it stored, and the second request would miss.
     await wait_until_heard(factory.db, app[PUBSUB], CHANNEL)
     first = await (await browser.get("/api/v1/users/me")).json()
-    cache = app[SERVICES].principal_cache
+    cache = app[DOMAINS].identity.principal_cache
     assert cache.enabled
     hits = cache.hits
     second = await (await browser.get("/api/v1/users/me")).json()

@@ -18,11 +18,11 @@ import pytest
 from aiohttp import web
 
 from tenantd.app import create_app
+from tenantd.bundle import DOMAINS
 from tenantd.cache.invalidation import CHANNEL, live_while_confirmed
 from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.identity import queries
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.identity.revocations import mirrored
 from tenantd.identity.revoked import Revocations
@@ -248,7 +248,7 @@ async def test_other_instance_refuses_an_unseen_token_of_an_ended_session(
     started = time.monotonic()
     while (await other.get(ME)).status == 200:
         assert time.monotonic() - started < HEARD_WITHIN, "the ended session was served on"
-    assert other.app[SERVICES].principal_cache.revocations.ready
+    assert other.app[DOMAINS].identity.principal_cache.revocations.ready
 
 
 async def test_other_instances_mirror_hears_revocations_within_100ms(
@@ -368,7 +368,7 @@ async def test_a_killed_listener_connection_reloads_the_mirror(
     """A listener whose connection is ended (server restart, failover) reconnects; the gap
     makes the running app's mirror load again before it answers."""
     hub = app[PUBSUB]
-    mirror = app[SERVICES].principal_cache.revocations
+    mirror = app[DOMAINS].identity.principal_cache.revocations
     assert mirror.ready
     loads, reconnects = mirror.loads, hub.reconnects
     pid = hub.backend_pid()

@@ -18,7 +18,7 @@ from aiohttp import web
 from bench.private_servers import PrivateServer, free_port
 from tenantd.app import create_app
 from tenantd.app.bus import DURABLE_CHANNELS
-from tenantd.identity.bundle import SERVICES
+from tenantd.bundle import DOMAINS
 from tenantd.pubsub import PUBSUB
 from tenantd.pubsub.nats_bus import STREAM, NatsBus
 from tests.helpers import ORIGIN, access_claims, eventually
@@ -215,13 +215,13 @@ async def test_a_revocation_published_while_an_instance_is_cut_off_is_applied_af
 ) -> None:  # fmt: skip
     bus_b = other.app[PUBSUB]
     assert isinstance(bus_b, NatsBus) and bus_b.durable == DURABLE_CHANNELS
-    cache_b = other.app[SERVICES].principal_cache
+    cache_b = other.app[DOMAINS].identity.principal_cache
     on_b = await aiohttp_client(other, headers={"Origin": ORIGIN})
     leaving, staying = await factory.user(), await factory.user()
     tokens = {user.id: (await factory.cookies(user))["auth_token"] for user in (leaving, staying)}
     # What those writes announce reaches B first (published, then a round trip of B's that
     # began after it), so B caches after hearing it and only the logout can drop an entry.
-    await eventually(lambda: nothing_waiting(app[SERVICES].db))
+    await eventually(lambda: nothing_waiting(app[DOMAINS].db))
     published = asyncio.get_running_loop().time()
     await eventually(
         lambda: bus_b.confirmed_within(asyncio.get_running_loop().time() - published), within=20
@@ -238,7 +238,7 @@ async def test_a_revocation_published_while_an_instance_is_cut_off_is_applied_af
     tab = await make_client(cookies={"auth_token": tokens[leaving.id]})
     assert (await tab.post("/api/v1/auth/logout")).status == 200
     # In the stream: the relay deletes a durable channel's row once the stream acknowledged it.
-    await eventually(lambda: nothing_waiting(app[SERVICES].db))
+    await eventually(lambda: nothing_waiting(app[DOMAINS].db))
     before = bus_b.reconnects
     await cutter.mend()
     await eventually(lambda: bus_b.reconnects > before and cache_b.serving, within=30)

@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 
 from tenantd.apikeys import service as apikeys
-from tenantd.app import AppServices
+from tenantd.app import Domains
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
@@ -177,7 +177,7 @@ def test_the_scan_would_see_a_notify() -> None:
 
 async def test_no_write_path_notifies_inside_its_transaction(
     app: web.Application,
-    services: AppServices,
+    services: Domains,
     settings: Settings,
     make_client: Any,
     factory: Any,
@@ -212,7 +212,7 @@ async def test_no_write_path_notifies_inside_its_transaction(
         async with services.db.transaction() as conn:
             rotated = await keys.rotate(conn, settings)  # a signing key published
         sent = await send(
-            services.domains.notifications,
+            services.notifications,
             "ping.simple",
             recipient_user_id=user.id,
             payload={"n": 1},

@@ -15,12 +15,12 @@ from aiohttp import web
 
 from bench.private_servers import PrivateServer
 from tenantd.app.bus import RELAY
+from tenantd.bundle import DOMAINS
 from tenantd.cache.invalidation import STALENESS_SECONDS
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.db.relay import publishing
-from tenantd.identity.bundle import SERVICES
 from tenantd.pubsub.nats_bus import NatsBus
 from tests.helpers import eventually
 from tests.pubsub.test_jetstream import nats_server
@@ -105,7 +105,7 @@ async def test_a_relay_that_cannot_publish_turns_the_caches_off_within_the_bound
     answers its round trips, yet within STALENESS_SECONDS the cache stops serving and the
     request, read from the database, is refused; once the lock is released the revocation
     is published and the cache serves again."""
-    cache = app[SERVICES].principal_cache
+    cache = app[DOMAINS].identity.principal_cache
     user = await factory.user()
     browser = await make_client(cookies=await factory.cookies(user))
     assert (await browser.get("/api/v1/users/me")).status == 200

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestServer
 
 from tenantd.auth.oauth import client as oauth_client
 from tenantd.auth.oauth.client import OidcClient
-from tenantd.identity.bundle import SERVICES
+from tenantd.bundle import DOMAINS
 from tests.accounts.helpers import Team
 from tests.auth.oauth.conftest import env, idp, idp_session
 from tests.auth.oauth.fake_idp import FakeIdP, FakeUser
@@ -25,7 +25,7 @@ __all__ = ["env", "idp", "idp_session"]
 def server(server: TestServer) -> TestServer:
     """The provider client patient, as in the OAuth tests (the fake answers from this same
     busy process)."""
-    services = server.app[SERVICES]
+    services = server.app[DOMAINS]
     oauth_client._CLIENTS[services.http] = OidcClient(
         services.http, client_timeout=aiohttp.ClientTimeout(total=60)
     )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tenantd.identity.bundle import SERVICES
+from tenantd.bundle import DOMAINS
 from tests.auth.fake_signin_services import FakeSiteverify
 from tests.auth.test_email_code import last_mail
 from tests.factories import Factory
@@ -35,7 +35,7 @@ async def request_code(client: Any, address: str, **extra: str) -> str:
     )
     text = await response.text()
     assert response.status == 200, text
-    await client.server.app[SERVICES].jobs.drain(10)
+    await client.server.app[DOMAINS].jobs.drain(10)
     return text
 
 

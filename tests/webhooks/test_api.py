@@ -8,13 +8,13 @@ from typing import Any
 from aiohttp import web
 
 from tenantd.apikeys import service as apikeys
-from tenantd.identity.bundle import SERVICES
+from tenantd.bundle import DOMAINS
 from tenantd.outbox import Actor, emit
 from tests.helpers import SECRET, data, eventually
 
 
 async def key(app: web.Application, *scopes: str) -> dict[str, str]:
-    async with app[SERVICES].db.connection() as conn:
+    async with app[DOMAINS].db.connection() as conn:
         created = await apikeys.create_key(
             conn, secret_key=SECRET, name="backend", scopes=list(scopes)
         )
@@ -22,7 +22,7 @@ async def key(app: web.Application, *scopes: str) -> dict[str, str]:
 
 
 async def test_events_api_pages_in_commit_order(app: web.Application, client: Any) -> None:
-    db = app[SERVICES].db
+    db = app[DOMAINS].db
     for n in range(5):
         async with db.transaction() as conn:
             await emit(
@@ -87,7 +87,7 @@ async def test_endpoint_management_over_http(app: web.Application, client: Any) 
         await client.post(f"/api/v1/webhook-endpoints/{endpoint_id}/test", headers=headers)
     )
     assert tested["eventId"].startswith("evt_")
-    actor = await app[SERVICES].db.fetch_one(
+    actor = await app[DOMAINS].db.fetch_one(
         "SELECT actor_type, actor_id FROM outbox_events WHERE event_id = %(e)s",
         {"e": tested["eventId"]},
     )

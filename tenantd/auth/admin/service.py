@@ -28,11 +28,11 @@ from tenantd.apikeys.principal import ActingKey
 from tenantd.auth import deletion
 from tenantd.auth import service as auth_service
 from tenantd.auth.admin import queries
+from tenantd.auth.domain import Auth
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.identity import queries as identity_queries
-from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.sessions import IssuedTokens, issue_impersonation_session, revoke_all
 from tenantd.identity.signin import ClientMeta, record_security
 from tenantd.identity.tokens import new_opaque_token, token_hash
@@ -239,9 +239,7 @@ async def impersonate(
     return impersonation_link(services.settings, token)
 
 
-async def start_impersonation(
-    services: IdentityServices, *, token: str, client: ClientMeta
-) -> IssuedTokens:
+async def start_impersonation(services: Auth, *, token: str, client: ClientMeta) -> IssuedTokens:
     """Open an impersonation link once: the session it starts (no refresh token). An unknown,
     used or expired link is refused (400 INVALID_TOKEN)."""
     digest = token_hash(services.settings.secret_key, "impersonate:" + token)
@@ -254,7 +252,7 @@ async def start_impersonation(
         tokens = await issue_impersonation_session(
             conn,
             services.settings,
-            keyring=services.keyring,
+            keyring=services.identity.keyring,
             user_id=user_id,
             account_id=account_id,
             act=link["actor"],

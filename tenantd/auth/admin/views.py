@@ -9,7 +9,7 @@ from aiohttp import web
 from tenantd.apikeys.principal import acting_key
 from tenantd.auth.admin import service
 from tenantd.auth.admin.schemas import ImpersonateBody, UsersQuery
-from tenantd.identity.bundle import SERVICES
+from tenantd.auth.domain import auth_of
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Access, Routes
 
@@ -25,14 +25,14 @@ MANAGE: dict[str, Any] = {"access": Access.API_KEY, "scope": SCOPE}
 async def list_users(request: web.Request, query: UsersQuery) -> Any:
     """`{items, nextCursor}`; `query` matches email and names; pass nextCursor as `cursor`."""
     page = await service.list_users(
-        request.app[SERVICES], query=query.query, cursor=query.cursor, limit=query.limit
+        auth_of(request.app), query=query.query, cursor=query.cursor, limit=query.limit
     )
     return {"items": [service.user_json(row) for row in page.items], "nextCursor": page.next_cursor}
 
 
 @ROUTES.get(USER, summary="One user with memberships and sign-in methods", **MANAGE)
 async def show_user(request: web.Request) -> Any:
-    return await service.show_user(request.app[SERVICES], user_id=path_uuid(request, "id"))
+    return await service.show_user(auth_of(request.app), user_id=path_uuid(request, "id"))
 
 
 @ROUTES.post(
@@ -40,7 +40,7 @@ async def show_user(request: web.Request) -> Any:
 )
 async def disable_user(request: web.Request) -> Any:
     row = await service.disable_user(
-        request.app[SERVICES], acting_key(request), user_id=path_uuid(request, "id")
+        auth_of(request.app), acting_key(request), user_id=path_uuid(request, "id")
     )
     return service.user_json(row)
 
@@ -48,7 +48,7 @@ async def disable_user(request: web.Request) -> Any:
 @ROUTES.post(f"{USER}/enable", summary="Enable a disabled user", **MANAGE)
 async def enable_user(request: web.Request) -> Any:
     row = await service.enable_user(
-        request.app[SERVICES], acting_key(request), user_id=path_uuid(request, "id")
+        auth_of(request.app), acting_key(request), user_id=path_uuid(request, "id")
     )
     return service.user_json(row)
 
@@ -56,7 +56,7 @@ async def enable_user(request: web.Request) -> Any:
 @ROUTES.delete(USER, summary="Delete a user (the erasure of self-delete)", **MANAGE)
 async def delete_user(request: web.Request) -> Any:
     done = await service.delete_user(
-        request.app[SERVICES], acting_key(request), user_id=path_uuid(request, "id")
+        auth_of(request.app), acting_key(request), user_id=path_uuid(request, "id")
     )
     return {
         "deletedAt": done.deleted_at,
@@ -68,7 +68,7 @@ async def delete_user(request: web.Request) -> Any:
 @ROUTES.post(f"{USER}/resend-verification", summary="Mail a fresh verification link", **MANAGE)
 async def admin_resend_verification(request: web.Request) -> Any:
     await service.resend_verification(
-        request.app[SERVICES], acting_key(request), user_id=path_uuid(request, "id")
+        auth_of(request.app), acting_key(request), user_id=path_uuid(request, "id")
     )
     return {}
 
@@ -81,7 +81,7 @@ async def admin_resend_verification(request: web.Request) -> Any:
 )
 async def impersonate(request: web.Request, body: ImpersonateBody) -> Any:
     url = await service.impersonate(
-        request.app[SERVICES],
+        auth_of(request.app),
         acting_key(request),
         user_id=path_uuid(request, "id"),
         reason=body.reason,

@@ -17,8 +17,8 @@ from tenantd.apikeys.domain import apikeys_of
 from tenantd.apikeys.guard import bearer_token
 from tenantd.apikeys.principal import ACTING_KEY
 from tenantd.apikeys.service import require_scope, verify_token
+from tenantd.auth.domain import Auth
 from tenantd.errors import Unauthorized
-from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.guards import recheck
 from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.tokens import decode_access_token
@@ -53,11 +53,11 @@ async def admit(request: web.Request) -> None:
     request[ACTING_KEY] = key
 
 
-async def introspect(services: IdentityServices, token: str) -> dict[str, Any]:
+async def introspect(services: Auth, token: str) -> dict[str, Any]:
     """{active, sub, aid, sid, exp} of a token tenantd would accept now; else {active: false}."""
     try:
-        claims = decode_access_token(services.keyring, token)
-        principal = await recheck(services, claims)
+        claims = decode_access_token(services.identity.keyring, token)
+        principal = await recheck(services.identity, claims)
     except Unauthorized:
         return {"active": False}
     if principal.owes_factor:  # refused by every route but step-up, enrolment and leaving

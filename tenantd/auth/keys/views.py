@@ -6,9 +6,9 @@ from typing import Any
 
 from aiohttp import web
 
+from tenantd.auth.domain import auth_of
 from tenantd.auth.keys import introspection
 from tenantd.auth.keys.schemas import IntrospectBody, Introspection, Jwks
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.keys.service import JWKS_MAX_AGE_SECONDS
 from tenantd.web.json import json_response
 from tenantd.web.spec import OPEN_AS_IS, Routes
@@ -25,7 +25,7 @@ CACHE_CONTROL = f"public, max-age={JWKS_MAX_AGE_SECONDS}"
     summary="Public keys of access tokens: current, next and retired until their tokens expired",
 )
 async def jwks(request: web.Request) -> web.Response:
-    body = request.app[SERVICES].keyring.jwks()
+    body = auth_of(request.app).identity.keyring.jwks()
     return json_response(body, headers={"Cache-Control": CACHE_CONTROL})
 
 
@@ -44,4 +44,4 @@ async def jwks(request: web.Request) -> web.Response:
 )
 async def introspect(request: web.Request, body: IntrospectBody) -> dict[str, Any]:
     await introspection.admit(request)
-    return await introspection.introspect(request.app[SERVICES], body.token)
+    return await introspection.introspect(auth_of(request.app), body.token)

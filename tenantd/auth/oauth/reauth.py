@@ -14,10 +14,10 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tenantd.auth.domain import Auth
 from tenantd.auth.oauth import errors, queries
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import CLOCK_SKEW_SECONDS, FlowState, VerifiedIdentity
-from tenantd.identity.bundle import IdentityServices
 from tenantd.mfa import service as mfa
 from tenantd.principal import AccessClaims
 
@@ -35,7 +35,7 @@ class SteppedUp:
 
 
 async def step_up(
-    services: IdentityServices, *, provider: str, flow: FlowState, identity: VerifiedIdentity
+    services: Auth, *, provider: str, flow: FlowState, identity: VerifiedIdentity
 ) -> SteppedUp:
     binding = flow.reauth
     assert binding is not None
@@ -56,7 +56,7 @@ async def step_up(
     if not target["session_live"]:
         raise OAuthRefused(errors.REAUTH_SESSION, "the session that asked has ended")
     done = await mfa.reauthenticated_session(
-        services,
+        services.identity,
         user_id=binding.user_id,
         account_id=target["account_id"],
         session_id=binding.session_id,

@@ -23,6 +23,7 @@ from tenantd.accounts import mail as account_mail
 from tenantd.accounts.provisioning import DomainConflict, provision_personal_account
 from tenantd.addresses import InvalidEmail, canonical_email
 from tenantd.audit import security
+from tenantd.auth.domain import Auth
 from tenantd.auth.oauth import errors, presets, queries
 from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
@@ -51,7 +52,6 @@ from tenantd.errors import Conflict, NotFound
 from tenantd.identity import queries as auth_queries
 from tenantd.identity import queries as identity_queries
 from tenantd.identity import stepup
-from tenantd.identity.bundle import IdentityServices
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import IssuedTokens
 from tenantd.identity.settings import OAuthProviderSettings, SignInSettings
@@ -223,7 +223,7 @@ async def start(
 
 
 async def complete(
-    services: IdentityServices,
+    services: Auth,
     transport: OidcTransport,
     *,
     provider: str,
@@ -278,7 +278,7 @@ async def complete(
 
 
 async def identify(
-    services: IdentityServices,
+    services: Services,
     transport: OidcTransport,
     config: OAuthProviderSettings,
     *,
@@ -426,7 +426,7 @@ async def _retry_raced_sign_up(sign_in: Callable[[], Awaitable[SignedIn]]) -> Si
 
 
 async def _sign_in(
-    services: IdentityServices,
+    services: Auth,
     *,
     provider: str,
     subject: str,

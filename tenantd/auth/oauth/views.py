@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 from pydantic import Field
 
+from tenantd.auth.domain import auth_of
 from tenantd.auth.oauth import errors, presets, service
 from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
@@ -26,7 +27,6 @@ from tenantd.auth.oauth.reauth import SteppedUp
 from tenantd.auth.oauth.service import CallbackQuery
 from tenantd.errors import NotFound
 from tenantd.identity import browser
-from tenantd.identity.bundle import SERVICES
 from tenantd.identity.cookies import (
     clear_cookie,
     set_access_cookie,
@@ -112,7 +112,7 @@ async def oauth_start(request: web.Request, query: StartQuery) -> web.Response:
 async def _start(
     request: web.Request, return_to: str | None, reauth: ReauthBinding | None = None
 ) -> web.Response:
-    services = request.app[SERVICES]
+    services = auth_of(request.app)
     provider = request.match_info["provider"]
     try:
         started = await service.start(
@@ -148,7 +148,7 @@ async def _start(
 )
 async def oauth_reauth(request: web.Request, query: StartQuery) -> web.Response:
     binding = await service.reauth_binding(
-        request.app[SERVICES], current_principal(request), provider=request.match_info["provider"]
+        auth_of(request.app), current_principal(request), provider=request.match_info["provider"]
     )
     return await _start(request, query.return_to, binding)
 
@@ -174,7 +174,7 @@ async def oauth_callback_form(request: web.Request) -> web.Response:
 
 
 async def _callback(request: web.Request, params: service.CallbackParams) -> web.Response:
-    services = request.app[SERVICES]
+    services = auth_of(request.app)
     provider = request.match_info["provider"]
     try:
         signed = await service.complete(
@@ -231,6 +231,6 @@ async def oauth_unlink(request: web.Request) -> dict[str, str]:
         raise NotFound()
     user_id = current_principal(request).user_id
     client = service.ClientMeta(user_agent=request.headers.get("User-Agent"), ip=request.remote)
-    db = request.app[SERVICES].db
+    db = auth_of(request.app).db
     await service.unlink(db, user_id=user_id, provider=provider, client=client)
     return {}

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tenantd.auth.oauth import client as oauth_client
 from tenantd.auth.oauth.client import OidcClient
-from tenantd.identity.bundle import SERVICES
+from tenantd.bundle import DOMAINS
 from tests.auth.oauth.fake_idp import FakeIdP
 from tests.auth.oauth.support import CLIENT_ID, CLIENT_SECRET, PROVIDER, REDIRECT_URI, Browser
 
@@ -49,7 +49,7 @@ def server(server: TestServer) -> TestServer:
     """The app, its provider client patient: the fake provider answers from this same busy
     process, and the production 5 s connect bound is no rule these tests check (the
     timeouts are: tests/auth/oauth/test_provider_client.py)."""
-    services = server.app[SERVICES]
+    services = server.app[DOMAINS]
     oauth_client._CLIENTS[services.http] = OidcClient(
         services.http, client_timeout=aiohttp.ClientTimeout(total=60)
     )

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from tenantd.bundle import DOMAINS
 from tenantd.db import Database
-from tenantd.identity.bundle import SERVICES
 from tenantd.jobs.settings import JobSettings
 from tests.auth.oauth.fake_idp import FakeIdP, FakeUser
 from tests.auth.oauth.support import Browser, login_error
@@ -63,7 +63,7 @@ async def test_join_request_mails_leave_from_jobs_that_retry_a_provider_failure(
     assert login_error(await browser.sign_in())["error"] == "domain_claimed"
 
     await eventually(lambda: len(fake.sent("postmark")) == 8)  # 6 refusals + 2 deliveries
-    services = browser.client.server.app[SERVICES]
+    services = browser.client.server.app[DOMAINS]
     await services.jobs.drain(5)
     (notice,) = {m["Subject"]: m for m in to(fake, "owner@acme.test")}.values()
     assert "bob@acme.test" in notice["TextBody"]
@@ -96,9 +96,9 @@ async def test_a_returning_user_is_not_mailed_again(
     await eventually(lambda: len(fake.sent("postmark")) == 2)
     again: Browser = await new_browser()
     assert login_error(await again.sign_in())["error"] == "domain_claimed"
-    await again.client.server.app[SERVICES].jobs.drain(5)
+    await again.client.server.app[DOMAINS].jobs.drain(5)
     durable = await db.fetch_val("SELECT count(*) FROM jobs WHERE kind = 'accounts.email'")
     assert durable == (
-        2 if again.client.server.app[SERVICES].settings.section(JobSettings).queues_enabled else 0
+        2 if again.client.server.app[DOMAINS].settings.section(JobSettings).queues_enabled else 0
     )
     assert len(fake.sent("postmark")) == 2
