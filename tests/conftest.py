@@ -1,14 +1,18 @@
-"""Test harness: a real PostgreSQL (private cluster unless DATABASE_URL is set), migrated once
-per run, emptied before every test; one app per test with the real services."""
+"""Test harness: a real PostgreSQL (private cluster unless DATABASE_URL is set; one database
+per pytest-xdist worker), migrated once per run, emptied before every test; one app per test
+with the real services."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from aiohttp import web
@@ -28,6 +32,9 @@ from tenantd.settings import Settings
 from tests.email.fake_providers import FakeProviders
 from tests.factories import Factory
 from tests.helpers import ORIGIN, SECRET, truncate_all
+from tests.ops.servers import fresh_database
+
+pytest_plugins = ["tests.timeouts"]  # pytest-timeout's signal method, for asyncio and xdist
 
 # Tests never read the host's service configuration (/etc/tenantd/tenantd.env, the CLI's
 # default env file): they pass their settings explicitly.
@@ -36,7 +43,15 @@ os.environ.setdefault("TENANTD_ENV_FILE", "")
 
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
+    """The run's database: a private cluster's, or DATABASE_URL's. Every test empties it, so
+    each pytest-xdist worker has its own: its private cluster, or a database of its own made
+    next to DATABASE_URL's on that server."""
     url = os.environ.get("DATABASE_URL")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... under pytest-xdist
+    if url and worker:
+        with fresh_database(url, worker_database_name(url, worker)) as own:
+            yield own
+        return
     if url:
         yield url
         return
@@ -47,6 +62,13 @@ def database_url() -> Iterator[str]:
         yield cluster.url
     finally:
         cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def worker_database_name(url: str, worker: str) -> str:
+    """`tenantd_test` + `_gw1` for worker gw1: a plain identifier (no quoting needed)."""
+    name = unquote(urlsplit(url).path.lstrip("/")) or "tenantd"
+    return re.sub(r"[^a-z0-9_]", "_", f"{name[:40]}_{worker}".lower())
 
 
 @pytest.fixture(scope="session")

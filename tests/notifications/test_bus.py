@@ -1,13 +1,16 @@
-"""TENANTD_BUS=nats and =redis against the real servers: two in-process instances on one
-database, no connection LISTENs; a send on A reaches an SSE reader on B, a logout on A ends
-the session's token on B, and with the bus down (a private server, killed and restarted) a
-send is accepted, delivery catches up and every subscriber hears its gap."""
+"""TENANTD_BUS=nats and =redis against real servers, each test's own (on a shared server,
+parallel test runs would hear each other's channels and share one JetStream stream): two
+in-process instances on one database, no connection LISTENs; a send on A reaches an SSE
+reader on B, a logout on A ends the session's token on B, and with the bus down (the server
+killed and restarted) a send is accepted, delivery catches up and every subscriber hears its
+gap."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -37,8 +40,20 @@ def bus_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def env(env: dict[str, str], bus_kind: str) -> dict[str, str]:
-    return {**env, "TENANTD_BUS": bus_kind}
+async def private_bus(bus_kind: str) -> AsyncIterator[PrivateServer]:
+    server = PrivateServer(bus_kind)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+        shutil.rmtree(server.store, ignore_errors=True)
+
+
+@pytest.fixture
+def env(env: dict[str, str], private_bus: PrivateServer) -> dict[str, str]:
+    url = "NATS_URL" if private_bus.kind == "nats" else "REDIS_URL"
+    return {**env, "TENANTD_BUS": private_bus.kind, url: private_bus.url}
 
 
 @pytest.fixture
@@ -107,25 +122,7 @@ async def test_a_logout_on_a_ends_the_sessions_token_on_b(
     assert (await on_b.get("/api/v1/users/me")).status == 401
 
 
-@pytest.fixture
-async def private_bus(bus_kind: str) -> AsyncIterator[PrivateServer]:
-    server = PrivateServer(bus_kind)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
-def private_env(env: dict[str, str], private_bus: PrivateServer) -> Iterator[dict[str, str]]:
-    name = "NATS_URL" if private_bus.kind == "nats" else "REDIS_URL"
-    env[name] = private_bus.url
-    yield env
-
-
 async def test_the_bus_down_a_send_is_accepted_and_delivery_catches_up(
-    private_env: dict[str, str],
     private_bus: PrivateServer,
     app: web.Application,
     other: Any,

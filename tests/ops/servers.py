@@ -45,9 +45,11 @@ def _admin(url: str, statement: str) -> None:
 
 
 @contextlib.contextmanager
-def fresh_database(url: str) -> Iterator[str]:
-    """An empty database next to the test database; dropped afterwards."""
-    name = f"tenantd_t_{uuid.uuid4().hex[:12]}"
+def fresh_database(url: str, name: str | None = None) -> Iterator[str]:
+    """An empty database next to the one at `url` (named `name`, or a new name); dropped
+    afterwards, and before (a killed run may have left one of that name)."""
+    name = name or f"tenantd_t_{uuid.uuid4().hex[:12]}"
+    _admin(url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     _admin(url, f"CREATE DATABASE {name}")
     try:
         yield with_database(url, name)
