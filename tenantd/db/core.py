@@ -506,15 +506,16 @@ class Pool(aiopg.Pool):
                 **self._conn_kwargs,
             )
 
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0
         attempt = self._loop.create_task(connect())
         self._connecting.add(attempt)
         stalled = self._loop.call_later(
             STALL_SECONDS, self.health.suspect, f"a connect unanswered for {STALL_SECONDS:.0f} s"
         )
         try:
-            return await attempt
+            conn = await attempt
         except asyncio.CancelledError:
-            task = asyncio.current_task()
             if self.down and attempt.cancelled() and not (task and task.cancelling()):
                 raise DatabaseUnavailable() from None  # ended by the pool going down
             raise
@@ -523,6 +524,13 @@ class Pool(aiopg.Pool):
             self._connecting.discard(attempt)
             if not attempt.done():
                 attempt.cancel()
+        if task is not None and task.cancelling() > cancels:
+            # The caller was cancelled as one of the connect's steps finished, and aiopg waits
+            # on each with asyncio.wait_for, which then (Python 3.11) returns the result and
+            # drops the cancel: honour it, or the caller runs on as if never cancelled.
+            conn.close()
+            raise asyncio.CancelledError
+        return conn
 
     def refuse_all(self) -> None:
         """The database is down: close the free connections and end every wait for one

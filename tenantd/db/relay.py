@@ -47,6 +47,7 @@ SWEEP_SECONDS = 0.5  # rows no wake-up announced (other processes, a crash) wait
 BATCH = 1000  # rows per publishing transaction
 CHECK_SECONDS = 0.5  # how often the relay looks for rows left waiting (its liveness)
 CHECKS_KEPT = 16  # checks waiting for the bus to confirm a round trip after them
+STOP_RETRY_SECONDS = 1.0  # a relay task still running this long after its cancel is cancelled again
 
 PUBLISH = "SELECT tenantd_publish_announcements(%(limit)s)"
 LOCK = "SELECT pg_advisory_xact_lock(735414, 1)"  # the lock tenantd_publish_announcements takes
@@ -205,12 +206,24 @@ async def publishing(
         yield relay
     finally:
         db.on_announced = previous
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _stop(tasks)
         try:
             await relay.publish_pending()
         except Exception as error:
             log.warning("announcements left for another relay: %r", error)
+
+
+async def _stop(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel `tasks` and wait for them to end, cancelling again a task that swallowed its
+    cancel (a library that waits with asyncio.wait_for can, on Python 3.11): a relay left
+    running would hold its block's exit forever."""
+    running = tasks
+    while running:
+        for task in running:
+            task.cancel()
+        await asyncio.wait(running, timeout=STOP_RETRY_SECONDS)
+        running = [task for task in running if not task.done()]
+    for task in tasks:
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            raise error
