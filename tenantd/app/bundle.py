@@ -18,7 +18,7 @@ from tenantd.apikeys.domain import ApiKeys, HasApiKeys
 from tenantd.app.plugins import JOB_KINDS
 from tenantd.auth import jobs as auth_jobs
 from tenantd.auth.domain import Auth, HasAuth
-from tenantd.bundle import DOMAINS, Kernel
+from tenantd.bundle import DOMAINS, Domain, Kernel
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
@@ -61,14 +61,13 @@ AUTH_KINDS = frozenset(kind.name for kind in auth_jobs.JOB_KINDS)
 ACCOUNT_KINDS = frozenset(kind.name for kind in account_mail.JOB_KINDS)
 
 
-@dataclass(frozen=True, eq=False)
-class Domains:
+@dataclass(eq=False)
+class Domains(Domain):
     """Every domain's service object, built once per process (virtool's DataLayer): the app
     keeps it under DOMAINS, each domain reads its own through its accessor. The kernel's
     parts read through, as a domain object's do, for the composition root's hooks, the CLI
     and the sweeps."""
 
-    kernel: Kernel
     identity: Identity
     accounts: Accounts
     auth: Auth
@@ -79,26 +78,6 @@ class Domains:
     portal: Portal
     sso: Sso
     directories: Directories
-
-    @property
-    def settings(self) -> Settings:
-        return self.kernel.settings
-
-    @property
-    def db(self) -> Database:
-        return self.kernel.db
-
-    @property
-    def http(self) -> aiohttp.ClientSession:
-        return self.kernel.http
-
-    @property
-    def email(self) -> EmailService:
-        return self.kernel.email
-
-    @property
-    def jobs(self) -> JobQueue:
-        return self.kernel.jobs
 
     def owner(self, kind: JobKind) -> object:
         """The domain object a job kind runs with (this record for a kind of no domain's)."""
