@@ -186,3 +186,15 @@ async def fake(aiohttp_server: Any) -> FakeProviders:
 @pytest.fixture
 def mail_dir(settings: Settings) -> Path:
     return settings.section(MailSettings).email_file_dir
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test has a node id of its own: pytest-xdist hands tests out by id, and tests that
+    share one never run there while the run still passes (schemathesis once named all its
+    operations' tests alike)."""
+    seen: dict[str, int] = {}
+    for item in items:
+        seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
+    shared = sorted(nodeid for nodeid, count in seen.items() if count > 1)
+    if shared:
+        raise pytest.UsageError(f"tests that share a node id: {', '.join(shared[:5])}")
