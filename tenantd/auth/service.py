@@ -669,7 +669,6 @@ async def change_password(
             conn,
             actor=principal,
             action=sensitive.PASSWORD_CHANGED,
-            user_id=user_id,
             undo={"set": stored is None},
             event=False,  # password_changed or password_set, just above
         )

@@ -227,7 +227,6 @@ async def remove_factor(
             conn,
             actor=principal,
             action=action,
-            user_id=principal.user_id,
             undo=undo(row),
             data=None if data is None else data(row),
         )
@@ -292,7 +291,6 @@ async def regenerate_recovery_codes(services: Mfa, principal: Principal) -> list
             conn,
             actor=principal,
             action=sensitive.RECOVERY_CODES_REGENERATED,
-            user_id=principal.user_id,
             undo={"previous": [h.hex() for h in previous]},
         )
         return codes
