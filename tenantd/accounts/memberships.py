@@ -207,7 +207,6 @@ async def transfer_ownership(
             conn,
             actor=actor,
             action=sensitive.OWNERSHIP_TRANSFERRED,
-            user_id=actor.user_id,
             undo={"accountId": str(account_id), "to": str(user_id)},
             data={"accountId": str(account_id), "to": str(user_id)},
         )

@@ -348,7 +348,6 @@ async def set_require_mfa(
             conn,
             actor=actor,
             action=sensitive.MFA_POLICY_CHANGED,
-            user_id=actor.user_id,
             undo={"accountId": str(account_id), "required": not required},
             data={"accountId": str(account_id), "required": required},
         )
@@ -401,7 +400,6 @@ async def delete_account(
             conn,
             actor=actor,
             action=sensitive.ACCOUNT_DELETED,
-            user_id=actor.user_id,
             undo={"accountId": str(account_id)},
             data={"accountId": str(account_id)},
         )

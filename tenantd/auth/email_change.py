@@ -101,7 +101,6 @@ async def request_change(services: Services, actor: Principal, *, new_email: str
             conn,
             actor=actor,
             action=sensitive.EMAIL_CHANGE_REQUESTED,
-            user_id=user_id,
             data={"newEmail": new},
         )
         await services.jobs.enqueue(

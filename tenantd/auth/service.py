@@ -185,26 +185,33 @@ async def _insert_link(
     return token
 
 
-async def _new_verification_link(
+async def _verification(
     conn: Conn,
     settings: Settings,
+    user: Row,
     *,
-    user_id: uuid.UUID,
     password_hash: str | None,
     binding_hash: bytes | None,
     names: tuple[str, str] | None,
-) -> str:
-    """One more link carrying one sign-up's pending credential and names; earlier links keep
-    working (until one of them verifies the address)."""
-    return await _insert_link(
+    first_name: str,
+) -> mail.Outgoing:
+    """The mail of one more link carrying one sign-up's pending credential and names; earlier
+    links keep working (until one of them verifies the address)."""
+    token = await _insert_link(
         conn,
         settings,
-        user_id=user_id,
+        user_id=user["id"],
         purpose=VERIFY,
         ttl=VERIFY_TTL,
         password_hash=password_hash,
         binding_hash=binding_hash,
         names=names,
+    )
+    return mail.verification(
+        user["email"],
+        link=_link(settings, "/verify-email", token),
+        first_name=first_name,
+        locale=user.get("locale"),
     )
 
 
@@ -245,19 +252,14 @@ async def register(
             outgoing = mail.account_exists(user["email"], settings=settings)
         else:
             # Nothing goes onto the user: the password waits on this sign-up's own link.
-            token = await _new_verification_link(
+            outgoing = await _verification(
                 conn,
                 settings,
-                user_id=user["id"],
+                user,
                 password_hash=password_hash,
                 binding_hash=token_hash(settings.secret_key, binding),
                 names=names,
-            )
-            outgoing = mail.verification(
-                user["email"],
-                link=_link(settings, "/verify-email", token),
                 first_name=names[0],  # this sign-up's, never an earlier one's
-                locale=user.get("locale"),
             )
     await mail.deliver(services, outgoing)
     return Registered(REGISTER_MESSAGE, binding, warnings)
@@ -286,19 +288,14 @@ async def mail_verification_link(services: Services, email: str) -> None:
         if user is not None and user["email_verified_at"] is None:
             pending = await queries.latest_registration(conn, user_id=user["id"])
             names = _names_of(pending)
-            token = await _new_verification_link(
+            outgoing = await _verification(
                 conn,
                 settings,
-                user_id=user["id"],
+                user,
                 password_hash=pending["password_hash"] if pending else None,
                 binding_hash=pending["binding_hash"] if pending else None,
                 names=names,
-            )
-            outgoing = mail.verification(
-                user["email"],
-                link=_link(settings, "/verify-email", token),
                 first_name=names[0] if names else user["first_name"],
-                locale=user.get("locale"),
             )
     if outgoing is not None:
         await mail.deliver_from_job(services, outgoing)
@@ -669,7 +666,6 @@ async def change_password(
             conn,
             actor=principal,
             action=sensitive.PASSWORD_CHANGED,
-            user_id=user_id,
             undo={"set": stored is None},
             event=False,  # password_changed or password_set, just above
         )

@@ -43,7 +43,7 @@ from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.signin import ClientMeta, start_default_session
 from tenantd.identity.tokens import token_hash
 from tenantd.mfa import queries, sensitive
-from tenantd.mfa.service import AMR_PASSKEY, Completed, first_factor_codes, remove_factor
+from tenantd.mfa.service import AMR_PASSKEY, Completed, factor_added, remove_factor
 from tenantd.settings import Settings
 
 if TYPE_CHECKING:
@@ -285,14 +285,11 @@ async def register(
             )
         except LookupError:
             raise Conflict("This passkey is already registered") from None
-        codes = await first_factor_codes(conn, settings, user_id)
-        await identity_queries.sync_mfa_enabled(conn, user_id)
-        await sensitive.performed(
+        codes = await factor_added(
             services,
             conn,
-            actor=actor,
-            action=sensitive.PASSKEY_ADDED,
-            user_id=user_id,
+            actor,
+            sensitive.PASSKEY_ADDED,
             undo={"passkeyId": str(passkey["id"])},
             data={"passkeyId": str(passkey["id"]), "name": passkey["name"]},
         )

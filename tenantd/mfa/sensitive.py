@@ -215,15 +215,20 @@ async def performed(
     *,
     actor: Principal | Operator,
     action: Sensitive,
-    user_id: uuid.UUID,
+    user_id: uuid.UUID | None = None,
     undo: dict[str, Any] | None = None,
     data: dict[str, Any] | None = None,
     event: bool = True,
 ) -> None:
     """In the action's transaction: the security event, and (for a user's own action) the
-    undo row and the notice mailed after commit. `undo`: what undoing needs; `event=False`
-    when the flow writes its own security event (password changes)."""
+    undo row and the notice mailed after commit. `user_id`: the user acted on, the actor's
+    own unless given (the operator always names one); `undo`: what undoing needs;
+    `event=False` when the flow writes its own security event (password changes)."""
     _consume(action)
+    if user_id is None:
+        if isinstance(actor, Operator):
+            raise TypeError("the operator's sensitive action names the user it acts on")
+        user_id = actor.user_id
     operator = isinstance(actor, Operator)
     details = dict(data or {})
     if operator:

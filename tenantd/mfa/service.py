@@ -161,18 +161,14 @@ async def confirm_totp(services: Mfa, actor: Principal, *, code: str) -> list[st
         )
         if step is not None:
             await queries.confirm_totp(conn, user_id=user_id, step=step)
-            codes = await _first_factor_codes(conn, services.settings, user_id)
-            await identity_queries.sync_mfa_enabled(conn, user_id)
             await queries.clear_failures(conn, user_id)
-            await sensitive.performed(
+            return await factor_added(
                 services,
                 conn,
-                actor=actor,
-                action=sensitive.TOTP_ADDED,
-                user_id=user_id,
+                actor,
+                sensitive.TOTP_ADDED,
                 undo={"createdAt": row["created_at"].isoformat()},
             )
-            return codes
         locked = await _count_wrong(conn, user_id)
     _refuse_wrong(locked)
 
@@ -203,6 +199,24 @@ async def _take_confirmed_totp(conn: Conn, user_id: uuid.UUID) -> Row | None:
     return row
 
 
+async def factor_added(
+    services: Mfa,
+    conn: Conn,
+    actor: Principal,
+    action: sensitive.Sensitive,
+    *,
+    undo: dict[str, Any],
+    data: dict[str, Any] | None = None,
+) -> list[str]:
+    """In the transaction that stored a factor of the caller's (under the user's lock):
+    mfa_enabled is recomputed and the sensitive `action` (guarded by the caller) recorded;
+    the recovery codes when it is the first factor (an empty list otherwise)."""
+    codes = await _first_factor_codes(conn, services.settings, actor.user_id)
+    await identity_queries.sync_mfa_enabled(conn, actor.user_id)
+    await sensitive.performed(services, conn, actor=actor, action=action, undo=undo, data=data)
+    return codes
+
+
 async def remove_factor(
     services: Mfa,
     principal: Principal,
@@ -227,7 +241,6 @@ async def remove_factor(
             conn,
             actor=principal,
             action=action,
-            user_id=principal.user_id,
             undo=undo(row),
             data=None if data is None else data(row),
         )
@@ -272,11 +285,6 @@ async def _first_factor_codes(conn: Conn, settings: Settings, user_id: uuid.UUID
     return await _new_codes(conn, settings, user_id)
 
 
-async def first_factor_codes(conn: Conn, settings: Settings, user_id: uuid.UUID) -> list[str]:
-    """For another factor's enrolment (passkeys): codes when it is the first factor."""
-    return await _first_factor_codes(conn, settings, user_id)
-
-
 async def regenerate_recovery_codes(services: Mfa, principal: Principal) -> list[str]:
     """Ten new codes; the old ones stop working (step-up, MFA on; the user is told, with a
     link that ends the new codes and brings the old ones back)."""
@@ -292,7 +300,6 @@ async def regenerate_recovery_codes(services: Mfa, principal: Principal) -> list
             conn,
             actor=principal,
             action=sensitive.RECOVERY_CODES_REGENERATED,
-            user_id=principal.user_id,
             undo={"previous": [h.hex() for h in previous]},
         )
         return codes

@@ -12,25 +12,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tenantd.auth.domain import Auth
 from tenantd.auth.oauth import errors, queries
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import CLOCK_SKEW_SECONDS, FlowState, VerifiedIdentity
 from tenantd.mfa import service as mfa
-from tenantd.principal import AccessClaims
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class SteppedUp:
-    access_token: str
-    claims: AccessClaims
+class SteppedUp(mfa.Reauthenticated):
+    """The session's new access token, and where the step-up goes back to."""
+
     return_to: str
 
 
