@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from aiohttp import web
 
@@ -42,17 +42,10 @@ class Principal:
 
     @property
     def claims(self) -> AccessClaims:
-        """The access-token claims this principal was resolved from (for re-checks, revocation)."""
+        """The access-token claims this principal was resolved from (for re-checks, revocation):
+        its fields of the claims' names."""
         return AccessClaims(
-            user_id=self.user_id,
-            account_id=self.account_id,
-            jti=self.jti,
-            issued_at=self.issued_at,
-            expires_at=self.expires_at,
-            session_id=self.session_id,
-            amr=self.amr,
-            auth_time=self.auth_time,
-            act=self.act,
+            **{claim.name: getattr(self, claim.name) for claim in fields(AccessClaims)}
         )
 
 

@@ -11,17 +11,16 @@ import typer
 from tenantd.accounts import operator, restore
 from tenantd.accounts.domain import Accounts
 from tenantd.app.bundle import Domains
-from tenantd.cli.common import console, fail, print_json, print_table, with_services
+from tenantd.cli.common import console, fail, group, print_json, print_table, with_services
 from tenantd.errors import AppError, ValidationFailed
 from tenantd.mfa import sensitive
 
 T = TypeVar("T")
 
-app = typer.Typer(
-    name="accounts",
-    help="Accounts (tenants): plans, seats and feature overrides.\n\n"
-    "Example: tenantd accounts set-plan 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80 team --seats 25",
-    no_args_is_help=True,
+app = group(
+    "accounts",
+    "Accounts (tenants): plans, seats and feature overrides.",
+    "tenantd accounts set-plan 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80 team --seats 25",
 )
 
 

@@ -12,15 +12,14 @@ import typer
 
 from tenantd.apikeys import service
 from tenantd.bundle import Services
-from tenantd.cli.common import console, fail, print_json, print_table, with_services
+from tenantd.cli.common import console, fail, group, print_json, print_table, with_services
 from tenantd.db import Row
 from tenantd.errors import NotFound, ValidationFailed
 
-app = typer.Typer(
-    name="api-keys",
-    help="Server API keys (scopes: " + ", ".join(service.SCOPES) + ").\n\n"
-    "Example: tenantd api-keys create --name backend --scopes events:read,notifications:send",
-    no_args_is_help=True,
+app = group(
+    "api-keys",
+    "Server API keys (scopes: " + ", ".join(service.SCOPES) + ").",
+    "tenantd api-keys create --name backend --scopes events:read,notifications:send",
 )
 
 COLUMNS = ("id", "name", "scopes", "created_at", "last_used_at", "revoked_at")

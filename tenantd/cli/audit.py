@@ -13,13 +13,12 @@ from tenantd.audit import chain
 from tenantd.audit import queries as audit_queries
 from tenantd.bundle import Services
 from tenantd.cli.accounts import parse_id
-from tenantd.cli.common import fail, with_services
+from tenantd.cli.common import fail, group, with_services
 
-app = typer.Typer(
-    name="audit",
-    help="The audit log: export it, verify its hash chains.\n\n"
-    "Example: tenantd audit verify 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80",
-    no_args_is_help=True,
+app = group(
+    "audit",
+    "The audit log: export it, verify its hash chains.",
+    "tenantd audit verify 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80",
 )
 
 PROGRESS_EVERY = 10_000

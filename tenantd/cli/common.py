@@ -36,6 +36,12 @@ T = TypeVar("T")
 console = Console()
 
 
+def group(name: str, summary: str, example: str | None = None) -> typer.Typer:
+    """A command group: run without a command, it prints its help, which ends with `example`."""
+    text = summary if example is None else f"{summary}\n\nExample: {example}"
+    return typer.Typer(name=name, help=text, no_args_is_help=True)
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     """One plain line on stderr, then exit (1 = refused, 2 = bad usage)."""
     sys.stderr.write(f"error: {message}\n")

@@ -10,17 +10,16 @@ from typing import Any, TypeVar
 
 import typer
 
-from tenantd.cli.common import fail, print_json, print_table, with_services
+from tenantd.cli.common import fail, group, print_json, print_table, with_services
 from tenantd.db import Row
 from tenantd.directories import queries, service
 from tenantd.directories.domain import Directories
 from tenantd.errors import NotFound, ValidationFailed
 
-app = typer.Typer(
-    name="directories",
-    help="SCIM directories of an account (Okta, Entra ID, ...): each has a bearer token.\n\n"
-    "Example: tenantd directories create 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80 --name Okta",
-    no_args_is_help=True,
+app = group(
+    "directories",
+    "SCIM directories of an account (Okta, Entra ID, ...): each has a bearer token.",
+    "tenantd directories create 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80 --name Okta",
 )
 
 

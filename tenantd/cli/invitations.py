@@ -7,13 +7,12 @@ import typer
 from tenantd.accounts import operator
 from tenantd.accounts.schemas import InvitationOut
 from tenantd.cli.accounts import parse_id, run
-from tenantd.cli.common import console, print_json, print_table
+from tenantd.cli.common import console, group, print_json, print_table
 
-app = typer.Typer(
-    name="invitations",
-    help="Pending invitations.\n\n"
-    "Example: tenantd invitations list 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80",
-    no_args_is_help=True,
+app = group(
+    "invitations",
+    "Pending invitations.",
+    "tenantd invitations list 3f2b9c1e-8d4a-4b7e-9f00-2a1c5d6e7f80",
 )
 
 

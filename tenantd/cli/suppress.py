@@ -8,16 +8,12 @@ import typer
 
 from tenantd.addresses import InvalidEmail, canonical_email
 from tenantd.bundle import Services
-from tenantd.cli.common import console, fail, print_json, print_table, with_services
+from tenantd.cli.common import console, fail, group, print_json, print_table, with_services
 from tenantd.db import Row
 from tenantd.outbox import Actor
 from tenantd.suppression import service as suppression
 
-app = typer.Typer(
-    name="suppress",
-    help="The email suppression list: every send consults it first.",
-    no_args_is_help=True,
-)
+app = group("suppress", "The email suppression list: every send consults it first.")
 
 COLUMNS = ("email", "reason", "provider", "created_at")
 

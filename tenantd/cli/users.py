@@ -22,7 +22,7 @@ from tenantd.auth.transfer.formats import FORMATS, HashOptions
 from tenantd.auth.transfer.service import ImportSummary
 from tenantd.bundle import Services
 from tenantd.cli.accounts import run_domains
-from tenantd.cli.common import console, fail
+from tenantd.cli.common import console, fail, group
 from tenantd.identity.passwords import FirebaseScrypt
 from tenantd.mfa import service as mfa
 from tenantd.mfa.domain import Mfa
@@ -36,11 +36,10 @@ def run(work: Callable[[Auth], Awaitable[T]]) -> T:
     return run_domains(lambda domains: work(domains.auth))
 
 
-app = typer.Typer(
-    name="users",
-    help="Users: find, disable, delete, impersonate; import and export.\n\n"
-    "Example: tenantd users list --query ada --json",
-    no_args_is_help=True,
+app = group(
+    "users",
+    "Users: find, disable, delete, impersonate; import and export.",
+    "tenantd users list --query ada --json",
 )
 
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import typer
 
 from tenantd.cli.accounts import parse_id, run_domains
-from tenantd.cli.common import console, fail, print_json, print_table
+from tenantd.cli.common import console, fail, group, print_json, print_table
 from tenantd.outbox import Actor
 from tenantd.webhooks import endpoints
 from tenantd.webhooks.domain import Webhooks
@@ -18,11 +18,10 @@ from tenantd.webhooks.views import delivery_json, endpoint_json
 
 T = TypeVar("T")
 
-app = typer.Typer(
-    name="webhooks",
-    help="Endpoints that receive signed events (user.created, membership.revoked, ...).\n\n"
-    "Example: tenantd webhooks add https://app.example.com/hooks/tenantd --events user.created",
-    no_args_is_help=True,
+app = group(
+    "webhooks",
+    "Endpoints that receive signed events (user.created, membership.revoked, ...).",
+    "tenantd webhooks add https://app.example.com/hooks/tenantd --events user.created",
 )
 
 

@@ -158,29 +158,14 @@ async def peek(conn: Conn, counters: Sequence[Counter]) -> dict[str, int]:
     return {counter.dimension: by_key.get(counter.key, 0) for counter in counters}
 
 
-async def check(
-    conn: Conn,
-    config: OpsConfig,
-    *,
-    secret_key: str,
-    scope: str,
-    ip: str | None,
-    email: str | None,
-    session: str | None = None,
-    device_cookie: str | None = None,
-) -> Verdict:
-    """Count this attempt of `scope` per IP, email and session; say whether it is allowed.
-    A `device_cookie` issued at a sign-in of `email` counts in that browser's own budget
-    instead of the address's shared one (`device_budget_key`)."""
+async def _limit(conn: Conn, config: OpsConfig, scope: str, **keys: str | None) -> None:
+    """Count one attempt of `scope` on the counters of `keys` (as `counters_for` takes them);
+    RateLimited (429 with Retry-After) when one is over. Nothing while limits are off."""
     if not config.rate_limit_enabled:
-        return Verdict(True, 0)
-    email_hash = email_key(secret_key, email) if email else None
-    device = device_budget_key(secret_key, device_cookie, email)
-    rule = config.rate_rule(scope)
-    return await hit(
-        conn,
-        counters_for(scope, rule, ip=ip, email_hash=email_hash, session=session, device=device),
-    )
+        return
+    verdict = await hit(conn, counters_for(scope, config.rate_rule(scope), **keys))
+    if not verdict.allowed:
+        raise RateLimited(verdict.retry_after)
 
 
 async def enforce(
@@ -193,18 +178,12 @@ async def enforce(
     email: str | None,
     device_cookie: str | None = None,
 ) -> None:
-    """As `check`, raising RateLimited (429 with Retry-After) when over a limit."""
-    verdict = await check(
-        conn,
-        config,
-        secret_key=secret_key,
-        scope=scope,
-        ip=ip,
-        email=email,
-        device_cookie=device_cookie,
-    )
-    if not verdict.allowed:
-        raise RateLimited(verdict.retry_after)
+    """Count this attempt of `scope` per IP and email; RateLimited (429 with Retry-After) when
+    over a limit. A `device_cookie` issued at a sign-in of `email` counts in that browser's own
+    budget instead of the address's shared one (`device_budget_key`)."""
+    email_hash = email_key(secret_key, email) if email else None
+    device = device_budget_key(secret_key, device_cookie, email)
+    await _limit(conn, config, scope, ip=ip, email_hash=email_hash, device=device)
 
 
 async def limit_chosen_recipient(
@@ -222,19 +201,8 @@ async def limit_chosen_recipient(
     every entry point (API, hosted page, any later route) is limited alike."""
     if scope not in MAIL_RATE_LIMITS:
         raise ValueError(f"{scope} is not a mail action scope")
-    if not config.rate_limit_enabled:
-        return
-    rule = config.rate_rule(scope)
-    counters = counters_for(
-        scope,
-        rule,
-        ip=None,
-        email_hash=email_key(secret_key, recipient),
-        user=str(user_id),
-    )
-    verdict = await hit(conn, counters)
-    if not verdict.allowed:
-        raise RateLimited(verdict.retry_after)
+    recipient_hash = email_key(secret_key, recipient)
+    await _limit(conn, config, scope, ip=None, email_hash=recipient_hash, user=str(user_id))
 
 
 def client_ip(

@@ -211,6 +211,15 @@ async def run_sweep(
     the last recorded start is older than that many seconds)."""
     started = time.perf_counter()
     key = lock_key(sweep.name)
+    ctx = SweepContext(
+        services=services,
+        sweep=sweep.name,
+        dry_run=dry_run,
+        batch_size=batch_size,
+        batch_pause=batch_pause,
+        stopping=stopping,
+        on_batch=on_batch,
+    )
     # db.connection(): a lost connection surfaces as DatabaseUnavailable (one warning line
     # from the scheduler during an outage, not a traceback).
     async with services.db.connection() as lock_conn:
@@ -222,19 +231,9 @@ async def run_sweep(
             try:
                 return await _run_locked(
                     lock_conn,
-                    services,
                     sweep,
-                    dry_run=dry_run,
+                    ctx,
                     interval=interval,
-                    ctx=SweepContext(
-                        services=services,
-                        sweep=sweep.name,
-                        dry_run=dry_run,
-                        batch_size=batch_size,
-                        batch_pause=batch_pause,
-                        stopping=stopping,
-                        on_batch=on_batch,
-                    ),
                     instance=instance or instance_name(),
                     started=started,
                 )
@@ -249,15 +248,14 @@ async def run_sweep(
 
 async def _run_locked(
     lock_conn: Conn,
-    services: SweepHost,
     sweep: Sweep,
-    *,
-    dry_run: bool,
-    interval: float | None,
     ctx: SweepContext,
+    *,
+    interval: float | None,
     instance: str,
     started: float,
 ) -> SweepOutcome:
+    dry_run = ctx.dry_run
     if not dry_run:
         run_count = await lock_conn.fetch_val(
             queries.START_RUN, {"name": sweep.name, "instance": instance, "interval": interval}

@@ -16,12 +16,15 @@ from typing import Any, TypeVar
 
 import orjson
 
+from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Conn, Database
-from tenantd.errors import NotFound, Unauthorized
+from tenantd.errors import NotFound, Unauthorized, ValidationFailed
 from tenantd.suppression import queries
 from tenantd.suppression import service as suppression
+from tenantd.web.json import loads_bounded
 
 T = TypeVar("T")
+J = TypeVar("J", dict[str, Any], list[Any])
 log = logging.getLogger(__name__)
 
 MAX_EVENT_ID = 256
@@ -35,6 +38,21 @@ def usable_event_id(value: object) -> str | None:
     if isinstance(value, str) and value and len(value) <= MAX_EVENT_ID and "\x00" not in value:
         return value
     return None
+
+
+def delivery(body: bytes, shape: type[J], refusal: str = "expected a JSON object") -> J:
+    """A delivery's JSON body, a `shape` (object or array); 422 when malformed, nested too
+    deep or of another shape."""
+    data: Any = loads_bounded(body)
+    if not isinstance(data, shape):
+        raise ValidationFailed({"body": refusal})
+    return data
+
+
+def recipient(raw: object) -> str | None:
+    """An event's address as suppressions store it, or None when it is not a plausible one."""
+    address = normalize_email(raw) if isinstance(raw, str) else ""
+    return address if is_plausible(address) else None
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,13 @@ import binascii
 import hmac
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 from aiohttp import web
 
-from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
-from tenantd.errors import Unauthorized, ValidationFailed
+from tenantd.errors import Unauthorized
 from tenantd.suppression.webhooks import ingest
-from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +64,7 @@ def check_credentials(headers: Mapping[str, str], *, username: str, password: st
 
 def parse_event(body: bytes, *, outcome: ingest.Outcome) -> list[ingest.ProviderEvent]:
     """The verdict of one Postmark webhook event (or none)."""
-    data: Any = loads_bounded(body)  # 422: malformed, or nested too deep
-    if not isinstance(data, dict):
-        raise ValidationFailed({"body": "expected a JSON object"})
+    data = ingest.delivery(body, dict)
     outcome.events = 1
     record = data.get("RecordType")
     kind = data.get("Type")
@@ -83,9 +78,8 @@ def parse_event(body: bytes, *, outcome: ingest.Outcome) -> list[ingest.Provider
     if reason is None:
         outcome.ignored = 1
         return []
-    raw = data.get("Email")
-    address = normalize_email(raw) if isinstance(raw, str) else ""
-    if not is_plausible(address):
+    address = ingest.recipient(data.get("Email"))
+    if address is None:
         outcome.malformed = 1
         log.warning("postmark event without a recipient", extra={"provider": PROVIDER})
         return []

@@ -22,16 +22,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Any
 
 from aiohttp import web
 
-from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
-from tenantd.errors import ValidationFailed
 from tenantd.suppression.webhooks import ingest
-from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
 
@@ -152,9 +148,7 @@ def parse_events(
     body: bytes, *, message_id: str, outcome: ingest.Outcome
 ) -> list[ingest.ProviderEvent]:
     """The verdicts of one Resend event (one event per delivery)."""
-    data: Any = loads_bounded(body)  # 422: malformed, or nested too deep
-    if not isinstance(data, dict):
-        raise ValidationFailed({"body": "expected a JSON object"})
+    data = ingest.delivery(body, dict)
     outcome.events = 1
     kind = data.get("type")
     reason = REASONS.get(kind) if isinstance(kind, str) else None
@@ -166,10 +160,8 @@ def parse_events(
     recipients = payload.get("to") if isinstance(payload, dict) else None
     if isinstance(recipients, str):
         recipients = [recipients]
-    emails: list[str] = []
-    for raw in recipients if isinstance(recipients, list) else []:
-        if isinstance(raw, str) and is_plausible(normalize_email(raw)):
-            emails.append(normalize_email(raw))
+    found = (ingest.recipient(raw) for raw in recipients) if isinstance(recipients, list) else ()
+    emails = [address for address in found if address is not None]
     if not emails:
         outcome.malformed = 1
         log.warning("resend event without recipients", extra={"provider": PROVIDER, "kind": kind})

@@ -26,12 +26,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
 
-from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
-from tenantd.errors import ValidationFailed
 from tenantd.suppression.webhooks import ingest
-from tenantd.web.json import loads_bounded
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +116,7 @@ def event_verdict(event: dict[str, Any]) -> str | None:
 
 def parse_events(body: bytes, *, outcome: ingest.Outcome) -> list[ingest.ProviderEvent]:
     """The verdicts in a batch; unreadable events are counted and skipped."""
-    data: Any = loads_bounded(body)  # 422: malformed, or nested too deep
-    if not isinstance(data, list):
-        raise ValidationFailed({"body": "expected a JSON array of events"})
+    data = ingest.delivery(body, list, "expected a JSON array of events")
     outcome.events = len(data)
     events: list[ingest.ProviderEvent] = []
     for item in data:
@@ -132,9 +127,8 @@ def parse_events(body: bytes, *, outcome: ingest.Outcome) -> list[ingest.Provide
         if reason is None:
             outcome.ignored += 1
             continue
-        raw = item.get("email")
-        address = normalize_email(raw) if isinstance(raw, str) else ""
-        if not is_plausible(address):
+        address = ingest.recipient(item.get("email"))
+        if address is None:
             outcome.malformed += 1
             continue
         events.append(

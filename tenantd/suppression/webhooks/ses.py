@@ -34,7 +34,6 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from tenantd.addresses import is_plausible, normalize_email
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
 from tenantd.errors import Unauthorized, ValidationFailed
@@ -196,8 +195,8 @@ def _recipients(items: Any, field: str) -> tuple[str, ...]:
     found: list[str] = []
     for item in items if isinstance(items, list) else []:
         raw = item.get(field) if isinstance(item, dict) else None
-        address = normalize_email(raw) if isinstance(raw, str) else ""
-        if is_plausible(address) and address not in found:
+        address = ingest.recipient(raw)
+        if address is not None and address not in found:
             found.append(address)
     return tuple(found)
 
@@ -249,9 +248,7 @@ async def receive(
     body: bytes,
 ) -> ingest.Outcome:
     """Verify one SNS delivery, then confirm a subscription or record the SES verdict."""
-    message: Any = loads_bounded(body)  # 422: malformed, or nested too deep
-    if not isinstance(message, dict):
-        raise ValidationFailed({"body": "expected a JSON object"})
+    message = ingest.delivery(body, dict)
     if message.get("Type") != signed.message_type or message.get("TopicArn") != signed.topic_arn:
         raise refused("body Type or TopicArn differs from the headers")
     await verify(certificates, message)
