@@ -927,6 +927,13 @@ class Database:
         async with self.connection() as conn:
             return await conn.execute(stmt, params)
 
+    async def own_pool(self, size: int = 1) -> Database:
+        """A pool of its own on the same database (opened on first use, with this pool's
+        bound), for work that must not queue behind this pool's callers: the announcement
+        relay, whose wait would delay every stream and cache invalidation under load."""
+        pool = self.pool
+        return await create_database(pool._dsn, minsize=0, maxsize=size, bound=pool._timeout)
+
     async def close(self) -> None:
         for replica in self.replicas:
             await replica.close()

@@ -194,8 +194,12 @@ async def publishing(
 ) -> AsyncIterator[Relay]:
     """This process's relay, woken by `db`'s announcing commits while the block runs (and
     watching its own liveness when the bus's `delivered` is given); at the end it publishes
-    what is left once (best effort: another relay's sweep otherwise)."""
-    relay = Relay(db, publish, acked=acked, durable=durable)
+    what is left once (best effort: another relay's sweep otherwise).
+
+    The relay has connections of its own to `db`'s database (one, two with the watch): in
+    the queue of a busy pool, what was announced would wait for every caller ahead of it."""
+    own = await db.own_pool(2 if delivered is not None else 1)
+    relay = Relay(own, publish, acked=acked, durable=durable)
     previous = db.on_announced
     db.on_announced = relay.wake
     loop = asyncio.get_running_loop()
@@ -211,6 +215,8 @@ async def publishing(
             await relay.publish_pending()
         except Exception as error:
             log.warning("announcements left for another relay: %r", error)
+        finally:
+            await relay.db.close()
 
 
 async def _stop(tasks: list[asyncio.Task[None]]) -> None:

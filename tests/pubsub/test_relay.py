@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from tenantd.app import Domains
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
-from tenantd.db.relay import Relay
+from tenantd.db.relay import Relay, publishing
 from tenantd.identity.keys import service as keys
 from tenantd.notifications import send
 from tenantd.pubsub.queries import quote_channel
@@ -437,3 +438,22 @@ async def test_a_commit_wakes_its_processs_relay_at_once(db: Database) -> None:
         assert await relay.publish_pending() == 2
     finally:
         db.on_announced = None
+
+
+@pytest.mark.own_relays
+async def test_a_busy_pool_does_not_hold_back_what_its_commits_announced(
+    migrated: str, listener: Listener, holder: aiopg.Connection
+) -> None:
+    """The relay publishes on a connection of its own: with every connection of the
+    process's pool checked out (a burst of requests), an announcement still goes out."""
+    await listener.listen("busy-pool")
+    db = await create_database(url_to_dsn(migrated), minsize=1, maxsize=2)
+    try:
+        async with publishing(db) as relay, contextlib.AsyncExitStack() as held:
+            for _ in range(2):  # the whole pool, held until the announcement is heard
+                await held.enter_async_context(db.connection())
+            await run(holder, "SELECT tenantd_announce('busy-pool', 'heard')")  # committed
+            relay.wake()
+            await listener.until("busy-pool", "heard")
+    finally:
+        await db.close()
