@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
 from tenantd.db.fetch import fetch_column, fetch_row
+from tenantd.db.predicates import exists
 
 # The session-time view of memberships is identity's: one predicate for an active role (live
 # account, unrevoked membership) and one rule for the default account.
@@ -166,11 +167,7 @@ async def soft_delete_account(conn: Conn, account_id: uuid.UUID) -> dt.datetime:
 
 
 async def plan_exists(conn: Conn, plan_code: str) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM plans WHERE code = %(p)s)", {"p": plan_code}
-        )
-    )
+    return await exists(conn, "SELECT 1 FROM plans WHERE code = %(p)s", {"p": plan_code})
 
 
 async def known_features(conn: Conn) -> set[str]:
@@ -335,13 +332,12 @@ async def pending_invitation_for(conn: Conn, *, account_id: uuid.UUID, email: st
 
 
 async def active_member_by_email(conn: Conn, *, account_id: uuid.UUID, email: str) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id"
-            " WHERE m.account_id = %(a)s AND m.revoked_at IS NULL"
-            " AND lower(u.email) = lower(%(e)s))",
-            {"a": account_id, "e": email},
-        )
+    return await exists(
+        conn,
+        "SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id"
+        " WHERE m.account_id = %(a)s AND m.revoked_at IS NULL"
+        " AND lower(u.email) = lower(%(e)s)",
+        {"a": account_id, "e": email},
     )
 
 
@@ -598,33 +594,29 @@ async def restorable_accounts(conn: Conn, user_id: uuid.UUID) -> list[Row]:
 
 
 async def is_member_of_any(conn: Conn, account_id: uuid.UUID, user_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM memberships WHERE account_id = %(a)s"
-            " AND user_id = %(u)s AND revoked_at IS NULL)",
-            {"a": account_id, "u": user_id},
-        )
+    return await exists(
+        conn,
+        "SELECT 1 FROM memberships WHERE account_id = %(a)s"
+        " AND user_id = %(u)s AND revoked_at IS NULL",
+        {"a": account_id, "u": user_id},
     )
 
 
 async def deleted_by(conn: Conn, account_id: uuid.UUID, user_id: uuid.UUID) -> bool:
     """Whether the audit log says this user soft-deleted the account (it outlives the purge)."""
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM audit_log WHERE account_id = %(a)s"
-            " AND action = 'account.soft_deleted' AND actor_user_id = %(u)s)",
-            {"a": account_id, "u": user_id},
-        )
+    return await exists(
+        conn,
+        "SELECT 1 FROM audit_log WHERE account_id = %(a)s"
+        " AND action = 'account.soft_deleted' AND actor_user_id = %(u)s",
+        {"a": account_id, "u": user_id},
     )
 
 
 async def was_purged(conn: Conn, account_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM audit_log WHERE account_id = %(a)s"
-            " AND action = 'account.hard_deleted')",
-            {"a": account_id},
-        )
+    return await exists(
+        conn,
+        "SELECT 1 FROM audit_log WHERE account_id = %(a)s AND action = 'account.hard_deleted'",
+        {"a": account_id},
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any, TypedDict
 
 from tenantd.db import Conn, Row
 from tenantd.db.fetch import fetch_column, fetch_row
+from tenantd.db.predicates import affected
 
 DIRECTORY_COLUMNS = "id, account_id, name, created_by, created_at, last_used_at"
 USER_COLUMNS = (
@@ -74,11 +75,11 @@ async def list_directories(conn: Conn, account_id: uuid.UUID) -> list[Row]:
 
 
 async def delete_directory(conn: Conn, *, account_id: uuid.UUID, directory_id: uuid.UUID) -> bool:
-    deleted = await conn.fetch_val(
-        "DELETE FROM directories WHERE id = %(id)s AND account_id = %(a)s RETURNING id",
+    return await affected(
+        conn,
+        "DELETE FROM directories WHERE id = %(id)s AND account_id = %(a)s",
         {"id": directory_id, "a": account_id},
     )
-    return deleted is not None
 
 
 async def directory_credentials(conn: Conn, directory_id: uuid.UUID) -> Row | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from tenantd.db import Conn, Row
+from tenantd.db.predicates import exists
 
 
 async def lock_email(conn: Conn, email: str) -> None:
@@ -24,11 +25,7 @@ async def lock_user_by_email(conn: Conn, email: str) -> Row | None:
 
 
 async def has_password(conn: Conn, user_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM user_passwords WHERE user_id = %(u)s)", {"u": user_id}
-        )
-    )
+    return await exists(conn, "SELECT 1 FROM user_passwords WHERE user_id = %(u)s", {"u": user_id})
 
 
 INSERT_IDENTITY_SQL = """
