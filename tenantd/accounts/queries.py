@@ -24,6 +24,9 @@ from tenantd.identity.queries import user_email as user_email
 
 # -- accounts ---------------------------------------------------------------------------------
 
+# An account row as the service reads it (lock_account, lock_account_any).
+ACCOUNT_COLUMNS = "id, name, claimed_domain, created_at, deleted_at"
+
 
 async def account_liveness(conn: Conn, account_id: uuid.UUID) -> bool | None:
     """True when the account is live, False when soft-deleted, None when it does not exist."""
@@ -38,7 +41,7 @@ async def account_liveness(conn: Conn, account_id: uuid.UUID) -> bool | None:
 async def lock_account(conn: Conn, account_id: uuid.UUID) -> Row | None:
     """Lock a live account row (NO KEY UPDATE: serialises our writers, not FK inserts)."""
     return await conn.fetch_one(
-        "SELECT id, name, claimed_domain, created_at, deleted_at, require_mfa FROM accounts"
+        f"SELECT {ACCOUNT_COLUMNS}, require_mfa FROM accounts"
         " WHERE id = %(a)s AND deleted_at IS NULL FOR NO KEY UPDATE",
         {"a": account_id},
     )
@@ -295,6 +298,11 @@ INVITATION_COLUMNS = (
     "id, account_id, email, role, invited_by, created_at, expires_at, resent_at,"
     " accepted_at, accepted_by, revoked_at"
 )
+# An account's invitations neither accepted nor revoked (expired ones too, until the sweep).
+PENDING_INVITATIONS_SELECT = (
+    f"SELECT {INVITATION_COLUMNS} FROM invitations WHERE account_id = %(a)s"
+    " AND accepted_at IS NULL AND revoked_at IS NULL"
+)
 
 
 async def insert_invitation(
@@ -325,8 +333,7 @@ async def insert_invitation(
 
 async def pending_invitation_for(conn: Conn, *, account_id: uuid.UUID, email: str) -> Row | None:
     return await conn.fetch_one(
-        f"SELECT {INVITATION_COLUMNS} FROM invitations WHERE account_id = %(a)s"
-        " AND lower(email) = lower(%(e)s) AND accepted_at IS NULL AND revoked_at IS NULL",
+        f"{PENDING_INVITATIONS_SELECT} AND lower(email) = lower(%(e)s)",
         {"a": account_id, "e": email},
     )
 
@@ -364,8 +371,7 @@ async def lock_invitation(
 
 async def list_pending_invitations(conn: Conn, account_id: uuid.UUID) -> list[Row]:
     return await conn.fetch_all(
-        f"SELECT {INVITATION_COLUMNS} FROM invitations WHERE account_id = %(a)s"
-        " AND accepted_at IS NULL AND revoked_at IS NULL ORDER BY created_at, id",
+        f"{PENDING_INVITATIONS_SELECT} ORDER BY created_at, id",
         {"a": account_id},
     )
 
@@ -558,7 +564,7 @@ async def join_request_mail(conn: Conn, request_id: uuid.UUID) -> Row | None:
 async def lock_account_any(conn: Conn, account_id: uuid.UUID) -> Row | None:
     """Lock an account row live or soft-deleted (the purge sweep skips it while held)."""
     return await conn.fetch_one(
-        "SELECT id, name, claimed_domain, created_at, deleted_at,"
+        f"SELECT {ACCOUNT_COLUMNS},"
         " deleted_at < now() - make_interval(days => %(d)s) AS past_grace"
         " FROM accounts WHERE id = %(a)s FOR NO KEY UPDATE",
         {"a": account_id, "d": RESTORE_GRACE_DAYS},
@@ -679,7 +685,7 @@ async def revoke_memberships_of(conn: Conn, user_id: uuid.UUID) -> list[Row]:
     return await conn.fetch_all(
         "UPDATE memberships SET revoked_at = now(), updated_at = now()"
         " WHERE user_id = %(u)s AND revoked_at IS NULL"
-        " RETURNING id, account_id, user_id, role, created_at, revoked_at",
+        f" RETURNING {MEMBERSHIP_COLUMNS}",
         {"u": user_id},
     )
 
