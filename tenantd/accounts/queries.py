@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
 from tenantd.db.fetch import fetch_column, fetch_row
+from tenantd.db.predicates import exists
 
 # The session-time view of memberships is identity's: one predicate for an active role (live
 # account, unrevoked membership) and one rule for the default account.
@@ -22,6 +23,9 @@ from tenantd.identity.queries import default_account_id as default_account_id
 from tenantd.identity.queries import user_email as user_email
 
 # -- accounts ---------------------------------------------------------------------------------
+
+# An account row as the service reads it (lock_account, lock_account_any).
+ACCOUNT_COLUMNS = "id, name, claimed_domain, created_at, deleted_at"
 
 
 async def account_liveness(conn: Conn, account_id: uuid.UUID) -> bool | None:
@@ -37,7 +41,7 @@ async def account_liveness(conn: Conn, account_id: uuid.UUID) -> bool | None:
 async def lock_account(conn: Conn, account_id: uuid.UUID) -> Row | None:
     """Lock a live account row (NO KEY UPDATE: serialises our writers, not FK inserts)."""
     return await conn.fetch_one(
-        "SELECT id, name, claimed_domain, created_at, deleted_at, require_mfa FROM accounts"
+        f"SELECT {ACCOUNT_COLUMNS}, require_mfa FROM accounts"
         " WHERE id = %(a)s AND deleted_at IS NULL FOR NO KEY UPDATE",
         {"a": account_id},
     )
@@ -166,11 +170,7 @@ async def soft_delete_account(conn: Conn, account_id: uuid.UUID) -> dt.datetime:
 
 
 async def plan_exists(conn: Conn, plan_code: str) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM plans WHERE code = %(p)s)", {"p": plan_code}
-        )
-    )
+    return await exists(conn, "SELECT 1 FROM plans WHERE code = %(p)s", {"p": plan_code})
 
 
 async def known_features(conn: Conn) -> set[str]:
@@ -298,6 +298,11 @@ INVITATION_COLUMNS = (
     "id, account_id, email, role, invited_by, created_at, expires_at, resent_at,"
     " accepted_at, accepted_by, revoked_at"
 )
+# An account's invitations neither accepted nor revoked (expired ones too, until the sweep).
+PENDING_INVITATIONS_SELECT = (
+    f"SELECT {INVITATION_COLUMNS} FROM invitations WHERE account_id = %(a)s"
+    " AND accepted_at IS NULL AND revoked_at IS NULL"
+)
 
 
 async def insert_invitation(
@@ -328,20 +333,18 @@ async def insert_invitation(
 
 async def pending_invitation_for(conn: Conn, *, account_id: uuid.UUID, email: str) -> Row | None:
     return await conn.fetch_one(
-        f"SELECT {INVITATION_COLUMNS} FROM invitations WHERE account_id = %(a)s"
-        " AND lower(email) = lower(%(e)s) AND accepted_at IS NULL AND revoked_at IS NULL",
+        f"{PENDING_INVITATIONS_SELECT} AND lower(email) = lower(%(e)s)",
         {"a": account_id, "e": email},
     )
 
 
 async def active_member_by_email(conn: Conn, *, account_id: uuid.UUID, email: str) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id"
-            " WHERE m.account_id = %(a)s AND m.revoked_at IS NULL"
-            " AND lower(u.email) = lower(%(e)s))",
-            {"a": account_id, "e": email},
-        )
+    return await exists(
+        conn,
+        "SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id"
+        " WHERE m.account_id = %(a)s AND m.revoked_at IS NULL"
+        " AND lower(u.email) = lower(%(e)s)",
+        {"a": account_id, "e": email},
     )
 
 
@@ -368,8 +371,7 @@ async def lock_invitation(
 
 async def list_pending_invitations(conn: Conn, account_id: uuid.UUID) -> list[Row]:
     return await conn.fetch_all(
-        f"SELECT {INVITATION_COLUMNS} FROM invitations WHERE account_id = %(a)s"
-        " AND accepted_at IS NULL AND revoked_at IS NULL ORDER BY created_at, id",
+        f"{PENDING_INVITATIONS_SELECT} ORDER BY created_at, id",
         {"a": account_id},
     )
 
@@ -562,7 +564,7 @@ async def join_request_mail(conn: Conn, request_id: uuid.UUID) -> Row | None:
 async def lock_account_any(conn: Conn, account_id: uuid.UUID) -> Row | None:
     """Lock an account row live or soft-deleted (the purge sweep skips it while held)."""
     return await conn.fetch_one(
-        "SELECT id, name, claimed_domain, created_at, deleted_at,"
+        f"SELECT {ACCOUNT_COLUMNS},"
         " deleted_at < now() - make_interval(days => %(d)s) AS past_grace"
         " FROM accounts WHERE id = %(a)s FOR NO KEY UPDATE",
         {"a": account_id, "d": RESTORE_GRACE_DAYS},
@@ -598,33 +600,29 @@ async def restorable_accounts(conn: Conn, user_id: uuid.UUID) -> list[Row]:
 
 
 async def is_member_of_any(conn: Conn, account_id: uuid.UUID, user_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM memberships WHERE account_id = %(a)s"
-            " AND user_id = %(u)s AND revoked_at IS NULL)",
-            {"a": account_id, "u": user_id},
-        )
+    return await exists(
+        conn,
+        "SELECT 1 FROM memberships WHERE account_id = %(a)s"
+        " AND user_id = %(u)s AND revoked_at IS NULL",
+        {"a": account_id, "u": user_id},
     )
 
 
 async def deleted_by(conn: Conn, account_id: uuid.UUID, user_id: uuid.UUID) -> bool:
     """Whether the audit log says this user soft-deleted the account (it outlives the purge)."""
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM audit_log WHERE account_id = %(a)s"
-            " AND action = 'account.soft_deleted' AND actor_user_id = %(u)s)",
-            {"a": account_id, "u": user_id},
-        )
+    return await exists(
+        conn,
+        "SELECT 1 FROM audit_log WHERE account_id = %(a)s"
+        " AND action = 'account.soft_deleted' AND actor_user_id = %(u)s",
+        {"a": account_id, "u": user_id},
     )
 
 
 async def was_purged(conn: Conn, account_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM audit_log WHERE account_id = %(a)s"
-            " AND action = 'account.hard_deleted')",
-            {"a": account_id},
-        )
+    return await exists(
+        conn,
+        "SELECT 1 FROM audit_log WHERE account_id = %(a)s AND action = 'account.hard_deleted'",
+        {"a": account_id},
     )
 
 
@@ -687,7 +685,7 @@ async def revoke_memberships_of(conn: Conn, user_id: uuid.UUID) -> list[Row]:
     return await conn.fetch_all(
         "UPDATE memberships SET revoked_at = now(), updated_at = now()"
         " WHERE user_id = %(u)s AND revoked_at IS NULL"
-        " RETURNING id, account_id, user_id, role, created_at, revoked_at",
+        f" RETURNING {MEMBERSHIP_COLUMNS}",
         {"u": user_id},
     )
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 from sqlalchemy import func
 
 from tenantd.db import Conn, Row, tables
+from tenantd.db.predicates import exists
 from tenantd.ops.queries import Purge
 
 # -- email change (tenantd/auth/email_change.py) ----------------------------------------------
@@ -95,11 +96,7 @@ async def cancel_email_changes_since(
 
 
 async def email_in_use(conn: Conn, email: str) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower(%(e)s))", {"e": email}
-        )
-    )
+    return await exists(conn, "SELECT 1 FROM users WHERE lower(email) = lower(%(e)s)", {"e": email})
 
 
 # -- delete my user, export (tenantd/auth/deletion.py) ----------------------------------------

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import typer
+from pydantic.alias_generators import to_camel
 
 from tenantd.bundle import Services
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
@@ -22,16 +24,8 @@ COLUMNS = ("kid", "alg", "state", "published_at", "signing_from", "retired_at", 
 
 
 def _json(view: KeyView) -> dict[str, Any]:
-    return {
-        "kid": view.kid,
-        "alg": view.alg,
-        "state": view.state,
-        "hasPrivateKey": view.has_private_key,
-        "publishedAt": view.published_at,
-        "signingFrom": view.signing_from,
-        "retiredAt": view.retired_at,
-        "notAfter": view.not_after,
-    }
+    """The view's fields under the API's camelCase names."""
+    return {to_camel(name): value for name, value in asdict(view).items()}
 
 
 @app.command("list")

@@ -10,6 +10,7 @@ from typing import Any, TypedDict
 
 from tenantd.db import Conn, Row
 from tenantd.db.fetch import fetch_column, fetch_row
+from tenantd.db.predicates import affected
 
 DIRECTORY_COLUMNS = "id, account_id, name, created_by, created_at, last_used_at"
 USER_COLUMNS = (
@@ -32,6 +33,16 @@ class Table:
 
 USERS = Table("directory_users", USER_COLUMNS, "user_name_key")
 GROUPS = Table("directory_groups", GROUP_COLUMNS, "display_name_key")
+
+
+def _placeholders(columns: Sequence[str]) -> str:
+    """`%(c)s, …`: each column's value, from the parameter of its name."""
+    return ", ".join(f"%({column})s" for column in columns)
+
+
+def _assignments(columns: Sequence[str]) -> str:
+    """`c = %(c)s, …`: each column set from the parameter of its name."""
+    return ", ".join(f"{column} = %({column})s" for column in columns)
 
 
 def _by(rows: list[Row], key: str) -> dict[uuid.UUID, list[Row]]:
@@ -74,11 +85,11 @@ async def list_directories(conn: Conn, account_id: uuid.UUID) -> list[Row]:
 
 
 async def delete_directory(conn: Conn, *, account_id: uuid.UUID, directory_id: uuid.UUID) -> bool:
-    deleted = await conn.fetch_val(
-        "DELETE FROM directories WHERE id = %(id)s AND account_id = %(a)s RETURNING id",
+    return await affected(
+        conn,
+        "DELETE FROM directories WHERE id = %(id)s AND account_id = %(a)s",
         {"id": directory_id, "a": account_id},
     )
-    return deleted is not None
 
 
 async def directory_credentials(conn: Conn, directory_id: uuid.UUID) -> Row | None:
@@ -161,17 +172,19 @@ class UserFields(TypedDict):
     resource: dict[str, Any]
 
 
+# What insert_user and update_user write: the tenantd user linked, then the SCIM fields.
+USER_WRITES = ("user_id", *UserFields.__annotations__)
+
+
 async def insert_user(
     conn: Conn, *, directory_id: uuid.UUID, user_id: uuid.UUID | None, fields: UserFields
 ) -> Row | None:
     """A new directory user; None when the userName (or the tenantd user) is already there."""
     return await conn.fetch_one(
-        "INSERT INTO directory_users"
-        " (directory_id, user_id, user_name, user_name_key, external_id, active, resource)"
-        " VALUES (%(d)s, %(u)s, %(user_name)s, %(user_name_key)s, %(external_id)s,"
-        " %(active)s, %(resource)s)"
+        f"INSERT INTO directory_users (directory_id, {', '.join(USER_WRITES)})"
+        f" VALUES (%(d)s, {_placeholders(USER_WRITES)})"
         f" ON CONFLICT DO NOTHING RETURNING {USER_COLUMNS}",
-        {"d": directory_id, "u": user_id, **fields},
+        {"d": directory_id, "user_id": user_id, **fields},
     )
 
 
@@ -180,15 +193,13 @@ async def update_user(
 ) -> Row | None:
     """Write the new state; None when the new userName is another user's."""
     return await conn.fetch_one(
-        "UPDATE directory_users SET user_id = %(u)s, user_name = %(user_name)s,"
-        " user_name_key = %(user_name_key)s, external_id = %(external_id)s,"
-        " active = %(active)s, resource = %(resource)s,"
+        f"UPDATE directory_users SET {_assignments(USER_WRITES)},"
         " version = version + 1, updated_at = now()"
         " WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM directory_users o"
         "  WHERE o.directory_id = directory_users.directory_id"
         "  AND o.user_name_key = %(user_name_key)s AND o.id <> %(id)s)"
         f" RETURNING {USER_COLUMNS}",
-        {"id": scim_id, "u": user_id, **fields},
+        {"id": scim_id, "user_id": user_id, **fields},
     )
 
 
@@ -243,13 +254,14 @@ class GroupFields(TypedDict):
     resource: dict[str, Any]
 
 
+GROUP_WRITES = tuple(GroupFields.__annotations__)
+
+
 async def insert_group(conn: Conn, *, directory_id: uuid.UUID, fields: GroupFields) -> Row:
     return await fetch_row(
         conn,
-        "INSERT INTO directory_groups"
-        " (directory_id, display_name, display_name_key, external_id, resource)"
-        " VALUES (%(d)s, %(display_name)s, %(display_name_key)s, %(external_id)s, %(resource)s)"
-        f" RETURNING {GROUP_COLUMNS}",
+        f"INSERT INTO directory_groups (directory_id, {', '.join(GROUP_WRITES)})"
+        f" VALUES (%(d)s, {_placeholders(GROUP_WRITES)}) RETURNING {GROUP_COLUMNS}",
         {"d": directory_id, **fields},
     )
 
@@ -257,9 +269,8 @@ async def insert_group(conn: Conn, *, directory_id: uuid.UUID, fields: GroupFiel
 async def update_group(conn: Conn, *, group_id: uuid.UUID, fields: GroupFields) -> Row:
     return await fetch_row(
         conn,
-        "UPDATE directory_groups SET display_name = %(display_name)s,"
-        " display_name_key = %(display_name_key)s, external_id = %(external_id)s,"
-        " resource = %(resource)s, version = version + 1, updated_at = now()"
+        f"UPDATE directory_groups SET {_assignments(GROUP_WRITES)},"
+        " version = version + 1, updated_at = now()"
         f" WHERE id = %(id)s RETURNING {GROUP_COLUMNS}",
         {"id": group_id, **fields},
     )

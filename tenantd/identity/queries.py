@@ -12,6 +12,7 @@ from sqlalchemy import exists, func, select
 from tenantd.db import Conn, Row, tables
 from tenantd.db.core import Prepared
 from tenantd.db.fetch import fetch_column, fetch_row
+from tenantd.db.predicates import affected
 from tenantd.ops.queries import COUNTING_CTES, Purge
 
 # The one predicate of an active role, kept by every session-time check (guard, refresh,
@@ -442,12 +443,12 @@ async def set_password(conn: Conn, *, user_id: uuid.UUID, password_hash: str) ->
 async def replace_password_hash(conn: Conn, *, user_id: uuid.UUID, old: str, new: str) -> bool:
     """A rehash of the same password: written only while `old` is still the stored hash (a
     password changed meanwhile is never overwritten by the old one's rehash)."""
-    replaced = await conn.fetch_val(
+    return await affected(
+        conn,
         "UPDATE user_passwords SET password_hash = %(new)s, updated_at = now()"
-        " WHERE user_id = %(u)s AND password_hash = %(old)s RETURNING user_id",
+        " WHERE user_id = %(u)s AND password_hash = %(old)s",
         {"u": user_id, "old": old, "new": new},
     )
-    return replaced is not None
 
 
 async def password_hash(conn: Conn, user_id: uuid.UUID) -> str | None:
@@ -701,34 +702,26 @@ async def anonymize_users(conn: Conn, user_ids: list[uuid.UUID]) -> None:
 
 async def drop_password_set_since(conn: Conn, *, user_id: uuid.UUID, since: dt.datetime) -> bool:
     """Remove the password when it was set or changed at or after `since`."""
-    return bool(
-        await conn.fetch_val(
-            "DELETE FROM user_passwords WHERE user_id = %(u)s AND updated_at >= %(t)s"
-            " RETURNING true",
-            {"u": user_id, "t": since},
-        )
+    return await affected(
+        conn,
+        "DELETE FROM user_passwords WHERE user_id = %(u)s AND updated_at >= %(t)s",
+        {"u": user_id, "t": since},
     )
 
 
 async def drop_password(conn: Conn, user_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "DELETE FROM user_passwords WHERE user_id = %(u)s RETURNING true", {"u": user_id}
-        )
-    )
+    return await affected(conn, "DELETE FROM user_passwords WHERE user_id = %(u)s", {"u": user_id})
 
 
 async def untombstone_user(conn: Conn, user_id: uuid.UUID) -> bool:
     """A deleted, not yet anonymised user back at its kept address (unless it was taken)."""
-    return bool(
-        await conn.fetch_val(
-            "UPDATE users u SET email = u.deleted_email, deleted_email = NULL, deleted_at = NULL,"
-            " updated_at = now() WHERE u.id = %(u)s AND u.deleted_at IS NOT NULL"
-            " AND u.anonymized_at IS NULL AND u.deleted_email IS NOT NULL"
-            " AND NOT EXISTS (SELECT 1 FROM users o WHERE lower(o.email) = lower(u.deleted_email))"
-            " RETURNING true",
-            {"u": user_id},
-        )
+    return await affected(
+        conn,
+        "UPDATE users u SET email = u.deleted_email, deleted_email = NULL, deleted_at = NULL,"
+        " updated_at = now() WHERE u.id = %(u)s AND u.deleted_at IS NOT NULL"
+        " AND u.anonymized_at IS NULL AND u.deleted_email IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM users o WHERE lower(o.email) = lower(u.deleted_email))",
+        {"u": user_id},
     )
 
 
@@ -823,14 +816,14 @@ async def insert_imported_user(
 
 async def fill_names(conn: Conn, user_id: uuid.UUID, *, first: str, last: str) -> bool:
     """Set the names the user has left empty; whether anything changed."""
-    changed = await conn.fetch_val(
+    return await affected(
+        conn,
         "UPDATE users SET first_name = CASE WHEN first_name = '' THEN %(f)s ELSE first_name END,"
         " last_name = CASE WHEN last_name = '' THEN %(l)s ELSE last_name END, updated_at = now()"
         " WHERE id = %(u)s AND ((first_name = '' AND %(f)s <> '')"
-        " OR (last_name = '' AND %(l)s <> '')) RETURNING id",
+        " OR (last_name = '' AND %(l)s <> ''))",
         {"u": user_id, "f": first, "l": last},
     )
-    return changed is not None
 
 
 # -- the users.mfa_enabled flag, recomputed from MFA's factor rows --

@@ -13,6 +13,7 @@ from sqlalchemy import func
 
 from tenantd.db import Conn, Row
 from tenantd.db.fetch import fetch_column
+from tenantd.db.predicates import affected
 from tenantd.db.tables import (
     mfa_tickets,
     security_undo,
@@ -48,12 +49,11 @@ async def put_pending_totp(conn: Conn, *, user_id: uuid.UUID, secret: bytes) -> 
 
 
 async def confirm_totp(conn: Conn, *, user_id: uuid.UUID, step: int) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "UPDATE mfa_totp SET confirmed_at = now(), last_used_step = %(s)s"
-            " WHERE user_id = %(u)s AND confirmed_at IS NULL RETURNING true",
-            {"u": user_id, "s": step},
-        )
+    return await affected(
+        conn,
+        "UPDATE mfa_totp SET confirmed_at = now(), last_used_step = %(s)s"
+        " WHERE user_id = %(u)s AND confirmed_at IS NULL",
+        {"u": user_id, "s": step},
     )
 
 
@@ -62,13 +62,12 @@ async def use_totp_step(conn: Conn, *, user_id: uuid.UUID, step: int) -> bool:
 
     One atomic statement, so two instances given the same code cannot both accept it.
     """
-    return bool(
-        await conn.fetch_val(
-            "UPDATE mfa_totp SET last_used_step = %(s)s WHERE user_id = %(u)s"
-            " AND confirmed_at IS NOT NULL"
-            " AND (last_used_step IS NULL OR last_used_step < %(s)s) RETURNING true",
-            {"u": user_id, "s": step},
-        )
+    return await affected(
+        conn,
+        "UPDATE mfa_totp SET last_used_step = %(s)s WHERE user_id = %(u)s"
+        " AND confirmed_at IS NOT NULL"
+        " AND (last_used_step IS NULL OR last_used_step < %(s)s)",
+        {"u": user_id, "s": step},
     )
 
 
@@ -86,11 +85,7 @@ async def delete_factors_since(conn: Conn, *, user_id: uuid.UUID, since: dt.date
 
 
 async def delete_totp(conn: Conn, user_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "DELETE FROM mfa_totp WHERE user_id = %(u)s RETURNING true", {"u": user_id}
-        )
-    )
+    return await affected(conn, "DELETE FROM mfa_totp WHERE user_id = %(u)s", {"u": user_id})
 
 
 # -- wrong-code lockout -----------------------------------------------------------------------
@@ -171,12 +166,11 @@ async def replace_recovery_codes(
 
 async def use_recovery_code(conn: Conn, *, user_id: uuid.UUID, code_hash: bytes) -> bool:
     """Spend a code once (atomic: two uses at once, one wins)."""
-    return bool(
-        await conn.fetch_val(
-            "UPDATE mfa_recovery_codes SET used_at = now() WHERE user_id = %(u)s"
-            " AND code_hash = %(h)s AND used_at IS NULL RETURNING true",
-            {"u": user_id, "h": code_hash},
-        )
+    return await affected(
+        conn,
+        "UPDATE mfa_recovery_codes SET used_at = now() WHERE user_id = %(u)s"
+        " AND code_hash = %(h)s AND used_at IS NULL",
+        {"u": user_id, "h": code_hash},
     )
 
 
@@ -221,12 +215,11 @@ async def live_ticket(conn: Conn, token_hash: bytes) -> Row | None:
 
 
 async def consume_ticket(conn: Conn, ticket_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "UPDATE mfa_tickets SET used_at = now() WHERE id = %(id)s AND used_at IS NULL"
-            " AND expires_at > now() RETURNING true",
-            {"id": ticket_id},
-        )
+    return await affected(
+        conn,
+        "UPDATE mfa_tickets SET used_at = now() WHERE id = %(id)s AND used_at IS NULL"
+        " AND expires_at > now()",
+        {"id": ticket_id},
     )
 
 
@@ -294,11 +287,10 @@ async def rename_passkey(
 
 
 async def delete_passkey(conn: Conn, *, user_id: uuid.UUID, passkey_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "DELETE FROM passkeys WHERE id = %(id)s AND user_id = %(u)s RETURNING true",
-            {"id": passkey_id, "u": user_id},
-        )
+    return await affected(
+        conn,
+        "DELETE FROM passkeys WHERE id = %(id)s AND user_id = %(u)s",
+        {"id": passkey_id, "u": user_id},
     )
 
 
@@ -418,36 +410,34 @@ async def take_passkey(conn: Conn, *, user_id: uuid.UUID, passkey_id: uuid.UUID)
 
 async def put_back_passkey(conn: Conn, *, user_id: uuid.UUID, row: dict[str, Any]) -> bool:
     """A removed passkey back as it was (unless its credential was registered again)."""
-    return bool(
-        await conn.fetch_val(
-            "INSERT INTO passkeys (id, user_id, credential_id, public_key, sign_count, aaguid,"
-            " transports, name, backed_up, created_at) VALUES (%(id)s, %(u)s,"
-            " decode(%(c)s, 'hex'), decode(%(k)s, 'hex'), %(n)s, %(a)s, %(t)s, %(name)s,"
-            " %(b)s, %(at)s) ON CONFLICT DO NOTHING RETURNING true",
-            {
-                "id": row["id"],
-                "u": user_id,
-                "c": row["credentialId"],
-                "k": row["publicKey"],
-                "n": row["signCount"],
-                "a": row["aaguid"],
-                "t": row["transports"],
-                "name": row["name"],
-                "b": row["backedUp"],
-                "at": row["createdAt"],
-            },
-        )
+    return await affected(
+        conn,
+        "INSERT INTO passkeys (id, user_id, credential_id, public_key, sign_count, aaguid,"
+        " transports, name, backed_up, created_at) VALUES (%(id)s, %(u)s,"
+        " decode(%(c)s, 'hex'), decode(%(k)s, 'hex'), %(n)s, %(a)s, %(t)s, %(name)s,"
+        " %(b)s, %(at)s) ON CONFLICT DO NOTHING",
+        {
+            "id": row["id"],
+            "u": user_id,
+            "c": row["credentialId"],
+            "k": row["publicKey"],
+            "n": row["signCount"],
+            "a": row["aaguid"],
+            "t": row["transports"],
+            "name": row["name"],
+            "b": row["backedUp"],
+            "at": row["createdAt"],
+        },
     )
 
 
 async def delete_totp_created_at(conn: Conn, *, user_id: uuid.UUID, created_at: str) -> bool:
     """Remove the confirmed secret only when it is the one enrolled at `created_at`."""
-    return bool(
-        await conn.fetch_val(
-            "DELETE FROM mfa_totp WHERE user_id = %(u)s AND confirmed_at IS NOT NULL"
-            " AND created_at = %(at)s::timestamptz RETURNING true",
-            {"u": user_id, "at": created_at},
-        )
+    return await affected(
+        conn,
+        "DELETE FROM mfa_totp WHERE user_id = %(u)s AND confirmed_at IS NOT NULL"
+        " AND created_at = %(at)s::timestamptz",
+        {"u": user_id, "at": created_at},
     )
 
 
@@ -455,15 +445,14 @@ async def put_back_totp(
     conn: Conn, *, user_id: uuid.UUID, secret_hex: str, last_used_step: int | None
 ) -> bool:
     """A removed secret back, confirmed (unless another one was confirmed meanwhile)."""
-    return bool(
-        await conn.fetch_val(
-            "INSERT INTO mfa_totp (user_id, secret_encrypted, confirmed_at, last_used_step)"
-            " VALUES (%(u)s, decode(%(s)s, 'hex'), now(), %(step)s)"
-            " ON CONFLICT (user_id) DO UPDATE SET secret_encrypted = EXCLUDED.secret_encrypted,"
-            " confirmed_at = now(), last_used_step = EXCLUDED.last_used_step, created_at = now()"
-            " WHERE mfa_totp.confirmed_at IS NULL RETURNING true",
-            {"u": user_id, "s": secret_hex, "step": last_used_step},
-        )
+    return await affected(
+        conn,
+        "INSERT INTO mfa_totp (user_id, secret_encrypted, confirmed_at, last_used_step)"
+        " VALUES (%(u)s, decode(%(s)s, 'hex'), now(), %(step)s)"
+        " ON CONFLICT (user_id) DO UPDATE SET secret_encrypted = EXCLUDED.secret_encrypted,"
+        " confirmed_at = now(), last_used_step = EXCLUDED.last_used_step, created_at = now()"
+        " WHERE mfa_totp.confirmed_at IS NULL",
+        {"u": user_id, "s": secret_hex, "step": last_used_step},
     )
 
 

@@ -14,6 +14,7 @@ from psycopg2.extras import Json
 from tenantd.db import Conn, Row
 from tenantd.db.core import Prepared
 from tenantd.db.fetch import fetch_column, fetch_row
+from tenantd.db.predicates import affected, exists
 
 NOTIFICATION_COLUMNS = (
     "id, event_type, title, body, cta_url, cta_label, status, read_at, created_at"
@@ -136,10 +137,7 @@ async def persist_dispatches(conn: Conn, parameters: Sequence[dict[str, Any]]) -
 
 
 async def user_exists(conn: Conn, *, user_id: uuid.UUID) -> bool:
-    found: bool = await conn.fetch_val(
-        "SELECT EXISTS (SELECT 1 FROM users WHERE id = %(uid)s::uuid)", {"uid": user_id}
-    )
-    return found
+    return await exists(conn, "SELECT 1 FROM users WHERE id = %(uid)s::uuid", {"uid": user_id})
 
 
 async def missing_users(conn: Conn, *, user_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
@@ -541,16 +539,15 @@ async def count_throttled(conn: Conn, *, key: str, window_seconds: int) -> int:
 async def claim_dedup(conn: Conn, *, key: str, window_seconds: int) -> bool:
     """Take the dedup key for `window_seconds` (as the dispatch statement does): False while
     another send holds it. A concurrent claim of the same key waits for this transaction."""
-    claimed = await conn.fetch_one(
+    return await affected(
+        conn,
         "INSERT INTO notification_dedup (dedup_key, expires_at)"
         " VALUES (%(k)s, now() + make_interval(secs => %(w)s::float8))"
         " ON CONFLICT (dedup_key) DO UPDATE"
         "    SET expires_at = EXCLUDED.expires_at, created_at = now()"
-        "  WHERE notification_dedup.expires_at <= now()"
-        " RETURNING 1 AS claimed",
+        "  WHERE notification_dedup.expires_at <= now()",
         {"k": key, "w": window_seconds},
     )
-    return claimed is not None
 
 
 async def digest_send_seen(conn: Conn, *, ids: Sequence[uuid.UUID]) -> bool:
@@ -565,10 +562,9 @@ async def digest_send_seen(conn: Conn, *, ids: Sequence[uuid.UUID]) -> bool:
 
 
 async def notification_exists(conn: Conn, notification_id: uuid.UUID) -> bool:
-    found: bool = await conn.fetch_val(
-        "SELECT EXISTS (SELECT 1 FROM notifications WHERE id = %(id)s)", {"id": notification_id}
+    return await exists(
+        conn, "SELECT 1 FROM notifications WHERE id = %(id)s", {"id": notification_id}
     )
-    return found
 
 
 async def scheduled_by_key(conn: Conn, idempotency_key: str) -> Row | None:
@@ -713,13 +709,13 @@ async def account_defaults(conn: Conn, *, account_id: uuid.UUID) -> list[Row]:
 
 async def account_defaults_apply(conn: Conn, *, user_id: uuid.UUID, account_id: uuid.UUID) -> bool:
     """Whether one of the account's defaults decides a channel for the user (no own choice)."""
-    applies: bool = await conn.fetch_val(
-        "SELECT EXISTS (SELECT 1 FROM notification_account_defaults ad"
+    return await exists(
+        conn,
+        "SELECT 1 FROM notification_account_defaults ad"
         " WHERE ad.account_id = %(a)s AND NOT EXISTS (SELECT 1 FROM notification_preferences p"
-        "  WHERE p.user_id = %(u)s AND p.event_type = ad.event_type AND p.channel = ad.channel))",
+        "  WHERE p.user_id = %(u)s AND p.event_type = ad.event_type AND p.channel = ad.channel)",
         {"a": account_id, "u": user_id},
     )
-    return applies
 
 
 async def set_account_default(

@@ -13,6 +13,7 @@ from sqlalchemy import func
 
 from tenantd.accounts import queries as accounts_queries
 from tenantd.db import Conn, Row, tables
+from tenantd.db.predicates import affected
 from tenantd.ops.queries import Purge
 
 COLUMNS = (
@@ -181,24 +182,24 @@ async def saml_request(conn: Conn, *, request_id: str, connection_id: uuid.UUID)
 
 async def use_saml_request(conn: Conn, *, request_id: str, connection_id: uuid.UUID) -> bool:
     """Mark the request answered; False when it already was (single use)."""
-    used = await conn.fetch_val(
+    return await affected(
+        conn,
         "UPDATE sso_saml_requests SET used_at = now() WHERE id = %(id)s AND connection_id = %(c)s"
-        " AND used_at IS NULL AND expires_at > now() RETURNING 1",
+        " AND used_at IS NULL AND expires_at > now()",
         {"id": request_id, "c": connection_id},
     )
-    return used is not None
 
 
 async def remember_assertion(
     conn: Conn, *, connection_id: uuid.UUID, assertion_id: str, expires_at: dt.datetime
 ) -> bool:
     """Record a used assertion until its NotOnOrAfter; False when it was used before."""
-    inserted = await conn.fetch_val(
+    return await affected(
+        conn,
         "INSERT INTO sso_saml_assertions (connection_id, assertion_id, expires_at)"
-        " VALUES (%(c)s, %(id)s, %(e)s) ON CONFLICT DO NOTHING RETURNING 1",
+        " VALUES (%(c)s, %(id)s, %(e)s) ON CONFLICT DO NOTHING",
         {"c": connection_id, "id": assertion_id, "e": expires_at},
     )
-    return inserted is not None
 
 
 # Memberships are the accounts package's: its query answers whether a user is a member.

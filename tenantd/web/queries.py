@@ -11,6 +11,7 @@ from psycopg2.extras import Json
 from sqlalchemy import func
 
 from tenantd.db import Conn, Row
+from tenantd.db.predicates import affected
 from tenantd.db.tables import api_idempotency_keys
 from tenantd.ops.queries import Purge
 
@@ -24,8 +25,16 @@ VALUES (%(kid)s, %(route)s, %(key)s, %(hash)s)
 ON CONFLICT (api_key_id, route, idempotency_key) DO UPDATE
    SET request_hash = EXCLUDED.request_hash, response = NULL, created_at = now()
  WHERE api_idempotency_keys.created_at <= now() - make_interval(secs => %(ttl)s::float8)
-RETURNING true
 """
+
+
+# The row of one answer: the API key, the route and the Idempotency-Key header.
+_KEY_MATCH = "api_key_id = %(kid)s AND route = %(route)s AND idempotency_key = %(key)s"
+
+
+def _key(key_id: uuid.UUID, route: str, idempotency_key: str) -> dict[str, Any]:
+    """The parameters of _KEY_MATCH (and of CLAIM_IDEMPOTENCY's key)."""
+    return {"kid": key_id, "route": route, "key": idempotency_key}
 
 
 async def claim_idempotency(
@@ -38,26 +47,19 @@ async def claim_idempotency(
     ttl_seconds: float,
 ) -> bool:
     """True when this request holds the key now (the first, or the first after expiry)."""
-    claimed = await conn.fetch_val(
+    return await affected(
+        conn,
         CLAIM_IDEMPOTENCY,
-        {
-            "kid": key_id,
-            "route": route,
-            "key": idempotency_key,
-            "hash": request_hash,
-            "ttl": ttl_seconds,
-        },
+        {**_key(key_id, route, idempotency_key), "hash": request_hash, "ttl": ttl_seconds},
     )
-    return bool(claimed)
 
 
 async def idempotency_row(
     conn: Conn, *, key_id: uuid.UUID, route: str, idempotency_key: str
 ) -> Row | None:
     return await conn.fetch_one(
-        "SELECT request_hash, response FROM api_idempotency_keys"
-        " WHERE api_key_id = %(kid)s AND route = %(route)s AND idempotency_key = %(key)s",
-        {"kid": key_id, "route": route, "key": idempotency_key},
+        f"SELECT request_hash, response FROM api_idempotency_keys WHERE {_KEY_MATCH}",
+        _key(key_id, route, idempotency_key),
     )
 
 
@@ -65,9 +67,8 @@ async def store_idempotent_answer(
     conn: Conn, *, key_id: uuid.UUID, route: str, idempotency_key: str, response: Any
 ) -> None:
     await conn.execute(
-        "UPDATE api_idempotency_keys SET response = %(response)s::jsonb"
-        " WHERE api_key_id = %(kid)s AND route = %(route)s AND idempotency_key = %(key)s",
-        {"kid": key_id, "route": route, "key": idempotency_key, "response": Json(response)},
+        f"UPDATE api_idempotency_keys SET response = %(response)s::jsonb WHERE {_KEY_MATCH}",
+        {**_key(key_id, route, idempotency_key), "response": Json(response)},
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from tenantd.db import Conn, Row
+from tenantd.identity import queries as identity_queries
 
 
 async def lock_email(conn: Conn, email: str) -> None:
@@ -23,12 +24,8 @@ async def lock_user_by_email(conn: Conn, email: str) -> Row | None:
     )
 
 
-async def has_password(conn: Conn, user_id: uuid.UUID) -> bool:
-    return bool(
-        await conn.fetch_val(
-            "SELECT EXISTS (SELECT 1 FROM user_passwords WHERE user_id = %(u)s)", {"u": user_id}
-        )
-    )
+# Whether a password login exists is identity's question (its user_passwords).
+has_password = identity_queries.has_password
 
 
 INSERT_IDENTITY_SQL = """

@@ -23,6 +23,12 @@ async def lock_keys(conn: Conn) -> None:
     await conn.execute("SELECT pg_advisory_xact_lock(%(c)s, 1)", {"c": LOCK_CLASS})
 
 
+async def _write(conn: Conn, stmt: str, params: dict[str, Any]) -> None:
+    """A change of the key set: its statement trigger announces it, so the relay is woken."""
+    await conn.execute(stmt, params)
+    conn.announced()
+
+
 async def published_keys(conn: Conn) -> list[Row]:
     """Keys a token may name right now (published, and not past not_after)."""
     return await conn.fetch_all(
@@ -82,27 +88,28 @@ async def schedule_retirement(
     conn: Conn, *, kid: str, retired_at: dt.datetime, lifetime: dt.timedelta
 ) -> None:
     """`kid` stops signing at `retired_at` and is published until its last token expired."""
-    await conn.execute(
+    await _write(
+        conn,
         "UPDATE signing_keys SET retired_at = %(r)s, not_after = %(r)s::timestamptz + %(l)s"
         " WHERE kid = %(k)s",
         {"k": kid, "r": retired_at, "l": lifetime},
     )
-    conn.announced()
 
 
 async def cancel_retirement(conn: Conn, *, retired_at: dt.datetime) -> None:
     """A key scheduled to hand over at `retired_at` keeps signing (its successor went)."""
-    await conn.execute(
+    await _write(
+        conn,
         "UPDATE signing_keys SET retired_at = NULL, not_after = NULL"
         " WHERE retired_at = %(r)s AND retired_at > now()",
         {"r": retired_at},
     )
-    conn.announced()
 
 
 async def withdraw(conn: Conn, kid: str) -> None:
     """Stop signing and publishing `kid` now (a next key that never signed, or --now)."""
-    await conn.execute(
+    await _write(
+        conn,
         "UPDATE signing_keys"
         "   SET signing_from = LEAST(signing_from, now()),"
         "       published_at = LEAST(published_at, now()),"
@@ -111,18 +118,17 @@ async def withdraw(conn: Conn, kid: str) -> None:
         " WHERE kid = %(k)s",
         {"k": kid},
     )
-    conn.announced()
 
 
 async def start_signing_now(conn: Conn, kid: str) -> None:
-    await conn.execute(
+    await _write(
+        conn,
         # Not before its publication: another instance's transaction may have published it
         # a moment after this transaction's now() (signing_from >= published_at is checked).
         "UPDATE signing_keys SET signing_from = GREATEST(now(), published_at)"
         " WHERE kid = %(k)s AND signing_from > now()",
         {"k": kid},
     )
-    conn.announced()
 
 
 async def wipe_retired_private_keys(conn: Conn) -> int:
