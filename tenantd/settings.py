@@ -294,9 +294,11 @@ class DatabaseSettings(Section):
     )
     pool_min: Positive = env(
         "DB_POOL_MIN",
-        "Database pool size per process. Outside it, each process also holds one LISTEN"
-        " connection and (QUEUES_ENABLED=true) one for job lease heartbeats, so an exhausted"
-        " pool never costs a running job its lease.",
+        "Database pool size per process. Outside it, each process also holds one connection"
+        " for the relay that publishes what commits announce (two with TENANTD_BUS=nats or"
+        " redis), one LISTEN connection (TENANTD_BUS=postgres) and (QUEUES_ENABLED=true) one"
+        " for job lease heartbeats, so an exhausted pool neither delays an announcement nor"
+        " costs a running job its lease.",
         default=2,
     )
     pool_max: Positive = env("DB_POOL_MAX", default=10)
