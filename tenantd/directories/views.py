@@ -15,7 +15,6 @@ from tenantd.directories.schemas import (
     GroupRoleBody,
 )
 from tenantd.identity.account_call import in_account_of
-from tenantd.principal import current_principal
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Routes
 
@@ -81,10 +80,10 @@ async def list_directory_groups(request: web.Request) -> list[DirectoryGroupOut]
     summary="Map a directory group to a role (null: unmapped); its members follow at once",
 )
 async def map_directory_group(request: web.Request, body: GroupRoleBody) -> DirectoryGroupOut:
-    row = await service.map_group(
+    row = await in_account_of(
         directories_of(request.app),
-        current_principal(request),
-        path_uuid(request, "id"),
+        request,
+        service.map_group,
         directory_id=path_uuid(request, "directoryId"),
         group_id=path_uuid(request, "groupId"),
         role=body.role,

@@ -8,6 +8,7 @@ import orjson
 from aiohttp import web
 from pydantic import Field
 
+from tenantd.identity.account_call import in_account_of
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
 from tenantd.notifications import unsubscribe as unsub
@@ -251,10 +252,10 @@ async def get_account_defaults(request: web.Request) -> list[AccountDefault]:
     summary="Owner or admin: default of one event type x channel for everyone in the account",
 )
 async def put_account_default(request: web.Request, body: AccountDefaultBody) -> AccountDefault:
-    row = await prefs.set_account_default(
+    row = await in_account_of(
         notifications_of(request.app),
-        current_principal(request),
-        path_uuid(request, "id"),
+        request,
+        prefs.set_account_default,
         event_type=body.event_type,
         channel=body.channel,
         enabled=body.enabled,
