@@ -25,8 +25,6 @@ DIRECTORIES = "/api/v1/accounts/{id}/directories"
 
 @ROUTES.post(
     DIRECTORIES,
-    body=DirectoryCreate,
-    response=DirectoryIssued,
     status=201,
     summary="Add a SCIM directory (owner, admin); its bearer token is shown once",
 )
@@ -37,7 +35,7 @@ async def create_directory(request: web.Request, body: DirectoryCreate) -> Direc
     return DirectoryIssued(**out.model_dump(), token=created.token)
 
 
-@ROUTES.get(DIRECTORIES, response=list[DirectoryOut], summary="The account's SCIM directories")
+@ROUTES.get(DIRECTORIES, summary="The account's SCIM directories")
 async def list_directories(request: web.Request) -> list[DirectoryOut]:
     services = directories_of(request.app)
     rows = await in_account_of(services, request, service.list_directories)
@@ -47,7 +45,6 @@ async def list_directories(request: web.Request) -> list[DirectoryOut]:
 
 @ROUTES.delete(
     DIRECTORIES + "/{directoryId}",
-    response=DirectoryDeleted,
     summary="Remove a SCIM directory and its token (memberships stay)",
 )
 async def delete_directory(request: web.Request) -> DirectoryDeleted:
@@ -60,7 +57,6 @@ async def delete_directory(request: web.Request) -> DirectoryDeleted:
 
 @ROUTES.get(
     DIRECTORIES + "/{directoryId}/groups",
-    response=list[DirectoryGroupOut],
     summary="A directory's groups and the role each maps to",
 )
 async def list_directory_groups(request: web.Request) -> list[DirectoryGroupOut]:
@@ -75,8 +71,6 @@ async def list_directory_groups(request: web.Request) -> list[DirectoryGroupOut]
 
 @ROUTES.put(
     DIRECTORIES + "/{directoryId}/groups/{groupId}/role",
-    body=GroupRoleBody,
-    response=DirectoryGroupOut,
     summary="Map a directory group to a role (null: unmapped); its members follow at once",
 )
 async def map_directory_group(request: web.Request, body: GroupRoleBody) -> DirectoryGroupOut:

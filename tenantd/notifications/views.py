@@ -51,7 +51,7 @@ class TokenQuery(ApiModel):
     token: str = Field(min_length=1, max_length=4000)
 
 
-@ROUTES.get(BASE, query=ListQuery, response=NotificationPage, summary="List notifications")
+@ROUTES.get(BASE, response=NotificationPage, summary="List notifications")
 async def list_notifications(request: web.Request, query: ListQuery) -> Any:
     principal = current_principal(request)
     return await in_app.inbox_page(
@@ -73,7 +73,7 @@ async def unread_count(request: web.Request) -> orjson.Fragment:
     return orjson.Fragment(b'{"count":%d}' % count["count"])
 
 
-@ROUTES.post(f"{BASE}/{{id}}/read", response=NotificationOut, summary="Mark one notification read")
+@ROUTES.post(f"{BASE}/{{id}}/read", summary="Mark one notification read")
 async def mark_read(request: web.Request) -> NotificationOut:
     notification = await in_app.mark_read(
         notifications_of(request.app),
@@ -83,7 +83,7 @@ async def mark_read(request: web.Request) -> NotificationOut:
     return NotificationOut.model_validate(notification)
 
 
-@ROUTES.post(f"{BASE}/read-all", response=ReadAll, summary="Mark every notification read")
+@ROUTES.post(f"{BASE}/read-all", summary="Mark every notification read")
 async def mark_all_read(request: web.Request) -> ReadAll:
     updated = await in_app.mark_all_read(
         notifications_of(request.app), user_id=current_principal(request).user_id
@@ -93,7 +93,6 @@ async def mark_all_read(request: web.Request) -> ReadAll:
 
 @ROUTES.get(
     f"{BASE}/preferences",
-    response=list[EventPreferences],
     summary="Every event type with its channels and the caller's setting",
 )
 async def get_preferences(request: web.Request) -> list[EventPreferences]:
@@ -108,8 +107,6 @@ async def get_preferences(request: web.Request) -> list[EventPreferences]:
 
 @ROUTES.put(
     f"{BASE}/preferences",
-    body=PreferenceBody,
-    response=Preference,
     summary="Turn one channel of one event type on or off, and/or set its frequency "
     "(instant, hourly, daily: events with a digest)",
 )
@@ -141,7 +138,6 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 @ROUTES.get(
     f"{BASE}/push/vapid-public-key",
-    response=VapidPublicKey,
     responses={404: "Web push is off"},
     summary="The VAPID applicationServerKey",
 )
@@ -152,8 +148,6 @@ async def vapid_public_key(request: web.Request) -> VapidPublicKey:
 
 @ROUTES.post(
     f"{BASE}/push/subscribe",
-    body=PushSubscribeBody,
-    response=PushSubscription,
     responses={404: "Web push is off"},
     summary="Store the browser's push subscription (upsert; keys rotate)",
 )
@@ -172,8 +166,6 @@ async def push_subscribe(request: web.Request, body: PushSubscribeBody) -> PushS
 
 @ROUTES.delete(
     f"{BASE}/push/subscribe",
-    body=PushUnsubscribeBody,
-    response=Removed,
     responses={404: "Web push is off"},
     summary="Remove a push subscription by endpoint",
 )
@@ -188,7 +180,6 @@ async def push_unsubscribe(request: web.Request, body: PushUnsubscribeBody) -> R
 
 @ROUTES.get(
     f"{BASE}/push/subscriptions",
-    response=list[PushSubscription],
     responses={404: "Web push is off"},
     summary="The caller's push subscriptions",
 )
@@ -202,7 +193,6 @@ async def push_subscriptions(request: web.Request) -> list[PushSubscription]:
 @ROUTES.get(
     f"{BASE}/unsubscribe",
     access=Access.PUBLIC,
-    query=TokenQuery,
     wrapped=False,
     produces="text/html",
     summary="Confirmation page of an email unsubscribe link (changes nothing)",
@@ -216,8 +206,6 @@ async def unsubscribe_page(request: web.Request, query: TokenQuery) -> web.Respo
 @ROUTES.post(
     f"{BASE}/unsubscribe",
     access=Access.PUBLIC,
-    query=TokenQuery,
-    response=Unsubscribed,
     summary="One-click unsubscribe (RFC 8058): turn off this event type's emails",
 )
 async def unsubscribe(request: web.Request, query: TokenQuery) -> Unsubscribed:
@@ -233,7 +221,6 @@ ACCOUNT_DEFAULTS = "/api/v1/accounts/{id}/notification-defaults"
 
 @ROUTES.get(
     ACCOUNT_DEFAULTS,
-    response=list[AccountDefault],
     summary="The account's notification defaults (event type x channel)",
 )
 async def get_account_defaults(request: web.Request) -> list[AccountDefault]:
@@ -247,8 +234,6 @@ async def get_account_defaults(request: web.Request) -> list[AccountDefault]:
 
 @ROUTES.put(
     ACCOUNT_DEFAULTS,
-    body=AccountDefaultBody,
-    response=AccountDefault,
     summary="Owner or admin: default of one event type x channel for everyone in the account",
 )
 async def put_account_default(request: web.Request, body: AccountDefaultBody) -> AccountDefault:
@@ -265,7 +250,6 @@ async def put_account_default(request: web.Request, body: AccountDefaultBody) ->
 
 @ROUTES.get(
     f"{BASE}/settings",
-    response=NotificationSettings,
     summary="My time zone and quiet hours",
 )
 async def get_notification_settings(request: web.Request) -> NotificationSettings:
@@ -277,8 +261,6 @@ async def get_notification_settings(request: web.Request) -> NotificationSetting
 
 @ROUTES.put(
     f"{BASE}/settings",
-    body=NotificationSettingsBody,
-    response=NotificationSettings,
     summary="Set my time zone and quiet hours (non-critical email and push wait until they end)",
 )
 async def put_notification_settings(

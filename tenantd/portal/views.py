@@ -15,8 +15,6 @@ ROUTES = Routes("portal")
 
 @ROUTES.post(
     "/api/v1/accounts/{id}/admin-portal-links",
-    body=PortalLinkCreate,
-    response=PortalLinkOut,
     status=201,
     responses={403: "FORBIDDEN: only the owner creates portal links (portal:create)"},
     summary="A single-use admin portal link (owner): the customer's IT configures SSO or SCIM",

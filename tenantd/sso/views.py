@@ -94,9 +94,7 @@ async def _answer(
 # -- the account's connections ----------------------------------------------------------------
 
 
-@ROUTES.get(
-    CONNECTIONS, response=list[ConnectionOut], summary="The account's SSO connections (admin+)"
-)
+@ROUTES.get(CONNECTIONS, summary="The account's SSO connections (admin+)")
 async def list_connections(request: web.Request) -> list[ConnectionOut]:
     services = sso_of(request.app)
     rows = await in_account_of(services, request, service.list_connections)
@@ -105,8 +103,6 @@ async def list_connections(request: web.Request) -> list[ConnectionOut]:
 
 @ROUTES.post(
     CONNECTIONS,
-    body=ConnectionCreate,
-    response=ConnectionOut,
     status=201,
     responses={
         409: "SSO_DOMAIN_TAKEN: another live connection holds a domain, or another account"
@@ -123,8 +119,6 @@ async def create_connection(request: web.Request, body: ConnectionCreate) -> Con
 
 @ROUTES.patch(
     CONNECTION,
-    body=ConnectionChange,
-    response=ConnectionOut,
     responses={409: "SSO_DOMAIN_TAKEN", 404: "No such connection in this account"},
     summary="Change a connection (admin+); enforce: true ends other sessions of its users",
 )
@@ -160,7 +154,6 @@ class StartQuery(ApiModel):
 @ROUTES.get(
     "/sso/start",
     **SIGN_IN_STEP,
-    query=StartQuery,
     responses={404: "No live connection of that id"},
     summary="Redirect to the identity provider of the connection (by id, or by the email's"
     " domain; no connection for the domain: back to /login with the email)",
@@ -219,7 +212,6 @@ async def saml_acs(request: web.Request) -> web.Response:
 @ROUTES.get(
     "/sso/oidc/{connectionId}/callback",
     **SIGN_IN_STEP,
-    query=CallbackQuery,
     summary="Finish a sign-in through an OpenID Connect connection",
 )
 async def oidc_callback(request: web.Request, query: CallbackQuery) -> web.Response:

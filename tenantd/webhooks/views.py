@@ -82,7 +82,6 @@ async def on_endpoint(
 
 @ROUTES.get(
     EVENTS,
-    query=EventsQuery,
     access=Access.API_KEY,
     scope="events:read",
     summary="Events in commit order after a cursor",
@@ -109,7 +108,6 @@ async def list_endpoints(request: web.Request) -> Any:
 
 @ROUTES.post(
     ENDPOINTS,
-    body=EndpointBody,
     status=201,
     summary="Add a webhook endpoint",
     **MANAGE,
@@ -129,7 +127,6 @@ async def remove_endpoint(request: web.Request) -> Any:
 
 @ROUTES.post(
     f"{ENDPOINT}/rotate-secret",
-    query=RotateQuery,
     summary="Rotate the signing secret: the old one signs 24 more hours, or (?now=true) ends now",
     **MANAGE,
 )
@@ -145,7 +142,6 @@ async def send_test(request: web.Request) -> Any:
 
 @ROUTES.get(
     f"{ENDPOINT}/deliveries",
-    query=DeliveriesQuery,
     summary="Recent deliveries",
     **MANAGE,
 )
@@ -156,6 +152,6 @@ async def list_deliveries(request: web.Request, query: DeliveriesQuery) -> Any:
     return [delivery_json(row) for row in rows]
 
 
-@ROUTES.post(f"{ENDPOINT}/replay", body=ReplayBody, summary="Deliver events again", **MANAGE)
+@ROUTES.post(f"{ENDPOINT}/replay", summary="Deliver events again", **MANAGE)
 async def replay(request: web.Request, body: ReplayBody) -> Any:
     return {"deliveries": await on_endpoint(request, endpoints.replay, since=body.since)}

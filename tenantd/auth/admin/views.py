@@ -36,7 +36,7 @@ async def as_operator(
     return await call(auth_of(request.app), acting_key(request), *args, **kwargs)
 
 
-@ROUTES.get(USERS, query=UsersQuery, summary="List and search users (keyset pages)", **MANAGE)
+@ROUTES.get(USERS, summary="List and search users (keyset pages)", **MANAGE)
 async def list_users(request: web.Request, query: UsersQuery) -> Any:
     """`{items, nextCursor}`; `query` matches email and names; pass nextCursor as `cursor`."""
     page = await service.list_users(
@@ -82,7 +82,6 @@ async def admin_resend_verification(request: web.Request) -> Any:
 
 @ROUTES.post(
     f"{USER}/impersonate",
-    body=ImpersonateBody,
     summary="A one-time link that signs in as the user (audited with its reason)",
     **MANAGE,
 )
