@@ -92,11 +92,7 @@ def _answer(
 # -- accounts ---------------------------------------------------------------------------------
 
 
-@ROUTES.get(
-    "/api/v1/accounts",
-    summary="My accounts with role",
-    mfa_exempt=True,
-)
+@ROUTES.get("/api/v1/accounts", summary="My accounts with role", mfa_exempt=True)
 async def list_accounts(request: web.Request) -> list[AccountSummary]:
     principal = current_principal(request)
     rows = await service.list_accounts(accounts_of(request.app), principal)

@@ -219,10 +219,7 @@ async def unsubscribe(request: web.Request, query: TokenQuery) -> Unsubscribed:
 ACCOUNT_DEFAULTS = "/api/v1/accounts/{id}/notification-defaults"
 
 
-@ROUTES.get(
-    ACCOUNT_DEFAULTS,
-    summary="The account's notification defaults (event type x channel)",
-)
+@ROUTES.get(ACCOUNT_DEFAULTS, summary="The account's notification defaults (event type x channel)")
 async def get_account_defaults(request: web.Request) -> list[AccountDefault]:
     rows = await prefs.account_defaults(
         notifications_of(request.app),
@@ -248,10 +245,7 @@ async def put_account_default(request: web.Request, body: AccountDefaultBody) ->
     return AccountDefault.model_validate(row)
 
 
-@ROUTES.get(
-    f"{BASE}/settings",
-    summary="My time zone and quiet hours",
-)
+@ROUTES.get(f"{BASE}/settings", summary="My time zone and quiet hours")
 async def get_notification_settings(request: web.Request) -> NotificationSettings:
     found = await quiet.settings_of(
         notifications_of(request.app), user_id=current_principal(request).user_id

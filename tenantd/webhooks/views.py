@@ -106,12 +106,7 @@ async def list_endpoints(request: web.Request) -> Any:
     return [endpoint_json(row) for row in await endpoints.list_endpoints(webhooks_of(request.app))]
 
 
-@ROUTES.post(
-    ENDPOINTS,
-    status=201,
-    summary="Add a webhook endpoint",
-    **MANAGE,
-)
+@ROUTES.post(ENDPOINTS, status=201, summary="Add a webhook endpoint", **MANAGE)
 async def add_endpoint(request: web.Request, body: EndpointBody) -> Any:
     created = await endpoints.add_endpoint(
         webhooks_of(request.app), url=body.url, events=body.events, description=body.description
@@ -140,11 +135,7 @@ async def send_test(request: web.Request) -> Any:
     return {"eventId": await on_endpoint(request, endpoints.send_test, actor=actor)}
 
 
-@ROUTES.get(
-    f"{ENDPOINT}/deliveries",
-    summary="Recent deliveries",
-    **MANAGE,
-)
+@ROUTES.get(f"{ENDPOINT}/deliveries", summary="Recent deliveries", **MANAGE)
 async def list_deliveries(request: web.Request, query: DeliveriesQuery) -> Any:
     rows = await on_endpoint(
         request, endpoints.list_deliveries, failed=query.failed, limit=query.limit
