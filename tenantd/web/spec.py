@@ -144,15 +144,18 @@ class Routes:
                 WEBHOOK_BODY_LIMIT if access is Access.SIGNATURE else API_BODY_LIMIT
             )
             declared = Signature() if page else signature_models(view)
+            query_model = query or declared.query
+            body_model = body or declared.body
+            response_model = response or declared.response
             self.specs.append(
                 RouteSpec(
                     method=method,
                     path=path,
                     view=view,
                     access=access,
-                    body=body or declared.body,
-                    query=query or declared.query,
-                    response=response or declared.response,
+                    body=body_model,
+                    query=query_model,
+                    response=response_model,
                     status=status,
                     summary=summary or (inspect.getdoc(view) or "").split("\n")[0],
                     tag=self.tag,
