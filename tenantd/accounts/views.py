@@ -92,12 +92,7 @@ def _answer(
 # -- accounts ---------------------------------------------------------------------------------
 
 
-@ROUTES.get(
-    "/api/v1/accounts",
-    response=list[AccountSummary],
-    summary="My accounts with role",
-    mfa_exempt=True,
-)
+@ROUTES.get("/api/v1/accounts", summary="My accounts with role", mfa_exempt=True)
 async def list_accounts(request: web.Request) -> list[AccountSummary]:
     principal = current_principal(request)
     rows = await service.list_accounts(accounts_of(request.app), principal)
@@ -106,7 +101,6 @@ async def list_accounts(request: web.Request) -> list[AccountSummary]:
 
 @ROUTES.post(
     "/api/v1/accounts",
-    body=AccountCreate,
     response=AccountSummary,
     status=201,
     responses={
@@ -128,7 +122,6 @@ async def create_account(request: web.Request, body: AccountCreate) -> web.Respo
 
 @ROUTES.post(
     "/api/v1/accounts/switch",
-    body=SwitchBody,
     mfa_exempt=True,
     response=SwitchResult,
     summary="Switch the active account: a new access token with that aid",
@@ -144,7 +137,7 @@ async def switch_account(request: web.Request, body: SwitchBody) -> web.Response
     return _answer(request, SwitchResult.of(switched.account, switched.role), switched.activation)
 
 
-@ROUTES.get(ACCOUNT, response=AccountDetail, summary="The active account (any member)")
+@ROUTES.get(ACCOUNT, summary="The active account (any member)")
 async def read_account(request: web.Request) -> AccountDetail:
     detail = await in_account(request, service.read_account)
     return AccountDetail.model_validate(detail, from_attributes=True)
@@ -152,8 +145,6 @@ async def read_account(request: web.Request) -> AccountDetail:
 
 @ROUTES.patch(
     ACCOUNT,
-    body=AccountRename,
-    response=AccountDetail,
     responses={403: "FORBIDDEN, or REAUTH_REQUIRED (requireMfa needs a recent sign-in)"},
     summary="Rename (admin+); requireMfa (owner, step-up)",
 )
@@ -179,7 +170,6 @@ def _deleted_out(deleted: service.Deleted) -> AccountDeletedOut:
 
 @ROUTES.post(
     ACCOUNT + "/restore",
-    response=AccountRestoredOut,
     responses={
         403: "FORBIDDEN: a member who is not the owner; REAUTH_REQUIRED: authenticate again "
         "first (POST /api/v1/auth/reauth)",
@@ -203,8 +193,6 @@ async def restore_account(request: web.Request) -> AccountRestoredOut:
 
 @ROUTES.post(
     ACCOUNT + "/transfer-ownership",
-    body=TransferBody,
-    response=TransferResult,
     summary="Transfer ownership to an active member (owner only)",
 )
 async def transfer_ownership(request: web.Request, body: TransferBody) -> TransferResult:
@@ -214,7 +202,7 @@ async def transfer_ownership(request: web.Request, body: TransferBody) -> Transf
     )
 
 
-@ROUTES.get(ACCOUNT + "/members", response=list[MemberOut], summary="Active members")
+@ROUTES.get(ACCOUNT + "/members", summary="Active members")
 async def list_members(request: web.Request) -> list[MemberOut]:
     rows = await in_account(request, memberships.list_members)
     return [MemberOut.model_validate(row) for row in rows]
@@ -222,8 +210,6 @@ async def list_members(request: web.Request) -> list[MemberOut]:
 
 @ROUTES.patch(
     ACCOUNT + "/members/{userId}",
-    body=RoleBody,
-    response=MembershipOut,
     responses={
         403: "FORBIDDEN: no members:change_role, or the roles involved hold permissions"
         " the caller's custom role lacks",
@@ -240,7 +226,6 @@ async def change_role(request: web.Request, body: RoleBody) -> MembershipOut:
 
 @ROUTES.delete(
     ACCOUNT + "/members/{userId}",
-    response=MembershipOut,
     summary="Remove a member (admin+; never the owner); the row is kept as revoked",
 )
 async def remove_member(request: web.Request) -> MembershipOut:
@@ -263,7 +248,7 @@ async def leave_account(request: web.Request) -> web.Response:
 # -- invitations ------------------------------------------------------------------------------
 
 
-@ROUTES.get(ACCOUNT + "/invitations", response=list[InvitationOut], summary="Pending invitations")
+@ROUTES.get(ACCOUNT + "/invitations", summary="Pending invitations")
 async def list_invitations(request: web.Request) -> list[InvitationOut]:
     rows = await in_account(request, invitations.list_invitations)
     return [InvitationOut.of(row) for row in rows]
@@ -271,8 +256,6 @@ async def list_invitations(request: web.Request) -> list[InvitationOut]:
 
 @ROUTES.post(
     ACCOUNT + "/invitations",
-    body=InvitationCreate,
-    response=InvitationIssued,
     status=201,
     responses={429: "RATE_LIMITED (Retry-After): too many invitations by you or to this address"},
     summary="Invite an address (admin+, feature team_invitations); the raw token shown once",
@@ -286,7 +269,6 @@ async def create_invitation(request: web.Request, body: InvitationCreate) -> Inv
 
 @ROUTES.post(
     ACCOUNT + "/invitations/{iid}/resend",
-    response=InvitationIssued,
     responses={429: "RATE_LIMITED (Retry-After): too many invitations by you or to this address"},
     summary="Resend: the token is rotated, older links stop working",
 )
@@ -297,9 +279,7 @@ async def resend_invitation(request: web.Request) -> InvitationIssued:
     return InvitationIssued.of(issued.invitation, issued.token)
 
 
-@ROUTES.delete(
-    ACCOUNT + "/invitations/{iid}", response=InvitationOut, summary="Revoke (soft delete)"
-)
+@ROUTES.delete(ACCOUNT + "/invitations/{iid}", summary="Revoke (soft delete)")
 async def revoke_invitation(request: web.Request) -> InvitationOut:
     row = await in_account(
         request, invitations.revoke_invitation, invitation_id=path_uuid(request, "iid")
@@ -309,7 +289,6 @@ async def revoke_invitation(request: web.Request) -> InvitationOut:
 
 @ROUTES.post(
     "/api/v1/invitations/accept",
-    body=AcceptBody,
     response=AcceptResult,
     summary="Accept an invitation with its raw token (seat cap checked)",
 )
@@ -328,9 +307,7 @@ async def accept_invitation(request: web.Request, body: AcceptBody) -> web.Respo
 # -- join requests ----------------------------------------------------------------------------
 
 
-@ROUTES.get(
-    ACCOUNT + "/join-requests", response=list[JoinRequestOut], summary="Pending join requests"
-)
+@ROUTES.get(ACCOUNT + "/join-requests", summary="Pending join requests")
 async def list_join_requests(request: web.Request) -> list[JoinRequestOut]:
     rows = await in_account(request, join_requests.list_join_requests)
     return [JoinRequestOut.of(row) for row in rows]
@@ -338,7 +315,6 @@ async def list_join_requests(request: web.Request) -> list[JoinRequestOut]:
 
 @ROUTES.post(
     ACCOUNT + "/join-requests/{rid}/approve",
-    response=JoinDecision,
     summary="Approve a join request (admin+; seat cap checked)",
 )
 async def approve_join_request(request: web.Request) -> JoinDecision:
@@ -348,9 +324,7 @@ async def approve_join_request(request: web.Request) -> JoinDecision:
     return JoinDecision.of(decision.join_request, decision.membership)
 
 
-@ROUTES.post(
-    ACCOUNT + "/join-requests/{rid}/deny", response=JoinDecision, summary="Deny a join request"
-)
+@ROUTES.post(ACCOUNT + "/join-requests/{rid}/deny", summary="Deny a join request")
 async def deny_join_request(request: web.Request) -> JoinDecision:
     decision = await in_account(
         request, join_requests.deny_join_request, request_id=path_uuid(request, "rid")
@@ -363,8 +337,6 @@ async def deny_join_request(request: web.Request) -> JoinDecision:
 
 @ROUTES.get(
     ACCOUNT + "/audit-log",
-    query=AuditLogQuery,
-    response=AuditLogPage,
     responses={403: "FORBIDDEN: members may not read the audit log"},
     summary="The account's audit log, newest first (owner and admin)",
 )
@@ -389,7 +361,6 @@ def _role(role: roles.Role) -> RoleOut:
 
 @ROUTES.get(
     ACCOUNT + "/roles",
-    response=list[RoleOut],
     summary="The account's roles: owner, admin, member, then its custom roles",
 )
 async def list_roles(request: web.Request) -> list[RoleOut]:
@@ -399,8 +370,6 @@ async def list_roles(request: web.Request) -> list[RoleOut]:
 
 @ROUTES.post(
     ACCOUNT + "/roles",
-    body=RoleCreate,
-    response=RoleOut,
     status=201,
     responses={
         403: "FORBIDDEN: no roles:manage, or a permission the caller's custom role lacks",
@@ -419,8 +388,6 @@ async def create_role(request: web.Request, body: RoleCreate) -> RoleOut:
 
 @ROUTES.patch(
     ACCOUNT + "/roles/{key}",
-    body=RoleUpdate,
-    response=RoleOut,
     responses={
         409: "SYSTEM_ROLE: owner, admin and member cannot be changed",
         422: "VALIDATION_ERROR: details.fields names each bad permission (permissions.<i>)",
@@ -441,7 +408,6 @@ async def update_role(request: web.Request, body: RoleUpdate) -> RoleOut:
 
 @ROUTES.delete(
     ACCOUNT + "/roles/{key}",
-    response=RoleOut,
     responses={
         409: "ROLE_IN_USE (details.members, details.invitations): give those members another"
         " role first; SYSTEM_ROLE: owner, admin and member cannot be deleted",

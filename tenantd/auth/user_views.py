@@ -34,8 +34,6 @@ THIS_WASNT_ME: dict[str, Any] = {"access": Access.PUBLIC, "body": LinkTokenBody}
 
 @ROUTES.patch(
     "/api/v1/users/me",
-    body=ProfileBody,
-    response=ProfileOut,
     summary="Change my first and/or last name (single-line text; an empty string clears one)",
 )
 async def update_me(request: web.Request, body: ProfileBody) -> ProfileOut:
@@ -50,8 +48,6 @@ async def update_me(request: web.Request, body: ProfileBody) -> ProfileOut:
 
 @ROUTES.post(
     "/api/v1/users/me/email",
-    body=EmailChangeBody,
-    response=Message,
     status=202,
     responses={
         403: REAUTH_REQUIRED,
@@ -68,8 +64,6 @@ async def request_email_change(request: web.Request, body: EmailChangeBody) -> M
 
 @ROUTES.post(
     "/api/v1/users/me/email/confirm",
-    body=LinkTokenBody,
-    response=EmailChanged,
     responses={409: "CONFLICT: another account took the address meanwhile"},
     summary="Confirm the new address with the token of its link; only then the email changes",
 )
@@ -83,7 +77,6 @@ async def confirm_email_change(request: web.Request, body: LinkTokenBody) -> Ema
 @ROUTES.post(
     "/api/v1/auth/email-change/cancel",
     **THIS_WASNT_ME,
-    response=EmailChangeCancelled,
     summary='"This wasn\'t me" (link mailed to the old address): cancel or undo the change '
     "(the address comes back whatever came after) and end every session",
 )
@@ -95,7 +88,6 @@ async def cancel_email_change(request: web.Request, body: LinkTokenBody) -> Emai
 @ROUTES.post(
     "/api/v1/auth/security/undo",
     **THIS_WASNT_ME,
-    response=Empty,
     summary='"This wasn\'t me" (link mailed with the notice of a sensitive action): undo it '
     "and end every session",
 )

@@ -108,7 +108,6 @@ def signed_in(request: web.Request, result: service.SignedIn | service.Verified)
 @ROUTES.post(
     "/auth/register",
     access=Access.PUBLIC,
-    body=RegisterBody,
     response=RegisteredOut,
     responses={
         422: "VALIDATION_ERROR (password_breached under PASSWORD_BREACH_CHECK=block); "
@@ -131,7 +130,6 @@ async def register(request: web.Request, body: RegisterBody) -> web.Response:
 @ROUTES.post(
     "/api/v1/auth/resend-verification",
     **MAIL_TO_ADDRESS,
-    body=EmailBody,
     rate_limit="resend_verification",
     summary="Mail one more verification link (earlier links keep working)",
 )
@@ -143,7 +141,6 @@ async def resend_verification(request: web.Request, body: EmailBody) -> Message:
 @ROUTES.post(
     "/auth/verify-email",
     access=Access.PUBLIC,
-    body=VerifyEmailBody,
     response=VerifiedUser | MfaChallengeOut,
     responses={
         409: "DOMAIN_CLAIMED: the email domain is claimed by another live account",
@@ -166,7 +163,6 @@ async def verify_email(request: web.Request, body: VerifyEmailBody) -> web.Respo
 @ROUTES.post(
     "/api/v1/auth/login",
     **SIGN_IN,
-    body=LoginBody,
     responses={422: "CAPTCHA_FAILED: repeated failures; send captchaToken"},
     rate_limit="login",
     summary="Sign in with email and password; a user with a second factor gets"
@@ -199,7 +195,6 @@ def signed_in_or_mfa(
 @ROUTES.post(
     "/api/v1/auth/email-code",
     **MAIL_TO_ADDRESS,
-    body=CaptchaEmailBody,
     responses={404: MAGIC_LINK_OFF, 422: CAPTCHA_FAILED},
     rate_limit="email_code",
     summary="Mail a 6-digit sign-in code and a magic link (same answer for every address)",
@@ -217,7 +212,6 @@ async def email_code_request(request: web.Request, body: CaptchaEmailBody) -> Me
 @ROUTES.post(
     "/api/v1/auth/email-code/verify",
     **SIGN_IN,
-    body=EmailCodeVerifyBody,
     responses={
         404: MAGIC_LINK_OFF,
         409: "DOMAIN_CLAIMED: a first sign-in on a domain another account claimed",
@@ -243,7 +237,6 @@ def mfa_challenge(settings: Settings, ticket: mfa.Ticket) -> web.Response:
 @ROUTES.post(
     "/api/v1/auth/password-reset/request",
     **MAIL_TO_ADDRESS,
-    body=CaptchaEmailBody,
     responses={422: CAPTCHA_FAILED},
     rate_limit="password_reset",
     summary="Mail a password reset link (same answer whether or not the email exists)",
@@ -261,7 +254,6 @@ async def password_reset_request(request: web.Request, body: CaptchaEmailBody) -
 @ROUTES.post(
     "/api/v1/auth/password-reset/confirm",
     access=Access.PUBLIC,
-    body=PasswordResetConfirmBody,
     response=PasswordReset,
     summary="Set a new password with a reset token; ends every session of the user",
 )
@@ -278,7 +270,6 @@ async def password_reset_confirm(
 
 @ROUTES.post(
     "/api/v1/auth/password",
-    body=PasswordChangeBody,
     response=PasswordChanged,
     responses={
         401: "INVALID_CREDENTIALS: currentPassword is wrong",
@@ -376,7 +367,6 @@ async def logout_all(request: web.Request) -> web.Response:
 
 @ROUTES.get(
     "/api/v1/auth/sessions",
-    response=list[SessionOut],
     summary="My live sessions (one per sign-in), the one of this request marked current",
 )
 async def list_sessions(request: web.Request) -> list[SessionOut]:
@@ -409,7 +399,6 @@ async def end_session(request: web.Request) -> web.Response:
 
 @ROUTES.post(
     "/api/v1/auth/sessions/revoke-others",
-    response=RevokedSessions,
     summary="End every session of mine except this one",
 )
 async def revoke_other_sessions(request: web.Request) -> RevokedSessions:
@@ -425,8 +414,6 @@ async def revoke_other_sessions(request: web.Request) -> RevokedSessions:
 
 @ROUTES.get(
     "/api/v1/users/me/security-events",
-    query=SecurityEventsQuery,
-    response=SecurityEventPage,
     summary="My security log (sign-ins, sign-outs, password and session changes), newest first",
 )
 async def security_events(request: web.Request, query: SecurityEventsQuery) -> SecurityEventPage:

@@ -15,7 +15,6 @@ from tenantd.directories.schemas import (
     GroupRoleBody,
 )
 from tenantd.identity.account_call import in_account_of
-from tenantd.principal import current_principal
 from tenantd.web.routing import path_uuid
 from tenantd.web.spec import Routes
 
@@ -26,8 +25,6 @@ DIRECTORIES = "/api/v1/accounts/{id}/directories"
 
 @ROUTES.post(
     DIRECTORIES,
-    body=DirectoryCreate,
-    response=DirectoryIssued,
     status=201,
     summary="Add a SCIM directory (owner, admin); its bearer token is shown once",
 )
@@ -38,7 +35,7 @@ async def create_directory(request: web.Request, body: DirectoryCreate) -> Direc
     return DirectoryIssued(**out.model_dump(), token=created.token)
 
 
-@ROUTES.get(DIRECTORIES, response=list[DirectoryOut], summary="The account's SCIM directories")
+@ROUTES.get(DIRECTORIES, summary="The account's SCIM directories")
 async def list_directories(request: web.Request) -> list[DirectoryOut]:
     services = directories_of(request.app)
     rows = await in_account_of(services, request, service.list_directories)
@@ -48,7 +45,6 @@ async def list_directories(request: web.Request) -> list[DirectoryOut]:
 
 @ROUTES.delete(
     DIRECTORIES + "/{directoryId}",
-    response=DirectoryDeleted,
     summary="Remove a SCIM directory and its token (memberships stay)",
 )
 async def delete_directory(request: web.Request) -> DirectoryDeleted:
@@ -61,7 +57,6 @@ async def delete_directory(request: web.Request) -> DirectoryDeleted:
 
 @ROUTES.get(
     DIRECTORIES + "/{directoryId}/groups",
-    response=list[DirectoryGroupOut],
     summary="A directory's groups and the role each maps to",
 )
 async def list_directory_groups(request: web.Request) -> list[DirectoryGroupOut]:
@@ -76,15 +71,13 @@ async def list_directory_groups(request: web.Request) -> list[DirectoryGroupOut]
 
 @ROUTES.put(
     DIRECTORIES + "/{directoryId}/groups/{groupId}/role",
-    body=GroupRoleBody,
-    response=DirectoryGroupOut,
     summary="Map a directory group to a role (null: unmapped); its members follow at once",
 )
 async def map_directory_group(request: web.Request, body: GroupRoleBody) -> DirectoryGroupOut:
-    row = await service.map_group(
+    row = await in_account_of(
         directories_of(request.app),
-        current_principal(request),
-        path_uuid(request, "id"),
+        request,
+        service.map_group,
         directory_id=path_uuid(request, "directoryId"),
         group_id=path_uuid(request, "groupId"),
         role=body.role,

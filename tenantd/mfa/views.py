@@ -72,7 +72,6 @@ def _client(request: web.Request) -> ClientMeta:
 @ROUTES.post(
     "/api/v1/auth/mfa/totp/setup",
     mfa_exempt=True,
-    response=TotpSetupOut,
     responses={403: "REAUTH_REQUIRED", 409: "An authenticator app is already set up"},
     summary="Start TOTP enrolment: a secret, its otpauth URI and QR code (pending until confirmed)",
 )
@@ -84,8 +83,6 @@ async def totp_setup(request: web.Request) -> TotpSetupOut:
 @ROUTES.post(
     "/api/v1/auth/mfa/totp/confirm",
     mfa_exempt=True,
-    body=CodeBody,
-    response=RecoveryCodesOut,
     responses={
         401: "INVALID_CREDENTIALS: wrong code",
         403: "REAUTH_REQUIRED",
@@ -110,7 +107,6 @@ async def totp_delete(request: web.Request) -> Empty:
 
 @ROUTES.post(
     "/api/v1/auth/mfa/recovery-codes/regenerate",
-    response=RecoveryCodesOut,
     responses={403: "REAUTH_REQUIRED", 409: "No second factor"},
     summary="Ten new recovery codes; the old ones stop working (step-up)",
 )
@@ -135,7 +131,6 @@ def mfa_signed_in(request: web.Request, completed: service.Completed) -> web.Res
 @ROUTES.post(
     "/api/v1/auth/mfa/verify",
     **FINISH_SIGN_IN,
-    body=VerifyBody,
     responses={
         401: "INVALID_CREDENTIALS (wrong code) or UNAUTHORIZED invalid_ticket",
         429: "RATE_LIMITED: 5 wrong codes in 15 minutes lock the codes for 15 minutes",
@@ -155,7 +150,6 @@ async def mfa_verify(request: web.Request, body: VerifyBody) -> web.Response:
 
 @ROUTES.post(
     "/api/v1/auth/reauth",
-    body=ReauthBody,
     mfa_exempt=True,
     response=ReauthOut,
     rate_limit="mfa",
@@ -208,7 +202,6 @@ async def passkey_register_options(request: web.Request) -> dict[str, Any]:
 @ROUTES.post(
     "/api/v1/auth/passkeys/register/verify",
     mfa_exempt=True,
-    body=RegisterPasskeyBody,
     response=PasskeyRegistered,
     status=201,
     responses={
@@ -228,15 +221,13 @@ async def passkey_register_verify(request: web.Request, body: RegisterPasskeyBod
     return ok(data, status=201)
 
 
-@ROUTES.get("/api/v1/auth/passkeys", response=list[PasskeyOut], summary="My passkeys")
+@ROUTES.get("/api/v1/auth/passkeys", summary="My passkeys")
 async def passkey_list(request: web.Request) -> list[PasskeyOut]:
     rows = await passkeys.list_passkeys(mfa_of(request.app), current_principal(request).user_id)
     return [_passkey_out(row) for row in rows]
 
 
-@ROUTES.patch(
-    "/api/v1/auth/passkeys/{id}", body=RenameBody, response=PasskeyOut, summary="Rename a passkey"
-)
+@ROUTES.patch("/api/v1/auth/passkeys/{id}", summary="Rename a passkey")
 async def passkey_rename(request: web.Request, body: RenameBody) -> PasskeyOut:
     row = await passkeys.rename(
         mfa_of(request.app),
@@ -256,7 +247,6 @@ async def passkey_delete(request: web.Request) -> Empty:
 @ROUTES.post(
     "/api/v1/auth/passkeys/authenticate/options",
     access=Access.PUBLIC,
-    body=TicketBody,
     response=dict[str, Any],
     responses={429: "RATE_LIMITED"},
     summary="WebAuthn request options: with a ticket, the second factor of that sign-in;"
@@ -275,7 +265,6 @@ async def passkey_authenticate_options(request: web.Request, body: TicketBody) -
 @ROUTES.post(
     "/api/v1/auth/passkeys/authenticate/verify",
     **FINISH_SIGN_IN,
-    body=CredentialBody,
     responses={401: "INVALID_CREDENTIALS: the assertion does not verify"},
     summary="Passwordless sign-in with a passkey: sets the session cookies (amr hwk)",
 )

@@ -185,7 +185,6 @@ async def event_types(request: web.Request) -> orjson.Fragment:
 
 @ROUTES.put(
     f"{BASE}/event-types/{{type}}",
-    body=EventTypeBody,
     body_limit=DEFINITION_BODY_LIMIT,
     response=EventTypeOut,
     status=201,
@@ -209,7 +208,6 @@ async def define_event_type(request: web.Request, body: EventTypeBody) -> web.Re
 
 @ROUTES.delete(
     f"{BASE}/event-types/{{type}}",
-    response=EventTypeDeleted,
     responses={
         404: "NOT_FOUND: no stored event type of this name",
         409: "CONFLICT: the type is defined by the deployment (Python module or catalog file)",
@@ -233,7 +231,6 @@ def _event_type(request: web.Request) -> str:
 
 @ROUTES.post(
     f"{BASE}/send",
-    body=SendBody,
     response=SendAccepted,
     status=202,
     responses=IDEMPOTENT_RESPONSES,
@@ -250,7 +247,6 @@ async def send(request: web.Request, body: SendBody) -> web.Response:
 
 @ROUTES.post(
     f"{BASE}/send-batch",
-    body=SendBatchBody,
     body_limit=BATCH_BODY_LIMIT,
     response=BatchAccepted,
     status=202,
@@ -289,7 +285,6 @@ CANCEL_RESPONSES = {
 
 @ROUTES.delete(
     f"{BASE}/scheduled/{{id}}",
-    response=ScheduledCancelled,
     responses=CANCEL_RESPONSES,
     summary="Cancel a scheduled notification before it is due (again: the same answer)",
     **SENDER,
@@ -300,8 +295,6 @@ async def cancel_by_id(request: web.Request) -> ScheduledCancelled:
 
 @ROUTES.post(
     f"{BASE}/scheduled/cancel",
-    body=CancelScheduledBody,
-    response=ScheduledCancelled,
     responses=CANCEL_RESPONSES,
     summary="Cancel a scheduled notification by id or by the Idempotency-Key it was sent with",
     **SENDER,

@@ -8,6 +8,7 @@ import orjson
 from aiohttp import web
 from pydantic import Field
 
+from tenantd.identity.account_call import in_account_of
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
 from tenantd.notifications import unsubscribe as unsub
@@ -50,7 +51,7 @@ class TokenQuery(ApiModel):
     token: str = Field(min_length=1, max_length=4000)
 
 
-@ROUTES.get(BASE, query=ListQuery, response=NotificationPage, summary="List notifications")
+@ROUTES.get(BASE, response=NotificationPage, summary="List notifications")
 async def list_notifications(request: web.Request, query: ListQuery) -> Any:
     principal = current_principal(request)
     return await in_app.inbox_page(
@@ -72,7 +73,7 @@ async def unread_count(request: web.Request) -> orjson.Fragment:
     return orjson.Fragment(b'{"count":%d}' % count["count"])
 
 
-@ROUTES.post(f"{BASE}/{{id}}/read", response=NotificationOut, summary="Mark one notification read")
+@ROUTES.post(f"{BASE}/{{id}}/read", summary="Mark one notification read")
 async def mark_read(request: web.Request) -> NotificationOut:
     notification = await in_app.mark_read(
         notifications_of(request.app),
@@ -82,7 +83,7 @@ async def mark_read(request: web.Request) -> NotificationOut:
     return NotificationOut.model_validate(notification)
 
 
-@ROUTES.post(f"{BASE}/read-all", response=ReadAll, summary="Mark every notification read")
+@ROUTES.post(f"{BASE}/read-all", summary="Mark every notification read")
 async def mark_all_read(request: web.Request) -> ReadAll:
     updated = await in_app.mark_all_read(
         notifications_of(request.app), user_id=current_principal(request).user_id
@@ -92,7 +93,6 @@ async def mark_all_read(request: web.Request) -> ReadAll:
 
 @ROUTES.get(
     f"{BASE}/preferences",
-    response=list[EventPreferences],
     summary="Every event type with its channels and the caller's setting",
 )
 async def get_preferences(request: web.Request) -> list[EventPreferences]:
@@ -107,8 +107,6 @@ async def get_preferences(request: web.Request) -> list[EventPreferences]:
 
 @ROUTES.put(
     f"{BASE}/preferences",
-    body=PreferenceBody,
-    response=Preference,
     summary="Turn one channel of one event type on or off, and/or set its frequency "
     "(instant, hourly, daily: events with a digest)",
 )
@@ -140,7 +138,6 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 @ROUTES.get(
     f"{BASE}/push/vapid-public-key",
-    response=VapidPublicKey,
     responses={404: "Web push is off"},
     summary="The VAPID applicationServerKey",
 )
@@ -151,8 +148,6 @@ async def vapid_public_key(request: web.Request) -> VapidPublicKey:
 
 @ROUTES.post(
     f"{BASE}/push/subscribe",
-    body=PushSubscribeBody,
-    response=PushSubscription,
     responses={404: "Web push is off"},
     summary="Store the browser's push subscription (upsert; keys rotate)",
 )
@@ -171,8 +166,6 @@ async def push_subscribe(request: web.Request, body: PushSubscribeBody) -> PushS
 
 @ROUTES.delete(
     f"{BASE}/push/subscribe",
-    body=PushUnsubscribeBody,
-    response=Removed,
     responses={404: "Web push is off"},
     summary="Remove a push subscription by endpoint",
 )
@@ -187,7 +180,6 @@ async def push_unsubscribe(request: web.Request, body: PushUnsubscribeBody) -> R
 
 @ROUTES.get(
     f"{BASE}/push/subscriptions",
-    response=list[PushSubscription],
     responses={404: "Web push is off"},
     summary="The caller's push subscriptions",
 )
@@ -201,7 +193,6 @@ async def push_subscriptions(request: web.Request) -> list[PushSubscription]:
 @ROUTES.get(
     f"{BASE}/unsubscribe",
     access=Access.PUBLIC,
-    query=TokenQuery,
     wrapped=False,
     produces="text/html",
     summary="Confirmation page of an email unsubscribe link (changes nothing)",
@@ -215,8 +206,6 @@ async def unsubscribe_page(request: web.Request, query: TokenQuery) -> web.Respo
 @ROUTES.post(
     f"{BASE}/unsubscribe",
     access=Access.PUBLIC,
-    query=TokenQuery,
-    response=Unsubscribed,
     summary="One-click unsubscribe (RFC 8058): turn off this event type's emails",
 )
 async def unsubscribe(request: web.Request, query: TokenQuery) -> Unsubscribed:
@@ -230,11 +219,7 @@ async def unsubscribe(request: web.Request, query: TokenQuery) -> Unsubscribed:
 ACCOUNT_DEFAULTS = "/api/v1/accounts/{id}/notification-defaults"
 
 
-@ROUTES.get(
-    ACCOUNT_DEFAULTS,
-    response=list[AccountDefault],
-    summary="The account's notification defaults (event type x channel)",
-)
+@ROUTES.get(ACCOUNT_DEFAULTS, summary="The account's notification defaults (event type x channel)")
 async def get_account_defaults(request: web.Request) -> list[AccountDefault]:
     rows = await prefs.account_defaults(
         notifications_of(request.app),
@@ -246,15 +231,13 @@ async def get_account_defaults(request: web.Request) -> list[AccountDefault]:
 
 @ROUTES.put(
     ACCOUNT_DEFAULTS,
-    body=AccountDefaultBody,
-    response=AccountDefault,
     summary="Owner or admin: default of one event type x channel for everyone in the account",
 )
 async def put_account_default(request: web.Request, body: AccountDefaultBody) -> AccountDefault:
-    row = await prefs.set_account_default(
+    row = await in_account_of(
         notifications_of(request.app),
-        current_principal(request),
-        path_uuid(request, "id"),
+        request,
+        prefs.set_account_default,
         event_type=body.event_type,
         channel=body.channel,
         enabled=body.enabled,
@@ -262,11 +245,7 @@ async def put_account_default(request: web.Request, body: AccountDefaultBody) ->
     return AccountDefault.model_validate(row)
 
 
-@ROUTES.get(
-    f"{BASE}/settings",
-    response=NotificationSettings,
-    summary="My time zone and quiet hours",
-)
+@ROUTES.get(f"{BASE}/settings", summary="My time zone and quiet hours")
 async def get_notification_settings(request: web.Request) -> NotificationSettings:
     found = await quiet.settings_of(
         notifications_of(request.app), user_id=current_principal(request).user_id
@@ -276,8 +255,6 @@ async def get_notification_settings(request: web.Request) -> NotificationSetting
 
 @ROUTES.put(
     f"{BASE}/settings",
-    body=NotificationSettingsBody,
-    response=NotificationSettings,
     summary="Set my time zone and quiet hours (non-critical email and push wait until they end)",
 )
 async def put_notification_settings(

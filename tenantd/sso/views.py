@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
@@ -27,7 +28,7 @@ from tenantd.sso.errors import SsoRefused
 from tenantd.sso.schemas import ConnectionChange, ConnectionCreate, ConnectionOut
 from tenantd.web.routing import path_uuid
 from tenantd.web.schemas import ApiModel, Empty
-from tenantd.web.spec import Access, Routes
+from tenantd.web.spec import REDIRECT, Access, Routes
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ CONNECTIONS = "/api/v1/accounts/{id}/sso-connections"
 CONNECTION = CONNECTIONS + "/{cid}"
 ACS_FORM_LIMIT = saml.MAX_RESPONSE_BYTES + 8 * 1024  # SAMLResponse, RelayState
 LOGIN_PATH = "/login"
+# A step of a browser's sign-in: open to anyone, answered with a redirect.
+SIGN_IN_STEP: dict[str, Any] = {**REDIRECT, "access": Access.PUBLIC}
 
 
 def _out(services: Sso, row: Row) -> ConnectionOut:
@@ -91,9 +94,7 @@ async def _answer(
 # -- the account's connections ----------------------------------------------------------------
 
 
-@ROUTES.get(
-    CONNECTIONS, response=list[ConnectionOut], summary="The account's SSO connections (admin+)"
-)
+@ROUTES.get(CONNECTIONS, summary="The account's SSO connections (admin+)")
 async def list_connections(request: web.Request) -> list[ConnectionOut]:
     services = sso_of(request.app)
     rows = await in_account_of(services, request, service.list_connections)
@@ -102,8 +103,6 @@ async def list_connections(request: web.Request) -> list[ConnectionOut]:
 
 @ROUTES.post(
     CONNECTIONS,
-    body=ConnectionCreate,
-    response=ConnectionOut,
     status=201,
     responses={
         409: "SSO_DOMAIN_TAKEN: another live connection holds a domain, or another account"
@@ -120,8 +119,6 @@ async def create_connection(request: web.Request, body: ConnectionCreate) -> Con
 
 @ROUTES.patch(
     CONNECTION,
-    body=ConnectionChange,
-    response=ConnectionOut,
     responses={409: "SSO_DOMAIN_TAKEN", 404: "No such connection in this account"},
     summary="Change a connection (admin+); enforce: true ends other sessions of its users",
 )
@@ -156,10 +153,7 @@ class StartQuery(ApiModel):
 
 @ROUTES.get(
     "/sso/start",
-    access=Access.PUBLIC,
-    query=StartQuery,
-    status=302,
-    wrapped=False,
+    **SIGN_IN_STEP,
     responses={404: "No live connection of that id"},
     summary="Redirect to the identity provider of the connection (by id, or by the email's"
     " domain; no connection for the domain: back to /login with the email)",
@@ -196,9 +190,8 @@ async def saml_metadata(request: web.Request) -> web.Response:
 # provider on a sibling subdomain posts same-site, with the session cookies).
 @ROUTES.post(
     "/sso/saml/{connectionId}/acs",
+    **REDIRECT,
     access=Access.SIGNATURE,
-    status=302,
-    wrapped=False,
     body_limit=ACS_FORM_LIMIT,
     summary="The assertion consumer service (HTTP-POST): a verified answer signs in and"
     " lands on returnTo; anything else goes to /login?error=<code>",
@@ -218,10 +211,7 @@ async def saml_acs(request: web.Request) -> web.Response:
 
 @ROUTES.get(
     "/sso/oidc/{connectionId}/callback",
-    access=Access.PUBLIC,
-    query=CallbackQuery,
-    status=302,
-    wrapped=False,
+    **SIGN_IN_STEP,
     summary="Finish a sign-in through an OpenID Connect connection",
 )
 async def oidc_callback(request: web.Request, query: CallbackQuery) -> web.Response:

@@ -32,11 +32,21 @@ from tenantd.identity.cookies import REFRESH_COOKIE
 from tenantd.mfa import passkeys
 from tenantd.mfa import service as mfa
 from tenantd.mfa.domain import mfa_of
-from tenantd.ui.forms import Form, Problem, again_showing, field, parse, problem, problem_page
+from tenantd.ui.forms import (
+    Form,
+    Problem,
+    again_showing,
+    done_notice,
+    field,
+    parse,
+    problem,
+    problem_page,
+)
 from tenantd.ui.render import redirect
 from tenantd.ui.session import ACCESS, ISSUED, STALE, Viewer, client_meta
-from tenantd.ui.strings import done_text, text
+from tenantd.ui.strings import text
 from tenantd.web.json import dumps
+from tenantd.web.routing import path_uuid
 
 # A signed-in form page: the router hands it the viewer and the checked form.
 Page = Callable[[web.Request, Viewer, Form], Awaitable[web.StreamResponse]]
@@ -112,7 +122,7 @@ async def profile(
         "account.html",
         text("account.title"),
         issue,
-        notice=done_text(request.query.get("done")),
+        notice=done_notice(request),
         **context,
     )
 
@@ -196,7 +206,7 @@ async def _accounts(
         accounts=rows,
         deleted=deleted,
         active_id=viewer.principal.account_id,
-        notice=done_text(request.query.get("done")),
+        notice=done_notice(request),
         name=name,
         reauth_back="/accounts",  # a refused restore's step-up comes back here
     )
@@ -204,7 +214,7 @@ async def _accounts(
 
 async def restore_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     """Restore a deleted account (its owner, inside the 30 days)."""
-    account_id = _path(request, "id")
+    account_id = path_uuid(request, "id")
     await restore.restore_account(accounts_of(request.app), account_id, actor=viewer.principal)
     return redirect(request, "/accounts?done=restored")
 
@@ -244,11 +254,11 @@ async def switch_post(request: web.Request, viewer: Viewer, form: Form) -> web.S
 async def _members(
     request: web.Request, viewer: Viewer, *, issue: Problem | None = None
 ) -> web.Response:
-    account_id = _path(request, "id")
+    account_id = path_uuid(request, "id")
     services = accounts_of(request.app)
     context: dict[str, Any] = {
         "account_id": account_id,
-        "notice": done_text(request.query.get("done")),
+        "notice": done_notice(request),
         "members": [],
         "invitations": [],
         "invitations_error": None,
@@ -297,7 +307,7 @@ def member_action(action: MemberAction) -> Page:
 
     @functools.wraps(action)
     async def handler(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
-        account_id = _path(request, "id")
+        account_id = path_uuid(request, "id")
         call = AccountCall(accounts_of(request.app), viewer.principal, account_id)
         done = await action(request, call, form)
         if done in ("left", "deleted"):
@@ -308,10 +318,6 @@ def member_action(action: MemberAction) -> Page:
 
 
 members_again = again_showing(_members)  # the forms of the members page
-
-
-def _path(request: web.Request, name: str) -> uuid.UUID:
-    return _uuid(request.match_info[name])
 
 
 @member_action
@@ -334,26 +340,26 @@ async def invite(request: web.Request, call: AccountCall, form: Any) -> str:
 
 @member_action
 async def resend(request: web.Request, call: AccountCall, form: Any) -> str:
-    await call(invitations.resend_invitation, invitation_id=_path(request, "iid"))
+    await call(invitations.resend_invitation, invitation_id=path_uuid(request, "iid"))
     return "resent"
 
 
 @member_action
 async def revoke(request: web.Request, call: AccountCall, form: Any) -> str:
-    await call(invitations.revoke_invitation, invitation_id=_path(request, "iid"))
+    await call(invitations.revoke_invitation, invitation_id=path_uuid(request, "iid"))
     return "revoked"
 
 
 @member_action
 async def change_role(request: web.Request, call: AccountCall, form: Any) -> str:
     body = parse(RoleBody, {"role": field(form, "role")})
-    await call(memberships.change_role, user_id=_path(request, "userId"), role=body.role)
+    await call(memberships.change_role, user_id=path_uuid(request, "userId"), role=body.role)
     return "role"
 
 
 @member_action
 async def remove(request: web.Request, call: AccountCall, form: Any) -> str:
-    await call(memberships.remove_member, user_id=_path(request, "userId"))
+    await call(memberships.remove_member, user_id=path_uuid(request, "userId"))
     return "removed"
 
 
@@ -398,7 +404,7 @@ async def _join_requests(
         issue,
         requests=rows,
         allowed=allowed,
-        notice=done_text(request.query.get("done")),
+        notice=done_notice(request),
     )
 
 
@@ -414,7 +420,7 @@ async def join_decision_post(
         raise NotFound()
     approve = request.match_info["decision"] == "approve"
     decide = join_requests.approve_join_request if approve else join_requests.deny_join_request
-    request_id = _path(request, "rid")
+    request_id = path_uuid(request, "rid")
     await decide(accounts_of(request.app), viewer.principal, account_id, request_id=request_id)
     return redirect(request, f"/join-requests?done={'approved' if approve else 'denied'}")
 

@@ -35,7 +35,9 @@ from tenantd.sso.domain import sso_of
 from tenantd.ui.account_pages import work_in
 from tenantd.ui.forms import (
     Form,
+    done_notice,
     field,
+    link_token,
     parse,
     read_form,
     refused_page,
@@ -44,15 +46,11 @@ from tenantd.ui.forms import (
 )
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import DEVICE, ISSUED, STALE, Viewer, client_meta, load_viewer
-from tenantd.ui.strings import done_text, oauth_error_text, text
+from tenantd.ui.strings import oauth_error_text, text
 from tenantd.web.ratelimit import rate_limit_request
 
 # Where a sign-up started (an invitation, say): the verified browser goes back there.
 NEXT_COOKIE = "tenantd_next"
-
-
-def _notice(request: web.Request) -> str | None:
-    return done_text(request.query.get("done"))
 
 
 def captcha_token(request: web.Request, form: Form) -> str | None:
@@ -163,7 +161,7 @@ async def verify_page(request: web.Request) -> web.Response:
         request,
         "verify.html",
         title=text("verify.title"),
-        token=request.query.get("token", "")[:4000],
+        token=link_token(request),
         problem=None,
     )
 
@@ -209,7 +207,7 @@ async def login_page(request: web.Request) -> web.Response:
         return redirect(request, next_path or "/notifications")
     oauth_error = oauth_error_text(code) if code else None
     email = request.query.get("email", "")[:320]
-    return _login(request, email, next_path, notice=_notice(request), oauth_error=oauth_error)
+    return _login(request, email, next_path, notice=done_notice(request), oauth_error=oauth_error)
 
 
 def _login(
@@ -320,7 +318,7 @@ async def logout_all_post(request: web.Request) -> web.Response:
 
 
 async def reset_page(request: web.Request) -> web.Response:
-    token = request.query.get("token", "")[:4000]
+    token = link_token(request)
     return page(
         request,
         "reset_confirm.html" if token else "reset_request.html",
@@ -374,7 +372,7 @@ async def reset_confirm_again(
 
 async def invitation_page(request: web.Request) -> web.Response:
     await load_viewer(request)
-    return _invitation(request, request.query.get("token", "")[:4000])
+    return _invitation(request, link_token(request))
 
 
 def _invitation(request: web.Request, token: str, exc: AppError | None = None) -> web.Response:

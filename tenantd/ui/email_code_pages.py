@@ -15,7 +15,7 @@ from tenantd.errors import AppError, NotFound
 from tenantd.identity.settings import SignInSettings
 from tenantd.settings import SETTINGS
 from tenantd.ui.auth_pages import captcha_token, signed_in_or_mfa
-from tenantd.ui.forms import Form, field, parse, refused_page, safe_next
+from tenantd.ui.forms import Form, field, link_token, parse, refused_page, safe_next
 from tenantd.ui.render import redirect
 from tenantd.ui.session import client_meta, load_viewer
 from tenantd.ui.strings import text
@@ -106,7 +106,7 @@ async def email_code_verify_again(
 
 async def email_link_page(request: web.Request) -> web.Response:
     """The mail's link: a button, so that only a person's POST spends it."""
-    return _code_page(request, "link", {}, token=request.query.get("token", "")[:4000])
+    return _code_page(request, "link", {}, token=link_token(request))
 
 
 async def email_link_post(request: web.Request, form: Form) -> web.StreamResponse:

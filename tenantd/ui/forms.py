@@ -17,7 +17,7 @@ from tenantd.settings import SETTINGS
 from tenantd.ui import csrf
 from tenantd.ui.render import page
 from tenantd.ui.session import Viewer
-from tenantd.ui.strings import error_text, text
+from tenantd.ui.strings import done_text, error_text, text
 from tenantd.web.body import validate
 from tenantd.web.spec import View
 
@@ -49,6 +49,16 @@ def field(form: MultiDictProxy[Any] | None, name: str) -> str:
     """A posted text field ("" when missing, not text, or the form was refused: None)."""
     value = form.get(name, "") if form is not None else ""
     return value if isinstance(value, str) else ""
+
+
+def link_token(request: web.Request) -> str:
+    """The token of a mailed link (`?token=`), cut to the length no real token reaches."""
+    return request.query.get("token", "")[:4000]
+
+
+def done_notice(request: web.Request) -> str | None:
+    """The confirmation a page shows after a form's redirect (`?done=`), or None."""
+    return done_text(request.query.get("done"))
 
 
 def parse(model: type[Model], data: dict[str, Any]) -> Model:

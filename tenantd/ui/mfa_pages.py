@@ -31,6 +31,7 @@ from tenantd.ui.forms import (
     Problem,
     again_showing,
     field,
+    link_token,
     parse,
     problem,
     problem_page,
@@ -325,7 +326,7 @@ email_again = again_showing(_account, new_email="newEmail")
 
 
 async def confirm_email_page(request: web.Request) -> web.StreamResponse:
-    token = request.query.get("token", "")[:4000]
+    token = link_token(request)
     viewer = await load_viewer(request)
     if viewer is None:
         return redirect(request, "/login?" + urlencode({"next": request.path_qs}))
@@ -354,7 +355,7 @@ async def confirm_email_again(
 
 
 async def cancel_email_page(request: web.Request) -> web.Response:
-    return _email_link_page(request, "cancel", token=request.query.get("token", "")[:4000])
+    return _email_link_page(request, "cancel", token=link_token(request))
 
 
 async def cancel_email_post(request: web.Request, form: Form) -> web.Response:
@@ -389,7 +390,7 @@ def _undo_page(
 
 async def wasnt_me_page(request: web.Request) -> web.Response:
     """The link of a security notice: a button (mail scanners open links; only a post acts)."""
-    return _undo_page(request, "ask", token=request.query.get("token", "")[:4000])
+    return _undo_page(request, "ask", token=link_token(request))
 
 
 async def wasnt_me_post(request: web.Request, form: Form) -> web.Response:

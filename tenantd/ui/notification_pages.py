@@ -12,10 +12,19 @@ from tenantd.notifications import preferences as prefs
 from tenantd.notifications import unsubscribe as unsub
 from tenantd.notifications.channels import in_app
 from tenantd.notifications.domain import notifications_of
-from tenantd.ui.forms import Form, Problem, again_showing, field, problem, problem_page
+from tenantd.ui.forms import (
+    Form,
+    Problem,
+    again_showing,
+    done_notice,
+    field,
+    link_token,
+    problem,
+    problem_page,
+)
 from tenantd.ui.render import page, redirect
 from tenantd.ui.session import Viewer, load_viewer
-from tenantd.ui.strings import done_text, event_label, text
+from tenantd.ui.strings import event_label, text
 from tenantd.web.routing import path_uuid
 
 PAGE_SIZE = 30
@@ -48,7 +57,7 @@ async def _inbox(
         next_cursor=data.get("nextCursor"),
         unread=unread["count"],
         defaults_apply=defaults_apply,
-        notice=done_text(request.query.get("done")),
+        notice=done_notice(request),
     )
 
 
@@ -104,7 +113,7 @@ def _unsubscribe_refused(request: web.Request, exc: AppError) -> web.Response:
 
 async def unsubscribe_page(request: web.Request) -> web.Response:
     await load_viewer(request)
-    token = request.query.get("token", "")[:4000]
+    token = link_token(request)
     settings = notifications_of(request.app).settings
     try:
         claims = unsub.read_token(settings.secret_key, token)

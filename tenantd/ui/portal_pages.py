@@ -25,6 +25,7 @@ from tenantd.sso.schemas import ConnectionChange, ConnectionCreate
 from tenantd.ui.forms import Form, field, parse, read_form, shown_again
 from tenantd.ui.render import page, redirect
 from tenantd.ui.strings import text
+from tenantd.web.routing import path_uuid
 
 PORTAL = portal.PORTAL_PATH
 SSO = PORTAL + "/sso"
@@ -143,13 +144,6 @@ def _change_body(form: Form) -> ConnectionChange:
     return parse(ConnectionChange, typed)
 
 
-def _connection_id(request: web.Request) -> uuid.UUID:
-    try:
-        return uuid.UUID(request.match_info["cid"])
-    except ValueError:
-        raise NotFound() from None
-
-
 async def sso_create_post(request: web.Request, form: Form) -> web.StreamResponse:
     session = await _session(request, "sso")
     await sso.create_connection_in_portal(
@@ -167,7 +161,7 @@ async def sso_update_post(request: web.Request, form: Form) -> web.StreamRespons
     await sso.update_connection_in_portal(
         sso_of(request.app),
         session.account_id,
-        _connection_id(request),
+        path_uuid(request, "cid"),
         _change_body(form),
         link_id=session.link_id,
     )

@@ -13,15 +13,16 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from tenantd.email.templates import SUPPORTED_LOCALES
-from tenantd.errors import AppError, Forbidden, NotFound
+from tenantd.errors import AppError, Forbidden
 from tenantd.identity import permissions
 from tenantd.notifications import preferences as prefs
 from tenantd.notifications import quiet
 from tenantd.notifications.domain import Notifications, notifications_of
-from tenantd.ui.forms import Form, Problem, again_showing, field, problem, problem_page
+from tenantd.ui.forms import Form, Problem, again_showing, done_notice, field, problem, problem_page
 from tenantd.ui.render import redirect
 from tenantd.ui.session import Viewer
-from tenantd.ui.strings import done_text, text
+from tenantd.ui.strings import text
+from tenantd.web.routing import path_uuid
 
 PREFERENCES = "/notifications/preferences"
 QUIET_HOURS = "/notifications/preferences/quiet-hours"
@@ -111,7 +112,7 @@ async def _preferences(
         uses_account_defaults=any(
             setting["source"] == "account" for event in events for setting in event["channels"]
         ),
-        notice=done_text(request.query.get("done")),
+        notice=done_notice(request),
     )
 
 
@@ -183,13 +184,6 @@ async def quiet_hours_again(
 # -- the account's defaults ----------------------------------------------------------------------
 
 
-def _account_id(request: web.Request) -> uuid.UUID:
-    try:
-        return uuid.UUID(request.match_info["id"])
-    except ValueError:
-        raise NotFound() from None
-
-
 async def _current_defaults(
     services: Notifications, viewer: Viewer, account_id: uuid.UUID
 ) -> dict[tuple[str, str], bool]:
@@ -203,7 +197,7 @@ async def _defaults(
     request: web.Request, viewer: Viewer, *, issue: Problem | None = None
 ) -> web.Response:
     services = notifications_of(request.app)
-    account_id = _account_id(request)
+    account_id = path_uuid(request, "id")
     current = await _current_defaults(services, viewer, account_id)
     events = await _events(services, viewer)
     for event in events:
@@ -220,7 +214,7 @@ async def _defaults(
         events=events,
         channels=_columns(events),
         manage=viewer.can(MANAGE_DEFAULTS),
-        notice=done_text(request.query.get("done")),
+        notice=done_notice(request),
     )
 
 
@@ -229,7 +223,7 @@ async def defaults_page(request: web.Request, viewer: Viewer) -> web.StreamRespo
 
 
 async def defaults_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
-    account_id = _account_id(request)
+    account_id = path_uuid(request, "id")
     if not viewer.can(MANAGE_DEFAULTS):
         raise Forbidden(text("defaults.managers_only"))
     services = notifications_of(request.app)

@@ -4,9 +4,14 @@ OpenAPI document or not). requireAuth is the default.
 
 An API view is `async def view(request[, query][, body]) -> data | web.StreamResponse`: the
 router wraps it with the CSRF check, the guard, the rate limit and body parsing, and envelopes
-plain data. A page is `async def page(request[, viewer]) -> web.StreamResponse`: the router
-runs the pages' guard (the viewer of an AUTH page, or off to sign in) and shows a page's
-refusal in words.
+plain data. Its signature declares its models once: the annotations of its `query` and `body`
+parameters are the models the router parses, and a return annotation that is a model (or a
+list of models) is the documented answer; `response=` names the answer of a view that
+returns a `web.Response` or plain data.
+
+A page is `async def page(request[, viewer]) -> web.StreamResponse`: the router runs the
+pages' guard (the viewer of an AUTH page, or off to sign in) and shows a page's refusal in
+words.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import enum
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, get_args, get_origin
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -77,6 +82,30 @@ class RouteSpec:
         return f"{self.method} {self.path}"
 
 
+def _is_model(annotation: Any) -> bool:
+    """A pydantic model, or a list of them (what a view's answer may be documented as)."""
+    if get_origin(annotation) is list:
+        return _is_model(get_args(annotation)[0])
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+class Signature(NamedTuple):
+    """The models a view's signature names (None where it names none)."""
+
+    query: Any = None
+    body: Any = None
+    response: Any = None
+
+
+def signature_models(view: View) -> Signature:
+    """The query and body models an API view takes, and the model it answers."""
+    annotations = inspect.get_annotations(inspect.unwrap(view), eval_str=True)
+    answer = annotations.get("return")
+    return Signature(
+        annotations.get("query"), annotations.get("body"), answer if _is_model(answer) else None
+    )
+
+
 class Routes:
     """A domain's routes; `create_app` registers every domain's table."""
 
@@ -114,15 +143,19 @@ class Routes:
             limit = body_limit or (
                 WEBHOOK_BODY_LIMIT if access is Access.SIGNATURE else API_BODY_LIMIT
             )
+            declared = Signature() if page else signature_models(view)
+            query_model = query or declared.query
+            body_model = body or declared.body
+            response_model = response or declared.response
             self.specs.append(
                 RouteSpec(
                     method=method,
                     path=path,
                     view=view,
                     access=access,
-                    body=body,
-                    query=query,
-                    response=response,
+                    body=body_model,
+                    query=query_model,
+                    response=response_model,
                     status=status,
                     summary=summary or (inspect.getdoc(view) or "").split("\n")[0],
                     tag=self.tag,

@@ -34,7 +34,6 @@ async def jwks(request: web.Request) -> web.Response:
     # Admitted by introspection.admit: an API key with sessions:introspect, or an address in
     # TENANTD_INTROSPECT_ALLOWED_IPS (which the API-key guard alone would refuse).
     **OPEN_AS_IS,
-    body=IntrospectBody,
     response=Introspection,
     responses={
         401: "Neither an allowed address nor a valid API key (Authorization: Bearer tdk_...)",

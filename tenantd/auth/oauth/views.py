@@ -102,7 +102,6 @@ async def oauth_providers(request: web.Request) -> list[dict[str, str]]:
 @ROUTES.get(
     "/api/v1/auth/oauth/{provider}/start",
     **PROVIDER_SIGN_IN,
-    query=StartQuery,
     summary="Redirect to the provider's sign-in page (state, nonce, PKCE in a cookie)",
 )
 async def oauth_start(request: web.Request, query: StartQuery) -> web.Response:
@@ -138,7 +137,6 @@ async def _start(
 @ROUTES.get(
     "/api/v1/auth/oauth/{provider}/reauth",
     **REDIRECT,
-    query=StartQuery,
     responses={
         404: "Unknown provider, or no identity of it is linked to the caller",
         409: "The caller's token belongs to no session",
@@ -156,7 +154,6 @@ async def oauth_reauth(request: web.Request, query: StartQuery) -> web.Response:
 @ROUTES.get(
     "/api/v1/auth/oauth/{provider}/callback",
     **PROVIDER_SIGN_IN,
-    query=CallbackQuery,
     summary="Finish the provider sign-in: session cookies and a redirect",
 )
 async def oauth_callback(request: web.Request, query: CallbackQuery) -> web.Response:
