@@ -611,7 +611,10 @@ class Pool(aiopg.Pool):
         return False
 
     def close(self) -> None:
-        self.health.stop()
+        if self.health.pool is self:
+            self.health.stop()
+        else:  # a follower leaves the health it shares
+            self.health.followers.remove(self)
         super().close()
 
 
@@ -644,6 +647,17 @@ class PoolHealth:
         self.probe: asyncio.Task[None] | None = None
         self.down_since: float | None = None
         self.probes = 0
+        self.followers: list[Pool] = []  # other pools on the database, down and up with it
+
+    def follow(self, pool: Pool) -> None:
+        """`pool` (another pool on the same database) shares this health: one probe and one
+        log line for both, and it goes down and up with this pool."""
+        pool.health.stop()
+        pool.health = self
+        self.followers.append(pool)
+
+    def _pools(self) -> list[Pool]:
+        return [self.pool, *self.followers]
 
     def suspect(self, reason: str) -> None:
         """Something looked like the database is gone: ask it (once at a time)."""
@@ -663,19 +677,21 @@ class PoolHealth:
                 failure = await self._answers()
                 if failure is None:
                     if pool.down:
-                        pool.down = False
+                        for each in self._pools():
+                            each.down = False
                         took = pool._loop.time() - (self.down_since or pool._loop.time())
                         log.warning("database available again after %.1f s", took)
                     return
                 if not pool.down:
-                    pool.down = True
                     self.down_since = pool._loop.time()
                     log.warning(
                         "database unavailable (%s; probe: %s); answering 503 until it answers",
                         reason,
                         failure,
                     )
-                    pool.refuse_all()
+                    for each in self._pools():
+                        each.down = True
+                        each.refuse_all()
                 await asyncio.sleep(PROBE_INTERVAL_SECONDS)
         finally:
             if self.probe is asyncio.current_task():
@@ -929,10 +945,14 @@ class Database:
 
     async def own_pool(self, size: int = 1) -> Database:
         """A pool of its own on the same database (opened on first use, with this pool's
-        bound), for work that must not queue behind this pool's callers: the announcement
-        relay, whose wait would delay every stream and cache invalidation under load."""
+        bound and health), for work that must not queue behind this pool's callers: the
+        announcement relay, whose wait would delay every stream and cache invalidation under
+        load."""
         pool = self.pool
-        return await create_database(pool._dsn, minsize=0, maxsize=size, bound=pool._timeout)
+        own = await create_database(pool._dsn, minsize=0, maxsize=size, bound=pool._timeout)
+        if isinstance(pool, Pool) and isinstance(own.pool, Pool):
+            pool.health.follow(own.pool)  # one outage, told once
+        return own
 
     async def close(self) -> None:
         for replica in self.replicas:
