@@ -160,9 +160,8 @@ async def peek(conn: Conn, counters: Sequence[Counter]) -> dict[str, int]:
 
 async def _limit(conn: Conn, config: OpsConfig, scope: str, **keys: str | None) -> None:
     """Count one attempt of `scope` on the counters of `keys` (as `counters_for` takes them);
-    RateLimited (429 with Retry-After) when one is over. Nothing while limits are off."""
-    if not config.rate_limit_enabled:
-        return
+    RateLimited (429 with Retry-After) when one is over. Its callers return first while
+    limits are off."""
     verdict = await hit(conn, counters_for(scope, config.rate_rule(scope), **keys))
     if not verdict.allowed:
         raise RateLimited(verdict.retry_after)
@@ -181,6 +180,8 @@ async def enforce(
     """Count this attempt of `scope` per IP and email; RateLimited (429 with Retry-After) when
     over a limit. A `device_cookie` issued at a sign-in of `email` counts in that browser's own
     budget instead of the address's shared one (`device_budget_key`)."""
+    if not config.rate_limit_enabled:
+        return  # before the keyed hashes: no cost on the sign-in path while limits are off
     email_hash = email_key(secret_key, email) if email else None
     device = device_budget_key(secret_key, device_cookie, email)
     await _limit(conn, config, scope, ip=ip, email_hash=email_hash, device=device)
@@ -201,6 +202,8 @@ async def limit_chosen_recipient(
     every entry point (API, hosted page, any later route) is limited alike."""
     if scope not in MAIL_RATE_LIMITS:
         raise ValueError(f"{scope} is not a mail action scope")
+    if not config.rate_limit_enabled:
+        return
     recipient_hash = email_key(secret_key, recipient)
     await _limit(conn, config, scope, ip=None, email_hash=recipient_hash, user=str(user_id))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,8 +14,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from tenantd.app import create_app
 from tenantd.app.settings import load_settings
 from tenantd.db import Database
-from tenantd.ops.config import parse_ops_config
-from tenantd.ops.ratelimit import client_ip, counters_for, ip_key
+from tenantd.ops.config import MAIL_RATE_LIMITS, parse_ops_config
+from tenantd.ops.ratelimit import (
+    client_ip,
+    counters_for,
+    enforce,
+    ip_key,
+    limit_chosen_recipient,
+)
 from tenantd.settings import Settings
 from tenantd.web.schemas import RequestBody
 from tenantd.web.spec import Access, Routes
@@ -213,3 +220,23 @@ async def test_ipv6_clients_share_the_limit_of_their_64(behind_proxy: TestClient
     assert await status_from("198.51.100.7") == 200
     assert await status_from("::ffff:198.51.100.7") == 200
     assert await status_from("198.51.100.7") == 429
+
+
+async def test_limits_off_count_nothing_from_either_entry(db: Database) -> None:
+    """RATE_LIMIT_ENABLED=false: no counter row, no refusal, past every limit."""
+    config = parse_ops_config({"RATE_LIMIT_ENABLED": "false", "RATE_LIMIT_LOGIN_PER_EMAIL": "1"})
+    user = uuid.uuid4()
+    async with db.connection() as conn:
+        for _ in range(3):
+            await enforce(
+                conn, config, secret_key="k", scope="login", ip="10.0.0.1", email="a@example.com"
+            )
+            await limit_chosen_recipient(
+                conn,
+                config,
+                secret_key="k",
+                scope=next(iter(MAIL_RATE_LIMITS)),
+                user_id=user,
+                recipient="b@example.com",
+            )
+        assert await conn.fetch_val("SELECT count(*) FROM rate_limits") == 0
