@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +222,15 @@ class PrivateServer:
             self.process.kill()
             await asyncio.to_thread(self.process.wait, 30)
         self.process = None
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def running(cls, kind: str) -> AsyncIterator[PrivateServer]:
+        """A server of `kind` for the block: started, then killed and its store removed."""
+        server = cls(kind)
+        await server.start()
+        try:
+            yield server
+        finally:
+            await server.stop()
+            shutil.rmtree(server.store, ignore_errors=True)

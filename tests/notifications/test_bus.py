@@ -8,7 +8,6 @@ gap."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -41,13 +40,8 @@ def bus_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def private_bus(bus_kind: str) -> AsyncIterator[PrivateServer]:
-    server = PrivateServer(bus_kind)
-    await server.start()
-    try:
+    async with PrivateServer.running(bus_kind) as server:
         yield server
-    finally:
-        await server.stop()
-        shutil.rmtree(server.store, ignore_errors=True)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -77,13 +76,8 @@ class Cutter:
 
 @pytest.fixture
 async def nats_server() -> AsyncIterator[PrivateServer]:
-    server = PrivateServer("nats")
-    await server.start()
-    try:
+    async with PrivateServer.running("nats") as server:
         yield server
-    finally:
-        await server.stop()
-        shutil.rmtree(server.store, ignore_errors=True)
 
 
 @pytest.fixture
