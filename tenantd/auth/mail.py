@@ -34,6 +34,19 @@ def _shipped(
     return EmailMessage(to=to, subject=subject, text=text, html=html, tag=name)
 
 
+def _own(to: str, name: str, variables: dict[str, Any], *, html: bool = True) -> EmailMessage:
+    """A mail from this package's templates, `name.subject.txt`, `name.txt` and (with `html`)
+    `name.html`, tagged `name`."""
+    env = _own_templates()
+    return EmailMessage(
+        to=to,
+        subject=env.get_template(f"{name}.subject.txt").render(**variables).strip(),
+        text=env.get_template(f"{name}.txt").render(**variables),
+        html=env.get_template(f"{name}.html").render(**variables) if html else None,
+        tag=name,
+    )
+
+
 def verification(
     to: str, *, link: str, first_name: str = "", locale: str | None = None
 ) -> EmailMessage:
@@ -52,34 +65,17 @@ def password_reset(
 
 
 def account_exists(to: str, *, settings: Settings) -> EmailMessage:
-    env = _own_templates()
-    variables = {"base_url": settings.public_base_url}
-    return EmailMessage(
-        to=to,
-        subject=env.get_template("account_exists.subject.txt").render(**variables).strip(),
-        text=env.get_template("account_exists.txt").render(**variables),
-        html=env.get_template("account_exists.html").render(**variables),
-        tag="account_exists",
-    )
+    return _own(to, "account_exists", {"base_url": settings.public_base_url})
 
 
 def session_reused(to: str, *, settings: Settings) -> EmailMessage:
-    env = _own_templates()
-    variables = {"base_url": settings.public_base_url}
-    return EmailMessage(
-        to=to,
-        subject=env.get_template("session_reused.subject.txt").render(**variables).strip(),
-        text=env.get_template("session_reused.txt").render(**variables),
-        html=env.get_template("session_reused.html").render(**variables),
-        tag="session_reused",
-    )
+    return _own(to, "session_reused", {"base_url": settings.public_base_url})
 
 
 def email_code(
     to: str, *, code: str, link: str, ttl_minutes: int, settings: Settings, first_name: str = ""
 ) -> EmailMessage:
     """The sign-in code and the magic link, in one mail (issue 29)."""
-    env = _own_templates()
     variables = {
         "base_url": settings.public_base_url,
         "code": code,
@@ -87,19 +83,12 @@ def email_code(
         "ttl_minutes": ttl_minutes,
         "first_name": first_name,
     }
-    return EmailMessage(
-        to=to,
-        subject=env.get_template("email_code.subject.txt").render(**variables).strip(),
-        text=env.get_template("email_code.txt").render(**variables),
-        html=env.get_template("email_code.html").render(**variables),
-        tag="email_code",
-    )
+    return _own(to, "email_code", variables)
 
 
 def new_signin(
     to: str, *, settings: Settings, device: str, ip: str, time: str, method: str
 ) -> EmailMessage:
-    env = _own_templates()
     variables = {
         "base_url": settings.public_base_url,
         "sessions_url": f"{settings.public_base_url.rstrip('/')}/account",
@@ -108,13 +97,7 @@ def new_signin(
         "time": time,
         "method": method,
     }
-    return EmailMessage(
-        to=to,
-        subject=env.get_template("new_signin.subject.txt").render(**variables).strip(),
-        text=env.get_template("new_signin.txt").render(**variables),
-        html=env.get_template("new_signin.html").render(**variables),
-        tag="new_signin",
-    )
+    return _own(to, "new_signin", variables)
 
 
 async def deliver(services: Services, message: EmailMessage) -> None:
@@ -143,10 +126,4 @@ def _log_unsent(message: EmailMessage, result: SendResult) -> None:
 
 def own_text(to: str, name: str, variables: dict[str, Any]) -> EmailMessage:
     """A plain-text mail from this package's templates (`name.subject.txt`, `name.txt`)."""
-    env = _own_templates()
-    return EmailMessage(
-        to=to,
-        subject=env.get_template(f"{name}.subject.txt").render(**variables).strip(),
-        text=env.get_template(f"{name}.txt").render(**variables),
-        tag=name,
-    )
+    return _own(to, name, variables, html=False)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tenantd.db import Conn
 from tenantd.email.message import EmailMessage, job_mail_key
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
+from tenantd.jobs.payload import malformed_payload_is_permanent
 from tenantd.mfa import queries
 
 if TYPE_CHECKING:
@@ -72,11 +73,9 @@ def message(purpose: str, to: str, payload: dict[str, Any], base_url: str) -> Em
 
 
 async def run_mfa_email(services: Mfa, payload: dict[str, Any], job: JobInfo) -> None:
-    try:
+    with malformed_payload_is_permanent("mfa mail"):
         purpose = str(payload["purpose"])
         user_id = uuid.UUID(str(payload["userId"]))
-    except (KeyError, ValueError) as error:
-        raise PermanentJobError(f"malformed mfa mail job: {error}") from None
     async with services.db.connection() as conn:
         to = await queries.user_email(conn, user_id)
     if to is None:

@@ -36,6 +36,7 @@ from tenantd.email.message import EmailMessage
 from tenantd.identity.stepup import require_recent_auth
 from tenantd.identity.tokens import token_hash
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
+from tenantd.jobs.payload import malformed_payload_is_permanent
 from tenantd.mfa import queries
 from tenantd.mfa.errors import Impersonation
 from tenantd.settings import Settings
@@ -286,10 +287,8 @@ def notice(settings: Settings, row: Row) -> EmailMessage:
 
 
 async def run_notice(services: Mfa, payload: dict[str, Any], job: JobInfo) -> None:
-    try:
+    with malformed_payload_is_permanent("security notice"):
         undo_id = uuid.UUID(str(payload["undoId"]))
-    except (KeyError, ValueError) as error:
-        raise PermanentJobError(f"malformed security notice job: {error}") from None
     async with services.db.connection() as conn:
         row = await queries.undo_row(conn, undo_id)
     if row is None:

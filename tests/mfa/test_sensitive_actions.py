@@ -20,6 +20,7 @@ from tenantd.bundle import DOMAINS
 from tenantd.db import Database
 from tenantd.identity.errors import InvalidCredentials
 from tenantd.identity.settings import IdentitySettings
+from tenantd.jobs.kinds import JobInfo, PermanentJobError
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
 from tenantd.mfa.domain import mfa_of
@@ -424,3 +425,10 @@ async def test_a_guard_does_not_outlive_its_request_on_a_kept_alive_connection(
             after = await second.json()
     assert before["ran"] is True and after["ran"] is False
     assert before["client"] == after["client"]  # one connection: the same client port
+
+
+@pytest.mark.parametrize("payload", [{}, {"undoId": "not-a-uuid"}])
+async def test_a_malformed_notice_job_fails_for_good(payload: dict[str, Any]) -> None:
+    job = JobInfo(id=None, kind=sensitive.NOTICE_JOB, attempts=1, max_attempts=5)
+    with pytest.raises(PermanentJobError, match="malformed security notice job"):
+        await sensitive.run_notice(None, payload, job)  # type: ignore[arg-type]  # never reached

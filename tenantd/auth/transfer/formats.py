@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +133,22 @@ def _split(full: Any) -> tuple[str, str]:
     return given, family.strip()
 
 
+def _identities(
+    linked: Any, providers: dict[str, str], subject_of: Callable[[dict[str, Any]], Any]
+) -> list[tuple[str, str]]:
+    """(preset name, subject) of each linked identity of the export whose `provider` names a
+    preset in `providers` and whose subject is a non-empty string or number."""
+    identities = []
+    for identity in linked or []:
+        if not isinstance(identity, dict):
+            continue
+        provider = providers.get(str(identity.get("provider", "")))
+        subject = subject_of(identity)
+        if provider and isinstance(subject, (str, int)) and str(subject):
+            identities.append((provider, str(subject)))
+    return identities
+
+
 def _firebase_short(value: str, options: HashOptions) -> str:
     """`scrypt-firebase$<salt>$<hash>` completed with the project parameters."""
     parts = value.split("$")
@@ -219,13 +236,11 @@ def _clerk(record: dict[str, Any], options: HashOptions) -> ImportedUser:
         email = _email(primary.get("email_address"))
         verification = primary.get("verification")
         verified = isinstance(verification, dict) and verification.get("status") == "verified"
-        for account in record.get("external_accounts") or []:
-            if not isinstance(account, dict):
-                continue
-            provider = CLERK_PROVIDERS.get(str(account.get("provider", "")))
-            subject = account.get("provider_user_id")
-            if provider and isinstance(subject, (str, int)) and str(subject):
-                identities.append((provider, str(subject)))
+        identities = _identities(
+            record.get("external_accounts"),
+            CLERK_PROVIDERS,
+            lambda account: account.get("provider_user_id"),
+        )
     else:  # a row of the dashboard's CSV export
         email = _email(record.get("primary_email_address"))
         listed = record.get("verified_email_addresses") or ""
@@ -263,14 +278,9 @@ def _auth0(record: dict[str, Any], options: HashOptions) -> ImportedUser:
     given, family = _name(record.get("given_name")), _name(record.get("family_name"))
     if not given and not family:
         given, family = _split(record.get("name"))
-    identities = []
-    for identity in record.get("identities") or []:
-        if not isinstance(identity, dict):
-            continue
-        provider = AUTH0_PROVIDERS.get(str(identity.get("provider", "")))
-        subject = identity.get("user_id")
-        if provider and isinstance(subject, (str, int)) and str(subject):
-            identities.append((provider, str(subject)))
+    identities = _identities(
+        record.get("identities"), AUTH0_PROVIDERS, lambda identity: identity.get("user_id")
+    )
     verified = record.get("email_verified", False)
     return ImportedUser(
         email=_email(record.get("email")),
@@ -293,17 +303,7 @@ def _supabase(record: dict[str, Any], options: HashOptions) -> ImportedUser:
     family = _name(meta.get("last_name") or meta.get("family_name"))
     if not given and not family:
         given, family = _split(meta.get("full_name") or meta.get("name"))
-    identities = []
-    for identity in record.get("identities") or []:
-        if not isinstance(identity, dict):
-            continue
-        provider = SUPABASE_PROVIDERS.get(str(identity.get("provider", "")))
-        data = identity.get("identity_data")
-        subject = identity.get("provider_id") or (
-            data.get("sub") if isinstance(data, dict) else None
-        )
-        if provider and isinstance(subject, (str, int)) and str(subject):
-            identities.append((provider, str(subject)))
+    identities = _identities(record.get("identities"), SUPABASE_PROVIDERS, _supabase_subject)
     password = record.get("encrypted_password")
     confirmed = record.get("email_confirmed_at") or record.get("confirmed_at")
     return ImportedUser(
@@ -315,6 +315,12 @@ def _supabase(record: dict[str, Any], options: HashOptions) -> ImportedUser:
         created_at=_time(record.get("created_at"), "created_at"),
         identities=identities,
     )
+
+
+def _supabase_subject(identity: dict[str, Any]) -> Any:
+    """The user's id at the provider: `provider_id`, else the `sub` of `identity_data`."""
+    data = identity.get("identity_data")
+    return identity.get("provider_id") or (data.get("sub") if isinstance(data, dict) else None)
 
 
 _READERS = {"tenantd": _tenantd, "clerk": _clerk, "auth0": _auth0, "supabase": _supabase}
