@@ -18,7 +18,7 @@ from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.domain import Accounts
 from tenantd.accounts.errors import SeatLimitReached
-from tenantd.accounts.plans import resolve_features
+from tenantd.accounts.plans import features_of
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
@@ -222,7 +222,7 @@ def detail_of(row: Row, role: str | None) -> Detail:
         plan=row["plan"],
         seats=row["seats"] if row["seats"] is not None else 1,
         seats_used=row["seats_used"],
-        features=resolve_features(list(row["plan_features"] or []), row["overrides"]),
+        features=features_of(row),
         require_mfa=bool(row["require_mfa"]),
     )
 
