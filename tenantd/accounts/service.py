@@ -96,6 +96,14 @@ async def require_seat(
         raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
 
 
+async def lock_live_account(conn: Conn, account_id: uuid.UUID) -> Row:
+    """Lock the live account (NotFound when it is gone or soft-deleted)."""
+    account = await queries.lock_account(conn, account_id)
+    if account is None:
+        raise NotFound("Account not found")
+    return account
+
+
 async def lock_scoped(
     conn: Conn, actor: Principal, account_id: uuid.UUID, permission: str | None
 ) -> Row:
@@ -109,9 +117,7 @@ async def lock_scoped(
     await check_scope(conn, actor, account_id)
     if permission is not None:
         permissions.require(actor, permission)
-    account = await queries.lock_account(conn, account_id)
-    if account is None:
-        raise NotFound("Account not found")
+    account = await lock_live_account(conn, account_id)
     role, custom = await identity_queries.active_grant(
         conn, account_id=account_id, user_id=actor.user_id
     )
