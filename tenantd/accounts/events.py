@@ -143,10 +143,20 @@ async def invitation(conn: Conn, type_: str, row: Row, actor: Actor) -> None:
     await emit(conn, type_, account_id=row["account_id"], actor=actor, data=invitation_data(row))
 
 
-async def join_request(conn: Conn, type_: str, request_id: uuid.UUID, actor: Actor) -> None:
+async def join_request(conn: Conn, type_: str, request_id: uuid.UUID, *, by: uuid.UUID) -> None:
+    """A written join_request.* change: its audit row (`by` the acting user, the target the
+    request, its requester and domain as the data) and its outbox event of the same type."""
     row = await queries.join_request_event_row(conn, request_id)
     assert row is not None
-    await emit(conn, type_, account_id=row["account_id"], actor=actor, data=payload(row))
+    await audit.record(
+        conn,
+        account_id=row["account_id"],
+        actor_user_id=by,
+        action=type_,
+        target=str(request_id),
+        data={"userId": str(row["user_id"]), "domain": row["domain"]},
+    )
+    await emit(conn, type_, account_id=row["account_id"], actor=actor_of(by), data=payload(row))
 
 
 async def ownership_transferred(

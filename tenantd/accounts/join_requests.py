@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.service import lock_scoped, read_scoped, require_seat
@@ -76,7 +75,7 @@ async def approve_join_request(
         membership = await queries.insert_membership(
             conn, account_id=account_id, user_id=request["user_id"], role="member"
         )
-        decided = await _decide(conn, actor, account_id, request, "approved")
+        decided = await _decide(conn, actor, request, "approved")
         await outbox_events.change(
             conn,
             "membership.created",
@@ -92,26 +91,16 @@ async def deny_join_request(
 ) -> Decision:
     """Deny (owner or admin)."""
     async with _deciding(services, actor, account_id, request_id) as (conn, request):
-        decided = await _decide(conn, actor, account_id, request, "denied")
+        decided = await _decide(conn, actor, request, "denied")
     return Decision(join_request=decided, membership=None)
 
 
-async def _decide(
-    conn: Conn, actor: Principal, account_id: uuid.UUID, request: Row, status: str
-) -> Row:
+async def _decide(conn: Conn, actor: Principal, request: Row, status: str) -> Row:
     """Settle a locked pending request as `status` (approved, denied), audited, with its event."""
     decided = await queries.decide_join_request(
         conn, request_id=request["id"], status=status, decided_by=actor.user_id
     )
-    await audit.record(
-        conn,
-        account_id=account_id,
-        actor_user_id=actor.user_id,
-        action=f"join_request.{status}",
-        target=str(request["id"]),
-        data={"userId": str(request["user_id"]), "domain": request["domain"]},
-    )
     await outbox_events.join_request(
-        conn, f"join_request.{status}", request["id"], outbox_events.actor_of(actor.user_id)
+        conn, f"join_request.{status}", request["id"], by=actor.user_id
     )
     return decided

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from tenantd.accounts import queries
-from tenantd.accounts.plans import resolve_features
+from tenantd.accounts.plans import features_of
 from tenantd.cache.keyed import KeyedCache
 from tenantd.db import Conn, Database
 from tenantd.identity.permissions import capabilities, effective
@@ -42,7 +42,7 @@ async def current_user(conn: Conn, principal: Principal) -> dict[str, Any] | Non
         return None
     memberships = row["memberships"]
     active = next((m for m in memberships if m["accountId"] == str(principal.account_id)), None)
-    features = resolve_features(list(row["plan_features"] or []), row["overrides"])
+    features = features_of(row)
     providers = []
     if row["has_password"]:
         providers.append({"provider": "password", "createdAt": row["password_created_at"]})

@@ -20,6 +20,7 @@ from tenantd.accounts.errors import OwnerCannotLeave
 from tenantd.accounts.service import (
     Activation,
     activate_next_account,
+    lock_live_account,
     lock_scoped,
     read_scoped,
     require_seat,
@@ -211,14 +212,6 @@ async def transfer_ownership(
             data={"accountId": str(account_id), "to": str(user_id)},
         )
         return Transferred(owner=owner, previous_owner=previous)
-
-
-async def lock_live_account(conn: Conn, account_id: uuid.UUID) -> Row:
-    """Lock the live account (NotFound when it is gone or soft-deleted)."""
-    account = await queries.lock_account(conn, account_id)
-    if account is None:
-        raise NotFound("Account not found")
-    return account
 
 
 async def active_membership(conn: Conn, *, account_id: uuid.UUID, user_id: uuid.UUID) -> Row | None:

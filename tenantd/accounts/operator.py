@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from tenantd.accounts import events, invitations, queries
-from tenantd.accounts.plans import KNOWN_FEATURES, resolve_features
+from tenantd.accounts.plans import KNOWN_FEATURES, features_of
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
@@ -42,7 +42,7 @@ async def show_account(services: Services, account_id: uuid.UUID) -> dict[str, A
         "seatsUsed": row["seats_used"],
         "pendingInvitations": row["pending_invitations"],
         "owner": row["owner_email"],
-        "features": resolve_features(list(row["plan_features"] or []), row["overrides"]),
+        "features": features_of(row),
         "members": [
             {"userId": m["user_id"], "email": m["email"], "role": m["role"]} for m in members
         ],

@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 
 from tenantd.accounts import queries
-from tenantd.db import Conn
+from tenantd.db import Conn, Row
 
 KNOWN_FEATURES = ("team_invitations",)
 
@@ -23,6 +23,12 @@ def resolve_features(plan_features: list[str], overrides: dict[str, bool]) -> di
     return {name: overrides.get(name, name in plan_features) for name in sorted(names)}
 
 
+def features_of(row: Row) -> dict[str, bool]:
+    """The resolved features of a query row with the plan's `plan_features` (NULL without a
+    plan) and the account's `overrides`."""
+    return resolve_features(list(row["plan_features"] or []), row["overrides"])
+
+
 async def entitlements(conn: Conn, account_id: uuid.UUID) -> Entitlements:
     row = await queries.entitlements(conn, account_id)
     if row is None:  # no plan row: treat as the most restrictive plan
@@ -30,5 +36,5 @@ async def entitlements(conn: Conn, account_id: uuid.UUID) -> Entitlements:
     return Entitlements(
         plan=row["plan"],
         seats=row["seats"],
-        features=resolve_features(list(row["plan_features"]), row["overrides"]),
+        features=features_of(row),
     )

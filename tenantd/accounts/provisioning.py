@@ -10,7 +10,6 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from tenantd import audit
 from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.domains import claimable_domain
@@ -144,17 +143,7 @@ async def _domain_conflict(
         conn, account_id=holder, user_id=user_id, domain=domain
     )
     if created:
-        await audit.record(
-            conn,
-            account_id=holder,
-            actor_user_id=user_id,
-            action="join_request.created",
-            target=str(request_id),
-            data={"userId": str(user_id), "domain": domain},
-        )
-        await outbox_events.join_request(
-            conn, "join_request.created", request_id, outbox_events.actor_of(user_id)
-        )
+        await outbox_events.join_request(conn, "join_request.created", request_id, by=user_id)
     log.info("verified signup on a claimed domain; join request pending")
     return Provisioned(
         account_id=None,

@@ -18,7 +18,7 @@ from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.domain import Accounts
 from tenantd.accounts.errors import SeatLimitReached
-from tenantd.accounts.plans import resolve_features
+from tenantd.accounts.plans import features_of
 from tenantd.accounts.provisioning import create_account as insert_new_account
 from tenantd.bundle import Services
 from tenantd.db import Conn, Row
@@ -96,6 +96,14 @@ async def require_seat(
         raise SeatLimitReached(details={"seats": cap, "used": seats["used"]})
 
 
+async def lock_live_account(conn: Conn, account_id: uuid.UUID) -> Row:
+    """Lock the live account (NotFound when it is gone or soft-deleted)."""
+    account = await queries.lock_account(conn, account_id)
+    if account is None:
+        raise NotFound("Account not found")
+    return account
+
+
 async def lock_scoped(
     conn: Conn, actor: Principal, account_id: uuid.UUID, permission: str | None
 ) -> Row:
@@ -109,9 +117,7 @@ async def lock_scoped(
     await check_scope(conn, actor, account_id)
     if permission is not None:
         permissions.require(actor, permission)
-    account = await queries.lock_account(conn, account_id)
-    if account is None:
-        raise NotFound("Account not found")
+    account = await lock_live_account(conn, account_id)
     role, custom = await identity_queries.active_grant(
         conn, account_id=account_id, user_id=actor.user_id
     )
@@ -222,7 +228,7 @@ def detail_of(row: Row, role: str | None) -> Detail:
         plan=row["plan"],
         seats=row["seats"] if row["seats"] is not None else 1,
         seats_used=row["seats_used"],
-        features=resolve_features(list(row["plan_features"] or []), row["overrides"]),
+        features=features_of(row),
         require_mfa=bool(row["require_mfa"]),
     )
 

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from tenantd import audit
 from tenantd.apikeys import queries
@@ -95,6 +96,21 @@ def parse_token(token: str) -> uuid.UUID | None:
     return uuid.UUID(hex=match.group(1)) if match else None
 
 
+async def _audited(
+    conn: Conn, action: str, key_id: uuid.UUID, operator: str | None, **data: Any
+) -> None:
+    """The audit row of a change to a key: of no account and no user (keys are the
+    operator's); its data the operator who acted, then `data`."""
+    await audit.record(
+        conn,
+        account_id=None,
+        actor_user_id=None,
+        action=action,
+        target=str(key_id),
+        data={"actor": {"type": "operator", "id": operator}, **data},
+    )
+
+
 async def create_key(
     conn: Conn,
     *,
@@ -116,17 +132,8 @@ async def create_key(
         secret_hash=token_hash(secret_key, token),
         created_by=created_by,
     )
-    await audit.record(
-        conn,
-        account_id=None,
-        actor_user_id=None,
-        action="api_key.created",
-        target=str(key_id),
-        data={
-            "actor": {"type": "operator", "id": created_by},
-            "name": checked_name,
-            "scopes": list(checked_scopes),
-        },
+    await _audited(
+        conn, "api_key.created", key_id, created_by, name=checked_name, scopes=list(checked_scopes)
     )
     return CreatedKey(id=key_id, name=checked_name, scopes=checked_scopes, token=token)
 
@@ -144,14 +151,7 @@ async def revoke_key(conn: Conn, key_id: uuid.UUID, *, revoked_by: str | None = 
         if row is None:
             raise NotFound(f"API key {key_id} not found")
         if row["changed"]:
-            await audit.record(
-                conn,
-                account_id=None,
-                actor_user_id=None,
-                action="api_key.revoked",
-                target=str(key_id),
-                data={"actor": {"type": "operator", "id": revoked_by}, "name": row["name"]},
-            )
+            await _audited(conn, "api_key.revoked", key_id, revoked_by, name=row["name"])
     return bool(row["changed"])
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenantd import audit
-from tenantd.accounts import memberships, roles
-from tenantd.accounts.service import check_permitted, lock_scoped, read_scoped
+from tenantd.accounts import roles
+from tenantd.accounts.service import check_permitted, lock_live_account, lock_scoped, read_scoped
 from tenantd.db import Conn, Row
 from tenantd.directories import queries, sync
 from tenantd.directories.domain import Directories
@@ -107,7 +107,7 @@ async def _create_in_live_account(
 ) -> Created:
     """A directory of a live account, created by no user (the CLI or the admin portal)."""
     async with services.db.transaction() as conn:
-        await memberships.lock_live_account(conn, account_id)
+        await lock_live_account(conn, account_id)
         return await create_directory_locked(
             conn,
             secret_key=services.settings.secret_key,

@@ -25,6 +25,7 @@ from scim2_models import Context, Group, SCIMException, SearchRequest
 
 from tenantd import audit
 from tenantd.accounts import memberships
+from tenantd.accounts.service import lock_live_account
 from tenantd.addresses import InvalidEmail, canonical_email
 from tenantd.db import Conn, Row
 from tenantd.directories import events, queries, scim
@@ -203,7 +204,7 @@ async def _group_changed(
 
 async def _lock(conn: Conn, directory: Directory) -> None:
     """The account lock every membership writer holds (404 when the account is gone)."""
-    await memberships.lock_live_account(conn, directory.account_id)
+    await lock_live_account(conn, directory.account_id)
 
 
 def _columns(resource: Any) -> queries.UserFields:

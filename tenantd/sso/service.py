@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tenantd import audit, crypto
-from tenantd.accounts import memberships, roles
+from tenantd.accounts import roles
 from tenantd.accounts.domains import PUBLIC_EMAIL_DOMAINS
-from tenantd.accounts.service import check_permitted, lock_scoped, read_scoped
+from tenantd.accounts.service import check_permitted, lock_live_account, lock_scoped, read_scoped
 from tenantd.addresses import email_domain
 from tenantd.db import Conn, Row
 from tenantd.errors import NotFound, ValidationFailed
@@ -305,7 +305,7 @@ def _member_guard(actor: Principal, account_id: uuid.UUID) -> Guard:
 
 def _portal_guard(account_id: uuid.UUID) -> Guard:
     async def guard(conn: Conn, values: dict[str, Any]) -> None:
-        await memberships.lock_live_account(conn, account_id)
+        await lock_live_account(conn, account_id)
         keys = {"defaultRole": values.get("default_role")} | {
             f"groupRoles.{group}": key for group, key in (values.get("group_roles") or {}).items()
         }
