@@ -23,6 +23,7 @@ from tenantd.db import Conn
 from tenantd.email import templates
 from tenantd.email.message import EmailMessage, job_mail_key
 from tenantd.jobs.kinds import JobInfo, JobKind, PermanentJobError
+from tenantd.jobs.payload import malformed_payload_is_permanent
 
 if TYPE_CHECKING:
     from tenantd.bundle import Services
@@ -160,15 +161,13 @@ async def _join_request_message(
 async def run_account_email(services: Services, payload: dict[str, Any], job: JobInfo) -> None:
     """Build the mail from what the database holds now and send it; provider errors retry."""
     purpose = payload.get("purpose")
-    try:
+    with malformed_payload_is_permanent("account mail"):
         if purpose == INVITATION:
             message = await _invitation_message(services, payload)
         elif purpose in (JOIN_REQUEST, JOIN_REQUEST_SENT):
             message = await _join_request_message(services, payload, purpose)
         else:
             raise PermanentJobError(f"unknown account mail job: {sorted(payload)}")
-    except (KeyError, ValueError) as error:
-        raise PermanentJobError(f"malformed account mail job: {error}") from None
     if message is not None:
         with job_mail_key(job.id, ACCOUNT_EMAIL):  # a run again does not mail twice
             await services.email.send_from_job(message)

@@ -399,8 +399,7 @@ async def delete_account(
     await sensitive.require(services, actor, sensitive.ACCOUNT_DELETED)
     async with services.db.transaction() as conn:
         await lock_scoped(conn, actor, account_id, permissions.ACCOUNT_DELETE)
-        deleted_at = await queries.soft_delete_account(conn, account_id)
-        purge_after = deleted_at + dt.timedelta(days=GRACE_DAYS)
+        deleted_at, purge_after = await soft_delete_locked(conn, account_id, actor.user_id)
         await sensitive.performed(
             services,
             conn,
@@ -408,21 +407,6 @@ async def delete_account(
             action=sensitive.ACCOUNT_DELETED,
             undo={"accountId": str(account_id)},
             data={"accountId": str(account_id)},
-        )
-        await outbox_events.account_audited(
-            conn,
-            account_id,
-            actor.user_id,
-            "account.soft_deleted",
-            {"purgeAfter": purge_after.isoformat()},
-        )
-        await outbox_events.account(
-            conn,
-            "account.deleted",
-            account_id,
-            outbox_events.actor_of(actor.user_id),
-            previous={"deletedAt": None},
-            extra={"purgeAfter": purge_after},
         )
         activation = await activate_next_account(
             conn, services, actor=actor, refresh_token=refresh_token
@@ -433,6 +417,29 @@ async def delete_account(
         purge_after=purge_after,
         activation=activation,
     )
+
+
+async def soft_delete_locked(
+    conn: Conn, account_id: uuid.UUID, by: uuid.UUID | None, *, reason: str | None = None
+) -> tuple[dt.datetime, dt.datetime]:
+    """Soft delete an account this transaction has locked, by whatever action: deleted_at
+    set (its claim released), its audit row and its account.deleted event, each saying when
+    it is purged. (deleted_at, purge_after)"""
+    deleted_at = await queries.soft_delete_account(conn, account_id)
+    purge_after = deleted_at + dt.timedelta(days=GRACE_DAYS)
+    data = {"purgeAfter": purge_after.isoformat()}
+    if reason is not None:
+        data["reason"] = reason
+    await outbox_events.account_audited(conn, account_id, by, "account.soft_deleted", data)
+    await outbox_events.account(
+        conn,
+        "account.deleted",
+        account_id,
+        outbox_events.actor_of(by),
+        previous={"deletedAt": None},
+        extra={"purgeAfter": purge_after},
+    )
+    return deleted_at, purge_after
 
 
 @dataclass(frozen=True)

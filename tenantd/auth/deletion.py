@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tenantd import audit
 from tenantd.accounts import events as account_events
 from tenantd.accounts import queries as account_queries
+from tenantd.accounts.service import soft_delete_locked
 from tenantd.audit import AuditEntry
 from tenantd.auth import queries
 from tenantd.auth.errors import TransferOwnershipFirst
@@ -69,25 +70,7 @@ async def delete_user(
         entries: list[AuditEntry] = []
         event_actor = Actor.user(user_id)
         for row in owned:
-            gone_at = await account_queries.soft_delete_account(conn, row["id"])
-            purge_after = gone_at + dt.timedelta(days=account_queries.RESTORE_GRACE_DAYS)
-            await account_events.account(
-                conn,
-                "account.deleted",
-                row["id"],
-                event_actor,
-                previous={"deletedAt": None},
-                extra={"purgeAfter": purge_after},
-            )
-            entries.append(
-                AuditEntry(
-                    account_id=row["id"],
-                    actor_user_id=user_id,
-                    action="account.soft_deleted",
-                    target=str(row["id"]),
-                    data={"reason": "user_deleted"},
-                )
-            )
+            await soft_delete_locked(conn, row["id"], user_id, reason="user_deleted")
         for membership in await account_queries.revoke_memberships_of(conn, user_id):
             await account_events.membership(conn, "membership.revoked", membership, event_actor)
             entries.append(

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenantd import audit
-from tenantd.accounts import events as account_events
 from tenantd.accounts import queries as account_queries
 from tenantd.accounts.restore import restore_locked
+from tenantd.accounts.service import soft_delete_locked
 from tenantd.audit import security
 from tenantd.bundle import Services
 from tenantd.db import Conn
@@ -117,23 +117,7 @@ async def _account_restored(conn: Conn, user_id: uuid.UUID, data: dict[str, Any]
         return False  # deleted again meanwhile
     if await account_queries.owner_of_any(conn, account_id) != user_id:
         return False
-    deleted_at = await account_queries.soft_delete_account(conn, account_id)
-    await audit.record(
-        conn,
-        account_id=account_id,
-        actor_user_id=user_id,
-        action="account.soft_deleted",
-        target=str(account_id),
-        data={"reason": "undo"},
-    )
-    await account_events.account(
-        conn,
-        "account.deleted",
-        account_id,
-        account_events.actor_of(user_id),
-        previous={"deletedAt": None},
-        extra={"deletedAt": deleted_at},
-    )
+    await soft_delete_locked(conn, account_id, user_id, reason="undo")
     return True
 
 

@@ -340,6 +340,20 @@ async def test_restore_and_mfa_policy_changes_are_undone(
         "SELECT deleted_at FROM accounts WHERE id = %(a)s", {"a": owner.account_id}
     )
     assert deleted_at is not None
+    # Deleted again as any deletion is: the event and the audit row say when it is purged.
+    deletions = await db.fetch_all(
+        "SELECT data FROM outbox_events WHERE type = 'account.deleted' AND account_id = %(a)s"
+        " ORDER BY id",
+        {"a": owner.account_id},
+    )
+    assert len(deletions) == 2 and all(row["data"]["purgeAfter"] for row in deletions)
+    audited = await db.fetch_all(
+        "SELECT data FROM audit_log WHERE action = 'account.soft_deleted' AND account_id = %(a)s"
+        " ORDER BY created_at",
+        {"a": owner.account_id},
+    )
+    assert [row["data"].get("reason") for row in audited] == [None, "undo"]
+    assert all(row["data"]["purgeAfter"] for row in audited)
 
 
 async def test_an_action_cannot_be_performed_without_its_guard(
