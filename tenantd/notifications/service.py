@@ -37,7 +37,7 @@ from tenantd.jobs import queries as job_queries
 from tenantd.jobs.settings import JobSettings
 from tenantd.notifications import queries
 from tenantd.notifications.quiet import DELAYED_CHANNELS, quiet_delay
-from tenantd.notifications.registry import EventDefinition, render, wants_locale
+from tenantd.notifications.registry import EventDefinition, InAppContent, render, wants_locale
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
 
@@ -753,22 +753,27 @@ def digest_content(
     *,
     limit: int,
     locale: str | None = None,
-) -> tuple[str, str, str, str]:
-    """(title, body, cta_url, cta_label) of a digest: the latest item's content, titled with
-    the count, the body listing the first `limit` items' titles."""
+) -> InAppContent:
+    """A digest's in-app content: the latest item's, titled with the count, the body listing
+    the first `limit` items' titles."""
     assert definition.in_app is not None
     contents = [
         render(definition.in_app, recipient, validate_payload(definition, p), locale)
         for p in payloads
     ]
-    latest = contents[-1]
+    latest: InAppContent = contents[-1]
     if len(contents) == 1:
-        return latest.title, latest.body, latest.cta_url, latest.cta_label
+        return latest
     shown = contents[:limit]
     body = "\n".join(content.title for content in shown)
     if len(contents) > len(shown):
         body += f"\n... and {len(contents) - len(shown)} more"
-    return f"{len(contents)} new: {latest.title}", body, latest.cta_url, latest.cta_label
+    return InAppContent(
+        title=f"{len(contents)} new: {latest.title}",
+        body=body,
+        cta_url=latest.cta_url,
+        cta_label=latest.cta_label,
+    )
 
 
 async def flush_digest(services: Notifications, *, digest_id: uuid.UUID) -> uuid.UUID | None:
@@ -787,9 +792,7 @@ async def flush_digest(services: Notifications, *, digest_id: uuid.UUID) -> uuid
         recipient = str(digest["user_id"])
         assert definition.in_app is not None
         locale = await _locale_for(services, conn, definition.in_app, digest["user_id"])
-        title, body, cta_url, cta_label = digest_content(
-            definition, recipient, items, limit=limit, locale=locale
-        )
+        content = digest_content(definition, recipient, items, limit=limit, locale=locale)
         payload = {**items[-1], "_digest": {"count": len(items), "items": items[:limit]}}
         row = await queries.persist_dispatch(
             conn,
@@ -798,10 +801,10 @@ async def flush_digest(services: Notifications, *, digest_id: uuid.UUID) -> uuid
                 user_id=digest["user_id"],
                 account_id=digest["account_id"],
                 event_type=definition.type,
-                title=title,
-                body=body,
-                cta_url=cta_url,
-                cta_label=cta_label,
+                title=content.title,
+                body=content.body,
+                cta_url=content.cta_url,
+                cta_label=content.cta_label,
                 payload=payload,
                 dedup_key=None,
                 window_seconds=0,
