@@ -72,7 +72,7 @@ def _client(request: web.Request) -> ClientMeta:
 @ROUTES.post(
     "/api/v1/auth/mfa/totp/setup",
     mfa_exempt=True,
-    responses={403: "REAUTH_REQUIRED", 409: "An authenticator app is already set up"},
+    responses={**STEP_UP, 409: "An authenticator app is already set up"},
     summary="Start TOTP enrolment: a secret, its otpauth URI and QR code (pending until confirmed)",
 )
 async def totp_setup(request: web.Request) -> TotpSetupOut:
@@ -85,7 +85,7 @@ async def totp_setup(request: web.Request) -> TotpSetupOut:
     mfa_exempt=True,
     responses={
         401: "INVALID_CREDENTIALS: wrong code",
-        403: "REAUTH_REQUIRED",
+        **STEP_UP,
         429: "RATE_LIMITED: codes locked",
     },
     summary="Enable TOTP with a current code; the first factor brings 10 recovery codes",
@@ -107,7 +107,7 @@ async def totp_delete(request: web.Request) -> Empty:
 
 @ROUTES.post(
     "/api/v1/auth/mfa/recovery-codes/regenerate",
-    responses={403: "REAUTH_REQUIRED", 409: "No second factor"},
+    responses={**STEP_UP, 409: "No second factor"},
     summary="Ten new recovery codes; the old ones stop working (step-up)",
 )
 async def recovery_regenerate(request: web.Request) -> RecoveryCodesOut:
@@ -206,7 +206,7 @@ async def passkey_register_options(request: web.Request) -> dict[str, Any]:
     status=201,
     responses={
         401: "INVALID_CREDENTIALS: the attestation does not verify",
-        403: "REAUTH_REQUIRED",
+        **STEP_UP,
     },
     summary="Keep a new passkey (the first factor brings 10 recovery codes)",
 )

@@ -26,22 +26,9 @@ if TYPE_CHECKING:
     from tenantd.notifications.domain import Notifications
 
 
-def _dispatch_of(payload: dict[str, Any], job: JobInfo) -> Dispatch:
-    account = payload.get("accountId")
-    return Dispatch(
-        notification_id=uuid.UUID(payload["notificationId"]),
-        event_type=payload["eventType"],
-        recipient_user_id=uuid.UUID(payload["recipientUserId"]),
-        payload=payload["payload"],
-        account_id=uuid.UUID(account) if account else None,
-        # The job's id is the send's sequence: a digest lists its items in send order.
-        send_sequence=job.id,
-    )
-
-
 async def run_dispatch(services: Notifications, payload: dict[str, Any], job: JobInfo) -> None:
     """The queued half of send(): the same worker function the inline mode calls."""
-    send = _dispatch_of(payload, job)
+    send = Dispatch.from_job(payload, job.id)
     try:
         await dispatch_one(services, send)
     except (NotFound, ValidationFailed) as error:
@@ -61,7 +48,7 @@ async def run_dispatch_batch(
     # Only notification writes between them: the one statement needs no BEGIN and COMMIT.
     alone = all(_one_statement(services, payload) for _, payload in items)
     try:
-        sends = [_dispatch_of(payload, info) for info, payload in items]
+        sends = [Dispatch.from_job(payload, info.id) for info, payload in items]
         async with services.db.connection() if alone else services.db.transaction() as conn:
             outcomes = await dispatch_many(services, conn, sends, one_statement=alone)
     except Exception:

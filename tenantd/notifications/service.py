@@ -37,7 +37,7 @@ from tenantd.jobs import queries as job_queries
 from tenantd.jobs.settings import JobSettings
 from tenantd.notifications import queries
 from tenantd.notifications.quiet import DELAYED_CHANNELS, quiet_delay
-from tenantd.notifications.registry import EventDefinition, render, wants_locale
+from tenantd.notifications.registry import EventDefinition, InAppContent, render, wants_locale
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import Settings
 
@@ -166,46 +166,61 @@ async def send(
     model = validate_payload(event.definition, payload)
     user_id = as_uuid(recipient_user_id, "recipientUserId")
     account = as_uuid(account_id, "accountId") if account_id is not None else None
-    notification_id = new_notification_id()
     delay = schedule_delay(deliver_at=deliver_at, delay_seconds=delay_seconds)
+    send = Dispatch(
+        new_notification_id(), event_type, user_id, model.model_dump(mode="json"), account
+    )
     if delay is not None or idempotency_key is not None:
         return await _schedule(
-            services,
-            notification_id=notification_id,
-            event_type=event_type,
-            user_id=user_id,
-            account=account,
-            payload=model.model_dump(mode="json"),
-            delay=delay or 0.0,
-            idempotency_key=idempotency_key,
-            conn=conn,
+            services, send, delay=delay or 0.0, idempotency_key=idempotency_key, conn=conn
         )
     if not services.settings.section(JobSettings).queues_enabled:
-        return await dispatch(
-            services,
-            notification_id=notification_id,
-            event_type=event_type,
-            recipient_user_id=user_id,
-            payload=model.model_dump(mode="json"),
-            account_id=account,
-            conn=conn,
-        )
-    job = {
-        "notificationId": str(notification_id),
-        "eventType": event_type,
-        "recipientUserId": str(user_id),
-        "accountId": str(account) if account else None,
-        "payload": model.model_dump(mode="json"),
-    }
+        return await dispatch_one(services, send, conn=conn)
     # The job row, written only if the recipient exists. Without a connection of the caller's,
     # one statement shared with the sends of this process that overlap this one, committed
     # before we answer.
     [job_id] = await services.jobs.enqueue(
-        conn or services.db, DISPATCH_KIND, job, for_user=user_id
+        conn or services.db, DISPATCH_KIND, send.job_payload(), for_user=user_id
     )
     if job_id is None:
         raise UnknownRecipient(f"Unknown recipient user: {user_id}")
-    return SendOutcome(notification_id=notification_id, status="queued")
+    return SendOutcome(notification_id=send.notification_id, status="queued")
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """One dispatch: what `dispatch` takes (a queued job's payload, an item of a batch)."""
+
+    notification_id: uuid.UUID
+    event_type: str
+    recipient_user_id: uuid.UUID
+    payload: dict[str, Any]
+    account_id: uuid.UUID | None = None
+    send_sequence: int | None = None  # its job's id: a digest lists items in send order
+
+    def job_payload(self) -> dict[str, Any]:
+        """The payload of its `notifications.dispatch` job (read back by `from_job`)."""
+        return {
+            "notificationId": str(self.notification_id),
+            "eventType": self.event_type,
+            "recipientUserId": str(self.recipient_user_id),
+            "accountId": str(self.account_id) if self.account_id else None,
+            "payload": self.payload,
+        }
+
+    @classmethod
+    def from_job(cls, payload: dict[str, Any], job_id: int | None) -> Dispatch:
+        """The dispatch of a `notifications.dispatch` job; the job's id is the send's
+        sequence (a digest lists its items in send order)."""
+        account = payload.get("accountId")
+        return cls(
+            notification_id=uuid.UUID(payload["notificationId"]),
+            event_type=payload["eventType"],
+            recipient_user_id=uuid.UUID(payload["recipientUserId"]),
+            payload=payload["payload"],
+            account_id=uuid.UUID(account) if account else None,
+            send_sequence=job_id,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +309,10 @@ async def send_many(
     delays = _batch_delays(requests, field_prefix, errors, queue=queue)
     if errors:
         raise ValidationFailed(errors, "Invalid notifications")
-    ids = [new_notification_id() for _ in requests]
+    sends = [
+        Dispatch(new_notification_id(), r.event_type, r.recipient_user_id, payload, r.account_id)
+        for r, payload in zip(requests, payloads, strict=True)
+    ]
     async with _using(services, conn, transaction=True) as own:
         missing = await queries.missing_users(own, user_ids=[r.recipient_user_id for r in requests])
         if missing:
@@ -307,61 +325,29 @@ async def send_many(
                 "Unknown recipient user",
             )
         if queue:
-            now = [i for i, delay in enumerate(delays) if delay is None]
             jobs = [
-                {
-                    "notificationId": str(ids[i]),
-                    "eventType": requests[i].event_type,
-                    "recipientUserId": str(requests[i].recipient_user_id),
-                    "accountId": str(requests[i].account_id) if requests[i].account_id else None,
-                    "payload": payloads[i],
-                }
-                for i in now
+                send.job_payload()
+                for send, delay in zip(sends, delays, strict=True)
+                if delay is None
             ]
             if jobs:
                 await services.jobs.enqueue(own, DISPATCH_KIND, *jobs)
-            outcomes = [SendOutcome(notification_id=i, status="queued") for i in ids]
+            outcomes = [
+                SendOutcome(notification_id=send.notification_id, status="queued") for send in sends
+            ]
             for index, delay in enumerate(delays):
                 if delay is None:
                     continue
-                request = requests[index]
                 outcomes[index] = await _schedule(
                     services,
-                    notification_id=ids[index],
-                    event_type=request.event_type,
-                    user_id=request.recipient_user_id,
-                    account=request.account_id,
-                    payload=payloads[index],
+                    sends[index],
                     delay=delay,
-                    idempotency_key=request.idempotency_key,
+                    idempotency_key=requests[index].idempotency_key,
                     conn=own,
                 )
         else:
-            outcomes = [
-                await dispatch(
-                    services,
-                    notification_id=notification_id,
-                    event_type=request.event_type,
-                    recipient_user_id=request.recipient_user_id,
-                    payload=payload,
-                    account_id=request.account_id,
-                    conn=own,
-                )
-                for notification_id, request, payload in zip(ids, requests, payloads, strict=True)
-            ]
+            outcomes = [await dispatch_one(services, send, conn=own) for send in sends]
     return outcomes
-
-
-@dataclass(frozen=True, slots=True)
-class Dispatch:
-    """One dispatch: what `dispatch` takes (a queued job's payload, an item of a batch)."""
-
-    notification_id: uuid.UUID
-    event_type: str
-    recipient_user_id: uuid.UUID
-    payload: dict[str, Any]
-    account_id: uuid.UUID | None = None
-    send_sequence: int | None = None  # its job's id: a digest lists items in send order
 
 
 async def dispatch(
@@ -452,14 +438,11 @@ async def prepare_dispatch(
             raise StatementRefused("a digest item")
         return await _add_to_digest(
             services,
-            notification_id=send.notification_id,
+            send,
             definition=definition,
-            recipient_user_id=send.recipient_user_id,
             model=model,
-            account_id=send.account_id,
             conn=conn,
             dedup=(dedup_key, window) if dedup_key is not None else None,
-            send_sequence=send.send_sequence,
         )
     throttle_key = None
     if definition.throttle is not None and screened is None:
@@ -576,12 +559,8 @@ def schedule_delay(*, deliver_at: dt.datetime | None, delay_seconds: float | Non
 
 async def _schedule(
     services: Notifications,
+    send: Dispatch,
     *,
-    notification_id: uuid.UUID,
-    event_type: str,
-    user_id: uuid.UUID,
-    account: uuid.UUID | None,
-    payload: dict[str, Any],
     delay: float,
     idempotency_key: str | None,
     conn: Conn | None,
@@ -593,13 +572,6 @@ async def _schedule(
         )
     if idempotency_key is not None and not 1 <= len(idempotency_key) <= 255:
         raise ValidationFailed({"idempotencyKey": "1 to 255 characters"})
-    job = {
-        "notificationId": str(notification_id),
-        "eventType": event_type,
-        "recipientUserId": str(user_id),
-        "accountId": str(account) if account else None,
-        "payload": payload,
-    }
     async with _using(services, conn, transaction=True) as own:
         if idempotency_key is not None:
             # One scheduler of a key at a time; the second finds the first's row.
@@ -607,20 +579,22 @@ async def _schedule(
             existing = await queries.scheduled_by_key(own, idempotency_key)
             if existing is not None:
                 return SendOutcome(notification_id=existing["notification_id"], status="scheduled")
-        if not await queries.user_exists(own, user_id=user_id):
-            raise UnknownRecipient(f"Unknown recipient user: {user_id}")
-        [job_id] = await services.jobs.enqueue(own, DISPATCH_KIND, job, delay_seconds=delay)
+        if not await queries.user_exists(own, user_id=send.recipient_user_id):
+            raise UnknownRecipient(f"Unknown recipient user: {send.recipient_user_id}")
+        [job_id] = await services.jobs.enqueue(
+            own, DISPATCH_KIND, send.job_payload(), delay_seconds=delay
+        )
         assert job_id is not None  # scheduled sends need the durable queue (checked above)
         await queries.insert_scheduled(
             own,
-            notification_id=notification_id,
+            notification_id=send.notification_id,
             idempotency_key=idempotency_key,
             job_id=job_id,
-            event_type=event_type,
-            user_id=user_id,
+            event_type=send.event_type,
+            user_id=send.recipient_user_id,
             delay_seconds=delay,
         )
-    return SendOutcome(notification_id=notification_id, status="scheduled")
+    return SendOutcome(notification_id=send.notification_id, status="scheduled")
 
 
 async def cancel_scheduled(
@@ -652,15 +626,12 @@ async def cancel_scheduled(
 
 async def _add_to_digest(
     services: Notifications,
+    send: Dispatch,
     *,
-    notification_id: uuid.UUID,
     definition: EventDefinition,
-    recipient_user_id: uuid.UUID,
     model: BaseModel,
-    account_id: uuid.UUID | None,
     conn: Conn | None,
     dedup: tuple[str, int] | None = None,
-    send_sequence: int | None = None,
 ) -> SendOutcome:
     """Add the send to the open digest of its key; the first item also queues the flush job,
     due when the window closes (idempotent on the send's id).
@@ -673,17 +644,17 @@ async def _add_to_digest(
     ones are dispatched now, the others join the digest of their window (its own key, its
     channels remembered). Without a choice it is one digest of the event's window."""
     assert definition.digest is not None
-    recipient = str(recipient_user_id)
+    recipient = str(send.recipient_user_id)
     key = f"{definition.type}:{recipient}:{definition.digest.key(recipient, model)}"
     payload = model.model_dump(mode="json")
     channels = live_channels(services.settings, definition.default_channels)
     async with _using(services, conn, transaction=True) as own:
-        if not await queries.user_exists(own, user_id=recipient_user_id):
-            raise UnknownRecipient(f"Unknown recipient user: {recipient_user_id}")
+        if not await queries.user_exists(own, user_id=send.recipient_user_id):
+            raise UnknownRecipient(f"Unknown recipient user: {send.recipient_user_id}")
         chosen = {
             row["channel"]: row["frequency"]
             for row in await queries.frequencies(
-                own, user_id=recipient_user_id, event_type=definition.type
+                own, user_id=send.recipient_user_id, event_type=definition.type
             )
         }
         default = float(definition.digest.window_seconds)
@@ -695,16 +666,15 @@ async def _add_to_digest(
             groups = {default: []}  # every channel: the digest of the event's window
         split = bool(chosen)
         item_ids = {
-            window: uuid.uuid5(notification_id, str(window)) if split else notification_id
+            window: uuid.uuid5(send.notification_id, str(window)) if split else send.notification_id
             for window in groups
         }
-        if await queries.digest_send_seen(own, ids=[notification_id, *item_ids.values()]):
+        if await queries.digest_send_seen(own, ids=[send.notification_id, *item_ids.values()]):
             return SendOutcome(notification_id=None, status="duplicate")  # a re-run job
         verdict = await _screen_digested(own, definition, recipient, model, dedup)
         if verdict == "duplicate":
             return SendOutcome(notification_id=None, status="duplicate")
         # Screened above: the instant path neither dedups nor counts this send again.
-        send = Dispatch(notification_id, definition.type, recipient_user_id, payload, account_id)
         dispatch_now = functools.partial(dispatch_one, services, send, conn=own)
         if verdict == "throttled":
             return await dispatch_now(screened=Screened(channels, forced_reason="throttled"))
@@ -716,8 +686,8 @@ async def _add_to_digest(
             digest = await queries.join_digest(
                 own,
                 digest_key=f"{key}:{int(window)}:{','.join(members)}" if split else key,
-                user_id=recipient_user_id,
-                account_id=account_id,
+                user_id=send.recipient_user_id,
+                account_id=send.account_id,
                 event_type=definition.type,
                 channels=members if split else None,
             )
@@ -727,7 +697,7 @@ async def _add_to_digest(
                 digest_id=digest["id"],
                 item_id=item_ids[window],
                 payload=payload,
-                send_sequence=send_sequence,
+                send_sequence=send.send_sequence,
             )
             if digest["created"]:
                 await services.jobs.enqueue(
@@ -783,22 +753,27 @@ def digest_content(
     *,
     limit: int,
     locale: str | None = None,
-) -> tuple[str, str, str, str]:
-    """(title, body, cta_url, cta_label) of a digest: the latest item's content, titled with
-    the count, the body listing the first `limit` items' titles."""
+) -> InAppContent:
+    """A digest's in-app content: the latest item's, titled with the count, the body listing
+    the first `limit` items' titles."""
     assert definition.in_app is not None
     contents = [
         render(definition.in_app, recipient, validate_payload(definition, p), locale)
         for p in payloads
     ]
-    latest = contents[-1]
+    latest: InAppContent = contents[-1]
     if len(contents) == 1:
-        return latest.title, latest.body, latest.cta_url, latest.cta_label
+        return latest
     shown = contents[:limit]
     body = "\n".join(content.title for content in shown)
     if len(contents) > len(shown):
         body += f"\n... and {len(contents) - len(shown)} more"
-    return f"{len(contents)} new: {latest.title}", body, latest.cta_url, latest.cta_label
+    return InAppContent(
+        title=f"{len(contents)} new: {latest.title}",
+        body=body,
+        cta_url=latest.cta_url,
+        cta_label=latest.cta_label,
+    )
 
 
 async def flush_digest(services: Notifications, *, digest_id: uuid.UUID) -> uuid.UUID | None:
@@ -817,9 +792,7 @@ async def flush_digest(services: Notifications, *, digest_id: uuid.UUID) -> uuid
         recipient = str(digest["user_id"])
         assert definition.in_app is not None
         locale = await _locale_for(services, conn, definition.in_app, digest["user_id"])
-        title, body, cta_url, cta_label = digest_content(
-            definition, recipient, items, limit=limit, locale=locale
-        )
+        content = digest_content(definition, recipient, items, limit=limit, locale=locale)
         payload = {**items[-1], "_digest": {"count": len(items), "items": items[:limit]}}
         row = await queries.persist_dispatch(
             conn,
@@ -828,10 +801,10 @@ async def flush_digest(services: Notifications, *, digest_id: uuid.UUID) -> uuid
                 user_id=digest["user_id"],
                 account_id=digest["account_id"],
                 event_type=definition.type,
-                title=title,
-                body=body,
-                cta_url=cta_url,
-                cta_label=cta_label,
+                title=content.title,
+                body=content.body,
+                cta_url=content.cta_url,
+                cta_label=content.cta_label,
                 payload=payload,
                 dedup_key=None,
                 window_seconds=0,

@@ -146,18 +146,12 @@ def _mfa_signed_in(request: web.Request, done: mfa.Completed, next_path: str) ->
 # -- /account: enrolment ----------------------------------------------------------------------
 
 
-async def _account(
-    request: web.Request, viewer: Viewer, *, issue: Problem | None = None, **extra: Any
-) -> web.Response:
-    return await profile(request, viewer, issue=issue, **extra)
-
-
-account_again = again_showing(_account)  # /account, the refused form's problem in words
+account_again = again_showing(profile)  # /account, the refused form's problem in words
 
 
 async def totp_setup_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
     setup = await mfa.setup_totp(mfa_of(request.app), viewer.principal)
-    return await _account(
+    return await profile(
         request, viewer, totp_setup={"secret": setup.secret, "qr_svg": setup.qr_svg}
     )
 
@@ -165,7 +159,7 @@ async def totp_setup_post(request: web.Request, viewer: Viewer, form: Form) -> w
 async def totp_confirm_post(request: web.Request, viewer: Viewer, form: Form) -> web.StreamResponse:
     body = parse(CodeBody, {"code": field(form, "code").replace(" ", "")})
     codes = await mfa.confirm_totp(mfa_of(request.app), viewer.principal, code=body.code)
-    return await _account(request, viewer, recovery_codes=codes)
+    return await profile(request, viewer, recovery_codes=codes)
 
 
 async def totp_confirm_again(
@@ -173,7 +167,7 @@ async def totp_confirm_again(
 ) -> web.Response:
     """The enrolment again: a wrong or malformed code, in words."""
     issue = code_problem(exc)
-    return await _account(request, viewer, issue=issue, totp_setup={"pending": True})
+    return await profile(request, viewer, issue=issue, totp_setup={"pending": True})
 
 
 async def totp_disable_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
@@ -183,7 +177,7 @@ async def totp_disable_post(request: web.Request, viewer: Viewer, form: Form) ->
 
 async def recovery_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
     codes = await mfa.regenerate_recovery_codes(mfa_of(request.app), viewer.principal)
-    return await _account(request, viewer, recovery_codes=codes)
+    return await profile(request, viewer, recovery_codes=codes)
 
 
 async def passkey_rename_post(request: web.Request, viewer: Viewer, form: Form) -> web.Response:
@@ -242,7 +236,7 @@ async def reauth_again(
     issue = code_problem(exc)
     issue.code = "REAUTH_REQUIRED"
     issue.methods, issue.providers = await _reauth_methods(request, viewer)
-    return await _account(request, viewer, issue=issue, reauth_back=_back(form))
+    return await profile(request, viewer, issue=issue, reauth_back=_back(form))
 
 
 def _reauth_fields(form: Any) -> dict[str, Any]:
@@ -322,7 +316,7 @@ async def email_post(request: web.Request, viewer: Viewer, form: Form) -> web.St
     return redirect(request, "/account?done=email_sent")
 
 
-email_again = again_showing(_account, new_email="newEmail")
+email_again = again_showing(profile, new_email="newEmail")
 
 
 async def confirm_email_page(request: web.Request) -> web.StreamResponse:

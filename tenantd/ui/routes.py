@@ -88,6 +88,12 @@ def form(path: str, view: View, post: View, again: View, *, access: Access = Acc
     route("POST", path, post, access=access, again=again)
 
 
+def members_form(path: str, view: View) -> None:
+    """A form of an account's members page, posted to a path of its own: a refusal shows the
+    members page again."""
+    route("POST", path, view, again=accounts.members_again)
+
+
 route("GET", "/", home, access=PUBLIC)
 form("/signup", auth.signup_page, auth.signup_post, auth.signup_again, access=PUBLIC)
 form(
@@ -124,19 +130,15 @@ route("POST", "/account/delete", accounts.delete_me_post, again=accounts.profile
 form("/accounts", accounts.accounts_page, accounts.create_post, accounts.accounts_again)
 route("POST", "/accounts/switch", accounts.switch_post, again=accounts.accounts_again)
 route("GET", MEMBERS, accounts.members_page)
-route("POST", "/accounts/{id}/rename", accounts.rename, again=accounts.members_again)
-route("POST", MEMBERS + "/invite", accounts.invite, again=accounts.members_again)
-route("POST", MEMBERS + "/{userId}/role", accounts.change_role, again=accounts.members_again)
-route("POST", MEMBERS + "/{userId}/remove", accounts.remove, again=accounts.members_again)
-route(
-    "POST", "/accounts/{id}/invitations/{iid}/resend", accounts.resend, again=accounts.members_again
-)
-route(
-    "POST", "/accounts/{id}/invitations/{iid}/revoke", accounts.revoke, again=accounts.members_again
-)
-route("POST", "/accounts/{id}/transfer", accounts.transfer, again=accounts.members_again)
-route("POST", "/accounts/{id}/leave", accounts.leave, again=accounts.members_again)
-route("POST", "/accounts/{id}/delete", accounts.delete, again=accounts.members_again)
+members_form("/accounts/{id}/rename", accounts.rename)
+members_form(MEMBERS + "/invite", accounts.invite)
+members_form(MEMBERS + "/{userId}/role", accounts.change_role)
+members_form(MEMBERS + "/{userId}/remove", accounts.remove)
+members_form("/accounts/{id}/invitations/{iid}/resend", accounts.resend)
+members_form("/accounts/{id}/invitations/{iid}/revoke", accounts.revoke)
+members_form("/accounts/{id}/transfer", accounts.transfer)
+members_form("/accounts/{id}/leave", accounts.leave)
+members_form("/accounts/{id}/delete", accounts.delete)
 route("GET", "/join-requests", accounts.join_requests_page)
 route(
     "POST",
@@ -183,12 +185,7 @@ form(
     access=PUBLIC,
 )
 form("/wasnt-me", mfa.wasnt_me_page, mfa.wasnt_me_post, mfa.wasnt_me_again, access=PUBLIC)
-route(
-    "POST",
-    MEMBERS.removesuffix("/members") + "/require-mfa",
-    mfa.require_mfa_post,
-    again=accounts.members_again,
-)
+members_form("/accounts/{id}/require-mfa", mfa.require_mfa_post)
 route("POST", "/accounts/{id}/restore", accounts.restore_post, again=accounts.accounts_again)
 # sign-in by email (issue 29)
 form(

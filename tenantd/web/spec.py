@@ -19,8 +19,8 @@ from __future__ import annotations
 import enum
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, get_args, get_origin
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple, TypedDict, Unpack, get_args, get_origin
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -44,15 +44,18 @@ class RouteSpec:
     method: str
     path: str
     view: View
-    access: Access
-    body: type[BaseModel] | None
-    response: Any
-    status: int
-    summary: str
     tag: str
-    wrapped: bool
-    body_limit: int
+    access: Access = Access.AUTH
+    # The models parsed and documented (undeclared: the view's signature's, `Routes.route`).
     query: type[BaseModel] | None = None
+    body: type[BaseModel] | None = None
+    response: Any = None
+    status: int = 200
+    # The view's first docstring line unless declared.
+    summary: str = ""
+    wrapped: bool = True
+    # 0 in a declaration: the access's limit (API_BODY_LIMIT, WEBHOOK_BODY_LIMIT for webhooks).
+    body_limit: int = 0
     responses: dict[int, str] = field(default_factory=dict)
     content_type: str = "application/json"
     # Abuse-limit scope (e.g. "login"): limited per client IP and per body `email`.
@@ -70,8 +73,6 @@ class RouteSpec:
     errors_as: str = "application/json"
     # A hosted page (HTML, form posts) rather than an API route.
     page: bool = False
-    # Listed in /api/v1/openapi.json (the pages are not).
-    include_in_openapi: bool = True
     # A form post of the pages: the router reads the form (origin and token checked) and
     # hands it to the view; a refusal answers `again(request[, viewer], form | None, error)`,
     # the form's page again with the problem in words.
@@ -80,6 +81,34 @@ class RouteSpec:
     @property
     def name(self) -> str:
         return f"{self.method} {self.path}"
+
+    @property
+    def include_in_openapi(self) -> bool:
+        """Listed in /api/v1/openapi.json (the pages are not)."""
+        return not self.page
+
+
+class RouteOptions(TypedDict, total=False):
+    """What a route's declaration may say: the `RouteSpec` fields of these names, passed
+    along as they are."""
+
+    access: Access
+    query: type[BaseModel] | None
+    body: type[BaseModel] | None
+    response: Any
+    status: int
+    summary: str
+    wrapped: bool
+    body_limit: int
+    responses: dict[int, str]
+    content_type: str
+    rate_limit: str | None
+    produces: str
+    scope: str | tuple[str, ...] | None
+    mfa_exempt: bool
+    errors_as: str
+    page: bool
+    again: View | None
 
 
 def _is_model(annotation: Any) -> bool:
@@ -114,63 +143,26 @@ class Routes:
         self.specs: list[RouteSpec] = []
 
     def route(
-        self,
-        method: str,
-        path: str,
-        *,
-        access: Access = Access.AUTH,
-        body: type[BaseModel] | None = None,
-        query: type[BaseModel] | None = None,
-        response: Any = None,
-        status: int = 200,
-        summary: str = "",
-        wrapped: bool = True,
-        body_limit: int | None = None,
-        responses: dict[int, str] | None = None,
-        content_type: str = "application/json",
-        rate_limit: str | None = None,
-        produces: str = "application/json",
-        scope: str | tuple[str, ...] | None = None,
-        mfa_exempt: bool = False,
-        errors_as: str = "application/json",
-        page: bool = False,
-        again: View | None = None,
+        self, method: str, path: str, **options: Unpack[RouteOptions]
     ) -> Callable[[View], View]:
-        if (access is Access.API_KEY) != (scope is not None):
+        """Add the decorated view's route: `options` as its RouteSpec says them, the models,
+        summary and body limit left out taken from the view's signature, its docstring and
+        its access."""
+        if (options.get("access") is Access.API_KEY) != (options.get("scope") is not None):
             raise ValueError(f"{method} {path}: a scope goes with Access.API_KEY, and only there")
 
         def decorate(view: View) -> View:
-            limit = body_limit or (
-                WEBHOOK_BODY_LIMIT if access is Access.SIGNATURE else API_BODY_LIMIT
-            )
-            declared = Signature() if page else signature_models(view)
-            query_model = query or declared.query
-            body_model = body or declared.body
-            response_model = response or declared.response
+            spec = RouteSpec(method, path, view, self.tag, **options)
+            declared = Signature() if spec.page else signature_models(view)
+            limit = WEBHOOK_BODY_LIMIT if spec.access is Access.SIGNATURE else API_BODY_LIMIT
             self.specs.append(
-                RouteSpec(
-                    method=method,
-                    path=path,
-                    view=view,
-                    access=access,
-                    body=body_model,
-                    query=query_model,
-                    response=response_model,
-                    status=status,
-                    summary=summary or (inspect.getdoc(view) or "").split("\n")[0],
-                    tag=self.tag,
-                    wrapped=wrapped,
-                    body_limit=limit,
-                    responses=responses or {},
-                    content_type=content_type,
-                    rate_limit=rate_limit,
-                    produces=produces,
-                    scope=scope,
-                    mfa_exempt=mfa_exempt,
-                    errors_as=errors_as,
-                    page=page,
-                    include_in_openapi=not page,
-                    again=again,
+                replace(
+                    spec,
+                    query=spec.query or declared.query,
+                    body=spec.body or declared.body,
+                    response=spec.response or declared.response,
+                    summary=spec.summary or (inspect.getdoc(view) or "").split("\n")[0],
+                    body_limit=spec.body_limit or limit,
                 )
             )
             return view
@@ -202,20 +194,20 @@ class Routes:
             again=again,
         )(view)
 
-    def get(self, path: str, **kw: Any) -> Callable[[View], View]:
-        return self.route("GET", path, **kw)
+    def get(self, path: str, **options: Unpack[RouteOptions]) -> Callable[[View], View]:
+        return self.route("GET", path, **options)
 
-    def post(self, path: str, **kw: Any) -> Callable[[View], View]:
-        return self.route("POST", path, **kw)
+    def post(self, path: str, **options: Unpack[RouteOptions]) -> Callable[[View], View]:
+        return self.route("POST", path, **options)
 
-    def put(self, path: str, **kw: Any) -> Callable[[View], View]:
-        return self.route("PUT", path, **kw)
+    def put(self, path: str, **options: Unpack[RouteOptions]) -> Callable[[View], View]:
+        return self.route("PUT", path, **options)
 
-    def patch(self, path: str, **kw: Any) -> Callable[[View], View]:
-        return self.route("PATCH", path, **kw)
+    def patch(self, path: str, **options: Unpack[RouteOptions]) -> Callable[[View], View]:
+        return self.route("PATCH", path, **options)
 
-    def delete(self, path: str, **kw: Any) -> Callable[[View], View]:
-        return self.route("DELETE", path, **kw)
+    def delete(self, path: str, **options: Unpack[RouteOptions]) -> Callable[[View], View]:
+        return self.route("DELETE", path, **options)
 
 
 # Shared route arguments (`**` them into a declaration).

@@ -29,7 +29,7 @@ ROUTES = Routes("events")
 EVENTS = "/api/v1/events"
 ENDPOINTS = "/api/v1/webhook-endpoints"
 ENDPOINT = ENDPOINTS + "/{id}"
-MANAGE = {"access": Access.API_KEY, "scope": "webhooks:manage"}
+MANAGE: dict[str, Any] = {"access": Access.API_KEY, "scope": "webhooks:manage"}
 
 P = ParamSpec("P")
 T = TypeVar("T")
