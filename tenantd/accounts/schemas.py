@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, model_validator
 
 from tenantd.db import Row
-from tenantd.web.schemas import ApiModel, Mailbox, RequestBody
+from tenantd.web.schemas import ApiModel, Mailbox, RequestBody, RowModel
 
 AccountName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 # A role of the account: admin, member or a custom role's key (never owner: by transfer only).
@@ -186,16 +186,12 @@ class MemberOut(ApiModel):
     created_at: dt.datetime
 
 
-class MembershipOut(ApiModel):
+class MembershipOut(RowModel):
     account_id: uuid.UUID
     user_id: uuid.UUID
     role: str
     created_at: dt.datetime
     revoked_at: dt.datetime | None = None
-
-    @classmethod
-    def of(cls, row: Row) -> MembershipOut:
-        return cls.model_validate({k: row[k] for k in cls.model_fields})
 
 
 class LeaveResult(ApiModel):
@@ -210,7 +206,7 @@ class TransferResult(ApiModel):
     previous_owner: MembershipOut
 
 
-class InvitationOut(ApiModel):
+class InvitationOut(RowModel):
     id: uuid.UUID
     account_id: uuid.UUID
     email: str
@@ -221,10 +217,6 @@ class InvitationOut(ApiModel):
     resent_at: dt.datetime | None = None
     accepted_at: dt.datetime | None = None
     revoked_at: dt.datetime | None = None
-
-    @classmethod
-    def of(cls, row: Row) -> InvitationOut:
-        return cls.model_validate({k: row[k] for k in cls.model_fields})
 
 
 class InvitationIssued(ApiModel):
@@ -241,7 +233,7 @@ class AcceptResult(ApiModel):
     membership: MembershipOut
 
 
-class JoinRequestOut(ApiModel):
+class JoinRequestOut(RowModel):
     id: uuid.UUID
     account_id: uuid.UUID
     user_id: uuid.UUID
@@ -251,10 +243,6 @@ class JoinRequestOut(ApiModel):
     created_at: dt.datetime
     decided_at: dt.datetime | None = None
     decided_by: uuid.UUID | None = None
-
-    @classmethod
-    def of(cls, row: Row) -> JoinRequestOut:
-        return cls.model_validate({k: row[k] for k in cls.model_fields})
 
 
 class JoinDecision(ApiModel):

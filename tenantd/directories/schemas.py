@@ -8,7 +8,7 @@ import uuid
 from pydantic import Field
 
 from tenantd.db import Row
-from tenantd.web.schemas import ApiModel, RequestBody
+from tenantd.web.schemas import ApiModel, RequestBody, RowModel
 
 
 class DirectoryCreate(RequestBody, json_schema_extra={"examples": [{"name": "Okta"}]}):
@@ -54,12 +54,8 @@ class DirectoryDeleted(ApiModel):
     deleted: bool = True
 
 
-class DirectoryGroupOut(ApiModel):
+class DirectoryGroupOut(RowModel):
     id: uuid.UUID
     display_name: str
     external_id: str | None
     role: str | None
-
-    @classmethod
-    def of(cls, row: Row) -> DirectoryGroupOut:
-        return cls.model_validate({k: row[k] for k in cls.model_fields})

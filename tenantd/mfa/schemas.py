@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, Self
+from typing import Any
 
 from pydantic import Field, model_validator
 
 from tenantd.db import Row
-from tenantd.web.schemas import ApiModel, RequestBody
+from tenantd.web.schemas import ApiModel, RequestBody, RowModel
 
 Credential = dict[str, Any]
 _CREDENTIAL = Field(
@@ -83,16 +83,12 @@ class ReauthOut(ApiModel):
     amr: list[str]
 
 
-class SignedInUserOut(ApiModel):
+class SignedInUserOut(RowModel):
     id: uuid.UUID
     email: str
     first_name: str = ""
     last_name: str = ""
     email_verified_at: dt.datetime | None = None
-
-    @classmethod
-    def of(cls, row: Row) -> Self:
-        return cls.model_validate({k: row[k] for k in cls.model_fields})
 
 
 class MfaSignedIn(ApiModel):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import (
     AfterValidator,
@@ -147,6 +147,14 @@ class ApiModel(BaseModel):
     """Response models: snake_case in Python, camelCase in JSON."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class RowModel(ApiModel):
+    """A response model that is a database row: each field the column of its name."""
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Self:
+        return cls.model_validate({name: row[name] for name in cls.model_fields})
 
 
 class RequestBody(ApiModel):
