@@ -16,6 +16,7 @@ from tenantd.settings import (
     Flag,
     Networks,
     Positive,
+    Seconds,
     Section,
     Settings,
     Text,
@@ -342,7 +343,7 @@ class ProcessSettings(Section):
         " Keep systemd's TimeoutStopSec a few seconds above it.",
         default=25.0,
     )
-    shutdown_drain_seconds: Annotated[float, BeforeValidator(at_least(0))] = env(
+    shutdown_drain_seconds: Seconds = env(
         "TENANTD_SHUTDOWN_DRAIN_SECONDS",
         "SIGTERM first stops listening and drains open keep-alive connections for up to this"
         " long: a request in flight or arriving on one is answered with `Connection: close`;"
