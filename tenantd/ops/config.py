@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, create_model
@@ -72,22 +72,25 @@ class RateRule:
 
 @dataclass(frozen=True)
 class OpsConfig:
-    scheduler_enabled: bool = True
-    scheduler_tick_seconds: float = 60.0
-    sweep_intervals: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_SWEEP_INTERVALS))
-    sweep_batch_size: int = 1000
-    sweep_batch_pause_ms: int = 0
-    webhook_events_retention_days: int = 30
-    jobs_retention_days: int = 7
-    rate_limit_enabled: bool = True
-    rate_rules: dict[str, RateRule] = field(default_factory=dict)
-    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
-    metrics_enabled: bool = True
-    metrics_token: str | None = None
-    metrics_refresh_seconds: float = 15.0
-    shutdown_timeout_seconds: float = 25.0
-    shutdown_drain_seconds: float = 5.0
-    instance_heartbeat_seconds: float = 10.0  # each server's row of `instances` (ops/instances.py)
+    """The knobs of the three sections below, as the kernel's engines take them
+    (`build_ops_config`); their defaults are the sections' own."""
+
+    scheduler_enabled: bool
+    scheduler_tick_seconds: float
+    sweep_intervals: dict[str, int]
+    sweep_batch_size: int
+    sweep_batch_pause_ms: int
+    webhook_events_retention_days: int
+    jobs_retention_days: int
+    rate_limit_enabled: bool
+    rate_rules: dict[str, RateRule]
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+    metrics_enabled: bool
+    metrics_token: str | None
+    metrics_refresh_seconds: float
+    shutdown_timeout_seconds: float
+    shutdown_drain_seconds: float
+    instance_heartbeat_seconds: float  # each server's row of `instances` (ops/instances.py)
 
     def rate_rule(self, scope: str) -> RateRule:
         rule = self.rate_rules.get(scope)
