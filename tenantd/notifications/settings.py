@@ -8,7 +8,6 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BeforeValidator
 
 from tenantd.settings import (
-    MIN_INTERVAL,
     SWITCH,
     Flag,
     Interval,
@@ -26,7 +25,6 @@ DEFAULT_PUSH_HOSTS = (
     "*.push.apple.com",
     "*.notify.windows.com",
 )
-MIN_SECONDS = MIN_INTERVAL  # a zero SSE tick or check interval would spin
 
 
 class NotificationSettings(Section):

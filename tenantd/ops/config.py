@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, create_model
@@ -16,6 +16,7 @@ from tenantd.settings import (
     Flag,
     Networks,
     Positive,
+    Seconds,
     Section,
     Settings,
     Text,
@@ -71,22 +72,25 @@ class RateRule:
 
 @dataclass(frozen=True)
 class OpsConfig:
-    scheduler_enabled: bool = True
-    scheduler_tick_seconds: float = 60.0
-    sweep_intervals: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_SWEEP_INTERVALS))
-    sweep_batch_size: int = 1000
-    sweep_batch_pause_ms: int = 0
-    webhook_events_retention_days: int = 30
-    jobs_retention_days: int = 7
-    rate_limit_enabled: bool = True
-    rate_rules: dict[str, RateRule] = field(default_factory=dict)
-    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
-    metrics_enabled: bool = True
-    metrics_token: str | None = None
-    metrics_refresh_seconds: float = 15.0
-    shutdown_timeout_seconds: float = 25.0
-    shutdown_drain_seconds: float = 5.0
-    instance_heartbeat_seconds: float = 10.0  # each server's row of `instances` (ops/instances.py)
+    """The knobs of the three sections below, as the kernel's engines take them
+    (`build_ops_config`); their defaults are the sections' own."""
+
+    scheduler_enabled: bool
+    scheduler_tick_seconds: float
+    sweep_intervals: dict[str, int]
+    sweep_batch_size: int
+    sweep_batch_pause_ms: int
+    webhook_events_retention_days: int
+    jobs_retention_days: int
+    rate_limit_enabled: bool
+    rate_rules: dict[str, RateRule]
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+    metrics_enabled: bool
+    metrics_token: str | None
+    metrics_refresh_seconds: float
+    shutdown_timeout_seconds: float
+    shutdown_drain_seconds: float
+    instance_heartbeat_seconds: float  # each server's row of `instances` (ops/instances.py)
 
     def rate_rule(self, scope: str) -> RateRule:
         rule = self.rate_rules.get(scope)
@@ -342,7 +346,7 @@ class ProcessSettings(Section):
         " Keep systemd's TimeoutStopSec a few seconds above it.",
         default=25.0,
     )
-    shutdown_drain_seconds: Annotated[float, BeforeValidator(at_least(0))] = env(
+    shutdown_drain_seconds: Seconds = env(
         "TENANTD_SHUTDOWN_DRAIN_SECONDS",
         "SIGTERM first stops listening and drains open keep-alive connections for up to this"
         " long: a request in flight or arriving on one is answered with `Connection: close`;"
