@@ -42,12 +42,8 @@ from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
 
-TICK_SECONDS = 15.0  # idle re-check and keep-alive comment; TENANTD_SSE_TICK_SECONDS overrides
-QUEUE_SIZE = 100  # frames buffered per stream; TENANTD_SSE_QUEUE_SIZE overrides
 LOAD_BATCH = 500  # notification ids loaded per query
-DISCONNECT_CHECK_SECONDS = 1.0  # TENANTD_SSE_DISCONNECT_CHECK_SECONDS overrides
 RETRY_AFTER_SECONDS = 10  # Retry-After of the 503 over the process cap
-MIN_SECONDS = 0.01  # a zero tick or check interval would spin
 
 CloseReason = Literal["shutdown", "superseded", "disconnected"]
 
