@@ -16,7 +16,7 @@ from tenantd.bundle import DOMAINS
 from tenantd.cache.invalidation import CHANNEL
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.endpoint import REPLAY_LOOKBACK_SECONDS
-from tenantd.notifications.channels.sse.feed import FEED_KEY, QUEUE_SIZE, StreamQueue
+from tenantd.notifications.channels.sse.feed import FEED_KEY, StreamQueue
 from tenantd.notifications.domain import Notifications, notifications_of
 from tenantd.pubsub.hub import PUBSUB
 from tests.factories import wait_until_heard
@@ -192,7 +192,7 @@ async def test_a_slow_client_overflows_and_only_its_stream_ends(
     await eventually(lambda: listening(app, slow_user.id))
     await eventually(lambda: listening(app, other_user.id))
     [victim] = app[FEED_KEY]._streams[slow_user.id]
-    for _ in range(QUEUE_SIZE + 1):  # one burst, faster than any writer drains
+    for _ in range(victim.maxsize + 1):  # one burst, faster than any writer drains
         victim.offer(uuid.uuid4(), b"{}")
     assert victim.overflowed
     assert await slow.ended()
