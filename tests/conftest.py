@@ -19,7 +19,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from bench.private_servers import migrate_url
-from tenantd.app import Domains, create_app
+from tenantd.app.bundle import Domains
+from tenantd.app.factory import create_app
 from tenantd.app.settings import AppSettings, load_settings
 from tenantd.bundle import DOMAINS
 from tenantd.db import Database

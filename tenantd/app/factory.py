@@ -12,7 +12,7 @@ from tenantd.apikeys.guard import require_api_key
 from tenantd.apikeys.principal import ACTING_KEY
 from tenantd.app.bundle import open_services
 from tenantd.app.hooks import HOOKS
-from tenantd.app.plugins import PAGE_ROUTES, ROUTES
+from tenantd.app.routes import PAGE_ROUTES, ROUTES
 from tenantd.bundle import DOMAINS
 from tenantd.db import DATABASE
 from tenantd.identity.guards import guard as session_guard

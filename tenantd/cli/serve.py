@@ -10,7 +10,7 @@ import signal
 import typer
 from aiohttp import web
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.app.hooks import instance_hook
 from tenantd.cli.common import console, fail, settings
 from tenantd.db import DATABASE

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tenantd.app import Domains
+from tenantd.app.bundle import Domains
 from tenantd.notifications import EventDefinition, InAppContent, RegistryError, send
 from tenantd.notifications.registry import load_registry
 from tenantd.notifications.tenancy import MODULE, events

@@ -10,7 +10,7 @@ from aiohttp import web
 from tenantd.apikeys import service
 from tenantd.apikeys.principal import acting_key
 from tenantd.apikeys.service import CreatedKey
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.db import Database
 from tenantd.principal import current_principal
 from tenantd.settings import Settings

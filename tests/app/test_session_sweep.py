@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenantd.app import Domains
+from tenantd.app.bundle import Domains
 from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
 from tenantd.ops.sweeps import run_sweep

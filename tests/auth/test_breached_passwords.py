@@ -211,7 +211,7 @@ async def test_a_slow_or_failing_api_never_blocks_a_sign_up(
 async def test_an_unreachable_api_never_blocks_a_sign_up(
     env: dict[str, str], aiohttp_server: Any, db: Database, migrated: str, aiohttp_client: Any
 ) -> None:
-    from tenantd.app import create_app
+    from tenantd.app.factory import create_app
     from tenantd.app.settings import load_settings
 
     env["PWNED_PASSWORDS_URL"] = "http://127.0.0.1:9"  # discard port: connection refused

@@ -117,7 +117,7 @@ async def test_login_asks_for_a_check_after_many_failures_from_the_client(
 async def test_an_unreachable_provider_refuses(
     env: dict[str, str], aiohttp_server: Any, aiohttp_client: Any, migrated: str, db: Any
 ) -> None:
-    from tenantd.app import create_app
+    from tenantd.app.factory import create_app
 
     env["CAPTCHA_VERIFY_URL"] = "http://127.0.0.1:9/siteverify"  # connection refused
     server = await aiohttp_server(create_app(load_settings(environ=env), migrated))
@@ -156,7 +156,7 @@ async def test_behind_a_trusted_proxy_failures_count_per_forwarded_client(
     """Every request comes from the proxy: counting its address would ask everyone for a bot
     check after one client's spray. The client is the X-Forwarded-For the proxy vouches for,
     and that address is the `remoteip` the provider is told."""
-    from tenantd.app import create_app
+    from tenantd.app.factory import create_app
 
     monkeypatch.setattr(captcha, "LOGIN_FAILURES_PER_IP", 2)
     proxied = {**env, "TENANTD_TRUSTED_PROXIES": "127.0.0.1"}

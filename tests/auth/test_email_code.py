@@ -290,7 +290,7 @@ async def test_verifications_are_also_limited_per_address(
 ) -> None:
     """Beyond five per code: the rate limiter counts every verification of the address, so
     asking for new codes does not buy fresh guesses without end."""
-    from tenantd.app import create_app
+    from tenantd.app.factory import create_app
     from tenantd.app.settings import load_settings
 
     limited = {**env, "RATE_LIMIT_ENABLED": "true", "RATE_LIMIT_EMAIL_CODE_VERIFY_PER_EMAIL": "7"}

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.db import Database
 from tenantd.identity.devices import describe
 from tests.factories import DEFAULT_PASSWORD

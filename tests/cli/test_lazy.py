@@ -61,6 +61,18 @@ def test_a_command_loads_its_module_only_when_it_runs() -> None:
     assert "tenantd.cli.accounts" not in beyond and "tenantd.cli.serve" not in beyond
 
 
+def test_a_command_opens_the_services_without_loading_a_view() -> None:
+    # Every CLI command opens the Domains record; the route table (and pysaml2 and the SCIM
+    # models behind the SSO and directory views) is the web app's alone: each command run
+    # paid about two seconds for it before.
+    _, beyond = modules_beyond_typer("api-keys", "list", "--help")
+    assert "tenantd.app.bundle" in beyond
+    views = [name for name in beyond if name.rpartition(".")[2].endswith("views")]
+    assert views == []
+    for heavy in ("tenantd.app.routes", "tenantd.app.factory", "saml2", "scim2_models"):
+        assert heavy not in beyond, heavy
+
+
 @pytest.mark.parametrize("entry", COMMANDS, ids=lambda entry: entry.name)
 def test_each_table_line_names_its_command_and_its_own_help(entry: LazyCommand) -> None:
     target = getattr(importlib.import_module(entry.module), entry.attribute)

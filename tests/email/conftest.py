@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.email.providers.retry import RetryPolicy

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from tenantd.app import Domains
+from tenantd.app.bundle import Domains
 from tenantd.db import Database
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import send

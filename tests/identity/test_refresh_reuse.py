@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.app.settings import load_settings
 from tenantd.bundle import DOMAINS
 from tenantd.db import Database

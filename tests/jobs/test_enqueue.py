@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import Domains
-from tenantd.app.bundle import open_services
+from tenantd.app.bundle import Domains, open_services
 from tenantd.jobs import JobInfo, JobKind
 from tests.helpers import eventually
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import Domains
+from tenantd.app.bundle import Domains
 from tenantd.bundle import DOMAINS
 from tenantd.db import Database
 from tenantd.jobs import JobInfo, JobKind

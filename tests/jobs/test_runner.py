@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import Domains
-from tenantd.app.bundle import open_services
+from tenantd.app.bundle import Domains, open_services
 from tenantd.app.settings import load_settings
 from tenantd.jobs import JobInfo, JobKind, PermanentJobError
 from tenantd.jobs.queue import retry_delay

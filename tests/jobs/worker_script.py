@@ -10,8 +10,7 @@ import asyncio
 import random
 from typing import Any
 
-from tenantd.app import Domains
-from tenantd.app.bundle import open_services
+from tenantd.app.bundle import Domains, open_services
 from tenantd.app.plugins import JOB_KINDS
 from tenantd.app.settings import load_settings
 from tenantd.jobs.kinds import JobInfo, JobKind

@@ -16,7 +16,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.identity.settings import IdentitySettings

@@ -15,7 +15,7 @@ import pyotp
 import pytest
 from aiohttp import web
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.bundle import DOMAINS
 from tenantd.db import Database
 from tenantd.identity.errors import InvalidCredentials

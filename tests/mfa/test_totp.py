@@ -8,7 +8,7 @@ from typing import Any
 import pyotp
 
 from tenantd import crypto
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.db import Database
 from tenantd.mfa.totp import TOTP_SECRET_INFO
 from tenantd.settings import Settings

@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 
 from bench.private_servers import PrivateServer
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.bundle import DOMAINS
 from tenantd.db import Database
 from tenantd.db.relay import Relay

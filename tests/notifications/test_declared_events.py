@@ -16,8 +16,8 @@ import jinja2
 import pytest
 import yaml
 
-from tenantd.app import create_app
 from tenantd.app.bundle import event_registry
+from tenantd.app.factory import create_app
 from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.notifications import definitions, preferences, send

@@ -10,7 +10,7 @@ import jwt
 import pytest
 from pydantic import BaseModel
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.notifications import (
     Dedup,
     EmailContent,

@@ -10,8 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.app import create_app
 from tenantd.app.bundle import domains_of
+from tenantd.app.factory import create_app
 from tenantd.jobs.kinds import JobInfo
 from tenantd.notifications import send
 from tenantd.notifications.domain import Notifications

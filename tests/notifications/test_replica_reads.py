@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tenantd.apikeys.service import create_key
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn

@@ -11,7 +11,7 @@ import aiopg
 import pytest
 from aiohttp import web
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.bundle import DOMAINS
 from tenantd.cache.invalidation import CHANNEL
 from tenantd.notifications import send

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.notifications import send
 from tenantd.notifications.channels.sse.feed import FEED_KEY
 from tenantd.notifications.domain import Notifications

@@ -7,8 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tenantd.app import Domains
-from tenantd.app.bundle import open_services
+from tenantd.app.bundle import Domains, open_services
 from tenantd.db import Database
 from tenantd.settings import Settings
 

@@ -36,7 +36,7 @@ from schemathesis.checks import (
 )
 
 from tenantd.apikeys import service as apikeys
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.db.core import create_database

@@ -11,7 +11,7 @@ import pytest
 from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.test_utils import TestServer
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.db import Database
 from tenantd.settings import Settings
 from tenantd.web.parser_log import PARSER_WARNINGS_PER_WINDOW, ServerLog

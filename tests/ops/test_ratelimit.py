@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.app.settings import load_settings
 from tenantd.db import Database
 from tenantd.ops.config import MAIL_RATE_LIMITS, parse_ops_config

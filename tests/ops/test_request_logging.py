@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.db import Database
 from tenantd.logging_setup import ConsoleFormatter, JsonFormatter, redact_text
 from tenantd.settings import Settings

@@ -197,7 +197,7 @@ async def test_a_failing_cleanup_still_disarms_the_watchdog(
 ) -> None:
     """A resource whose cleanup raises must not leave the bound armed: it would end the
     process (a test run, an embedding application) long after the app was gone."""
-    from tenantd.app import create_app
+    from tenantd.app.factory import create_app
 
     armed: list[Watchdog] = []
     disarmed: list[Watchdog] = []

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func
 
-from tenantd.app import Domains
-from tenantd.app.bundle import open_services
+from tenantd.app.bundle import Domains, open_services
 from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
 from tenantd.db.errors import DatabaseUnavailable

@@ -3,7 +3,7 @@ sweeps' advisory lock, batched, a dry run counts), live windows keep their count
 
 from __future__ import annotations
 
-from tenantd.app import Domains
+from tenantd.app.bundle import Domains
 from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
 from tenantd.notifications import queries

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.bundle import DOMAINS
 from tenantd.cache.invalidation import CHANNEL
 from tenantd.pubsub.hub import PUBSUB

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.bundle import DOMAINS
 from tenantd.cache.invalidation import CHANNEL, live_while_confirmed
 from tenantd.db import Database

@@ -15,8 +15,8 @@ import pytest
 from aiohttp import web
 
 from bench.private_servers import PrivateServer, free_port
-from tenantd.app import create_app
 from tenantd.app.bus import DURABLE_CHANNELS
+from tenantd.app.factory import create_app
 from tenantd.bundle import DOMAINS
 from tenantd.pubsub import PUBSUB
 from tenantd.pubsub.nats_bus import STREAM, NatsBus

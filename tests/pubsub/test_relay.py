@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from tenantd.apikeys import service as apikeys
-from tenantd.app import Domains
+from tenantd.app.bundle import Domains
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn

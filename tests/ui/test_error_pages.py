@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.app.settings import load_settings
 from tests.helpers import ORIGIN
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.app.settings import load_settings
 from tenantd.email.templates import SUPPORTED_LOCALES
 from tenantd.settings import SettingsError

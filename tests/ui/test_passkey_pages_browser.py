@@ -16,7 +16,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.db import Database
 from tenantd.settings import Settings
 from tests.factories import Factory, UserRecord

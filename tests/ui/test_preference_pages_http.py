@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.app.settings import load_settings
 from tenantd.ui.strings import EN
 from tests.helpers import ORIGIN, PASSWORD

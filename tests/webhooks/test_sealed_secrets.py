@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from tenantd.apikeys import service as apikeys
-from tenantd.app import create_app
+from tenantd.app.factory import create_app
 from tenantd.db import Database
 from tenantd.settings import Settings
 from tenantd.webhooks import endpoints
