@@ -6,9 +6,8 @@ FOR UPDATE SKIP LOCKED in its own short transaction, so parallel runs split the 
 
 from __future__ import annotations
 
-import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from tenantd import audit
@@ -16,36 +15,7 @@ from tenantd.accounts import events as outbox_events
 from tenantd.accounts import queries
 from tenantd.accounts.service import GRACE_DAYS
 from tenantd.db import Conn, Database, Row
-from tenantd.ops.sweeps import SweepContext, in_batches, sweep
-
-log = logging.getLogger(__name__)
-
-
-async def _batched(
-    db: Database,
-    *,
-    batch_size: int,
-    dry_run: bool,
-    count: Callable[[Conn], Awaitable[int]],
-    step: Callable[[Conn], Awaitable[int]],
-    done: str,
-) -> int:
-    """The run both sweeps share: a dry run only counts the candidates; otherwise `step` handles
-    one batch in its own transaction until a batch comes back short, and the total is logged."""
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    if dry_run:
-        async with db.connection() as conn:
-            return await count(conn)
-
-    async def one_batch() -> int:
-        async with db.transaction() as conn:
-            return await step(conn)
-
-    total = await in_batches(one_batch, batch_size)
-    if total:
-        log.info(done, extra={"count": total})
-    return total
+from tenantd.ops.sweeps import SweepContext, batched_run, sweep
 
 
 async def _audited(
@@ -102,7 +72,7 @@ async def purge_deleted_accounts(
         # The batch is locked by this transaction: every row of it is deleted.
         return await queries.delete_accounts(conn, [row["id"] for row in batch])
 
-    return await _batched(
+    return await batched_run(
         db,
         batch_size=batch_size,
         dry_run=dry_run,
@@ -140,7 +110,7 @@ async def expire_invitations(
         await outbox_events.expired(conn, batch)
         return len(batch)
 
-    return await _batched(
+    return await batched_run(
         db,
         batch_size=batch_size,
         dry_run=dry_run,

@@ -26,12 +26,12 @@ from tenantd.audit import AuditEntry
 from tenantd.auth import queries
 from tenantd.auth.errors import TransferOwnershipFirst
 from tenantd.bundle import Services
-from tenantd.db import Database
+from tenantd.db import Conn, Database
 from tenantd.errors import NotFound
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.sessions import revoke_all
 from tenantd.mfa import sensitive
-from tenantd.ops.sweeps import SweepContext, in_batches, sweep
+from tenantd.ops.sweeps import SweepContext, batched_run, sweep
 from tenantd.outbox import Actor, emit
 
 if TYPE_CHECKING:
@@ -148,39 +148,26 @@ async def anonymize_deleted_users(
     db: Database, *, batch_size: int = 100, dry_run: bool = False
 ) -> int:
     """Anonymise users deleted more than GRACE_DAYS ago, in small locked batches."""
-    if dry_run:
-        async with db.transaction() as conn:
-            batch = await queries.lock_users_to_anonymize(
-                conn, older_than_days=GRACE_DAYS, limit=batch_size
-            )
-            return len(batch)
 
-    async def anonymize_batch() -> int:
-        async with db.transaction() as conn:
-            batch = await queries.lock_users_to_anonymize(
-                conn, older_than_days=GRACE_DAYS, limit=batch_size
-            )
-            ids = [row["id"] for row in batch]
-            if ids:
-                await identity_queries.anonymize_users(conn, ids)
-                await audit.record_many(
-                    conn,
-                    [
-                        AuditEntry(
-                            account_id=None,
-                            actor_user_id=None,
-                            action="user.anonymized",
-                            target=str(i),
-                        )
-                        for i in ids
-                    ],
-                )
+    async def anonymize_batch(conn: Conn) -> int:
+        batch = await queries.lock_users_to_anonymize(
+            conn, older_than_days=GRACE_DAYS, limit=batch_size
+        )
+        ids = [row["id"] for row in batch]
+        if ids:
+            await identity_queries.anonymize_users(conn, ids)
+            entries = [AuditEntry(None, None, "user.anonymized", target=str(i)) for i in ids]
+            await audit.record_many(conn, entries)
         return len(ids)
 
-    total = await in_batches(anonymize_batch, batch_size)
-    if total:
-        log.info("anonymised deleted users", extra={"count": total})
-    return total
+    return await batched_run(
+        db,
+        batch_size=batch_size,
+        dry_run=dry_run,
+        count=lambda conn: queries.count_users_to_anonymize(conn, older_than_days=GRACE_DAYS),
+        step=anonymize_batch,
+        done="anonymised deleted users",
+    )
 
 
 @sweep("users", "Anonymise users deleted more than 30 days ago")

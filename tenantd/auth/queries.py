@@ -127,6 +127,16 @@ async def drop_credentials(conn: Conn, user_id: uuid.UUID) -> None:
         await conn.execute(f"DELETE FROM {table} WHERE user_id = %(u)s", {"u": user_id})
 
 
+async def count_users_to_anonymize(conn: Conn, *, older_than_days: int) -> int:
+    return int(
+        await conn.fetch_val(
+            "SELECT count(*) FROM users WHERE deleted_at IS NOT NULL AND anonymized_at IS NULL"
+            " AND deleted_at < now() - make_interval(days => %(d)s)",
+            {"d": older_than_days},
+        )
+    )
+
+
 async def lock_users_to_anonymize(conn: Conn, *, older_than_days: int, limit: int) -> list[Row]:
     return await conn.fetch_all(
         "SELECT id FROM users WHERE deleted_at IS NOT NULL AND anonymized_at IS NULL"

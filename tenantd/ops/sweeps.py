@@ -152,6 +152,34 @@ async def in_batches(
             await ctx.pause()
 
 
+async def batched_run(
+    db: Database,
+    *,
+    batch_size: int,
+    dry_run: bool,
+    count: Callable[[Conn], Awaitable[int]],
+    step: Callable[[Conn], Awaitable[int]],
+    done: str,
+) -> int:
+    """A batched change outside a sweep context (its function is also called directly): a dry
+    run only counts the candidates; otherwise `step` handles one batch in its own transaction
+    until a batch comes back short, and the total is logged as `done`."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    if dry_run:
+        async with db.connection() as conn:
+            return await count(conn)
+
+    async def one_batch() -> int:
+        async with db.transaction() as conn:
+            return await step(conn)
+
+    total = await in_batches(one_batch, batch_size)
+    if total:
+        log.info(done, extra={"count": total})
+    return total
+
+
 async def delete_batches(ctx: SweepContext, table: Table, where: ColumnElement[bool]) -> int:
     """DELETE FROM `table` WHERE `where`, at most batch_size rows per statement.
 

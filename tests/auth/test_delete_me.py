@@ -137,3 +137,21 @@ async def test_export_returns_my_data(make_client: Any, factory: Factory, db: An
         "auditLog",
     }
     await error(await (await make_client()).get("/api/v1/users/me/export"), 401)
+
+
+async def test_a_dry_run_counts_every_user_due_not_one_batch(
+    make_client: Any, factory: Factory, db: Any
+) -> None:
+    for name in ("Ada", "Grace", "Edsger"):
+        user = await factory.user(first_name=name, password=None)
+        await data(await (await signed_in(make_client, factory, user)).delete("/api/v1/users/me"))
+    await db.execute(
+        "UPDATE users SET deleted_at = now() - interval '31 days' WHERE deleted_at IS NOT NULL"
+    )
+    due = await db.fetch_val(
+        "SELECT count(*) FROM users WHERE anonymized_at IS NULL AND deleted_at IS NOT NULL"
+    )
+    assert due >= 3
+    assert await anonymize_deleted_users(db, batch_size=2, dry_run=True) == due
+    assert await anonymize_deleted_users(db, batch_size=2) == due  # two batches and more
+    assert await anonymize_deleted_users(db, batch_size=2, dry_run=True) == 0
