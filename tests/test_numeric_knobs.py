@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tenantd.app.settings import load_settings
-from tenantd.jobs.queue import job_config
+from tenantd.jobs.settings import JobSettings
 from tenantd.ops.config import ops_config
 from tenantd.settings import SettingsError
 
@@ -23,8 +23,8 @@ BASE = {"SECRET_KEY": "k" * 40, "DATABASE_URL": "postgresql:///x"}
         ("TENANTD_SWEEP_BATCH_SIZE", lambda env: ops_config(load_settings(environ=env))),
         ("TENANTD_SHUTDOWN_TIMEOUT_SECONDS", lambda env: ops_config(load_settings(environ=env))),
         ("TENANTD_SHUTDOWN_DRAIN_SECONDS", lambda env: ops_config(load_settings(environ=env))),
-        ("TENANTD_JOB_CONCURRENCY", lambda env: job_config(load_settings(environ=env))),
-        ("TENANTD_JOB_POLL_SECONDS", lambda env: job_config(load_settings(environ=env))),
+        ("TENANTD_JOB_CONCURRENCY", lambda env: load_settings(environ=env).section(JobSettings)),
+        ("TENANTD_JOB_POLL_SECONDS", lambda env: load_settings(environ=env).section(JobSettings)),
     ],
 )
 def test_bad_numeric_value_names_the_variable(name: str, read: object, raw: str) -> None:

@@ -18,7 +18,6 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tenantd.db import Conn, Database
@@ -31,30 +30,7 @@ from tenantd.settings import Settings
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class JobConfig:
-    concurrency: int = 64  # jobs running at once per process
-    batch_size: int = 64  # jobs claimed per round trip
-    poll_seconds: float = 0.5  # idle wait between claims when nothing wakes the runner
-    retry_base_seconds: float = 2.0  # first retry delay; doubles each attempt
-    retry_max_seconds: float = 3600.0
-    stop_timeout: float = 10.0  # graceful stop: running jobs get this long, then are released
-
-
-def job_config(settings: Settings) -> JobConfig:
-    """The runner's knobs of these settings (TENANTD_JOB_*)."""
-    section = settings.section(JobSettings)
-    return JobConfig(
-        concurrency=section.concurrency,
-        batch_size=section.batch_size,
-        poll_seconds=section.poll_seconds,
-        retry_base_seconds=section.retry_base_seconds,
-        retry_max_seconds=section.retry_max_seconds,
-        stop_timeout=section.stop_timeout_seconds,
-    )
-
-
-def retry_delay(config: JobConfig, attempts: int) -> float:
+def retry_delay(config: JobSettings, attempts: int) -> float:
     """Exponential backoff with +-20% jitter: base, 2*base, 4*base, ... capped."""
     delay = min(config.retry_base_seconds * (2 ** max(attempts - 1, 0)), config.retry_max_seconds)
     return delay * random.uniform(0.8, 1.2)
@@ -81,7 +57,7 @@ class JobQueue:
 
     def __init__(self, settings: Settings, kinds: Iterable[JobKind] = (), *, bind: Binder):
         self.settings = settings
-        self.config = job_config(settings)
+        self.config = settings.section(JobSettings)  # the runner's knobs (TENANTD_JOB_*)
         self._bind = bind
         self.kinds: dict[str, BoundKind] = {}
         for kind in kinds:

@@ -38,7 +38,7 @@ import aiopg
 from tenantd.db import Conn
 from tenantd.jobs import queries
 from tenantd.jobs.kinds import BoundKind, JobInfo, PermanentJobError
-from tenantd.jobs.queue import JobConfig, JobHost, attempt, describe, give_up, retry_delay
+from tenantd.jobs.queue import JobHost, attempt, describe, give_up, retry_delay
 from tenantd.jobs.settings import JobSettings
 
 log = logging.getLogger(__name__)
@@ -50,11 +50,11 @@ DEAD_CHECK_SECONDS = 5.0  # the longest time between two looks for dead workers'
 
 
 class JobRunner:
-    def __init__(self, host: JobHost, *, config: JobConfig | None = None):
+    def __init__(self, host: JobHost, *, config: JobSettings | None = None):
         self.host = host  # the runner's database and settings; jobs are bound without it
         self.queue = host.jobs
         self.config = config or host.jobs.config
-        self.lease_seconds = host.settings.section(JobSettings).lease_seconds
+        self.lease_seconds = self.config.lease_seconds
         self._dsn: str = host.db.pool._dsn  # the pool's own DSN (psycopg2 masks passwords)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._running: set[int] = set()
@@ -109,7 +109,7 @@ class JobRunner:
         with contextlib.suppress(asyncio.CancelledError):
             await claim_task
         if self._scheduler is not None:
-            await self._scheduler.wait_and_close(timeout=self.config.stop_timeout)
+            await self._scheduler.wait_and_close(timeout=self.config.stop_timeout_seconds)
         heartbeat_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await heartbeat_task

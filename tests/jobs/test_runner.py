@@ -10,7 +10,6 @@ import signal
 import sys
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from tenantd.app.settings import load_settings
 from tenantd.jobs import JobInfo, JobKind, PermanentJobError
 from tenantd.jobs.queue import retry_delay
 from tenantd.jobs.runner import JobRunner
+from tenantd.jobs.settings import JobSettings
 from tenantd.jobs.sweeps import cleanup_finished_jobs
 from tenantd.notifications import send
 from tenantd.notifications.sweeps import cleanup_dedup
@@ -93,7 +93,9 @@ async def test_failures_retry_with_growing_backoff(settings: Any, migrated: str,
     base = 60.0
     async with open_services(settings.switched("QUEUES_ENABLED", True), migrated) as services:
         services.jobs.register(kind("test.flaky", recorder, fail_until=3))
-        runner = JobRunner(services, config=replace(services.jobs.config, retry_base_seconds=base))
+        runner = JobRunner(
+            services, config=services.jobs.config.model_copy(update={"retry_base_seconds": base})
+        )
         [job_id] = await services.jobs.enqueue(services.db, "test.flaky", {"n": 1})
         await runner.start()
         try:
@@ -124,9 +126,7 @@ async def _queued_after(services: Domains, job_id: int, attempts: int) -> dict[s
 
 
 def test_retry_delay_is_exponential_and_capped(settings: Any) -> None:
-    from tenantd.jobs.queue import JobConfig
-
-    config = JobConfig(retry_base_seconds=2.0, retry_max_seconds=60.0)
+    config = JobSettings().model_copy(update={"retry_base_seconds": 2.0, "retry_max_seconds": 60.0})
     assert 1.6 <= retry_delay(config, 1) <= 2.4
     assert 6.4 <= retry_delay(config, 3) <= 9.6
     assert retry_delay(config, 30) <= 72.0
@@ -225,7 +225,9 @@ async def test_graceful_stop_finishes_short_jobs_and_releases_long_ones(
     async with open_services(quiet, migrated) as services:
         services.jobs.register(kind("test.long", recorder, sleep=120))
         services.jobs.register(kind("test.short", recorder, sleep=0.1))
-        runner = JobRunner(services, config=replace(services.jobs.config, stop_timeout=0.5))
+        runner = JobRunner(
+            services, config=services.jobs.config.model_copy(update={"stop_timeout_seconds": 0.5})
+        )
         await services.jobs.enqueue(services.db, "test.long", {"n": 1})
         await services.jobs.enqueue(services.db, "test.short", {"n": 2})
         await runner.start()

@@ -18,7 +18,7 @@ from tenantd.app.bundle import INLINE_DRAIN_SECONDS, open_services
 from tenantd.app.settings import load_settings
 from tenantd.cli.serve import SHUTDOWN_TIMEOUT
 from tenantd.db import Database
-from tenantd.jobs.queue import job_config
+from tenantd.jobs.settings import JobSettings
 from tenantd.notifications import send
 from tenantd.ops.config import parse_ops_config
 from tenantd.ops.scheduler import STOP_WAIT_SECONDS
@@ -170,7 +170,7 @@ def test_systemd_stop_timeout_matches_the_in_process_bound() -> None:
     assert bound + 3 <= stop_timeout <= bound + 10
     assert unit["Service"]["KillSignal"] == "SIGTERM"
     # Each step of the shutdown fits inside the bound on its own.
-    jobs = job_config(load_settings(environ={"SECRET_KEY": SECRET})).stop_timeout
+    jobs = load_settings(environ={"SECRET_KEY": SECRET}).section(JobSettings).stop_timeout_seconds
     drain = parse_ops_config({}).shutdown_drain_seconds
     for step in (SHUTDOWN_TIMEOUT, jobs, INLINE_DRAIN_SECONDS, STOP_WAIT_SECONDS, drain):
         assert step < bound
