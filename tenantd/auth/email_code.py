@@ -35,8 +35,9 @@ from tenantd.errors import NotFound, ValidationFailed
 from tenantd.identity import queries
 from tenantd.identity.events import user_changed
 from tenantd.identity.queries import claim_unverified_user
+from tenantd.identity.sessions import ClientMeta
 from tenantd.identity.settings import SignInSettings
-from tenantd.identity.signin import AUTH_EMAIL, ClientMeta
+from tenantd.identity.signin import AUTH_EMAIL
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import service as mfa
 from tenantd.outbox import Actor

@@ -647,8 +647,7 @@ async def change_password(
             keyring=services.identity.keyring,
             user_id=user_id,
             account_id=account_id,
-            user_agent=client.user_agent,
-            ip=client.ip,
+            client=client,
             amr=principal.amr or (mfa.AMR_PASSWORD,),
             auth_time=principal.auth_time,
             method=PASSWORD,
@@ -714,8 +713,7 @@ async def refresh_session(
         services.settings,
         keyring=services.identity.keyring,
         refresh_token=refresh_token,
-        user_agent=client.user_agent,
-        ip=client.ip,
+        client=client,
         family_id=family_id,
         counters=counters,
     )
@@ -736,8 +734,7 @@ async def refresh_session(
                 services.settings,
                 keyring=services.identity.keyring,
                 refresh_token=refresh_token,
-                user_agent=client.user_agent,
-                ip=client.ip,
+                client=client,
             )
             if renewal.revoked_user_id is not None:
                 await _submit_reuse_notice(services, conn, renewal.revoked_user_id)

@@ -15,8 +15,7 @@ from tenantd.identity.cookies import (
     set_session_cookies,
 )
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
-from tenantd.identity.sessions import IssuedTokens
-from tenantd.identity.signin import ClientMeta
+from tenantd.identity.sessions import ClientMeta, IssuedTokens
 from tenantd.settings import Settings
 from tenantd.web.body import read_limited
 

@@ -43,6 +43,18 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class ClientMeta:
+    """What the request tells about the browser: User-Agent, address, device cookie."""
+
+    user_agent: str | None = None
+    ip: str | None = None
+    device: str | None = None
+
+
+NO_CLIENT = ClientMeta()  # a session opened outside a request (tests, imports)
+
+
+@dataclass(frozen=True)
 class IssuedTokens:
     access_token: str
     access: AccessClaims
@@ -83,8 +95,7 @@ async def issue_session(
     keyring: Keyring,
     user_id: uuid.UUID,
     account_id: uuid.UUID | None,
-    user_agent: str | None = None,
-    ip: str | None = None,
+    client: ClientMeta = NO_CLIENT,
     amr: Sequence[str] = ("pwd",),
     auth_time: float | None = None,
     method: str | None = None,
@@ -118,8 +129,7 @@ async def issue_session(
         refresh=new_refresh_token(settings.secret_key, family_id),
         user_id=user_id,
         account_id=account_id,
-        user_agent=user_agent,
-        ip=ip,
+        client=client,
         auth=auth,
         method=method,
     )
@@ -134,8 +144,7 @@ async def issue_impersonation_session(
     account_id: uuid.UUID | None,
     act: str,
     lifetime: dt.timedelta,
-    user_agent: str | None = None,
-    ip: str | None = None,
+    client: ClientMeta = NO_CLIENT,
 ) -> IssuedTokens:
     """A session an operator (`act`) opens as the user: one access token carrying the `act`
     claim and living `lifetime` at most, a session row ending with it (so the user's sessions
@@ -155,8 +164,7 @@ async def issue_impersonation_session(
         refresh=new_refresh_token(settings.secret_key, family_id),  # stored hashed, never given
         user_id=user_id,
         account_id=account_id,
-        user_agent=user_agent,
-        ip=ip,
+        client=client,
         auth=SessionAuth(),
         method="impersonation",
         act=act,
@@ -188,8 +196,7 @@ async def _insert_session(
     refresh: str,
     user_id: uuid.UUID,
     account_id: uuid.UUID | None,
-    user_agent: str | None,
-    ip: str | None,
+    client: ClientMeta,
     auth: SessionAuth,
     method: str | None = None,
     signed_in_at: dt.datetime | None = None,
@@ -219,8 +226,8 @@ async def _insert_session(
         token_hash=token_hash(settings.secret_key, refresh),
         expires_at=expires_at,
         access_jti=claims.jti,
-        user_agent=user_agent,
-        ip=ip,
+        user_agent=client.user_agent,
+        ip=client.ip,
         method=method,
         signed_in_at=signed_in_at,
     )
@@ -243,8 +250,7 @@ async def renew_batched(
     *,
     keyring: Keyring,
     refresh_token: str,
-    user_agent: str | None = None,
-    ip: str | None = None,
+    client: ClientMeta = NO_CLIENT,
     family_id: uuid.UUID | None = None,
     counters: Sequence[Counter] = (),
 ) -> FastRenewal:
@@ -264,8 +270,8 @@ async def renew_batched(
             family_id=family_id,
             new_hash=token_hash(secret_key, refresh),
             jti=jti,
-            user_agent=(user_agent or "")[:512] or None,
-            ip=ip,
+            user_agent=(client.user_agent or "")[:512] or None,
+            ip=client.ip,
             counters=tuple(counters),
         )
     )
@@ -292,8 +298,7 @@ async def rotate(
     *,
     keyring: Keyring,
     refresh_token: str,
-    user_agent: str | None = None,
-    ip: str | None = None,
+    client: ClientMeta = NO_CLIENT,
 ) -> Renewal:
     """The locked refresh path: rotate, repeat a rotation within the reuse interval, or say
     why not. Reuse revokes the whole family. Run it in the caller's transaction."""
@@ -324,8 +329,7 @@ async def rotate(
         refresh=successor,
         user_id=row["user_id"],
         account_id=row["account_id"],
-        user_agent=user_agent,
-        ip=ip,
+        client=client,
         auth=SessionAuth.of(await queries.session_auth(conn, row["family_id"])),
         method=row["method"],
         signed_in_at=row["signed_in_at"] or row["created_at"],

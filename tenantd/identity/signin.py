@@ -14,7 +14,7 @@ from tenantd.db import Conn
 from tenantd.identity import queries
 from tenantd.identity.devices import describe, usable_device_id
 from tenantd.identity.domain import Identity
-from tenantd.identity.sessions import IssuedTokens, issue_session
+from tenantd.identity.sessions import ClientMeta, IssuedTokens, issue_session
 from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.sso_policy import refuse_unless_sso
 from tenantd.identity.tokens import new_opaque_token, token_hash
@@ -30,15 +30,6 @@ NEW_SIGNIN = "new_signin"
 # is named by its provider ("google").
 PASSWORD = "password"
 EMAIL_LINK = "email_link"
-
-
-@dataclass(frozen=True)
-class ClientMeta:
-    """What the request tells about the browser: User-Agent, address, device cookie."""
-
-    user_agent: str | None = None
-    ip: str | None = None
-    device: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,8 +82,7 @@ async def start_session(
         keyring=services.keyring,
         user_id=user_id,
         account_id=account_id,
-        user_agent=client.user_agent,
-        ip=client.ip,
+        client=client,
         method=method,
         amr=amr,
     )

@@ -39,8 +39,9 @@ from tenantd.db import Conn, Row
 from tenantd.errors import AppError, Conflict, NotFound, Unauthorized, ValidationFailed
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.errors import InvalidCredentials
+from tenantd.identity.sessions import ClientMeta
 from tenantd.identity.settings import IdentitySettings
-from tenantd.identity.signin import ClientMeta, start_default_session
+from tenantd.identity.signin import start_default_session
 from tenantd.identity.tokens import token_hash
 from tenantd.mfa import queries, sensitive
 from tenantd.mfa.service import AMR_PASSKEY, Completed, factor_added, remove_factor

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tenantd.identity.signin import ClientMeta
+from tenantd.identity.sessions import ClientMeta
 from tenantd.mfa import passkeys, service
 from tenantd.mfa.schemas import ReauthBody, VerifyBody
 

@@ -25,9 +25,9 @@ from tenantd.identity import queries as identity_queries
 from tenantd.identity.domain import Identity
 from tenantd.identity.errors import InvalidCredentials, UserDisabled
 from tenantd.identity.passwords import verified_rehash
-from tenantd.identity.sessions import IssuedTokens
+from tenantd.identity.sessions import ClientMeta, IssuedTokens
 from tenantd.identity.settings import IdentitySettings
-from tenantd.identity.signin import PASSWORD, ClientMeta, start_default_session
+from tenantd.identity.signin import PASSWORD, start_default_session
 from tenantd.identity.sso_policy import refuse_unless_sso
 from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
 from tenantd.mfa import mail, queries, sensitive, totp

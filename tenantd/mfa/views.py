@@ -16,7 +16,7 @@ from tenantd.identity.cookies import (
     clear_cookie,
     set_access_cookie,
 )
-from tenantd.identity.signin import ClientMeta
+from tenantd.identity.sessions import ClientMeta
 from tenantd.mfa import passkeys, proof, service
 from tenantd.mfa.domain import mfa_of
 from tenantd.mfa.schemas import (

@@ -44,9 +44,9 @@ from tenantd.errors import NotFound
 from tenantd.identity import queries as identity_queries
 from tenantd.identity.errors import UserDisabled
 from tenantd.identity.events import user_changed
-from tenantd.identity.sessions import IssuedTokens
+from tenantd.identity.sessions import ClientMeta, IssuedTokens
 from tenantd.identity.settings import OAuthProviderSettings
-from tenantd.identity.signin import ClientMeta, start_session
+from tenantd.identity.signin import start_session
 from tenantd.identity.sso_policy import SSO_METHOD
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa.service import AMR_FEDERATED

@@ -21,7 +21,7 @@ from tenantd.db import Row
 from tenantd.identity import browser
 from tenantd.identity.account_call import in_account_of
 from tenantd.identity.cookies import clear_cookie
-from tenantd.identity.signin import ClientMeta
+from tenantd.identity.sessions import ClientMeta
 from tenantd.sso import saml, service, signin
 from tenantd.sso.domain import Sso, sso_of
 from tenantd.sso.errors import SsoRefused

@@ -14,8 +14,9 @@ import pytest
 from tenantd.db import Database
 from tenantd.identity.domain import identity_of
 from tenantd.identity.errors import UserDisabled
+from tenantd.identity.sessions import ClientMeta
 from tenantd.identity.settings import IdentitySettings
-from tenantd.identity.signin import ClientMeta, start_session
+from tenantd.identity.signin import start_session
 from tests.apikeys.helpers import bearer, new_key
 from tests.auth.helpers import last_token, mail_sent, mails_to, register, set_cookies
 from tests.factories import Factory, mail_text

@@ -12,7 +12,7 @@ from aiohttp import web
 from tenantd.bundle import Services
 from tenantd.db import Database
 from tenantd.identity import rotation
-from tenantd.identity.sessions import renew_batched
+from tenantd.identity.sessions import ClientMeta, renew_batched
 from tenantd.identity.tokens import refresh_token_family
 from tenantd.ops.config import ops_config
 from tenantd.ops.metrics import METRICS
@@ -130,7 +130,7 @@ async def test_a_batch_counts_its_requests_in_order_and_refuses_those_over_a_lim
                 services.settings,
                 keyring=services.identity.keyring,
                 refresh_token=token,
-                ip="127.0.0.1",
+                client=ClientMeta(ip="127.0.0.1"),
                 counters=refresh_counters(services, family),
             )
             for token, family in zip(tokens, families, strict=True)
@@ -177,7 +177,7 @@ async def test_the_same_family_in_one_batch_is_counted_in_request_order(
             services.settings,
             keyring=services.identity.keyring,
             refresh_token=first.refresh_token,
-            ip="127.0.0.1",
+            client=ClientMeta(ip="127.0.0.1"),
             counters=counters,
         ),
         renew_batched(
@@ -185,7 +185,7 @@ async def test_the_same_family_in_one_batch_is_counted_in_request_order(
             services.settings,
             keyring=services.identity.keyring,
             refresh_token=other.refresh_token,
-            ip="127.0.0.1",
+            client=ClientMeta(ip="127.0.0.1"),
             counters=refresh_counters(services, other_family),
         ),
     )

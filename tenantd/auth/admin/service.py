@@ -33,8 +33,13 @@ from tenantd.bundle import Services
 from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, NotFound, ValidationFailed
 from tenantd.identity import queries as identity_queries
-from tenantd.identity.sessions import IssuedTokens, issue_impersonation_session, revoke_all
-from tenantd.identity.signin import ClientMeta, record_security
+from tenantd.identity.sessions import (
+    ClientMeta,
+    IssuedTokens,
+    issue_impersonation_session,
+    revoke_all,
+)
+from tenantd.identity.signin import record_security
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import sensitive
 from tenantd.settings import Settings
@@ -257,8 +262,7 @@ async def start_impersonation(services: Auth, *, token: str, client: ClientMeta)
             account_id=account_id,
             act=link["actor"],
             lifetime=IMPERSONATION_TTL,
-            user_agent=client.user_agent,
-            ip=client.ip,
+            client=client,
         )
         session_id = tokens.access.session_id
         await queries.link_session(conn, link["id"], session_id)

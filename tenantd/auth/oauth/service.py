@@ -53,9 +53,9 @@ from tenantd.identity import queries as auth_queries
 from tenantd.identity import queries as identity_queries
 from tenantd.identity import stepup
 from tenantd.identity.events import user_changed
-from tenantd.identity.sessions import IssuedTokens
+from tenantd.identity.sessions import ClientMeta, IssuedTokens
 from tenantd.identity.settings import OAuthProviderSettings, SignInSettings
-from tenantd.identity.signin import ClientMeta, Started, record_security
+from tenantd.identity.signin import Started, record_security
 from tenantd.mfa import service as mfa
 from tenantd.settings import Settings
 from tenantd.web.schemas import ApiModel
