@@ -16,6 +16,7 @@ from tenantd.identity.cookies import (
 )
 from tenantd.identity.devices import DEVICE_COOKIE_MAX_AGE
 from tenantd.identity.sessions import ClientMeta, IssuedTokens
+from tenantd.identity.signin import ProviderRedirect
 from tenantd.settings import Settings
 from tenantd.web.body import read_limited
 
@@ -32,19 +33,18 @@ def redirect(location: str) -> web.Response:
     )
 
 
-def to_provider(
-    settings: Settings,
-    location: str,
-    *,
-    cookie: str,
-    value: str,
-    max_age: int,
-    path: str,
-    same_site: str,
-) -> web.Response:
+def to_provider(settings: Settings, started: ProviderRedirect) -> web.Response:
     """The redirect to the provider's sign-in page, setting the flow's cookie (its state)."""
-    response = redirect(location)
-    set_cookie(response, settings, cookie, value, max_age=max_age, path=path, same_site=same_site)
+    response = redirect(started.location)
+    set_cookie(
+        response,
+        settings,
+        started.cookie,
+        started.value,
+        max_age=started.max_age,
+        path=started.path,
+        same_site=started.same_site,
+    )
     return response
 
 

@@ -33,6 +33,19 @@ EMAIL_LINK = "email_link"
 
 
 @dataclass(frozen=True)
+class ProviderRedirect:
+    """The way to a provider's sign-in page (OpenID Connect, SSO): its URL and the flow's
+    cookie (its state), which the answer must bring back."""
+
+    location: str
+    cookie: str
+    value: str
+    path: str
+    max_age: int
+    same_site: str  # "None" when the answer is a cross-site form POST (Apple, SAML)
+
+
+@dataclass(frozen=True)
 class Started:
     tokens: IssuedTokens
     device: str  # the browser's device cookie value (to set again: its lifetime renews)

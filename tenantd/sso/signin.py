@@ -46,7 +46,7 @@ from tenantd.identity.errors import UserDisabled
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import ClientMeta, IssuedTokens
 from tenantd.identity.settings import OAuthProviderSettings
-from tenantd.identity.signin import start_session
+from tenantd.identity.signin import ProviderRedirect, start_session
 from tenantd.identity.sso_policy import SSO_METHOD
 from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa.service import AMR_FEDERATED
@@ -98,16 +98,6 @@ DEFAULT_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "http://schemas.microsoft.com/ws/2008/06/identity/claims/groups",
     ),
 }
-
-
-@dataclass(frozen=True)
-class Started:
-    location: str  # the identity provider's sign-in page
-    cookie_name: str
-    cookie_value: str
-    cookie_path: str
-    max_age: int
-    same_site: str
 
 
 @dataclass(frozen=True)
@@ -211,7 +201,7 @@ def oidc_cookie(services: Sso, connection_id: uuid.UUID) -> FlowCookie:
 
 async def begin(
     services: Sso, *, connection: str | None, email: str | None, return_to: str | None
-) -> Started | None:
+) -> ProviderRedirect | None:
     """Start a sign-in through the connection of that id (a 404 when none is live), or the
     one holding the email's domain; None when no connection holds it (the password form,
     and the other ways in, are the way for this address)."""
@@ -235,7 +225,7 @@ def _connection_id(value: str) -> uuid.UUID:
         raise NotFound("No single sign-on connection") from None
 
 
-async def start(services: Sso, connection: Row, *, return_to: str | None) -> Started:
+async def start(services: Sso, connection: Row, *, return_to: str | None) -> ProviderRedirect:
     """Begin a sign-in through the connection: the identity provider's URL, and the cookie
     that binds the answer to this browser."""
     return_to = safe_return_to(return_to)
@@ -256,7 +246,7 @@ async def _sp_config(
     )
 
 
-async def _start_saml(services: Sso, connection: Row, return_to: str | None) -> Started:
+async def _start_saml(services: Sso, connection: Row, return_to: str | None) -> ProviderRedirect:
     settings = services.settings
     ends = endpoints(settings, connection["id"])
     idp = idp_metadata(connection)
@@ -274,11 +264,11 @@ async def _start_saml(services: Sso, connection: Row, return_to: str | None) -> 
             return_to=return_to,
             expires_at=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=REQUEST_TTL_SECONDS),
         )
-    return Started(
+    return ProviderRedirect(
         location=location,
-        cookie_name=BINDING_COOKIE,
-        cookie_value=binding,
-        cookie_path=cookie_path(ends.acs_url),
+        cookie=BINDING_COOKIE,
+        value=binding,
+        path=cookie_path(ends.acs_url),
         max_age=REQUEST_TTL_SECONDS,
         same_site="None",  # the answer is a cross-site form POST from the identity provider
     )
@@ -293,7 +283,7 @@ def _provider(services: Sso, connection: Row) -> OAuthProviderSettings:
     )
 
 
-async def _start_oidc(services: Sso, connection: Row, return_to: str | None) -> Started:
+async def _start_oidc(services: Sso, connection: Row, return_to: str | None) -> ProviderRedirect:
     settings = services.settings
     config = _provider(services, connection)
     flow = new_flow_state(config.name, return_to)
@@ -302,11 +292,11 @@ async def _start_oidc(services: Sso, connection: Row, return_to: str | None) -> 
         location = await oauth.authorization(oidc_client(services), config, flow, callback=callback)
     except OAuthRefused as refused:
         raise SsoRefused(refused.code, refused.reason) from None
-    return Started(
+    return ProviderRedirect(
         location=location,
-        cookie_name=STATE_COOKIE,
-        cookie_value=encode_state(settings.secret_key, flow),
-        cookie_path=cookie_path(callback),
+        cookie=STATE_COOKIE,
+        value=encode_state(settings.secret_key, flow),
+        path=cookie_path(callback),
         max_age=STATE_TTL_SECONDS,
         same_site="Lax",
     )

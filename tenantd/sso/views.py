@@ -22,6 +22,7 @@ from tenantd.identity import browser
 from tenantd.identity.account_call import in_account_of
 from tenantd.identity.cookies import clear_cookie
 from tenantd.identity.sessions import ClientMeta
+from tenantd.identity.signin import ProviderRedirect
 from tenantd.sso import saml, service, signin
 from tenantd.sso.domain import Sso, sso_of
 from tenantd.sso.errors import SsoRefused
@@ -65,16 +66,8 @@ def _signed_in(services: Sso, signed: signin.SsoSignedIn) -> web.Response:
     return response
 
 
-def _started(services: Sso, started: signin.Started) -> web.Response:
-    return browser.to_provider(
-        services.settings,
-        started.location,
-        cookie=started.cookie_name,
-        value=started.cookie_value,
-        max_age=started.max_age,
-        path=started.cookie_path,
-        same_site=started.same_site,
-    )
+def _started(services: Sso, started: ProviderRedirect) -> web.Response:
+    return browser.to_provider(services.settings, started)
 
 
 async def _answer(

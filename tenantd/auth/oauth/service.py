@@ -28,6 +28,7 @@ from tenantd.auth.oauth import errors, presets, queries
 from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
 from tenantd.auth.oauth.flow import (
+    STATE_COOKIE,
     STATE_TTL_SECONDS,
     FlowState,
     ReauthBinding,
@@ -55,7 +56,7 @@ from tenantd.identity import stepup
 from tenantd.identity.events import user_changed
 from tenantd.identity.sessions import ClientMeta, IssuedTokens
 from tenantd.identity.settings import OAuthProviderSettings, SignInSettings
-from tenantd.identity.signin import Started, record_security
+from tenantd.identity.signin import ProviderRedirect, Started, record_security
 from tenantd.mfa import service as mfa
 from tenantd.settings import Settings
 from tenantd.web.schemas import ApiModel
@@ -95,15 +96,6 @@ class OidcTransport(Protocol):
     async def github_user(
         self, metadata: ProviderMetadata, *, access_token: str
     ) -> tuple[dict[str, Any], list[Any]]: ...
-
-
-@dataclass(frozen=True)
-class StartedFlow:
-    location: str  # the provider's authorization URL
-    state_cookie: str
-    cookie_path: str
-    max_age: int
-    same_site: str = "Lax"  # None: the callback is a cross-site form POST (Apple)
 
 
 @dataclass(frozen=True)
@@ -196,7 +188,7 @@ async def start(
     provider: str,
     return_to: str | None,
     reauth: ReauthBinding | None = None,
-) -> StartedFlow:
+) -> ProviderRedirect:
     """Begin the code flow: fresh state, nonce and PKCE verifier, kept in a signed cookie
     (with `reauth`, a step-up of that session: see reauth.py)."""
     config = provider_settings(settings, provider)
@@ -205,7 +197,7 @@ async def start(
         raise NotFound("This provider cannot confirm a recent sign-in")
     metadata = await _metadata(transport, config)
     flow = new_flow_state(config.name, return_to, reauth=reauth)
-    return StartedFlow(
+    return ProviderRedirect(
         location=authorization_url(
             metadata,
             config,
@@ -215,10 +207,11 @@ async def start(
             openid=presets.is_openid(config),
             response_mode=presets.response_mode(config),
         ),
-        state_cookie=encode_state(settings.secret_key, flow),
-        cookie_path=callback_path(settings, config.name),
+        cookie=STATE_COOKIE,
+        value=encode_state(settings.secret_key, flow),
+        path=callback_path(settings, config.name),
         max_age=STATE_TTL_SECONDS,
-        same_site=presets.state_same_site(config),
+        same_site=presets.state_same_site(config),  # None: Apple's callback is a form POST
     )
 
 

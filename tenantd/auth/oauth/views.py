@@ -123,15 +123,7 @@ async def _start(
         )
     except OAuthRefused as refused:
         return _refused(refused, provider)
-    return browser.to_provider(
-        services.settings,
-        started.location,
-        cookie=STATE_COOKIE,
-        value=started.state_cookie,
-        max_age=started.max_age,
-        path=started.cookie_path,
-        same_site=started.same_site,
-    )
+    return browser.to_provider(services.settings, started)
 
 
 @ROUTES.get(
