@@ -42,6 +42,22 @@ async def record(
     )
 
 
+async def record_user(
+    conn: Conn,
+    user_id: uuid.UUID,
+    action: str,
+    *,
+    by: uuid.UUID | None = None,
+    data: dict[str, Any] | None = None,
+) -> None:
+    """A row about a user rather than an account (their address, their factors, an operator's
+    action on them): no account, the user as its target, `by` the user when they acted
+    themselves (None: an operator or the system)."""
+    await record(
+        conn, account_id=None, actor_user_id=by, action=action, target=str(user_id), data=data
+    )
+
+
 def _lock_order(entry: AuditEntry) -> str:
     return "" if entry.account_id is None else str(entry.account_id)
 

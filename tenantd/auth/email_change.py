@@ -141,12 +141,11 @@ async def mail_change(services: Services, *, user_id: uuid.UUID, new_email: str)
                 ttl_hours=EMAIL_CHANGE_TTL_HOURS,
                 cancel_days=CANCEL_DAYS,
             )
-            await audit.record(
+            await audit.record_user(
                 conn,
-                account_id=None,
-                actor_user_id=user_id,
-                action="user.email_change_requested",
-                target=str(user_id),
+                user_id,
+                "user.email_change_requested",
+                by=user_id,
                 data={"newEmail": new},
             )
             outgoing.append(
@@ -223,12 +222,11 @@ async def confirm_change(services: Services, *, user_id: uuid.UUID, token: str) 
         await queries.finish_email_change(conn, change_id=change["id"], outcome="confirmed_at")
         await identity_queries.drop_user_links(conn, user_id=user_id)
         await suppression.remove(conn, new)  # the mailbox just proved it works
-        await audit.record(
+        await audit.record_user(
             conn,
-            account_id=None,
-            actor_user_id=user_id,
-            action="user.email_changed",
-            target=str(user_id),
+            user_id,
+            "user.email_changed",
+            by=user_id,
             data={"oldEmail": change["old_email"], "newEmail": new},
         )
         await user_changed(conn, "user.updated", user_id, previous={"email": user["email"]})
@@ -309,12 +307,10 @@ async def cancel_change(services: Services, *, token: str) -> Cancelled:
             ended = await _end_credentials_since(conn, user_id, change["confirmed_at"])
         # This change and every later one end (their links with them), confirmed or not.
         await queries.cancel_email_changes_since(conn, user_id=user_id, change_id=change["id"])
-        await audit.record(
+        await audit.record_user(
             conn,
-            account_id=None,
-            actor_user_id=None,
-            action="user.email_change_cancelled",
-            target=str(user_id),
+            user_id,
+            "user.email_change_cancelled",
             data={"reverted": restored, "newEmail": change["new_email"], "ended": ended},
         )
         if restored:

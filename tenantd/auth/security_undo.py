@@ -209,12 +209,10 @@ async def undo(services: Services, *, token: str) -> Undone:
         handler = UNDO.get(action)
         reverted = await handler(conn, user_id, dict(row["data"])) if handler else False
         await mfa_queries.mark_undo_used(conn, row["id"])
-        await audit.record(
+        await audit.record_user(
             conn,
-            account_id=None,
-            actor_user_id=None,
-            action="security.action_undone",
-            target=str(user_id),
+            user_id,
+            "security.action_undone",
             data={"action": action, "reverted": reverted},
         )
         await security.record(

@@ -54,12 +54,10 @@ def mfa_reset(email: str = typer.Argument(..., help="The user's email address.")
     async def work(services: Mfa) -> str:
         async with services.db.transaction() as conn:
             user_id = await mfa.reset_user(conn, email=email)
-            await audit.record(
+            await audit.record_user(
                 conn,
-                account_id=None,
-                actor_user_id=None,
-                action="user.mfa_reset",
-                target=str(user_id),
+                user_id,
+                "user.mfa_reset",
                 data={"via": "cli"},
             )
         await mfa.mail_reset_notice(services, user_id)

@@ -72,12 +72,10 @@ async def _audit(
     user_id: uuid.UUID,
     data: dict[str, Any] | None = None,
 ) -> None:
-    await audit.record(
+    await audit.record_user(
         conn,
-        account_id=None,
-        actor_user_id=None,
-        action=action,
-        target=str(user_id),
+        user_id,
+        action,
         data={"actor": actor_json(actor), **(data or {})},
     )
 
@@ -274,12 +272,10 @@ async def start_impersonation(services: Auth, *, token: str, client: ClientMeta)
             session_id=session_id,
             data={"by": link["actor"], "reason": link["reason"]},
         )
-        await audit.record(
+        await audit.record_user(
             conn,
-            account_id=None,
-            actor_user_id=None,
-            action="user.impersonation_started",
-            target=str(user_id),
+            user_id,
+            "user.impersonation_started",
             data={
                 "act": link["actor"],
                 "reason": link["reason"],
