@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from tenantd.app.settings import load_settings
-from tenantd.notifications.channels.sse.feed import feed_config
+from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import SettingsError
 
 
 def test_unset_knobs_are_the_defaults(env: dict[str, str]) -> None:
     for name in ("TENANTD_SSE_TICK_SECONDS", "TENANTD_SSE_QUEUE_SIZE"):
         env.pop(name, None)
-    config = feed_config(load_settings(environ=env))
-    assert (config.tick_seconds, config.queue_size) == (15.0, 100)  # docs/configuration.md
+    config = load_settings(environ=env).section(NotificationSettings)
+    assert (config.sse_tick_seconds, config.sse_queue_size) == (15.0, 100)  # docs/configuration.md
 
 
 @pytest.mark.parametrize(

@@ -92,11 +92,11 @@ async def stream_notifications(request: web.Request, principal: Principal) -> we
         or feed is None
     ):
         raise NotFound("The notification stream is not enabled")
-    tick = feed.config.tick_seconds
+    tick = feed.config.sse_tick_seconds
     claims = principal.claims
     user_id = principal.user_id
     queue = StreamQueue(
-        feed.config.queue_size, _connection_gone(request), session_id=principal.session_id
+        feed.config.sse_queue_size, _connection_gone(request), session_id=principal.session_id
     )
     last_sent = _last_event_id(request)
     recent: collections.deque[uuid.UUID] = collections.deque(maxlen=RECENT_IDS)

@@ -26,7 +26,6 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Literal
 
 from aiohttp import web
@@ -38,7 +37,6 @@ from tenantd.notifications.domain import Notifications, notifications_of
 from tenantd.notifications.schemas import envelope
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.pubsub import PUBSUB, Bus, Subscription
-from tenantd.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -46,23 +44,6 @@ LOAD_BATCH = 500  # notification ids loaded per query
 RETRY_AFTER_SECONDS = 10  # Retry-After of the 503 over the process cap
 
 CloseReason = Literal["shutdown", "superseded", "disconnected"]
-
-
-@dataclass(frozen=True, slots=True)
-class FeedConfig:
-    tick_seconds: float
-    queue_size: int
-    disconnect_check_seconds: float
-
-
-def feed_config(settings: Settings) -> FeedConfig:
-    """The TENANTD_SSE_* knobs."""
-    section = settings.section(NotificationSettings)
-    return FeedConfig(
-        tick_seconds=section.sse_tick_seconds,
-        queue_size=section.sse_queue_size,
-        disconnect_check_seconds=section.sse_disconnect_check_seconds,
-    )
 
 
 class StreamQueue:
@@ -147,7 +128,7 @@ class NotificationFeed:
         self.services = services
         self.hub = hub
         settings = services.settings
-        self.config = feed_config(settings)
+        self.config = settings.section(NotificationSettings)  # the TENANTD_SSE_* knobs
         self.max_streams = settings.section(NotificationSettings).notifications_sse_max_streams
         self.max_streams_per_user = settings.section(
             NotificationSettings
@@ -258,7 +239,7 @@ class NotificationFeed:
 
     async def _watch_disconnects(self) -> None:
         while True:
-            await asyncio.sleep(self.config.disconnect_check_seconds)
+            await asyncio.sleep(self.config.sse_disconnect_check_seconds)
             for streams in self._streams.values():
                 for queue in streams:
                     if not queue.closing and queue.connection_gone():
