@@ -6,7 +6,6 @@ after the commit (nothing on rollback, nothing before it)."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -117,7 +116,7 @@ async def test_queues_off_a_failing_job_retries_as_the_runner_would(
 
     fast = settings.switched("QUEUES_ENABLED", False)
     async with open_services(fast, migrated) as services:
-        services.jobs.config = replace(services.jobs.config, retry_base_seconds=0.01)
+        services.jobs.config = services.jobs.config.model_copy(update={"retry_base_seconds": 0.01})
         services.jobs.register(JobKind(name="test.inline_flaky", run=flaky, max_attempts=5))
         async with services.db.transaction() as conn:
             await services.jobs.enqueue(conn, "test.inline_flaky", {})
