@@ -12,7 +12,7 @@ def check_settings(settings: Settings) -> None:
     verdicts = settings.section(MailVerdictSettings)
     try:
         if verdicts.resend_webhook_secret:
-            resend.signing_key(verdicts.resend_webhook_secret)
+            resend.verifier(verdicts.resend_webhook_secret)
         if verdicts.sendgrid_webhook_public_key:
             sendgrid.public_key(verdicts.sendgrid_webhook_public_key)
     except ValueError as error:

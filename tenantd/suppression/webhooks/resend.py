@@ -3,20 +3,18 @@
 Headers `svix-id`, `svix-timestamp` (unix seconds) and `svix-signature` (space-separated
 `v1,<base64>` entries), or the same three named `webhook-id`, `webhook-timestamp` and
 `webhook-signature` (Standard Webhooks); like the svix library, each `svix-*` header wins
-over its `webhook-*` twin.
-The signature is HMAC-SHA256 over `{id}.{timestamp}.{raw body}`, keyed with the base64-decoded
-part of the `whsec_...` secret. Tolerance: 5 minutes either way.
+over its `webhook-*` twin. Tolerance: 5 minutes either way.
 
 The headers are checked on their own first (`signed_headers`), so a request that could never
-verify is refused before its body is read.
+verify is refused before its body is read; the signature itself is checked by the
+`standardwebhooks` library (HMAC-SHA256 over `{id}.{timestamp}.{raw body}`), which also signs
+tenantd's own outbound webhooks.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import logging
 import re
 from collections.abc import Mapping
@@ -24,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 
 from aiohttp import web
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from tenantd.db import Database
 from tenantd.email.settings import MailVerdictSettings
@@ -32,7 +31,7 @@ from tenantd.suppression.webhooks import ingest
 log = logging.getLogger(__name__)
 
 PROVIDER = "resend"
-TOLERANCE_SECONDS = 5 * 60
+TOLERANCE_SECONDS = 5 * 60  # the standardwebhooks library's own tolerance
 SECRET_PREFIX = "whsec_"
 REASONS = {"email.bounced": "hard_bounce", "email.complained": "complaint"}
 
@@ -41,7 +40,7 @@ HEADER_SETS = (
     ("webhook-id", "webhook-timestamp", "webhook-signature"),
 )
 MAX_SIGNATURES = 4096  # a v1 entry is 47 characters; a few per secret during rotation
-DIGEST_SIZE = hashlib.sha256().digest_size
+SIGNATURE_BYTES = 32  # HMAC-SHA256
 
 _MESSAGE_ID = re.compile(rf"[\x21-\x7e]{{1,{ingest.MAX_EVENT_ID}}}")
 
@@ -54,34 +53,21 @@ class SignedHeaders:
 
     message_id: str
     timestamp: str
-    signatures: tuple[bytes, ...]  # the decoded v1 entries
+    signatures: tuple[str, ...]  # the well-formed `v1,<base64>` entries
 
 
 @lru_cache(maxsize=4)
-def signing_key(secret: str) -> bytes:
-    """The HMAC key: base64-decoded secret, `whsec_` prefix optional (as Svix accepts)."""
-    encoded = secret.strip()
-    if encoded.startswith(SECRET_PREFIX):
-        encoded = encoded[len(SECRET_PREFIX) :]
+def verifier(secret: str) -> Webhook:
+    """The verifier of a `whsec_<base64>` secret (prefix optional, as Svix accepts). The library
+    decodes leniently, so a secret that is not base64 is refused here, at start-up."""
+    encoded = secret.strip().removeprefix(SECRET_PREFIX)
     try:
         key = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise ValueError("RESEND_WEBHOOK_SECRET is not a whsec_<base64> secret") from None
     if not key:
         raise ValueError("RESEND_WEBHOOK_SECRET is empty")
-    return key
-
-
-def digest(secret: str, *, message_id: str, timestamp: str, body: bytes) -> bytes:
-    """HMAC-SHA256 over `{id}.{timestamp}.{raw body}`."""
-    signed = f"{message_id}.{timestamp}.".encode() + body
-    return hmac.new(signing_key(secret), signed, hashlib.sha256).digest()
-
-
-def sign(secret: str, *, message_id: str, timestamp: int, body: bytes) -> str:
-    """The `v1,<base64>` signature entry of a delivery (for tools and tests)."""
-    mac = digest(secret, message_id=message_id, timestamp=str(timestamp), body=body)
-    return "v1," + base64.b64encode(mac).decode()
+    return Webhook(key)
 
 
 def _header_set(headers: Mapping[str, str]) -> tuple[str, str, str]:
@@ -97,18 +83,20 @@ def _header_set(headers: Mapping[str, str]) -> tuple[str, str, str]:
     return values[0], values[1], values[2]
 
 
-def _v1_entries(signatures: str) -> tuple[bytes, ...]:
-    entries: list[bytes] = []
+def _v1_entries(signatures: str) -> tuple[str, ...]:
+    """The entries the library can compare: other schemes (v1a, asymmetric) are not configured
+    here, and a malformed entry would make it raise instead of refusing."""
+    entries: list[str] = []
     for entry in signatures.split(" "):
         version, sep, value = entry.partition(",")
         if version != "v1" or not sep:
-            continue  # other schemes (v1a asymmetric) are not configured here
+            continue
         try:
-            candidate = base64.b64decode(value, validate=True)
+            decoded = base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
             continue
-        if len(candidate) == DIGEST_SIZE:
-            entries.append(candidate)
+        if len(decoded) == SIGNATURE_BYTES:
+            entries.append(entry)
     return tuple(entries)
 
 
@@ -129,13 +117,17 @@ def signed_headers(headers: Mapping[str, str], *, now: float) -> SignedHeaders:
 
 def verify_body(secret: str, signed: SignedHeaders, body: bytes) -> str:
     """Check the raw body against the signature entries; return the message id. 401 if none."""
-    expected = digest(secret, message_id=signed.message_id, timestamp=signed.timestamp, body=body)
-    matched = False
-    for candidate in signed.signatures:
-        # Every entry is compared (no early exit) and each comparison is constant-time.
-        matched |= hmac.compare_digest(candidate, expected)
-    if not matched:
-        raise refused("no matching v1 signature")
+    standard = {
+        "webhook-id": signed.message_id,
+        "webhook-timestamp": signed.timestamp,
+        "webhook-signature": " ".join(signed.signatures),
+    }
+    try:
+        verifier(secret).verify(body, standard, json_parse=False)
+    except WebhookVerificationError:
+        raise refused("no matching v1 signature") from None
+    except UnicodeDecodeError:  # the library signs text; JSON is UTF-8 anyway
+        raise refused("body is not UTF-8") from None
     return signed.message_id
 
 
