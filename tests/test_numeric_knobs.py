@@ -7,7 +7,7 @@ import pytest
 
 from tenantd.app.settings import load_settings
 from tenantd.jobs.settings import JobSettings
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import ProcessSettings, SchedulerSettings
 from tenantd.settings import SettingsError
 
 BASE = {"SECRET_KEY": "k" * 40, "DATABASE_URL": "postgresql:///x"}
@@ -20,9 +20,18 @@ BASE = {"SECRET_KEY": "k" * 40, "DATABASE_URL": "postgresql:///x"}
         ("INVITATION_TTL_HOURS", lambda env: load_settings(environ=env)),
         ("DB_POOL_MAX", lambda env: load_settings(environ=env)),
         ("TENANTD_WEB_PUSH_TIMEOUT_SECONDS", lambda env: load_settings(environ=env)),
-        ("TENANTD_SWEEP_BATCH_SIZE", lambda env: ops_config(load_settings(environ=env))),
-        ("TENANTD_SHUTDOWN_TIMEOUT_SECONDS", lambda env: ops_config(load_settings(environ=env))),
-        ("TENANTD_SHUTDOWN_DRAIN_SECONDS", lambda env: ops_config(load_settings(environ=env))),
+        (
+            "TENANTD_SWEEP_BATCH_SIZE",
+            lambda env: load_settings(environ=env).section(SchedulerSettings),
+        ),
+        (
+            "TENANTD_SHUTDOWN_TIMEOUT_SECONDS",
+            lambda env: load_settings(environ=env).section(ProcessSettings),
+        ),
+        (
+            "TENANTD_SHUTDOWN_DRAIN_SECONDS",
+            lambda env: load_settings(environ=env).section(ProcessSettings),
+        ),
         ("TENANTD_JOB_CONCURRENCY", lambda env: load_settings(environ=env).section(JobSettings)),
         ("TENANTD_JOB_POLL_SECONDS", lambda env: load_settings(environ=env).section(JobSettings)),
     ],

@@ -41,7 +41,7 @@ from tenantd.db import Conn, Row
 from tenantd.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from tenantd.identity import permissions
 from tenantd.identity.tokens import token_hash
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import RateLimitSettings
 from tenantd.ops.ratelimit import limit_chosen_recipient
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ async def _mail_token(
     settings = services.settings
     await limit_chosen_recipient(
         conn,
-        ops_config(settings),
+        settings.section(RateLimitSettings),
         secret_key=settings.secret_key,
         scope=MAIL_SCOPE,
         user_id=actor.user_id,

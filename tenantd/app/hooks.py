@@ -23,7 +23,7 @@ from tenantd.notifications import definitions, tenancy
 from tenantd.notifications.channels.sse.feed import FEED_KEY, sse_ctx
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.notifications.tenancy.feed import tenancy_feed
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import ProcessSettings, SchedulerSettings
 from tenantd.ops.instances import Instance, heartbeating, switches
 from tenantd.ops.metrics import METRICS, Metrics
 from tenantd.ops.scheduler import SCHEDULER, SweepScheduler
@@ -131,7 +131,7 @@ async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     if settings.section(NotificationSettings).notifications_sse_enabled:
         registry.sse_clients = _sse_client_count(app)
     async with registry.refreshing(
-        domains_of(app).db, ops_config(settings).metrics_refresh_seconds
+        domains_of(app).db, settings.section(ProcessSettings).metrics_refresh_seconds
     ):
         yield
 
@@ -150,8 +150,8 @@ async def job_runner_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
     """Run the sweep scheduler inside `tenantd serve` unless disabled."""
-    config = ops_config(app[SETTINGS])
-    if not config.scheduler_enabled:
+    config = app[SETTINGS].section(SchedulerSettings)
+    if not config.enabled:
         yield
         return
     scheduler = SweepScheduler(domains_of(app), config, app.get(METRICS), sweeps=SWEEPS)
@@ -200,7 +200,7 @@ def instance_hook(listen: str | None) -> Hook:
             return switches(settings, declared), [event.type for event in events]
 
         instance = Instance(listen, describe)
-        interval = ops_config(settings).instance_heartbeat_seconds
+        interval = settings.section(ProcessSettings).instance_heartbeat_seconds
         async with heartbeating(domains.db, instance, interval):
             yield
 

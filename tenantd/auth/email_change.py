@@ -43,7 +43,7 @@ from tenantd.identity.tokens import new_opaque_token, token_hash
 from tenantd.mfa import queries as mfa_queries
 from tenantd.mfa import sensitive
 from tenantd.mfa.service import after_factor_removed
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import RateLimitSettings
 from tenantd.ops.ratelimit import limit_chosen_recipient
 from tenantd.principal import Principal
 from tenantd.settings import Settings
@@ -90,7 +90,7 @@ async def request_change(services: Services, actor: Principal, *, new_email: str
             raise ValidationFailed({"newEmail": "this is already your address"})
         await limit_chosen_recipient(
             conn,
-            ops_config(settings),
+            settings.section(RateLimitSettings),
             secret_key=settings.secret_key,
             scope=MAIL_SCOPE,
             user_id=user_id,

@@ -64,7 +64,7 @@ from tenantd.identity.tokens import (
 )
 from tenantd.mfa import sensitive
 from tenantd.mfa import service as mfa
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import RateLimitSettings
 from tenantd.ops.ratelimit import Verdict, enforce, hit
 from tenantd.outbox import Actor
 from tenantd.settings import Settings
@@ -617,7 +617,7 @@ async def change_password(
                 raise ValidationFailed({"currentPassword": "Enter the current password"})
             await enforce(
                 conn,
-                ops_config(settings),
+                settings.section(RateLimitSettings),
                 secret_key=settings.secret_key,
                 scope="login",
                 ip=None,  # the route counts the address per IP

@@ -20,7 +20,7 @@ from tenantd.db.migrate import migrate as apply_migrations
 from tenantd.db.provide import provided_database
 from tenantd.logging_setup import setup_logging
 from tenantd.notifications.settings import NotificationSettings
-from tenantd.ops.config import ProcessSettings, ops_config
+from tenantd.ops.config import ProcessSettings
 from tenantd.ops.heap import freeze_startup_heap
 from tenantd.ops.shutdown import DrainingRunner
 
@@ -94,7 +94,7 @@ def serve(
         app = create_app(config, url, on_services=migrate_first)
         app.on_startup.append(freeze_startup_heap)  # after the services are up
         app.cleanup_ctx.append(instance_hook(f"{host}:{port}"))  # once everything runs
-        asyncio.run(_serve(app, host, port, ops_config(config).shutdown_drain_seconds))
+        asyncio.run(_serve(app, host, port, config.section(ProcessSettings).shutdown_drain_seconds))
 
 
 async def _serve(app: web.Application, host: str, port: int, drain_seconds: float) -> None:

@@ -14,7 +14,7 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from tenantd.app.plugins import registered_sweeps
 from tenantd.bundle import Services
 from tenantd.cli.common import console, fail, print_json, print_table, with_services
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import SchedulerSettings
 from tenantd.ops.sweeps import BatchCallback, SweepOutcome, run_sweep
 
 SWEEP_NAMES = tuple(registered_sweeps())
@@ -98,7 +98,7 @@ def sweep(
 
     async def work(services: Services) -> list[SweepOutcome]:
         available = registered_sweeps()
-        config = ops_config(services.settings)
+        config = services.settings.section(SchedulerSettings)
         outcomes = []
         with _progress(show_progress) as on_batch:
             for sweep_name in wanted:
@@ -111,8 +111,8 @@ def sweep(
                         services,
                         found,
                         dry_run=dry_run,
-                        batch_size=batch_size or config.sweep_batch_size,
-                        batch_pause=config.sweep_batch_pause_ms / 1000,
+                        batch_size=batch_size or config.batch_size,
+                        batch_pause=config.batch_pause_ms / 1000,
                         # A dry run's counts are its plan: the table prints it, once.
                         on_batch=None if as_json or dry_run else on_batch,
                     )

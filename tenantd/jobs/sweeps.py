@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tenantd.db import Database
 from tenantd.jobs import queries
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import SchedulerSettings
 from tenantd.ops.sweeps import SweepContext, in_batches, sweep
 
 FINISHED_RETENTION_SECONDS = 7 * 24 * 3600
@@ -29,7 +29,7 @@ async def cleanup_finished_jobs(
 @sweep("jobs", "Delete done and failed jobs past TENANTD_JOBS_RETENTION_DAYS")
 async def jobs_sweep(ctx: SweepContext) -> None:
     ctx.check_stopping()
-    days = ops_config(ctx.settings).jobs_retention_days
+    days = ctx.settings.section(SchedulerSettings).jobs_retention_days
     count = await cleanup_finished_jobs(
         ctx.db, older_than_seconds=days * 86_400, dry_run=ctx.dry_run, batch_size=ctx.batch_size
     )

@@ -32,7 +32,7 @@ from tenantd.identity.sso_policy import refuse_unless_sso
 from tenantd.identity.tokens import AccessClaims, issue_access_token, new_opaque_token, token_hash
 from tenantd.mfa import mail, queries, sensitive, totp
 from tenantd.mfa.errors import Impersonation
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import RateLimitSettings
 from tenantd.ops.ratelimit import enforce
 from tenantd.settings import Settings
 
@@ -505,7 +505,7 @@ async def check_password(
             raise Unauthorized("invalid_session", "Session is invalid or expired")
         await enforce(
             conn,
-            ops_config(settings),
+            settings.section(RateLimitSettings),
             secret_key=settings.secret_key,
             scope="login",
             ip=None,

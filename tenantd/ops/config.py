@@ -1,9 +1,8 @@
-"""Operational knobs (scheduler, sweeps, rate limits, proxies, metrics, shutdown): their
-settings sections, and the `OpsConfig` the kernel's engines take."""
+"""Operational knobs (scheduler, sweeps, rate limits, proxies, metrics, shutdown): the settings
+sections the kernel's engines read, and the rate rule of each scope."""
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
@@ -18,11 +17,9 @@ from tenantd.settings import (
     Positive,
     Seconds,
     Section,
-    Settings,
     Text,
     at_least,
     env,
-    validated,
 )
 
 # Sweep name -> default interval in seconds (SERVICE.md: invitations and accounts daily,
@@ -68,48 +65,6 @@ class RateRule:
     window_seconds: int
     per_session: int = 0
     per_user: int = 0  # mail actions: per acting user (the email counter is the recipient)
-
-
-@dataclass(frozen=True)
-class OpsConfig:
-    """The knobs of the three sections below, as the kernel's engines take them
-    (`build_ops_config`); their defaults are the sections' own."""
-
-    scheduler_enabled: bool
-    scheduler_tick_seconds: float
-    sweep_intervals: dict[str, int]
-    sweep_batch_size: int
-    sweep_batch_pause_ms: int
-    webhook_events_retention_days: int
-    jobs_retention_days: int
-    rate_limit_enabled: bool
-    rate_rules: dict[str, RateRule]
-    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
-    metrics_enabled: bool
-    metrics_token: str | None
-    metrics_refresh_seconds: float
-    shutdown_timeout_seconds: float
-    shutdown_drain_seconds: float
-    instance_heartbeat_seconds: float  # each server's row of `instances` (ops/instances.py)
-
-    def rate_rule(self, scope: str) -> RateRule:
-        rule = self.rate_rules.get(scope)
-        if rule is None:
-            if scope in MAIL_RATE_LIMITS:
-                per_user, per_recipient = MAIL_RATE_LIMITS[scope]
-                rule = RateRule(0, per_recipient, MAIL_RATE_WINDOW, per_user=per_user)
-            elif scope in DEFAULT_SESSION_RATE_LIMITS:
-                per_ip, per_session = DEFAULT_SESSION_RATE_LIMITS[scope]
-                rule = RateRule(per_ip, 0, DEFAULT_RATE_WINDOW, per_session)
-            else:
-                per_ip, per_email = DEFAULT_RATE_LIMITS.get(scope, (100, 10))
-                rule = RateRule(per_ip, per_email, DEFAULT_RATE_WINDOW)
-        return rule
-
-    @property
-    def longest_rate_window(self) -> int:
-        windows = [rule.window_seconds for rule in self.rate_rules.values()]
-        return max([DEFAULT_RATE_WINDOW, *windows])
 
 
 # The manual's line of the sweep that opens each group of TENANTD_SWEEP_<NAME>_INTERVAL_SECONDS
@@ -292,6 +247,33 @@ class RateLimitSettings(_RateLimitScopes):
                 )
         return rules
 
+    def rule(self, scope: str) -> RateRule:
+        """The rule of one scope; a scope no table names counts 100 per IP, 10 per email."""
+        rule = _rules_of(self).get(scope)
+        if rule is None:
+            per_ip, per_email = DEFAULT_RATE_LIMITS.get(scope, (100, 10))
+            rule = RateRule(per_ip, per_email, DEFAULT_RATE_WINDOW)
+        return rule
+
+    @property
+    def longest_window(self) -> int:
+        windows = [rule.window_seconds for rule in _rules_of(self).values()]
+        return max([DEFAULT_RATE_WINDOW, *windows])
+
+
+_last_rules: list[tuple[RateLimitSettings, dict[str, RateRule]]] = []  # latest section's rules
+
+
+def _rules_of(limits: RateLimitSettings) -> dict[str, RateRule]:
+    """The rules of these limits, built once per section object: every limited request reads
+    one, and building them all costs tens of microseconds. Sections are frozen (a changed copy
+    is a new object), so the object itself is the key."""
+    if _last_rules and _last_rules[0][0] is limits:
+        return _last_rules[0][1]
+    rules = limits.rules()
+    _last_rules[:] = [(limits, rules)]
+    return rules
+
 
 class ProcessSettings(Section):
     """How each `tenantd` process starts, reports itself, is measured and stops."""
@@ -356,53 +338,3 @@ class ProcessSettings(Section):
 
 
 SECTIONS: tuple[type[Section], ...] = (SchedulerSettings, RateLimitSettings, ProcessSettings)
-
-
-def build_ops_config(
-    scheduler: SchedulerSettings, limits: RateLimitSettings, process: ProcessSettings
-) -> OpsConfig:
-    return OpsConfig(
-        scheduler_enabled=scheduler.enabled,
-        scheduler_tick_seconds=scheduler.tick_seconds,
-        sweep_intervals=scheduler.intervals(),
-        sweep_batch_size=scheduler.batch_size,
-        sweep_batch_pause_ms=scheduler.batch_pause_ms,
-        webhook_events_retention_days=scheduler.webhook_events_retention_days,
-        jobs_retention_days=scheduler.jobs_retention_days,
-        rate_limit_enabled=limits.enabled,
-        rate_rules=limits.rules(),
-        trusted_proxies=limits.trusted_proxies,
-        metrics_enabled=process.metrics_enabled,
-        metrics_token=process.metrics_token,
-        metrics_refresh_seconds=process.metrics_refresh_seconds,
-        shutdown_timeout_seconds=process.shutdown_timeout_seconds,
-        shutdown_drain_seconds=process.shutdown_drain_seconds,
-        instance_heartbeat_seconds=process.instance_heartbeat_seconds,
-    )
-
-
-def parse_ops_config(environment: Mapping[str, str]) -> OpsConfig:
-    """The knobs of these TENANTD_* / RATE_LIMIT_* variables (tests and tools)."""
-    return build_ops_config(
-        validated(SchedulerSettings, environment),
-        validated(RateLimitSettings, environment),
-        validated(ProcessSettings, environment),
-    )
-
-
-_last_built: list[tuple[Settings, OpsConfig]] = []  # the latest settings and their knobs
-
-
-def ops_config(settings: Settings) -> OpsConfig:
-    """The knobs of these settings, built once per Settings object: every request reads them
-    (its client address), and building them costs tens of microseconds. Settings are frozen
-    (a changed copy is a new object), so the object itself is the key."""
-    if _last_built and _last_built[0][0] is settings:
-        return _last_built[0][1]
-    config = build_ops_config(
-        settings.section(SchedulerSettings),
-        settings.section(RateLimitSettings),
-        settings.section(ProcessSettings),
-    )
-    _last_built[:] = [(settings, config)]
-    return config

@@ -23,7 +23,7 @@ from tenantd.addresses import normalize_email
 from tenantd.db.core import Conn
 from tenantd.errors import RateLimited
 from tenantd.ops import queries
-from tenantd.ops.config import MAIL_RATE_LIMITS, OpsConfig, RateRule, ops_config
+from tenantd.ops.config import MAIL_RATE_LIMITS, RateLimitSettings, RateRule
 from tenantd.ops.queries import RATE_LIMIT_HIT, RATE_LIMIT_PEEK
 from tenantd.ops.sweeps import SweepContext, delete_batches
 
@@ -158,18 +158,18 @@ async def peek(conn: Conn, counters: Sequence[Counter]) -> dict[str, int]:
     return {counter.dimension: by_key.get(counter.key, 0) for counter in counters}
 
 
-async def _limit(conn: Conn, config: OpsConfig, scope: str, **keys: str | None) -> None:
+async def _limit(conn: Conn, limits: RateLimitSettings, scope: str, **keys: str | None) -> None:
     """Count one attempt of `scope` on the counters of `keys` (as `counters_for` takes them);
     RateLimited (429 with Retry-After) when one is over. Its callers return first while
     limits are off."""
-    verdict = await hit(conn, counters_for(scope, config.rate_rule(scope), **keys))
+    verdict = await hit(conn, counters_for(scope, limits.rule(scope), **keys))
     if not verdict.allowed:
         raise RateLimited(verdict.retry_after)
 
 
 async def enforce(
     conn: Conn,
-    config: OpsConfig,
+    limits: RateLimitSettings,
     *,
     secret_key: str,
     scope: str,
@@ -180,16 +180,16 @@ async def enforce(
     """Count this attempt of `scope` per IP and email; RateLimited (429 with Retry-After) when
     over a limit. A `device_cookie` issued at a sign-in of `email` counts in that browser's own
     budget instead of the address's shared one (`device_budget_key`)."""
-    if not config.rate_limit_enabled:
+    if not limits.enabled:
         return  # before the keyed hashes: no cost on the sign-in path while limits are off
     email_hash = email_key(secret_key, email) if email else None
     device = device_budget_key(secret_key, device_cookie, email)
-    await _limit(conn, config, scope, ip=ip, email_hash=email_hash, device=device)
+    await _limit(conn, limits, scope, ip=ip, email_hash=email_hash, device=device)
 
 
 async def limit_chosen_recipient(
     conn: Conn,
-    config: OpsConfig,
+    limits: RateLimitSettings,
     *,
     secret_key: str,
     scope: str,
@@ -202,10 +202,10 @@ async def limit_chosen_recipient(
     every entry point (API, hosted page, any later route) is limited alike."""
     if scope not in MAIL_RATE_LIMITS:
         raise ValueError(f"{scope} is not a mail action scope")
-    if not config.rate_limit_enabled:
+    if not limits.enabled:
         return
     recipient_hash = email_key(secret_key, recipient)
-    await _limit(conn, config, scope, ip=None, email_hash=recipient_hash, user=str(user_id))
+    await _limit(conn, limits, scope, ip=None, email_hash=recipient_hash, user=str(user_id))
 
 
 def client_ip(
@@ -238,5 +238,5 @@ def client_ip(
 async def expired_counters(ctx: SweepContext) -> None:
     """The session sweep's part for counters: those whose window ended longer ago than the
     longest window."""
-    window = timedelta(seconds=ops_config(ctx.settings).longest_rate_window)
+    window = timedelta(seconds=ctx.settings.section(RateLimitSettings).longest_window)
     await delete_batches(ctx, *queries.counters_ended_before(window))

@@ -14,7 +14,7 @@ from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from tenantd.ops.config import OpsConfig
+from tenantd.ops.config import SchedulerSettings
 from tenantd.ops.metrics import Metrics
 from tenantd.ops.sweeps import Sweep, SweepHost, SweepOutcome, run_sweep
 
@@ -35,7 +35,7 @@ class SweepScheduler:
     def __init__(
         self,
         services: SweepHost,
-        config: OpsConfig,
+        config: SchedulerSettings,
         metrics: Metrics | None = None,
         *,
         sweeps: Iterable[Sweep],
@@ -50,7 +50,7 @@ class SweepScheduler:
         self.scheduler = AsyncIOScheduler(timezone=dt.UTC)
 
     def start(self) -> None:
-        tick = self.config.scheduler_tick_seconds
+        tick = self.config.tick_seconds
         now = dt.datetime.now(dt.UTC)
         for sweep in self.sweeps:
             self.scheduler.add_job(
@@ -80,9 +80,9 @@ class SweepScheduler:
                 outcome = await run_sweep(
                     self.services,
                     sweep,
-                    interval=self.config.sweep_intervals.get(sweep.name, 3600),
-                    batch_size=self.config.sweep_batch_size,
-                    batch_pause=self.config.sweep_batch_pause_ms / 1000,
+                    interval=self.config.intervals().get(sweep.name, 3600),
+                    batch_size=self.config.batch_size,
+                    batch_pause=self.config.batch_pause_ms / 1000,
                     stopping=self.stopping,
                     on_batch=self.metrics.sweep_batch if self.metrics else None,
                 )

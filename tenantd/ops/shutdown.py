@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import ProcessSettings
 from tenantd.settings import SETTINGS
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ async def shutdown_ctx(app: web.Application) -> AsyncIterator[None]:
             log_pending_tasks(loop)
             Watchdog._exit()
 
-    watchdog = Watchdog(ops_config(app[SETTINGS]).shutdown_timeout_seconds, expire)
+    watchdog = Watchdog(app[SETTINGS].section(ProcessSettings).shutdown_timeout_seconds, expire)
 
     async def arm(_app: web.Application) -> None:
         log.info("shutting down (bound %.0f s)", watchdog.seconds)

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from tenantd.db import DATABASE
 from tenantd.errors import Forbidden, NotFound
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import ProcessSettings
 from tenantd.ops.metrics import CONTENT_TYPE, METRICS
 from tenantd.ops.readiness import readiness
 from tenantd.pubsub.hub import PUBSUB
@@ -46,13 +46,13 @@ async def readyz(request: web.Request) -> web.Response:
     summary="Prometheus metrics (text exposition format)",
 )
 async def metrics(request: web.Request) -> web.Response:
-    config = ops_config(request.app[SETTINGS])
+    process = request.app[SETTINGS].section(ProcessSettings)
     registry = request.app.get(METRICS)
-    if not config.metrics_enabled or registry is None:
+    if not process.metrics_enabled or registry is None:
         raise NotFound()
-    if config.metrics_token is not None:
+    if process.metrics_token is not None:
         presented = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(presented.encode(), f"Bearer {config.metrics_token}".encode()):
+        if not hmac.compare_digest(presented.encode(), f"Bearer {process.metrics_token}".encode()):
             raise Forbidden("A valid metrics bearer token is required")
     # The database figures come from the refresh task (app/hooks.py): a scrape reads none.
     return web.Response(body=await registry.exposition(), headers={"Content-Type": CONTENT_TYPE})

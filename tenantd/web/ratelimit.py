@@ -9,7 +9,7 @@ from aiohttp import web
 
 from tenantd.db import DATABASE
 from tenantd.errors import RateLimited
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import RateLimitSettings
 from tenantd.ops.metrics import METRICS
 from tenantd.ops.ratelimit import (
     Counter,
@@ -25,8 +25,8 @@ from tenantd.settings import SETTINGS
 
 def request_ip(request: web.Request) -> str | None:
     """The caller's address (X-Forwarded-For is believed only from TENANTD_TRUSTED_PROXIES)."""
-    config = ops_config(request.app[SETTINGS])
-    return client_ip(request.remote, request.headers.get("X-Forwarded-For"), config.trusted_proxies)
+    trusted = request.app[SETTINGS].section(RateLimitSettings).trusted_proxies
+    return client_ip(request.remote, request.headers.get("X-Forwarded-For"), trusted)
 
 
 DEVICE_COOKIE = "device_id"  # set at sign-in (tenantd/identity/cookies.py)
@@ -40,15 +40,15 @@ def rate_limit_counters(
     per `session`); none when rate limiting is off. For a caller that counts them in a
     statement of its own (the batched refresh); `rate_limit_request` counts them alone."""
     settings = request.app[SETTINGS]
-    config = ops_config(settings)
-    if not config.rate_limit_enabled:
+    limits = settings.section(RateLimitSettings)
+    if not limits.enabled:
         return []
     device = None
     if scope in DEVICE_BUDGET_SCOPES:
         device = device_budget_key(settings.secret_key, request.cookies.get(DEVICE_COOKIE), email)
     return counters_for(
         scope,
-        config.rate_rule(scope),
+        limits.rule(scope),
         ip=request_ip(request),
         email_hash=email_key(settings.secret_key, email) if email else None,
         session=session,

@@ -14,7 +14,7 @@ from tenantd.db import Database
 from tenantd.identity import rotation
 from tenantd.identity.sessions import ClientMeta, renew_batched
 from tenantd.identity.tokens import refresh_token_family
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import RateLimitSettings
 from tenantd.ops.metrics import METRICS
 from tenantd.ops.ratelimit import Counter, counters_for
 from tests.helpers import error_of
@@ -93,8 +93,7 @@ async def test_made_up_refresh_tokens_count_against_the_ip(make_client: Any) -> 
 
 
 def refresh_counters(services: Services, family_id: uuid.UUID | None) -> list[Counter]:
-    config = ops_config(services.settings)
-    rule = config.rate_rule("refresh")
+    rule = services.settings.section(RateLimitSettings).rule("refresh")
     session = str(family_id) if family_id else None
     return counters_for("refresh", rule, ip="127.0.0.1", email_hash=None, session=session)
 

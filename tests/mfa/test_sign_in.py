@@ -8,7 +8,7 @@ from typing import Any
 
 from tenantd.bundle import DOMAINS
 from tenantd.db import Database
-from tenantd.ops.config import ops_config
+from tenantd.ops.config import RateLimitSettings
 from tenantd.settings import Settings
 from tests.factories import Factory, mail_text, read_mails
 from tests.helpers import data, error, eventually
@@ -300,8 +300,8 @@ async def test_passwordless_options_do_not_use_up_the_second_step(
     user, enrolled = await user_with_totp(factory, make_client, db, settings)
     browser = await make_client()
     ticket = (await password_step(browser, user))["ticket"]
-    config = ops_config(settings)
-    loads = max(config.rate_rule("mfa").per_ip, config.rate_rule(PASSKEY_OPTIONS).per_ip)
+    limits = settings.section(RateLimitSettings)
+    loads = max(limits.rule("mfa").per_ip, limits.rule(PASSKEY_OPTIONS).per_ip)
     for _ in range(loads):
         await data(await browser.post("/api/v1/auth/passkeys/authenticate/options", json={}))
     await error(

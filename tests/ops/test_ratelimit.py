@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from tenantd.app.factory import create_app
 from tenantd.app.settings import load_settings
 from tenantd.db import Database
-from tenantd.ops.config import MAIL_RATE_LIMITS, parse_ops_config
+from tenantd.ops.config import MAIL_RATE_LIMITS, RateLimitSettings
 from tenantd.ops.ratelimit import (
     client_ip,
     counters_for,
@@ -22,7 +22,7 @@ from tenantd.ops.ratelimit import (
     ip_key,
     limit_chosen_recipient,
 )
-from tenantd.settings import Settings
+from tenantd.settings import Settings, validated
 from tenantd.web.schemas import RequestBody
 from tenantd.web.spec import Access, Routes
 
@@ -139,7 +139,9 @@ async def test_forwarded_for_counts_only_behind_a_trusted_proxy(two_instances: C
 
 
 def test_client_ip_resolution() -> None:
-    trusted = parse_ops_config({"TENANTD_TRUSTED_PROXIES": "10.0.0.0/8,::1"}).trusted_proxies
+    trusted = validated(
+        RateLimitSettings, {"TENANTD_TRUSTED_PROXIES": "10.0.0.0/8,::1"}
+    ).trusted_proxies
     assert client_ip("10.0.0.5", "203.0.113.7", trusted) == "203.0.113.7"
     # Right-most untrusted hop wins: the client cannot prepend its own choice.
     assert client_ip("10.0.0.5", "6.6.6.6, 203.0.113.7, 10.0.0.9", trusted) == "203.0.113.7"
@@ -190,7 +192,7 @@ def test_ip_key_groups_ipv6_by_its_64() -> None:
     assert ip_key("::ffff:198.51.100.7") == ip_key("198.51.100.7") == "198.51.100.7"
     assert ip_key("198.51.100.7") != ip_key("198.51.100.8")
     assert ip_key("fe80::1%eth0") == "fe80::/64"
-    rule = parse_ops_config({}).rate_rule("login")
+    rule = RateLimitSettings().rule("login")
     keys = [c.key for c in counters_for("login", rule, ip="2001:db8:1:2::99", email_hash=None)]
     assert keys == ["login:ip:2001:db8:1:2::/64"]
 
@@ -224,7 +226,9 @@ async def test_ipv6_clients_share_the_limit_of_their_64(behind_proxy: TestClient
 
 async def test_limits_off_count_nothing_from_either_entry(db: Database) -> None:
     """RATE_LIMIT_ENABLED=false: no counter row, no refusal, past every limit."""
-    config = parse_ops_config({"RATE_LIMIT_ENABLED": "false", "RATE_LIMIT_LOGIN_PER_EMAIL": "1"})
+    config = validated(
+        RateLimitSettings, {"RATE_LIMIT_ENABLED": "false", "RATE_LIMIT_LOGIN_PER_EMAIL": "1"}
+    )
     user = uuid.uuid4()
     async with db.connection() as conn:
         for _ in range(3):

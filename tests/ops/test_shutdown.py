@@ -20,7 +20,7 @@ from tenantd.cli.serve import SHUTDOWN_TIMEOUT
 from tenantd.db import Database
 from tenantd.jobs.settings import JobSettings
 from tenantd.notifications import send
-from tenantd.ops.config import parse_ops_config
+from tenantd.ops.config import ProcessSettings
 from tenantd.ops.scheduler import STOP_WAIT_SECONDS
 from tenantd.ops.shutdown import Watchdog
 from tests.factories import Factory
@@ -128,7 +128,7 @@ async def test_sigterm_loses_nothing(db: Database, migrated: str, tmp_path: Path
         assert exit_code == 0, first.log()
         # Within the process's own bound (25 s, systemd's TimeoutStopSec is a little longer);
         # the job stop timeout is 1 s, so the hung provider call did not hold it.
-        assert took < parse_ops_config({}).shutdown_timeout_seconds, first.log()
+        assert took < ProcessSettings().shutdown_timeout_seconds, first.log()
         # Nothing is running any more: the hung email went back to the queue, the queued
         # one was never touched.
         rows = await db.fetch_all("SELECT kind, status, locked_by FROM jobs ORDER BY id")
@@ -165,13 +165,13 @@ def test_systemd_stop_timeout_matches_the_in_process_bound() -> None:
     unit.optionxform = str  # type: ignore[assignment,method-assign]
     unit.read(REPO / "systemd" / "tenantd.service")
     stop_timeout = float(unit["Service"]["TimeoutStopSec"])
-    bound = parse_ops_config({}).shutdown_timeout_seconds
+    bound = ProcessSettings().shutdown_timeout_seconds
     # systemd waits a little longer than the process's own bound, never less.
     assert bound + 3 <= stop_timeout <= bound + 10
     assert unit["Service"]["KillSignal"] == "SIGTERM"
     # Each step of the shutdown fits inside the bound on its own.
     jobs = load_settings(environ={"SECRET_KEY": SECRET}).section(JobSettings).stop_timeout_seconds
-    drain = parse_ops_config({}).shutdown_drain_seconds
+    drain = ProcessSettings().shutdown_drain_seconds
     for step in (SHUTDOWN_TIMEOUT, jobs, INLINE_DRAIN_SECONDS, STOP_WAIT_SECONDS, drain):
         assert step < bound
 

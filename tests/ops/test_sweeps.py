@@ -14,10 +14,10 @@ from tenantd.app.plugins import registered_sweeps
 from tenantd.db import Database
 from tenantd.db.errors import DatabaseUnavailable
 from tenantd.db.tables import revoked_tokens
-from tenantd.ops.config import parse_ops_config
+from tenantd.ops.config import SchedulerSettings
 from tenantd.ops.scheduler import SweepScheduler
 from tenantd.ops.sweeps import Sweep, SweepContext, delete_batches, run_sweep
-from tenantd.settings import Settings
+from tenantd.settings import Settings, validated
 from tests.helpers import eventually
 
 
@@ -101,9 +101,7 @@ async def test_two_schedulers_run_each_sweep_once(
 ) -> None:
     calls: list[str] = []
     sweeps = [counting_sweep("test-a", calls, seconds=0.05), counting_sweep("test-b", calls)]
-    config = parse_ops_config(
-        {"TENANTD_SCHEDULER_TICK_SECONDS": "0.1", "TENANTD_SCHEDULER_ENABLED": "true"}
-    )
+    config = validated(SchedulerSettings, {"TENANTD_SCHEDULER_TICK_SECONDS": "0.1"})
     schedulers = [
         SweepScheduler(standalone_services, config, sweeps=sweeps),
         SweepScheduler(other_services, config, sweeps=sweeps),
@@ -237,9 +235,7 @@ async def test_sweeps_due_together_do_not_starve_a_small_pool(
         return Sweep(name=name, description="test", run=run)
 
     names = [f"test-starve-{n}" for n in range(4)]
-    config = parse_ops_config(
-        {"TENANTD_SCHEDULER_TICK_SECONDS": "0.05", "TENANTD_SCHEDULER_ENABLED": "true"}
-    )
+    config = validated(SchedulerSettings, {"TENANTD_SCHEDULER_TICK_SECONDS": "0.05"})
     async with open_services(small, migrated) as services:
         scheduler = SweepScheduler(services, config, sweeps=[working_sweep(n) for n in names])
         scheduler.start()
