@@ -22,6 +22,12 @@ END $$;
 -- this order). One advisory lock orders every publisher of every process: the next one
 -- waits, then sees what this one deleted, so each channel hears its rows in id order. How
 -- many it published (fewer than `p_limit`: none left).
+--
+-- Its commit does not wait for the WAL flush (synchronous_commit off, for this transaction
+-- only: the relay calls it as a statement of its own). What it writes is only the deletion of
+-- rows already published; a crash that loses that commit brings them back, and they are
+-- published again, as when a relay dies before committing (at least once). The sends that
+-- wrote the rows committed durably.
 CREATE OR REPLACE FUNCTION tenantd_publish_announcements(p_limit integer DEFAULT 1000)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE AS $$
@@ -29,6 +35,7 @@ DECLARE
     r record;
     done bigint[] := '{}';
 BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
     PERFORM pg_advisory_xact_lock(735414, 1);
     FOR r IN SELECT a.id, a.channel, a.payload FROM announcements a ORDER BY a.id LIMIT p_limit
     LOOP

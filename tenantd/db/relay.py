@@ -50,7 +50,9 @@ CHECKS_KEPT = 16  # checks waiting for the bus to confirm a round trip after the
 STOP_RETRY_SECONDS = 1.0  # a relay task still running this long after its cancel is cancelled again
 
 PUBLISH = "SELECT tenantd_publish_announcements(%(limit)s)"
-LOCK = "SELECT pg_advisory_xact_lock(735414, 1)"  # the lock tenantd_publish_announcements takes
+# The lock tenantd_publish_announcements takes, and its commit that does not wait for the WAL
+# flush (sql/functions/announcements.sql says why that loses nothing).
+LOCK = "SELECT set_config('synchronous_commit', 'off', true), pg_advisory_xact_lock(735414, 1)"
 PENDING = "SELECT id, channel, payload FROM announcements ORDER BY id LIMIT %(limit)s"
 DELETE = "DELETE FROM announcements WHERE id = ANY (%(ids)s)"
 # How long the oldest waiting row has waited (NULL: none; created_at is its transaction's start,

@@ -21,7 +21,7 @@ from tenantd.app.bundle import Domains
 from tenantd.db import Database
 from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
-from tenantd.db.relay import Relay, publishing
+from tenantd.db.relay import LOCK, Relay, publishing
 from tenantd.identity.keys import service as keys
 from tenantd.notifications import send
 from tenantd.pubsub.queries import quote_channel
@@ -171,6 +171,29 @@ def test_the_scan_would_see_a_notify() -> None:
     assert NOTIFYING.search("SELECT pg_notify(%s, %s)")
     assert NOTIFYING.search("notify tenantd_cache, 'all'")
     assert not NOTIFYING.search("the trigger NOTIFYs tenantd_keys")
+
+
+# --- the publisher's commit ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "publisher",
+    ["SELECT tenantd_publish_announcements()", LOCK],
+    ids=["postgres", "bus"],
+)
+async def test_a_publishing_transaction_commits_without_waiting_for_the_wal_flush(
+    db: Database, publisher: str
+) -> None:
+    """Its only write is the deletion of rows it published (lost in a crash: published again),
+    so its commit skips the flush; the setting ends with it. The test clusters run with
+    synchronous_commit off, so the session turns it on first."""
+    async with db.connection() as conn:
+        await conn.execute("SET synchronous_commit = on")
+        async with conn.transaction():
+            await conn.execute(publisher)
+            assert await conn.fetch_val("SHOW synchronous_commit") == "off"
+        assert await conn.fetch_val("SHOW synchronous_commit") == "on"
+        await conn.execute("RESET synchronous_commit")
 
 
 # --- no write transaction notifies -----------------------------------------------------
