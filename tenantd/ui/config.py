@@ -1,38 +1,12 @@
-"""Hosted pages' knobs, from their settings sections: TENANTD_UI turns the pages on (default)
-or off, the others restyle them."""
+"""Where the hosted pages can offer passkeys (their other knobs are settings sections: TENANTD_UI
+is `WebSettings.hosted_pages`, the brand `BrandSettings`, the templates `PageSettings`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urlsplit
 
-from tenantd.email.settings import DEFAULT_ACCENT, DEFAULT_BRAND_NAME, BrandSettings
 from tenantd.identity.settings import IdentitySettings
 from tenantd.settings import Settings, is_ip_address
-from tenantd.ui.settings import PageSettings
-
-
-@dataclass(frozen=True)
-class UiConfig:
-    enabled: bool = True
-    brand_name: str = DEFAULT_BRAND_NAME
-    logo_url: str | None = None
-    accent_color: str = DEFAULT_ACCENT
-    templates_dir: Path | None = None
-
-
-def ui_config(settings: Settings) -> UiConfig:
-    pages = settings.section(PageSettings)
-    brand = settings.section(BrandSettings)
-    return UiConfig(
-        enabled=settings.web.hosted_pages,
-        brand_name=brand.brand_name,
-        logo_url=brand.logo_url,
-        accent_color=brand.accent_color,
-        templates_dir=pages.templates_dir.absolute() if pages.templates_dir else None,
-    )
-
 
 # -- passkeys on the pages (issue 25 item 19) ---------------------------------------------------
 

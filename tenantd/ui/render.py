@@ -14,12 +14,14 @@ from aiohttp import web
 
 from tenantd.auth import captcha
 from tenantd.auth.oauth.presets import label as provider_label
+from tenantd.email.settings import BrandSettings
 from tenantd.identity.settings import SignInSettings
 from tenantd.notifications.settings import NotificationSettings
 from tenantd.settings import SETTINGS
 from tenantd.ui import csrf
-from tenantd.ui.config import UiConfig, passkeys_here, ui_config
+from tenantd.ui.config import passkeys_here
 from tenantd.ui.session import VIEWER, apply_session
+from tenantd.ui.settings import PageSettings
 from tenantd.ui.strings import event_label, text
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -34,7 +36,7 @@ ROLES = ("owner", "admin", "member")
 def environment(override: Path | None) -> jinja2.Environment:
     loaders: list[jinja2.BaseLoader] = []
     if override is not None:
-        loaders.append(jinja2.FileSystemLoader(override))
+        loaders.append(jinja2.FileSystemLoader(override.absolute()))
     loaders.append(jinja2.FileSystemLoader(TEMPLATES))
     env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders),
@@ -75,7 +77,6 @@ def page(
     refusal shown (`problem` or `issue`) that names a retry time (429, 503) says Retry-After,
     as the API's answer does."""
     settings = request.app[SETTINGS]
-    config: UiConfig = ui_config(settings)
 
     def token(action: str) -> str:
         return csrf.form_token(request, settings, action)
@@ -84,11 +85,11 @@ def page(
     widget = (
         captcha.provider(settings) if settings.section(SignInSettings).captcha_site_key else None
     )
-    env = environment(config.templates_dir)
+    env = environment(settings.section(PageSettings).templates_dir)
     env.filters.setdefault("date", _date)
     env.filters.setdefault("provider_label", provider_label)
     body = env.get_template(template).render(
-        brand=config,
+        brand=settings.section(BrandSettings),
         viewer=request.get(VIEWER),
         title=title,
         path=request.path,

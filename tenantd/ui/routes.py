@@ -22,7 +22,7 @@ from tenantd.ui import mfa_pages as mfa
 from tenantd.ui import notification_pages as notifications
 from tenantd.ui import portal_pages as portal
 from tenantd.ui import preference_pages as preferences
-from tenantd.ui.config import passkeys_notice, ui_config
+from tenantd.ui.config import passkeys_notice
 from tenantd.ui.forms import problem, read_form
 from tenantd.ui.render import STATIC, page, redirect, retry_after
 from tenantd.ui.session import load_viewer
@@ -287,7 +287,7 @@ def install_pages(app: web.Application, settings: Settings) -> bool:
     """When TENANTD_UI is on: the pages' error answer and /static (files, not pages: a miss
     is the API's 404). The pages themselves are routes of the one table (`ROUTES`): True
     when they are to be registered."""
-    if not ui_config(settings).enabled:
+    if not settings.web.hosted_pages:
         return False
     notice = passkeys_notice(settings)
     if notice is not None:
