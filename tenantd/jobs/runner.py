@@ -12,9 +12,10 @@
   on that connection every third of a lease, each beat bounded by the lease: a live process
   never loses a lease by waiting for a pool connection, and a slow beat never ends the
   session (which would tell the peers the process died).
-- Completions are written in batches (one UPDATE for many jobs). A crash between a job's
-  own commit and its completion runs the job again, which is why job functions are
-  idempotent (notification jobs key on the notification id).
+- Completions are written in batches (one UPDATE for many jobs). A finished job keeps its
+  lease until its completion is written: a slow write (a busy pool) must not let a peer run
+  it again. A crash between a job's own commit and its completion runs the job again, which
+  is why job functions are idempotent (notification jobs key on the notification id).
 - Failures retry with exponential backoff up to max_attempts, then call the kind's give-up
   hook.
 - `stop` stops claiming, gives running jobs `stop_timeout` seconds, cancels the rest and
@@ -59,7 +60,8 @@ class JobRunner:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._running: set[int] = set()
         self._cancelled: set[int] = set()
-        self._done: list[int] = []
+        self._done: list[int] = []  # finished, waiting for the next completion write
+        self._unrecorded: set[int] = set()  # finished, completion not yet written: still leased
         self._done_event = asyncio.Event()
         self._slot_free = asyncio.Event()
         self._stopping = False
@@ -235,7 +237,7 @@ class JobRunner:
             for (info, payload), result in zip(items, results, strict=True):
                 assert info.id is not None
                 if result is None:
-                    self._done.append(info.id)
+                    self._finished(info.id)
                 else:
                     final = isinstance(result, PermanentJobError) or info.final_attempt
                     await self._fail(kind, info, payload, describe(result), final=final)
@@ -266,11 +268,15 @@ class JobRunner:
                 error, final = failure
                 await self._fail(kind, info, payload, error, final=final)
                 return
-            self._done.append(job_id)
+            self._finished(job_id)
             self._done_event.set()
         finally:
             self._running.discard(job_id)
             self._slot_free.set()
+
+    def _finished(self, job_id: int) -> None:
+        self._unrecorded.add(job_id)
+        self._done.append(job_id)
 
     async def _fail(
         self, kind: BoundKind, info: JobInfo, payload: dict[str, Any], error: str, *, final: bool
@@ -320,8 +326,11 @@ class JobRunner:
         if not self._done:
             return
         ids, self._done = self._done, []
-        async with self.host.db.connection() as conn:
-            await queries.complete_jobs(conn, ids=ids, worker=self.worker_id)
+        try:
+            async with self.host.db.connection() as conn:
+                await queries.complete_jobs(conn, ids=ids, worker=self.worker_id)
+        finally:
+            self._unrecorded.difference_update(ids)
 
     async def _presence_loop(self) -> None:
         """Keep the presence connection open and registered; reconnect (and register the new
@@ -354,7 +363,8 @@ class JobRunner:
         # swallows the cancel (asyncio.wait_for on Python 3.11).
         while not self._stopping or self._running:
             await asyncio.sleep(interval)
-            if not self._running:
+            leased = self._running | self._unrecorded
+            if not leased:
                 continue
             conn = self._presence
             if conn is None:
@@ -368,7 +378,7 @@ class JobRunner:
                 async with asyncio.timeout(self.lease_seconds):
                     await queries.extend_leases(
                         conn,
-                        ids=list(self._running),
+                        ids=list(leased),
                         worker=self.worker_id,
                         lease_seconds=self.lease_seconds,
                     )

@@ -18,6 +18,7 @@ import pytest
 from tenantd.app.bundle import Domains, open_services
 from tenantd.app.settings import load_settings
 from tenantd.jobs import JobInfo, JobKind, PermanentJobError
+from tenantd.jobs import runner as runner_module
 from tenantd.jobs.queue import retry_delay
 from tenantd.jobs.runner import JobRunner
 from tenantd.jobs.settings import JobSettings
@@ -175,24 +176,53 @@ async def _done_count(services: Domains, kind_name: str, expected: int) -> bool:
     return sum(r["status"] == "done" for r in rows) == expected
 
 
-async def test_competing_runners_run_each_job_exactly_once(services: Domains) -> None:
+async def test_competing_runners_run_each_job_exactly_once(
+    settings: Any, migrated: str, db: Any
+) -> None:
+    """Three runners, 300 jobs: claims never overlap. Leases of 3 s, as in the heartbeat
+    test: a stall of the busy machine longer than a 1 s lease's beats would be a takeover
+    (the lease doing its job), not a double claim."""
     recorder = Recorder()
-    services.jobs.register(kind("test.many", recorder, sleep=0.002))
-    others = [JobRunner(services) for _ in range(3)]
-    for runner in others:
-        await runner.start()
-    try:
-        async with services.db.transaction() as conn:
-            for n in range(300):
-                await services.jobs.enqueue(conn, "test.many", {"n": n})
-        services.jobs.wake()
-        await eventually(lambda: all_finished(services, "test.many"), within=60)
-    finally:
-        for runner in others:
-            await runner.stop()
+    leased = settings.replaced(
+        settings.jobs.model_copy(update={"queues_enabled": True, "lease_seconds": 3})
+    )
+    async with open_services(leased, migrated) as services:
+        services.jobs.register(kind("test.many", recorder, sleep=0.002))
+        runners = [JobRunner(services) for _ in range(3)]
+        for runner in runners:
+            await runner.start()
+        try:
+            async with services.db.transaction() as conn:
+                for n in range(300):
+                    await services.jobs.enqueue(conn, "test.many", {"n": n})
+            services.jobs.wake()
+            await eventually(lambda: all_finished(services, "test.many"), within=60)
+        finally:
+            for runner in runners:
+                await runner.stop()
     assert len(recorder.calls) == 300
     assert set(recorder.calls.values()) == {1}
-    assert sum(r.claimed for r in others) > 0  # the work was shared
+    assert sum(r.claimed > 0 for r in runners) > 1  # the work was shared
+
+
+async def test_a_finished_job_keeps_its_lease_until_its_completion_is_written(
+    services: Domains, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Completions wait 2.5 s (two leases of 1 s), as behind a busy pool: the job must not
+    be re-queued and run again meanwhile."""
+    monkeypatch.setattr(runner_module, "COMPLETE_FLUSH_SECONDS", 2.5)
+    recorder = Recorder()
+    services.jobs.register(kind("test.slow_record", recorder))
+    peer = JobRunner(services)  # looks for expired leases every tenth of a second
+    await peer.start()
+    try:
+        await services.jobs.enqueue(services.db, "test.slow_record", {"n": 1})
+        await eventually(lambda: all_finished(services, "test.slow_record"))
+    finally:
+        await peer.stop()
+    assert recorder.calls == {1: 1}
+    [row] = await job_rows(services, "test.slow_record")
+    assert (row["status"], row["attempts"]) == ("done", 1)
 
 
 async def test_heartbeat_keeps_a_long_job_leased(settings: Any, migrated: str, db: Any) -> None:
