@@ -206,22 +206,28 @@ async def test_competing_runners_run_each_job_exactly_once(
 
 
 async def test_a_finished_job_keeps_its_lease_until_its_completion_is_written(
-    services: Domains, monkeypatch: pytest.MonkeyPatch
+    settings: Any, migrated: str, db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Completions wait 2.5 s (two leases of 1 s), as behind a busy pool: the job must not
-    be re-queued and run again meanwhile."""
-    monkeypatch.setattr(runner_module, "COMPLETE_FLUSH_SECONDS", 2.5)
+    """Lease 3 s, completions written 4.5 s after a job ends (as behind a busy pool): a peer
+    looking for expired leases must not re-queue the job, and it must not run again."""
+    monkeypatch.setattr(runner_module, "COMPLETE_FLUSH_SECONDS", 4.5)
     recorder = Recorder()
-    services.jobs.register(kind("test.slow_record", recorder))
-    peer = JobRunner(services)  # looks for expired leases every tenth of a second
-    await peer.start()
-    try:
-        await services.jobs.enqueue(services.db, "test.slow_record", {"n": 1})
-        await eventually(lambda: all_finished(services, "test.slow_record"))
-    finally:
-        await peer.stop()
+    leased = settings.replaced(
+        settings.jobs.model_copy(update={"queues_enabled": True, "lease_seconds": 3})
+    )
+    async with open_services(leased, migrated) as services:
+        services.jobs.register(kind("test.slow_record", recorder))
+        runners = [JobRunner(services), JobRunner(services)]
+        for runner in runners:
+            await runner.start()
+        try:
+            await services.jobs.enqueue(services.db, "test.slow_record", {"n": 1})
+            await eventually(lambda: all_finished(services, "test.slow_record"))
+            [row] = await job_rows(services, "test.slow_record")
+        finally:
+            for runner in runners:
+                await runner.stop()
     assert recorder.calls == {1: 1}
-    [row] = await job_rows(services, "test.slow_record")
     assert (row["status"], row["attempts"]) == ("done", 1)
 
 
