@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import signal
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -176,30 +178,40 @@ async def _done_count(services: Domains, kind_name: str, expected: int) -> bool:
     return sum(r["status"] == "done" for r in rows) == expected
 
 
-async def test_competing_runners_run_each_job_exactly_once(
-    settings: Any, migrated: str, db: Any
-) -> None:
-    """Three runners, 300 jobs: claims never overlap. Leases of 3 s, as in the heartbeat
-    test: a stall of the busy machine longer than a 1 s lease's beats would be a takeover
-    (the lease doing its job), not a double claim."""
-    recorder = Recorder()
+@contextlib.asynccontextmanager
+async def leased_runners(
+    settings: Any, migrated: str, count: int
+) -> AsyncIterator[tuple[Domains, list[JobRunner]]]:
+    """`count` started runners on services of their own with 3 s leases: the heartbeat renews
+    every lease/3, so the busy machine may stall for 2 s without a false takeover (1 s leases,
+    the other tests', allow a third of a second)."""
     leased = settings.replaced(
         settings.jobs.model_copy(update={"queues_enabled": True, "lease_seconds": 3})
     )
     async with open_services(leased, migrated) as services:
-        services.jobs.register(kind("test.many", recorder, sleep=0.002))
-        runners = [JobRunner(services) for _ in range(3)]
+        runners = [JobRunner(services) for _ in range(count)]
         for runner in runners:
             await runner.start()
         try:
-            async with services.db.transaction() as conn:
-                for n in range(300):
-                    await services.jobs.enqueue(conn, "test.many", {"n": n})
-            services.jobs.wake()
-            await eventually(lambda: all_finished(services, "test.many"), within=60)
+            yield services, runners
         finally:
             for runner in runners:
                 await runner.stop()
+
+
+async def test_competing_runners_run_each_job_exactly_once(
+    settings: Any, migrated: str, db: Any
+) -> None:
+    """Three runners, 300 jobs: claims never overlap (with leases long enough that a stall is
+    not a takeover, which would be the lease doing its job, not a double claim)."""
+    recorder = Recorder()
+    async with leased_runners(settings, migrated, 3) as (services, runners):
+        services.jobs.register(kind("test.many", recorder, sleep=0.002))
+        async with services.db.transaction() as conn:
+            for n in range(300):
+                await services.jobs.enqueue(conn, "test.many", {"n": n})
+        services.jobs.wake()
+        await eventually(lambda: all_finished(services, "test.many"), within=60)
     assert len(recorder.calls) == 300
     assert set(recorder.calls.values()) == {1}
     assert sum(r.claimed > 0 for r in runners) > 1  # the work was shared
@@ -208,47 +220,26 @@ async def test_competing_runners_run_each_job_exactly_once(
 async def test_a_finished_job_keeps_its_lease_until_its_completion_is_written(
     settings: Any, migrated: str, db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Lease 3 s, completions written 4.5 s after a job ends (as behind a busy pool): a peer
-    looking for expired leases must not re-queue the job, and it must not run again."""
+    """Completions written 4.5 s after a job ends (as behind a busy pool), leases of 3 s: a
+    peer looking for expired leases must not re-queue the job, and it must not run again."""
     monkeypatch.setattr(runner_module, "COMPLETE_FLUSH_SECONDS", 4.5)
     recorder = Recorder()
-    leased = settings.replaced(
-        settings.jobs.model_copy(update={"queues_enabled": True, "lease_seconds": 3})
-    )
-    async with open_services(leased, migrated) as services:
+    async with leased_runners(settings, migrated, 2) as (services, _):
         services.jobs.register(kind("test.slow_record", recorder))
-        runners = [JobRunner(services), JobRunner(services)]
-        for runner in runners:
-            await runner.start()
-        try:
-            await services.jobs.enqueue(services.db, "test.slow_record", {"n": 1})
-            await eventually(lambda: all_finished(services, "test.slow_record"))
-            [row] = await job_rows(services, "test.slow_record")
-        finally:
-            for runner in runners:
-                await runner.stop()
+        await services.jobs.enqueue(services.db, "test.slow_record", {"n": 1})
+        await eventually(lambda: all_finished(services, "test.slow_record"))
+        [row] = await job_rows(services, "test.slow_record")
     assert recorder.calls == {1: 1}
     assert (row["status"], row["attempts"]) == ("done", 1)
 
 
 async def test_heartbeat_keeps_a_long_job_leased(settings: Any, migrated: str, db: Any) -> None:
-    """Lease 3 s, job 4.5 s: another runner must not take it over. (The heartbeat renews
-    every lease/3; a lease of 3 s lets the machine stall for 2 s without a false takeover.)"""
+    """Lease 3 s, job 4.5 s: another runner must not take it over."""
     recorder = Recorder()
-    leased = settings.replaced(
-        settings.jobs.model_copy(update={"queues_enabled": True, "lease_seconds": 3})
-    )
-    async with open_services(leased, migrated) as services:
+    async with leased_runners(settings, migrated, 2) as (services, _):
         services.jobs.register(kind("test.long", recorder, sleep=4.5))
-        runners = [JobRunner(services), JobRunner(services)]
-        for runner in runners:
-            await runner.start()
-        try:
-            await services.jobs.enqueue(services.db, "test.long", {"n": 1})
-            await eventually(lambda: all_finished(services, "test.long"))
-        finally:
-            for runner in runners:
-                await runner.stop()
+        await services.jobs.enqueue(services.db, "test.long", {"n": 1})
+        await eventually(lambda: all_finished(services, "test.long"))
     assert recorder.calls == {1: 1}
 
 
