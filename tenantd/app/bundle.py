@@ -18,6 +18,7 @@ from tenantd.apikeys.domain import ApiKeys, HasApiKeys
 from tenantd.app.plugins import JOB_KINDS
 from tenantd.auth import jobs as auth_jobs
 from tenantd.auth.domain import Auth, HasAuth
+from tenantd.auth.oauth.client import OidcClient
 from tenantd.bundle import DOMAINS, Domain, Kernel
 from tenantd.db import Database
 from tenantd.db.core import create_database
@@ -27,6 +28,7 @@ from tenantd.email.service import EmailService
 from tenantd.email.templates import brand_of, use_brand
 from tenantd.identity.domain import HasIdentity, Identity
 from tenantd.identity.keys.keyring import Keyring
+from tenantd.identity.rotation import RotationBatcher
 from tenantd.identity.settings import IdentitySettings
 from tenantd.jobs.kinds import BoundKind, JobKind
 from tenantd.jobs.queue import JobQueue
@@ -162,19 +164,21 @@ def build_services(
             secret_key=settings.secret_key,
             audience=identity_settings.access_token_audience,
         ),
+        rotation=RotationBatcher(db, identity_settings.refresh_token_ttl_days),
     )
     accounts = Accounts(kernel, identity=identity)
+    oidc = OidcClient(http)  # one discovery and key cache, for social sign-in and SSO
     domains = Domains(
         kernel=kernel,
         identity=identity,
         accounts=accounts,
-        auth=Auth(kernel, identity=identity, accounts=accounts),
+        auth=Auth(kernel, identity=identity, accounts=accounts, oidc=oidc),
         webhooks=Webhooks(kernel, sender=WebhookSender(settings)),
         apikeys=ApiKeys(kernel),
         notifications=Notifications(kernel, identity=identity, registry=registry),
         mfa=Mfa(kernel, identity=identity),
         portal=Portal(kernel),
-        sso=Sso(kernel, identity=identity),
+        sso=Sso(kernel, identity=identity, oidc=oidc),
         directories=Directories(kernel),
     )
     for kind in JOB_KINDS:

@@ -1,6 +1,6 @@
 """The auth domain's service object: the kernel, the identity domain its sign-ins start
-sessions with and the accounts domain whose /me bodies it serves, built once by the
-composition root (tenantd/app/) and handed to views, pages, jobs and the CLI."""
+sessions with, the accounts domain whose /me bodies it serves and the OpenID client, built
+once by the composition root (tenantd/app/) and handed to views, pages, jobs and the CLI."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Protocol
 from aiohttp import web
 
 from tenantd.accounts.domain import Accounts
+from tenantd.auth.oauth.client import OidcClient
 from tenantd.bundle import DOMAINS, Domain
 from tenantd.identity.domain import Identity
 
@@ -20,6 +21,8 @@ class Auth(Domain):
     identity: Identity
     # The /me bodies' cache (GET /users/me).
     accounts: Accounts
+    # The providers' discovery documents and keys, cached for the process (shared with SSO).
+    oidc: OidcClient
 
 
 class HasAuth(Protocol):

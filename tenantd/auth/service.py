@@ -709,7 +709,7 @@ async def refresh_session(
     family_id = refresh_token_family(services.settings.secret_key, refresh_token)
     counters = limits.counters(session=str(family_id) if family_id else None) if limits else ()
     fast = await renew_batched(
-        services.db,
+        services.identity.rotation,
         services.settings,
         keyring=services.identity.keyring,
         refresh_token=refresh_token,

@@ -18,7 +18,6 @@ import datetime as dt
 import logging
 import math
 import uuid
-import weakref
 from dataclasses import dataclass
 
 from tenantd.db import Conn, Database, Row
@@ -204,13 +203,3 @@ def _verdict(request: RotationRequest, over: list[Row]) -> Verdict:
             worst = Verdict(False, retry, counter.dimension)
     assert worst is not None
     return worst
-
-
-_BATCHERS: weakref.WeakKeyDictionary[Database, RotationBatcher] = weakref.WeakKeyDictionary()
-
-
-def batcher_for(db: Database, ttl_days: int) -> RotationBatcher:
-    batcher = _BATCHERS.get(db)
-    if batcher is None or batcher.ttl_days != ttl_days:
-        batcher = _BATCHERS[db] = RotationBatcher(db, ttl_days)
-    return batcher

@@ -20,13 +20,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from tenantd.db import Conn, Database, Row
+from tenantd.db import Conn, Row
 from tenantd.errors import Unauthorized
 from tenantd.identity import queries
 from tenantd.identity.errors import MfaRequired, UserDisabled
 from tenantd.identity.events import sessions_revoked
 from tenantd.identity.keys.keyring import Keyring
-from tenantd.identity.rotation import RotationRequest, batcher_for
+from tenantd.identity.rotation import RotationBatcher, RotationRequest
 from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.tokens import (
     AccessClaims,
@@ -245,7 +245,7 @@ class FastRenewal:
 
 
 async def renew_batched(
-    db: Database,
+    batcher: RotationBatcher,
     settings: Settings,
     *,
     keyring: Keyring,
@@ -254,7 +254,7 @@ async def renew_batched(
     family_id: uuid.UUID | None = None,
     counters: Sequence[Counter] = (),
 ) -> FastRenewal:
-    """Renew through the batched statement (`rotation`), counting `counters` (the request's
+    """Renew through the batched statement (`batcher`), counting `counters` (the request's
     rate limits) in the same statement. Not renewed there (not renewable, raced, a repeat):
     the locked path (`rotate`) decides. `family_id` is the family the token names, when the
     caller has checked it already."""
@@ -264,7 +264,7 @@ async def renew_batched(
         return FastRenewal()  # not one of ours, or from before tokens named their family
     refresh = successor_refresh_token(secret_key, refresh_token, family_id)
     jti = uuid.uuid4()
-    outcome = await batcher_for(db, settings.section(IdentitySettings).refresh_token_ttl_days).run(
+    outcome = await batcher.run(
         RotationRequest(
             old_hash=token_hash(secret_key, refresh_token),
             family_id=family_id,

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from aiohttp import web
 
+from tenantd.auth.oauth.client import OidcClient
 from tenantd.bundle import DOMAINS, Domain
 from tenantd.identity.domain import Identity
 
@@ -18,6 +19,8 @@ class Sso(Domain):
     # Sessions of a verified assertion or ID token, and the OpenID Connect code flow shared
     # with social sign-in.
     identity: Identity
+    # The OpenID Connect client, the one social sign-in uses.
+    oidc: OidcClient
 
 
 class HasSso(Protocol):

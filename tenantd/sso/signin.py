@@ -27,7 +27,6 @@ from tenantd.accounts.events import actor_of
 from tenantd.accounts.memberships import join_within_seats
 from tenantd.addresses import InvalidEmail, canonical_email, email_domain
 from tenantd.auth.oauth import service as oauth
-from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import (
     STATE_COOKIE,
@@ -289,7 +288,7 @@ async def _start_oidc(services: Sso, connection: Row, return_to: str | None) -> 
     flow = new_flow_state(config.name, return_to)
     callback = oidc_redirect_uri(settings, connection["id"])
     try:
-        location = await oauth.authorization(oidc_client(services), config, flow, callback=callback)
+        location = await oauth.authorization(services.oidc, config, flow, callback=callback)
     except OAuthRefused as refused:
         raise SsoRefused(refused.code, refused.reason) from None
     return ProviderRedirect(
@@ -398,7 +397,7 @@ async def complete_oidc(
         flow: FlowState = decode_state(settings.secret_key, state_cookie, provider=config.name)
         identity = await oauth.identify(
             services,
-            oidc_client(services),
+            services.oidc,
             config,
             flow=flow,
             params=params,

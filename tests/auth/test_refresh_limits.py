@@ -125,7 +125,7 @@ async def test_a_batch_counts_its_requests_in_order_and_refuses_those_over_a_lim
     results = await asyncio.gather(
         *(
             renew_batched(
-                services.db,
+                services.identity.rotation,
                 services.settings,
                 keyring=services.identity.keyring,
                 refresh_token=token,
@@ -172,7 +172,7 @@ async def test_the_same_family_in_one_batch_is_counted_in_request_order(
     other_family = refresh_token_family(services.settings.secret_key, other.refresh_token)
     over, fine = await asyncio.gather(
         renew_batched(
-            services.db,
+            services.identity.rotation,
             services.settings,
             keyring=services.identity.keyring,
             refresh_token=first.refresh_token,
@@ -180,7 +180,7 @@ async def test_the_same_family_in_one_batch_is_counted_in_request_order(
             counters=counters,
         ),
         renew_batched(
-            services.db,
+            services.identity.rotation,
             services.settings,
             keyring=services.identity.keyring,
             refresh_token=other.refresh_token,

@@ -13,7 +13,7 @@ import pytest
 from tenantd.bundle import Services
 from tenantd.db import Database
 from tenantd.identity import rotation
-from tenantd.identity.rotation import RotationBatcher, batcher_for
+from tenantd.identity.rotation import RotationBatcher
 from tenantd.identity.sessions import IssuedTokens, renew_batched
 from tenantd.identity.settings import IdentitySettings
 from tenantd.identity.tokens import token_hash
@@ -36,9 +36,15 @@ def batch_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sizes
 
 
-async def renew(services: Services, db: Database, refresh_token: str) -> Any:
+async def renew(
+    services: Services, refresh_token: str, batcher: RotationBatcher | None = None
+) -> Any:
+    """A renewal through this instance's batcher, or `batcher` (another instance's)."""
     fast = await renew_batched(
-        db, services.settings, keyring=services.identity.keyring, refresh_token=refresh_token
+        batcher or services.identity.rotation,
+        services.settings,
+        keyring=services.identity.keyring,
+        refresh_token=refresh_token,
     )
     return fast.renewed
 
@@ -48,7 +54,7 @@ async def test_renewals_arriving_together_share_one_statement(
 ) -> None:
     users = [await factory.user() for _ in range(10)]
     tokens = [(await factory.tokens(user)).refresh_token for user in users]
-    renewed = await asyncio.gather(*(renew(services, services.db, t) for t in tokens))
+    renewed = await asyncio.gather(*(renew(services, t) for t in tokens))
     assert batch_sizes == [10]
     assert all(r is not None for r in renewed)
     for (issued, row), user in zip(renewed, users, strict=True):
@@ -82,12 +88,12 @@ async def test_a_batch_renews_only_what_is_renewable(
         {"u": cut_off.id},
     )
     results = await asyncio.gather(
-        renew(services, services.db, good_token),
-        renew(services, services.db, ended_token),
-        renew(services, services.db, good_token),  # the same token twice: not in the batch
-        renew(services, services.db, left_token),
-        renew(services, services.db, cut_off_token),
-        renew(services, services.db, "not-one-of-ours"),
+        renew(services, good_token),
+        renew(services, ended_token),
+        renew(services, good_token),  # the same token twice: not in the batch
+        renew(services, left_token),
+        renew(services, cut_off_token),
+        renew(services, "not-one-of-ours"),
     )
     assert batch_sizes == [4]
     assert [r is not None for r in results] == [True, False, False, False, False, False]
@@ -110,12 +116,14 @@ async def test_two_instances_racing_over_the_same_tokens_renew_each_once(
     """Two batches lock the same rows in opposite request order: rows are locked in id order,
     so neither waits on the other in a cycle; each token is renewed by exactly one of them."""
     caplog.set_level(logging.WARNING, logger="tenantd.identity.rotation")
+    ttl_days = services.settings.section(IdentitySettings).refresh_token_ttl_days
+    other_instance = RotationBatcher(db, ttl_days)  # another pool: another instance's batcher
     user = await factory.user()
     for _ in range(5):
         tokens = [(await factory.tokens(user)).refresh_token for _ in range(6)]
         results = await asyncio.gather(
-            *(renew(services, services.db, t) for t in tokens),
-            *(renew(services, db, t) for t in reversed(tokens)),
+            *(renew(services, t) for t in tokens),
+            *(renew(services, t, other_instance) for t in reversed(tokens)),
         )
         first, second = results[:6], list(reversed(results[6:]))
         for one, other in zip(first, second, strict=True):
@@ -174,14 +182,12 @@ async def test_renewals_arriving_while_a_batch_runs_share_the_next_one(
     users = [await factory.user() for _ in range(10)]
     tokens = [(await factory.tokens(user)).refresh_token for user in users]
     lock = await held_row_lock(db, tokens[0], services)
-    first = asyncio.create_task(renew(services, services.db, tokens[0]))
+    first = asyncio.create_task(renew(services, tokens[0]))
     await eventually(lambda: a_batch_waits_on_a_lock(db))
-    batcher = batcher_for(
-        services.db, services.settings.section(IdentitySettings).refresh_token_ttl_days
-    )
+    batcher = services.identity.rotation
     later = []
     for token in tokens[1:]:
-        later.append(asyncio.create_task(renew(services, services.db, token)))
+        later.append(asyncio.create_task(renew(services, token)))
         await eventually(lambda n=len(later): len(batcher.pending) == n)  # one turn each
     assert batch_sizes == [1] and not any(task.done() for task in later)
     await lock.__aexit__(None, None, None)
@@ -199,10 +205,10 @@ async def test_a_batch_stalled_on_a_lock_holds_up_no_other_renewal(
     tokens = [(await factory.tokens(user)).refresh_token for user in users]
     lock = await held_row_lock(db, tokens[0], services)
     try:
-        first = asyncio.create_task(renew(services, services.db, tokens[0]))
+        first = asyncio.create_task(renew(services, tokens[0]))
         await eventually(lambda: a_batch_waits_on_a_lock(db))
         others = await asyncio.wait_for(
-            asyncio.gather(*(renew(services, services.db, t) for t in tokens[1:])), timeout=60
+            asyncio.gather(*(renew(services, t) for t in tokens[1:])), timeout=60
         )
         assert all(result is not None for result in others)
         assert not first.done()

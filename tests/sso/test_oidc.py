@@ -9,7 +9,6 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tenantd.auth.oauth import client as oauth_client
 from tenantd.auth.oauth.client import OidcClient
 from tenantd.bundle import DOMAINS
 from tests.accounts.helpers import Team
@@ -25,9 +24,9 @@ __all__ = ["env", "idp", "idp_session"]
 def server(server: TestServer) -> TestServer:
     """The provider client patient, as in the OAuth tests (the fake answers from this same
     busy process)."""
-    services = server.app[DOMAINS]
-    oauth_client._CLIENTS[services.http] = OidcClient(
-        services.http, client_timeout=aiohttp.ClientTimeout(total=60)
+    domains = server.app[DOMAINS]
+    domains.auth.oidc = domains.sso.oidc = OidcClient(
+        domains.kernel.http, client_timeout=aiohttp.ClientTimeout(total=60)
     )
     return server
 

@@ -1,7 +1,7 @@
 """HTTP side of the code flow: metadata, signing keys, the token request and UserInfo.
 
-One OidcClient per shared aiohttp session of the services, so
-its discovery and JWKS caches live as long as the process.
+The composition root builds one OidcClient on the services' shared aiohttp session, so its
+discovery and JWKS caches live as long as the process.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
-import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
@@ -30,9 +29,6 @@ from tenantd.auth.oauth.errors import PROVIDER_ERROR_CODE, ProviderError, TokenR
 from tenantd.auth.oauth.flow import TokenAnswer
 from tenantd.auth.oauth.jwks import JwksCache
 from tenantd.identity.settings import OAuthProviderSettings
-
-if TYPE_CHECKING:
-    from tenantd.bundle import Services
 
 log = logging.getLogger(__name__)
 
@@ -188,14 +184,3 @@ def _error_code(body: bytes) -> str:
     return (
         error if isinstance(error, str) and PROVIDER_ERROR_CODE.match(error) else "(no error code)"
     )
-
-
-_CLIENTS: weakref.WeakKeyDictionary[aiohttp.ClientSession, OidcClient] = weakref.WeakKeyDictionary()
-
-
-def oidc_client(services: Services) -> OidcClient:
-    """The client on these services' HTTP session (created on first use, gone with it)."""
-    client = _CLIENTS.get(services.http)
-    if client is None:
-        client = _CLIENTS[services.http] = OidcClient(services.http)
-    return client

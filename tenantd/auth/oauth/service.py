@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import psycopg2.errors
 
@@ -25,6 +25,7 @@ from tenantd.addresses import InvalidEmail, canonical_email
 from tenantd.audit import security
 from tenantd.auth.domain import Auth
 from tenantd.auth.oauth import errors, presets, queries
+from tenantd.auth.oauth.client import OidcClient
 from tenantd.auth.oauth.discovery import ProviderMetadata
 from tenantd.auth.oauth.errors import OAuthRefused, ProviderError, TokenRefused
 from tenantd.auth.oauth.flow import (
@@ -62,40 +63,10 @@ from tenantd.settings import Settings
 from tenantd.web.schemas import ApiModel
 
 if TYPE_CHECKING:
-    import jwt
-
     from tenantd.bundle import Services
     from tenantd.principal import Principal
 
 log = logging.getLogger(__name__)
-
-
-class OidcTransport(Protocol):
-    """What the rules need from the provider (client.OidcClient speaks the HTTP)."""
-
-    async def metadata(self, provider: OAuthProviderSettings) -> ProviderMetadata: ...
-
-    async def signing_key(
-        self, metadata: ProviderMetadata, *, kid: str | None, algorithm: str
-    ) -> jwt.PyJWK | None: ...
-
-    async def exchange_code(
-        self,
-        provider: OAuthProviderSettings,
-        metadata: ProviderMetadata,
-        *,
-        code: str,
-        code_verifier: str,
-        redirect_uri: str,
-    ) -> TokenAnswer: ...
-
-    async def userinfo(
-        self, metadata: ProviderMetadata, *, access_token: str
-    ) -> dict[str, Any]: ...
-
-    async def github_user(
-        self, metadata: ProviderMetadata, *, access_token: str
-    ) -> tuple[dict[str, Any], list[Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -173,16 +144,16 @@ def configured_providers(settings: Settings) -> list[dict[str, str]]:
     ]
 
 
-async def _metadata(transport: OidcTransport, provider: OAuthProviderSettings) -> ProviderMetadata:
+async def _metadata(oidc: OidcClient, provider: OAuthProviderSettings) -> ProviderMetadata:
     try:
-        return await transport.metadata(provider)
+        return await oidc.metadata(provider)
     except ProviderError as exc:
         log.error("oauth provider %s unusable: %s", provider.name, exc)
         raise OAuthRefused(errors.UNAVAILABLE, "provider metadata unavailable") from None
 
 
 async def start(
-    transport: OidcTransport,
+    oidc: OidcClient,
     settings: Settings,
     *,
     provider: str,
@@ -195,7 +166,7 @@ async def start(
     if reauth is not None and not presets.is_openid(config):
         # GitHub has no prompt=login nor auth_time: it cannot prove a fresh sign-in.
         raise NotFound("This provider cannot confirm a recent sign-in")
-    metadata = await _metadata(transport, config)
+    metadata = await _metadata(oidc, config)
     flow = new_flow_state(config.name, return_to, reauth=reauth)
     return ProviderRedirect(
         location=authorization_url(
@@ -217,7 +188,7 @@ async def start(
 
 async def complete(
     services: Auth,
-    transport: OidcTransport,
+    oidc: OidcClient,
     *,
     provider: str,
     params: CallbackParams,
@@ -234,19 +205,19 @@ async def complete(
         raise OAuthRefused(errors.STATE_INVALID, "callback arrived by the wrong method")
     metadata, tokens = await _exchange(
         services.db,
-        transport,
+        oidc,
         config,
         flow=flow,
         params=params,
         callback=redirect_uri(settings, config.name),
     )
     if tokens.id_token is None:
-        identity = await _github_identity(transport, metadata, tokens)
+        identity = await _github_identity(oidc, metadata, tokens)
     else:
-        identity = await _id_token_identity(transport, config, metadata, tokens.id_token, flow)
+        identity = await _id_token_identity(oidc, config, metadata, tokens.id_token, flow)
         if flow.reauth is not None:
             return await step_up(services, provider=config.name, flow=flow, identity=identity)
-        identity = await _with_userinfo(transport, metadata, identity, tokens)
+        identity = await _with_userinfo(oidc, metadata, identity, tokens)
         identity = presets.with_names(presets.vouch(config, identity), params.user)
     try:
         # The API's normal form exactly, so an IdP's `Alice@Exämple.com.` is the same user
@@ -272,7 +243,7 @@ async def complete(
 
 async def identify(
     services: Services,
-    transport: OidcTransport,
+    oidc: OidcClient,
     config: OAuthProviderSettings,
     *,
     flow: FlowState,
@@ -284,17 +255,17 @@ async def identify(
     exchange, ID token, UserInfo, exactly as `complete` does; every refusal an OAuthRefused."""
     check_state(flow, params.state)
     metadata, tokens = await _exchange(
-        services.db, transport, config, flow=flow, params=params, callback=callback
+        services.db, oidc, config, flow=flow, params=params, callback=callback
     )
     if tokens.id_token is None:
         raise OAuthRefused(errors.FAILED, "token answer carries no id_token")
-    identity = await _id_token_identity(transport, config, metadata, tokens.id_token, flow)
-    return await _with_userinfo(transport, metadata, identity, tokens)
+    identity = await _id_token_identity(oidc, config, metadata, tokens.id_token, flow)
+    return await _with_userinfo(oidc, metadata, identity, tokens)
 
 
 async def _exchange(
     db: Database,
-    transport: OidcTransport,
+    oidc: OidcClient,
     config: OAuthProviderSettings,
     *,
     flow: FlowState,
@@ -309,14 +280,14 @@ async def _exchange(
         raise OAuthRefused(errors.DENIED, f"provider answered error {error}")
     if not params.code:
         raise OAuthRefused(errors.FAILED, "callback carries no code")
-    metadata = await _metadata(transport, config)
+    metadata = await _metadata(oidc, config)
     # RFC 9207: a provider that names itself in the callback must be the one we asked.
     if (params.iss is not None or metadata.iss_parameter_supported) and (
         params.iss != metadata.issuer
     ):
         raise OAuthRefused(errors.FAILED, "callback iss does not name the provider")
     try:
-        tokens = await transport.exchange_code(
+        tokens = await oidc.exchange_code(
             config,
             metadata,
             code=params.code,
@@ -331,15 +302,15 @@ async def _exchange(
 
 
 async def authorization(
-    transport: OidcTransport, config: OAuthProviderSettings, flow: FlowState, *, callback: str
+    oidc: OidcClient, config: OAuthProviderSettings, flow: FlowState, *, callback: str
 ) -> str:
     """The provider's authorization URL for a new flow (an SSO connection's start)."""
-    metadata = await _metadata(transport, config)
+    metadata = await _metadata(oidc, config)
     return authorization_url(metadata, config, flow, callback=callback)
 
 
 async def _id_token_identity(
-    transport: OidcTransport,
+    oidc: OidcClient,
     config: OAuthProviderSettings,
     metadata: ProviderMetadata,
     id_token: str,
@@ -348,7 +319,7 @@ async def _id_token_identity(
     """Signature (JWKS), issuer, audience, expiry, iat and nonce of the ID token."""
     header = read_header(id_token)
     try:
-        key = await transport.signing_key(metadata, kid=header.kid, algorithm=header.algorithm)
+        key = await oidc.signing_key(metadata, kid=header.kid, algorithm=header.algorithm)
     except ProviderError as exc:
         raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
     if key is None:
@@ -364,19 +335,19 @@ async def _id_token_identity(
 
 
 async def _github_identity(
-    transport: OidcTransport, metadata: ProviderMetadata, tokens: TokenAnswer
+    oidc: OidcClient, metadata: ProviderMetadata, tokens: TokenAnswer
 ) -> VerifiedIdentity:
     """Plain OAuth 2.0 (GitHub): the user and its primary address from the REST API."""
     assert tokens.access_token is not None  # token_answer requires one without an ID token
     try:
-        user, emails = await transport.github_user(metadata, access_token=tokens.access_token)
+        user, emails = await oidc.github_user(metadata, access_token=tokens.access_token)
         return presets.github_identity(user, emails)
     except ProviderError as exc:
         raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
 
 
 async def _with_userinfo(
-    transport: OidcTransport,
+    oidc: OidcClient,
     metadata: ProviderMetadata,
     identity: VerifiedIdentity,
     tokens: TokenAnswer,
@@ -388,7 +359,7 @@ async def _with_userinfo(
     if metadata.userinfo_endpoint is None:
         return identity
     try:
-        claims = await transport.userinfo(metadata, access_token=tokens.access_token)
+        claims = await oidc.userinfo(metadata, access_token=tokens.access_token)
     except ProviderError as exc:
         raise OAuthRefused(errors.UNAVAILABLE, str(exc)) from None
     return merge_userinfo(identity, claims)

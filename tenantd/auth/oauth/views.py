@@ -20,7 +20,6 @@ from pydantic import Field
 
 from tenantd.auth.domain import auth_of
 from tenantd.auth.oauth import errors, presets, service
-from tenantd.auth.oauth.client import oidc_client
 from tenantd.auth.oauth.errors import OAuthRefused
 from tenantd.auth.oauth.flow import STATE_COOKIE, ReauthBinding, callback_path
 from tenantd.auth.oauth.reauth import SteppedUp
@@ -115,7 +114,7 @@ async def _start(
     provider = request.match_info["provider"]
     try:
         started = await service.start(
-            oidc_client(services),
+            services.oidc,
             services.settings,
             provider=provider,
             return_to=return_to,
@@ -168,7 +167,7 @@ async def _callback(request: web.Request, params: service.CallbackParams) -> web
     try:
         signed = await service.complete(
             services,
-            oidc_client(services),
+            services.oidc,
             provider=provider,
             params=params,
             state_cookie=request.cookies.get(STATE_COOKIE),

@@ -9,7 +9,6 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from tenantd.auth.oauth import client as oauth_client
 from tenantd.auth.oauth.client import OidcClient
 from tenantd.bundle import DOMAINS
 from tests.auth.oauth.fake_idp import FakeIdP
@@ -49,9 +48,9 @@ def server(server: TestServer) -> TestServer:
     """The app, its provider client patient: the fake provider answers from this same busy
     process, and the production 5 s connect bound is no rule these tests check (the
     timeouts are: tests/auth/oauth/test_provider_client.py)."""
-    services = server.app[DOMAINS]
-    oauth_client._CLIENTS[services.http] = OidcClient(
-        services.http, client_timeout=aiohttp.ClientTimeout(total=60)
+    domains = server.app[DOMAINS]
+    domains.auth.oidc = domains.sso.oidc = OidcClient(
+        domains.kernel.http, client_timeout=aiohttp.ClientTimeout(total=60)
     )
     return server
 
