@@ -16,10 +16,8 @@ deleted over HTTP: 409 CONFLICT. A stored type a later deployment defines too is
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,14 +41,6 @@ log = logging.getLogger(__name__)
 CHANNEL = "tenantd_event_types"
 RELOAD_SECONDS = 5.0
 
-# One load at a time per registry: a slower, older read never replaces a newer one.
-_LOCKS: weakref.WeakKeyDictionary[EventRegistry, asyncio.Lock] = weakref.WeakKeyDictionary()
-# (type, version) this code cannot compile (stored by another version of tenantd): logged
-# once, not at every reload; the type keeps its last usable version, if any.
-_UNUSABLE: weakref.WeakKeyDictionary[EventRegistry, set[tuple[str, int]]] = (
-    weakref.WeakKeyDictionary()
-)
-
 
 class DeployedEventType(Conflict):
     message = "This event type is defined by the deployment (a Python module or the catalog file)"
@@ -58,10 +48,9 @@ class DeployedEventType(Conflict):
 
 async def load_stored(db: Database, registry: EventRegistry) -> int:
     """Make the registry's stored types those of the table; how many were compiled."""
-    lock = _LOCKS.setdefault(registry, asyncio.Lock())
-    async with lock:
+    async with registry.stored_load_lock:
         known = registry.stored_events()
-        unusable = _UNUSABLE.setdefault(registry, set())
+        unusable = registry.unusable_stored
         async with db.connection() as conn:
             versions = await queries.event_definition_versions(conn)
             wanted = [

@@ -5,7 +5,7 @@ composition root (tenantd/app/) and handed to views, jobs and the CLI."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 
@@ -13,6 +13,9 @@ from tenantd.bundle import DOMAINS, Domain
 from tenantd.identity.domain import Identity
 from tenantd.notifications.inbox_cache import InboxCache
 from tenantd.notifications.registry import EventRegistry
+
+if TYPE_CHECKING:
+    import orjson
 
 
 @dataclass(eq=False)
@@ -24,6 +27,8 @@ class Notifications(Domain):
     registry: EventRegistry
     # Inbox answers (first pages, unread count), off until its listener runs.
     inbox_cache: InboxCache = field(default_factory=InboxCache)
+    # GET /api/v1/notifications/event-types, serialised, with the registry version it lists.
+    event_types_answer: tuple[int, orjson.Fragment] | None = None
 
 
 class HasNotifications(Protocol):

@@ -9,6 +9,7 @@ render function or a missing email template is an error that names the event.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import functools
 import importlib
@@ -176,6 +177,12 @@ class EventRegistry:
         self._events: dict[str, RegisteredEvent] = {}
         self._stored: dict[str, RegisteredEvent] = {}
         self.version = 0  # bumped by every change: answers built from the registry compare it
+        # The stored types' loader (notifications/definitions.py): one load at a time, so a
+        # slower, older read never replaces a newer one; and the (type, version) pairs this
+        # code cannot compile (stored by another version of tenantd), logged once, not at
+        # every reload (the type keeps its last usable version, if any).
+        self.stored_load_lock = asyncio.Lock()
+        self.unusable_stored: set[tuple[str, int]] = set()
 
     def __contains__(self, event_type: object) -> bool:
         return event_type in self._events or event_type in self._stored

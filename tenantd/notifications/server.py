@@ -9,7 +9,6 @@ notifications), the audit row naming the key, and the answer kept for a retry.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,27 +18,24 @@ import orjson
 from tenantd.apikeys.principal import ActingKey
 from tenantd.audit.keys import record_key_action
 from tenantd.notifications.domain import Notifications
-from tenantd.notifications.registry import EventRegistry, RegisteredEvent
+from tenantd.notifications.registry import RegisteredEvent
 from tenantd.notifications.service import SendOutcome, SendRequest, live_channels, send_many
 from tenantd.settings import Settings
 from tenantd.web import idempotency
 
-_EVENT_TYPES: weakref.WeakKeyDictionary[EventRegistry, tuple[int, Settings, orjson.Fragment]] = (
-    weakref.WeakKeyDictionary()
-)
 
-
-def event_types(registry: EventRegistry, settings: Settings) -> orjson.Fragment:
+def event_types(services: Notifications) -> orjson.Fragment:
     """Every registered event type (Python, catalog file and stored alike): its label, default
     channels, those live in this configuration, and the JSON Schema of its payload, as JSON.
-    Serialised once per registry change and settings (the registry's version says when)."""
+    Serialised once per registry change (the registry's version says when)."""
+    registry = services.registry
     version = registry.version
-    kept = _EVENT_TYPES.get(registry)
-    if kept is not None and kept[0] == version and kept[1] is settings:
-        return kept[2]
-    listed = [event_type_json(event, settings) for event in registry.events()]
+    kept = services.event_types_answer
+    if kept is not None and kept[0] == version:
+        return kept[1]
+    listed = [event_type_json(event, services.settings) for event in registry.events()]
     encoded = orjson.Fragment(orjson.dumps(listed))
-    _EVENT_TYPES[registry] = (version, settings, encoded)
+    services.event_types_answer = (version, encoded)
     return encoded
 
 

@@ -179,8 +179,7 @@ async def send_once(
     "channels and payload JSON Schema",
 )
 async def event_types(request: web.Request) -> orjson.Fragment:
-    services = notifications_of(request.app)
-    return server.event_types(services.registry, services.settings)
+    return server.event_types(notifications_of(request.app))
 
 
 @ROUTES.put(
