@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, model_validator
 
 from tenantd.db import Row
-from tenantd.web.schemas import ApiModel, Mailbox, RequestBody, RowModel
+from tenantd.web.schemas import ApiModel, Mailbox, RequestBody, RowModel, from_row
 
 AccountName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 # A role of the account: admin, member or a custom role's key (never owner: by transfer only).
@@ -132,14 +132,7 @@ class AccountSummary(ApiModel):
 
     @classmethod
     def of(cls, row: Row, *, active_id: uuid.UUID | None) -> AccountSummary:
-        return cls(
-            id=row["id"],
-            name=row["name"],
-            role=row["role"],
-            created_at=row["created_at"],
-            claimed_domain=row["claimed_domain"],
-            active=row["id"] == active_id,
-        )
+        return from_row(cls, row, active=row["id"] == active_id)
 
 
 class AccountDetail(ApiModel):
@@ -302,7 +295,7 @@ class AuditLogPage(ApiModel):
         )
 
 
-class AccountRestored(ApiModel):
+class AccountRestored(RowModel):
     id: uuid.UUID
     name: str
     claimed_domain: str | None = None
@@ -314,10 +307,4 @@ class AccountRestoredOut(ApiModel):
 
     @classmethod
     def of(cls, row: Row) -> AccountRestoredOut:
-        restored = AccountRestored(
-            id=row["id"],
-            name=row["name"],
-            claimed_domain=row["claimed_domain"],
-            created_at=row["created_at"],
-        )
-        return cls(account=restored)
+        return cls(account=AccountRestored.of(row))

@@ -8,7 +8,7 @@ import uuid
 from pydantic import Field
 
 from tenantd.db import Row
-from tenantd.web.schemas import ApiModel, RequestBody, RowModel
+from tenantd.web.schemas import ApiModel, RequestBody, RowModel, from_row
 
 
 class DirectoryCreate(RequestBody, json_schema_extra={"examples": [{"name": "Okta"}]}):
@@ -33,13 +33,10 @@ class DirectoryOut(ApiModel):
 
     @classmethod
     def of(cls, row: Row, base_url: str) -> DirectoryOut:
-        return cls(
-            id=row["id"],
-            account_id=row["account_id"],
-            name=row["name"],
+        return from_row(
+            cls,
+            row,
             scim_base_url=f"{base_url}/scim/v2/{row['id']}",
-            created_at=row["created_at"],
-            last_used_at=row["last_used_at"],
             users=row.get("users") or 0,
             groups=row.get("groups") or 0,
         )

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from tenantd.db import Row
-from tenantd.web.schemas import ApiModel, RequestBody, RowModel
+from tenantd.web.schemas import ApiModel, RequestBody, RowModel, from_row
 
 Credential = dict[str, Any]
 _CREDENTIAL = Field(
@@ -126,15 +126,7 @@ class PasskeyOut(ApiModel):
 
     @classmethod
     def of(cls, row: Row, authenticator_name: str | None) -> PasskeyOut:
-        return cls(
-            id=row["id"],
-            name=row["name"],
-            created_at=row["created_at"],
-            last_used_at=row["last_used_at"],
-            aaguid=row["aaguid"],
-            authenticator_name=authenticator_name,
-            backed_up=row["backed_up"],
-        )
+        return from_row(cls, row, authenticator_name=authenticator_name)
 
 
 class PasskeyRegistered(ApiModel):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -149,12 +149,22 @@ class ApiModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
 
+RowOf = TypeVar("RowOf", bound=ApiModel)
+
+
+def from_row(model: type[RowOf], row: Mapping[str, Any], **computed: Any) -> RowOf:
+    """`model` of a database row: each field the column of its name, but the `computed` ones."""
+    return model.model_validate(
+        {name: computed[name] if name in computed else row[name] for name in model.model_fields}
+    )
+
+
 class RowModel(ApiModel):
     """A response model that is a database row: each field the column of its name."""
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> Self:
-        return cls.model_validate({name: row[name] for name in cls.model_fields})
+        return from_row(cls, row)
 
 
 class RequestBody(ApiModel):
