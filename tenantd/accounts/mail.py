@@ -35,8 +35,8 @@ JOIN_REQUEST = "join_request"  # to the owner of the claiming account
 JOIN_REQUEST_SENT = "join_request_sent"  # to the requester
 
 
-def _shipped(to: str, name: str, variables: dict[str, Any]) -> EmailMessage:
-    subject, text, html = templates.render(name, variables)
+def _shipped(to: str, name: str, variables: dict[str, Any], settings: Settings) -> EmailMessage:
+    subject, text, html = templates.render(name, variables, brand=templates.brand_of(settings))
     return EmailMessage(to=to, subject=subject, text=text, html=html, tag=name)
 
 
@@ -54,12 +54,13 @@ def join_request(
         to,
         "join_request",
         {"requester": requester, "domain": domain, "account_name": account_name, "link": link},
+        settings,
     )
 
 
-def join_request_sent(to: str, *, domain: str) -> EmailMessage:
+def join_request_sent(to: str, *, settings: Settings, domain: str) -> EmailMessage:
     """To the requester: a join request was sent, and its owner and admins see the address."""
-    return _shipped(to, "join_request_sent", {"email": to, "domain": domain})
+    return _shipped(to, "join_request_sent", {"email": to, "domain": domain}, settings)
 
 
 # -- invitation links -------------------------------------------------------------------------
@@ -134,6 +135,7 @@ async def _invitation_message(services: Services, payload: dict[str, Any]) -> Em
             "role": invitation["role"],
             "link": link,
         },
+        settings,
     )
 
 
@@ -145,7 +147,9 @@ async def _join_request_message(
     if request is None:
         return None
     if purpose == JOIN_REQUEST_SENT:
-        return join_request_sent(request["requester"], domain=request["domain"])
+        return join_request_sent(
+            request["requester"], settings=services.settings, domain=request["domain"]
+        )
     if request["owner_email"] is None:
         return None
     return join_request(

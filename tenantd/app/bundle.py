@@ -25,7 +25,6 @@ from tenantd.db.core import create_database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.directories.domain import Directories, HasDirectories
 from tenantd.email.service import EmailService
-from tenantd.email.templates import brand_of, use_brand
 from tenantd.identity.domain import HasIdentity, Identity
 from tenantd.identity.keys.keyring import Keyring
 from tenantd.identity.rotation import RotationBatcher
@@ -209,7 +208,6 @@ async def attach_replicas(db: Database, settings: Settings) -> None:
 async def open_services(settings: Settings, database_url: str) -> AsyncIterator[Domains]:
     """Open the pool and the shared HTTP client; close them in reverse order."""
     registry = event_registry(settings)
-    use_brand(brand_of(settings))  # every HTML mail's layout shows the pages' brand
     db = await create_database(
         url_to_dsn(database_url),
         minsize=settings.database.pool_min,

@@ -126,6 +126,7 @@ async def mail_change(services: Services, *, user_id: uuid.UUID, new_email: str)
                     new,
                     "email_change_taken",
                     {"new_email": new, "base_url": settings.public_base_url},
+                    settings,
                 )
             )
         else:
@@ -157,6 +158,7 @@ async def mail_change(services: Services, *, user_id: uuid.UUID, new_email: str)
                         "link": _link(settings, "/confirm-email", confirm),
                         "ttl_hours": EMAIL_CHANGE_TTL_HOURS,
                     },
+                    settings,
                 )
             )
             outgoing.append(
@@ -169,6 +171,7 @@ async def mail_change(services: Services, *, user_id: uuid.UUID, new_email: str)
                         "cancel_link": _link(settings, "/cancel-email-change", cancel),
                         "cancel_days": CANCEL_DAYS,
                     },
+                    settings,
                 )
             )
     for message in outgoing:  # after commit: a link in a mail always exists

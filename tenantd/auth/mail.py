@@ -22,22 +22,25 @@ Outgoing = EmailMessage
 VERIFY_TTL_HOURS = 48
 
 
-@lru_cache(maxsize=1)
-def _own_templates() -> jinja2.Environment:
-    return templates.mail_environment([Path(__file__).parent / "templates"])
+@lru_cache(maxsize=4)  # one brand a configuration
+def _own_templates(brand: templates.Brand) -> jinja2.Environment:
+    return templates.mail_environment([Path(__file__).parent / "templates"], brand)
 
 
 def _shipped(
-    to: str, name: str, variables: dict[str, Any], *, locale: str | None = None
+    to: str, name: str, variables: dict[str, Any], settings: Settings, locale: str | None = None
 ) -> EmailMessage:
-    subject, text, html = templates.render(name, variables, locale=locale)
+    brand = templates.brand_of(settings)
+    subject, text, html = templates.render(name, variables, brand=brand, locale=locale)
     return EmailMessage(to=to, subject=subject, text=text, html=html, tag=name)
 
 
-def _own(to: str, name: str, variables: dict[str, Any], *, html: bool = True) -> EmailMessage:
+def _own(
+    to: str, name: str, variables: dict[str, Any], settings: Settings, *, html: bool = True
+) -> EmailMessage:
     """A mail from this package's templates, `name.subject.txt`, `name.txt` and (with `html`)
-    `name.html`, tagged `name`."""
-    env = _own_templates()
+    `name.html` in the deployment's brand, tagged `name`."""
+    env = _own_templates(templates.brand_of(settings))
     return EmailMessage(
         to=to,
         subject=env.get_template(f"{name}.subject.txt").render(**variables).strip(),
@@ -48,28 +51,30 @@ def _own(to: str, name: str, variables: dict[str, Any], *, html: bool = True) ->
 
 
 def verification(
-    to: str, *, link: str, first_name: str = "", locale: str | None = None
+    to: str, *, settings: Settings, link: str, first_name: str = "", locale: str | None = None
 ) -> EmailMessage:
     return _shipped(
         to,
         "verify_email",
         {"link": link, "first_name": first_name, "ttl_hours": VERIFY_TTL_HOURS},
-        locale=locale,
+        settings,
+        locale,
     )
 
 
 def password_reset(
-    to: str, *, link: str, ttl_minutes: int, locale: str | None = None
+    to: str, *, settings: Settings, link: str, ttl_minutes: int, locale: str | None = None
 ) -> EmailMessage:
-    return _shipped(to, "password_reset", {"link": link, "ttl_minutes": ttl_minutes}, locale=locale)
+    variables = {"link": link, "ttl_minutes": ttl_minutes}
+    return _shipped(to, "password_reset", variables, settings, locale)
 
 
 def account_exists(to: str, *, settings: Settings) -> EmailMessage:
-    return _own(to, "account_exists", {"base_url": settings.public_base_url})
+    return _own(to, "account_exists", {"base_url": settings.public_base_url}, settings)
 
 
 def session_reused(to: str, *, settings: Settings) -> EmailMessage:
-    return _own(to, "session_reused", {"base_url": settings.public_base_url})
+    return _own(to, "session_reused", {"base_url": settings.public_base_url}, settings)
 
 
 def email_code(
@@ -83,7 +88,7 @@ def email_code(
         "ttl_minutes": ttl_minutes,
         "first_name": first_name,
     }
-    return _own(to, "email_code", variables)
+    return _own(to, "email_code", variables, settings)
 
 
 def new_signin(
@@ -97,7 +102,7 @@ def new_signin(
         "time": time,
         "method": method,
     }
-    return _own(to, "new_signin", variables)
+    return _own(to, "new_signin", variables, settings)
 
 
 async def deliver(services: Services, message: EmailMessage) -> None:
@@ -124,6 +129,6 @@ def _log_unsent(message: EmailMessage, result: SendResult) -> None:
         )
 
 
-def own_text(to: str, name: str, variables: dict[str, Any]) -> EmailMessage:
+def own_text(to: str, name: str, variables: dict[str, Any], settings: Settings) -> EmailMessage:
     """A plain-text mail from this package's templates (`name.subject.txt`, `name.txt`)."""
-    return _own(to, name, variables, html=False)
+    return _own(to, name, variables, settings, html=False)

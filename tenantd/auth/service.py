@@ -209,6 +209,7 @@ async def _verification(
     )
     return mail.verification(
         user["email"],
+        settings=settings,
         link=_link(settings, "/verify-email", token),
         first_name=first_name,
         locale=user.get("locale"),
@@ -549,6 +550,7 @@ async def mail_reset_link(services: Services, email: str) -> None:
             )
             outgoing = mail.password_reset(
                 user["email"],
+                settings=settings,
                 link=_link(settings, "/reset-password", token),
                 ttl_minutes=int(RESET_TTL.total_seconds() // 60),
                 locale=user.get("locale"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
@@ -67,6 +67,7 @@ class EmailService:
     sender: EmailSender
     sender_address: str
     blocklist: Blocklist
+    brand: templates.Brand = field(default_factory=templates.Brand)  # send_template's layout
 
     @classmethod
     def from_settings(
@@ -82,6 +83,7 @@ class EmailService:
             sender=build_sender(settings, http),
             sender_address=settings.section(MailSettings).email_from,
             blocklist=blocklist,
+            brand=templates.brand_of(settings),
         )
 
     async def send(self, message: EmailMessage) -> SendResult:
@@ -163,7 +165,7 @@ class EmailService:
         self, *, to: str, template: str, variables: dict[str, Any], tag: str | None = None
     ) -> SendResult:
         """Render a shipped transactional template and send it."""
-        subject, text, html = templates.render(template, variables)
+        subject, text, html = templates.render(template, variables, brand=self.brand)
         return await self.send(
             EmailMessage(to=to, subject=subject, text=text, html=html, tag=tag or template)
         )

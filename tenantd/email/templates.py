@@ -53,24 +53,13 @@ def brand_of(settings: Settings) -> Brand:
     )
 
 
-_BRAND: list[Brand] = [Brand()]
-
-
-def use_brand(brand: Brand) -> None:
-    """Set the process's mail brand (the composition root does, from the settings it runs
-    with; one process serves one configuration)."""
-    _BRAND[0] = brand
-
-
-def current_brand() -> Brand:
-    return _BRAND[0]
-
-
 def mail_environment(
-    folders: Iterable[Path], *, extensions: tuple[str, ...] = ("html",)
+    folders: Iterable[Path], brand: Brand, *, extensions: tuple[str, ...] = ("html",)
 ) -> jinja2.Environment:
     """A Jinja2 environment for mail templates in `folders`, which can also extend the one
-    layout (`{% extends "_layout.html" %}`) and import its macros (`_mail.html`)."""
+    layout (`{% extends "_layout.html" %}`) and import its macros (`_mail.html`). The layout
+    and the macros show `brand`: a global of the environment, because imported macros see
+    the environment's globals and not the context a template is rendered with."""
     env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(
             [jinja2.FileSystemLoader(folder) for folder in folders]
@@ -80,21 +69,22 @@ def mail_environment(
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    env.globals["brand"] = current_brand
+    env.globals["brand"] = brand
     return env
 
 
-@lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
-    return mail_environment([TEMPLATE_DIR])
+@lru_cache(maxsize=4)  # one brand a configuration
+def environment(brand: Brand) -> jinja2.Environment:
+    return mail_environment([TEMPLATE_DIR], brand)
 
 
 def render(
-    name: str, variables: dict[str, Any], *, locale: str | None = None
+    name: str, variables: dict[str, Any], *, brand: Brand, locale: str | None = None
 ) -> tuple[str, str, str]:
-    """Return (subject, text, html) of templates/<name>.{subject,txt,html}; with a locale,
-    each part is `<name>.<locale>.<ext>` when shipped, else the English `<name>.<ext>`."""
-    env = environment()
+    """Return (subject, text, html) of templates/<name>.{subject,txt,html} in `brand`'s layout;
+    with a locale, each part is `<name>.<locale>.<ext>` when shipped, else the English
+    `<name>.<ext>`."""
+    env = environment(brand)
 
     def part(ext: str) -> jinja2.Template:
         names = [f"{name}.{ext}"]

@@ -25,7 +25,7 @@ from typing import Any
 import jinja2
 from pydantic import BaseModel
 
-from tenantd.email.templates import mail_environment
+from tenantd.email.templates import Brand, mail_environment
 from tenantd.errors import NotFound
 
 CHANNELS = ("in_app", "email", "sse", "web_push")
@@ -302,16 +302,17 @@ def module_base_dir(module: types.ModuleType) -> Path:
 # --- email templates ----------------------------------------------------------------------
 
 
-_ENVIRONMENTS: dict[Path, jinja2.Environment] = {}
+_ENVIRONMENTS: dict[tuple[Path, Brand], jinja2.Environment] = {}
 
 
-def template_environment(base_dir: Path) -> jinja2.Environment:
-    """A Jinja2 environment rooted at the defining module's folder (no escaping out of it)."""
-    env = _ENVIRONMENTS.get(base_dir)
+def template_environment(base_dir: Path, brand: Brand) -> jinja2.Environment:
+    """A Jinja2 environment rooted at the defining module's folder (no escaping out of it),
+    in `brand`'s layout."""
+    env = _ENVIRONMENTS.get((base_dir, brand))
     if env is None:
         # Event templates may extend the mail layout too (`{% extends "_layout.html" %}`).
-        env = mail_environment([base_dir], extensions=("html", "htm"))
-        _ENVIRONMENTS[base_dir] = env
+        env = mail_environment([base_dir], brand, extensions=("html", "htm"))
+        _ENVIRONMENTS[base_dir, brand] = env
     return env
 
 
@@ -329,7 +330,7 @@ def _check_template(definition: EventDefinition, base_dir: Path) -> None:
     if not isinstance(content, EmailContent):
         raise RegistryError(f"event {definition.type}: email render must return EmailContent")
     try:
-        template_environment(base_dir).get_template(content.template_path)
+        template_environment(base_dir, Brand()).get_template(content.template_path)
     except jinja2.TemplateNotFound:
         raise RegistryError(
             f"event {definition.type}: email template {content.template_path} not found"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tenantd.email.templates import best_locale, render
+from tenantd.email.templates import Brand, best_locale, render
 from tests.factories import mail_text, read_mails
 from tests.helpers import PASSWORD, eventually
 
@@ -35,10 +35,14 @@ def test_best_locale(header: str | None, locale: str | None) -> None:
 
 def test_templates_fall_back_to_english() -> None:
     variables = {"link": "https://x/verify", "first_name": "Zoé", "ttl_hours": 48}
-    assert render("verify_email", variables, locale="fr")[0] == "Confirmez votre adresse e-mail"
-    assert render("verify_email", variables, locale="de")[0] == "Verify your email address"
-    assert render("verify_email", variables, locale="../x")[0] == "Verify your email address"
-    assert render("verify_email", variables)[0] == "Verify your email address"
+
+    def subject(locale: str | None) -> str:
+        return render("verify_email", variables, brand=Brand(), locale=locale)[0]
+
+    assert subject("fr") == "Confirmez votre adresse e-mail"
+    assert subject("de") == "Verify your email address"
+    assert subject("../x") == "Verify your email address"
+    assert subject(None) == "Verify your email address"
 
 
 async def register(client: Any, email: str, language: str | None) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ from tenantd.email.message import EmailMessage
 from tenantd.notifications.channels.email import render_email
 from tenantd.notifications.registry import RegisteredEvent
 from tenantd.notifications.tenancy import events as tenancy
+from tenantd.settings import Settings
 from tests.ui.live import CHROMIUM, CHROMIUM_ARGS, MISSING_CHROMIUM, screenshots_dir
 
 PACKAGE = Path(tenantd.__file__).parent
@@ -32,9 +33,9 @@ LINK = "https://app.acme.example/verify-email?token=abc"
 
 
 @pytest.fixture
-def branded(env: dict[str, str]) -> Iterator[templates.Brand]:
-    """The brand the composition root sets from the pages' settings, for this test only."""
-    settings = load_settings(
+def branded(env: dict[str, str]) -> Settings:
+    """A deployment with a brand of its own: its pages' brand is every mail's."""
+    return load_settings(
         environ={
             **env,
             "TENANTD_UI_BRAND_NAME": BRAND,
@@ -42,16 +43,11 @@ def branded(env: dict[str, str]) -> Iterator[templates.Brand]:
             "PUBLIC_BASE_URL": "https://app.acme.example",
         }
     )
-    before = templates.current_brand()
-    brand = templates.brand_of(settings)
-    templates.use_brand(brand)
-    try:
-        yield brand
-    finally:
-        templates.use_brand(before)
 
 
-def notification(event_type: str, payload: dict[str, str], cta: str) -> EmailMessage:
+def notification(
+    settings: Settings, event_type: str, payload: dict[str, str], cta: str
+) -> EmailMessage:
     registered = RegisteredEvent(
         next(d for d in tenancy.EVENTS if d.type == event_type), Path(tenancy.__file__).parent
     )
@@ -72,6 +68,7 @@ def notification(event_type: str, payload: dict[str, str], cta: str) -> EmailMes
                 "cta_label": "c",
             },
         },
+        brand=templates.brand_of(settings),
         base_url="https://app.acme.example",
     )
     assert markup is not None
@@ -79,62 +76,64 @@ def notification(event_type: str, payload: dict[str, str], cta: str) -> EmailMes
 
 
 TENANCY = {"accountId": str(uuid.uuid4()), "accountName": "Acme", "membershipId": "m1"}
+TO = "a@corp.example"
 
-# Every shipped HTML mail, built by the functions that send it.
-MAILS: dict[str, Callable[[], EmailMessage]] = {
-    "verify_email": lambda: auth_mail.verification("a@corp.example", link=LINK, first_name="Ann"),
-    "verify_email.fr": lambda: auth_mail.verification("a@corp.example", link=LINK, locale="fr"),
-    "password_reset": lambda: auth_mail.password_reset("a@corp.example", link=LINK, ttl_minutes=30),
-    "password_reset.fr": lambda: auth_mail.password_reset(
-        "a@corp.example", link=LINK, ttl_minutes=30, locale="fr"
+# Every shipped HTML mail, built by the functions that send it, for a deployment's settings.
+MAILS: dict[str, Callable[[Settings], EmailMessage]] = {
+    "verify_email": lambda s: auth_mail.verification(TO, settings=s, link=LINK, first_name="Ann"),
+    "verify_email.fr": lambda s: auth_mail.verification(TO, settings=s, link=LINK, locale="fr"),
+    "password_reset": lambda s: auth_mail.password_reset(TO, settings=s, link=LINK, ttl_minutes=30),
+    "password_reset.fr": lambda s: auth_mail.password_reset(
+        TO, settings=s, link=LINK, ttl_minutes=30, locale="fr"
     ),
-    "account_exists": lambda: auth_mail.account_exists("a@corp.example", settings=SETTINGS[0]),
-    "session_reused": lambda: auth_mail.session_reused("a@corp.example", settings=SETTINGS[0]),
-    "email_code": lambda: auth_mail.email_code(
-        "a@corp.example", code="042137", link=LINK, ttl_minutes=10, settings=SETTINGS[0]
+    "account_exists": lambda s: auth_mail.account_exists(TO, settings=s),
+    "session_reused": lambda s: auth_mail.session_reused(TO, settings=s),
+    "email_code": lambda s: auth_mail.email_code(
+        TO, code="042137", link=LINK, ttl_minutes=10, settings=s
     ),
-    "new_signin": lambda: auth_mail.new_signin(
-        "a@corp.example",
-        settings=SETTINGS[0],
+    "new_signin": lambda s: auth_mail.new_signin(
+        TO,
+        settings=s,
         device="Firefox on Linux",
         ip="203.0.113.7",
         time="27 Nov 2026, 08:30 UTC",
         method="password",
     ),
-    "invitation": lambda: account_mail._shipped(
-        "a@corp.example",
+    "invitation": lambda s: account_mail._shipped(
+        TO,
         "invitation",
         {"inviter": "Ann Lee", "account_name": "Acme", "role": "admin", "link": LINK},
+        s,
     ),
-    "join_request": lambda: account_mail.join_request(
-        "a@corp.example",
-        settings=SETTINGS[0],
+    "join_request": lambda s: account_mail.join_request(
+        TO,
+        settings=s,
         requester="bob@corp.example",
         domain="corp.example",
         account_id=uuid.uuid4(),
         account_name="Acme",
     ),
-    "join_request_sent": lambda: account_mail.join_request_sent(
-        "a@corp.example", domain="corp.example"
+    "join_request_sent": lambda s: account_mail.join_request_sent(
+        TO, settings=s, domain="corp.example"
     ),
-    "member_joined": lambda: notification(
+    "member_joined": lambda s: notification(
+        s,
         tenancy.MEMBER_JOINED,
         {**TENANCY, "memberUserId": "u1", "memberName": "Bob", "role": "member"},
         "https://app.acme.example/accounts",
     ),
-    "role_changed": lambda: notification(
+    "role_changed": lambda s: notification(
+        s,
         tenancy.ROLE_CHANGED,
         {**TENANCY, "actorName": "Ann", "role": "admin", "previousRole": "member"},
         "https://app.acme.example/accounts",
     ),
 }
-SETTINGS: list[object] = []
 
 
 @pytest.fixture
-def mails(env: dict[str, str], branded: templates.Brand) -> dict[str, EmailMessage]:
-    SETTINGS[:] = [load_settings(environ={**env, "PUBLIC_BASE_URL": "https://app.acme.example"})]
-    return {name: build() for name, build in MAILS.items()}
+def mails(branded: Settings) -> dict[str, EmailMessage]:
+    return {name: build(branded) for name, build in MAILS.items()}
 
 
 def mail_templates() -> list[Path]:
@@ -180,14 +179,21 @@ def test_each_mail_is_branded_dark_mode_safe_and_has_a_text_part(
 
 
 def test_a_logo_replaces_the_mark(env: dict[str, str]) -> None:
-    before = templates.current_brand()
     settings = load_settings(environ={**env, "TENANTD_UI_LOGO_URL": "https://cdn.example/l.png"})
-    templates.use_brand(templates.brand_of(settings))
-    try:
-        markup = auth_mail.verification("a@corp.example", link=LINK).html
-    finally:
-        templates.use_brand(before)
+    markup = auth_mail.verification(TO, settings=settings, link=LINK).html
     assert markup is not None and '<img src="https://cdn.example/l.png"' in markup
+
+
+def test_two_deployments_in_one_process_each_mail_in_their_own_brand(
+    env: dict[str, str], branded: Settings
+) -> None:
+    """The brand comes with the settings a mail is built for, not from a process global."""
+    plain = load_settings(environ=env)
+    for build in (MAILS["verify_email"], MAILS["email_code"], MAILS["member_joined"]):
+        ours, theirs = build(branded).html, build(plain).html
+        assert ours is not None and theirs is not None
+        assert f"<title>{BRAND}</title>" in ours and ACCENT in ours
+        assert BRAND not in theirs and ACCENT not in theirs
 
 
 LUMINANCE = """(selector) => {

@@ -19,7 +19,7 @@ import jinja2
 
 from tenantd.db import Row
 from tenantd.email.message import EmailMessage, EmailSendError
-from tenantd.email.templates import absolute_links, absolute_url, html_to_text
+from tenantd.email.templates import Brand, absolute_links, absolute_url, brand_of, html_to_text
 from tenantd.errors import AppError
 from tenantd.jobs.kinds import PermanentJobError
 from tenantd.notifications import queries
@@ -63,12 +63,13 @@ def render_email(
     content: EmailContent,
     variables: dict[str, Any],
     *,
+    brand: Brand,
     base_url: str,
     locale: str | None = None,
 ) -> tuple[str, str | None]:
     """(text, html) of the event's template (its `<locale>` variant first); `.html` templates
     also get a text part, and their relative links are resolved against PUBLIC_BASE_URL."""
-    env = event.environment or template_environment(event.base_dir)
+    env = event.environment or template_environment(event.base_dir, brand)
     path = content.template_path
     context = {**content.variables, **variables, "base_url": base_url, "locale": locale}
     try:
@@ -125,6 +126,7 @@ def build_message(services: Notifications, row: Row) -> EmailMessage:
                 "cta_label": row["cta_label"],
             },
         },
+        brand=brand_of(settings),
         base_url=settings.public_base_url,
         locale=locale,
     )
