@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from aiohttp import web
@@ -14,7 +13,29 @@ from tenantd.web.routing import ROUTE_SPEC, api_routes, path_params
 from tenantd.web.schemas import SINGLE_LINE_PATTERN, ErrorEnvelope, forbid_control_characters
 from tenantd.web.spec import OPEN_AS_IS, Access, Routes, RouteSpec
 
-ROUTES = Routes("meta")
+
+class OpenApiDocument:
+    """The application's document, built from its route table on the first request that
+    asks (every route is registered by then), then kept."""
+
+    def __init__(self, app: web.Application):
+        self._app = app
+        self._document: dict[str, Any] | None = None
+
+    def get(self) -> dict[str, Any]:
+        if self._document is None:
+            self._document = build_openapi(self._app[ROUTE_SPEC])
+        return self._document
+
+
+OPENAPI = web.AppKey("openapi_document", OpenApiDocument)
+
+
+def _state(app: web.Application) -> None:
+    app[OPENAPI] = OpenApiDocument(app)
+
+
+ROUTES = Routes("meta", state=_state)
 
 REF = "#/components/schemas/{model}"
 
@@ -174,13 +195,6 @@ def build_openapi(table: list[RouteSpec]) -> dict[str, Any]:
     }
 
 
-# Built once per application on first request. Not app state: a started app is frozen.
-_documents: weakref.WeakKeyDictionary[web.Application, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
 @ROUTES.get("/api/v1/openapi.json", **OPEN_AS_IS, summary="OpenAPI document")
 async def openapi(request: web.Request) -> dict[str, Any]:
-    document = _documents.get(request.app)
-    if document is None:
-        document = _documents[request.app] = build_openapi(request.app[ROUTE_SPEC])
-    return document
+    return request.app[OPENAPI].get()

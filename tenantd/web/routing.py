@@ -142,6 +142,8 @@ def register(
         specs = []
         app[ROUTE_SPEC] = specs
     for table in tables:
+        if table.state is not None:
+            table.state(app)
         for spec in table.specs:
             if spec.page:
                 if pages is None:

@@ -136,10 +136,15 @@ def signature_models(view: View) -> Signature:
 
 
 class Routes:
-    """A domain's routes; `create_app` registers every domain's table."""
+    """A domain's routes; `create_app` registers every domain's table.
 
-    def __init__(self, tag: str):
+    `state`, when given, makes what the table's views keep per application (a cache, a pool
+    of slots) under the application's keys when the table is registered: a started
+    application is frozen, so nothing can be added on first use."""
+
+    def __init__(self, tag: str, *, state: Callable[[web.Application], None] | None = None):
         self.tag = tag
+        self.state = state
         self.specs: list[RouteSpec] = []
 
     def route(

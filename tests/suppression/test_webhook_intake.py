@@ -15,7 +15,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from tenantd.db import Database
-from tenantd.suppression.webhooks.views import BUSY_RETRY_AFTER, BodyGate, body_gate
+from tenantd.suppression.webhooks.views import BODY_GATE, BUSY_RETRY_AFTER, BodyGate
 from tests.email.support import Start
 from tests.helpers import eventually
 from tests.suppression.test_resend_webhook import SECRET, event, svix_headers
@@ -99,7 +99,7 @@ class RawConnection:
 
 
 def gate_of(client: TestClient[Any, Any]) -> BodyGate:
-    return body_gate(client.server.app)
+    return client.server.app[BODY_GATE]
 
 
 async def suppressed(db: Database) -> list[str]:

@@ -20,7 +20,6 @@ import binascii
 import datetime
 import logging
 import re
-import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -268,25 +267,12 @@ async def receive(
 
 
 SNS_CERTIFICATES: web.AppKey[SnsCertificates] = web.AppKey("sns_certificates", SnsCertificates)
-_DEFAULTS: weakref.WeakKeyDictionary[web.Application, SnsCertificates] = weakref.WeakKeyDictionary()
-
-
-def certificates_of(app: web.Application) -> SnsCertificates:
-    """The app's certificate cache: one set before start-up (tests point it at a local fake
-    Amazon, after the URL checks), else one fetching over HTTPS."""
-    given = app.get(SNS_CERTIFICATES)
-    if given is not None:
-        return given
-    found = _DEFAULTS.get(app)
-    if found is None:
-        found = _DEFAULTS[app] = SnsCertificates(https_fetch)
-    return found
 
 
 def receiver(verdicts: MailVerdictSettings, db: Database, app: web.Application) -> ingest.Receiver:
     """Amazon SES's notifications through SNS, once topics are configured (else 404)."""
     topics = ingest.configured(verdicts.ses_sns_topic_arns)
-    certificates = certificates_of(app)
+    certificates = app[SNS_CERTIFICATES]
     return ingest.Receiver(
         check=lambda headers: signed_headers(headers, topics=topics),
         apply=lambda signed, body: receive(db, certificates=certificates, signed=signed, body=body),

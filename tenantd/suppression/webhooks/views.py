@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import weakref
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
@@ -41,7 +40,15 @@ from tenantd.web.ratelimit import request_ip
 from tenantd.web.schemas import ApiModel
 from tenantd.web.spec import CURRENT_ROUTE, Access, Routes
 
-ROUTES = Routes("webhooks")
+
+def _state(app: web.Application) -> None:
+    """The process's body gate, and the SNS certificate cache (fetching over HTTPS; a test
+    puts one of its own in its place before start-up)."""
+    app[BODY_GATE] = new_gate(app[SETTINGS])
+    app[ses.SNS_CERTIFICATES] = ses.SnsCertificates(ses.https_fetch)
+
+
+ROUTES = Routes("webhooks", state=_state)
 
 RESPONSES = {
     401: "Signature, timestamp or headers invalid (refused before the body is read)",
@@ -188,15 +195,7 @@ def new_gate(settings: Settings) -> BodyGate:
     )
 
 
-_GATES: weakref.WeakKeyDictionary[web.Application, BodyGate] = weakref.WeakKeyDictionary()
-
-
-def body_gate(app: web.Application) -> BodyGate:
-    """The process-wide gate of this application (created on first use)."""
-    gate = _GATES.get(app)
-    if gate is None:
-        gate = _GATES[app] = new_gate(app[SETTINGS])
-    return gate
+BODY_GATE = web.AppKey("webhook_body_gate", BodyGate)
 
 
 async def closing(request: web.Request, error: AppError) -> web.Response:
@@ -220,7 +219,7 @@ async def take_delivery(
         signed = receiver.check(request.headers)
     except Unauthorized as refused:
         return await closing(request, refused)
-    gate = body_gate(request.app)
+    gate = request.app[BODY_GATE]
     try:
         async with gate.slot(request_ip(request), authenticated=receiver.authenticated):
             try:
