@@ -954,31 +954,6 @@ class Database:
             pool.health.follow(own.pool)  # one outage, told once
         return own
 
-    def connect_blocking(self) -> psycopg2.extensions.connection:
-        """A blocking connection to this pool's database in autocommit mode, for a thread of
-        its own (the announcement relay's publisher). The pool's bound limits its connect and
-        each of its statements, as the pool's waits are limited on the event loop; TCP
-        keepalives end it within seconds when the database's host is gone without a word (no
-        statement timeout fires then), so the thread reconnects instead of hanging."""
-        bound = self.pool._timeout
-        conn = psycopg2.connect(
-            self.pool._dsn,
-            connect_timeout=max(2, math.ceil(bound)),
-            keepalives=1,
-            keepalives_idle=5,
-            keepalives_interval=2,
-            keepalives_count=3,
-        )
-        try:
-            conn.autocommit = True
-            with conn.cursor() as cursor:
-                timeout_ms = str(max(1, round(bound * 1000)))
-                cursor.execute("SELECT set_config('statement_timeout', %s, false)", (timeout_ms,))
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
     async def close(self) -> None:
         for replica in self.replicas:
             await replica.close()

@@ -23,12 +23,6 @@ its rows in the order they were written. At least once: a row is deleted in the 
 that published it; a relay that dies before that commit leaves it to the next one (the bus
 then may hear it twice; subscribers are idempotent: caches drop, SSE reads by id).
 
-Where: the PostgreSQL publisher runs on a thread of its own with a blocking connection. On
-the event loop, a busy process (a hundred requests in flight) made each wake-up wait its
-turn behind their callbacks, and the statement's answer again: about 9 ms a hop at the median
-(docs/performance.md). The thread waits only for the GIL, which the loop gives up at every
-system call. A bus's relay stays on the loop, where its client lives.
-
 Liveness (`watch`, `confirmed_within`): every CHECK_SECONDS the relay looks at the oldest row
 still waiting, without the lock (a relay stuck on it, or holding it, is what it must see). A
 check that began at `t` and found nothing older than `t - age` says that everything committed
@@ -42,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 
@@ -96,32 +89,25 @@ class Relay:
         self.durable = frozenset(durable) if acked is not None else frozenset()
         self.sweep_seconds = sweep_seconds
         self.batch = batch
-        self.published = 0  # rows this relay published (on the loop and the thread)
-        self._counting = threading.Lock()
+        self.published = 0  # rows this relay published
         # time.monotonic(): every row committed before it has been published and delivered.
         self.published_before: float | None = None
         self._woken = asyncio.Event()
-        self._woken_thread = threading.Event()  # the same, for the PostgreSQL publisher
         self._failing = False
 
     def wake(self) -> None:
         """Publish soon: a commit of this process announced something."""
         self._woken.set()
-        self._woken_thread.set()
 
     async def publish_pending(self) -> int:
         """Publish every row committed by now, in batches; how many."""
         total = 0
         while True:
             count = await self._publish_batch()
-            self._count(count)
+            self.published += count
             total += count
             if count < self.batch:
                 return total
-
-    def _count(self, published: int) -> None:
-        with self._counting:
-            self.published += published
 
     async def _publish_batch(self) -> int:
         if self.publish is None:
@@ -145,9 +131,6 @@ class Relay:
 
     async def run(self) -> None:
         """Publish when woken and every `sweep_seconds`, until cancelled."""
-        if self.publish is None:
-            await self._run_thread()
-            return
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.sweep_seconds):
@@ -158,69 +141,13 @@ class Relay:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                self._failed(error)
+                if not self._failing:  # once per outage: the sweep retries every half second
+                    log.warning("announcement relay failed; retrying: %r", error)
+                self._failing = True
             else:
-                self._recovered()
-
-    def _failed(self, error: Exception) -> None:
-        if not self._failing:  # once per outage: the sweep retries every half second
-            log.warning("announcement relay failed; retrying: %r", error)
-        self._failing = True
-
-    def _recovered(self) -> None:
-        if self._failing:
-            log.warning("announcement relay publishing again")
-        self._failing = False
-
-    async def _run_thread(self) -> None:
-        """The PostgreSQL publisher's thread, from start until this task is cancelled."""
-        stopping = threading.Event()
-        # A daemon: a process that exits without stopping its relay must not wait for it.
-        thread = threading.Thread(
-            target=self._publish_on_thread,
-            args=(stopping,),
-            name="announcement-relay",
-            daemon=True,
-        )
-        thread.start()
-        try:
-            await asyncio.Event().wait()  # until cancelled
-        finally:
-            stopping.set()
-            self._woken_thread.set()
-            # Ends with the statement in flight (bounded like every statement of the pool).
-            await asyncio.to_thread(thread.join)
-
-    def _publish_on_thread(self, stopping: threading.Event) -> None:
-        """(On the thread.) Publish when woken and every `sweep_seconds` until `stopping`;
-        a failed connection is dropped and a new one made at the next turn."""
-        conn = None
-        try:
-            while not stopping.is_set():
-                self._woken_thread.wait(self.sweep_seconds)
-                self._woken_thread.clear()
-                if stopping.is_set():
-                    break
-                try:
-                    if conn is None:
-                        conn = self.db.connect_blocking()
-                    while True:
-                        with conn.cursor() as cursor:
-                            cursor.execute(PUBLISH, {"limit": self.batch})
-                            count = int(cursor.fetchone()[0])
-                        self._count(count)
-                        if count < self.batch:
-                            break
-                except Exception as error:
-                    self._failed(error)
-                    if conn is not None:
-                        conn.close()
-                    conn = None
-                else:
-                    self._recovered()
-        finally:
-            if conn is not None:
-                conn.close()
+                if self._failing:
+                    log.warning("announcement relay publishing again")
+                self._failing = False
 
     # Liveness
 

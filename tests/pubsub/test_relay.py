@@ -8,14 +8,11 @@ import ast
 import asyncio
 import contextlib
 import re
-import threading
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiopg
-import psycopg2
 import pytest
 from aiohttp import web
 
@@ -481,72 +478,5 @@ async def test_a_busy_pool_does_not_hold_back_what_its_commits_announced(
             await run(holder, "SELECT tenantd_announce('busy-pool', 'heard')")  # committed
             relay.wake()
             await listener.until("busy-pool", "heard")
-    finally:
-        await db.close()
-
-
-def _published_while_held(dsn: str, channel: str, within: float) -> bool:
-    """(Blocking: holds the event loop.) Whether the rows of `channel` leave `announcements`
-    within `within` seconds: only a publisher off the loop can take them meanwhile."""
-    conn = psycopg2.connect(dsn)
-    try:
-        conn.autocommit = True
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            with conn.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM announcements WHERE channel = %s", (channel,))
-                row = cursor.fetchone()
-            if row is not None and row[0] == 0:
-                return True
-            time.sleep(0.01)
-        return False
-    finally:
-        conn.close()
-
-
-@pytest.mark.own_relays
-async def test_a_busy_event_loop_does_not_hold_back_what_its_commits_announced(
-    migrated: str, listener: Listener
-) -> None:
-    """The PostgreSQL publisher runs on a thread of its own: while the process's event loop
-    is held (a burst of requests' callbacks), what its commit announced is still published."""
-    await listener.listen("busy-loop")
-    dsn = url_to_dsn(migrated)
-    db = await create_database(dsn, minsize=1, maxsize=2)
-    try:
-        async with publishing(db):
-            async with db.transaction() as conn:
-                await conn.execute("SELECT tenantd_announce('busy-loop', 'heard')")
-                conn.announced()
-            assert _published_while_held(dsn, "busy-loop", within=30.0)
-            await listener.until("busy-loop", "heard")
-    finally:
-        await db.close()
-
-
-@pytest.mark.own_relays
-async def test_the_publisher_thread_reconnects_after_its_connection_is_killed(
-    migrated: str, listener: Listener, holder: aiopg.Connection
-) -> None:
-    """A publisher whose connection the server ended makes a new one at its next turn and
-    publishes what came meanwhile; leaving the block stops its thread."""
-    await listener.listen("reconnect")
-    db = await create_database(url_to_dsn(migrated), minsize=1, maxsize=2)
-    try:
-        async with publishing(db) as relay:
-            await announce(db, "reconnect", ["before"])
-            relay.wake()
-            await listener.until("reconnect", "before")
-            killed = await run(
-                holder,
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                " WHERE query LIKE 'SELECT tenantd_publish_announcements%'"
-                " AND pid <> pg_backend_pid()",
-            )
-            assert killed == (1,)  # the thread's connection (the own pool has not published)
-            await announce(db, "reconnect", ["after"])
-            relay.wake()
-            await listener.until("reconnect", "after")
-        assert not any(t.name == "announcement-relay" for t in threading.enumerate())
     finally:
         await db.close()
