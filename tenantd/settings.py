@@ -294,9 +294,9 @@ class DatabaseSettings(Section):
     )
     pool_min: Positive = env(
         "DB_POOL_MIN",
-        "Database pool size per process. Outside it, each process also holds one connection"
-        " for the relay that publishes what commits announce (two with TENANTD_BUS=nats or"
-        " redis), one LISTEN connection (TENANTD_BUS=postgres) and (QUEUES_ENABLED=true) one"
+        "Database pool size per process. Outside it, each process also holds two connections"
+        " for the relay that publishes what commits announce (its publisher and its liveness"
+        " check), one LISTEN connection (TENANTD_BUS=postgres) and (QUEUES_ENABLED=true) one"
         " for job lease heartbeats, so an exhausted pool neither delays an announcement nor"
         " costs a running job its lease.",
         default=2,
