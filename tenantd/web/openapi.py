@@ -15,16 +15,16 @@ from tenantd.web.spec import OPEN_AS_IS, Access, Routes, RouteSpec
 
 
 class OpenApiDocument:
-    """The application's document, built from its route table on the first request that
-    asks (every route is registered by then), then kept."""
+    """An application's document, built from its route table (`specs`, which registration
+    fills) on the first request that asks, then kept."""
 
-    def __init__(self, app: web.Application):
-        self._app = app
+    def __init__(self, specs: list[RouteSpec]):
+        self._specs = specs
         self._document: dict[str, Any] | None = None
 
     def get(self) -> dict[str, Any]:
         if self._document is None:
-            self._document = build_openapi(self._app[ROUTE_SPEC])
+            self._document = build_openapi(self._specs)
         return self._document
 
 
@@ -32,7 +32,7 @@ OPENAPI = web.AppKey("openapi_document", OpenApiDocument)
 
 
 def _state(app: web.Application) -> None:
-    app[OPENAPI] = OpenApiDocument(app)
+    app[OPENAPI] = OpenApiDocument(app[ROUTE_SPEC])
 
 
 ROUTES = Routes("meta", state=_state)
