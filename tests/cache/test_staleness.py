@@ -15,6 +15,7 @@ from tenantd.db import Database
 from tenantd.db.dsn import url_to_dsn
 from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.pubsub import PubSubHub
+from tests.factories import wait_until_heard
 from tests.identity.test_principal_cache import principal
 
 
@@ -89,6 +90,9 @@ async def test_a_silently_dead_listener_stops_the_cache_within_the_bound(
         await hub.subscribe(CHANNEL, lambda _c, payload: cache.apply(payload), on_gap=cache.flush)
         cache.live = live_while_confirmed(hub)
         cache.enabled = True
+        # The factory's rows announce themselves, and the relay may publish them only now
+        # (a busy machine): hear them before storing, or `user:` drops the entry mid-test.
+        await wait_until_heard(db, hub, CHANNEL)
         p = principal(user.id, user.account_id)
         cache.store_principal(p, cache.generation)
         assert cache.principal(p.jti) == p

@@ -17,6 +17,7 @@ from tenantd.db.dsn import url_to_dsn
 from tenantd.identity.principal_cache import PrincipalCache
 from tenantd.principal import Principal
 from tenantd.pubsub import PubSubHub
+from tests.factories import wait_until_heard
 
 HEARD_WITHIN = 30.0  # seconds: however busy the machine, an invalidation must arrive
 LATENCY_SAMPLES = 9
@@ -151,6 +152,7 @@ async def test_other_instances_hear_within_100ms(db: Database, factory: Any, mig
         await hub.subscribe(CHANNEL, lambda _c, payload: cache.apply(payload), on_gap=cache.flush)
         cache.live = hub.is_connected
         cache.enabled = True
+        await wait_until_heard(db, hub, CHANNEL)  # the factory's own announcements first
         for _ in range(LATENCY_SAMPLES):
             p = principal(user.id, user.account_id)
             cache.store_principal(p, cache.generation)

@@ -325,6 +325,7 @@ async def test_after_a_lost_listener_the_mirror_answers_only_once_reloaded(
         cache.live = live_while_confirmed(hub)
         cache.enabled = True
         async with mirrored(db, cache.revocations, hub):
+            await wait_until_heard(db, hub, CHANNEL)  # nothing earlier lands on the facts
             loads = cache.revocations.loads
             cache.store_facts(user.id, None, user.account_id, "owner", cache.generation)
             assert cache.token_state(user.id, user.account_id, jti, family) == (
