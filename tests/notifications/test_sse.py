@@ -267,6 +267,21 @@ async def test_shutdown_ends_streams_with_a_final_comment(
     assert "server shutting down" in reader.comments
 
 
+async def test_a_stream_opened_during_the_drain_ends_at_once(
+    app: web.Application, factory: Any, make_client: Any
+) -> None:
+    """After SIGTERM's on_shutdown the drain still serves requests on open keep-alive
+    connections: a browser's EventSource reconnecting on one of them gets a stream that ends
+    at once (to reconnect elsewhere), not one the shutdown then waits on until its bound."""
+    user = await factory.user()
+    client = await make_client(cookies=await factory.cookies(user))
+    app[FEED_KEY].close_all()  # what SIGTERM's on_shutdown does
+    reader = await open_stream(client)
+    assert await reader.ended()
+    assert "server shutting down" in reader.comments
+    assert not await listening(app, user.id)
+
+
 async def test_hot_stream_rechecks_the_token_from_the_principal_cache(
     app: web.Application, services: Notifications, factory: Any, make_client: Any
 ) -> None:

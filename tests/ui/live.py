@@ -44,6 +44,7 @@ WAIT = 30.0  # seconds: generous, the machine is shared
 # stop's wait) goes stale within three of them, and the next test's `notify send` does not
 # take it for a running deployment with another configuration.
 HEARTBEAT = "0.5"
+STOP_WAIT_SECONDS = 40.0  # TENANTD_SHUTDOWN_TIMEOUT_SECONDS (25) and a margin
 LIVE_ROWS = f"""
 SELECT count(*) FROM instances
 WHERE host = %s AND pid = %s
@@ -134,16 +135,24 @@ class LiveServer:
                 raise AssertionError(f"no mail to {address} with {contains!r}")
             time.sleep(0.1)
 
+    def log_tail(self, size: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-size:]
+
     def stop(self) -> None:
         """End the server, then wait until its row of `instances` no longer counts as a
         running instance (deleted by its clean shutdown, or stale when it had to be killed):
         the next server on this database is then the only one `notify send` follows."""
         self.process.terminate()
         try:
-            self.process.wait(timeout=20)
+            # Longer than the shutdown's own bound: past it the watchdog exits with status 1.
+            status = self.process.wait(timeout=STOP_WAIT_SECONDS)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=20)
+            status = None
+        # A clean shutdown, as systemd's stop expects: an open stream or a stuck task that
+        # held it until the watchdog fails the test that left it.
+        assert status == 0, f"{self.base} exited {status} on SIGTERM:\n{self.log_tail()}"
         deadline = time.monotonic() + WAIT
         conn = psycopg2.connect(url_to_dsn(self.env["DATABASE_URL"]))
         try:

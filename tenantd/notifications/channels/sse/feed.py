@@ -147,6 +147,9 @@ class NotificationFeed:
         self._by_session: dict[uuid.UUID, set[StreamQueue]] = {}
         self._watcher: asyncio.Task[None] | None = None
         self._revocations: Subscription | None = None
+        # SIGTERM came (close_all): the drain still serves open keep-alive connections, and a
+        # stream opened on one would hold the shutdown until its bound.
+        self._shutting_down = False
 
     @property
     def stream_count(self) -> int:
@@ -160,7 +163,12 @@ class NotificationFeed:
         self._watcher = asyncio.get_running_loop().create_task(self._watch_disconnects())
 
     async def attach(self, user_id: uuid.UUID, queue: StreamQueue) -> None:
-        """Register a stream: over the user's cap their oldest ends; over the process cap 503."""
+        """Register a stream: over the user's cap their oldest ends; over the process cap 503;
+        after close_all it is ended at once, as the others were (its client reconnects
+        elsewhere)."""
+        if self._shutting_down:
+            queue.close("shutdown")
+            return
         # Counted and added before any await, so concurrent attaches cannot all pass the caps.
         streams = self._streams.get(user_id, {})
         live = [stream for stream in streams if not stream.closing]
@@ -232,7 +240,9 @@ class NotificationFeed:
             await self.hub.unsubscribe(subscription)
 
     def close_all(self) -> None:
-        """Shutdown: every stream ends (clients reconnect to another instance)."""
+        """Shutdown: every stream ends (clients reconnect to another instance), and so does
+        every stream opened from now on."""
+        self._shutting_down = True
         for streams in self._streams.values():
             for queue in streams:
                 queue.close("shutdown")
