@@ -43,13 +43,18 @@ class Brand:
 
 def brand_of(settings: Settings) -> Brand:
     """The brand of TENANTD_UI_BRAND_NAME, TENANTD_UI_LOGO_URL and TENANTD_UI_ACCENT_COLOR
-    (a bad colour stops start-up)."""
-    brand = settings.section(BrandSettings)
+    (a bad colour stops start-up): one object per configuration, which every mail builder
+    and the EmailService share."""
+    return _brand(settings.section(BrandSettings), settings.public_base_url)
+
+
+@lru_cache(maxsize=8)  # one a configuration (tests hold a few)
+def _brand(section: BrandSettings, public_base_url: str) -> Brand:
     return Brand(
-        name=brand.brand_name,
-        logo_url=brand.logo_url,
-        accent_color=brand.accent_color,
-        base_url=settings.public_base_url.rstrip("/"),
+        name=section.brand_name,
+        logo_url=section.logo_url,
+        accent_color=section.accent_color,
+        base_url=public_base_url.rstrip("/"),
     )
 
 
