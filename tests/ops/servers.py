@@ -125,19 +125,27 @@ async def wait_ready(server: Server, limit: float = 60.0) -> None:
 
 @contextlib.asynccontextmanager
 async def running(servers: list[Server]) -> AsyncIterator[list[Server]]:
-    """Wait until every server is ready; SIGTERM (then SIGKILL) whatever is left at the end."""
+    """Wait until every server is ready; SIGTERM (then SIGKILL) whatever is left at the end.
+    A server still running when the block ends must then shut down cleanly (status 0, before
+    its watchdog's bound): what held a shutdown fails the test that caused it."""
+    left: list[Server] = []
     try:
         await asyncio.gather(*(wait_ready(server) for server in servers))
         yield servers
     finally:
-        for server in servers:
+        left = [server for server in servers if server.process.poll() is None]
+        for server in left:
             server.terminate()
-        for server in servers:
+        for server in left:
             try:
-                await asyncio.to_thread(server.wait, 30)
+                await asyncio.to_thread(server.wait, 40)
             except subprocess.TimeoutExpired:
                 server.process.kill()
                 await asyncio.to_thread(server.wait, 5)
+    unclean = [(s.name, s.process.returncode) for s in left if s.process.returncode != 0]
+    assert not unclean, f"not a clean shutdown on SIGTERM: {unclean}\n" + "\n".join(
+        s.log()[-3000:] for s in left if s.process.returncode != 0
+    )
 
 
 def server_env(database_url: str, data_dir: Path, secret: str, **extra: str) -> dict[str, str]:
