@@ -80,6 +80,11 @@ class Settlement:
     # (the others have nothing to clear).
     failing_endpoints: set[Any] = field(default_factory=set)
 
+    def rows(self) -> list[int]:
+        """The deliveries the settle changes (the retried ones are among the failed)."""
+        leftover = [delivery for batch in self.leftover for delivery in batch]
+        return [failed[0] for failed in self.failed] + self.held + leftover
+
     def nothing_left(self) -> bool:
         """Every attempt succeeded, nothing to retry, no failing endpoint to clear."""
         return not (
@@ -175,6 +180,9 @@ async def run_deliveries(
     )
     if disabled or not outcome.nothing_left():
         async with services.db.transaction() as conn:
+            settling = outcome.rows() + disabled
+            if settling:
+                await conn.execute(queries.LOCK_SETTLING, {"ids": settling})
             if disabled:
                 await conn.execute(queries.FAIL_DISABLED, {"ids": disabled})
                 await conn.fetch_val(queries.HAND_OVER, {"ids": disabled, **_hand_over_params()})

@@ -158,6 +158,14 @@ SELECT tenantd_webhook_hand_over(%(ids)s::bigint[], %(kind)s::text, %(max_attemp
                                  %(chunk)s::int)
 """
 
+# A settle's rows, locked before it changes any, in id order as BLOCKERS takes its shares: a
+# settle that locked a held delivery before its failed earlier sibling would wait on a park
+# holding a share of the earlier one and waiting for the later one (a deadlock).
+LOCK_SETTLING = """
+SELECT id FROM webhook_deliveries WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id
+   FOR NO KEY UPDATE
+"""
+
 SETTLE_FAILED = """
 UPDATE webhook_deliveries d
    SET status = CASE WHEN r.final THEN 'failed' ELSE 'pending' END,

@@ -38,6 +38,7 @@ class Receiver:
     gate: asyncio.Event | None = None
     # A slow but healthy receiver: every answer comes this many seconds after its request.
     delay: float = 0.0
+    arrived: int = 0  # requests read, answered or not (held by the gate)
 
     def verify(self, raw: bytes, headers: dict[str, str]) -> bool:
         for secret in self.secrets:
@@ -51,6 +52,7 @@ class Receiver:
 
     async def handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
+        self.arrived += 1
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.gate is not None:

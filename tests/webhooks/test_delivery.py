@@ -9,6 +9,7 @@ import logging
 import uuid
 from typing import Any
 
+import aiopg
 import orjson
 import pytest
 from aiohttp import web
@@ -130,6 +131,62 @@ async def test_events_about_one_object_arrive_in_order_across_retries(
     # Y did not wait for X.
     order = [r.body["data"]["id"] for r in receiver.accepted]
     assert order.index("Y") < order.index("X")
+
+
+async def test_a_settle_locks_its_rows_in_id_order_as_a_park_does(
+    services: Webhooks, aiohttp_server: Any
+) -> None:
+    """A batch whose first delivery of an object fails parks the later one and records the
+    failure. A park elsewhere (a later delivery of the same object, in another job) takes
+    shares on both in id order. Were the settle to lock the later row before the earlier one,
+    each would wait for the other: a deadlock, and the job retried seconds later (an
+    overloaded CI run saw it). Here a connection holds the park's first share, and the
+    second must still be free while the settle waits."""
+    receiver = await start_receiver(aiohttp_server, [])
+    gate = receiver.gate = asyncio.Event()
+    answered: list[int] = []
+
+    def answer(received: Any) -> int:  # step 1 fails once
+        answered.append(received.body["data"]["step"])
+        return 503 if answered == [1] else 200
+
+    receiver.answer = answer
+    await endpoint(services, receiver)
+    async with services.db.transaction() as conn:  # one fan-out job: [step 1, step 2]
+        for step in (1, 2):
+            data = {"id": "X", "step": step}
+            await emit(conn, "user.updated", account_id=None, actor=ACTOR, data=data)
+    await eventually(lambda: receiver.arrived == 1)  # step 1 in flight, held by the gate
+    rows = await deliveries(services)
+    assert len(rows) == 2 and rows[0]["job_id"] == rows[1]["job_id"]
+    first, later = rows[0]["id"], rows[1]["id"]
+    park = await aiopg.connect(services.db.dsn)
+    park_pid = await park.get_backend_pid()
+    try:
+        async with park.cursor() as cur:
+            await cur.execute("BEGIN")
+            await cur.execute(SHARE, {"id": first})
+            gate.set()  # step 1 answers 503: the settle begins, waits on `first`
+            await eventually(lambda: _settle_waits(services, park_pid), within=30)
+            await cur.execute(SHARE + " NOWAIT", {"id": later})  # not taken by the settle
+            await cur.execute("COMMIT")
+    finally:
+        park.close()
+    await eventually(lambda: len(receiver.accepted) == 2, within=60)  # retried, then sent
+    assert answered == [1, 1, 2]
+
+
+SHARE = "SELECT id FROM webhook_deliveries WHERE id = %(id)s FOR SHARE"
+
+
+async def _settle_waits(services: Webhooks, park_pid: int) -> bool:
+    """Whether another backend waits for a lock the backend `park_pid` holds."""
+    waiting = await services.db.fetch_val(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND %(pid)s = ANY(pg_blocking_pids(pid))",
+        {"pid": park_pid},
+    )
+    return bool(waiting)
 
 
 async def test_rotation_signs_with_both_secrets_for_a_day(
