@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import psycopg2.extensions
+import psycopg2.extras
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -40,6 +42,18 @@ pytest_plugins = ["tests.timeouts"]  # pytest-timeout's signal method, for async
 # Tests never read the host's service configuration (/etc/tenantd/tenantd.env, the CLI's
 # default env file): they pass their settings explicitly.
 os.environ.setdefault("TENANTD_ENV_FILE", "")
+
+
+@pytest.fixture(autouse=True)
+def dicts_stay_jsonb() -> Iterator[None]:
+    """aiopg.connect's default (enable_hstore=True) makes psycopg2 adapt every dict as hstore
+    in the whole worker, even on a database without hstore: the tests after it then fail far
+    from the cause (a run saw 101). The test that did it fails here instead."""
+    yield
+    adapter = psycopg2.extensions.adapters.get((dict, psycopg2.extensions.ISQLQuote))
+    assert adapter is not psycopg2.extras.HstoreAdapter, (
+        "this test made dicts hstore for the worker: connect with enable_hstore=False"
+    )
 
 
 @pytest.fixture(scope="session")

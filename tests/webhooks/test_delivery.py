@@ -160,7 +160,7 @@ async def test_a_settle_locks_its_rows_in_id_order_as_a_park_does(
     rows = await deliveries(services)
     assert len(rows) == 2 and rows[0]["job_id"] == rows[1]["job_id"]
     first, later = rows[0]["id"], rows[1]["id"]
-    park = await aiopg.connect(services.db.dsn)
+    park = await aiopg.connect(services.db.dsn, enable_hstore=False)  # dicts stay jsonb
     park_pid = await park.get_backend_pid()
     try:
         async with park.cursor() as cur:
